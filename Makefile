@@ -1,0 +1,67 @@
+# mlxcel build. `make` builds build/mlxcel; `make test` runs every test and
+# ends with "N passed, N failed". Debian packages are installed when missing.
+CC      ?= gcc
+OPT     ?= -O2
+CFLAGS  ?= $(OPT) -g
+CFLAGS  += -std=c17 -Wall -Wextra -pthread -fno-strict-aliasing
+LDLIBS  := -ljansson -lpcre2-8 -lutf8proc -lmicrohttpd -lm -lpthread
+BUILD   ?= build
+
+SIMD_AVX2   := -mavx2 -mfma -mf16c
+SIMD_AVX512 := -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16
+
+LIB_SRC  := $(sort $(wildcard src/*/*.c))
+LIB_SRC  := $(filter-out src/cli/%,$(LIB_SRC))
+CLI_SRC  := $(sort $(wildcard src/cli/*.c))
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
+CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
+TEST_SRC := $(sort $(wildcard tests/unit/test_*.c))
+TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
+
+DEB_PKGS := libjansson-dev libpcre2-dev libutf8proc-dev libmicrohttpd-dev pkg-config
+
+.PHONY: all deps test unit asan clean fuzz bench-model
+all: deps $(BUILD)/mlxcel
+
+# Installs the Debian -dev packages that are missing (no-op when present).
+deps:
+	@missing=""; for p in $(DEB_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then echo "installing:$$missing"; \
+	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null; fi
+
+$(BUILD)/%_avx2.o: %_avx2.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(SIMD_AVX2) -MMD -MP -c $< -o $@
+$(BUILD)/%_avx512.o: %_avx512.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(SIMD_AVX512) -MMD -MP -c $< -o $@
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/libmlxcel.a: $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/mlxcel: $(CLI_OBJ) $(BUILD)/libmlxcel.a
+	$(CC) $(CFLAGS) -o $@ $(CLI_OBJ) $(BUILD)/libmlxcel.a $(LDLIBS)
+	ln -sf mlxcel $(BUILD)/mlxcel-server
+
+$(BUILD)/tests/%: tests/unit/%.c tests/unit/test.h $(BUILD)/libmlxcel.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Isrc -o $@ $< $(BUILD)/libmlxcel.a $(LDLIBS)
+
+unit: $(TEST_BIN)
+
+# Sanitizer build of the library and unit tests, in its own build tree.
+asan: deps
+	$(MAKE) BUILD=build/asan OPT=-O1 CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" unit $(BUILD)/asan/mlxcel
+
+test: all unit asan
+	@bash tests/run.sh
+
+clean:
+	rm -rf build
+
+-include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d)

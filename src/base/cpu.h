@@ -1,0 +1,14 @@
+/* cpu: runtime detection of the x86 vector extensions the kernels use.
+ * MLXCEL_CPU=portable|avx2|avx512 caps the level (for tests and bisecting). */
+#ifndef MX_CPU_H
+#define MX_CPU_H
+#include <stdbool.h>
+typedef enum { MX_CPU_PORTABLE = 0, MX_CPU_AVX2 = 1, MX_CPU_AVX512 = 2 } mx_cpu_level;
+typedef struct {
+    mx_cpu_level level;
+    bool avx512_vnni, avx512_bf16, f16c, fma;
+} mx_cpu_info;
+const mx_cpu_info *mx_cpu(void);
+void mx_cpu_force(mx_cpu_level max_level); /* cap the level (tests run every path) */
+const char *mx_cpu_name(mx_cpu_level l);
+#endif

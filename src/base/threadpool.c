@@ -1,0 +1,138 @@
+#define _GNU_SOURCE
+#include "threadpool.h"
+#include "base.h"
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+struct mx_pool {
+    int n;
+    pthread_t *th;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    atomic_uint gen;      /* bumped for every job */
+    atomic_int next;      /* next task index */
+    atomic_int pending;   /* workers still inside the job */
+    atomic_bool quit;
+    mx_task_fn fn;
+    void *ctx;
+    int n_tasks;
+};
+
+typedef struct { mx_pool *p; int tid; } worker_arg;
+
+static void run_tasks(mx_pool *p, int tid) {
+    for (;;) {
+        int i = atomic_fetch_add_explicit(&p->next, 1, memory_order_relaxed);
+        if (i >= p->n_tasks) break;
+        p->fn(p->ctx, i, tid);
+    }
+}
+
+static void *worker(void *arg) {
+    worker_arg wa = *(worker_arg *)arg;
+    free(arg);
+    mx_pool *p = wa.p;
+    unsigned seen = 0;
+    for (;;) {
+        unsigned g;
+        int spins = 0;
+        while ((g = atomic_load_explicit(&p->gen, memory_order_acquire)) == seen && !atomic_load(&p->quit)) {
+            if (++spins < 20000) {
+#if defined(__x86_64__)
+                __builtin_ia32_pause();
+#endif
+                continue;
+            }
+            pthread_mutex_lock(&p->mu);
+            while (atomic_load(&p->gen) == seen && !atomic_load(&p->quit)) pthread_cond_wait(&p->cv, &p->mu);
+            pthread_mutex_unlock(&p->mu);
+        }
+        if (atomic_load(&p->quit)) break;
+        seen = g;
+        run_tasks(p, wa.tid);
+        atomic_fetch_sub_explicit(&p->pending, 1, memory_order_acq_rel);
+    }
+    return NULL;
+}
+
+mx_pool *mx_pool_new(int n_threads) {
+    if (n_threads < 1) n_threads = 1;
+    if (n_threads > 512) n_threads = 512;
+    mx_pool *p = mx_calloc(1, sizeof *p);
+    if (!p) return NULL;
+    p->n = n_threads;
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->cv, NULL);
+    p->th = mx_calloc((size_t)n_threads, sizeof(pthread_t));
+    if (!p->th) { free(p); return NULL; }
+    for (int t = 1; t < n_threads; t++) {
+        worker_arg *wa = malloc(sizeof *wa);
+        if (!wa) { p->n = t; break; }
+        wa->p = p;
+        wa->tid = t;
+        if (pthread_create(&p->th[t], NULL, worker, wa) != 0) { free(wa); p->n = t; break; }
+    }
+    return p;
+}
+
+void mx_pool_free(mx_pool *p) {
+    if (!p) return;
+    pthread_mutex_lock(&p->mu);
+    atomic_store(&p->quit, true);
+    pthread_cond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+    for (int t = 1; t < p->n; t++) pthread_join(p->th[t], NULL);
+    pthread_mutex_destroy(&p->mu);
+    pthread_cond_destroy(&p->cv);
+    free(p->th);
+    free(p);
+}
+
+int mx_pool_size(const mx_pool *p) { return p ? p->n : 1; }
+
+void mx_pool_run(mx_pool *p, mx_task_fn fn, void *ctx, int n_tasks) {
+    if (n_tasks <= 0) return;
+    if (!p || p->n == 1 || n_tasks == 1) {
+        for (int i = 0; i < n_tasks; i++) fn(ctx, i, 0);
+        return;
+    }
+    p->fn = fn;
+    p->ctx = ctx;
+    p->n_tasks = n_tasks;
+    atomic_store(&p->next, 0);
+    atomic_store(&p->pending, p->n - 1);
+    pthread_mutex_lock(&p->mu);
+    atomic_fetch_add_explicit(&p->gen, 1, memory_order_release);
+    pthread_cond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+    run_tasks(p, 0);
+    while (atomic_load_explicit(&p->pending, memory_order_acquire) > 0) {
+#if defined(__x86_64__)
+        __builtin_ia32_pause();
+#endif
+    }
+}
+
+int mx_default_threads(void) {
+    long logical = sysconf(_SC_NPROCESSORS_ONLN);
+    if (logical < 1) logical = 1;
+    /* Count distinct (package, core) pairs; fall back to logical count. */
+    int cores = 0;
+    char seen[4096];
+    memset(seen, 0, sizeof seen);
+    for (long c = 0; c < logical && c < 4096; c++) {
+        char path[128];
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu%ld/topology/thread_siblings_list", c);
+        FILE *f = fopen(path, "r");
+        if (!f) return (int)logical;
+        int first = -1;
+        if (fscanf(f, "%d", &first) != 1) first = (int)c;
+        fclose(f);
+        if (first >= 0 && first < 4096 && !seen[first]) { seen[first] = 1; cores++; }
+    }
+    return cores > 0 ? cores : (int)logical;
+}

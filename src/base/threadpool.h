@@ -1,0 +1,16 @@
+/* threadpool: a fixed set of workers running parallel-for jobs.
+ * mx_pool_run(pool, fn, ctx, n) calls fn(ctx, i, tid) for i in [0, n), spread
+ * over the workers and the calling thread, and returns when all are done.
+ * Workers spin briefly between jobs (decode issues many small jobs per token)
+ * and then sleep. A NULL pool runs everything on the caller. */
+#ifndef MX_THREADPOOL_H
+#define MX_THREADPOOL_H
+typedef struct mx_pool mx_pool;
+typedef void (*mx_task_fn)(void *ctx, int i, int tid);
+
+mx_pool *mx_pool_new(int n_threads); /* n_threads includes the caller */
+void mx_pool_free(mx_pool *p);
+int mx_pool_size(const mx_pool *p);
+void mx_pool_run(mx_pool *p, mx_task_fn fn, void *ctx, int n_tasks);
+int mx_default_threads(void); /* physical cores (logical / SMT siblings) */
+#endif

@@ -1,0 +1,28 @@
+/* mlxcel command-line front end: dispatches subcommands. */
+#include "cli.h"
+#include <stdio.h>
+#include <string.h>
+
+static const struct { const char *name; int (*fn)(int, char **); const char *help; } g_cmds[] = {
+    {"arch", cmd_arch, "list the architectures compiled in (--json)"},
+};
+
+static void usage(void) {
+    fprintf(stderr, "usage: mlxcel COMMAND [options]\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof g_cmds / sizeof g_cmds[0]; i++) fprintf(stderr, "  %-10s %s\n", g_cmds[i].name, g_cmds[i].help);
+}
+
+int main(int argc, char **argv) {
+    const char *prog = strrchr(argv[0], '/');
+    prog = prog ? prog + 1 : argv[0];
+    if (!strcmp(prog, "mlxcel-server")) {
+        for (size_t i = 0; i < sizeof g_cmds / sizeof g_cmds[0]; i++)
+            if (!strcmp(g_cmds[i].name, "serve")) return g_cmds[i].fn(argc, argv);
+    }
+    if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) { usage(); return argc < 2 ? 2 : 0; }
+    for (size_t i = 0; i < sizeof g_cmds / sizeof g_cmds[0]; i++)
+        if (!strcmp(g_cmds[i].name, argv[1])) return g_cmds[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "mlxcel: unknown command '%s'\n", argv[1]);
+    usage();
+    return 2;
+}

@@ -1,0 +1,37 @@
+/* checkpoint: a Hugging Face / MLX model folder opened for loading.
+ * config.json (with a nested text_config taking precedence), optional
+ * generation_config.json, and the safetensors files: model.safetensors, the
+ * shards named by model.safetensors.index.json, or every *.safetensors.
+ * Tensors are looked up by name across shards; loaders "take" the ones they
+ * use so that mx_ckpt_check_unused() can refuse stray tensors by name. */
+#ifndef MX_CHECKPOINT_H
+#define MX_CHECKPOINT_H
+#include "json.h"
+#include "safetensors.h"
+
+typedef struct {
+    char *dir;
+    char *config_path;
+    json_t *config;
+    mx_cfg cfg;           /* file = config_path */
+    json_t *gen_config;   /* NULL when absent */
+    mx_st_file *files;
+    int n_files;
+    mx_tensor **index;    /* open-addressing hash over all tensors */
+    size_t index_cap;
+    int n_tensors;
+} mx_ckpt;
+
+/* load_weights=false opens only the configs (tokenizer-only folders). */
+int mx_ckpt_open(const char *dir, bool load_weights, mx_ckpt *ck);
+void mx_ckpt_close(mx_ckpt *ck);
+mx_tensor *mx_ckpt_find(const mx_ckpt *ck, const char *name);
+/* Finds and marks used; NULL without error when absent. */
+mx_tensor *mx_ckpt_take(mx_ckpt *ck, const char *name);
+/* Like take, but a missing tensor is an error naming it. */
+mx_tensor *mx_ckpt_require(mx_ckpt *ck, const char *name);
+/* Every tensor not taken must match one of the glob patterns ('*' matches any
+ * run of characters); otherwise an "unexpected tensor" error names it. */
+int mx_ckpt_check_unused(const mx_ckpt *ck, const char *const *ignore, int n_ignore);
+bool mx_glob_match(const char *pat, const char *s);
+#endif

@@ -1,0 +1,87 @@
+/* Matrix products: format dispatch, threading over output rows, and the
+ * portable float path. SIMD paths live in matmul_avx2.c / matmul_avx512.c. */
+#include "kernels.h"
+#include "matmul_impl.h"
+#include "../base/base.h"
+#include "../base/cpu.h"
+#include "../quant/quant.h"
+#include <stdlib.h>
+#include <string.h>
+
+/* Portable: dequantize-free dot products over float rows. */
+void mx_mm_float_portable(const mx_weight *w, const float *x, int n, int ldx, float *y, int ldy, int r0, int r1) {
+    float row[256];
+    for (int r = r0; r < r1; r++) {
+        const uint8_t *p = w->data + (size_t)r * w->row_bytes;
+        for (int t = 0; t < n; t++) y[(size_t)t * ldy + r] = 0;
+        for (int c0 = 0; c0 < w->cols; c0 += 256) {
+            int len = MX_MIN(256, w->cols - c0);
+            if (w->fmt == MX_W_F32) memcpy(row, p + (size_t)c0 * 4, (size_t)len * 4);
+            else {
+                for (int c = 0; c < len; c++) {
+                    uint16_t h;
+                    memcpy(&h, p + 2 * (size_t)(c0 + c), 2);
+                    row[c] = w->fmt == MX_W_F16 ? mx_f16_to_f32_fn(h) : mx_bf16_to_f32_fn(h);
+                }
+            }
+            for (int t = 0; t < n; t++) {
+                const float *xt = x + (size_t)t * ldx + c0;
+                float s = 0;
+                for (int c = 0; c < len; c++) s += row[c] * xt[c];
+                y[(size_t)t * ldy + r] += s;
+            }
+        }
+    }
+}
+
+typedef struct {
+    const mx_weight *w;
+    const float *x;
+    int n, ldx, ldy, rows_per_task;
+    float *y;
+    mx_mm_fn fn;
+} mm_job;
+
+static void mm_task(void *ctx, int i, int tid) {
+    (void)tid;
+    mm_job *j = ctx;
+    int r0 = i * j->rows_per_task, r1 = MX_MIN(j->w->rows, r0 + j->rows_per_task);
+    j->fn(j->w, j->x, j->n, j->ldx, j->y, j->ldy, r0, r1);
+}
+
+static mx_mm_fn pick_float(void) {
+    const mx_cpu_info *c = mx_cpu();
+    if (c->level >= MX_CPU_AVX512) return mx_mm_float_avx512;
+    if (c->level >= MX_CPU_AVX2) return mx_mm_float_avx2;
+    return mx_mm_float_portable;
+}
+
+void mx_matmul(const mx_weight *w, const float *x, int n, int ldx, float *y, int ldy, mx_pool *pool) {
+    if (w->fmt != MX_W_F32 && w->fmt != MX_W_F16 && w->fmt != MX_W_BF16) {
+        mx_qmatmul(w, x, n, ldx, y, ldy, pool);
+        return;
+    }
+    mm_job j = {w, x, n, ldx, ldy, 0, y, pick_float()};
+    int nt = mx_pool_size(pool);
+    /* Tasks of >= 16 rows, several per thread for balance on noisy machines. */
+    int tasks = MX_MIN((w->rows + 15) / 16, nt * 4);
+    if (tasks < 1) tasks = 1;
+    j.rows_per_task = (w->rows + tasks - 1) / tasks;
+    j.rows_per_task = (j.rows_per_task + 15) & ~15;
+    tasks = (w->rows + j.rows_per_task - 1) / j.rows_per_task;
+    mx_pool_run(pool, mm_task, &j, tasks);
+}
+
+void mx_matmul_ref(const mx_weight *w, const float *x, int n, int ldx, float *y, int ldy) {
+    float *row = malloc((size_t)w->cols * sizeof(float));
+    if (!row) return;
+    for (int r = 0; r < w->rows; r++) {
+        mx_weight_row(w, r, row);
+        for (int t = 0; t < n; t++) {
+            double s = 0;
+            for (int c = 0; c < w->cols; c++) s += (double)row[c] * x[(size_t)t * ldx + c];
+            y[(size_t)t * ldy + r] = (float)s;
+        }
+    }
+    free(row);
+}

@@ -1,0 +1,49 @@
+#include "weight.h"
+#include "../base/half.h"
+#include "../quant/quant.h"
+#include <stdlib.h>
+#include <string.h>
+
+const char *mx_wfmt_name(mx_wfmt f) {
+    switch (f) {
+    case MX_W_F32: return "f32";
+    case MX_W_F16: return "f16";
+    case MX_W_BF16: return "bf16";
+    case MX_W_AFFINE: return "affine";
+    case MX_W_MXFP4: return "mxfp4";
+    case MX_W_NVFP4: return "nvfp4";
+    case MX_W_MXFP8: return "mxfp8";
+    default: return "none";
+    }
+}
+
+void mx_weight_free(mx_weight *w) {
+    if (!w) return;
+    free(w->owned);
+    free(w->sf);
+    free(w->bf);
+    memset(w, 0, sizeof *w);
+}
+
+size_t mx_weight_bytes(const mx_weight *w) {
+    switch (w->fmt) {
+    case MX_W_NONE: return 0;
+    case MX_W_F32: case MX_W_F16: case MX_W_BF16: return (size_t)w->rows * w->row_bytes;
+    default: return mx_qbytes(w);
+    }
+}
+
+void mx_weight_row(const mx_weight *w, int r, float *out) {
+    const uint8_t *p = w->data + (size_t)r * w->row_bytes;
+    switch (w->fmt) {
+    case MX_W_F32: memcpy(out, p, (size_t)w->cols * 4); break;
+    case MX_W_F16:
+        for (int c = 0; c < w->cols; c++) { uint16_t h; memcpy(&h, p + 2 * c, 2); out[c] = mx_f16_to_f32(h); }
+        break;
+    case MX_W_BF16:
+        for (int c = 0; c < w->cols; c++) { uint16_t h; memcpy(&h, p + 2 * c, 2); out[c] = mx_bf16_to_f32(h); }
+        break;
+    case MX_W_NONE: memset(out, 0, (size_t)w->cols * 4); break;
+    default: mx_qrow(w, r, out);
+    }
+}

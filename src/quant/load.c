@@ -1,0 +1,105 @@
+#include "quant.h"
+#include "../base/base.h"
+#include <stdlib.h>
+#include <string.h>
+
+/* Decides how `module` is stored per mlx-lm's load rule. *quantized=false for
+ * float; otherwise mode/bits/group are filled. */
+static int module_quant_spec(mx_ckpt *ck, const char *module, bool *quantized, const char **mode, int *bits, int *group) {
+    *quantized = false;
+    json_t *q = ck->config ? json_object_get(ck->config, "quantization") : NULL;
+    if (q && !json_is_object(q)) return mx_set_err("%s: quantization: expected an object", ck->config_path);
+    json_t *entry = q ? json_object_get(q, module) : NULL;
+    char *sname = mx_asprintf("%s.scales", module);
+    if (!sname) return MX_ERR;
+    bool has_scales = mx_ckpt_find(ck, sname) != NULL;
+    free(sname);
+    if (entry && json_is_false(entry)) return MX_OK;
+    json_t *src = NULL;
+    if (entry) {
+        if (!json_is_object(entry)) return mx_set_err("%s: quantization.%s: expected an object or false", ck->config_path, module);
+        src = entry;
+    } else if (has_scales) {
+        if (!q) return mx_set_err("%s: tensor %s.scales exists but config.json has no quantization block", ck->dir, module);
+        src = q;
+    } else return MX_OK;
+    json_t *jm = json_object_get(src, "mode"), *jb = json_object_get(src, "bits"), *jg = json_object_get(src, "group_size");
+    if (!jm) jm = src == q ? NULL : json_object_get(q, "mode");
+    if (jm && !json_is_string(jm)) return mx_set_err("%s: quantization mode for %s: expected a string", ck->config_path, module);
+    *mode = jm ? json_string_value(jm) : "affine";
+    if (!json_is_integer(jb) || !json_is_integer(jg))
+        return mx_set_err("%s: quantization for %s: bits and group_size must be integers", ck->config_path, module);
+    int64_t b = json_integer_value(jb), g = json_integer_value(jg);
+    if (b < 1 || b > 8) return mx_set_err("%s: quantization for %s: bits %lld not in 1..8", ck->config_path, module, (long long)b);
+    if (g < 1 || g > 4096) return mx_set_err("%s: quantization for %s: group_size %lld is invalid", ck->config_path, module, (long long)g);
+    *bits = (int)b;
+    *group = (int)g;
+    *quantized = true;
+    return MX_OK;
+}
+
+static int load_float(mx_ckpt *ck, const char *name, const mx_tensor *t, int rows, int cols, unsigned flags, mx_weight *w) {
+    int64_t er = (flags & MX_LOAD_TRANSPOSED) ? cols : rows, ec = (flags & MX_LOAD_TRANSPOSED) ? rows : cols;
+    if (t->ndim != 2 || t->shape[0] != er || t->shape[1] != ec)
+        return mx_set_err("%s: tensor '%s' has shape [%lld%s%lld], expected [%lld, %lld]", ck->dir, name,
+                          (long long)(t->ndim ? t->shape[0] : -1), t->ndim == 2 ? ", " : " ... ",
+                          (long long)(t->ndim > 1 ? t->shape[1] : -1), (long long)er, (long long)ec);
+    switch (t->dtype) {
+    case MX_DT_F32: w->fmt = MX_W_F32; break;
+    case MX_DT_F16: w->fmt = MX_W_F16; break;
+    case MX_DT_BF16: w->fmt = MX_W_BF16; break;
+    default: return mx_set_err("%s: tensor '%s' has dtype %s, expected F32, F16 or BF16", ck->dir, name, mx_dtype_name(t->dtype));
+    }
+    w->rows = rows;
+    w->cols = cols;
+    size_t es = mx_dtype_size(t->dtype);
+    if (flags & MX_LOAD_TRANSPOSED) {
+        /* Conv1D [in, out]: a transposed f32 copy, once at load. */
+        float *tmp = mx_malloc(t->nbytes / es * sizeof(float)), *dst = mx_malloc((size_t)rows * cols * sizeof(float));
+        if (!tmp || !dst || mx_tensor_to_f32(t, tmp)) { free(tmp); free(dst); return MX_ERR; }
+        for (int c = 0; c < cols; c++)
+            for (int r = 0; r < rows; r++) dst[(size_t)r * cols + c] = tmp[(size_t)c * rows + r];
+        free(tmp);
+        w->fmt = MX_W_F32;
+        w->owned = dst;
+        w->data = (const uint8_t *)dst;
+        w->row_bytes = (size_t)cols * sizeof(float);
+        return MX_OK;
+    }
+    w->data = t->data;
+    w->row_bytes = (size_t)cols * es;
+    return MX_OK;
+}
+
+int mx_load_weight(mx_ckpt *ck, const char *module, int rows, int cols, unsigned flags, mx_weight *w) {
+    memset(w, 0, sizeof *w);
+    bool quantized;
+    const char *mode = NULL;
+    int bits = 0, group = 0;
+    if (module_quant_spec(ck, module, &quantized, &mode, &bits, &group)) return MX_ERR;
+    char *name = mx_asprintf("%s.weight", module);
+    if (!name) return MX_ERR;
+    int rc;
+    if (quantized) {
+        free(name);
+        return mx_quant_bind(ck, module, rows, cols, mode, bits, group, w);
+    }
+    mx_tensor *t = mx_ckpt_take(ck, name);
+    if (!t) {
+        char *fp8 = mx_asprintf("%s.weight_scale_inv", module);
+        bool is_fp8 = fp8 && mx_ckpt_find(ck, fp8);
+        free(fp8);
+        if (is_fp8) { free(name); return mx_quant_bind(ck, module, rows, cols, "fp8", 8, 128, w); }
+        rc = (flags & MX_LOAD_OPTIONAL) ? MX_OK : mx_set_err("%s: missing tensor '%s'", ck->dir, name);
+        free(name);
+        return rc;
+    }
+    if (t->dtype == MX_DT_F8_E4M3) {
+        t->used = false; /* the fp8 binder takes it */
+        free(name);
+        return mx_quant_bind(ck, module, rows, cols, "fp8", 8, 128, w);
+    }
+    rc = load_float(ck, name, t, rows, cols, flags, w);
+    free(name);
+    return rc;
+}
