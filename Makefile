@@ -6,6 +6,8 @@ CFLAGS  ?= $(OPT) -g
 CFLAGS  += -std=c17 -Wall -Wextra -pthread -fno-strict-aliasing
 LDLIBS  := -ljansson -lpcre2-8 -lutf8proc -lmicrohttpd -lm -lpthread
 BUILD   ?= build
+# whole archive: family files register themselves from constructors
+WHOLE_LIB = -Wl,--whole-archive $(BUILD)/libmlxcel.a -Wl,--no-whole-archive
 
 SIMD_AVX2   := -mavx2 -mfma -mf16c
 SIMD_AVX512 := -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16
@@ -45,12 +47,12 @@ $(BUILD)/libmlxcel.a: $(LIB_OBJ)
 	ar rcs $@ $^
 
 $(BUILD)/mlxcel: $(CLI_OBJ) $(BUILD)/libmlxcel.a
-	$(CC) $(CFLAGS) -o $@ $(CLI_OBJ) $(BUILD)/libmlxcel.a $(LDLIBS)
+	$(CC) $(CFLAGS) -o $@ $(CLI_OBJ) $(WHOLE_LIB) $(LDLIBS)
 	ln -sf mlxcel $(BUILD)/mlxcel-server
 
 $(BUILD)/tests/%: tests/unit/%.c tests/unit/test.h $(BUILD)/libmlxcel.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Isrc -o $@ $< $(BUILD)/libmlxcel.a $(LDLIBS)
+	$(CC) $(CFLAGS) -Isrc -o $@ $< $(WHOLE_LIB) $(LDLIBS)
 
 unit: $(TEST_BIN)
 

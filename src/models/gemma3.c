@@ -1,0 +1,35 @@
+/* Gemma 3 (text): Gemma 2 without the soft-caps by default, per-head q/k norm,
+ * and a sliding/global layer pattern where sliding layers use their own rope
+ * base (rope_local_base_freq) and global layers the scaled rope_theta. */
+#include "family.h"
+#include "../base/base.h"
+#include <math.h>
+#include <string.h>
+
+int gemma2_configure(mx_arch *a, const mx_cfg *c);
+
+static int configure(mx_arch *a, const mx_cfg *c) {
+    if (gemma2_configure(a, c)) return -1;
+    a->qk_norm = MX_QKNORM_HEAD;
+    a->names.q_norm = "model.layers.%d.self_attn.q_norm";
+    a->names.k_norm = "model.layers.%d.self_attn.k_norm";
+    double local_theta;
+    int w, pattern;
+    if (mx_cfg_float(c, "rope_local_base_freq", 10000.0, 1e-3, 1e15, &local_theta) ||
+        mx_cfg_i32(c, "sliding_window", 4096, 1, 1 << 30, &w) || mx_cfg_i32(c, "sliding_window_pattern", 6, 1, 1 << 20, &pattern))
+        return -1;
+    /* the local rope has no scaling: parse it from a config view without rope_scaling */
+    mx_cfg plain = {NULL, NULL, c->file};
+    if (mx_rope_from_config(&a->rope[1], &plain, local_theta, a->rope[0].dim, a->max_pos)) return -1;
+    a->n_rope = 2;
+    int r = mx_arch_layer_types(a, c, w);
+    if (r < 0) return -1;
+    for (int i = 0; i < a->n_layers; i++) {
+        if (!r) a->layers[i].window = (i + 1) % pattern ? w : 0;
+        a->layers[i].rope_idx = a->layers[i].window ? 1 : 0;
+    }
+    return 0;
+}
+
+MX_FAMILY(gemma3_text, .name = "gemma3_text", .aliases = MX_ALIASES("gemma3"),
+          .features = "gemma2 + per-head q/k norm, sliding/global pattern with two rope bases", .configure = configure)

@@ -1,0 +1,24 @@
+#include "family.h"
+#include <string.h>
+#include <strings.h>
+
+static mx_family *g_families;
+
+void mx_family_register(mx_family *f) {
+    /* keep the list sorted by name so `mlxcel arch` is stable */
+    mx_family **p = &g_families;
+    while (*p && strcmp((*p)->name, f->name) < 0) p = &(*p)->next;
+    f->next = *p;
+    *p = f;
+}
+
+const mx_family *mx_family_list(void) { return g_families; }
+
+const mx_family *mx_family_find(const char *model_type) {
+    for (mx_family *f = g_families; f; f = f->next) {
+        if (!strcasecmp(f->name, model_type)) return f;
+        for (const char *const *a = f->aliases; a && *a; a++)
+            if (!strcasecmp(*a, model_type)) return f;
+    }
+    return NULL;
+}

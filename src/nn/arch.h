@@ -1,0 +1,83 @@
+/* arch: the description a family file fills in. The generic decoder in nn/
+ * executes it; a family states only how it differs from the defaults that
+ * mx_arch_hf_defaults() reads from the standard Hugging Face config keys. */
+#ifndef MX_ARCH_H
+#define MX_ARCH_H
+#include <stdbool.h>
+#include "../format/json.h"
+#include "../kernels/kernels.h"
+#include "rope.h"
+
+typedef enum { MX_NORM_RMS, MX_NORM_LAYER } mx_norm_kind;
+typedef struct {
+    mx_norm_kind kind;
+    float offset;   /* weight + offset (Gemma's 1+w, Nemotron's LayerNorm1p) */
+    bool weight;    /* has a weight vector (OLMo's LayerNorm has none) */
+    bool bias;      /* LayerNorm bias */
+    float eps;
+} mx_norm_spec;
+
+typedef enum { MX_QKNORM_NONE, MX_QKNORM_HEAD, MX_QKNORM_FULL } mx_qknorm;
+typedef enum { MX_RES_SEQUENTIAL, MX_RES_PARALLEL } mx_residual;
+typedef enum { MX_MLP_GATED, MX_MLP_PLAIN } mx_mlp_kind;
+typedef enum { MX_POS_ROPE, MX_POS_LEARNED, MX_POS_NONE } mx_pos_kind;
+
+/* Tensor module paths (without ".weight"); "%d" stands for the layer index.
+ * NULL means the model has no such tensor. Fused projections: qkv (one linear
+ * giving q|k|v), gate_up (gate|up). */
+typedef struct {
+    const char *embed, *pos_embed, *final_norm, *lm_head;
+    const char *attn_norm, *q, *k, *v, *qkv, *o, *q_norm, *k_norm, *post_attn_norm;
+    const char *ffn_norm, *gate, *up, *gate_up, *down, *post_ffn_norm;
+} mx_names;
+
+typedef struct {
+    int window;     /* sliding window W (attend i-W < j <= i); 0 = global */
+    bool rope;      /* false: this layer applies no rotary embedding */
+    int rope_idx;   /* which of arch.rope[] this layer uses */
+} mx_layer_spec;
+
+#define MX_MAX_LAYERS 1024
+#define MX_MAX_IGNORE 16
+typedef struct mx_arch {
+    const char *family;
+    int n_layers, hidden, n_heads, n_kv_heads, head_dim, ffn, vocab, max_pos;
+    mx_norm_spec norm;      /* block and final norms */
+    mx_qknorm qk_norm;
+    mx_norm_spec qk_norm_spec;
+    mx_residual residual;
+    bool parallel_two_norms; /* parallel block with separate attn/ffn norms (NeoX) */
+    mx_mlp_kind mlp;
+    mx_act act;
+    bool q_bias, k_bias, v_bias, o_bias, mlp_bias, lm_head_bias;
+    bool tied;
+    bool conv1d;            /* linear weights stored [in, out] (GPT-2 Conv1D) */
+    mx_pos_kind pos;
+    int pos_offset;         /* learned positions start here (RoBERTa: pad + 1) */
+    mx_rope rope[2];
+    int n_rope;
+    float attn_scale;       /* multiplies q·k (default 1/sqrt(head_dim)) */
+    float attn_softcap;     /* 0 = off */
+    float final_softcap;    /* 0 = off */
+    float embed_scale;      /* 1 = off */
+    float logit_scale;      /* multiplies logits (1 = off) */
+    float residual_scale;   /* sublayer output multiplier (Granite; 1 = off) */
+    float clip_qkv;         /* 0 = off */
+    int bos_id;
+    mx_layer_spec layers[MX_MAX_LAYERS];
+    mx_names names;
+    const char *ignore[MX_MAX_IGNORE]; /* glob patterns of tensors not used */
+    int n_ignore;
+} mx_arch;
+
+/* Fills a from the keys most HF decoder configs share (hidden_size,
+ * num_attention_heads, rope_theta, rope_scaling, ...), with Llama's names and
+ * structure. Every value is range-checked. */
+int mx_arch_hf_defaults(mx_arch *a, const mx_cfg *c);
+/* Applies the per-layer window pattern: layer i is sliding when pattern says so. */
+void mx_arch_set_window_all(mx_arch *a, int window);
+int mx_arch_ignore(mx_arch *a, const char *pattern);
+/* Reads `layer_types` (sliding_attention / full_attention) when present;
+ * returns 1 when it was present. */
+int mx_arch_layer_types(mx_arch *a, const mx_cfg *c, int window);
+#endif

@@ -1,0 +1,179 @@
+#include "rope.h"
+#include "../base/base.h"
+#include <math.h>
+#include <string.h>
+#ifndef M_PI
+#define M_PI 3.14159265358979323846
+#endif
+
+static int read_factors(json_t *arr, const char *file, const char *key, int half, float *out) {
+    if (!json_is_array(arr) || (int)json_array_size(arr) != half)
+        return mx_set_err("%s: rope_scaling.%s: expected %d numbers", file, key, half);
+    for (int i = 0; i < half; i++) {
+        double d;
+        if (mx_json_num(json_array_get(arr, (size_t)i), file, key, 1e-6, 1e6, &d)) return MX_ERR;
+        out[i] = (float)d;
+    }
+    return MX_OK;
+}
+
+int mx_rope_from_config(mx_rope *r, const mx_cfg *c, double theta, int rot_dim, int max_pos) {
+    memset(r, 0, sizeof *r);
+    r->theta = theta;
+    r->dim = rot_dim;
+    r->max_pos = max_pos;
+    r->orig_max_pos = max_pos;
+    r->factor = 1;
+    r->attn_factor = 1;
+    if (rot_dim < 2 || rot_dim % 2 || rot_dim / 2 > MX_ROPE_MAX_HALF) return mx_set_err("%s: rotary dimension %d is invalid", c->file, rot_dim);
+    if (!(theta > 0) || !isfinite(theta)) return mx_set_err("%s: rope_theta must be positive", c->file);
+    json_t *rs = mx_cfg_get(c, "rope_scaling");
+    if (!rs) return MX_OK;
+    if (!json_is_object(rs)) return mx_set_err("%s: rope_scaling: expected an object", c->file);
+    mx_cfg s = {rs, NULL, c->file};
+    int err = 0;
+    const char *type = mx_cfg_str(&s, "rope_type", NULL, &err);
+    if (!type) type = mx_cfg_str(&s, "type", "default", &err);
+    if (err) return MX_ERR;
+    if (mx_cfg_float(&s, "factor", 1.0, 1e-6, 1e6, &r->factor)) return MX_ERR;
+    int half = rot_dim / 2;
+    if (!strcmp(type, "default")) r->kind = MX_ROPE_DEFAULT;
+    else if (!strcmp(type, "linear")) r->kind = MX_ROPE_LINEAR;
+    else if (!strcmp(type, "dynamic")) r->kind = MX_ROPE_DYNAMIC;
+    else if (!strcmp(type, "llama3")) {
+        r->kind = MX_ROPE_LLAMA3;
+        if (mx_cfg_float(&s, "low_freq_factor", 1, 1e-6, 1e6, &r->low_freq_factor) ||
+            mx_cfg_float(&s, "high_freq_factor", 4, 1e-6, 1e6, &r->high_freq_factor) ||
+            mx_cfg_i32(&s, "original_max_position_embeddings", 8192, 1, 1 << 30, &r->orig_max_pos))
+            return MX_ERR;
+        if (r->high_freq_factor == r->low_freq_factor) return mx_set_err("%s: rope_scaling: high_freq_factor equals low_freq_factor", c->file);
+    } else if (!strcmp(type, "yarn")) {
+        r->kind = MX_ROPE_YARN;
+        double af, ms, msa;
+        if (mx_cfg_float(&s, "beta_fast", 32, 1e-6, 1e6, &r->beta_fast) || mx_cfg_float(&s, "beta_slow", 1, 1e-6, 1e6, &r->beta_slow) ||
+            mx_cfg_float(&s, "attention_factor", -1, 0, 1e6, &af) || mx_cfg_float(&s, "mscale", 0, 0, 1e6, &ms) ||
+            mx_cfg_float(&s, "mscale_all_dim", 0, 0, 1e6, &msa))
+            return MX_ERR;
+        if (mx_cfg_has(&s, "original_max_position_embeddings")) {
+            if (mx_cfg_i32(&s, "original_max_position_embeddings", max_pos, 1, 1 << 30, &r->orig_max_pos)) return MX_ERR;
+            r->factor = (double)max_pos / r->orig_max_pos;
+        }
+#define YARN_MSCALE(scale, m) ((scale) <= 1 ? 1.0 : 0.1 * (m) * log(scale) + 1.0)
+        if (af >= 0) r->attn_factor = af;
+        else if (ms > 0 && msa > 0) r->attn_factor = YARN_MSCALE(r->factor, ms) / YARN_MSCALE(r->factor, msa);
+        else r->attn_factor = YARN_MSCALE(r->factor, 1.0);
+    } else if (!strcmp(type, "longrope") || !strcmp(type, "su")) {
+        r->kind = MX_ROPE_LONGROPE;
+        if (read_factors(json_object_get(rs, "long_factor"), c->file, "long_factor", half, r->long_factor) ||
+            read_factors(json_object_get(rs, "short_factor"), c->file, "short_factor", half, r->short_factor))
+            return MX_ERR;
+        double af;
+        if (mx_cfg_float(&s, "attention_factor", -1, 0, 1e6, &af)) return MX_ERR;
+        if (mx_cfg_has(c, "original_max_position_embeddings")) {
+            if (mx_cfg_i32(c, "original_max_position_embeddings", max_pos, 1, 1 << 30, &r->orig_max_pos)) return MX_ERR;
+            r->factor = (double)max_pos / r->orig_max_pos;
+        }
+        if (af >= 0) r->attn_factor = af;
+        else r->attn_factor = r->factor <= 1 ? 1.0 : sqrt(1 + log(r->factor) / log((double)r->orig_max_pos));
+    } else return mx_set_err("%s: rope_scaling: unsupported rope_type '%s'", c->file, type);
+    return MX_OK;
+}
+
+/* inv_freq as HF computes it: base ** (arange(0, dim, 2).float() / dim) in f32. */
+static void inv_freq(const mx_rope *r, int max_len, float *f) {
+    int half = r->dim / 2;
+    double base = r->theta;
+    if (r->kind == MX_ROPE_DYNAMIC) {
+        int L = max_len > r->max_pos ? max_len : r->max_pos;
+        base = r->theta * pow(r->factor * L / r->max_pos - (r->factor - 1), (double)r->dim / (r->dim - 2));
+    }
+    float fb = (float)base;
+    for (int i = 0; i < half; i++) {
+        float e = (float)(2 * i) / (float)r->dim;
+        float p = powf(fb, e);
+        f[i] = 1.0f / p;
+    }
+    switch (r->kind) {
+    case MX_ROPE_LINEAR:
+        for (int i = 0; i < half; i++) f[i] /= (float)r->factor;
+        break;
+    case MX_ROPE_LLAMA3: {
+        double lw = r->orig_max_pos / r->low_freq_factor, hw = r->orig_max_pos / r->high_freq_factor;
+        for (int i = 0; i < half; i++) {
+            float wl = 2 * (float)M_PI / f[i];
+            float v = f[i];
+            if (wl > lw) v = f[i] / (float)r->factor;
+            else if (!(wl < hw)) {
+                float sm = ((float)r->orig_max_pos / wl - (float)r->low_freq_factor) / (float)(r->high_freq_factor - r->low_freq_factor);
+                v = (1 - sm) * f[i] / (float)r->factor + sm * f[i];
+            }
+            f[i] = v;
+        }
+        break;
+    }
+    case MX_ROPE_YARN: {
+        double d = r->dim, b = r->theta;
+        double lo = floor(d * log(r->orig_max_pos / (r->beta_fast * 2 * M_PI)) / (2 * log(b)));
+        double hi = ceil(d * log(r->orig_max_pos / (r->beta_slow * 2 * M_PI)) / (2 * log(b)));
+        if (lo < 0) lo = 0;
+        if (hi > d - 1) hi = d - 1;
+        float flo = (float)lo, fhi = (float)hi;
+        if (flo == fhi) fhi += 0.001f;
+        for (int i = 0; i < half; i++) {
+            float pf = powf((float)b, (float)(2 * i) / (float)r->dim);
+            float extra = 1.0f / pf, inter = 1.0f / ((float)r->factor * pf);
+            float ramp = ((float)i - flo) / (fhi - flo);
+            ramp = ramp < 0 ? 0 : ramp > 1 ? 1 : ramp;
+            float ef = 1 - ramp;
+            f[i] = inter * (1 - ef) + extra * ef;
+        }
+        break;
+    }
+    case MX_ROPE_LONGROPE: {
+        const float *ext = max_len > r->orig_max_pos ? r->long_factor : r->short_factor;
+        for (int i = 0; i < half; i++) {
+            float p = powf((float)r->theta, (float)(2 * i) / (float)r->dim);
+            f[i] = 1.0f / (ext[i] * p);
+        }
+        break;
+    }
+    default: break;
+    }
+}
+
+void mx_rope_table(const mx_rope *r, const int *pos, int n, int max_len, float *cs) {
+    float f[MX_ROPE_MAX_HALF];
+    int half = r->dim / 2;
+    inv_freq(r, max_len, f);
+    float af = (float)r->attn_factor;
+    for (int t = 0; t < n; t++) {
+        float *row = cs + (size_t)t * r->dim;
+        float p = (float)pos[t];
+        for (int i = 0; i < half; i++) {
+            float a = p * f[i];
+            row[i] = cosf(a) * af;
+            row[half + i] = sinf(a) * af;
+        }
+    }
+}
+
+void mx_rope_apply(const mx_rope *r, float *x, int n_heads, int head_stride, const float *cs) {
+    int half = r->dim / 2;
+    const float *c = cs, *s = cs + half;
+    for (int h = 0; h < n_heads; h++) {
+        float *v = x + (size_t)h * head_stride;
+        if (r->interleaved) {
+            for (int i = 0; i < half; i++) {
+                float a = v[2 * i], b = v[2 * i + 1];
+                v[2 * i] = a * c[i] - b * s[i];
+                v[2 * i + 1] = b * c[i] + a * s[i];
+            }
+        } else {
+            for (int i = 0; i < half; i++) {
+                float a = v[i], b = v[half + i];
+                v[i] = a * c[i] - b * s[i];
+                v[half + i] = b * c[i] + a * s[i];
+            }
+        }
+    }
+}

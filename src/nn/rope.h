@@ -1,0 +1,33 @@
+/* rope: rotary position embeddings with Hugging Face's scaling variants.
+ * A rope spec is fixed at load; the cos/sin tables for a run of positions are
+ * built per forward chunk, because dynamic NTK and longrope choose their
+ * frequencies from the sequence length reached (as HF does, so cached keys keep
+ * the rotation they were computed with). */
+#ifndef MX_ROPE_H
+#define MX_ROPE_H
+#include <stdbool.h>
+#include "../format/json.h"
+
+typedef enum { MX_ROPE_DEFAULT, MX_ROPE_LINEAR, MX_ROPE_DYNAMIC, MX_ROPE_YARN, MX_ROPE_LLAMA3, MX_ROPE_LONGROPE } mx_rope_kind;
+
+#define MX_ROPE_MAX_HALF 512
+typedef struct {
+    mx_rope_kind kind;
+    double theta;
+    int dim;            /* rotated dims per head (partial rotary: < head_dim) */
+    bool interleaved;   /* pairs (2i, 2i+1) instead of halves (GLM, Cohere) */
+    double factor, attn_factor;
+    int max_pos, orig_max_pos;
+    double low_freq_factor, high_freq_factor, beta_fast, beta_slow;
+    float long_factor[MX_ROPE_MAX_HALF], short_factor[MX_ROPE_MAX_HALF];
+} mx_rope;
+
+/* Parses config keys rope_theta (or the given theta), rope_scaling, and the
+ * partial rotary fraction into r. head_dim and rot_dim must be set by caller. */
+int mx_rope_from_config(mx_rope *r, const mx_cfg *c, double theta, int rot_dim, int max_pos);
+/* cos/sin for positions pos[0..n) into cs[n][dim] (cos in the first dim/2,
+ * sin in the second). max_len = the sequence length this forward reaches. */
+void mx_rope_table(const mx_rope *r, const int *pos, int n, int max_len, float *cs);
+/* Rotates n_heads vectors of x (stride head_stride between heads). */
+void mx_rope_apply(const mx_rope *r, float *x, int n_heads, int head_stride, const float *cs_row);
+#endif

@@ -1,0 +1,81 @@
+#include "engine.h"
+#include "../base/base.h"
+#include <ctype.h>
+#include <string.h>
+
+const char *mx_task_name(mx_task t) {
+    return t == MX_TASK_EMBEDDING ? "embedding" : t == MX_TASK_SEQ_CLS ? "sequence-classification" : "causal-lm";
+}
+
+mx_task mx_task_from_arch(const char *s) {
+    size_t n = strlen(s);
+    if (n >= 24 && !strcmp(s + n - 24, "ForSequenceClassification")) return MX_TASK_SEQ_CLS;
+    if (strstr(s, "ForSequenceClassification")) return MX_TASK_SEQ_CLS;
+    if (strstr(s, "ForCausalLM") || strstr(s, "LMHeadModel") || strstr(s, "ForConditionalGeneration")) return MX_TASK_CAUSAL_LM;
+    if (n >= 5 && !strcmp(s + n - 5, "Model")) return MX_TASK_EMBEDDING;
+    return MX_TASK_CAUSAL_LM;
+}
+
+static int read_eos(json_t *v, const char *file, mx_model *m) {
+    if (!v || json_is_null(v)) return MX_OK;
+    if (json_is_integer(v)) {
+        if (m->n_eos < 16) m->eos[m->n_eos++] = (int32_t)json_integer_value(v);
+        return MX_OK;
+    }
+    if (!json_is_array(v)) return mx_set_err("%s: eos_token_id: expected an integer or a list of integers", file);
+    for (size_t i = 0; i < json_array_size(v); i++) {
+        json_t *x = json_array_get(v, i);
+        if (!json_is_integer(x)) return mx_set_err("%s: eos_token_id[%zu]: expected an integer", file, i);
+        if (m->n_eos < 16) m->eos[m->n_eos++] = (int32_t)json_integer_value(x);
+    }
+    return MX_OK;
+}
+
+int mx_engine_open(const char *dir, mx_engine *e) {
+    memset(e, 0, sizeof *e);
+    mx_ckpt ck;
+    if (mx_ckpt_open(dir, true, &ck)) return MX_ERR;
+    int err = 0;
+    const char *mt = mx_cfg_str(&ck.cfg, "model_type", NULL, &err);
+    if (err || !mt) {
+        if (!err) mx_set_err("%s: model_type is missing", ck.config_path);
+        mx_ckpt_close(&ck);
+        return MX_ERR;
+    }
+    size_t i = 0;
+    for (; mt[i] && i < sizeof e->model_type - 1; i++) e->model_type[i] = (char)tolower((unsigned char)mt[i]);
+    e->model_type[i] = 0;
+    e->family = mx_family_find(e->model_type);
+    if (!e->family) {
+        mx_set_err("%s: model_type '%s' is not supported (see `mlxcel arch`)", ck.config_path, mt);
+        mx_ckpt_close(&ck);
+        return MX_ERR;
+    }
+    e->task = MX_TASK_CAUSAL_LM;
+    json_t *archs = mx_cfg_get(&ck.cfg, "architectures");
+    if (archs && json_is_array(archs) && json_is_string(json_array_get(archs, 0)))
+        e->task = mx_task_from_arch(json_string_value(json_array_get(archs, 0)));
+    mx_model *m = &e->model;
+    if (e->family->configure(&m->arch, &ck.cfg)) { mx_ckpt_close(&ck); return MX_ERR; }
+    m->arch.family = e->family->name;
+    m->bos = m->arch.bos_id;
+    if (ck.gen_config) {
+        if (read_eos(json_object_get(ck.gen_config, "eos_token_id"), "generation_config.json", m)) { mx_ckpt_close(&ck); return MX_ERR; }
+        json_t *b = json_object_get(ck.gen_config, "bos_token_id");
+        if (json_is_integer(b)) m->bos = (int32_t)json_integer_value(b);
+    }
+    if (!m->n_eos && read_eos(mx_cfg_get(&ck.cfg, "eos_token_id"), ck.config_path, m)) { mx_ckpt_close(&ck); return MX_ERR; }
+    if (mx_model_bind(m, &ck)) return MX_ERR;
+    return MX_OK;
+}
+
+void mx_engine_close(mx_engine *e) {
+    mx_model_free(&e->model);
+    memset(e, 0, sizeof *e);
+}
+
+bool mx_engine_is_eos(const mx_engine *e, int32_t tok) {
+    for (int i = 0; i < e->model.n_eos; i++)
+        if (e->model.eos[i] == tok) return true;
+    return false;
+}

@@ -1,0 +1,23 @@
+/* engine: opening a model folder (family detection from config.json's
+ * model_type, configuration, weight binding, EOS ids) — the entry point the
+ * front ends use. */
+#ifndef MX_ENGINE_H
+#define MX_ENGINE_H
+#include "../nn/model.h"
+#include "../models/family.h"
+
+typedef struct {
+    mx_model model;
+    const mx_family *family;
+    mx_task task;
+    char model_type[64];
+} mx_engine;
+
+/* Opens DIR; on failure returns MX_ERR with a message naming the file/field. */
+int mx_engine_open(const char *dir, mx_engine *e);
+void mx_engine_close(mx_engine *e);
+bool mx_engine_is_eos(const mx_engine *e, int32_t tok);
+/* The task an `architectures` entry implies (…ForCausalLM, …Model, …ForSequenceClassification). */
+mx_task mx_task_from_arch(const char *arch_name);
+const char *mx_task_name(mx_task t);
+#endif

@@ -1,0 +1,28 @@
+/* generate: a single-sequence generation session over an engine — prefill in
+ * chunks, then token-by-token decode with the sampler. Used by the CLI
+ * (generate, chat, bench); the server schedules many sessions itself. */
+#ifndef MX_GENERATE_H
+#define MX_GENERATE_H
+#include "engine.h"
+#include "sampler.h"
+
+typedef struct {
+    mx_engine *e;
+    mx_ctx *ctx;
+    mx_kv *kv;
+    mx_pool *pool;
+    int chunk;
+    float *logits;     /* [chunk, vocab] scratch */
+    int32_t *history;  /* every token in the cache, in order */
+    int n_history, cap;
+} mx_session;
+
+/* ctx_size: positions the cache holds; chunk: prefill chunk size (1 = the decode path). */
+int mx_session_init(mx_session *s, mx_engine *e, int ctx_size, int chunk, mx_pool *pool);
+void mx_session_free(mx_session *s);
+/* Feeds tokens; when all_logits is non-NULL it receives one row per token,
+ * otherwise `last` (may be NULL) receives the last token's logits. */
+int mx_session_feed(mx_session *s, const int32_t *tok, int n, float *all_logits, float *last);
+/* Drops the cache back to n tokens (prompt reuse: keep the common prefix). */
+void mx_session_truncate(mx_session *s, int n);
+#endif
