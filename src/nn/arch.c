@@ -87,7 +87,7 @@ int mx_arch_hf_defaults(mx_arch *a, const mx_cfg *c) {
     a->mlp = MX_MLP_GATED;
     a->residual = MX_RES_SEQUENTIAL;
     if (mx_cfg_i32(c, "bos_token_id", -1, -1, 1 << 30, &a->bos_id)) a->bos_id = -1;
-    for (int i = 0; i < a->n_layers; i++) a->layers[i] = (mx_layer_spec){0, true, 0};
+    for (int i = 0; i < a->n_layers; i++) a->layers[i] = (mx_layer_spec){0, true, 0, &mx_block_attention, &mx_block_mlp};
     mx_arch_ignore(a, "*rotary_emb.inv_freq");
     return MX_OK;
 }

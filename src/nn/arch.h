@@ -7,6 +7,7 @@
 #include "../format/json.h"
 #include "../kernels/kernels.h"
 #include "rope.h"
+#include "block.h"
 
 typedef enum { MX_NORM_RMS, MX_NORM_LAYER } mx_norm_kind;
 typedef struct {
@@ -35,6 +36,7 @@ typedef struct {
     int window;     /* sliding window W (attend i-W < j <= i); 0 = global */
     bool rope;      /* false: this layer applies no rotary embedding */
     int rope_idx;   /* which of arch.rope[] this layer uses */
+    const mx_block_ops *mixer, *ffn; /* default: attention and MLP */
 } mx_layer_spec;
 
 #define MX_MAX_LAYERS 1024

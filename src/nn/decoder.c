@@ -1,6 +1,7 @@
 /* The generic decoder forward pass: executes an arch description over a
- * stack of sequences. Matrix products see all stacked tokens at once;
- * attention runs per (token, head) against each sequence's own cache. */
+ * stack of sequences. Each layer is norm -> mixer block -> (norm) -> residual
+ * -> norm -> ffn block -> (norm) -> residual, sequential or parallel; the
+ * blocks (nn/block.h) do the layer-kind-specific work. */
 #include "model.h"
 #include "../base/base.h"
 #include <math.h>
@@ -10,31 +11,45 @@
 struct mx_ctx {
     const mx_model *m;
     mx_pool *pool;
-    int max_tokens, max_ctx, qkv_dim, ffn2;
-    float *x, *xn, *qkv, *att, *tmp, *tmp2, *gu, *cs, *scores;
+    int max_tokens, max_ctx;
+    float *x, *xn, *tmp, *tmp2, *cs, *scratch;
     int *pos, *seq_of, *max_len;
 };
 
 mx_kv *mx_kv_new(const mx_model *m, int cap) {
     const mx_arch *a = &m->arch;
-    size_t kvd = (size_t)a->n_kv_heads * a->head_dim, n;
-    if (cap < 1 || !mx_mul_ok(kvd * 2 * (size_t)a->n_layers, (size_t)cap, &n) || !mx_mul_ok(n, sizeof(float), &n)) {
-        mx_set_err("KV cache of %d positions is too large", cap);
-        return NULL;
-    }
+    if (cap < 1 || cap > (1 << 28)) { mx_set_err("cache of %d positions is out of range", cap); return NULL; }
     mx_kv *kv = mx_calloc(1, sizeof *kv);
     if (!kv) return NULL;
-    kv->data = mx_aligned_alloc(n);
-    if (!kv->data) { free(kv); return NULL; }
+    kv->offset = mx_calloc((size_t)a->n_layers + 1, sizeof(size_t));
+    if (!kv->offset) { free(kv); return NULL; }
+    size_t total = 0;
+    for (int l = 0; l < a->n_layers; l++) {
+        kv->offset[l] = total;
+        const mx_layer_spec *ls = &a->layers[l];
+        size_t n = 0;
+        if (ls->mixer && ls->mixer->state_floats) n += ls->mixer->state_floats(m, l, cap);
+        if (ls->ffn && ls->ffn->state_floats) n += ls->ffn->state_floats(m, l, cap);
+        n = (n + 15) & ~(size_t)15;
+        if (total + n < total || (total + n) > ((size_t)1 << 40) / sizeof(float)) {
+            mx_set_err("cache of %d positions is too large", cap);
+            free(kv->offset); free(kv);
+            return NULL;
+        }
+        total += n;
+    }
+    kv->offset[a->n_layers] = total;
+    kv->data = mx_aligned_alloc(total * sizeof(float));
+    if (!kv->data) { free(kv->offset); free(kv); return NULL; }
     kv->cap = cap;
     kv->n_layers = a->n_layers;
-    kv->kv_dim = (int)kvd;
     return kv;
 }
 
 void mx_kv_free(mx_kv *kv) {
     if (!kv) return;
     mx_aligned_free(kv->data);
+    free(kv->offset);
     free(kv);
 }
 
@@ -46,25 +61,25 @@ mx_ctx *mx_ctx_new(const mx_model *m, int max_tokens, int max_ctx, mx_pool *pool
     c->pool = pool;
     c->max_tokens = max_tokens;
     c->max_ctx = max_ctx;
-    c->qkv_dim = (a->n_heads + 2 * a->n_kv_heads) * a->head_dim;
-    c->ffn2 = 2 * a->ffn;
-    size_t N = (size_t)max_tokens, H = (size_t)a->hidden, nt = (size_t)mx_pool_size(pool);
-    size_t rd = 0;
+    size_t N = (size_t)max_tokens, H = (size_t)a->hidden;
+    int nt = mx_pool_size(pool);
+    size_t rd = 0, scratch = 0;
     for (int r = 0; r < a->n_rope; r++) rd += (size_t)a->rope[r].dim;
-    size_t qd = (size_t)a->n_heads * a->head_dim;
+    for (int l = 0; l < a->n_layers; l++) {
+        const mx_block_ops *bs[2] = {a->layers[l].mixer, a->layers[l].ffn};
+        for (int k = 0; k < 2; k++)
+            if (bs[k] && bs[k]->scratch_floats) scratch = MX_MAX(scratch, bs[k]->scratch_floats(m, max_tokens, max_ctx, nt));
+    }
     c->x = mx_aligned_alloc(N * H * 4);
     c->xn = mx_aligned_alloc(N * H * 4);
     c->tmp = mx_aligned_alloc(N * H * 4);
     c->tmp2 = mx_aligned_alloc(N * H * 4);
-    c->qkv = mx_aligned_alloc(N * (size_t)c->qkv_dim * 4);
-    c->att = mx_aligned_alloc(N * qd * 4);
-    c->gu = mx_aligned_alloc(N * (size_t)c->ffn2 * 4);
     c->cs = mx_aligned_alloc(N * (rd ? rd : 1) * 4);
-    c->scores = mx_aligned_alloc(nt * (size_t)max_ctx * 4);
+    c->scratch = mx_aligned_alloc((scratch ? scratch : 1) * 4);
     c->pos = mx_calloc(N, sizeof(int));
     c->seq_of = mx_calloc(N, sizeof(int));
     c->max_len = mx_calloc(N, sizeof(int));
-    if (!c->x || !c->xn || !c->tmp || !c->tmp2 || !c->qkv || !c->att || !c->gu || !c->cs || !c->scores || !c->pos || !c->seq_of || !c->max_len) {
+    if (!c->x || !c->xn || !c->tmp || !c->tmp2 || !c->cs || !c->scratch || !c->pos || !c->seq_of || !c->max_len) {
         mx_ctx_free(c);
         return NULL;
     }
@@ -73,7 +88,7 @@ mx_ctx *mx_ctx_new(const mx_model *m, int max_tokens, int max_ctx, mx_pool *pool
 
 void mx_ctx_free(mx_ctx *c) {
     if (!c) return;
-    float *bufs[] = {c->x, c->xn, c->qkv, c->att, c->tmp, c->tmp2, c->gu, c->cs, c->scores};
+    float *bufs[] = {c->x, c->xn, c->tmp, c->tmp2, c->cs, c->scratch};
     for (size_t i = 0; i < MX_ARRAY_LEN(bufs); i++) mx_aligned_free(bufs[i]);
     free(c->pos);
     free(c->seq_of);
@@ -83,121 +98,15 @@ void mx_ctx_free(mx_ctx *c) {
 
 int mx_ctx_max_tokens(const mx_ctx *c) { return c->max_tokens; }
 
-static void norm_rows(const mx_norm_spec *s, const mx_normw *w, float *y, const float *x, int n, int d, int ld) {
+void mx_norm_rows(const mx_norm_spec *s, const mx_normw *w, float *y, const float *x, int n, int d, int ld) {
     if (s->kind == MX_NORM_RMS) mx_rmsnorm(y, x, w->w, s->offset, n, d, ld, s->eps);
     else mx_layernorm(y, x, w->w, s->bias ? w->b : NULL, s->offset, n, d, ld, s->eps);
 }
 
-static void add_bias(float *y, const float *b, int n, int d, int ld) {
-    if (!b) return;
-    for (int t = 0; t < n; t++) mx_add(y + (size_t)t * ld, b, d);
-}
-
-static void linear(mx_ctx *c, const mx_weight *w, const float *b, const float *x, int n, int ldx, float *y, int ldy) {
-    mx_matmul(w, x, n, ldx, y, ldy, c->pool);
-    add_bias(y, b, n, w->rows, ldy);
-}
-
-/* ---- attention ---- */
-typedef struct {
-    mx_ctx *c;
-    const mx_seq_in *seqs;
-    int layer, N;
-    int *tok_start; /* first stacked token of each sequence */
-} att_job;
-
-static void att_task(void *ctx, int i, int tid) {
-    att_job *j = ctx;
-    mx_ctx *c = j->c;
-    const mx_arch *a = &c->m->arch;
-    int hd = a->head_dim, t = i / a->n_heads, h = i % a->n_heads;
-    int kvh = h / (a->n_heads / a->n_kv_heads);
-    const mx_seq_in *s = &j->seqs[c->seq_of[t]];
-    int p = c->pos[t], win = a->layers[j->layer].window;
-    int j0 = win > 0 ? MX_MAX(0, p - win + 1) : 0;
-    const float *q = c->qkv + (size_t)t * c->qkv_dim + (size_t)h * hd;
-    const float *K = mx_kv_k(s->kv, j->layer) + (size_t)kvh * hd, *V = mx_kv_v(s->kv, j->layer) + (size_t)kvh * hd;
-    int kvd = s->kv->kv_dim;
-    float *sc = c->scores + (size_t)tid * c->max_ctx;
-    int n = p - j0 + 1;
-    float cap = a->attn_softcap;
-    for (int k = 0; k < n; k++) {
-        float v = mx_dot(q, K + (size_t)(j0 + k) * kvd, hd) * a->attn_scale;
-        if (cap > 0) v = tanhf(v / cap) * cap;
-        sc[k] = v;
-    }
-    mx_softmax(sc, n);
-    float *out = c->att + (size_t)t * a->n_heads * hd + (size_t)h * hd;
-    memset(out, 0, (size_t)hd * sizeof(float));
-    for (int k = 0; k < n; k++) mx_axpy(out, sc[k], V + (size_t)(j0 + k) * kvd, hd);
-}
-
-static void attention(mx_ctx *c, const mx_seq_in *seqs, int n_seqs, int layer, int N) {
-    const mx_arch *a = &c->m->arch;
-    const mx_layer_w *L = &c->m->layers[layer];
-    int hd = a->head_dim, qd = a->n_heads * hd, kvd = a->n_kv_heads * hd;
-    float *xn = c->xn;
-    if (L->qkv.fmt) linear(c, &L->qkv, L->qkv_b, xn, N, a->hidden, c->qkv, c->qkv_dim);
-    else {
-        linear(c, &L->q, L->q_b, xn, N, a->hidden, c->qkv, c->qkv_dim);
-        linear(c, &L->k, L->k_b, xn, N, a->hidden, c->qkv + qd, c->qkv_dim);
-        linear(c, &L->v, L->v_b, xn, N, a->hidden, c->qkv + qd + kvd, c->qkv_dim);
-    }
-    if (a->clip_qkv > 0) {
-        float cl = a->clip_qkv;
-        for (int t = 0; t < N; t++) {
-            float *r = c->qkv + (size_t)t * c->qkv_dim;
-            for (int i = 0; i < c->qkv_dim; i++) r[i] = r[i] > cl ? cl : r[i] < -cl ? -cl : r[i];
-        }
-    }
-    const mx_layer_spec *ls = &a->layers[layer];
-    const mx_rope *rope = &a->rope[ls->rope_idx];
-    size_t cs_off = 0;
-    for (int r = 0; r < ls->rope_idx; r++) cs_off += (size_t)N * a->rope[r].dim;
-    for (int t = 0; t < N; t++) {
-        float *q = c->qkv + (size_t)t * c->qkv_dim, *k = q + qd;
-        if (a->qk_norm == MX_QKNORM_HEAD) {
-            norm_rows(&a->qk_norm_spec, &L->q_norm, q, q, a->n_heads, hd, hd);
-            norm_rows(&a->qk_norm_spec, &L->k_norm, k, k, a->n_kv_heads, hd, hd);
-        } else if (a->qk_norm == MX_QKNORM_FULL) {
-            norm_rows(&a->qk_norm_spec, &L->q_norm, q, q, 1, qd, qd);
-            norm_rows(&a->qk_norm_spec, &L->k_norm, k, k, 1, kvd, kvd);
-        }
-        if (a->pos == MX_POS_ROPE && ls->rope) {
-            const float *cs = c->cs + cs_off + (size_t)t * rope->dim;
-            mx_rope_apply(rope, q, a->n_heads, hd, cs);
-            mx_rope_apply(rope, k, a->n_kv_heads, hd, cs);
-        }
-        const mx_seq_in *s = &seqs[c->seq_of[t]];
-        memcpy(mx_kv_k(s->kv, layer) + (size_t)c->pos[t] * kvd, k, (size_t)kvd * 4);
-        memcpy(mx_kv_v(s->kv, layer) + (size_t)c->pos[t] * kvd, k + kvd, (size_t)kvd * 4);
-    }
-    att_job j = {c, seqs, layer, N, NULL};
-    (void)n_seqs;
-    mx_pool_run(c->pool, att_task, &j, N * a->n_heads);
-    linear(c, &L->o, L->o_b, c->att, N, qd, c->tmp, a->hidden);
-}
-
-static void mlp(mx_ctx *c, int layer, const float *in, float *out, int N) {
-    const mx_arch *a = &c->m->arch;
-    const mx_layer_w *L = &c->m->layers[layer];
-    int F = a->ffn, H = a->hidden;
-    if (a->mlp == MX_MLP_GATED) {
-        if (L->gate_up.fmt) linear(c, &L->gate_up, L->gate_up_b, in, N, H, c->gu, c->ffn2);
-        else {
-            linear(c, &L->gate, L->gate_b, in, N, H, c->gu, c->ffn2);
-            linear(c, &L->up, L->up_b, in, N, H, c->gu + F, c->ffn2);
-        }
-        for (int t = 0; t < N; t++) {
-            float *r = c->gu + (size_t)t * c->ffn2;
-            mx_act_mul(a->act, r, r + F, F);
-        }
-        linear(c, &L->down, L->down_b, c->gu, N, c->ffn2, out, H);
-    } else {
-        linear(c, &L->up, L->up_b, in, N, H, c->gu, c->ffn2);
-        for (int t = 0; t < N; t++) mx_act_apply(a->act, c->gu + (size_t)t * c->ffn2, F);
-        linear(c, &L->down, L->down_b, c->gu, N, c->ffn2, out, H);
-    }
+void mx_linear(const mx_fwd *f, const mx_weight *w, const float *b, const float *x, int n, int ldx, float *y, int ldy) {
+    mx_matmul(w, x, n, ldx, y, ldy, f->pool);
+    if (b)
+        for (int t = 0; t < n; t++) mx_add(y + (size_t)t * ldy, b, w->rows);
 }
 
 static void add_scaled(float *x, const float *y, float s, size_t n) {
@@ -253,30 +162,30 @@ int mx_forward(mx_ctx *c, const mx_seq_in *seqs, int n_seqs, float *logits, bool
             off += (size_t)N * a->rope[r].dim;
         }
     }
+    mx_fwd f = {m, c->pool, seqs, n_seqs, N, c->pos, c->seq_of, {NULL, NULL}, c->scratch, c->max_tokens, c->max_ctx};
+    for (int r = 0, off = 0; r < a->n_rope; off += N * a->rope[r].dim, r++) f.cs[r] = c->cs + off;
     for (int l = 0; l < a->n_layers; l++) {
         const mx_layer_w *L = &m->layers[l];
-        if (a->names.attn_norm) norm_rows(&a->norm, &L->attn_norm, c->xn, c->x, N, H, H);
+        const mx_layer_spec *ls = &a->layers[l];
+        if (a->names.attn_norm) mx_norm_rows(&a->norm, &L->attn_norm, c->xn, c->x, N, H, H);
         else memcpy(c->xn, c->x, (size_t)N * H * 4);
-        attention(c, seqs, n_seqs, l, N);
-        if (a->names.post_attn_norm)
-            norm_rows(&a->norm, &L->post_attn_norm, c->tmp, c->tmp, N, H, H);
-        if (a->residual == MX_RES_PARALLEL) {
-            const float *in = c->xn;
-            if (a->parallel_two_norms) {
-                norm_rows(&a->norm, &L->ffn_norm, c->tmp2, c->x, N, H, H);
-                memcpy(c->xn, c->tmp2, (size_t)N * H * 4);
-                in = c->xn;
-            }
-            mlp(c, l, in, c->tmp2, N);
+        if (ls->mixer) {
+            ls->mixer->forward(&f, l, L->mixer_w, c->xn, c->tmp);
+            if (a->names.post_attn_norm) mx_norm_rows(&a->norm, &L->post_attn_norm, c->tmp, c->tmp, N, H, H);
+        } else memset(c->tmp, 0, (size_t)N * H * 4);
+        if (!ls->ffn) {
+            add_scaled(c->x, c->tmp, a->residual_scale, (size_t)N * H);
+        } else if (a->residual == MX_RES_PARALLEL) {
+            if (a->parallel_two_norms) mx_norm_rows(&a->norm, &L->ffn_norm, c->xn, c->x, N, H, H);
+            ls->ffn->forward(&f, l, L->ffn_w, c->xn, c->tmp2);
             add_scaled(c->x, c->tmp, a->residual_scale, (size_t)N * H);
             add_scaled(c->x, c->tmp2, a->residual_scale, (size_t)N * H);
         } else {
             add_scaled(c->x, c->tmp, a->residual_scale, (size_t)N * H);
-            if (a->names.ffn_norm) norm_rows(&a->norm, &L->ffn_norm, c->xn, c->x, N, H, H);
+            if (a->names.ffn_norm) mx_norm_rows(&a->norm, &L->ffn_norm, c->xn, c->x, N, H, H);
             else memcpy(c->xn, c->x, (size_t)N * H * 4);
-            mlp(c, l, c->xn, c->tmp2, N);
-            if (a->names.post_ffn_norm)
-                norm_rows(&a->norm, &L->post_ffn_norm, c->tmp2, c->tmp2, N, H, H);
+            ls->ffn->forward(&f, l, L->ffn_w, c->xn, c->tmp2);
+            if (a->names.post_ffn_norm) mx_norm_rows(&a->norm, &L->post_ffn_norm, c->tmp2, c->tmp2, N, H, H);
             add_scaled(c->x, c->tmp2, a->residual_scale, (size_t)N * H);
         }
     }
@@ -285,7 +194,7 @@ int mx_forward(mx_ctx *c, const mx_seq_in *seqs, int n_seqs, float *logits, bool
     int nrows = 0;
     if (all) {
         nrows = N;
-        if (a->names.final_norm) norm_rows(&a->norm, &m->final_norm, c->xn, c->x, N, H, H);
+        if (a->names.final_norm) mx_norm_rows(&a->norm, &m->final_norm, c->xn, c->x, N, H, H);
         else memcpy(c->xn, c->x, (size_t)N * H * 4);
     } else {
         int t = 0;
@@ -294,10 +203,10 @@ int mx_forward(mx_ctx *c, const mx_seq_in *seqs, int n_seqs, float *logits, bool
             memcpy(c->xn + (size_t)s * H, c->x + (size_t)(t - 1) * H, (size_t)H * 4);
         }
         nrows = n_seqs;
-        if (a->names.final_norm) norm_rows(&a->norm, &m->final_norm, c->xn, c->xn, nrows, H, H);
+        if (a->names.final_norm) mx_norm_rows(&a->norm, &m->final_norm, c->xn, c->xn, nrows, H, H);
     }
     const mx_weight *head = a->tied ? &m->embed : &m->lm_head;
-    linear(c, head, m->lm_head_b, c->xn, nrows, H, logits, a->vocab);
+    mx_linear(&f, head, m->lm_head_b, c->xn, nrows, H, logits, a->vocab);
     size_t nl = (size_t)nrows * a->vocab;
     if (a->logit_scale != 1.0f) mx_scale(logits, a->logit_scale, (int)nl);
     if (a->final_softcap > 0) {

@@ -11,8 +11,7 @@ static char *fmt_name(const char *pat, int layer, const char *suffix) {
     return mx_asprintf("%s%s", mod, suffix);
 }
 
-/* Loads a 1-D float vector of length n as an owned f32 copy. */
-static int load_vec(mx_ckpt *ck, const char *name, int n, bool required, float **out) {
+static int vec_from(mx_ckpt *ck, const char *name, int n, bool required, float **out) {
     *out = NULL;
     mx_tensor *t = required ? mx_ckpt_require(ck, name) : mx_ckpt_take(ck, name);
     if (!t) return required ? MX_ERR : MX_OK;
@@ -24,23 +23,30 @@ static int load_vec(mx_ckpt *ck, const char *name, int n, bool required, float *
     return mx_tensor_to_f32(t, *out) ? mx_err_prefix("%s", ck->dir) : MX_OK;
 }
 
-static int load_norm(mx_ckpt *ck, const mx_norm_spec *s, const char *pat, int layer, int n, mx_normw *nw) {
+int mx_load_vec(mx_model *m, const char *pat, int layer, int n, bool required, float **out) {
+    char *nm = fmt_name(pat, layer, "");
+    int rc = nm ? vec_from(&m->ck, nm, n, required, out) : MX_ERR;
+    free(nm);
+    return rc;
+}
+
+int mx_load_norm(mx_model *m, const mx_norm_spec *s, const char *pat, int layer, int n, mx_normw *nw) {
     if (!pat) return MX_OK;
     int rc = MX_OK;
     if (s->weight) {
         char *nm = fmt_name(pat, layer, ".weight");
-        rc = nm ? load_vec(ck, nm, n, true, &nw->w) : MX_ERR;
+        rc = nm ? vec_from(&m->ck, nm, n, true, &nw->w) : MX_ERR;
         free(nm);
     }
     if (!rc && s->bias) {
         char *nm = fmt_name(pat, layer, ".bias");
-        rc = nm ? load_vec(ck, nm, n, true, &nw->b) : MX_ERR;
+        rc = nm ? vec_from(&m->ck, nm, n, true, &nw->b) : MX_ERR;
         free(nm);
     }
     return rc;
 }
 
-static int load_lin(mx_model *m, const char *pat, int layer, int rows, int cols, bool bias, mx_weight *w, float **b) {
+int mx_load_lin(mx_model *m, const char *pat, int layer, int rows, int cols, bool bias, mx_weight *w, float **b) {
     if (!pat) return MX_OK;
     char mod[512];
     snprintf(mod, sizeof mod, pat, layer);
@@ -49,26 +55,29 @@ static int load_lin(mx_model *m, const char *pat, int layer, int rows, int cols,
     m->weight_bytes += mx_weight_bytes(w);
     if (bias) {
         char *nm = mx_asprintf("%s.bias", mod);
-        int rc = nm ? load_vec(&m->ck, nm, rows, true, b) : MX_ERR;
+        int rc = nm ? vec_from(&m->ck, nm, rows, true, b) : MX_ERR;
         free(nm);
         return rc;
     }
     return MX_OK;
 }
 
-static void free_norm(mx_normw *n) { free(n->w); free(n->b); }
+void mx_normw_free(mx_normw *n) {
+    free(n->w);
+    free(n->b);
+    n->w = n->b = NULL;
+}
 
 void mx_model_free(mx_model *m) {
     if (!m) return;
     if (m->layers) {
         for (int i = 0; i < m->arch.n_layers; i++) {
             mx_layer_w *L = &m->layers[i];
-            free_norm(&L->attn_norm); free_norm(&L->post_attn_norm); free_norm(&L->ffn_norm);
-            free_norm(&L->post_ffn_norm); free_norm(&L->q_norm); free_norm(&L->k_norm);
-            mx_weight *ws[] = {&L->q, &L->k, &L->v, &L->qkv, &L->o, &L->gate, &L->up, &L->gate_up, &L->down};
-            for (size_t k = 0; k < MX_ARRAY_LEN(ws); k++) mx_weight_free(ws[k]);
-            float *bs[] = {L->q_b, L->k_b, L->v_b, L->qkv_b, L->o_b, L->gate_b, L->up_b, L->gate_up_b, L->down_b};
-            for (size_t k = 0; k < MX_ARRAY_LEN(bs); k++) free(bs[k]);
+            const mx_layer_spec *ls = &m->arch.layers[i];
+            mx_normw_free(&L->attn_norm); mx_normw_free(&L->post_attn_norm);
+            mx_normw_free(&L->ffn_norm); mx_normw_free(&L->post_ffn_norm);
+            if (ls->mixer && L->mixer_w) ls->mixer->free(L->mixer_w);
+            if (ls->ffn && L->ffn_w) ls->ffn->free(L->ffn_w);
         }
         free(m->layers);
     }
@@ -76,7 +85,7 @@ void mx_model_free(mx_model *m) {
     mx_weight_free(&m->pos_embed);
     mx_weight_free(&m->lm_head);
     free(m->lm_head_b);
-    free_norm(&m->final_norm);
+    mx_normw_free(&m->final_norm);
     mx_ckpt_close(&m->ck);
     memset(m, 0, sizeof *m);
 }
@@ -86,46 +95,31 @@ int mx_model_bind(mx_model *m, mx_ckpt *ck) {
     memset(ck, 0, sizeof *ck);
     mx_arch *a = &m->arch;
     const mx_names *N = &a->names;
-    int H = a->hidden, hd = a->head_dim, qd = a->n_heads * hd, kvd = a->n_kv_heads * hd;
+    int H = a->hidden;
     m->layers = mx_calloc((size_t)a->n_layers, sizeof(mx_layer_w));
     if (!m->layers) goto fail;
     /* Embedding tables are never transposed, whatever the linear layout. */
     bool conv = a->conv1d;
     a->conv1d = false;
-    if (load_lin(m, N->embed, 0, a->vocab, H, false, &m->embed, NULL)) goto fail;
+    if (mx_load_lin(m, N->embed, 0, a->vocab, H, false, &m->embed, NULL)) goto fail;
     if (!a->tied) m->weight_bytes -= mx_weight_bytes(&m->embed); /* a lookup reads one row */
-    if (a->pos == MX_POS_LEARNED && load_lin(m, N->pos_embed, 0, a->max_pos + a->pos_offset, H, false, &m->pos_embed, NULL)) goto fail;
-    if (!a->tied && load_lin(m, N->lm_head, 0, a->vocab, H, a->lm_head_bias, &m->lm_head, &m->lm_head_b)) goto fail;
+    if (a->pos == MX_POS_LEARNED) {
+        if (mx_load_lin(m, N->pos_embed, 0, a->max_pos + a->pos_offset, H, false, &m->pos_embed, NULL)) goto fail;
+        m->weight_bytes -= mx_weight_bytes(&m->pos_embed);
+    }
+    if (!a->tied && mx_load_lin(m, N->lm_head, 0, a->vocab, H, a->lm_head_bias, &m->lm_head, &m->lm_head_b)) goto fail;
     a->conv1d = conv;
-    if (load_norm(&m->ck, &a->norm, N->final_norm, 0, H, &m->final_norm)) goto fail;
+    if (mx_load_norm(m, &a->norm, N->final_norm, 0, H, &m->final_norm)) goto fail;
     for (int i = 0; i < a->n_layers; i++) {
         mx_layer_w *L = &m->layers[i];
-        if (load_norm(&m->ck, &a->norm, N->attn_norm, i, H, &L->attn_norm) ||
-            load_norm(&m->ck, &a->norm, N->post_attn_norm, i, H, &L->post_attn_norm) ||
-            load_norm(&m->ck, &a->norm, N->ffn_norm, i, H, &L->ffn_norm) ||
-            load_norm(&m->ck, &a->norm, N->post_ffn_norm, i, H, &L->post_ffn_norm))
+        const mx_layer_spec *ls = &a->layers[i];
+        if (mx_load_norm(m, &a->norm, N->attn_norm, i, H, &L->attn_norm) ||
+            mx_load_norm(m, &a->norm, N->post_attn_norm, i, H, &L->post_attn_norm) ||
+            mx_load_norm(m, &a->norm, N->ffn_norm, i, H, &L->ffn_norm) ||
+            mx_load_norm(m, &a->norm, N->post_ffn_norm, i, H, &L->post_ffn_norm))
             goto fail;
-        if (a->qk_norm != MX_QKNORM_NONE) {
-            int qn = a->qk_norm == MX_QKNORM_HEAD ? hd : qd, kn = a->qk_norm == MX_QKNORM_HEAD ? hd : kvd;
-            if (load_norm(&m->ck, &a->qk_norm_spec, N->q_norm, i, qn, &L->q_norm) ||
-                load_norm(&m->ck, &a->qk_norm_spec, N->k_norm, i, kn, &L->k_norm))
-                goto fail;
-        }
-        if (N->qkv) {
-            if (load_lin(m, N->qkv, i, qd + 2 * kvd, H, a->q_bias, &L->qkv, &L->qkv_b)) goto fail;
-        } else if (load_lin(m, N->q, i, qd, H, a->q_bias, &L->q, &L->q_b) ||
-                   load_lin(m, N->k, i, kvd, H, a->k_bias, &L->k, &L->k_b) ||
-                   load_lin(m, N->v, i, kvd, H, a->v_bias, &L->v, &L->v_b))
-            goto fail;
-        if (load_lin(m, N->o, i, H, qd, a->o_bias, &L->o, &L->o_b)) goto fail;
-        if (a->mlp == MX_MLP_GATED) {
-            if (N->gate_up) {
-                if (load_lin(m, N->gate_up, i, 2 * a->ffn, H, a->mlp_bias, &L->gate_up, &L->gate_up_b)) goto fail;
-            } else if (load_lin(m, N->gate, i, a->ffn, H, a->mlp_bias, &L->gate, &L->gate_b) ||
-                       load_lin(m, N->up, i, a->ffn, H, a->mlp_bias, &L->up, &L->up_b))
-                goto fail;
-        } else if (load_lin(m, N->up, i, a->ffn, H, a->mlp_bias, &L->up, &L->up_b)) goto fail;
-        if (load_lin(m, N->down, i, H, a->ffn, a->mlp_bias, &L->down, &L->down_b)) goto fail;
+        if (ls->mixer && ls->mixer->load(m, i, &L->mixer_w)) goto fail;
+        if (ls->ffn && ls->ffn->load(m, i, &L->ffn_w)) goto fail;
     }
     if (mx_ckpt_check_unused(&m->ck, a->ignore, a->n_ignore)) goto fail;
     return MX_OK;

@@ -3,7 +3,8 @@
  *
  * mx_forward runs any number of sequences in one pass: their tokens are
  * stacked so each weight matrix is read once for all of them (batched decode,
- * chunked prefill); attention runs per sequence against its own cache. */
+ * chunked prefill); stateful blocks (attention, recurrences) work per
+ * sequence against that sequence's cache. */
 #ifndef MX_MODEL_H
 #define MX_MODEL_H
 #include "arch.h"
@@ -13,12 +14,11 @@
 typedef struct { float *w, *b; } mx_normw;
 
 typedef struct {
-    mx_normw attn_norm, post_attn_norm, ffn_norm, post_ffn_norm, q_norm, k_norm;
-    mx_weight q, k, v, qkv, o, gate, up, gate_up, down;
-    float *q_b, *k_b, *v_b, *qkv_b, *o_b, *gate_b, *up_b, *gate_up_b, *down_b;
+    mx_normw attn_norm, post_attn_norm, ffn_norm, post_ffn_norm;
+    void *mixer_w, *ffn_w; /* owned by the layer's blocks */
 } mx_layer_w;
 
-typedef struct mx_model {
+struct mx_model {
     mx_arch arch;
     mx_ckpt ck;
     mx_weight embed, pos_embed, lm_head;
@@ -28,24 +28,25 @@ typedef struct mx_model {
     int32_t eos[16];
     int n_eos;
     int32_t bos;
-    size_t weight_bytes;
-} mx_model;
+    size_t weight_bytes; /* bytes one decode step reads (all linears, head) */
+};
 
 /* Binds every tensor the description names; fails on missing, misshapen or
  * unexpected tensors. Takes ownership of *ck (closed on failure too). */
 int mx_model_bind(mx_model *m, mx_ckpt *ck);
 void mx_model_free(mx_model *m);
 
-/* Per-sequence cache: K and V for every layer, `cap` positions. */
+/* Per-sequence cache: every layer's state (attention K/V for `cap`
+ * positions, recurrent state, ...), laid out by the layers' blocks. */
 typedef struct {
     int cap, len;
-    int n_layers, kv_dim;
+    int n_layers;
     float *data;
+    size_t *offset; /* per layer, into data */
 } mx_kv;
 mx_kv *mx_kv_new(const mx_model *m, int cap);
 void mx_kv_free(mx_kv *kv);
-static inline float *mx_kv_k(const mx_kv *kv, int layer) { return kv->data + (size_t)layer * 2 * kv->cap * kv->kv_dim; }
-static inline float *mx_kv_v(const mx_kv *kv, int layer) { return mx_kv_k(kv, layer) + (size_t)kv->cap * kv->kv_dim; }
+static inline float *mx_kv_layer(const mx_kv *kv, int layer) { return kv->data + kv->offset[layer]; }
 
 /* Scratch for forward passes of up to max_tokens stacked tokens whose
  * sequences reach at most max_ctx positions. Allocated once. */
@@ -68,4 +69,26 @@ typedef struct {
  * gives one row per token in order, all=false one row per sequence (its last
  * token). The total token count must be <= max_tokens. */
 int mx_forward(mx_ctx *c, const mx_seq_in *seqs, int n_seqs, float *logits, bool all);
+
+/* ---- for block implementations ---- */
+struct mx_fwd {
+    const mx_model *m;
+    mx_pool *pool;
+    const mx_seq_in *seqs;
+    int n_seqs, N;          /* sequences, stacked tokens */
+    const int *pos;         /* absolute position of each stacked token */
+    const int *seq_of;      /* sequence of each stacked token */
+    const float *cs[2];     /* rope cos|sin rows per token, per arch.rope[] */
+    float *scratch;         /* block scratch (max of the blocks' scratch_floats) */
+    int max_tokens, max_ctx;
+};
+
+/* y = x W^T (+ b), threaded. */
+void mx_linear(const mx_fwd *f, const mx_weight *w, const float *b, const float *x, int n, int ldx, float *y, int ldy);
+void mx_norm_rows(const mx_norm_spec *s, const mx_normw *w, float *y, const float *x, int n, int d, int ld);
+/* Loaders used by blocks: patterns have "%d" for the layer. */
+int mx_load_lin(mx_model *m, const char *pat, int layer, int rows, int cols, bool bias, mx_weight *w, float **b);
+int mx_load_norm(mx_model *m, const mx_norm_spec *s, const char *pat, int layer, int n, mx_normw *nw);
+int mx_load_vec(mx_model *m, const char *pat, int layer, int n, bool required, float **out);
+void mx_normw_free(mx_normw *n);
 #endif

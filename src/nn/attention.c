@@ -1,0 +1,139 @@
+/* Causal self-attention block: q/k/v projections (separate or fused, with
+ * biases), optional clip, q/k norm, rope, a sliding window per layer,
+ * soft-capping, GQA/MQA. Its per-sequence state is K then V, [cap][kv_dim]. */
+#include "model.h"
+#include "../base/base.h"
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    mx_normw q_norm, k_norm;
+    mx_weight q, k, v, qkv, o;
+    float *q_b, *k_b, *v_b, *qkv_b, *o_b;
+} att_w;
+
+static int att_load(mx_model *m, int i, void **out) {
+    const mx_arch *a = &m->arch;
+    const mx_names *N = &a->names;
+    int H = a->hidden, hd = a->head_dim, qd = a->n_heads * hd, kvd = a->n_kv_heads * hd;
+    att_w *w = mx_calloc(1, sizeof *w);
+    if (!w) return MX_ERR;
+    *out = w;
+    if (a->qk_norm != MX_QKNORM_NONE) {
+        int qn = a->qk_norm == MX_QKNORM_HEAD ? hd : qd, kn = a->qk_norm == MX_QKNORM_HEAD ? hd : kvd;
+        if (mx_load_norm(m, &a->qk_norm_spec, N->q_norm, i, qn, &w->q_norm) ||
+            mx_load_norm(m, &a->qk_norm_spec, N->k_norm, i, kn, &w->k_norm))
+            return MX_ERR;
+    }
+    if (N->qkv) {
+        if (mx_load_lin(m, N->qkv, i, qd + 2 * kvd, H, a->q_bias, &w->qkv, &w->qkv_b)) return MX_ERR;
+    } else if (mx_load_lin(m, N->q, i, qd, H, a->q_bias, &w->q, &w->q_b) ||
+               mx_load_lin(m, N->k, i, kvd, H, a->k_bias, &w->k, &w->k_b) ||
+               mx_load_lin(m, N->v, i, kvd, H, a->v_bias, &w->v, &w->v_b))
+        return MX_ERR;
+    return mx_load_lin(m, N->o, i, H, qd, a->o_bias, &w->o, &w->o_b);
+}
+
+static void att_free(void *p) {
+    att_w *w = p;
+    if (!w) return;
+    mx_normw_free(&w->q_norm);
+    mx_normw_free(&w->k_norm);
+    mx_weight *ws[] = {&w->q, &w->k, &w->v, &w->qkv, &w->o};
+    for (size_t k = 0; k < MX_ARRAY_LEN(ws); k++) mx_weight_free(ws[k]);
+    free(w->q_b); free(w->k_b); free(w->v_b); free(w->qkv_b); free(w->o_b);
+    free(w);
+}
+
+static int qkv_dim(const mx_arch *a) { return (a->n_heads + 2 * a->n_kv_heads) * a->head_dim; }
+
+static size_t att_state(const mx_model *m, int layer, int cap) {
+    (void)layer;
+    return (size_t)2 * cap * m->arch.n_kv_heads * m->arch.head_dim;
+}
+
+static size_t att_scratch(const mx_model *m, int max_tokens, int max_ctx, int nt) {
+    const mx_arch *a = &m->arch;
+    return (size_t)max_tokens * (qkv_dim(a) + a->n_heads * a->head_dim) + (size_t)nt * max_ctx;
+}
+
+typedef struct {
+    mx_fwd *f;
+    int layer;
+    const float *qkv;
+    float *att, *scores;
+} att_job;
+
+static void att_task(void *ctx, int i, int tid) {
+    att_job *j = ctx;
+    mx_fwd *f = j->f;
+    const mx_arch *a = &f->m->arch;
+    int hd = a->head_dim, t = i / a->n_heads, h = i % a->n_heads, qkvd = qkv_dim(a);
+    int kvh = h / (a->n_heads / a->n_kv_heads), kvd = a->n_kv_heads * hd;
+    const mx_kv *kv = f->seqs[f->seq_of[t]].kv;
+    int p = f->pos[t], win = a->layers[j->layer].window;
+    int j0 = win > 0 ? MX_MAX(0, p - win + 1) : 0;
+    const float *q = j->qkv + (size_t)t * qkvd + (size_t)h * hd;
+    const float *K = mx_kv_layer(kv, j->layer), *V = K + (size_t)kv->cap * kvd;
+    K += (size_t)kvh * hd;
+    V += (size_t)kvh * hd;
+    float *sc = j->scores + (size_t)tid * f->max_ctx;
+    int n = p - j0 + 1;
+    float cap = a->attn_softcap, scale = a->attn_scale;
+    for (int k = 0; k < n; k++) {
+        float v = mx_dot(q, K + (size_t)(j0 + k) * kvd, hd) * scale;
+        if (cap > 0) v = tanhf(v / cap) * cap;
+        sc[k] = v;
+    }
+    mx_softmax(sc, n);
+    float *out = j->att + (size_t)t * a->n_heads * hd + (size_t)h * hd;
+    memset(out, 0, (size_t)hd * sizeof(float));
+    for (int k = 0; k < n; k++) mx_axpy(out, sc[k], V + (size_t)(j0 + k) * kvd, hd);
+}
+
+static void att_forward(mx_fwd *f, int layer, void *wp, const float *xn, float *out) {
+    const att_w *w = wp;
+    const mx_arch *a = &f->m->arch;
+    int N = f->N, hd = a->head_dim, qd = a->n_heads * hd, kvd = a->n_kv_heads * hd, qkvd = qkv_dim(a);
+    float *qkv = f->scratch, *att = qkv + (size_t)f->max_tokens * qkvd, *scores = att + (size_t)f->max_tokens * qd;
+    if (w->qkv.fmt) mx_linear(f, &w->qkv, w->qkv_b, xn, N, a->hidden, qkv, qkvd);
+    else {
+        mx_linear(f, &w->q, w->q_b, xn, N, a->hidden, qkv, qkvd);
+        mx_linear(f, &w->k, w->k_b, xn, N, a->hidden, qkv + qd, qkvd);
+        mx_linear(f, &w->v, w->v_b, xn, N, a->hidden, qkv + qd + kvd, qkvd);
+    }
+    if (a->clip_qkv > 0) {
+        float cl = a->clip_qkv;
+        for (size_t i = 0; i < (size_t)N * qkvd; i++) qkv[i] = qkv[i] > cl ? cl : qkv[i] < -cl ? -cl : qkv[i];
+    }
+    const mx_layer_spec *ls = &a->layers[layer];
+    const mx_rope *rope = &a->rope[ls->rope_idx];
+    for (int t = 0; t < N; t++) {
+        float *q = qkv + (size_t)t * qkvd, *k = q + qd;
+        if (a->qk_norm == MX_QKNORM_HEAD) {
+            mx_norm_rows(&a->qk_norm_spec, &w->q_norm, q, q, a->n_heads, hd, hd);
+            mx_norm_rows(&a->qk_norm_spec, &w->k_norm, k, k, a->n_kv_heads, hd, hd);
+        } else if (a->qk_norm == MX_QKNORM_FULL) {
+            mx_norm_rows(&a->qk_norm_spec, &w->q_norm, q, q, 1, qd, qd);
+            mx_norm_rows(&a->qk_norm_spec, &w->k_norm, k, k, 1, kvd, kvd);
+        }
+        if (a->pos == MX_POS_ROPE && ls->rope) {
+            const float *cs = f->cs[ls->rope_idx] + (size_t)t * rope->dim;
+            mx_rope_apply(rope, q, a->n_heads, hd, cs);
+            mx_rope_apply(rope, k, a->n_kv_heads, hd, cs);
+        }
+        const mx_kv *kv = f->seqs[f->seq_of[t]].kv;
+        float *K = mx_kv_layer(kv, layer), *V = K + (size_t)kv->cap * kvd;
+        memcpy(K + (size_t)f->pos[t] * kvd, k, (size_t)kvd * 4);
+        memcpy(V + (size_t)f->pos[t] * kvd, k + kvd, (size_t)kvd * 4);
+    }
+    att_job j = {f, layer, qkv, att, scores};
+    mx_pool_run(f->pool, att_task, &j, N * a->n_heads);
+    mx_linear(f, &w->o, w->o_b, att, N, qd, out, a->hidden);
+}
+
+const mx_block_ops mx_block_attention = {
+    .name = "attention", .load = att_load, .free = att_free, .state_floats = att_state,
+    .scratch_floats = att_scratch, .forward = att_forward,
+};

@@ -1,0 +1,31 @@
+/* block: the interface every layer building block implements (attention,
+ * dense MLP, and later MoE, SSM mixers, ...). A layer is a "mixer" block and
+ * an "ffn" block wrapped in norms and residuals by the decoder; the arch
+ * description names the block of each layer, so a new kind of block is a new
+ * file in nn/ and never a change to the decoder loop.
+ *
+ * A block owns its weights (load/free), says how much per-sequence state it
+ * keeps for a cache of `cap` positions (KV, recurrent state, ...) and how much
+ * scratch a forward needs, and maps in[N, hidden] to out[N, hidden]. */
+#ifndef MX_BLOCK_H
+#define MX_BLOCK_H
+#include <stddef.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include "../kernels/kernels.h"
+
+typedef struct mx_model mx_model;
+typedef struct mx_fwd mx_fwd;
+
+typedef struct mx_block_ops {
+    const char *name;
+    int (*load)(mx_model *m, int layer, void **w);
+    void (*free)(void *w);
+    size_t (*state_floats)(const mx_model *m, int layer, int cap);         /* may be NULL: stateless */
+    size_t (*scratch_floats)(const mx_model *m, int max_tokens, int max_ctx, int n_threads);
+    void (*forward)(mx_fwd *f, int layer, void *w, const float *in, float *out);
+} mx_block_ops;
+
+extern const mx_block_ops mx_block_attention; /* causal self-attention over a KV cache */
+extern const mx_block_ops mx_block_mlp;       /* dense MLP, gated or plain */
+#endif

@@ -1,0 +1,64 @@
+/* Dense MLP block: gated (down(act(gate x) * up x), gate and up separate or
+ * fused) or plain (down(act(up x))), with optional biases. */
+#include "model.h"
+#include "../base/base.h"
+#include <stdlib.h>
+
+typedef struct {
+    mx_weight gate, up, gate_up, down;
+    float *gate_b, *up_b, *gate_up_b, *down_b;
+} mlp_w;
+
+static int mlp_load(mx_model *m, int i, void **out) {
+    const mx_arch *a = &m->arch;
+    const mx_names *N = &a->names;
+    int H = a->hidden, F = a->ffn;
+    mlp_w *w = mx_calloc(1, sizeof *w);
+    if (!w) return MX_ERR;
+    *out = w;
+    if (a->mlp == MX_MLP_GATED) {
+        if (N->gate_up) {
+            if (mx_load_lin(m, N->gate_up, i, 2 * F, H, a->mlp_bias, &w->gate_up, &w->gate_up_b)) return MX_ERR;
+        } else if (mx_load_lin(m, N->gate, i, F, H, a->mlp_bias, &w->gate, &w->gate_b) ||
+                   mx_load_lin(m, N->up, i, F, H, a->mlp_bias, &w->up, &w->up_b))
+            return MX_ERR;
+    } else if (mx_load_lin(m, N->up, i, F, H, a->mlp_bias, &w->up, &w->up_b)) return MX_ERR;
+    return mx_load_lin(m, N->down, i, H, F, a->mlp_bias, &w->down, &w->down_b);
+}
+
+static void mlp_free(void *p) {
+    mlp_w *w = p;
+    if (!w) return;
+    mx_weight_free(&w->gate); mx_weight_free(&w->up); mx_weight_free(&w->gate_up); mx_weight_free(&w->down);
+    free(w->gate_b); free(w->up_b); free(w->gate_up_b); free(w->down_b);
+    free(w);
+}
+
+static size_t mlp_scratch(const mx_model *m, int max_tokens, int max_ctx, int nt) {
+    (void)max_ctx; (void)nt;
+    return (size_t)max_tokens * 2 * m->arch.ffn;
+}
+
+static void mlp_forward(mx_fwd *f, int layer, void *wp, const float *in, float *out) {
+    (void)layer;
+    const mlp_w *w = wp;
+    const mx_arch *a = &f->m->arch;
+    int F = a->ffn, H = a->hidden, N = f->N, F2 = 2 * F;
+    float *gu = f->scratch;
+    if (a->mlp == MX_MLP_GATED) {
+        if (w->gate_up.fmt) mx_linear(f, &w->gate_up, w->gate_up_b, in, N, H, gu, F2);
+        else {
+            mx_linear(f, &w->gate, w->gate_b, in, N, H, gu, F2);
+            mx_linear(f, &w->up, w->up_b, in, N, H, gu + F, F2);
+        }
+        for (int t = 0; t < N; t++) mx_act_mul(a->act, gu + (size_t)t * F2, gu + (size_t)t * F2 + F, F);
+    } else {
+        mx_linear(f, &w->up, w->up_b, in, N, H, gu, F2);
+        for (int t = 0; t < N; t++) mx_act_apply(a->act, gu + (size_t)t * F2, F);
+    }
+    mx_linear(f, &w->down, w->down_b, gu, N, F2, out, H);
+}
+
+const mx_block_ops mx_block_mlp = {
+    .name = "mlp", .load = mlp_load, .free = mlp_free, .scratch_floats = mlp_scratch, .forward = mlp_forward,
+};
