@@ -12,6 +12,7 @@ typedef struct mx_family {
     const char *name;                 /* primary model_type */
     const char *const *aliases;       /* other model_type values, NULL-terminated */
     const char *features;             /* what the family exercises, for `mlxcel arch` */
+    const char *task;                 /* "causal-lm" (NULL), "embedding", "sequence-classification" */
     int (*configure)(mx_arch *a, const mx_cfg *c);
     struct mx_family *next;
 } mx_family;

@@ -31,5 +31,5 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     return 0;
 }
 
-MX_FAMILY(gemma3_text, .name = "gemma3_text", .aliases = MX_ALIASES("gemma3"),
+MX_FAMILY(gemma3_text, .name = "gemma3_text",
           .features = "gemma2 + per-head q/k norm, sliding/global pattern with two rope bases", .configure = configure)

@@ -1,0 +1,133 @@
+/* mlxcel generate: one prompt in, tokens out (see README for the contract). */
+#include "cli.h"
+#include "args.h"
+#include "../base/base.h"
+#include "../runtime/generate.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    const char *model, *prompt, *prompt_ids, *logits_out, *format;
+    int n_new, chunk, threads, ctx_size;
+    bool ignore_eos;
+    mx_sampling samp;
+} gen_opts;
+
+static int write_logits(const char *path, const float *prompt, int T, const float *steps, int N, int V) {
+    mx_st_out ts[2] = {
+        {"logits", MX_DT_F32, 2, {T, V}, prompt, (size_t)T * V * 4},
+        {"step_logits", MX_DT_F32, 2, {N, V}, steps, (size_t)N * V * 4},
+    };
+    return mx_st_write(path, ts, 2, "{\"format\":\"pt\"}");
+}
+
+static void print_ids(FILE *f, const int32_t *ids, int n) {
+    fputc('[', f);
+    for (int i = 0; i < n; i++) fprintf(f, "%s%d", i ? "," : "", ids[i]);
+    fputc(']', f);
+}
+
+int cmd_generate(int argc, char **argv) {
+    gen_opts o = {.n_new = 64, .chunk = 512, .format = "text"};
+    mx_sampling_defaults(&o.samp);
+    o.threads = mx_default_threads();
+    mx_args a = {"generate", argc, 1, argv};
+    for (; a.i < argc; a.i++) {
+        bool ok = true;
+        if (mx_arg_is(&a, "-m", "--model")) ok = (o.model = mx_arg_val(&a)) != NULL;
+        else if (mx_arg_is(&a, "-p", "--prompt")) ok = (o.prompt = mx_arg_val(&a)) != NULL;
+        else if (mx_arg_is(&a, "--prompt-ids", NULL)) ok = (o.prompt_ids = mx_arg_val(&a)) != NULL;
+        else if (mx_arg_is(&a, "-n", "--n-predict")) ok = mx_arg_int(&a, 0, 1 << 24, &o.n_new);
+        else if (mx_arg_is(&a, "-t", "--threads")) ok = mx_arg_int(&a, 1, 1024, &o.threads);
+        else if (mx_arg_is(&a, "-c", "--ctx-size")) ok = mx_arg_int(&a, 1, 1 << 24, &o.ctx_size);
+        else if (mx_arg_is(&a, "--prefill-chunk", NULL)) ok = mx_arg_int(&a, 1, 1 << 16, &o.chunk);
+        else if (mx_arg_is(&a, "--temp", "--temperature")) ok = mx_arg_float(&a, 0, 100, &o.samp.temperature);
+        else if (mx_arg_is(&a, "--top-k", NULL)) ok = mx_arg_int(&a, 0, 1 << 24, &o.samp.top_k);
+        else if (mx_arg_is(&a, "--top-p", NULL)) ok = mx_arg_float(&a, 0, 1, &o.samp.top_p);
+        else if (mx_arg_is(&a, "--min-p", NULL)) ok = mx_arg_float(&a, 0, 1, &o.samp.min_p);
+        else if (mx_arg_is(&a, "--repeat-penalty", "--repetition-penalty")) ok = mx_arg_float(&a, 0.01, 100, &o.samp.repetition_penalty);
+        else if (mx_arg_is(&a, "--presence-penalty", NULL)) ok = mx_arg_float(&a, -100, 100, &o.samp.presence_penalty);
+        else if (mx_arg_is(&a, "--frequency-penalty", NULL)) ok = mx_arg_float(&a, -100, 100, &o.samp.frequency_penalty);
+        else if (mx_arg_is(&a, "--repeat-last-n", NULL)) ok = mx_arg_int(&a, -1, 1 << 24, &o.samp.penalty_last_n);
+        else if (mx_arg_is(&a, "--seed", "-s")) ok = mx_arg_u64(&a, &o.samp.seed);
+        else if (mx_arg_is(&a, "--ignore-eos", NULL)) o.ignore_eos = true;
+        else if (mx_arg_is(&a, "--logits-out", NULL)) ok = (o.logits_out = mx_arg_val(&a)) != NULL;
+        else if (mx_arg_is(&a, "--output-format", NULL)) {
+            ok = (o.format = mx_arg_val(&a)) != NULL;
+            if (ok && strcmp(o.format, "text") && strcmp(o.format, "json")) {
+                fprintf(stderr, "mlxcel generate: --output-format must be text or json\n");
+                return 2;
+            }
+        } else return mx_arg_unknown(&a);
+        if (!ok) return 2;
+    }
+    if (!o.model) { fprintf(stderr, "mlxcel generate: -m DIR is required\n"); return 2; }
+    if (!o.prompt && !o.prompt_ids) { fprintf(stderr, "mlxcel generate: give -p TEXT or --prompt-ids IDS\n"); return 2; }
+    if (o.prompt && !o.prompt_ids) { fprintf(stderr, "mlxcel generate: text prompts need the tokenizer, which this build lacks; use --prompt-ids\n"); return 2; }
+    int32_t *ids = NULL;
+    int T = 0;
+    if (!mx_parse_ids("generate", "--prompt-ids", o.prompt_ids, &ids, &T)) return 2;
+    if (T == 0) { fprintf(stderr, "mlxcel generate: the prompt is empty\n"); free(ids); return 2; }
+    double t0 = mx_now();
+    mx_engine e;
+    if (mx_engine_open(o.model, &e)) { fprintf(stderr, "mlxcel generate: %s\n", mx_errmsg()); free(ids); return 1; }
+    double t_load = mx_now() - t0;
+    int V = e.model.arch.vocab, rc = 1;
+    int ctx = o.ctx_size ? o.ctx_size : T + o.n_new;
+    mx_pool *pool = mx_pool_new(o.threads);
+    mx_session s;
+    mx_sampler *smp = NULL;
+    float *plog = NULL, *slog = NULL, *last = NULL;
+    int32_t *gen = malloc(sizeof(int32_t) * (size_t)(o.n_new ? o.n_new : 1));
+    int ng = 0;
+    if (T + o.n_new > ctx) {
+        fprintf(stderr, "mlxcel generate: prompt (%d tokens) + %d new tokens exceed the context size %d\n", T, o.n_new, ctx);
+        goto out_engine;
+    }
+    if (mx_session_init(&s, &e, ctx, o.chunk, pool)) { fprintf(stderr, "mlxcel generate: %s\n", mx_errmsg()); goto out_engine; }
+    smp = mx_sampler_new(&o.samp, V);
+    last = malloc(sizeof(float) * V);
+    if (o.logits_out) {
+        plog = malloc(sizeof(float) * (size_t)T * V);
+        slog = malloc(sizeof(float) * (size_t)(o.n_new ? o.n_new : 1) * V);
+    }
+    if (!smp || !last || !gen || (o.logits_out && (!plog || !slog))) { fprintf(stderr, "mlxcel generate: out of memory\n"); goto out; }
+    double t1 = mx_now();
+    if (mx_session_feed(&s, ids, T, plog, last)) { fprintf(stderr, "mlxcel generate: %s\n", mx_errmsg()); goto out; }
+    double t_prefill = mx_now() - t1, t2 = mx_now();
+    bool text = !strcmp(o.format, "text");
+    for (ng = 0; ng < o.n_new;) {
+        if (slog) memcpy(slog + (size_t)ng * V, last, sizeof(float) * V);
+        int32_t tok = mx_sampler_sample(smp, last, s.history, s.n_history);
+        gen[ng++] = tok;
+        if (text) { printf("%s%d", ng > 1 ? " " : "", tok); fflush(stdout); }
+        if (!o.ignore_eos && mx_engine_is_eos(&e, tok)) break;
+        if (ng == o.n_new) break;
+        if (mx_session_feed(&s, &tok, 1, NULL, last)) { fprintf(stderr, "mlxcel generate: %s\n", mx_errmsg()); goto out; }
+    }
+    double t_decode = mx_now() - t2;
+    if (text) printf("\n");
+    if (o.logits_out && write_logits(o.logits_out, plog, T, slog, ng, V)) { fprintf(stderr, "mlxcel generate: %s\n", mx_errmsg()); goto out; }
+    if (!text) {
+        printf("{\"prompt_ids\":");
+        print_ids(stdout, ids, T);
+        printf(",\"generated_ids\":");
+        print_ids(stdout, gen, ng);
+        printf(",\"text\":\"\",\"timings\":{\"load_ms\":%.3f,\"prefill_ms\":%.3f,\"decode_ms\":%.3f,\"prompt_tps\":%.3f,\"gen_tps\":%.3f}}\n",
+               t_load * 1e3, t_prefill * 1e3, t_decode * 1e3, T / (t_prefill > 0 ? t_prefill : 1e-9),
+               ng > 1 ? (ng - 1) / (t_decode > 0 ? t_decode : 1e-9) : 0.0);
+    } else {
+        fprintf(stderr, "prompt: %d tokens, %.1f t/s | generation: %d tokens, %.1f t/s\n", T, T / (t_prefill > 0 ? t_prefill : 1e-9), ng,
+                ng > 1 ? (ng - 1) / (t_decode > 0 ? t_decode : 1e-9) : 0.0);
+    }
+    rc = 0;
+out:
+    mx_session_free(&s);
+out_engine:
+    mx_sampler_free(smp);
+    free(plog); free(slog); free(last); free(gen); free(ids);
+    mx_pool_free(pool);
+    mx_engine_close(&e);
+    return rc;
+}
