@@ -5,6 +5,7 @@
 
 static const struct { const char *name; int (*fn)(int, char **); const char *help; } g_cmds[] = {
     {"arch", cmd_arch, "list the architectures compiled in (--json)"},
+    {"generate", cmd_generate, "generate text from a prompt or prompt ids"},
 };
 
 static void usage(void) {
