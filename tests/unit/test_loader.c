@@ -1,0 +1,176 @@
+/* Bad checkpoints get a one-line error that names the file and the problem
+ * (never a crash): each case builds a small llama folder and breaks one thing. */
+#define _GNU_SOURCE
+#include "test.h"
+#include "base/base.h"
+#include "runtime/engine.h"
+#include <stdint.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static char g_dir[256];
+static float g_zeros[4096];
+
+static const char *CONFIG =
+    "{\"model_type\":\"llama\",\"hidden_size\":8,\"num_hidden_layers\":1,\"num_attention_heads\":2,"
+    "\"num_key_value_heads\":1,\"intermediate_size\":16,\"vocab_size\":16,\"rms_norm_eps\":1e-6%s}";
+
+typedef struct { const char *name; int64_t r, c; } tdef;
+static const tdef TENSORS[] = {
+    {"model.embed_tokens.weight", 16, 8}, {"lm_head.weight", 16, 8}, {"model.norm.weight", 8, 0},
+    {"model.layers.0.input_layernorm.weight", 8, 0}, {"model.layers.0.post_attention_layernorm.weight", 8, 0},
+    {"model.layers.0.self_attn.q_proj.weight", 8, 8}, {"model.layers.0.self_attn.k_proj.weight", 4, 8},
+    {"model.layers.0.self_attn.v_proj.weight", 4, 8}, {"model.layers.0.self_attn.o_proj.weight", 8, 8},
+    {"model.layers.0.mlp.gate_proj.weight", 16, 8}, {"model.layers.0.mlp.up_proj.weight", 16, 8},
+    {"model.layers.0.mlp.down_proj.weight", 8, 16},
+};
+
+static void write_text(const char *name, const char *text) {
+    char *p = mx_path_join(g_dir, name);
+    FILE *f = fopen(p, "wb");
+    fputs(text, f);
+    fclose(f);
+    free(p);
+}
+
+/* Writes model.safetensors with every tensor except `skip`, plus `extra`
+ * (name) and with `bad_shape` given a wrong first dimension. */
+static void write_model(const char *skip, const char *extra, const char *bad_shape) {
+    mx_st_out ts[16];
+    int n = 0;
+    for (size_t i = 0; i < MX_ARRAY_LEN(TENSORS); i++) {
+        if (skip && !strcmp(skip, TENSORS[i].name)) continue;
+        mx_st_out *t = &ts[n++];
+        t->name = TENSORS[i].name;
+        t->dtype = MX_DT_F32;
+        t->ndim = TENSORS[i].c ? 2 : 1;
+        t->shape[0] = TENSORS[i].r + (bad_shape && !strcmp(bad_shape, t->name) ? 1 : 0);
+        t->shape[1] = TENSORS[i].c;
+        t->nbytes = (size_t)t->shape[0] * (TENSORS[i].c ? (size_t)TENSORS[i].c : 1) * 4;
+        t->data = g_zeros;
+    }
+    if (extra) ts[n++] = (mx_st_out){extra, MX_DT_F32, 1, {4}, g_zeros, 16};
+    char *p = mx_path_join(g_dir, "model.safetensors");
+    mx_st_write(p, ts, n, NULL);
+    free(p);
+}
+
+static void reset(const char *config_extra) {
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "rm -rf %s && mkdir -p %s", g_dir, g_dir);
+    if (system(cmd)) {}
+    char cfg[1024];
+    snprintf(cfg, sizeof cfg, CONFIG, config_extra ? config_extra : "");
+    write_text("config.json", cfg);
+}
+
+/* Rewrites the safetensors header with `header` (data kept). */
+static void patch_header(const char *header, size_t data_len) {
+    char *p = mx_path_join(g_dir, "model.safetensors");
+    FILE *f = fopen(p, "wb");
+    uint64_t hl = strlen(header);
+    fwrite(&hl, 8, 1, f);
+    fwrite(header, 1, hl, f);
+    fwrite(g_zeros, 1, data_len, f);
+    fclose(f);
+    free(p);
+}
+
+static void expect(const char *name, const char *needle, const char *needle2) {
+    mx_engine e;
+    int rc = mx_engine_open(g_dir, &e);
+    if (rc == 0) { mx_engine_close(&e); CHECK(name, 0, "loaded without error"); return; }
+    const char *msg = mx_errmsg();
+    bool ok = strstr(msg, needle) && (!needle2 || strstr(msg, needle2)) && !strchr(msg, '\n');
+    CHECK(name, ok, "error was: %s (wanted '%s'%s%s)", msg, needle, needle2 ? " and " : "", needle2 ? needle2 : "");
+}
+
+int main(void) {
+    snprintf(g_dir, sizeof g_dir, "/tmp/mlxcel-test-loader-%d", (int)getpid());
+    reset(NULL);
+    write_model(NULL, NULL, NULL);
+    mx_engine e;
+    int rc = mx_engine_open(g_dir, &e);
+    CHECK("loader/valid", rc == 0, "%s", mx_errmsg());
+    if (!rc) mx_engine_close(&e);
+
+    write_model("model.layers.0.mlp.up_proj.weight", NULL, NULL);
+    expect("loader/missing_tensor", "missing tensor 'model.layers.0.mlp.up_proj.weight'", NULL);
+    write_model(NULL, "model.layers.0.extra.weight", NULL);
+    expect("loader/unexpected_tensor", "unexpected tensor 'model.layers.0.extra.weight'", "model.safetensors");
+    write_model(NULL, NULL, "model.layers.0.self_attn.k_proj.weight");
+    expect("loader/bad_shape", "'model.layers.0.self_attn.k_proj.weight' has shape [5, 8], expected [4, 8]", NULL);
+
+    /* truncated file: cut the data section */
+    write_model(NULL, NULL, NULL);
+    char *mp = mx_path_join(g_dir, "model.safetensors");
+    struct stat st;
+    stat(mp, &st);
+    if (truncate(mp, st.st_size - 100)) {}
+    expect("loader/truncated", "model.safetensors: truncated", NULL);
+    if (truncate(mp, 5)) {}
+    expect("loader/truncated_header", "truncated", NULL);
+    free(mp);
+
+    patch_header("{\"a\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]},"
+                 "\"b\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[8,24]}}", 24);
+    expect("loader/overlap", "overlapping data", NULL);
+    patch_header("{\"a\":{\"dtype\":\"Q9\",\"shape\":[4],\"data_offsets\":[0,16]}}", 16);
+    expect("loader/unknown_dtype", "unknown dtype 'Q9'", NULL);
+    patch_header("{\"a\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,160]}}", 16);
+    expect("loader/offset_past_end", "truncated", "'a'");
+    patch_header("{\"a\":{\"dtype\":\"F32\",\"shape\":[5],\"data_offsets\":[0,16]}}", 16);
+    expect("loader/size_mismatch", "need 20", NULL);
+    patch_header("{\"a\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]}", 16);
+    expect("loader/bad_json", "not valid JSON", NULL);
+    patch_header("{\"a\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296],\"data_offsets\":[0,16]}}", 16);
+    expect("loader/huge_shape", "'a'", NULL);
+    {
+        char *p = mx_path_join(g_dir, "model.safetensors");
+        FILE *f = fopen(p, "wb");
+        uint64_t hl = (uint64_t)1 << 60;
+        fwrite(&hl, 8, 1, f);
+        fwrite("{}", 1, 2, f);
+        fclose(f);
+        free(p);
+        expect("loader/huge_header_len", "header length", NULL);
+    }
+
+    /* sharded: the index names a shard that is missing */
+    reset(NULL);
+    write_model(NULL, NULL, NULL);
+    write_text("model.safetensors.index.json", "{\"weight_map\":{\"lm_head.weight\":\"model-00002-of-00002.safetensors\"}}");
+    expect("loader/missing_shard", "missing shard 'model-00002-of-00002.safetensors'", NULL);
+    write_text("model.safetensors.index.json", "{\"weight_map\":{\"lm_head.weight\":\"../../etc/passwd\"}}");
+    expect("loader/shard_path", "must be a plain file name", NULL);
+
+    /* config values */
+    reset(",\"num_hidden_layers\":1000000000");
+    write_model(NULL, NULL, NULL);
+    expect("config/absurd_layers", "config.json: num_hidden_layers: value 1000000000 is outside", NULL);
+    reset(",\"hidden_size\":\"eight\"");
+    write_model(NULL, NULL, NULL);
+    expect("config/non_numeric", "config.json: hidden_size: expected an integer", NULL);
+    reset(",\"num_key_value_heads\":3");
+    write_model(NULL, NULL, NULL);
+    expect("config/kv_heads", "not a multiple of num_key_value_heads", NULL);
+    reset(",\"rope_scaling\":{\"rope_type\":\"warp\",\"factor\":2}");
+    write_model(NULL, NULL, NULL);
+    expect("config/rope_type", "unsupported rope_type 'warp'", NULL);
+    reset(",\"rms_norm_eps\":-5");
+    write_model(NULL, NULL, NULL);
+    expect("config/negative_eps", "rms_norm_eps", NULL);
+    write_text("config.json", "{\"model_type\":\"nosuchmodel\",\"hidden_size\":8}");
+    expect("config/unknown_model_type", "model_type 'nosuchmodel' is not supported", NULL);
+    write_text("config.json", "{\"model_type\": ");
+    expect("config/bad_json", "config.json: invalid JSON", NULL);
+    char *cp = mx_path_join(g_dir, "config.json");
+    unlink(cp);
+    free(cp);
+    expect("config/missing", "missing config.json", NULL);
+
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
+    if (system(cmd)) {}
+    TEST_END();
+}
