@@ -1,0 +1,118 @@
+/* mlxcel bench: llama-bench-style prompt processing (pp) and generation (tg)
+ * speed, with the memory read bandwidth measured in the same run so decode
+ * efficiency is a ratio of two numbers taken side by side. */
+#include "cli.h"
+#include "args.h"
+#include "../base/base.h"
+#include "../runtime/generate.h"
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+static void mean_sd(const double *x, int n, double *mean, double *sd) {
+    double s = 0, q = 0;
+    for (int i = 0; i < n; i++) s += x[i];
+    *mean = s / n;
+    for (int i = 0; i < n; i++) q += (x[i] - *mean) * (x[i] - *mean);
+    *sd = n > 1 ? sqrt(q / (n - 1)) : 0;
+}
+
+static int cmp_d(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+int cmd_bench(int argc, char **argv) {
+    const char *model = NULL;
+    int pp = 512, tg = 128, threads = mx_default_threads(), reps = 3, bw_mb = 1024;
+    bool json = false;
+    mx_args a = {"bench", argc, 1, argv};
+    for (; a.i < argc; a.i++) {
+        bool ok = true;
+        if (mx_arg_is(&a, "-m", "--model")) ok = (model = mx_arg_val(&a)) != NULL;
+        else if (mx_arg_is(&a, "-p", "--n-prompt")) ok = mx_arg_int(&a, 0, 1 << 20, &pp);
+        else if (mx_arg_is(&a, "-n", "--n-gen")) ok = mx_arg_int(&a, 0, 1 << 20, &tg);
+        else if (mx_arg_is(&a, "-t", "--threads")) ok = mx_arg_int(&a, 1, 1024, &threads);
+        else if (mx_arg_is(&a, "-r", "--repetitions")) ok = mx_arg_int(&a, 1, 1000, &reps);
+        else if (mx_arg_is(&a, "--bw-mb", NULL)) ok = mx_arg_int(&a, 16, 1 << 16, &bw_mb);
+        else if (mx_arg_is(&a, "--json", NULL)) json = true;
+        else return mx_arg_unknown(&a);
+        if (!ok) return 2;
+    }
+    if (!model) { fprintf(stderr, "mlxcel bench: -m DIR is required\n"); return 2; }
+    double t_start = mx_now();
+    mx_engine e;
+    if (mx_engine_open(model, &e)) { fprintf(stderr, "mlxcel bench: %s\n", mx_errmsg()); return 1; }
+    const mx_arch *ar = &e.model.arch;
+    int V = ar->vocab, ctx = MX_MAX(pp, 8) + tg + 1;
+    mx_pool *pool = mx_pool_new(threads);
+    mx_session s;
+    if (mx_session_init(&s, &e, ctx, 512, pool)) { fprintf(stderr, "mlxcel bench: %s\n", mx_errmsg()); mx_engine_close(&e); return 1; }
+    float *last = malloc(sizeof(float) * V);
+    int32_t *toks = malloc(sizeof(int32_t) * (size_t)ctx);
+    uint64_t rng = 12345;
+    for (int i = 0; i < ctx; i++) { rng = rng * 6364136223846793005ull + 1442695040888963407ull; toks[i] = (int32_t)((rng >> 33) % (uint64_t)V); }
+    /* time to first token: model open + an 8-token prompt + one sample */
+    int rc = mx_session_feed(&s, toks, 8, NULL, last);
+    mx_argmax(last, V);
+    double ttft = mx_now() - t_start;
+    double *pp_t = calloc((size_t)reps, sizeof(double)), *tg_t = calloc((size_t)reps, sizeof(double)), *bw = calloc((size_t)reps, sizeof(double));
+    for (int r = 0; r < reps && !rc; r++) {
+        if (pp > 0) {
+            mx_session_truncate(&s, 0);
+            double t0 = mx_now();
+            rc = mx_session_feed(&s, toks, pp, NULL, last);
+            pp_t[r] = pp / (mx_now() - t0);
+        }
+        if (tg > 0 && !rc) {
+            mx_session_truncate(&s, 0);
+            double t0 = mx_now();
+            for (int i = 0; i < tg && !rc; i++) rc = mx_session_feed(&s, &toks[i], 1, NULL, last);
+            tg_t[r] = tg / (mx_now() - t0);
+        }
+        bw[r] = mx_measure_read_bw(pool, (size_t)bw_mb << 20, 3);
+    }
+    if (rc) { fprintf(stderr, "mlxcel bench: %s\n", mx_errmsg()); goto out; }
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    double pp_m, pp_sd, tg_m, tg_sd;
+    mean_sd(pp_t, reps, &pp_m, &pp_sd);
+    mean_sd(tg_t, reps, &tg_m, &tg_sd);
+    qsort(bw, (size_t)reps, sizeof(double), cmp_d);
+    double bw_med = bw[reps / 2];
+    size_t ckpt = 0;
+    for (int f = 0; f < e.model.ck.n_files; f++) ckpt += e.model.ck.files[f].map_len;
+    size_t kv_bytes = s.kv->offset[s.kv->n_layers] * sizeof(float);
+    /* per generated token: every linear once, plus the KV read at the mean context of the tg run */
+    double kv_per_tok = (double)kv_bytes / ctx * (tg / 2.0);
+    double bpt = (double)e.model.weight_bytes + kv_per_tok;
+    double eff = bpt * tg_m / (bw_med * 1e9);
+    double rss_mb = ru.ru_maxrss / 1024.0, bw_buf_mb = bw_mb;
+    /* the bandwidth probe's buffer is part of the peak; report the model's share */
+    double rss_model_mb = rss_mb - bw_buf_mb;
+    if (json) {
+        printf("{\"model\":\"%s\",\"family\":\"%s\",\"threads\":%d,\"n_prompt\":%d,\"n_gen\":%d,\"reps\":%d,"
+               "\"pp_tps\":%.3f,\"pp_tps_sd\":%.3f,\"tg_tps\":%.3f,\"tg_tps_sd\":%.3f,\"bytes_per_token\":%.0f,"
+               "\"mem_read_gbs\":%.3f,\"tg_efficiency\":%.4f,\"checkpoint_bytes\":%zu,\"kv_cache_bytes\":%zu,"
+               "\"peak_rss_mb\":%.1f,\"peak_rss_model_mb\":%.1f,\"ttft_ms\":%.1f}\n",
+               model, ar->family, threads, pp, tg, reps, pp_m, pp_sd, tg_m, tg_sd, bpt, bw_med, eff, ckpt, kv_bytes, rss_mb,
+               rss_model_mb, ttft * 1e3);
+    } else {
+        printf("| model | family | size | threads | test | t/s |\n|---|---|---|---|---|---|\n");
+        if (pp) printf("| %s | %s | %.2f GiB | %d | pp%d | %.2f ± %.2f |\n", model, ar->family, ckpt / 1073741824.0, threads, pp, pp_m, pp_sd);
+        if (tg) printf("| %s | %s | %.2f GiB | %d | tg%d | %.2f ± %.2f |\n", model, ar->family, ckpt / 1073741824.0, threads, tg, tg_m, tg_sd);
+        printf("\nmemory read bandwidth (median of %d, %d threads): %.2f GB/s\n", reps, threads, bw_med);
+        printf("bytes read per generated token: %.1f MB -> decode efficiency %.1f%% of that bandwidth\n", bpt / 1e6, eff * 100);
+        printf("peak RSS %.0f MB (%.0f MB without the %d MB bandwidth probe) vs checkpoint %.0f MB + KV cache %.0f MB\n", rss_mb,
+               rss_model_mb, bw_mb, ckpt / 1048576.0, kv_bytes / 1048576.0);
+        printf("time to first token (open + 8-token prompt): %.0f ms\n", ttft * 1e3);
+    }
+out:
+    free(pp_t); free(tg_t); free(bw); free(last); free(toks);
+    mx_session_free(&s);
+    mx_pool_free(pool);
+    mx_engine_close(&e);
+    return rc ? 1 : 0;
+}
