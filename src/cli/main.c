@@ -6,6 +6,7 @@
 static const struct { const char *name; int (*fn)(int, char **); const char *help; } g_cmds[] = {
     {"arch", cmd_arch, "list the architectures compiled in (--json)"},
     {"generate", cmd_generate, "generate text from a prompt or prompt ids"},
+    {"bench", cmd_bench, "prompt processing and generation speed, with memory bandwidth"},
 };
 
 static void usage(void) {
