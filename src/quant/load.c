@@ -24,7 +24,8 @@ static int module_quant_spec(mx_ckpt *ck, const char *module, bool *quantized, c
         src = q;
     } else return MX_OK;
     json_t *jm = json_object_get(src, "mode"), *jb = json_object_get(src, "bits"), *jg = json_object_get(src, "group_size");
-    if (!jm) jm = src == q ? NULL : json_object_get(q, "mode");
+    /* A per-module dict without "mode" means affine (mlx-lm passes it as
+     * keyword arguments to QuantizedLinear), as does a top level without it. */
     if (jm && !json_is_string(jm)) return mx_set_err("%s: quantization mode for %s: expected a string", ck->config_path, module);
     *mode = jm ? json_string_value(jm) : "affine";
     if (!json_is_integer(jb) || !json_is_integer(jg))

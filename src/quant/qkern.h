@@ -1,0 +1,284 @@
+/* qkern.h: the SIMD quantized kernels, written once over a small vector
+ * vocabulary that qmatmul_avx2.c (VL = 8, ymm) and qmatmul_avx512.c
+ * (VL = 16, zmm) define before including this file:
+ *   vf/vi, VL, VF_ZERO, VF_LD, VF_ST, VF_SET1, VF_FMA(a,b,c)=a*b+c, VF_MUL,
+ *   VF_ADD, VF_HSUM, VF_SPLIT2(a,b) (low half a, high half b), VI_U8(p) /
+ *   VI_S8(p) (VL bytes zero/sign-extended to VL int32), VI_AND(v,imm),
+ *   VI_SRL(v,n), VI_SLL(v,n), VI_CVT (int32 -> f32), VI_ASF (bit cast),
+ *   VF_FP4(v) (4-bit E2M1 codes in int32 lanes -> their f32 values), QK(name).
+ *
+ * Decode (n = 1) streams each row once, two rows at a time sharing the x
+ * loads. Prefill (n > 1) dequantizes a panel of 2*VL rows x 256 columns once
+ * into a transposed f32 buffer and runs a 2*VL-row x 6-token outer-product
+ * micro-kernel over every token against it. 4-bit formats read x in the
+ * "perm" order set up by mx_qmatmul (even columns then odd ones per chunk of
+ * 2*VL), which lets low and high nibbles be used without shuffles. */
+#define QK_RB (2 * VL)
+#define QK_KC 256
+#define QK_NT 6
+
+static inline bool QK(is_affine4)(const mxq_ctx *c) { return c->w->fmt == MX_W_AFFINE && c->w->bits == 4 && c->perm == VL; }
+static inline bool QK(is_fp4)(const mxq_ctx *c) { return (c->w->fmt == MX_W_MXFP4 || c->w->fmt == MX_W_NVFP4) && c->perm == VL; }
+
+/* ---- dequantization of a row chunk into kernel order (prefill) ---- */
+static void QK(deq)(const mxq_ctx *c, int r, int c0, int len, float *out) {
+    const mx_weight *w = c->w;
+    const uint8_t *row = w->data + (size_t)r * w->row_bytes;
+    if (QK(is_affine4)(c)) {
+        for (int k = c0; k < c0 + len; k += 2 * VL) {
+            int g = k / w->group;
+            vf s = VF_SET1(mxq_scale(w, r, g)), b = VF_SET1(mxq_bias(w, r, g));
+            vi v = VI_U8(row + k / 2);
+            VF_ST(out + k - c0, VF_FMA(VI_CVT(VI_AND(v, 15)), s, b));
+            VF_ST(out + k - c0 + VL, VF_FMA(VI_CVT(VI_SRL(v, 4)), s, b));
+        }
+        return;
+    }
+    if (QK(is_fp4)(c)) {
+        for (int k = c0; k < c0 + len; k += 2 * VL) {
+            int g = k / w->group;
+            vf s = w->group >= 2 * VL ? VF_SET1(mxq_scale(w, r, g)) : VF_SPLIT2(mxq_scale(w, r, g), mxq_scale(w, r, g + 1));
+            vi v = VI_U8(row + k / 2);
+            VF_ST(out + k - c0, VF_MUL(VF_FP4(VI_AND(v, 15)), s));
+            VF_ST(out + k - c0 + VL, VF_MUL(VF_FP4(VI_SRL(v, 4)), s));
+        }
+        return;
+    }
+    bool a8 = w->fmt == MX_W_AFFINE && w->bits == 8, f8 = w->fmt == MX_W_MXFP8 || w->fmt == MX_W_FP8B;
+    if (!a8 && !f8) { mxq_deq(w, r, c0, len, out); return; }
+    for (int k = c0; k < c0 + len;) {
+        int g = k / w->group, ge = MX_MIN((g + 1) * w->group, c0 + len);
+        float sc = mxq_scale(w, r, g);
+        if (a8) {
+            vf s = VF_SET1(sc), b = VF_SET1(mxq_bias(w, r, g));
+            for (; k + VL <= ge; k += VL) VF_ST(out + k - c0, VF_FMA(VI_CVT(VI_U8(row + k)), s, b));
+        } else {
+            float f = sc * 0x1p120f;
+            if (f == f && f - f == 0) { /* finite: exact in one rounding */
+                vf s = VF_SET1(f);
+                for (; k + VL <= ge; k += VL)
+                    VF_ST(out + k - c0, VF_MUL(VI_ASF(VI_AND(VI_SLL(VI_S8(row + k), 20), (int)0x87f00000u)), s));
+            }
+        }
+        if (k < ge) { mxq_deq(w, r, k, ge - k, out + k - c0); k = ge; }
+    }
+}
+
+/* ---- prefill: transposed panel x outer-product micro-kernel ---- */
+static inline __attribute__((always_inline)) void QK(micro)(int nt, const float *wT, int len, const float *x, int ldx, float *y, int ldy, int nr) {
+    vf a0[QK_NT], a1[QK_NT];
+    for (int t = 0; t < nt; t++) a0[t] = a1[t] = VF_ZERO();
+    for (int k = 0; k < len; k++) {
+        vf w0 = VF_LD(wT + (size_t)k * QK_RB), w1 = VF_LD(wT + (size_t)k * QK_RB + VL);
+        for (int t = 0; t < nt; t++) {
+            vf xb = VF_SET1(x[(size_t)t * ldx + k]);
+            a0[t] = VF_FMA(w0, xb, a0[t]);
+            a1[t] = VF_FMA(w1, xb, a1[t]);
+        }
+    }
+    for (int t = 0; t < nt; t++) {
+        float *yt = y + (size_t)t * ldy;
+        if (nr == QK_RB) {
+            VF_ST(yt, VF_ADD(VF_LD(yt), a0[t]));
+            VF_ST(yt + VL, VF_ADD(VF_LD(yt + VL), a1[t]));
+        } else {
+            float tmp[QK_RB];
+            VF_ST(tmp, a0[t]);
+            VF_ST(tmp + VL, a1[t]);
+            for (int i = 0; i < nr; i++) yt[i] += tmp[i];
+        }
+    }
+}
+
+static void QK(gemm)(const mxq_ctx *c, int r0, int r1) {
+    const mx_weight *w = c->w;
+    _Alignas(64) float wT[QK_KC * QK_RB];
+    _Alignas(64) float tmp[QK_KC];
+    for (int t = 0; t < c->n; t++) memset(c->y + (size_t)t * c->ldy + r0, 0, (size_t)(r1 - r0) * sizeof(float));
+    for (int rb = r0; rb < r1; rb += QK_RB) {
+        int nr = MX_MIN(QK_RB, r1 - rb);
+        for (int kc = 0; kc < w->cols; kc += QK_KC) {
+            int len = MX_MIN(QK_KC, w->cols - kc);
+            for (int i = 0; i < QK_RB; i++) {
+                if (i < nr) QK(deq)(c, rb + i, kc, len, tmp);
+                else memset(tmp, 0, (size_t)len * sizeof(float));
+                for (int k = 0; k < len; k++) wT[(size_t)k * QK_RB + i] = tmp[k];
+            }
+            for (int t = 0; t < c->n; t += QK_NT) {
+                int nt = MX_MIN(QK_NT, c->n - t);
+                const float *xt = c->x + (size_t)t * c->ldx + kc;
+                float *yt = c->y + (size_t)t * c->ldy + rb;
+                switch (nt) {
+                case 6: QK(micro)(6, wT, len, xt, c->ldx, yt, c->ldy, nr); break;
+                case 5: QK(micro)(5, wT, len, xt, c->ldx, yt, c->ldy, nr); break;
+                case 4: QK(micro)(4, wT, len, xt, c->ldx, yt, c->ldy, nr); break;
+                case 3: QK(micro)(3, wT, len, xt, c->ldx, yt, c->ldy, nr); break;
+                case 2: QK(micro)(2, wT, len, xt, c->ldx, yt, c->ldy, nr); break;
+                default: QK(micro)(1, wT, len, xt, c->ldx, yt, c->ldy, nr); break;
+                }
+            }
+        }
+    }
+}
+
+/* ---- decode: one token, rows in pairs sharing x ---- */
+static void QK(dec_affine4)(const mxq_ctx *c, int r, int nr, float *out) {
+    const mx_weight *w = c->w;
+    int ng = w->cols / w->group;
+    const float *x = c->x;
+    const uint8_t *p0 = w->data + (size_t)r * w->row_bytes, *p1 = nr > 1 ? p0 + w->row_bytes : p0;
+    vf acc0 = VF_ZERO(), acc1 = VF_ZERO();
+    float b0 = 0, b1 = 0;
+    for (int g = 0; g < ng; g++) {
+        vf l0 = VF_ZERO(), h0 = VF_ZERO(), l1 = VF_ZERO(), h1 = VF_ZERO();
+        for (int k = g * w->group; k < (g + 1) * w->group; k += 2 * VL) {
+            vf xl = VF_LD(x + k), xh = VF_LD(x + k + VL);
+            vi v0 = VI_U8(p0 + k / 2), v1 = VI_U8(p1 + k / 2);
+            l0 = VF_FMA(VI_CVT(VI_AND(v0, 15)), xl, l0);
+            h0 = VF_FMA(VI_CVT(VI_SRL(v0, 4)), xh, h0);
+            l1 = VF_FMA(VI_CVT(VI_AND(v1, 15)), xl, l1);
+            h1 = VF_FMA(VI_CVT(VI_SRL(v1, 4)), xh, h1);
+        }
+        float xs = c->xs[g];
+        acc0 = VF_FMA(VF_ADD(l0, h0), VF_SET1(mxq_scale(w, r, g)), acc0);
+        b0 += mxq_bias(w, r, g) * xs;
+        if (nr > 1) {
+            acc1 = VF_FMA(VF_ADD(l1, h1), VF_SET1(mxq_scale(w, r + 1, g)), acc1);
+            b1 += mxq_bias(w, r + 1, g) * xs;
+        }
+    }
+    out[0] = VF_HSUM(acc0) + b0;
+    if (nr > 1) out[1] = VF_HSUM(acc1) + b1;
+}
+
+static void QK(dec_affine8)(const mxq_ctx *c, int r, int nr, float *out) {
+    const mx_weight *w = c->w;
+    int ng = w->cols / w->group;
+    const float *x = c->x;
+    const uint8_t *p0 = w->data + (size_t)r * w->row_bytes, *p1 = nr > 1 ? p0 + w->row_bytes : p0;
+    vf acc0 = VF_ZERO(), acc1 = VF_ZERO();
+    float b0 = 0, b1 = 0;
+    for (int g = 0; g < ng; g++) {
+        vf l0 = VF_ZERO(), h0 = VF_ZERO(), l1 = VF_ZERO(), h1 = VF_ZERO();
+        int k = g * w->group, ke = k + w->group;
+        for (; k + 2 * VL <= ke; k += 2 * VL) {
+            vf xa = VF_LD(x + k), xb = VF_LD(x + k + VL);
+            l0 = VF_FMA(VI_CVT(VI_U8(p0 + k)), xa, l0);
+            h0 = VF_FMA(VI_CVT(VI_U8(p0 + k + VL)), xb, h0);
+            l1 = VF_FMA(VI_CVT(VI_U8(p1 + k)), xa, l1);
+            h1 = VF_FMA(VI_CVT(VI_U8(p1 + k + VL)), xb, h1);
+        }
+        for (; k < ke; k += VL) { /* group of VL (not reached for group >= 32) */
+            vf xa = VF_LD(x + k);
+            l0 = VF_FMA(VI_CVT(VI_U8(p0 + k)), xa, l0);
+            l1 = VF_FMA(VI_CVT(VI_U8(p1 + k)), xa, l1);
+        }
+        float xs = c->xs[g];
+        acc0 = VF_FMA(VF_ADD(l0, h0), VF_SET1(mxq_scale(w, r, g)), acc0);
+        b0 += mxq_bias(w, r, g) * xs;
+        if (nr > 1) {
+            acc1 = VF_FMA(VF_ADD(l1, h1), VF_SET1(mxq_scale(w, r + 1, g)), acc1);
+            b1 += mxq_bias(w, r + 1, g) * xs;
+        }
+    }
+    out[0] = VF_HSUM(acc0) + b0;
+    if (nr > 1) out[1] = VF_HSUM(acc1) + b1;
+}
+
+static void QK(dec_fp4)(const mxq_ctx *c, int r, int nr, float *out) {
+    const mx_weight *w = c->w;
+    const float *x = c->x;
+    const uint8_t *p0 = w->data + (size_t)r * w->row_bytes, *p1 = nr > 1 ? p0 + w->row_bytes : p0;
+    vf acc0 = VF_ZERO(), acc1 = VF_ZERO(), acc2 = VF_ZERO(), acc3 = VF_ZERO();
+    if (w->group >= 2 * VL) {
+        int ng = w->cols / w->group;
+        for (int g = 0; g < ng; g++) {
+            vf l0 = VF_ZERO(), h0 = VF_ZERO(), l1 = VF_ZERO(), h1 = VF_ZERO();
+            for (int k = g * w->group; k < (g + 1) * w->group; k += 2 * VL) {
+                vf xl = VF_LD(x + k), xh = VF_LD(x + k + VL);
+                vi v0 = VI_U8(p0 + k / 2), v1 = VI_U8(p1 + k / 2);
+                l0 = VF_FMA(VF_FP4(VI_AND(v0, 15)), xl, l0);
+                h0 = VF_FMA(VF_FP4(VI_SRL(v0, 4)), xh, h0);
+                l1 = VF_FMA(VF_FP4(VI_AND(v1, 15)), xl, l1);
+                h1 = VF_FMA(VF_FP4(VI_SRL(v1, 4)), xh, h1);
+            }
+            acc0 = VF_FMA(VF_ADD(l0, h0), VF_SET1(mxq_scale(w, r, g)), acc0);
+            if (nr > 1) acc1 = VF_FMA(VF_ADD(l1, h1), VF_SET1(mxq_scale(w, r + 1, g)), acc1);
+        }
+    } else { /* two groups per chunk (nvfp4 with VL = 16): per-lane scales */
+        for (int k = 0; k < w->cols; k += 2 * VL) {
+            int g = k / w->group;
+            vf xl = VF_LD(x + k), xh = VF_LD(x + k + VL);
+            vf s0 = VF_SPLIT2(mxq_scale(w, r, g), mxq_scale(w, r, g + 1));
+            vi v0 = VI_U8(p0 + k / 2);
+            acc0 = VF_FMA(VF_MUL(VF_FP4(VI_AND(v0, 15)), s0), xl, acc0);
+            acc2 = VF_FMA(VF_MUL(VF_FP4(VI_SRL(v0, 4)), s0), xh, acc2);
+            if (nr > 1) {
+                vf s1 = VF_SPLIT2(mxq_scale(w, r + 1, g), mxq_scale(w, r + 1, g + 1));
+                vi v1 = VI_U8(p1 + k / 2);
+                acc1 = VF_FMA(VF_MUL(VF_FP4(VI_AND(v1, 15)), s1), xl, acc1);
+                acc3 = VF_FMA(VF_MUL(VF_FP4(VI_SRL(v1, 4)), s1), xh, acc3);
+            }
+        }
+    }
+    out[0] = VF_HSUM(VF_ADD(acc0, acc2));
+    if (nr > 1) out[1] = VF_HSUM(VF_ADD(acc1, acc3));
+}
+
+static void QK(dec_fp8)(const mxq_ctx *c, int r, int nr, float *out) {
+    const mx_weight *w = c->w;
+    const float *x = c->x;
+    int ng = mxq_ngroups(w);
+    for (int i = 0; i < nr; i++) {
+        const uint8_t *p = w->data + (size_t)(r + i) * w->row_bytes;
+        vf a0 = VF_ZERO(), a1 = VF_ZERO();
+        float tail = 0;
+        for (int g = 0; g < ng; g++) {
+            int k = g * w->group, ke = MX_MIN(k + w->group, w->cols);
+            float sc = mxq_scale(w, r + i, g), f = sc * 0x1p120f;
+            if (f == f && f - f == 0) {
+                vf s = VF_SET1(f);
+                for (; k + 2 * VL <= ke; k += 2 * VL) {
+                    vf wa = VF_MUL(VI_ASF(VI_AND(VI_SLL(VI_S8(p + k), 20), (int)0x87f00000u)), s);
+                    vf wb = VF_MUL(VI_ASF(VI_AND(VI_SLL(VI_S8(p + k + VL), 20), (int)0x87f00000u)), s);
+                    a0 = VF_FMA(wa, VF_LD(x + k), a0);
+                    a1 = VF_FMA(wb, VF_LD(x + k + VL), a1);
+                }
+            }
+            for (; k < ke; k++) tail += mxq_e4m3(p[k]) * sc * x[k];
+        }
+        out[i] = VF_HSUM(VF_ADD(a0, a1)) + tail;
+    }
+}
+
+static void QK(dec_generic)(const mxq_ctx *c, int r, int nr, float *out) {
+    const mx_weight *w = c->w;
+    _Alignas(64) float buf[QK_KC];
+    for (int i = 0; i < nr; i++) {
+        vf a0 = VF_ZERO();
+        float tail = 0;
+        for (int c0 = 0; c0 < w->cols; c0 += QK_KC) {
+            int len = MX_MIN(QK_KC, w->cols - c0), k = 0;
+            mxq_deq(w, r + i, c0, len, buf);
+            for (; k + VL <= len; k += VL) a0 = VF_FMA(VF_LD(buf + k), VF_LD(c->x + c0 + k), a0);
+            for (; k < len; k++) tail += buf[k] * c->x[c0 + k];
+        }
+        out[i] = VF_HSUM(a0) + tail;
+    }
+}
+
+void QK(mxq_mm)(const mxq_ctx *c, int r0, int r1) {
+    if (c->n > 1) { QK(gemm)(c, r0, r1); return; }
+    const mx_weight *w = c->w;
+    void (*fn)(const mxq_ctx *, int, int, float *) = QK(dec_generic);
+    if (QK(is_affine4)(c)) fn = QK(dec_affine4);
+    else if (QK(is_fp4)(c)) fn = QK(dec_fp4);
+    else if (w->fmt == MX_W_AFFINE && w->bits == 8) fn = QK(dec_affine8);
+    else if (w->fmt == MX_W_MXFP8 || w->fmt == MX_W_FP8B) fn = QK(dec_fp8);
+    for (int r = r0; r < r1; r += 2) {
+        float o[2];
+        int nr = MX_MIN(2, r1 - r);
+        fn(c, r, nr, o);
+        for (int i = 0; i < nr; i++) c->y[r + i] = o[i];
+    }
+}

@@ -1,0 +1,121 @@
+/* Quantized matrix products: ISA dispatch, x preparation, threading over
+ * output rows, and the portable kernel. Activations stay f32 throughout
+ * (results match dequantize-then-multiply up to summation order). */
+#include "quant_impl.h"
+#include "../base/base.h"
+#include "../base/cpu.h"
+#include <stdlib.h>
+#include <string.h>
+
+/* Portable: dequantize a row chunk once, use it for every token. */
+void mxq_mm_portable(const mxq_ctx *c, int r0, int r1) {
+    const mx_weight *w = c->w;
+    float buf[256];
+    for (int r = r0; r < r1; r++) {
+        for (int t = 0; t < c->n; t++) c->y[(size_t)t * c->ldy + r] = 0;
+        for (int c0 = 0; c0 < w->cols; c0 += 256) {
+            int len = MX_MIN(256, w->cols - c0);
+            mxq_deq(w, r, c0, len, buf);
+            for (int t = 0; t < c->n; t++) {
+                const float *xt = c->x + (size_t)t * c->ldx + c0;
+                float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+                int k = 0;
+                for (; k + 4 <= len; k += 4) {
+                    s0 += buf[k] * xt[k];
+                    s1 += buf[k + 1] * xt[k + 1];
+                    s2 += buf[k + 2] * xt[k + 2];
+                    s3 += buf[k + 3] * xt[k + 3];
+                }
+                for (; k < len; k++) s0 += buf[k] * xt[k];
+                c->y[(size_t)t * c->ldy + r] += (s0 + s1) + (s2 + s3);
+            }
+        }
+    }
+}
+
+int mxq_perm_for(const mx_weight *w, int level) {
+    bool four = (w->fmt == MX_W_AFFINE && w->bits == 4) || w->fmt == MX_W_MXFP4 || w->fmt == MX_W_NVFP4;
+    if (!four || level == MX_CPU_PORTABLE) return 0;
+    int p = level >= MX_CPU_AVX512 ? 16 : 8;
+    return w->cols % (2 * p) == 0 ? p : 0;
+}
+
+typedef struct {
+    mxq_ctx c;
+    mxq_fn fn;
+    int rows_per_task;
+} qjob;
+
+static void q_task(void *ctx, int i, int tid) {
+    (void)tid;
+    qjob *j = ctx;
+    int r0 = i * j->rows_per_task, r1 = MX_MIN(j->c.w->rows, r0 + j->rows_per_task);
+    if (r0 < r1) j->fn(&j->c, r0, r1);
+}
+
+void mx_qmatmul(const mx_weight *w, const float *x, int n, int ldx, float *y, int ldy, mx_pool *pool) {
+    if (n <= 0) return;
+    bool known = w->fmt == MX_W_AFFINE || w->fmt == MX_W_MXFP4 || w->fmt == MX_W_NVFP4 || w->fmt == MX_W_MXFP8 || w->fmt == MX_W_FP8B;
+    if (!known) {
+        for (int t = 0; t < n; t++) memset(y + (size_t)t * ldy, 0, (size_t)w->rows * sizeof(float));
+        return;
+    }
+    const mx_cpu_info *ci = mx_cpu();
+    qjob j;
+    memset(&j, 0, sizeof j);
+    j.c.w = w;
+    j.c.n = n;
+    j.c.y = y;
+    j.c.ldy = ldy;
+    j.fn = ci->level >= MX_CPU_AVX512 ? mxq_mm_avx512 : ci->level >= MX_CPU_AVX2 ? mxq_mm_avx2 : mxq_mm_portable;
+    int perm = mxq_perm_for(w, ci->level);
+    float *xp = NULL, *xs = NULL;
+    if (perm) {
+        /* Within each chunk of 2*perm columns: even columns, then odd ones. */
+        xp = malloc((size_t)n * w->cols * sizeof(float));
+        if (!xp) { perm = 0; j.fn = mxq_mm_portable; }
+        else {
+            for (int t = 0; t < n; t++) {
+                const float *s = x + (size_t)t * ldx;
+                float *d = xp + (size_t)t * w->cols;
+                for (int c0 = 0; c0 < w->cols; c0 += 2 * perm)
+                    for (int i = 0; i < perm; i++) {
+                        d[c0 + i] = s[c0 + 2 * i];
+                        d[c0 + perm + i] = s[c0 + 2 * i + 1];
+                    }
+            }
+        }
+    }
+    j.c.perm = perm;
+    j.c.x = perm ? xp : x;
+    j.c.ldx = perm ? w->cols : ldx;
+    if (w->fmt == MX_W_AFFINE && j.fn != mxq_mm_portable) {
+        int ng = mxq_ngroups(w);
+        xs = malloc((size_t)n * ng * sizeof(float));
+        if (!xs) j.fn = mxq_mm_portable;
+        else {
+            for (int t = 0; t < n; t++)
+                for (int g = 0; g < ng; g++) {
+                    const float *s = x + (size_t)t * ldx + (size_t)g * w->group;
+                    float a = 0;
+                    for (int k = 0; k < w->group; k++) a += s[k];
+                    xs[(size_t)t * ng + g] = a;
+                }
+        }
+        j.c.xs = xs;
+    }
+    if (j.fn == mxq_mm_portable && perm) { /* fell back: natural order */
+        j.c.x = x;
+        j.c.ldx = ldx;
+        j.c.perm = 0;
+    }
+    int nt = mx_pool_size(pool);
+    int tasks = MX_MIN((w->rows + 31) / 32, nt * 4);
+    if (tasks < 1) tasks = 1;
+    j.rows_per_task = (w->rows + tasks - 1) / tasks;
+    j.rows_per_task = (j.rows_per_task + 31) & ~31;
+    tasks = (w->rows + j.rows_per_task - 1) / j.rows_per_task;
+    mx_pool_run(pool, q_task, &j, tasks);
+    free(xp);
+    free(xs);
+}

@@ -1,0 +1,37 @@
+/* AVX-512 quantized kernels (zmm, 16 lanes): see qkern.h. */
+#include "quant_impl.h"
+#include "../base/base.h"
+#include <immintrin.h>
+#include <stdbool.h>
+#include <string.h>
+
+typedef __m512 vf;
+typedef __m512i vi;
+#define VL 16
+#define VF_ZERO() _mm512_setzero_ps()
+#define VF_LD(p) _mm512_loadu_ps(p)
+#define VF_ST(p, v) _mm512_storeu_ps(p, v)
+#define VF_SET1(a) _mm512_set1_ps(a)
+#define VF_FMA(a, b, c) _mm512_fmadd_ps(a, b, c)
+#define VF_MUL(a, b) _mm512_mul_ps(a, b)
+#define VF_ADD(a, b) _mm512_add_ps(a, b)
+#define VF_SPLIT2(a, b) _mm512_insertf32x8(_mm512_set1_ps(a), _mm256_set1_ps(b), 1)
+#define VI_U8(p) _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(p)))
+#define VI_S8(p) _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(p)))
+#define VI_AND(v, m) _mm512_and_si512(v, _mm512_set1_epi32(m))
+#define VI_SRL(v, n) _mm512_srli_epi32(v, n)
+#define VI_SLL(v, n) _mm512_slli_epi32(v, n)
+#define VI_CVT(v) _mm512_cvtepi32_ps(v)
+#define VI_ASF(v) _mm512_castsi512_ps(v)
+#define VF_HSUM(v) _mm512_reduce_add_ps(v)
+#define QK(name) name##_avx512
+
+/* E2M1: all 16 codes (sign included) from one permute. */
+static inline __m512 fp4_avx512(__m512i nib) {
+    const __m512 lut = _mm512_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f,
+                                      -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f);
+    return _mm512_permutexvar_ps(nib, lut);
+}
+#define VF_FP4(v) fp4_avx512(v)
+
+#include "qkern.h"

@@ -1,0 +1,93 @@
+/* Internal to quant/: element decoders shared by the portable and SIMD
+ * kernels, and the per-ISA kernel entry points.
+ *
+ * Every decoder is exact: it yields the f32 value the fixtures' reference
+ * dequantization yields (README "Quantized fixtures"). */
+#ifndef MX_QUANT_IMPL_H
+#define MX_QUANT_IMPL_H
+#include "quant.h"
+#include "../base/half.h"
+#include <string.h>
+
+extern const float mxq_e2m1_lut[16];
+
+/* E4M3 (fn) byte -> f32: the 7 magnitude bits placed at the top of an f32
+ * exponent/mantissa, rescaled by 2^120 (exact for normals and subnormals;
+ * 0x7f/0xff decode to +-480 as MLX does). */
+static inline float mxq_e4m3(uint8_t b) {
+    uint32_t u = ((uint32_t)(b & 0x7f) << 20) | ((uint32_t)(b & 0x80) << 24);
+    float f;
+    memcpy(&f, &u, 4);
+    return f * 0x1p120f;
+}
+/* E8M0 -> 2^(s-127); s = 0 is the denormal 2^-127, s = 255 inf (as MLX). */
+static inline float mxq_e8m0(uint8_t s) {
+    uint32_t u = s == 0 ? 0x00400000u : s == 255 ? 0x7f800000u : (uint32_t)s << 23;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+static inline float mxq_ld(const uint8_t *p, mx_dtype dt, size_t i) {
+    switch (dt) {
+    case MX_DT_F32: { float f; memcpy(&f, p + 4 * i, 4); return f; }
+    case MX_DT_F16: { uint16_t h; memcpy(&h, p + 2 * i, 2); return mx_f16_to_f32(h); }
+    case MX_DT_BF16: { uint16_t h; memcpy(&h, p + 2 * i, 2); return mx_bf16_to_f32(h); }
+    default: return 0;
+    }
+}
+/* Groups per row (FP8B: 128-column blocks, the last one may be partial). */
+static inline int mxq_ngroups(const mx_weight *w) { return (w->cols + w->group - 1) / w->group; }
+/* Scale of group g of row r. */
+static inline float mxq_scale(const mx_weight *w, int r, int g) {
+    size_t ng = (size_t)mxq_ngroups(w);
+    switch (w->fmt) {
+    case MX_W_AFFINE: return mxq_ld(w->scales, w->scale_dtype, (size_t)r * ng + g);
+    case MX_W_MXFP4: case MX_W_MXFP8: return mxq_e8m0(w->scales[(size_t)r * ng + g]);
+    case MX_W_NVFP4: return mxq_e4m3(w->scales[(size_t)r * ng + g]);
+    case MX_W_FP8B: return mxq_ld(w->scales, MX_DT_F32, (size_t)(r / 128) * ng + g);
+    default: return 0;
+    }
+}
+static inline float mxq_bias(const mx_weight *w, int r, int g) {
+    return mxq_ld(w->biases, w->scale_dtype, (size_t)r * mxq_ngroups(w) + g);
+}
+/* Element c of an LSB-first packed row of `bits`-bit codes (bits <= 8). */
+static inline unsigned mxq_bits(const uint8_t *row, size_t c, int bits) {
+    size_t o = c * (size_t)bits;
+    unsigned sh = (unsigned)(o & 7), v = row[o >> 3] >> sh;
+    if (sh + (unsigned)bits > 8) v |= (unsigned)row[(o >> 3) + 1] << (8 - sh);
+    return v & ((1u << bits) - 1);
+}
+
+/* Dequantizes row r, columns [c0, c0+len), into out (natural order). */
+void mxq_deq(const mx_weight *w, int r, int c0, int len, float *out);
+
+/* Quantizers (quantize.c; MLX Metal rules). One row of cols values, already
+ * rounded to the model dtype: packed codes (cols*bits/8 bytes), and per group
+ * either f32 scales+biases (affine; the caller casts them to the model dtype)
+ * or U8 scale codes (mxfp4/nvfp4/mxfp8). */
+void mxq_quantize_row(mx_wfmt fmt, int bits, int group, const float *w, int cols, uint8_t *packed, float *scales, float *biases, uint8_t *scodes);
+uint8_t mxq_enc_e2m1(float v);
+uint8_t mxq_enc_e4m3(float v);
+
+/* Kernel context: x is in the order the kernel wants (perm > 0: within each
+ * chunk of 2*perm columns, the even columns then the odd ones, matching how
+ * 4-bit codes unpack as low/high nibbles of perm bytes). xs: affine only, the
+ * sum of x over each group, [n][ngroups]. */
+typedef struct {
+    const mx_weight *w;
+    const float *x;
+    int ldx;
+    const float *xs;
+    int n;
+    float *y;
+    int ldy;
+    int perm;
+} mxq_ctx;
+typedef void (*mxq_fn)(const mxq_ctx *c, int r0, int r1);
+void mxq_mm_portable(const mxq_ctx *c, int r0, int r1);
+void mxq_mm_avx2(const mxq_ctx *c, int r0, int r1);
+void mxq_mm_avx512(const mxq_ctx *c, int r0, int r1);
+/* The x permutation (0, 8 or 16) the kernel of `level` wants for w. */
+int mxq_perm_for(const mx_weight *w, int level);
+#endif
