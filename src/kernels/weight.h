@@ -13,6 +13,7 @@ typedef enum {
     MX_W_F32, MX_W_F16, MX_W_BF16,   /* plain float [rows, cols] */
     MX_W_AFFINE,                     /* MLX affine: bits 1..8, scales+biases per group */
     MX_W_MXFP4, MX_W_NVFP4, MX_W_MXFP8,
+    MX_W_FP8B,                       /* HF fine-grained FP8: E4M3 bytes [rows, cols] in place, f32 scale per 128x128 block */
 } mx_wfmt;
 
 typedef struct {
