@@ -15,8 +15,9 @@ struct mx_pool {
     pthread_cond_t cv;
     atomic_uint gen;      /* bumped for every job */
     atomic_int next;      /* next task index */
-    atomic_int pending;   /* workers still inside the job */
+    atomic_int active;    /* workers inside the current job */
     atomic_bool quit;
+    bool open;            /* a job accepts participants (under mu) */
     mx_task_fn fn;
     void *ctx;
     int n_tasks;
@@ -24,14 +25,17 @@ struct mx_pool {
 
 typedef struct { mx_pool *p; int tid; } worker_arg;
 
-static void run_tasks(mx_pool *p, int tid) {
+static void run_tasks(mx_pool *p, mx_task_fn fn, void *ctx, int n_tasks, int tid) {
     for (;;) {
         int i = atomic_fetch_add_explicit(&p->next, 1, memory_order_relaxed);
-        if (i >= p->n_tasks) break;
-        p->fn(p->ctx, i, tid);
+        if (i >= n_tasks) break;
+        fn(ctx, i, tid);
     }
 }
 
+/* A worker joins a job under the mutex and only while it is open, so the
+ * caller never waits for a worker that is descheduled or asleep (on a loaded
+ * machine that wait would cost a scheduler time slice per matmul). */
 static void *worker(void *arg) {
     worker_arg wa = *(worker_arg *)arg;
     free(arg);
@@ -53,8 +57,16 @@ static void *worker(void *arg) {
         }
         if (atomic_load(&p->quit)) break;
         seen = g;
-        run_tasks(p, wa.tid);
-        atomic_fetch_sub_explicit(&p->pending, 1, memory_order_acq_rel);
+        pthread_mutex_lock(&p->mu);
+        bool join = p->open && atomic_load(&p->gen) == g;
+        mx_task_fn fn = p->fn;
+        void *ctx = p->ctx;
+        int n = p->n_tasks;
+        if (join) atomic_fetch_add(&p->active, 1);
+        pthread_mutex_unlock(&p->mu);
+        if (!join) continue;
+        run_tasks(p, fn, ctx, n, wa.tid);
+        atomic_fetch_sub_explicit(&p->active, 1, memory_order_acq_rel);
     }
     return NULL;
 }
@@ -100,17 +112,27 @@ void mx_pool_run(mx_pool *p, mx_task_fn fn, void *ctx, int n_tasks) {
         for (int i = 0; i < n_tasks; i++) fn(ctx, i, 0);
         return;
     }
+    pthread_mutex_lock(&p->mu);
     p->fn = fn;
     p->ctx = ctx;
     p->n_tasks = n_tasks;
     atomic_store(&p->next, 0);
-    atomic_store(&p->pending, p->n - 1);
-    pthread_mutex_lock(&p->mu);
+    p->open = true;
     atomic_fetch_add_explicit(&p->gen, 1, memory_order_release);
     pthread_cond_broadcast(&p->cv);
     pthread_mutex_unlock(&p->mu);
-    run_tasks(p, 0);
-    while (atomic_load_explicit(&p->pending, memory_order_acquire) > 0) {
+    run_tasks(p, fn, ctx, n_tasks, 0);
+    /* close the job once no worker is inside it; late workers then skip it */
+    for (;;) {
+        if (atomic_load_explicit(&p->active, memory_order_acquire) == 0) {
+            pthread_mutex_lock(&p->mu);
+            if (atomic_load(&p->active) == 0) {
+                p->open = false;
+                pthread_mutex_unlock(&p->mu);
+                break;
+            }
+            pthread_mutex_unlock(&p->mu);
+        }
 #if defined(__x86_64__)
         __builtin_ia32_pause();
 #endif

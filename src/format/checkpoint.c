@@ -112,7 +112,8 @@ static int load_weights(mx_ckpt *ck) {
         struct dirent *e;
         while ((e = readdir(d))) {
             size_t l = strlen(e->d_name);
-            if (l > 12 && !strcmp(e->d_name + l - 12, ".safetensors") && strcmp(e->d_name, "reference.safetensors") != 0) {
+            /* mlx-lm loads model*.safetensors; other files (outputs, adapters) are not weights */
+            if (l > 12 && !strcmp(e->d_name + l - 12, ".safetensors") && !strncmp(e->d_name, "model", 5)) {
                 char **nn = realloc(names, sizeof(char *) * (size_t)(n + 1));
                 if (!nn) break;
                 names = nn;
@@ -121,7 +122,7 @@ static int load_weights(mx_ckpt *ck) {
         }
         closedir(d);
         qsort(names, (size_t)n, sizeof(char *), cmp_str);
-        rc = n ? MX_OK : mx_set_err("%s: no *.safetensors weights found", ck->dir);
+        rc = n ? MX_OK : mx_set_err("%s: no model*.safetensors weights found", ck->dir);
         for (int i = 0; i < n; i++) {
             if (!rc) {
                 char *p = mx_path_join(ck->dir, names[i]);

@@ -32,7 +32,7 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     a->attn_scale = 1.0f / sqrtf((float)a->head_dim);
     a->embed_scale = a->logit_scale = a->residual_scale = 1;
     a->bos_id = -1;
-    for (int i = 0; i < a->n_layers; i++) a->layers[i] = (mx_layer_spec){0, false, 0, &mx_block_attention, &mx_block_mlp};
+    for (int i = 0; i < a->n_layers; i++) a->layers[i] = (mx_layer_spec){.rope = false, .mixer = &mx_block_attention, .ffn = &mx_block_mlp};
     a->names = (mx_names){
         .embed = "transformer.wte", .pos_embed = "transformer.wpe", .final_norm = "transformer.ln_f", .lm_head = "lm_head",
         .attn_norm = "transformer.h.%d.ln_1", .qkv = "transformer.h.%d.attn.c_attn", .o = "transformer.h.%d.attn.c_proj",

@@ -38,6 +38,19 @@ int mx_arch_layer_types(mx_arch *a, const mx_cfg *c, int window) {
     return 1;
 }
 
+int mx_arch_rope_defaults(mx_arch *a, const mx_cfg *c, double theta_def, double partial_def) {
+    double theta, partial;
+    if (mx_cfg_float(c, "rope_theta", theta_def, 1e-3, 1e15, &theta) ||
+        mx_cfg_float(c, "partial_rotary_factor", partial_def, 1e-3, 1.0, &partial))
+        return MX_ERR;
+    int rot = (int)(a->head_dim * partial);
+    rot -= rot % 2;
+    bool il = a->rope[0].interleaved;
+    if (mx_rope_from_config(&a->rope[0], c, theta, rot, a->max_pos)) return MX_ERR;
+    a->rope[0].interleaved = il;
+    return MX_OK;
+}
+
 int mx_arch_hf_defaults(mx_arch *a, const mx_cfg *c) {
     memset(a, 0, sizeof *a);
     a->names = llama_names;
@@ -87,7 +100,7 @@ int mx_arch_hf_defaults(mx_arch *a, const mx_cfg *c) {
     a->mlp = MX_MLP_GATED;
     a->residual = MX_RES_SEQUENTIAL;
     if (mx_cfg_i32(c, "bos_token_id", -1, -1, 1 << 30, &a->bos_id)) a->bos_id = -1;
-    for (int i = 0; i < a->n_layers; i++) a->layers[i] = (mx_layer_spec){0, true, 0, &mx_block_attention, &mx_block_mlp};
+    for (int i = 0; i < a->n_layers; i++) a->layers[i] = (mx_layer_spec){.rope = true, .mixer = &mx_block_attention, .ffn = &mx_block_mlp};
     mx_arch_ignore(a, "*rotary_emb.inv_freq");
     return MX_OK;
 }
