@@ -114,6 +114,40 @@ static void add_scaled(float *x, const float *y, float s, size_t n) {
     else for (size_t i = 0; i < n; i++) x[i] += y[i] * s;
 }
 
+void mx_layer_forward(mx_fwd *f, int l, float *x, float *xn, float *tmp, float *tmp2) {
+    const mx_model *m = f->m;
+    const mx_arch *a = &m->arch;
+    const mx_layer_w *L = &m->layers[l];
+    const mx_layer_spec *ls = &a->layers[l];
+    int N = f->N, H = a->hidden;
+    size_t NH = (size_t)N * H;
+    bool res_norm = a->norm_after_residual; /* post norms act on the residual sum */
+    if (a->names.attn_norm && !ls->no_attn_norm) mx_norm_rows(&a->norm, &L->attn_norm, xn, x, N, H, H);
+    else memcpy(xn, x, NH * 4);
+    if (ls->mixer) {
+        ls->mixer->forward(f, l, L->mixer_w, xn, tmp);
+        if (a->names.post_attn_norm && !res_norm) mx_norm_rows(&a->norm, &L->post_attn_norm, tmp, tmp, N, H, H);
+    } else memset(tmp, 0, NH * 4);
+    if (!ls->ffn) {
+        add_scaled(x, tmp, a->residual_scale, NH);
+        if (a->names.post_attn_norm && res_norm) mx_norm_rows(&a->norm, &L->post_attn_norm, x, x, N, H, H);
+    } else if (a->residual == MX_RES_PARALLEL) {
+        if (a->parallel_two_norms) mx_norm_rows(&a->norm, &L->ffn_norm, xn, x, N, H, H);
+        ls->ffn->forward(f, l, L->ffn_w, xn, tmp2);
+        add_scaled(x, tmp, a->residual_scale, NH);
+        add_scaled(x, tmp2, a->residual_scale, NH);
+    } else {
+        add_scaled(x, tmp, a->residual_scale, NH);
+        if (a->names.post_attn_norm && res_norm) mx_norm_rows(&a->norm, &L->post_attn_norm, x, x, N, H, H);
+        if (a->names.ffn_norm) mx_norm_rows(&a->norm, &L->ffn_norm, xn, x, N, H, H);
+        else memcpy(xn, x, NH * 4);
+        ls->ffn->forward(f, l, L->ffn_w, xn, tmp2);
+        if (a->names.post_ffn_norm && !res_norm) mx_norm_rows(&a->norm, &L->post_ffn_norm, tmp2, tmp2, N, H, H);
+        add_scaled(x, tmp2, a->residual_scale, NH);
+        if (a->names.post_ffn_norm && res_norm) mx_norm_rows(&a->norm, &L->post_ffn_norm, x, x, N, H, H);
+    }
+}
+
 int mx_forward(mx_ctx *c, const mx_seq_in *seqs, int n_seqs, float *logits, bool all) {
     const mx_model *m = c->m;
     const mx_arch *a = &m->arch;
@@ -162,33 +196,10 @@ int mx_forward(mx_ctx *c, const mx_seq_in *seqs, int n_seqs, float *logits, bool
             off += (size_t)N * a->rope[r].dim;
         }
     }
-    mx_fwd f = {m, c->pool, seqs, n_seqs, N, c->pos, c->seq_of, {NULL, NULL}, c->scratch, c->max_tokens, c->max_ctx};
+    mx_fwd f = {.m = m, .pool = c->pool, .seqs = seqs, .n_seqs = n_seqs, .N = N, .pos = c->pos, .seq_of = c->seq_of,
+                .scratch = c->scratch, .max_tokens = c->max_tokens, .max_ctx = c->max_ctx};
     for (int r = 0, off = 0; r < a->n_rope; off += N * a->rope[r].dim, r++) f.cs[r] = c->cs + off;
-    for (int l = 0; l < a->n_layers; l++) {
-        const mx_layer_w *L = &m->layers[l];
-        const mx_layer_spec *ls = &a->layers[l];
-        if (a->names.attn_norm) mx_norm_rows(&a->norm, &L->attn_norm, c->xn, c->x, N, H, H);
-        else memcpy(c->xn, c->x, (size_t)N * H * 4);
-        if (ls->mixer) {
-            ls->mixer->forward(&f, l, L->mixer_w, c->xn, c->tmp);
-            if (a->names.post_attn_norm) mx_norm_rows(&a->norm, &L->post_attn_norm, c->tmp, c->tmp, N, H, H);
-        } else memset(c->tmp, 0, (size_t)N * H * 4);
-        if (!ls->ffn) {
-            add_scaled(c->x, c->tmp, a->residual_scale, (size_t)N * H);
-        } else if (a->residual == MX_RES_PARALLEL) {
-            if (a->parallel_two_norms) mx_norm_rows(&a->norm, &L->ffn_norm, c->xn, c->x, N, H, H);
-            ls->ffn->forward(&f, l, L->ffn_w, c->xn, c->tmp2);
-            add_scaled(c->x, c->tmp, a->residual_scale, (size_t)N * H);
-            add_scaled(c->x, c->tmp2, a->residual_scale, (size_t)N * H);
-        } else {
-            add_scaled(c->x, c->tmp, a->residual_scale, (size_t)N * H);
-            if (a->names.ffn_norm) mx_norm_rows(&a->norm, &L->ffn_norm, c->xn, c->x, N, H, H);
-            else memcpy(c->xn, c->x, (size_t)N * H * 4);
-            ls->ffn->forward(&f, l, L->ffn_w, c->xn, c->tmp2);
-            if (a->names.post_ffn_norm) mx_norm_rows(&a->norm, &L->post_ffn_norm, c->tmp2, c->tmp2, N, H, H);
-            add_scaled(c->x, c->tmp2, a->residual_scale, (size_t)N * H);
-        }
-    }
+    for (int l = 0; l < a->n_layers; l++) mx_layer_forward(&f, l, c->x, c->xn, c->tmp, c->tmp2);
     for (int s = 0; s < n_seqs; s++) seqs[s].kv->len += seqs[s].n;
     /* final norm and head on the rows that need logits */
     int nrows = 0;
