@@ -30,6 +30,8 @@ typedef struct {
     const char *embed, *pos_embed, *final_norm, *lm_head;
     const char *attn_norm, *q, *k, *v, *qkv, *o, *q_norm, *k_norm, *post_attn_norm;
     const char *ffn_norm, *gate, *up, *gate_up, *down, *post_ffn_norm;
+    const char *type_embed;  /* token type (segment) embeddings, added to the token embedding */
+    const char *embed_norm;  /* norm on the summed embeddings (BERT, ModernBERT), spec arch.norm */
 } mx_names;
 
 typedef struct {
@@ -37,7 +39,23 @@ typedef struct {
     bool rope;      /* false: this layer applies no rotary embedding */
     int rope_idx;   /* which of arch.rope[] this layer uses */
     const mx_block_ops *mixer, *ffn; /* default: attention and MLP */
+    bool no_attn_norm; /* this layer has no attention norm (ModernBERT layer 0) */
 } mx_layer_spec;
+
+/* Sequence pooling: which hidden rows a head (or an embedder) reads. */
+typedef enum { MX_POOL_CLS, MX_POOL_MEAN, MX_POOL_LAST, MX_POOL_MAX } mx_pooling;
+
+/* Encoder head: pooled -> dense (+bias) -> act -> norm -> out (+bias).
+ * With out = NULL it is a pooler (BERT's tanh(dense(h[0]))); every stage
+ * whose name is NULL is skipped. The norm uses arch.norm. */
+typedef struct {
+    mx_pooling pool;
+    const char *dense, *norm, *out;
+    bool dense_bias;
+    bool optional;   /* the dense/norm tensors may be absent (then no pooler) */
+    mx_act act;
+    int n_labels;
+} mx_head_spec;
 
 #define MX_MAX_LAYERS 1024
 #define MX_MAX_IGNORE 16
@@ -66,6 +84,16 @@ typedef struct mx_arch {
     float residual_scale;   /* sublayer output multiplier (Granite; 1 = off) */
     float clip_qkv;         /* 0 = off */
     int bos_id;
+    /* encoders */
+    bool bidirectional;       /* attention sees every key of the sequence; a
+                                 window W then means |i - j| < W */
+    bool norm_after_residual; /* post_attn_norm/post_ffn_norm normalise the
+                                 residual sum (BERT post-norm), not the
+                                 sublayer output (Gemma 2 sandwich) */
+    bool pos_skip_pad;        /* RoBERTa positions: pad tokens (id pos_offset-1)
+                                 take row pos_offset-1 and are not counted */
+    int n_types;              /* rows of names.type_embed */
+    mx_head_spec head;        /* classifier / pooler; dense = out = NULL: none */
     mx_layer_spec layers[MX_MAX_LAYERS];
     mx_names names;
     const char *ignore[MX_MAX_IGNORE]; /* glob patterns of tensors not used */

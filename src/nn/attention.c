@@ -73,18 +73,29 @@ static void att_task(void *ctx, int i, int tid) {
     int kvh = h / (a->n_heads / a->n_kv_heads), kvd = a->n_kv_heads * hd;
     const mx_kv *kv = f->seqs[f->seq_of[t]].kv;
     int p = f->pos[t], win = a->layers[j->layer].window;
-    int j0 = win > 0 ? MX_MAX(0, p - win + 1) : 0;
+    int j0 = win > 0 ? MX_MAX(0, p - win + 1) : 0, j1 = p; /* keys j0..j1 */
+    if (a->bidirectional) { /* the whole sequence; a window is |p - j| < W */
+        int last = kv->len + f->seqs[f->seq_of[t]].n - 1;
+        j1 = win > 0 ? MX_MIN(last, p + win - 1) : last;
+    }
     const float *q = j->qkv + (size_t)t * qkvd + (size_t)h * hd;
     const float *K = mx_kv_layer(kv, j->layer), *V = K + (size_t)kv->cap * kvd;
     K += (size_t)kvh * hd;
     V += (size_t)kvh * hd;
     float *sc = j->scores + (size_t)tid * f->max_ctx;
-    int n = p - j0 + 1;
+    int n = j1 - j0 + 1;
     float cap = a->attn_softcap, scale = a->attn_scale;
     for (int k = 0; k < n; k++) {
         float v = mx_dot(q, K + (size_t)(j0 + k) * kvd, hd) * scale;
         if (cap > 0) v = tanhf(v / cap) * cap;
         sc[k] = v;
+    }
+    if (f->key_mask) { /* padded keys of this segment (stacked at t + j - p) get no weight */
+        int kept = 0;
+        for (int k = 0; k < n; k++) kept += j0 + k < kv->len || f->key_mask[t + (j0 + k - p)];
+        if (kept) /* (a query whose keys are all padding keeps them all, as HF's finite mask does) */
+            for (int k = 0; k < n; k++)
+                if (j0 + k >= kv->len && !f->key_mask[t + (j0 + k - p)]) sc[k] = -INFINITY;
     }
     mx_softmax(sc, n);
     float *out = j->att + (size_t)t * a->n_heads * hd + (size_t)h * hd;

@@ -86,6 +86,7 @@ void mx_model_free(mx_model *m) {
     mx_weight_free(&m->lm_head);
     free(m->lm_head_b);
     mx_normw_free(&m->final_norm);
+    mx_encoder_free(m);
     mx_ckpt_close(&m->ck);
     memset(m, 0, sizeof *m);
 }
@@ -113,7 +114,7 @@ int mx_model_bind(mx_model *m, mx_ckpt *ck) {
     for (int i = 0; i < a->n_layers; i++) {
         mx_layer_w *L = &m->layers[i];
         const mx_layer_spec *ls = &a->layers[i];
-        if (mx_load_norm(m, &a->norm, N->attn_norm, i, H, &L->attn_norm) ||
+        if (mx_load_norm(m, &a->norm, ls->no_attn_norm ? NULL : N->attn_norm, i, H, &L->attn_norm) ||
             mx_load_norm(m, &a->norm, N->post_attn_norm, i, H, &L->post_attn_norm) ||
             mx_load_norm(m, &a->norm, N->ffn_norm, i, H, &L->ffn_norm) ||
             mx_load_norm(m, &a->norm, N->post_ffn_norm, i, H, &L->post_ffn_norm))
@@ -121,6 +122,7 @@ int mx_model_bind(mx_model *m, mx_ckpt *ck) {
         if (ls->mixer && ls->mixer->load(m, i, &L->mixer_w)) goto fail;
         if (ls->ffn && ls->ffn->load(m, i, &L->ffn_w)) goto fail;
     }
+    if (mx_encoder_bind(m)) goto fail;
     if (mx_ckpt_check_unused(&m->ck, a->ignore, a->n_ignore)) goto fail;
     return MX_OK;
 fail:

@@ -29,12 +29,22 @@ struct mx_model {
     int n_eos;
     int32_t bos;
     size_t weight_bytes; /* bytes one decode step reads (all linears, head) */
+    /* encoders (nn/encoder.h) */
+    mx_weight type_embed;
+    mx_normw embed_norm;
+    mx_weight head_dense, head_out;
+    float *head_dense_b, *head_out_b;
+    mx_normw head_norm;
 };
 
 /* Binds every tensor the description names; fails on missing, misshapen or
  * unexpected tensors. Takes ownership of *ck (closed on failure too). */
 int mx_model_bind(mx_model *m, mx_ckpt *ck);
 void mx_model_free(mx_model *m);
+/* Binds/frees the encoder parts (type embeddings, embedding norm, head);
+ * nothing when the description names none (nn/encoder.c). */
+int mx_encoder_bind(mx_model *m);
+void mx_encoder_free(mx_model *m);
 
 /* Per-sequence cache: every layer's state (attention K/V for `cap`
  * positions, recurrent state, ...), laid out by the layers' blocks. */
@@ -81,7 +91,14 @@ struct mx_fwd {
     const float *cs[2];     /* rope cos|sin rows per token, per arch.rope[] */
     float *scratch;         /* block scratch (max of the blocks' scratch_floats) */
     int max_tokens, max_ctx;
+    const uint8_t *key_mask; /* per stacked token, 0 = no query attends it
+                                (encoder padding); NULL = none */
 };
+
+/* One layer (norms, mixer, ffn, residuals) over f->N stacked rows of x in
+ * place; xn, tmp, tmp2 are [N, hidden] scratch. The decoder and the encoder
+ * (nn/encoder.h) both run their layers through it. */
+void mx_layer_forward(mx_fwd *f, int layer, float *x, float *xn, float *tmp, float *tmp2);
 
 /* y = x W^T (+ b), threaded. */
 void mx_linear(const mx_fwd *f, const mx_weight *w, const float *b, const float *x, int n, int ldx, float *y, int ldy);

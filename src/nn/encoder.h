@@ -1,0 +1,48 @@
+/* encoder: the model run without a cache over whole sequences, giving hidden
+ * states instead of logits — BERT-style encoders (arch.bidirectional) and
+ * decoders used as embedders (causal attention, same path).
+ *
+ * Any number of sequences are stacked in one pass, each at its own length
+ * (unpadded execution: every weight is read once for all of them, and the
+ * result of a sequence does not depend on what it is batched with). A
+ * sequence may also carry an attention mask (padded input as a tokenizer
+ * gives it): keys with mask 0 are ignored by every query; their own rows are
+ * still computed.
+ *
+ * Embeddings: token (x embed_scale) + learned position (RoBERTa positions
+ * when arch.pos_skip_pad) + token type, then names.embed_norm. After the
+ * layers: names.final_norm. The head (arch.head) pools, then dense -> act ->
+ * norm -> out. */
+#ifndef MX_ENCODER_H
+#define MX_ENCODER_H
+#include "model.h"
+
+typedef struct {
+    const int32_t *tokens;
+    const int32_t *type_ids; /* NULL = all 0 */
+    const uint8_t *mask;     /* NULL = all 1 */
+    int n;
+} mx_enc_seq;
+
+typedef struct mx_enc mx_enc;
+/* Scratch for passes of up to max_tokens stacked tokens. */
+mx_enc *mx_enc_new(const mx_model *m, int max_tokens, mx_pool *pool);
+void mx_enc_free(mx_enc *c);
+int mx_enc_max_tokens(const mx_enc *c);
+
+/* hidden: one row [hidden] per stacked token, in order. */
+int mx_encode(mx_enc *c, const mx_enc_seq *seqs, int n_seqs, float *hidden);
+
+/* True when the model has a head stage that gives a pooled vector
+ * (the pooler) / labels. */
+bool mx_head_has_pooler(const mx_model *m);
+int mx_head_labels(const mx_model *m);
+/* Pools one sequence's rows [n, hidden] (rows with mask 0 skipped; mask
+ * may be NULL) the way `how` says into out[hidden]. */
+void mx_pooling_apply(mx_pooling how, const float *hidden, int n, int H, const uint8_t *mask, float *out);
+/* The head on one sequence: pooled gets the dense stage's output
+ * (BERT's pooler_output) and logits the n_labels outputs; either may be
+ * NULL. Runs on the calling thread (pool may be NULL). */
+int mx_head_forward(const mx_model *m, mx_pool *pool, const float *hidden, int n, const uint8_t *mask, float *pooled,
+                    float *logits);
+#endif
