@@ -5,7 +5,8 @@
 #include <math.h>
 #include <string.h>
 
-static int configure(mx_arch *a, const mx_cfg *c) {
+int gpt2_configure(mx_arch *a, const mx_cfg *c);
+int gpt2_configure(mx_arch *a, const mx_cfg *c) {
     memset(a, 0, sizeof *a);
     float eps;
     int err = 0;
@@ -44,4 +45,4 @@ static int configure(mx_arch *a, const mx_cfg *c) {
 }
 
 MX_FAMILY(gpt2, .name = "gpt2", .features = "learned positions, layernorm, gelu mlp, fused qkv, Conv1D layout",
-          .configure = configure)
+          .configure = gpt2_configure)

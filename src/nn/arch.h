@@ -18,7 +18,14 @@ typedef struct {
     float eps;
 } mx_norm_spec;
 
-typedef enum { MX_QKNORM_NONE, MX_QKNORM_HEAD, MX_QKNORM_FULL } mx_qknorm;
+/* q/k norm: HEAD = one norm over head_dim shared by all heads; HEAD_EACH =
+ * over head_dim, each head with its own weights (Cohere [heads, head_dim],
+ * StableLM one tensor per head: a second "%d" in the name is the head);
+ * FULL = over the whole projection (OLMo2). */
+typedef enum { MX_QKNORM_NONE, MX_QKNORM_HEAD, MX_QKNORM_FULL, MX_QKNORM_HEAD_EACH } mx_qknorm;
+/* Fused qkv row order: CONCAT = [q | k | v]; GROUPED = per kv head g,
+ * [q heads of g | k_g | v_g] (GPT-NeoX per head [q|k|v], Falcon). */
+typedef enum { MX_QKV_CONCAT, MX_QKV_GROUPED } mx_qkv_layout;
 typedef enum { MX_RES_SEQUENTIAL, MX_RES_PARALLEL } mx_residual;
 typedef enum { MX_MLP_GATED, MX_MLP_PLAIN } mx_mlp_kind;
 typedef enum { MX_POS_ROPE, MX_POS_LEARNED, MX_POS_NONE } mx_pos_kind;
@@ -65,6 +72,7 @@ typedef struct mx_arch {
     mx_norm_spec norm;      /* block and final norms */
     mx_qknorm qk_norm;
     mx_norm_spec qk_norm_spec;
+    mx_qkv_layout qkv_layout; /* row order of names.qkv */
     mx_residual residual;
     bool parallel_two_norms; /* parallel block with separate attn/ffn norms (NeoX) */
     mx_mlp_kind mlp;

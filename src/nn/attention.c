@@ -13,6 +13,37 @@ typedef struct {
     float *q_b, *k_b, *v_b, *qkv_b, *o_b;
 } att_w;
 
+/* Per-head norm weights [n_heads * d] (MX_QKNORM_HEAD_EACH): one tensor
+ * "<pat>.weight" of that many elements (any shape, e.g. [heads, d]), or, when
+ * pat has a second "%d", one tensor per head "<pat(layer, h)>.weight". */
+static int load_head_vec(mx_model *m, const char *pat, int layer, int n_heads, int d, const char *suffix, float **out) {
+    const char *first = strstr(pat, "%d");
+    bool split = first && strstr(first + 2, "%d");
+    float *v = mx_malloc((size_t)n_heads * d * sizeof(float));
+    if (!v) return MX_ERR;
+    *out = v;
+    for (int h = 0; h < (split ? n_heads : 1); h++) {
+        char mod[512];
+        snprintf(mod, sizeof mod, pat, layer, h);
+        char *nm = mx_asprintf("%s%s", mod, suffix);
+        if (!nm) return MX_ERR;
+        mx_tensor *t = mx_ckpt_require(&m->ck, nm);
+        int64_t want = split ? d : (int64_t)n_heads * d;
+        int rc = !t ? MX_ERR
+                 : t->numel != want ? mx_set_err("%s: tensor '%s' has %lld elements, expected %lld", m->ck.dir, nm, (long long)t->numel, (long long)want)
+                 : mx_tensor_to_f32(t, v + (size_t)h * d) ? mx_err_prefix("%s", m->ck.dir) : MX_OK;
+        free(nm);
+        if (rc) return rc;
+    }
+    return MX_OK;
+}
+
+static int load_head_norm(mx_model *m, const mx_norm_spec *s, const char *pat, int layer, int n_heads, int d, mx_normw *nw) {
+    if (s->weight && load_head_vec(m, pat, layer, n_heads, d, ".weight", &nw->w)) return MX_ERR;
+    if (s->bias && load_head_vec(m, pat, layer, n_heads, d, ".bias", &nw->b)) return MX_ERR;
+    return MX_OK;
+}
+
 static int att_load(mx_model *m, int i, void **out) {
     const mx_arch *a = &m->arch;
     const mx_names *N = &a->names;
@@ -20,7 +51,11 @@ static int att_load(mx_model *m, int i, void **out) {
     att_w *w = mx_calloc(1, sizeof *w);
     if (!w) return MX_ERR;
     *out = w;
-    if (a->qk_norm != MX_QKNORM_NONE) {
+    if (a->qk_norm == MX_QKNORM_HEAD_EACH) {
+        if (load_head_norm(m, &a->qk_norm_spec, N->q_norm, i, a->n_heads, hd, &w->q_norm) ||
+            load_head_norm(m, &a->qk_norm_spec, N->k_norm, i, a->n_kv_heads, hd, &w->k_norm))
+            return MX_ERR;
+    } else if (a->qk_norm != MX_QKNORM_NONE) {
         int qn = a->qk_norm == MX_QKNORM_HEAD ? hd : qd, kn = a->qk_norm == MX_QKNORM_HEAD ? hd : kvd;
         if (mx_load_norm(m, &a->qk_norm_spec, N->q_norm, i, qn, &w->q_norm) ||
             mx_load_norm(m, &a->qk_norm_spec, N->k_norm, i, kn, &w->k_norm))
@@ -55,7 +90,8 @@ static size_t att_state(const mx_model *m, int layer, int cap) {
 
 static size_t att_scratch(const mx_model *m, int max_tokens, int max_ctx, int nt) {
     const mx_arch *a = &m->arch;
-    return (size_t)max_tokens * (qkv_dim(a) + a->n_heads * a->head_dim) + (size_t)nt * max_ctx;
+    return (size_t)max_tokens * (qkv_dim(a) + a->n_heads * a->head_dim) + (size_t)nt * max_ctx +
+           (a->qkv_layout == MX_QKV_GROUPED ? (size_t)qkv_dim(a) : 0);
 }
 
 typedef struct {
@@ -108,8 +144,23 @@ static void att_forward(mx_fwd *f, int layer, void *wp, const float *xn, float *
     const mx_arch *a = &f->m->arch;
     int N = f->N, hd = a->head_dim, qd = a->n_heads * hd, kvd = a->n_kv_heads * hd, qkvd = qkv_dim(a);
     float *qkv = f->scratch, *att = qkv + (size_t)f->max_tokens * qkvd, *scores = att + (size_t)f->max_tokens * qd;
-    if (w->qkv.fmt) mx_linear(f, &w->qkv, w->qkv_b, xn, N, a->hidden, qkv, qkvd);
-    else {
+    if (w->qkv.fmt) {
+        mx_linear(f, &w->qkv, w->qkv_b, xn, N, a->hidden, qkv, qkvd);
+        if (a->qkv_layout == MX_QKV_GROUPED) { /* reorder each row to [q | k | v] */
+            float *row = scores + (size_t)mx_pool_size(f->pool) * f->max_ctx;
+            int g = a->n_heads / a->n_kv_heads, gs = (g + 2) * hd;
+            for (int t = 0; t < N; t++) {
+                float *r = qkv + (size_t)t * qkvd;
+                memcpy(row, r, (size_t)qkvd * 4);
+                for (int kh = 0; kh < a->n_kv_heads; kh++) {
+                    const float *src = row + (size_t)kh * gs;
+                    memcpy(r + (size_t)kh * g * hd, src, (size_t)g * hd * 4);
+                    memcpy(r + qd + (size_t)kh * hd, src + (size_t)g * hd, (size_t)hd * 4);
+                    memcpy(r + qd + kvd + (size_t)kh * hd, src + (size_t)(g + 1) * hd, (size_t)hd * 4);
+                }
+            }
+        }
+    } else {
         mx_linear(f, &w->q, w->q_b, xn, N, a->hidden, qkv, qkvd);
         mx_linear(f, &w->k, w->k_b, xn, N, a->hidden, qkv + qd, qkvd);
         mx_linear(f, &w->v, w->v_b, xn, N, a->hidden, qkv + qd + kvd, qkvd);
@@ -122,7 +173,14 @@ static void att_forward(mx_fwd *f, int layer, void *wp, const float *xn, float *
     const mx_rope *rope = &a->rope[ls->rope_idx];
     for (int t = 0; t < N; t++) {
         float *q = qkv + (size_t)t * qkvd, *k = q + qd;
-        if (a->qk_norm == MX_QKNORM_HEAD) {
+        if (a->qk_norm == MX_QKNORM_HEAD_EACH) {
+            for (int h = 0; h < a->n_heads + a->n_kv_heads; h++) {
+                const mx_normw *nw = h < a->n_heads ? &w->q_norm : &w->k_norm;
+                size_t o = (size_t)(h < a->n_heads ? h : h - a->n_heads) * hd;
+                mx_normw hw = {nw->w ? nw->w + o : NULL, nw->b ? nw->b + o : NULL};
+                mx_norm_rows(&a->qk_norm_spec, &hw, q + (size_t)h * hd, q + (size_t)h * hd, 1, hd, hd);
+            }
+        } else if (a->qk_norm == MX_QKNORM_HEAD) {
             mx_norm_rows(&a->qk_norm_spec, &w->q_norm, q, q, a->n_heads, hd, hd);
             mx_norm_rows(&a->qk_norm_spec, &w->k_norm, k, k, a->n_kv_heads, hd, hd);
         } else if (a->qk_norm == MX_QKNORM_FULL) {
