@@ -118,4 +118,8 @@ int mx_arch_ignore(mx_arch *a, const char *pattern);
 /* Reads `layer_types` (sliding_attention / full_attention) when present;
  * returns 1 when it was present. */
 int mx_arch_layer_types(mx_arch *a, const mx_cfg *c, int window);
+/* Rebuilds rope[0] from rope_theta / partial_rotary_factor / rope_scaling
+ * with a family's own defaults for absent keys (its config class defaults
+ * differ from Llama's) and the current head_dim; keeps rope[0].interleaved. */
+int mx_arch_rope_defaults(mx_arch *a, const mx_cfg *c, double theta_def, double partial_def);
 #endif

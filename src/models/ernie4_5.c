@@ -1,0 +1,25 @@
+/* ERNIE 4.5 (dense): Llama with interleaved rope over the whole head,
+ * rope_theta 5e5, head_dim 128 and tied embeddings by default, and use_bias
+ * for every attention and MLP projection. */
+#include "family.h"
+#include <jansson.h>
+#include <math.h>
+
+static int configure(mx_arch *a, const mx_cfg *c) {
+    bool bias;
+    if (mx_arch_hf_defaults(a, c) || mx_cfg_f32(c, "rms_norm_eps", 1e-5f, 0, 1, &a->norm.eps) ||
+        mx_cfg_bool(c, "tie_word_embeddings", true, &a->tied) || mx_cfg_bool(c, "use_bias", false, &bias))
+        return -1;
+    a->qk_norm_spec = a->norm;
+    if (!json_object_get(c->root, "head_dim")) { /* absent: the config class default; null: hidden / heads */
+        a->head_dim = 128;
+        a->attn_scale = 1.0f / sqrtf((float)a->head_dim);
+    }
+    a->rope[0].interleaved = true;
+    if (mx_arch_rope_defaults(a, c, 500000.0, 1.0)) return -1;
+    a->q_bias = a->k_bias = a->v_bias = a->o_bias = a->mlp_bias = bias;
+    return 0;
+}
+
+MX_FAMILY(ernie4_5, .name = "ernie4_5", .features = "llama + interleaved rope, theta 5e5, use_bias, head_dim",
+          .configure = configure)
