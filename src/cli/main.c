@@ -5,6 +5,7 @@
 
 static const struct { const char *name; int (*fn)(int, char **); const char *help; } g_cmds[] = {
     {"arch", cmd_arch, "list the architectures compiled in (--json)"},
+    {"template", cmd_template, "render a chat template with a JSON context, as HF transformers does"},
     {"generate", cmd_generate, "generate text from a prompt or prompt ids"},
     {"bench", cmd_bench, "prompt processing and generation speed, with memory bandwidth"},
 };
