@@ -11,6 +11,7 @@ typedef struct {
     mx_normw q_norm, k_norm;
     mx_weight q, k, v, qkv, o;
     float *q_b, *k_b, *v_b, *qkv_b, *o_b;
+    float *sinks; /* per-head sink logits (names.sinks, GPT-OSS) */
 } att_w;
 
 /* Per-head norm weights [n_heads * d] (MX_QKNORM_HEAD_EACH): one tensor
@@ -67,6 +68,7 @@ static int att_load(mx_model *m, int i, void **out) {
                mx_load_lin(m, N->k, i, kvd, H, a->k_bias, &w->k, &w->k_b) ||
                mx_load_lin(m, N->v, i, kvd, H, a->v_bias, &w->v, &w->v_b))
         return MX_ERR;
+    if (N->sinks && mx_load_vec(m, N->sinks, i, a->n_heads, true, &w->sinks)) return MX_ERR;
     return mx_load_lin(m, N->o, i, H, qd, a->o_bias, &w->o, &w->o_b);
 }
 
@@ -78,6 +80,7 @@ static void att_free(void *p) {
     mx_weight *ws[] = {&w->q, &w->k, &w->v, &w->qkv, &w->o};
     for (size_t k = 0; k < MX_ARRAY_LEN(ws); k++) mx_weight_free(ws[k]);
     free(w->q_b); free(w->k_b); free(w->v_b); free(w->qkv_b); free(w->o_b);
+    free(w->sinks);
     free(w);
 }
 
@@ -99,6 +102,7 @@ typedef struct {
     int layer;
     const float *qkv;
     float *att, *scores;
+    const float *sinks;
 } att_job;
 
 static void att_task(void *ctx, int i, int tid) {
@@ -133,7 +137,13 @@ static void att_task(void *ctx, int i, int tid) {
             for (int k = 0; k < n; k++)
                 if (j0 + k >= kv->len && !f->key_mask[t + (j0 + k - p)]) sc[k] = -INFINITY;
     }
-    mx_softmax(sc, n);
+    if (j->sinks) { /* a per-head sink logit joins each softmax row and is dropped after */
+        float sk = j->sinks[h], mx = sk, sum = 0;
+        for (int k = 0; k < n; k++) mx = fmaxf(mx, sc[k]);
+        for (int k = 0; k < n; k++) { sc[k] = expf(sc[k] - mx); sum += sc[k]; }
+        sum += expf(sk - mx);
+        for (int k = 0; k < n; k++) sc[k] /= sum;
+    } else mx_softmax(sc, n);
     float *out = j->att + (size_t)t * a->n_heads * hd + (size_t)h * hd;
     memset(out, 0, (size_t)hd * sizeof(float));
     for (int k = 0; k < n; k++) mx_axpy(out, sc[k], V + (size_t)(j0 + k) * kvd, hd);
@@ -197,7 +207,7 @@ static void att_forward(mx_fwd *f, int layer, void *wp, const float *xn, float *
         memcpy(K + (size_t)f->pos[t] * kvd, k, (size_t)kvd * 4);
         memcpy(V + (size_t)f->pos[t] * kvd, k + kvd, (size_t)kvd * 4);
     }
-    att_job j = {f, layer, qkv, att, scores};
+    att_job j = {f, layer, qkv, att, scores, w->sinks};
     mx_pool_run(f->pool, att_task, &j, N * a->n_heads);
     mx_linear(f, &w->o, w->o_b, att, N, qd, out, a->hidden);
 }

@@ -28,4 +28,6 @@ typedef struct mx_block_ops {
 
 extern const mx_block_ops mx_block_attention; /* causal self-attention over a KV cache */
 extern const mx_block_ops mx_block_mlp;       /* dense MLP, gated or plain */
+extern const mx_block_ops mx_block_moe;       /* mixture of experts (arch.moe), nn/moe.c */
+extern const mx_block_ops mx_block_mla;       /* multi-head latent attention (arch.mla), nn/mla.c */
 #endif

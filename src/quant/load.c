@@ -104,3 +104,104 @@ int mx_load_weight(mx_ckpt *ck, const char *module, int rows, int cols, unsigned
     free(name);
     return rc;
 }
+
+/* ---- row views and expert-stacked modules (MoE experts, MLA per-head slices) ---- */
+
+int mx_weight_slice_rows(const mx_weight *w, int r0, int n, mx_weight *out) {
+    if (r0 < 0 || n < 1 || r0 + n > w->rows) return mx_set_err("row slice [%d, %d) outside a weight of %d rows", r0, r0 + n, w->rows);
+    *out = *w;
+    out->owned = NULL;
+    out->sf = out->bf = NULL;
+    out->rows = n;
+    out->data = w->data + (size_t)r0 * w->row_bytes;
+    switch (w->fmt) {
+    case MX_W_NONE: case MX_W_F32: case MX_W_F16: case MX_W_BF16: return MX_OK;
+    case MX_W_FP8B: {
+        if (r0 % 128) return mx_set_err("row slice at %d of an FP8 block-scaled weight is not on a 128-row block", r0);
+        size_t nb = (size_t)(w->cols + 127) / 128;
+        out->scales = w->scales + (size_t)(r0 / 128) * nb * 4;
+        return MX_OK;
+    }
+    default: {
+        size_t ng = (size_t)(w->cols + w->group - 1) / w->group, ss = mx_dtype_size(w->scale_dtype);
+        out->scales = w->scales + (size_t)r0 * ng * ss;
+        if (w->biases) out->biases = w->biases + (size_t)r0 * ng * ss;
+        return MX_OK;
+    }
+    }
+}
+
+/* [E, a, b] -> [E*a, b] in the checkpoint's tensor table, so the 2-D binders
+ * accept an expert-stacked tensor (the data is contiguous either way). */
+static void flatten3(mx_ckpt *ck, const char *module, const char *suffix) {
+    char *nm = mx_asprintf("%s.%s", module, suffix);
+    mx_tensor *t = nm ? mx_ckpt_find(ck, nm) : NULL;
+    free(nm);
+    if (t && t->ndim == 3) {
+        t->shape[0] *= t->shape[1];
+        t->shape[1] = t->shape[2];
+        t->ndim = 2;
+    }
+}
+
+static int stacked_float_transposed(mx_ckpt *ck, mx_tensor *t, int E, int rows, int cols, mx_weight *whole) {
+    bool ok3 = t->ndim == 3 && t->shape[0] == E && t->shape[1] == cols && t->shape[2] == rows;
+    bool ok2 = t->ndim == 2 && t->shape[0] == (int64_t)E * cols && t->shape[1] == rows;
+    if (!ok3 && !ok2)
+        return mx_set_err("%s: tensor '%s' has %d dims, expected [%d, %d, %d] (experts stored [in, out])", ck->dir, t->name, t->ndim, E, cols, rows);
+    if (t->dtype != MX_DT_F32 && t->dtype != MX_DT_F16 && t->dtype != MX_DT_BF16)
+        return mx_set_err("%s: tensor '%s' has dtype %s; experts stored [in, out] must be F32, F16 or BF16", ck->dir, t->name, mx_dtype_name(t->dtype));
+    size_t per = (size_t)rows * cols;
+    float *tmp = mx_malloc(per * E * sizeof(float)), *dst = mx_malloc(per * E * sizeof(float));
+    if (!tmp || !dst || mx_tensor_to_f32(t, tmp)) { free(tmp); free(dst); return MX_ERR; }
+    for (int e = 0; e < E; e++)
+        for (int c = 0; c < cols; c++)
+            for (int r = 0; r < rows; r++) dst[e * per + (size_t)r * cols + c] = tmp[e * per + (size_t)c * rows + r];
+    free(tmp);
+    t->used = true;
+    whole->fmt = MX_W_F32;
+    whole->rows = E * rows;
+    whole->cols = cols;
+    whole->owned = dst;
+    whole->data = (const uint8_t *)dst;
+    whole->row_bytes = (size_t)cols * sizeof(float);
+    return MX_OK;
+}
+
+int mx_load_weight_stacked(mx_ckpt *ck, const char *module, int E, int rows, int cols, unsigned flags, mx_weight *whole, mx_weight *out) {
+    memset(whole, 0, sizeof *whole);
+    if (E < 1 || (int64_t)E * rows > INT32_MAX) return mx_set_err("%s: module %s: %d experts of %d rows is out of range", ck->dir, module, E, rows);
+    char *wn = mx_asprintf("%s.weight", module);
+    if (!wn) return MX_ERR;
+    mx_tensor *tw = mx_ckpt_find(ck, wn), *bare = tw ? NULL : mx_ckpt_find(ck, module);
+    free(wn);
+    int rc;
+    if (flags & MX_LOAD_TRANSPOSED) {
+        mx_tensor *t = tw ? tw : bare;
+        if (!t) return (flags & MX_LOAD_OPTIONAL) ? MX_OK : mx_set_err("%s: missing tensor '%s.weight' (or '%s')", ck->dir, module, module);
+        rc = stacked_float_transposed(ck, t, E, rows, cols, whole);
+    } else if (tw || !bare) {
+        flatten3(ck, module, "weight");
+        flatten3(ck, module, "scales");
+        flatten3(ck, module, "biases");
+        rc = mx_load_weight(ck, module, E * rows, cols, flags & MX_LOAD_OPTIONAL, whole);
+    } else {
+        /* a bare float tensor (DBRX's experts.mlp.w1, GPT-OSS's experts.down_proj) */
+        bool ok = (bare->ndim == 3 && bare->shape[0] == E && bare->shape[1] == rows && bare->shape[2] == cols) ||
+                  (bare->ndim == 2 && bare->shape[0] == (int64_t)E * rows && bare->shape[1] == cols);
+        if (!ok) return mx_set_err("%s: tensor '%s' has %d dims, expected [%d, %d, %d]", ck->dir, module, bare->ndim, E, rows, cols);
+        if (bare->dtype != MX_DT_F32 && bare->dtype != MX_DT_F16 && bare->dtype != MX_DT_BF16)
+            return mx_set_err("%s: tensor '%s' has dtype %s, expected F32, F16 or BF16", ck->dir, module, mx_dtype_name(bare->dtype));
+        bare->used = true;
+        whole->fmt = bare->dtype == MX_DT_F32 ? MX_W_F32 : bare->dtype == MX_DT_F16 ? MX_W_F16 : MX_W_BF16;
+        whole->rows = E * rows;
+        whole->cols = cols;
+        whole->data = bare->data;
+        whole->row_bytes = (size_t)cols * mx_dtype_size(bare->dtype);
+        rc = MX_OK;
+    }
+    if (rc || !whole->fmt) return rc;
+    for (int e = 0; e < E; e++)
+        if (mx_weight_slice_rows(whole, e * rows, rows, &out[e])) return mx_err_prefix("%s: module %s", ck->dir, module);
+    return MX_OK;
+}

@@ -17,6 +17,18 @@
 
 int mx_load_weight(mx_ckpt *ck, const char *module, int rows, int cols, unsigned flags, mx_weight *w);
 
+/* A view of rows [r0, r0+n) of w (any format; FP8 block-scaled: r0 on a
+ * 128-row block). The view owns nothing: free it with mx_weight_free only
+ * for what a kernel may have prepared in it (sf/bf); w must outlive it. */
+int mx_weight_slice_rows(const mx_weight *w, int r0, int n, mx_weight *out);
+/* Binds an expert-stacked module: module.weight (or the bare tensor
+ * `module`) of shape [E, rows, cols] or [E*rows, cols], float or quantized
+ * (scales/biases stacked alike); with MX_LOAD_TRANSPOSED stored [E, cols,
+ * rows] / [E*cols, rows] (float only, copied transposed to f32). *whole gets
+ * the [E*rows, cols] weight (it may own storage) and out[e] the view of
+ * expert e. MX_LOAD_OPTIONAL: absent -> whole->fmt = MX_W_NONE, MX_OK. */
+int mx_load_weight_stacked(mx_ckpt *ck, const char *module, int E, int rows, int cols, unsigned flags, mx_weight *whole, mx_weight *out);
+
 /* Binds a quantized module (called by mx_load_weight once it decided the
  * module is quantized). mode/bits/group come from the config. */
 int mx_quant_bind(mx_ckpt *ck, const char *module, int rows, int cols, const char *mode, int bits, int group, mx_weight *w);

@@ -1,0 +1,181 @@
+/* Multi-head latent attention (DeepSeek V2/V3; arch.mla).
+ *
+ *   q      = q_b(norm(q_a x))  (or q_proj x), per head [q_nope | q_rope]
+ *   kv_a x = [c | k_rope]      c: latent (kv_lora_rank), k_rope: one rope key
+ *                              shared by all heads
+ *   kv_b(norm(c))              per head [k_nope | v]
+ *
+ * The cache keeps, per position, only norm(c) and the roped k_rope
+ * (kv_lora_rank + qk_rope_dim floats per layer, not 2 * heads * head_dim).
+ * Attention works in the latent space with kv_b absorbed, which is exact:
+ *   q_nope . (W_k c) = (W_k^T q_nope) . c,   sum_j p_j (W_v c_j) = W_v sum_j p_j c_j
+ * so a step costs O(heads * (kv_lora_rank + qk_rope_dim)) per cached position
+ * and never rebuilds K/V. With rope_interleave DeepSeek de-interleaves the
+ * rope slice of q and k before a rotate-half rope; rotating the pairs
+ * (2i, 2i+1) in place instead (rope.interleaved) permutes q and k alike and
+ * leaves every q.k unchanged. */
+#include "model.h"
+#include "../base/base.h"
+#include "../quant/quant.h"
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    mx_weight q_a, q_b, q, kv_a, kv_b, o;
+    float *q_a_b, *q_b_b, *q_bias, *kv_a_b, *kv_b_b, *o_b;
+    mx_normw q_a_norm, kv_a_norm;
+    mx_weight *kb, *vb; /* per head views of kv_b: k_nope rows, v rows */
+    int n_heads;
+} mla_w;
+
+static int qk_dim(const mx_mla_spec *s) { return s->qk_nope_dim + s->qk_rope_dim; }
+
+static int mla_load(mx_model *m, int layer, void **out) {
+    const mx_arch *a = &m->arch;
+    const mx_mla_spec *s = &a->mla;
+    int H = a->hidden, Hn = a->n_heads, qk = qk_dim(s), kvr = s->kv_lora_rank, dr = s->qk_rope_dim;
+    if (kvr < 1 || s->qk_nope_dim < 0 || dr < 2 || dr % 2 || s->v_head_dim < 1 || s->q_lora_rank < 0)
+        return mx_set_err("%s: MLA dimensions (kv_lora_rank %d, qk_nope %d, qk_rope %d, v_head %d) are invalid", m->ck.dir, kvr,
+                          s->qk_nope_dim, dr, s->v_head_dim);
+    if (a->pos == MX_POS_ROPE && a->rope[0].dim != dr)
+        return mx_set_err("%s: MLA rope dimension %d differs from qk_rope_head_dim %d", m->ck.dir, a->rope[0].dim, dr);
+    mla_w *w = mx_calloc(1, sizeof *w);
+    if (!w) return MX_ERR;
+    *out = w;
+    w->n_heads = Hn;
+    if (s->q_lora_rank > 0) {
+        if (mx_load_lin(m, s->q_a, layer, s->q_lora_rank, H, a->q_bias, &w->q_a, &w->q_a_b) ||
+            mx_load_norm(m, &s->norm, s->q_a_norm, layer, s->q_lora_rank, &w->q_a_norm) ||
+            mx_load_lin(m, s->q_b, layer, Hn * qk, s->q_lora_rank, false, &w->q_b, &w->q_b_b))
+            return MX_ERR;
+    } else if (mx_load_lin(m, a->names.q, layer, Hn * qk, H, a->q_bias, &w->q, &w->q_bias)) return MX_ERR;
+    if (mx_load_lin(m, s->kv_a, layer, kvr + dr, H, a->k_bias, &w->kv_a, &w->kv_a_b) ||
+        mx_load_norm(m, &s->norm, s->kv_a_norm, layer, kvr, &w->kv_a_norm) ||
+        mx_load_lin(m, s->kv_b, layer, Hn * (s->qk_nope_dim + s->v_head_dim), kvr, false, &w->kv_b, &w->kv_b_b) ||
+        mx_load_lin(m, a->names.o, layer, H, Hn * s->v_head_dim, a->o_bias, &w->o, &w->o_b))
+        return MX_ERR;
+    w->kb = mx_calloc((size_t)Hn, sizeof(mx_weight));
+    w->vb = mx_calloc((size_t)Hn, sizeof(mx_weight));
+    if (!w->kb || !w->vb) return MX_ERR;
+    int per = s->qk_nope_dim + s->v_head_dim;
+    for (int h = 0; h < Hn; h++) {
+        if ((s->qk_nope_dim && mx_weight_slice_rows(&w->kv_b, h * per, s->qk_nope_dim, &w->kb[h])) ||
+            mx_weight_slice_rows(&w->kv_b, h * per + s->qk_nope_dim, s->v_head_dim, &w->vb[h]))
+            return mx_err_prefix("%s: kv_b_proj of layer %d", m->ck.dir, layer);
+    }
+    return MX_OK;
+}
+
+static void mla_free(void *p) {
+    mla_w *w = p;
+    if (!w) return;
+    if (w->kb)
+        for (int h = 0; h < w->n_heads; h++) { mx_weight_free(&w->kb[h]); mx_weight_free(&w->vb[h]); }
+    free(w->kb);
+    free(w->vb);
+    mx_weight *ws[] = {&w->q_a, &w->q_b, &w->q, &w->kv_a, &w->kv_b, &w->o};
+    for (size_t k = 0; k < MX_ARRAY_LEN(ws); k++) mx_weight_free(ws[k]);
+    free(w->q_a_b); free(w->q_b_b); free(w->q_bias); free(w->kv_a_b); free(w->kv_b_b); free(w->o_b);
+    mx_normw_free(&w->q_a_norm);
+    mx_normw_free(&w->kv_a_norm);
+    free(w);
+}
+
+static size_t mla_state(const mx_model *m, int layer, int cap) {
+    (void)layer;
+    return (size_t)cap * (m->arch.mla.kv_lora_rank + m->arch.mla.qk_rope_dim);
+}
+
+static size_t mla_scratch(const mx_model *m, int max_tokens, int max_ctx, int nt) {
+    const mx_arch *a = &m->arch;
+    const mx_mla_spec *s = &a->mla;
+    size_t N = (size_t)max_tokens, Hn = (size_t)a->n_heads, kvr = (size_t)s->kv_lora_rank;
+    return N * (Hn * qk_dim(s) + (size_t)s->q_lora_rank + kvr + s->qk_rope_dim + 2 * Hn * kvr + Hn * s->v_head_dim) +
+           (size_t)nt * ((size_t)max_ctx + kvr) + 64;
+}
+
+typedef struct {
+    mx_fwd *f;
+    const mla_w *w;
+    int layer;
+    const float *q;
+    float *qlat, *olat, *scores, *rows;
+} mla_job;
+
+/* qlat[t, h] = W_k(h)^T q_nope[t, h], one head per task (each row of W_k
+ * dequantized once for all tokens). */
+static void absorb_task(void *ctx, int h, int tid) {
+    mla_job *j = ctx;
+    const mx_arch *a = &j->f->m->arch;
+    const mx_mla_spec *s = &a->mla;
+    int N = j->f->N, Hn = a->n_heads, kvr = s->kv_lora_rank, qk = qk_dim(s);
+    float *row = j->rows + (size_t)tid * kvr;
+    for (int t = 0; t < N; t++) memset(j->qlat + ((size_t)t * Hn + h) * kvr, 0, (size_t)kvr * sizeof(float));
+    for (int i = 0; i < s->qk_nope_dim; i++) {
+        mx_weight_row(&j->w->kb[h], i, row);
+        for (int t = 0; t < N; t++)
+            mx_axpy(j->qlat + ((size_t)t * Hn + h) * kvr, j->q[(size_t)t * Hn * qk + (size_t)h * qk + i], row, kvr);
+    }
+}
+
+static void attend_task(void *ctx, int i, int tid) {
+    mla_job *j = ctx;
+    mx_fwd *f = j->f;
+    const mx_arch *a = &f->m->arch;
+    const mx_mla_spec *s = &a->mla;
+    int Hn = a->n_heads, t = i / Hn, h = i % Hn, kvr = s->kv_lora_rank, dr = s->qk_rope_dim, qk = qk_dim(s), ld = kvr + dr;
+    const mx_kv *kv = f->seqs[f->seq_of[t]].kv;
+    const float *C = mx_kv_layer(kv, j->layer);
+    const float *ql = j->qlat + ((size_t)t * Hn + h) * kvr, *qr = j->q + (size_t)t * Hn * qk + (size_t)h * qk + s->qk_nope_dim;
+    float *sc = j->scores + (size_t)tid * f->max_ctx, scale = a->attn_scale;
+    int n = f->pos[t] + 1;
+    for (int k = 0; k < n; k++) {
+        const float *c = C + (size_t)k * ld;
+        sc[k] = (mx_dot(ql, c, kvr) + mx_dot(qr, c + kvr, dr)) * scale;
+    }
+    mx_softmax(sc, n);
+    float *o = j->olat + ((size_t)t * Hn + h) * kvr;
+    memset(o, 0, (size_t)kvr * sizeof(float));
+    for (int k = 0; k < n; k++) mx_axpy(o, sc[k], C + (size_t)k * ld, kvr);
+}
+
+static void mla_forward(mx_fwd *f, int layer, void *wp, const float *xn, float *out) {
+    const mla_w *w = wp;
+    const mx_arch *a = &f->m->arch;
+    const mx_mla_spec *s = &a->mla;
+    int N = f->N, H = a->hidden, Hn = a->n_heads, qk = qk_dim(s), kvr = s->kv_lora_rank, dr = s->qk_rope_dim, dv = s->v_head_dim;
+    int ld = kvr + dr, M = f->max_tokens;
+    float *q = f->scratch, *qa = q + (size_t)M * Hn * qk, *kvx = qa + (size_t)M * s->q_lora_rank;
+    float *qlat = kvx + (size_t)M * ld, *olat = qlat + (size_t)M * Hn * kvr, *vout = olat + (size_t)M * Hn * kvr;
+    float *scores = vout + (size_t)M * Hn * dv, *rows = scores + (size_t)mx_pool_size(f->pool) * f->max_ctx;
+    if (s->q_lora_rank > 0) {
+        mx_linear(f, &w->q_a, w->q_a_b, xn, N, H, qa, s->q_lora_rank);
+        mx_norm_rows(&s->norm, &w->q_a_norm, qa, qa, N, s->q_lora_rank, s->q_lora_rank);
+        mx_linear(f, &w->q_b, w->q_b_b, qa, N, s->q_lora_rank, q, Hn * qk);
+    } else mx_linear(f, &w->q, w->q_bias, xn, N, H, q, Hn * qk);
+    mx_linear(f, &w->kv_a, w->kv_a_b, xn, N, H, kvx, ld);
+    mx_norm_rows(&s->norm, &w->kv_a_norm, kvx, kvx, N, kvr, ld);
+    const mx_rope *rope = &a->rope[a->layers[layer].rope_idx];
+    for (int t = 0; t < N; t++) {
+        float *kr = kvx + (size_t)t * ld;
+        if (a->pos == MX_POS_ROPE && a->layers[layer].rope) {
+            const float *cs = f->cs[a->layers[layer].rope_idx] + (size_t)t * rope->dim;
+            mx_rope_apply(rope, q + (size_t)t * Hn * qk + s->qk_nope_dim, Hn, qk, cs);
+            mx_rope_apply(rope, kr + kvr, 1, dr, cs);
+        }
+        const mx_kv *kv = f->seqs[f->seq_of[t]].kv;
+        memcpy(mx_kv_layer(kv, layer) + (size_t)f->pos[t] * ld, kr, (size_t)ld * sizeof(float));
+    }
+    mla_job j = {f, w, layer, q, qlat, olat, scores, rows};
+    mx_pool_run(f->pool, absorb_task, &j, Hn);
+    mx_pool_run(f->pool, attend_task, &j, N * Hn);
+    for (int h = 0; h < Hn; h++)
+        mx_matmul(&w->vb[h], olat + (size_t)h * kvr, N, Hn * kvr, vout + (size_t)h * dv, Hn * dv, f->pool);
+    mx_linear(f, &w->o, w->o_b, vout, N, Hn * dv, out, H);
+}
+
+const mx_block_ops mx_block_mla = {
+    .name = "mla", .load = mla_load, .free = mla_free, .state_floats = mla_state,
+    .scratch_floats = mla_scratch, .forward = mla_forward,
+};

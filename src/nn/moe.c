@@ -1,0 +1,391 @@
+/* Mixture-of-experts ffn block (arch.moe): a router picks top_k experts per
+ * token (softmax, top-k-then-softmax, sigmoid with correction bias and group
+ * limit, sparsemixer), the chosen experts' outputs are summed with their
+ * weights, plus an optional shared expert with an optional sigmoid gate.
+ *
+ * Tokens are grouped by expert: the rows routed to expert e are gathered into
+ * one block and run through e's weights with one matmul per projection, so a
+ * forward reads each used expert's weights once (prefill), and a decode step
+ * reads only the routed experts. Expert tensors are bound per expert or as
+ * views into one stacked tensor (quant/load.c: mx_load_weight_stacked). */
+#include "moe.h"
+#include "../base/base.h"
+#include "../quant/quant.h"
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { P_GATE, P_UP, P_GATE_UP, P_DOWN, P_N };
+
+typedef struct {
+    mx_weight w[P_N];
+    float *b[P_N];
+} expert_w;
+
+typedef struct {
+    mx_weight router, shared_gate;
+    float *router_b, *score_bias, *shared_gate_b;
+    int E;
+    expert_w *ex;           /* E routed experts (views into whole[] when stacked) */
+    mx_weight whole[P_N];   /* stacked storage */
+    float *bias[P_N];       /* routed expert biases, [E][rows] */
+    size_t *ex_bytes;       /* per expert */
+    expert_w shared;
+    bool has_shared;
+    mx_moe_stats stats;
+} moe_w;
+
+/* ---- routing ---- */
+
+/* Indices of the k largest vals (skipping NaN), largest first; ties keep the
+ * lower index. */
+static void topk(const float *vals, int n, int k, int *idx) {
+    for (int j = 0; j < k; j++) {
+        int best = -1;
+        for (int i = 0; i < n; i++) {
+            bool taken = false;
+            for (int q = 0; q < j; q++) taken |= idx[q] == i;
+            if (taken || vals[i] != vals[i]) continue;
+            if (best < 0 || vals[i] > vals[best]) best = i;
+        }
+        idx[j] = best < 0 ? 0 : best;
+    }
+}
+
+static float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+/* PhiMoE sparsemixer (inference): the winner's weight is its softmax over the
+ * experts whose logit is within a relative 2*eps of the max; the runner-up's
+ * likewise with the winner masked out. */
+static void sparsemixer(const float *s, int E, float eps, int *idx, float *w, float *tmp) {
+    int first = -1;
+    for (int r = 0; r < 2; r++) {
+        int best = -1;
+        for (int i = 0; i < E; i++)
+            if (i != first && (best < 0 || s[i] > s[best])) best = i;
+        float m = s[best], mx = -INFINITY;
+        for (int i = 0; i < E; i++) {
+            float factor = fmaxf(fabsf(s[i]), m);
+            bool masked = i == first || (m - s[i]) / factor > 2 * eps;
+            tmp[i] = masked ? -INFINITY : s[i];
+            if (tmp[i] > mx) mx = tmp[i];
+        }
+        float sum = 0;
+        for (int i = 0; i < E; i++) {
+            tmp[i] = tmp[i] == -INFINITY ? 0 : expf(tmp[i] - mx);
+            sum += tmp[i];
+        }
+        idx[r] = best;
+        w[r] = tmp[best] / sum;
+        first = best;
+    }
+}
+
+void mx_moe_route(const mx_moe_spec *s, const float *logits, const float *score_bias, int *idx, float *w, float *tmp) {
+    int E = s->n_experts, K = s->top_k;
+    switch (s->route) {
+    case MX_ROUTE_SOFTMAX:
+        memcpy(tmp, logits, (size_t)E * sizeof(float));
+        mx_softmax(tmp, E);
+        topk(tmp, E, K, idx);
+        for (int k = 0; k < K; k++) w[k] = tmp[idx[k]];
+        break;
+    case MX_ROUTE_TOPK_SOFTMAX:
+        topk(logits, E, K, idx);
+        for (int k = 0; k < K; k++) w[k] = logits[idx[k]];
+        mx_softmax(w, K);
+        break;
+    case MX_ROUTE_SIGMOID: {
+        float *sc = tmp, *choice = tmp + E;
+        for (int i = 0; i < E; i++) {
+            sc[i] = sigmoidf(logits[i]);
+            choice[i] = sc[i] + (score_bias ? score_bias[i] : 0.0f);
+        }
+        if (s->n_group > 1 && s->topk_group < s->n_group) {
+            int G = s->n_group, gs = E / G, gsel[64], top2[2];
+            float gscore[64];
+            for (int g = 0; g < G; g++) {
+                int nt = gs < 2 ? gs : 2;
+                topk(choice + g * gs, gs, nt, top2);
+                gscore[g] = 0;
+                for (int q = 0; q < nt; q++) gscore[g] += choice[g * gs + top2[q]];
+            }
+            topk(gscore, G, s->topk_group, gsel);
+            for (int g = 0; g < G; g++) {
+                bool keep = false;
+                for (int q = 0; q < s->topk_group; q++) keep |= gsel[q] == g;
+                if (!keep)
+                    for (int i = 0; i < gs; i++) choice[g * gs + i] = 0.0f; /* as HF: masked to 0, not -inf */
+            }
+        }
+        topk(choice, E, K, idx);
+        for (int k = 0; k < K; k++) w[k] = sc[idx[k]];
+        break;
+    }
+    case MX_ROUTE_SPARSEMIXER:
+        sparsemixer(logits, E, s->jitter_eps, idx, w, tmp);
+        break;
+    }
+    if (s->norm_p > 0) {
+        float d = 0;
+        if (s->norm_p == 1.0f) for (int k = 0; k < K; k++) d += fabsf(w[k]);
+        else {
+            for (int k = 0; k < K; k++) d += powf(fabsf(w[k]), s->norm_p);
+            d = powf(d, 1.0f / s->norm_p);
+        }
+        d += s->norm_eps;
+        for (int k = 0; k < K; k++) w[k] /= d;
+    }
+    if (s->routed_scale != 0.0f && s->routed_scale != 1.0f)
+        for (int k = 0; k < K; k++) w[k] *= s->routed_scale;
+}
+
+/* ---- loading ---- */
+
+static int count_d(const char *pat) {
+    int n = 0;
+    for (const char *p = pat; (p = strstr(p, "%d")); p += 2) n++;
+    return n;
+}
+
+static bool module_exists(const mx_ckpt *ck, const char *pat, int layer) {
+    char mod[512], nm[540];
+    snprintf(mod, sizeof mod, pat, layer, 0);
+    snprintf(nm, sizeof nm, "%s.weight", mod);
+    return mx_ckpt_find(ck, nm) || mx_ckpt_find(ck, mod);
+}
+
+/* Stacked bias: tensor module.bias or module_bias, [E, rows] or [E*rows]. */
+static int load_stacked_bias(mx_ckpt *ck, const char *mod, int E, int rows, float *out) {
+    char *a = mx_asprintf("%s.bias", mod), *b = mx_asprintf("%s_bias", mod);
+    if (!a || !b) { free(a); free(b); return MX_ERR; }
+    mx_tensor *t = mx_ckpt_take(ck, a);
+    if (!t) t = mx_ckpt_take(ck, b);
+    int rc = MX_OK;
+    if (!t) rc = mx_set_err("%s: missing expert bias '%s' (or '%s')", ck->dir, a, b);
+    else if (t->numel != (int64_t)E * rows || t->ndim > 2 || (t->ndim == 2 && t->shape[0] != E))
+        rc = mx_set_err("%s: tensor '%s' has %lld elements, expected [%d, %d]", ck->dir, t->name, (long long)t->numel, E, rows);
+    else if (mx_tensor_to_f32(t, out)) rc = mx_err_prefix("%s", ck->dir);
+    free(a);
+    free(b);
+    return rc;
+}
+
+/* Binds projection p of every routed expert from pattern pat. */
+static int load_proj(mx_model *m, moe_w *w, const char *pat, int layer, int p, int rows, int cols, bool transposed, bool bias) {
+    const mx_moe_spec *s = &m->arch.moe;
+    int E = s->n_experts;
+    unsigned fl = transposed ? MX_LOAD_TRANSPOSED : 0;
+    char mod[512];
+    if (bias) {
+        w->bias[p] = mx_malloc((size_t)E * rows * sizeof(float));
+        if (!w->bias[p]) return MX_ERR;
+        for (int e = 0; e < E; e++) w->ex[e].b[p] = w->bias[p] + (size_t)e * rows;
+    }
+    if (count_d(pat) >= 2) {
+        for (int e = 0; e < E; e++) {
+            snprintf(mod, sizeof mod, pat, layer, e);
+            if (mx_load_weight(&m->ck, mod, rows, cols, fl, &w->ex[e].w[p])) return MX_ERR;
+            if (bias) {
+                float *b;
+                char *nm = mx_asprintf("%s.bias", mod);
+                int rc = nm ? mx_load_vec(m, nm, 0, rows, true, &b) : MX_ERR;
+                free(nm);
+                if (rc) return MX_ERR;
+                memcpy(w->bias[p] + (size_t)e * rows, b, (size_t)rows * sizeof(float));
+                free(b);
+            }
+        }
+        return MX_OK;
+    }
+    snprintf(mod, sizeof mod, pat, layer);
+    mx_weight *views = mx_calloc((size_t)E, sizeof(mx_weight));
+    if (!views) return MX_ERR;
+    int rc = mx_load_weight_stacked(&m->ck, mod, E, rows, cols, fl, &w->whole[p], views);
+    if (!rc) for (int e = 0; e < E; e++) w->ex[e].w[p] = views[e];
+    free(views);
+    if (!rc && bias) rc = load_stacked_bias(&m->ck, mod, E, rows, w->bias[p]);
+    return rc;
+}
+
+static int load_experts(mx_model *m, moe_w *w, const mx_expert_names *nm, int layer, bool bias) {
+    const mx_moe_spec *s = &m->arch.moe;
+    int H = m->arch.hidden, F = s->ffn;
+    if (nm->gate_up) {
+        if (load_proj(m, w, nm->gate_up, layer, P_GATE_UP, 2 * F, H, nm->transposed & MX_EXP_T_GATE_UP, bias)) return MX_ERR;
+    } else {
+        if (s->gated && load_proj(m, w, nm->gate, layer, P_GATE, F, H, nm->transposed & MX_EXP_T_GATE, bias)) return MX_ERR;
+        if (load_proj(m, w, nm->up, layer, P_UP, F, H, nm->transposed & MX_EXP_T_UP, bias)) return MX_ERR;
+    }
+    return load_proj(m, w, nm->down, layer, P_DOWN, H, F, nm->transposed & MX_EXP_T_DOWN, bias);
+}
+
+static void moe_free(void *p) {
+    moe_w *w = p;
+    if (!w) return;
+    if (w->ex)
+        for (int e = 0; e < w->E; e++)
+            for (int q = 0; q < P_N; q++) mx_weight_free(&w->ex[e].w[q]);
+    for (int q = 0; q < P_N; q++) {
+        mx_weight_free(&w->whole[q]);
+        free(w->bias[q]);
+        mx_weight_free(&w->shared.w[q]);
+        free(w->shared.b[q]);
+    }
+    mx_weight_free(&w->router);
+    mx_weight_free(&w->shared_gate);
+    free(w->router_b);
+    free(w->score_bias);
+    free(w->shared_gate_b);
+    free(w->ex);
+    free(w->ex_bytes);
+    free(w);
+}
+
+static int moe_load(mx_model *m, int layer, void **out) {
+    const mx_arch *a = &m->arch;
+    const mx_moe_spec *s = &a->moe;
+    int H = a->hidden, E = s->n_experts;
+    if (E < 1 || E > MX_MAX_EXPERTS) return mx_set_err("%s: %d experts is out of range (1..%d)", m->ck.dir, E, MX_MAX_EXPERTS);
+    if (s->top_k < 1 || s->top_k > E) return mx_set_err("%s: %d experts per token with %d experts", m->ck.dir, s->top_k, E);
+    if (s->ffn < 1) return mx_set_err("%s: expert intermediate size %d is invalid", m->ck.dir, s->ffn);
+    if (s->route == MX_ROUTE_SPARSEMIXER && s->top_k != 2) return mx_set_err("%s: sparsemixer routing needs 2 experts per token, not %d", m->ck.dir, s->top_k);
+    if (s->n_group > 1 && (s->n_group > 64 || E % s->n_group || s->topk_group < 1 || s->topk_group > s->n_group ||
+                           s->top_k > s->topk_group * (E / s->n_group)))
+        return mx_set_err("%s: group-limited routing with %d groups (top %d) of %d experts, %d per token is inconsistent", m->ck.dir,
+                          s->n_group, s->topk_group, E, s->top_k);
+    if (!s->router || !s->experts.down) return mx_set_err("%s: MoE layer without router or expert names", m->ck.dir);
+    moe_w *w = mx_calloc(1, sizeof *w);
+    if (!w) return MX_ERR;
+    *out = w;
+    w->E = E;
+    w->ex = mx_calloc((size_t)E, sizeof(expert_w));
+    w->ex_bytes = mx_calloc((size_t)E, sizeof(size_t));
+    if (!w->ex || !w->ex_bytes) return MX_ERR;
+    if (mx_load_lin(m, s->router, layer, E, H, s->router_bias, &w->router, &w->router_b)) return MX_ERR;
+    if (s->score_bias && mx_load_vec(m, s->score_bias, layer, E, true, &w->score_bias)) return MX_ERR;
+    /* routed experts: primary names, or the alternative layout when absent */
+    const mx_expert_names *nm = &s->experts;
+    const char *probe = nm->gate_up ? nm->gate_up : nm->gate ? nm->gate : nm->up;
+    if (s->alt.down && probe && !module_exists(&m->ck, probe, layer)) nm = &s->alt;
+    if (load_experts(m, w, nm, layer, s->expert_bias)) return MX_ERR;
+    size_t all = 0;
+    for (int e = 0; e < E; e++) {
+        for (int q = 0; q < P_N; q++) w->ex_bytes[e] += mx_weight_bytes(&w->ex[e].w[q]);
+        all += w->ex_bytes[e];
+    }
+    w->stats.all_expert_bytes = all;
+    /* a decode step reads top_k of the E experts (on average all/E each) */
+    m->weight_bytes += all / (size_t)E * (size_t)s->top_k;
+    if (s->shared_ffn > 0) {
+        int Fs = s->shared_ffn;
+        const mx_expert_names *sh = &s->shared;
+        w->has_shared = true;
+        if (sh->gate_up) {
+            if (mx_load_lin(m, sh->gate_up, layer, 2 * Fs, H, false, &w->shared.w[P_GATE_UP], &w->shared.b[P_GATE_UP])) return MX_ERR;
+        } else if ((s->gated && mx_load_lin(m, sh->gate, layer, Fs, H, false, &w->shared.w[P_GATE], &w->shared.b[P_GATE])) ||
+                   mx_load_lin(m, sh->up, layer, Fs, H, false, &w->shared.w[P_UP], &w->shared.b[P_UP]))
+            return MX_ERR;
+        if (mx_load_lin(m, sh->down, layer, H, Fs, false, &w->shared.w[P_DOWN], &w->shared.b[P_DOWN])) return MX_ERR;
+        if (s->shared_gate && mx_load_lin(m, s->shared_gate, layer, 1, H, false, &w->shared_gate, &w->shared_gate_b)) return MX_ERR;
+    }
+    return MX_OK;
+}
+
+/* ---- forward ---- */
+
+static int max_width(const mx_moe_spec *s) { return s->ffn > s->shared_ffn ? s->ffn : s->shared_ffn; }
+
+static size_t moe_scratch(const mx_model *m, int max_tokens, int max_ctx, int nt) {
+    (void)max_ctx; (void)nt;
+    const mx_moe_spec *s = &m->arch.moe;
+    size_t N = (size_t)max_tokens, E = (size_t)s->n_experts, K = (size_t)s->top_k, H = (size_t)m->arch.hidden;
+    size_t F2 = 2 * (size_t)max_width(s);
+    return N * E + 3 * N * K + (E + 1) + 2 * N * H + N * F2 + F2 + 2 * E + N + 64;
+}
+
+/* x[n, H] -> y[n, H] through one expert of width F; gu: [n, 2F] scratch,
+ * row: [2F] scratch. */
+static void expert_run(const mx_fwd *f, const mx_moe_spec *s, const expert_w *ex, int F, const float *x, int n, float *gu, float *row,
+                       float *y) {
+    int H = f->m->arch.hidden, F2 = 2 * F;
+    bool gated = ex->w[P_GATE_UP].fmt || ex->w[P_GATE].fmt;
+    if (ex->w[P_GATE_UP].fmt) mx_linear(f, &ex->w[P_GATE_UP], ex->b[P_GATE_UP], x, n, H, gu, F2);
+    else {
+        if (ex->w[P_GATE].fmt) mx_linear(f, &ex->w[P_GATE], ex->b[P_GATE], x, n, H, gu, F2);
+        mx_linear(f, &ex->w[P_UP], ex->b[P_UP], x, n, H, gated ? gu + F : gu, F2);
+    }
+    for (int t = 0; t < n; t++) {
+        float *g = gu + (size_t)t * F2;
+        if (!gated) { mx_act_apply(s->act, g, F); continue; }
+        if (ex->w[P_GATE_UP].fmt && s->gate_up_interleaved) {
+            for (int i = 0; i < F; i++) { row[i] = g[2 * i]; row[F + i] = g[2 * i + 1]; }
+            memcpy(g, row, (size_t)F2 * sizeof(float));
+        }
+        if (s->swiglu_limit > 0) {
+            float lim = s->swiglu_limit, al = s->swiglu_alpha;
+            for (int i = 0; i < F; i++) {
+                float gv = fminf(g[i], lim), uv = fmaxf(-lim, fminf(g[F + i], lim));
+                g[i] = (uv + 1.0f) * gv * sigmoidf(al * gv);
+            }
+        } else mx_act_mul(s->act, g, g + F, F);
+    }
+    mx_linear(f, &ex->w[P_DOWN], ex->b[P_DOWN], gu, n, F2, y, H);
+}
+
+static void moe_forward(mx_fwd *f, int layer, void *wp, const float *in, float *out) {
+    (void)layer;
+    moe_w *w = wp;
+    const mx_arch *a = &f->m->arch;
+    const mx_moe_spec *s = &a->moe;
+    int N = f->N, H = a->hidden, E = s->n_experts, K = s->top_k, F2 = 2 * max_width(s);
+    float *logits = f->scratch, *wts = logits + (size_t)N * E;
+    int *sel = (int *)(wts + (size_t)N * K), *order = sel + (size_t)N * K, *start = order + (size_t)N * K;
+    float *xg = (float *)(start + E + 1), *yg = xg + (size_t)N * H, *gu = yg + (size_t)N * H, *row = gu + (size_t)N * F2;
+    float *tmp = row + F2, *sg = tmp + 2 * E;
+    mx_linear(f, &w->router, w->router_b, in, N, H, logits, E);
+    for (int t = 0; t < N; t++) mx_moe_route(s, logits + (size_t)t * E, w->score_bias, sel + (size_t)t * K, wts + (size_t)t * K, tmp);
+    /* group the (token, k) pairs by expert, tokens in order within each */
+    memset(start, 0, (size_t)(E + 1) * sizeof(int));
+    for (int i = 0; i < N * K; i++) start[sel[i] + 1]++;
+    for (int e = 0; e < E; e++) start[e + 1] += start[e];
+    int *fill = (int *)tmp; /* E ints: tmp is free once routing is done */
+    memcpy(fill, start, (size_t)E * sizeof(int));
+    for (int i = 0; i < N * K; i++) order[fill[sel[i]]++] = i;
+    /* shared expert first (it initialises out), then the routed ones */
+    if (w->has_shared) {
+        expert_run(f, s, &w->shared, s->shared_ffn, in, N, gu, row, out);
+        if (w->shared_gate.fmt) {
+            mx_linear(f, &w->shared_gate, w->shared_gate_b, in, N, H, sg, 1);
+            for (int t = 0; t < N; t++) mx_scale(out + (size_t)t * H, sigmoidf(sg[t]), H);
+        }
+    } else memset(out, 0, (size_t)N * H * sizeof(float));
+    for (int e = 0; e < E; e++) {
+        int n = start[e + 1] - start[e];
+        if (!n) continue;
+        const int *ord = order + start[e];
+        for (int j = 0; j < n; j++) memcpy(xg + (size_t)j * H, in + (size_t)(ord[j] / K) * H, (size_t)H * sizeof(float));
+        expert_run(f, s, &w->ex[e], s->ffn, xg, n, gu, row, yg);
+        for (int j = 0; j < n; j++) mx_axpy(out + (size_t)(ord[j] / K) * H, wts[ord[j]], yg + (size_t)j * H, H);
+        w->stats.expert_bytes += w->ex_bytes[e];
+        w->stats.expert_groups++;
+        w->stats.routed_pairs += (uint64_t)n;
+    }
+}
+
+void mx_moe_stats_get(const mx_model *m, mx_moe_stats *out, bool reset) {
+    memset(out, 0, sizeof *out);
+    for (int l = 0; l < m->arch.n_layers; l++) {
+        if (m->arch.layers[l].ffn != &mx_block_moe || !m->layers[l].ffn_w) continue;
+        moe_w *w = m->layers[l].ffn_w;
+        out->expert_bytes += w->stats.expert_bytes;
+        out->expert_groups += w->stats.expert_groups;
+        out->routed_pairs += w->stats.routed_pairs;
+        out->all_expert_bytes += w->stats.all_expert_bytes;
+        if (reset) w->stats.expert_bytes = w->stats.expert_groups = w->stats.routed_pairs = 0;
+    }
+}
+
+const mx_block_ops mx_block_moe = {
+    .name = "moe", .load = moe_load, .free = moe_free, .scratch_floats = moe_scratch, .forward = moe_forward,
+};
