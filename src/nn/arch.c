@@ -51,6 +51,14 @@ int mx_arch_rope_defaults(mx_arch *a, const mx_cfg *c, double theta_def, double 
     return MX_OK;
 }
 
+int mx_arch_act_default(mx_arch *a, const mx_cfg *c, const char *def) {
+    int err = 0;
+    const char *act = mx_cfg_str(c, "hidden_act", def, &err);
+    if (err) return MX_ERR;
+    if (mx_act_parse(act, &a->act)) return mx_set_err("%s: hidden_act: unsupported activation '%s'", c->file, act);
+    return MX_OK;
+}
+
 int mx_arch_hf_defaults(mx_arch *a, const mx_cfg *c) {
     memset(a, 0, sizeof *a);
     a->names = llama_names;

@@ -178,4 +178,6 @@ int mx_arch_layer_types(mx_arch *a, const mx_cfg *c, int window);
  * with a family's own defaults for absent keys (its config class defaults
  * differ from Llama's) and the current head_dim; keeps rope[0].interleaved. */
 int mx_arch_rope_defaults(mx_arch *a, const mx_cfg *c, double theta_def, double partial_def);
+/* Re-reads hidden_act with a family's own default when the key is absent. */
+int mx_arch_act_default(mx_arch *a, const mx_cfg *c, const char *def);
 #endif

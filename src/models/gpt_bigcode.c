@@ -1,0 +1,19 @@
+/* GPTBigCode (StarCoder 1, SantaCoder): GPT-2 with ordinary [out, in] Linear
+ * weights and, when multi_query, one shared k/v head: c_attn gives
+ * [q | k | v] with k and v one head wide. */
+#include "family.h"
+
+int gpt2_configure(mx_arch *a, const mx_cfg *c);
+
+static int configure(mx_arch *a, const mx_cfg *c) {
+    bool mq, scale;
+    if (gpt2_configure(a, c) || mx_cfg_bool(c, "multi_query", true, &mq) || mx_cfg_bool(c, "scale_attn_weights", true, &scale))
+        return -1;
+    if (!scale) a->attn_scale = 1;
+    a->conv1d = false;
+    if (mq) a->n_kv_heads = 1;
+    return 0;
+}
+
+MX_FAMILY(gpt_bigcode, .name = "gpt_bigcode", .features = "gpt2 + multi-query attention, Linear layout",
+          .configure = configure)

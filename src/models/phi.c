@@ -1,0 +1,32 @@
+/* Phi (1, 1.5, 2): a parallel block (attention and MLP both read
+ * input_layernorm(h)), LayerNorm with bias, partial rotary, biases on every
+ * projection, a plain GELU MLP fc1 -> act -> fc2, and an lm_head bias. */
+#include "family.h"
+
+static int configure(mx_arch *a, const mx_cfg *c) {
+    bool qk_ln;
+    if (mx_arch_hf_defaults(a, c) || mx_cfg_f32(c, "layer_norm_eps", 1e-5f, 0, 1, &a->norm.eps) ||
+        mx_cfg_bool(c, "qk_layernorm", false, &qk_ln) || mx_arch_act_default(a, c, "gelu_new") ||
+        mx_arch_rope_defaults(a, c, 10000, 0.5))
+        return -1;
+    a->norm.kind = MX_NORM_LAYER;
+    a->norm.bias = true;
+    a->qk_norm_spec = a->norm;
+    if (qk_ln) {
+        a->qk_norm = MX_QKNORM_HEAD;
+        a->names.q_norm = "model.layers.%d.self_attn.q_layernorm";
+        a->names.k_norm = "model.layers.%d.self_attn.k_layernorm";
+    }
+    a->residual = MX_RES_PARALLEL;
+    a->q_bias = a->k_bias = a->v_bias = a->o_bias = a->mlp_bias = a->lm_head_bias = true;
+    a->mlp = MX_MLP_PLAIN;
+    a->names.final_norm = "model.final_layernorm";
+    a->names.o = "model.layers.%d.self_attn.dense";
+    a->names.ffn_norm = a->names.gate = NULL;
+    a->names.up = "model.layers.%d.mlp.fc1";
+    a->names.down = "model.layers.%d.mlp.fc2";
+    return 0;
+}
+
+MX_FAMILY(phi, .name = "phi", .features = "parallel block, layernorm, partial rotary, biases, gelu mlp, lm_head bias",
+          .configure = configure)
