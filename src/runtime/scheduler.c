@@ -1,0 +1,405 @@
+#include "scheduler.h"
+#include "../base/base.h"
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+struct mx_req {
+    mx_sched *s;
+    int refs;                 /* consumer + scheduler */
+    mx_req_params p;
+    int32_t *prompt;
+    int32_t *bias_ids;
+    float *bias_vals;
+    mx_tok_event *ev;
+    int n_ev, cap_ev, read;
+    mx_finish fin;
+    bool cancel;
+    int cached;
+    double t_submit;
+    mx_req *next;
+};
+
+typedef struct {
+    mx_kv *kv;
+    int32_t *toks;            /* tokens held in kv, in order */
+    mx_req *req;
+    int n_fed;                /* prompt tokens already in the cache */
+    mx_sampler *smp;
+    int n_gen;
+    int32_t pending;          /* sampled, not yet fed */
+    bool decoding;
+} slot;
+
+struct mx_sched {
+    mx_engine *e;
+    mx_pool *pool;
+    mx_ctx *ctx;
+    int parallel, ctx_len, step_tokens, vocab;
+    bool truncatable;
+    slot *slots;
+    pthread_t th;
+    bool started;
+    pthread_mutex_t mu;
+    pthread_cond_t cv, cv_ev;
+    mx_req *q_head, *q_tail;
+    int n_queued;
+    bool quit;
+    float *logits, *lp;
+    mx_seq_in *ins;
+    int *in_slot;
+    mx_sched_stats st;
+};
+
+static void req_unref(mx_req *r) {
+    if (--r->refs > 0) return;
+    free(r->prompt);
+    free(r->bias_ids);
+    free(r->bias_vals);
+    free(r->ev);
+    free(r);
+}
+
+static void push_event(mx_req *r, const mx_tok_event *ev) {
+    if (r->n_ev == r->cap_ev) {
+        int cap = r->cap_ev ? r->cap_ev * 2 : 64;
+        mx_tok_event *n = realloc(r->ev, sizeof(mx_tok_event) * (size_t)cap);
+        if (!n) { r->fin = MX_FIN_ERROR; return; }
+        r->ev = n;
+        r->cap_ev = cap;
+    }
+    r->ev[r->n_ev++] = *ev;
+}
+
+static int common_prefix(const int32_t *a, int na, const int32_t *b, int nb) {
+    int n = 0, m = MX_MIN(na, nb);
+    while (n < m && a[n] == b[n]) n++;
+    return n;
+}
+
+/* Admits queued requests into free slots, preferring the slot whose cached
+ * tokens share the longest prefix with the prompt. Called under mu. */
+static void admit(mx_sched *s) {
+    while (s->q_head) {
+        int best = -1, best_len = -1;
+        for (int i = 0; i < s->parallel; i++) {
+            if (s->slots[i].req) continue;
+            int l = common_prefix(s->slots[i].toks, s->slots[i].kv->len, s->q_head->prompt, s->q_head->p.n_prompt);
+            if (!s->truncatable && l < s->slots[i].kv->len) l = 0;
+            if (l > best_len) { best_len = l; best = i; }
+        }
+        if (best < 0) return;
+        mx_req *r = s->q_head;
+        s->q_head = r->next;
+        if (!s->q_head) s->q_tail = NULL;
+        s->n_queued--;
+        slot *sl = &s->slots[best];
+        /* keep at least one prompt token to feed, so the step yields logits */
+        int keep = MX_MIN(best_len, r->p.n_prompt - 1);
+        if (!s->truncatable && keep < sl->kv->len) keep = 0;
+        sl->kv->len = keep;
+        sl->n_fed = keep;
+        r->cached = keep;
+        sl->req = r;
+        sl->n_gen = 0;
+        sl->decoding = false;
+        mx_sampler_free(sl->smp);
+        sl->smp = mx_sampler_new(&r->p.samp, s->vocab);
+        if (!sl->smp) { r->fin = MX_FIN_ERROR; sl->req = NULL; req_unref(r); continue; }
+        s->st.cached_tokens += (uint64_t)keep;
+    }
+}
+
+static void finish(mx_sched *s, slot *sl, mx_finish why) {
+    mx_req *r = sl->req;
+    if (r->fin == MX_FIN_NONE) r->fin = why;
+    sl->req = NULL;
+    req_unref(r);
+    (void)s;
+}
+
+/* Samples the next token for a slot from its logits row; emits the event. */
+static void sample_into(mx_sched *s, slot *sl, float *row) {
+    mx_req *r = sl->req;
+    int V = s->vocab;
+    for (int i = 0; i < r->p.n_bias; i++) row[r->bias_ids[i]] += r->bias_vals[i];
+    mx_tok_event ev = {0};
+    if (r->p.top_logprobs >= 0) {
+        /* log-softmax of the biased logits, before sampling transforms */
+        float mx = -INFINITY;
+        for (int i = 0; i < V; i++) mx = row[i] > mx ? row[i] : mx;
+        double sum = 0;
+        for (int i = 0; i < V; i++) sum += exp((double)row[i] - mx);
+        float lse = mx + (float)log(sum);
+        for (int i = 0; i < V; i++) s->lp[i] = row[i] - lse;
+    }
+    /* history for penalties: the prompt and what was generated so far */
+    int32_t tok = mx_sampler_sample(sl->smp, row, sl->toks, sl->kv->len);
+    ev.token = tok;
+    if (r->p.top_logprobs >= 0) {
+        ev.logprob = s->lp[tok];
+        int k = MX_MIN(r->p.top_logprobs, MX_MAX_TOP_LOGPROBS);
+        for (int j = 0; j < k; j++) {
+            int best = -1;
+            for (int i = 0; i < V; i++) {
+                bool used = false;
+                for (int q = 0; q < j && !used; q++) used = ev.top_ids[q] == i;
+                if (!used && (best < 0 || s->lp[i] > s->lp[best])) best = i;
+            }
+            ev.top_ids[j] = best;
+            ev.top_lp[j] = s->lp[best];
+        }
+        ev.n_top = k;
+    }
+    if (sl->n_gen == 0) {
+        s->st.ttft_sum += mx_now() - r->t_submit;
+        s->st.ttft_count += 1;
+    }
+    push_event(r, &ev);
+    sl->n_gen++;
+    s->st.gen_tokens++;
+    sl->pending = tok;
+    sl->decoding = true;
+    if (!r->p.ignore_eos && mx_engine_is_eos(s->e, tok)) finish(s, sl, MX_FIN_STOP);
+    else if (sl->n_gen >= r->p.max_tokens || sl->kv->len + 1 > s->ctx_len) finish(s, sl, MX_FIN_LENGTH);
+}
+
+static void *engine_loop(void *arg) {
+    mx_sched *s = arg;
+    int V = s->vocab;
+    pthread_mutex_lock(&s->mu);
+    while (!s->quit) {
+        for (int i = 0; i < s->parallel; i++)
+            if (s->slots[i].req && s->slots[i].req->cancel) finish(s, &s->slots[i], MX_FIN_CANCELLED);
+        admit(s);
+        int n_active = 0;
+        for (int i = 0; i < s->parallel; i++) n_active += s->slots[i].req != NULL;
+        s->st.active = n_active;
+        s->st.queued = s->n_queued;
+        if (!n_active) {
+            pthread_cond_broadcast(&s->cv_ev);
+            pthread_cond_wait(&s->cv, &s->mu);
+            continue;
+        }
+        /* one decode token per generating slot, then prompt chunks */
+        int k = 0, budget = s->step_tokens;
+        for (int i = 0; i < s->parallel; i++) {
+            slot *sl = &s->slots[i];
+            if (!sl->req || !sl->decoding) continue;
+            s->ins[k] = (mx_seq_in){sl->kv, &sl->pending, 1, 0};
+            s->in_slot[k++] = i;
+            budget--;
+        }
+        for (int i = 0; i < s->parallel && budget > 0; i++) {
+            slot *sl = &s->slots[i];
+            if (!sl->req || sl->decoding) continue;
+            int m = MX_MIN(sl->req->p.n_prompt - sl->n_fed, budget);
+            s->ins[k] = (mx_seq_in){sl->kv, sl->req->prompt + sl->n_fed, m, sl->req->p.n_prompt};
+            s->in_slot[k++] = i;
+            budget -= m;
+        }
+        pthread_mutex_unlock(&s->mu);
+        double t0 = mx_now();
+        int rc = mx_forward(s->ctx, s->ins, k, s->logits, false);
+        double dt = mx_now() - t0;
+        pthread_mutex_lock(&s->mu);
+        int n_dec = 0;
+        for (int j = 0; j < k; j++) {
+            slot *sl = &s->slots[s->in_slot[j]];
+            int base = sl->kv->len - s->ins[j].n;
+            if (!rc) memcpy(sl->toks + base, s->ins[j].tokens, sizeof(int32_t) * (size_t)s->ins[j].n);
+            if (!sl->req) continue;
+            if (rc) { finish(s, sl, MX_FIN_ERROR); continue; }
+            if (sl->decoding) { n_dec++; sample_into(s, sl, s->logits + (size_t)j * V); continue; }
+            sl->n_fed += s->ins[j].n;
+            s->st.prompt_tokens += (uint64_t)s->ins[j].n;
+            if (sl->n_fed == sl->req->p.n_prompt) sample_into(s, sl, s->logits + (size_t)j * V);
+        }
+        if (n_dec && dt > 0) s->st.decode_tps = n_dec / dt;
+        pthread_cond_broadcast(&s->cv_ev);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+mx_sched *mx_sched_new(mx_engine *e, int parallel, int ctx, int step_tokens, int threads) {
+    mx_sched *s = mx_calloc(1, sizeof *s);
+    if (!s) return NULL;
+    s->e = e;
+    s->parallel = parallel;
+    s->ctx_len = ctx;
+    s->step_tokens = MX_MAX(step_tokens, parallel);
+    s->vocab = e->model.arch.vocab;
+    s->truncatable = true;
+    for (int l = 0; l < e->model.arch.n_layers; l++) {
+        const mx_layer_spec *ls = &e->model.arch.layers[l];
+        if ((ls->mixer && ls->mixer->recurrent) || (ls->ffn && ls->ffn->recurrent)) s->truncatable = false;
+    }
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv, NULL);
+    pthread_cond_init(&s->cv_ev, NULL);
+    s->pool = mx_pool_new(threads);
+    s->ctx = mx_ctx_new(&e->model, s->step_tokens, ctx, s->pool);
+    s->slots = mx_calloc((size_t)parallel, sizeof(slot));
+    s->logits = mx_malloc(sizeof(float) * (size_t)parallel * s->vocab);
+    s->lp = mx_malloc(sizeof(float) * (size_t)s->vocab);
+    s->ins = mx_calloc((size_t)parallel, sizeof(mx_seq_in));
+    s->in_slot = mx_calloc((size_t)parallel, sizeof(int));
+    if (!s->pool || !s->ctx || !s->slots || !s->logits || !s->lp || !s->ins || !s->in_slot) { mx_sched_free(s); return NULL; }
+    for (int i = 0; i < parallel; i++) {
+        s->slots[i].kv = mx_kv_new(&e->model, ctx);
+        s->slots[i].toks = mx_malloc(sizeof(int32_t) * (size_t)ctx);
+        if (!s->slots[i].kv || !s->slots[i].toks) { mx_sched_free(s); return NULL; }
+    }
+    if (pthread_create(&s->th, NULL, engine_loop, s) != 0) { mx_set_err("cannot start the engine thread"); mx_sched_free(s); return NULL; }
+    s->started = true;
+    return s;
+}
+
+void mx_sched_stop(mx_sched *s) {
+    if (!s) return;
+    pthread_mutex_lock(&s->mu);
+    s->quit = true;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    if (s->started) pthread_join(s->th, NULL);
+    s->started = false;
+    pthread_mutex_lock(&s->mu);
+    for (int i = 0; s->slots && i < s->parallel; i++)
+        if (s->slots[i].req) finish(s, &s->slots[i], MX_FIN_CANCELLED);
+    while (s->q_head) {
+        mx_req *r = s->q_head;
+        s->q_head = r->next;
+        r->fin = MX_FIN_CANCELLED;
+        req_unref(r);
+    }
+    s->q_tail = NULL;
+    s->n_queued = 0;
+    pthread_cond_broadcast(&s->cv_ev);
+    pthread_mutex_unlock(&s->mu);
+}
+
+void mx_sched_free(mx_sched *s) {
+    if (!s) return;
+    mx_sched_stop(s);
+    for (int i = 0; s->slots && i < s->parallel; i++) {
+        mx_kv_free(s->slots[i].kv);
+        free(s->slots[i].toks);
+        mx_sampler_free(s->slots[i].smp);
+    }
+    free(s->slots);
+    mx_ctx_free(s->ctx);
+    mx_pool_free(s->pool);
+    free(s->logits);
+    free(s->lp);
+    free(s->ins);
+    free(s->in_slot);
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->cv);
+    pthread_cond_destroy(&s->cv_ev);
+    free(s);
+}
+
+mx_req *mx_sched_submit(mx_sched *s, const mx_req_params *p) {
+    if (p->n_prompt < 1) { mx_set_err("the prompt is empty"); return NULL; }
+    if (p->n_prompt >= s->ctx_len) {
+        mx_set_err("the prompt has %d tokens; the context size is %d", p->n_prompt, s->ctx_len);
+        return NULL;
+    }
+    for (int i = 0; i < p->n_prompt; i++)
+        if (p->prompt[i] < 0 || p->prompt[i] >= s->vocab) { mx_set_err("token id %d is outside the vocabulary", p->prompt[i]); return NULL; }
+    for (int i = 0; i < p->n_bias; i++)
+        if (p->bias_ids[i] < 0 || p->bias_ids[i] >= s->vocab) { mx_set_err("logit_bias: token id %d is outside the vocabulary", p->bias_ids[i]); return NULL; }
+    mx_req *r = mx_calloc(1, sizeof *r);
+    if (!r) return NULL;
+    r->s = s;
+    r->refs = 2;
+    r->p = *p;
+    r->prompt = mx_malloc(sizeof(int32_t) * (size_t)p->n_prompt);
+    r->bias_ids = mx_malloc(sizeof(int32_t) * (size_t)(p->n_bias + 1));
+    r->bias_vals = mx_malloc(sizeof(float) * (size_t)(p->n_bias + 1));
+    if (!r->prompt || !r->bias_ids || !r->bias_vals) { free(r->prompt); free(r->bias_ids); free(r->bias_vals); free(r); return NULL; }
+    memcpy(r->prompt, p->prompt, sizeof(int32_t) * (size_t)p->n_prompt);
+    if (p->n_bias) {
+        memcpy(r->bias_ids, p->bias_ids, sizeof(int32_t) * (size_t)p->n_bias);
+        memcpy(r->bias_vals, p->bias_vals, sizeof(float) * (size_t)p->n_bias);
+    }
+    r->p.prompt = r->prompt;
+    r->p.bias_ids = r->bias_ids;
+    r->p.bias_vals = r->bias_vals;
+    if (r->p.max_tokens < 1) r->p.max_tokens = 1;
+    r->t_submit = mx_now();
+    pthread_mutex_lock(&s->mu);
+    if (s->quit) {
+        pthread_mutex_unlock(&s->mu);
+        free(r->prompt); free(r->bias_ids); free(r->bias_vals); free(r);
+        mx_set_err("the server is shutting down");
+        return NULL;
+    }
+    if (s->q_tail) s->q_tail->next = r;
+    else s->q_head = r;
+    s->q_tail = r;
+    s->n_queued++;
+    s->st.requests++;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    return r;
+}
+
+int mx_req_next(mx_req *r, mx_tok_event *ev, int timeout_ms) {
+    mx_sched *s = r->s;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += timeout_ms / 1000;
+    ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+    pthread_mutex_lock(&s->mu);
+    int rc = 0;
+    for (;;) {
+        if (r->read < r->n_ev) { *ev = r->ev[r->read++]; rc = 1; break; }
+        if (r->fin != MX_FIN_NONE) { rc = -1; break; }
+        if (pthread_cond_timedwait(&s->cv_ev, &s->mu, &ts) == ETIMEDOUT) { rc = 0; break; }
+    }
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
+mx_finish mx_req_finish(const mx_req *r) { return r->fin; }
+int mx_req_cached_tokens(const mx_req *r) { return r->cached; }
+int mx_req_prompt_tokens(const mx_req *r) { return r->p.n_prompt; }
+
+void mx_req_cancel(mx_req *r) {
+    mx_sched *s = r->s;
+    pthread_mutex_lock(&s->mu);
+    r->cancel = true;
+    /* still queued: drop it now */
+    mx_req **pp = &s->q_head, *prev = NULL;
+    while (*pp && *pp != r) { prev = *pp; pp = &(*pp)->next; }
+    if (*pp) {
+        *pp = r->next;
+        if (s->q_tail == r) s->q_tail = prev;
+        s->n_queued--;
+        r->fin = MX_FIN_CANCELLED;
+        req_unref(r);
+    }
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+}
+
+void mx_req_release(mx_req *r) {
+    mx_sched *s = r->s;
+    if (r->fin == MX_FIN_NONE) mx_req_cancel(r);
+    pthread_mutex_lock(&s->mu);
+    req_unref(r);
+    pthread_mutex_unlock(&s->mu);
+}
+
+void mx_sched_stats_get(mx_sched *s, mx_sched_stats *out) {
+    pthread_mutex_lock(&s->mu);
+    *out = s->st;
+    out->queued = s->n_queued;
+    pthread_mutex_unlock(&s->mu);
+}

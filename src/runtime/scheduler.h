@@ -1,0 +1,65 @@
+/* scheduler: continuous batching of many generation requests over one model.
+ * A single engine thread owns the model: every step it admits queued
+ * requests into free slots (reusing the longest cached prompt prefix), and
+ * runs ONE forward pass holding a decode token for every generating slot plus
+ * a bounded chunk of pending prompt tokens, so long prefills never stall the
+ * others. Requests join and leave between steps. Consumers (HTTP handlers)
+ * read token events from their request and may cancel it at any time. */
+#ifndef MX_SCHEDULER_H
+#define MX_SCHEDULER_H
+#include "engine.h"
+#include "sampler.h"
+
+typedef struct mx_sched mx_sched;
+typedef struct mx_req mx_req;
+
+#define MX_MAX_TOP_LOGPROBS 20
+typedef struct {
+    const int32_t *prompt;
+    int n_prompt;
+    int max_tokens;
+    mx_sampling samp;
+    bool ignore_eos;
+    int top_logprobs;       /* -1: no logprobs; 0..20 */
+    const int32_t *bias_ids; /* logit_bias */
+    const float *bias_vals;
+    int n_bias;
+} mx_req_params;
+
+typedef struct {
+    int32_t token;
+    float logprob;
+    int n_top;
+    int32_t top_ids[MX_MAX_TOP_LOGPROBS];
+    float top_lp[MX_MAX_TOP_LOGPROBS];
+} mx_tok_event;
+
+typedef enum { MX_FIN_NONE, MX_FIN_STOP, MX_FIN_LENGTH, MX_FIN_CANCELLED, MX_FIN_ERROR } mx_finish;
+
+typedef struct {
+    uint64_t requests, prompt_tokens, cached_tokens, gen_tokens;
+    int active, queued;
+    double ttft_sum, ttft_count, decode_tps; /* last step's aggregate decode rate */
+} mx_sched_stats;
+
+/* parallel: slots (concurrent sequences); ctx: positions per slot;
+ * step_tokens: most tokens one forward holds (prefill chunk budget). */
+mx_sched *mx_sched_new(mx_engine *e, int parallel, int ctx, int step_tokens, int threads);
+/* Stops the engine: running and queued requests finish as cancelled, new
+ * submissions fail; consumers may still read and release their requests. */
+void mx_sched_stop(mx_sched *s);
+void mx_sched_free(mx_sched *s);
+/* NULL with mx_errmsg() when the request can never run (prompt too long). */
+mx_req *mx_sched_submit(mx_sched *s, const mx_req_params *p);
+/* Waits up to timeout_ms for the next event: 1 = *ev filled, 0 = timeout,
+ * -1 = finished (see mx_req_finish). */
+int mx_req_next(mx_req *r, mx_tok_event *ev, int timeout_ms);
+mx_finish mx_req_finish(const mx_req *r);
+int mx_req_cached_tokens(const mx_req *r);
+int mx_req_prompt_tokens(const mx_req *r);
+/* Cancel (client gone, stop string seen); the slot frees at the next step. */
+void mx_req_cancel(mx_req *r);
+/* Drops the consumer's reference (after the last event or a cancel). */
+void mx_req_release(mx_req *r);
+void mx_sched_stats_get(mx_sched *s, mx_sched_stats *out);
+#endif
