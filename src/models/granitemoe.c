@@ -1,0 +1,33 @@
+/* GraniteMoE: Granite's multipliers (embedding, residual, attention scale,
+ * logits divisor) with sparse MoE MLPs: top-k of the router logits then a
+ * softmax over them; experts stored stacked, gate|up fused in input_linear
+ * [E, 2I, H] and output_linear [E, H, I]. */
+#include "family.h"
+#include "../base/base.h"
+
+static int configure(mx_arch *a, const mx_cfg *c) {
+    mx_moe_spec *s = &a->moe;
+    float ls;
+    if (mx_arch_hf_defaults(a, c) || mx_cfg_f32(c, "embedding_multiplier", 1, 0, 1e9f, &a->embed_scale) ||
+        mx_cfg_f32(c, "residual_multiplier", 1, 0, 1e9f, &a->residual_scale) ||
+        mx_cfg_f32(c, "attention_multiplier", 1, 0, 1e9f, &a->attn_scale) || mx_cfg_f32(c, "logits_scaling", 1, 1e-9f, 1e9f, &ls) ||
+        mx_cfg_i32(c, "num_local_experts", 8, 1, MX_MAX_EXPERTS, &s->n_experts) ||
+        mx_cfg_i32(c, "num_experts_per_tok", 2, 1, MX_MAX_EXPERTS, &s->top_k))
+        return -1;
+    a->logit_scale = 1.0f / ls;
+    s->ffn = a->ffn;
+    s->route = MX_ROUTE_TOPK_SOFTMAX;
+    s->gated = true;
+    s->act = a->act;
+    s->router = "model.layers.%d.block_sparse_moe.router.layer";
+    s->experts = (mx_expert_names){.gate_up = "model.layers.%d.block_sparse_moe.input_linear",
+                                   .down = "model.layers.%d.block_sparse_moe.output_linear"};
+    s->alt = (mx_expert_names){.gate = "model.layers.%d.block_sparse_moe.switch_mlp.gate_proj",
+                               .up = "model.layers.%d.block_sparse_moe.switch_mlp.up_proj",
+                               .down = "model.layers.%d.block_sparse_moe.switch_mlp.down_proj"};
+    for (int i = 0; i < a->n_layers; i++) a->layers[i].ffn = &mx_block_moe;
+    return 0;
+}
+
+MX_FAMILY(granitemoe, .name = "granitemoe", .features = "granite multipliers + sparse moe (top-k then softmax), stacked fused experts",
+          .configure = configure)
