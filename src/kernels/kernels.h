@@ -21,10 +21,19 @@ float mx_dot(const float *a, const float *b, int n);
 void mx_axpy(float *y, float a, const float *x, int n); /* y += a*x */
 void mx_add(float *y, const float *x, int n);           /* y += x */
 void mx_scale(float *y, float a, int n);
+/* The ops above pick their ISA on first use; call this after mx_cpu_force()
+ * so they pick again (mx_matmul checks the level on every call). */
+void mx_kernels_redispatch(void);
 
 typedef enum { MX_ACT_SILU, MX_ACT_GELU, MX_ACT_GELU_TANH, MX_ACT_RELU, MX_ACT_RELU2, MX_ACT_IDENTITY, MX_ACT_SIGMOID, MX_ACT_TANH } mx_act;
 int mx_act_parse(const char *name, mx_act *out);
 void mx_act_apply(mx_act a, float *x, int n);
 /* x[i] = act(gate[i]) * up[i] into gate */
 void mx_act_mul(mx_act a, float *gate, const float *up, int n);
+
+/* STREAM-style read bandwidth in GB/s: `bytes` (rounded down to 4 KiB; use
+ * more than the L3, e.g. 1 GiB) read by the pool's threads, each its own
+ * slice, median of `reps` passes after one warm-up. Huge pages requested
+ * (MADV_HUGEPAGE). Returns 0 when the buffer cannot be allocated. */
+double mx_measure_read_bw(mx_pool *pool, size_t bytes, int reps);
 #endif

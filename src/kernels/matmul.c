@@ -37,16 +37,20 @@ void mx_mm_float_portable(const mx_weight *w, const float *x, int n, int ldx, fl
 typedef struct {
     const mx_weight *w;
     const float *x;
-    int n, ldx, ldy, rows_per_task;
+    int n, ldx, ldy, rows_per_task, toks_per_task, row_tasks;
     float *y;
     mx_mm_fn fn;
 } mm_job;
 
+/* Task i covers row chunk i % row_tasks and token chunk i / row_tasks. */
 static void mm_task(void *ctx, int i, int tid) {
     (void)tid;
     mm_job *j = ctx;
-    int r0 = i * j->rows_per_task, r1 = MX_MIN(j->w->rows, r0 + j->rows_per_task);
-    j->fn(j->w, j->x, j->n, j->ldx, j->y, j->ldy, r0, r1);
+    int rt = i % j->row_tasks, tt = i / j->row_tasks;
+    int r0 = rt * j->rows_per_task, r1 = MX_MIN(j->w->rows, r0 + j->rows_per_task);
+    int t0 = tt * j->toks_per_task, t1 = MX_MIN(j->n, t0 + j->toks_per_task);
+    if (r0 >= r1 || t0 >= t1) return;
+    j->fn(j->w, j->x + (size_t)t0 * j->ldx, t1 - t0, j->ldx, j->y + (size_t)t0 * j->ldy, j->ldy, r0, r1);
 }
 
 static mx_mm_fn pick_float(void) {
@@ -61,15 +65,26 @@ void mx_matmul(const mx_weight *w, const float *x, int n, int ldx, float *y, int
         mx_qmatmul(w, x, n, ldx, y, ldy, pool);
         return;
     }
-    mm_job j = {w, x, n, ldx, ldy, 0, y, pick_float()};
+    if (n <= 0 || w->rows <= 0) return;
+    mm_job j = {w, x, n, ldx, ldy, 0, n, 1, y, pick_float()};
     int nt = mx_pool_size(pool);
-    /* Tasks of >= 16 rows, several per thread for balance on noisy machines. */
-    int tasks = MX_MIN((w->rows + 15) / 16, nt * 4);
+    /* Contiguous row chunks of >= 16 rows (whole cache lines of y, and the
+     * kernels' 16-row panels), several per thread for balance on noisy
+     * machines. */
+    int want = nt > 1 ? nt * 4 : 1;
+    int tasks = MX_MIN((w->rows + 15) / 16, want);
     if (tasks < 1) tasks = 1;
     j.rows_per_task = (w->rows + tasks - 1) / tasks;
     j.rows_per_task = (j.rows_per_task + 15) & ~15;
-    tasks = (w->rows + j.rows_per_task - 1) / j.rows_per_task;
-    mx_pool_run(pool, mm_task, &j, tasks);
+    j.row_tasks = (w->rows + j.rows_per_task - 1) / j.rows_per_task;
+    /* Few rows but many tokens (small projections in a long prefill): split
+     * the tokens too, in chunks of >= 48 so the packed weights are reused. */
+    if (nt > 1 && j.row_tasks < want && n >= 96) {
+        int tt = MX_MIN((want + j.row_tasks - 1) / j.row_tasks, n / 48);
+        if (tt > 1) j.toks_per_task = (n + tt - 1) / tt;
+    }
+    int tok_tasks = (n + j.toks_per_task - 1) / j.toks_per_task;
+    mx_pool_run(pool, mm_task, &j, j.row_tasks * tok_tasks);
 }
 
 void mx_matmul_ref(const mx_weight *w, const float *x, int n, int ldx, float *y, int ldy) {

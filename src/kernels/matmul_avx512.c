@@ -1,5 +1,156 @@
-/* avx512 float matmul (compiled with -mavx512 flags; only called after dispatch). */
+/* avx512 float matmul (compiled with the AVX-512 -m flags; only called after
+ * dispatch). The exact f32 paths are the 256-bit kernels of mm_simd.h (Zen 4
+ * runs 512-bit FMAs at half rate, so wider vectors buy no f32 throughput).
+ * What AVX-512 adds is the BF16 dot product: with MLXCEL_BF16_DOT=1 (opt-in,
+ * it rounds the activations to bf16) BF16 weights with n > 3 tokens go
+ * through `vdpbf16ps`, two products per lane per instruction. */
 #include "matmul_impl.h"
+#define MM_NAME(x) x##_avx512
+#include "mm_simd.h"
+#include "../base/cpu.h"
+#include <stdatomic.h>
+#include <stdlib.h>
+
+static atomic_int g_bf16dot = -1;
+
+void mx_mm_set_bf16_dot(int on) { atomic_store(&g_bf16dot, on ? 1 : 0); }
+
+static int bf16dot_on(void) {
+    int v = atomic_load_explicit(&g_bf16dot, memory_order_relaxed);
+    if (v < 0) {
+        const char *s = getenv("MLXCEL_BF16_DOT");
+        v = s && *s && strcmp(s, "0") != 0;
+        atomic_store(&g_bf16dot, v);
+    }
+    return v && mx_cpu()->avx512_bf16;
+}
+
+#define BD_KC 512 /* columns per block (256 bf16 pairs) */
+#define BD_RB 64  /* rows packed together (2 panels of 32) */
+#define BD_MC 96  /* tokens per chunk of converted activations (multiple of 12) */
+
+/* dst[kp*32 + i] = the bf16 pair W[r+i][k0+2kp .. +1] (zero past nr rows / kc). */
+static void bd_pack32(const mx_weight *w, int r, int nr, int k0, int kc, uint32_t *dst) {
+    int np = (kc + 1) / 2, full = kc / 2;
+    for (int i = 0; i < 32; i++) {
+        if (i >= nr) {
+            for (int kp = 0; kp < np; kp++) dst[(size_t)kp * 32 + i] = 0;
+            continue;
+        }
+        const uint8_t *src = w->data + (size_t)(r + i) * w->row_bytes + (size_t)k0 * 2;
+        for (int kp = 0; kp < full; kp++) {
+            uint32_t v;
+            memcpy(&v, src + 4 * (size_t)kp, 4);
+            dst[(size_t)kp * 32 + i] = v;
+        }
+        if (kc & 1) {
+            uint16_t h;
+            memcpy(&h, src + 2 * (size_t)(kc - 1), 2);
+            dst[(size_t)full * 32 + i] = h;
+        }
+    }
+}
+
+/* xb[t*ld + kp] = bf16 pair of x[t][k0+2kp .. +1], t < nt. */
+static void bd_convx(const float *x, int ldx, int nt, int k0, int kc, uint32_t *xb, int ld) {
+    for (int t = 0; t < nt; t++) {
+        const float *xr = x + (size_t)t * ldx + k0;
+        uint32_t *d = xb + (size_t)t * ld;
+        int k = 0;
+        for (; k + 32 <= kc; k += 32) {
+            __m512bh v = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(xr + k + 16), _mm512_loadu_ps(xr + k));
+            _mm512_storeu_si512((void *)(d + k / 2), (__m512i)v);
+        }
+        for (; k < kc; k += 2) {
+            uint32_t lo = mx_f32_to_bf16(xr[k]), hi = k + 1 < kc ? mx_f32_to_bf16(xr[k + 1]) : 0;
+            d[k / 2] = lo | hi << 16;
+        }
+    }
+}
+
+MM_AI void bd_ukern(int MR, int npairs, const uint32_t *panel, const uint32_t *xb, int ldxb, float *y, int ldy,
+                    int first, int nv) {
+    __m512 c0[12], c1[12];
+#pragma GCC unroll 12
+    for (int i = 0; i < MR; i++) c0[i] = c1[i] = _mm512_setzero_ps();
+    for (int kp = 0; kp < npairs; kp++) {
+        __m512bh b0 = (__m512bh)_mm512_load_si512((const void *)(panel + (size_t)kp * 32));
+        __m512bh b1 = (__m512bh)_mm512_load_si512((const void *)(panel + (size_t)kp * 32 + 16));
+#pragma GCC unroll 12
+        for (int i = 0; i < MR; i++) {
+            __m512bh a = (__m512bh)_mm512_set1_epi32((int)xb[(size_t)i * ldxb + kp]);
+            c0[i] = _mm512_dpbf16_ps(c0[i], a, b0);
+            c1[i] = _mm512_dpbf16_ps(c1[i], a, b1);
+        }
+    }
+    __mmask16 m0 = nv >= 16 ? 0xffff : (__mmask16)((1u << nv) - 1);
+    __mmask16 m1 = nv >= 32 ? 0xffff : nv <= 16 ? 0 : (__mmask16)((1u << (nv - 16)) - 1);
+#pragma GCC unroll 12
+    for (int i = 0; i < MR; i++) {
+        float *yr = y + (size_t)i * ldy;
+        if (!first) {
+            c0[i] = _mm512_add_ps(c0[i], _mm512_maskz_loadu_ps(m0, yr));
+            c1[i] = _mm512_add_ps(c1[i], _mm512_maskz_loadu_ps(m1, yr + 16));
+        }
+        _mm512_mask_storeu_ps(yr, m0, c0[i]);
+        _mm512_mask_storeu_ps(yr + 16, m1, c1[i]);
+    }
+}
+
+#define BD_UK(M)                                                                                          \
+    static __attribute__((noinline)) void bd_uk##M(int np, const uint32_t *panel, const uint32_t *xb, int ldxb, \
+                                                   float *y, int ldy, int first, int nv) {                \
+        bd_ukern(M, np, panel, xb, ldxb, y, ldy, first, nv);                                              \
+    }
+BD_UK(1)
+BD_UK(2)
+BD_UK(3)
+BD_UK(4)
+BD_UK(5)
+BD_UK(6)
+BD_UK(7)
+BD_UK(8)
+BD_UK(9)
+BD_UK(10)
+BD_UK(11)
+BD_UK(12)
+#undef BD_UK
+
+typedef void (*bd_uk_fn)(int, const uint32_t *, const uint32_t *, int, float *, int, int, int);
+
+static void bd_gemm(const mx_weight *w, const float *x, int n, int ldx, float *y, int ldy, int r0, int r1) {
+    static const bd_uk_fn uk[13] = {0, bd_uk1, bd_uk2, bd_uk3, bd_uk4, bd_uk5, bd_uk6,
+                                    bd_uk7, bd_uk8, bd_uk9, bd_uk10, bd_uk11, bd_uk12};
+    uint32_t panel[BD_RB / 32][BD_KC / 2 * 32] __attribute__((aligned(64)));
+    uint32_t xb[BD_MC * (BD_KC / 2)] __attribute__((aligned(64)));
+    const int K = w->cols;
+    for (int rb = r0; rb < r1; rb += BD_RB) {
+        int nrb = MX_MIN(BD_RB, r1 - rb), np = (nrb + 31) / 32;
+        for (int k0 = 0; k0 < K; k0 += BD_KC) {
+            int kc = MX_MIN(BD_KC, K - k0), npairs = (kc + 1) / 2;
+            for (int p = 0; p < np; p++) bd_pack32(w, rb + 32 * p, MX_MIN(32, nrb - 32 * p), k0, kc, panel[p]);
+            for (int t0 = 0; t0 < n; t0 += BD_MC) {
+                int tn = MX_MIN(BD_MC, n - t0);
+                bd_convx(x + (size_t)t0 * ldx, ldx, tn, k0, kc, xb, npairs);
+                for (int p = 0; p < np; p++) {
+                    int nv = MX_MIN(32, nrb - 32 * p);
+                    for (int t = 0; t < tn; t += 12) {
+                        int mr = MX_MIN(12, tn - t);
+                        uk[mr](npairs, panel[p], xb + (size_t)t * npairs, npairs,
+                               y + (size_t)(t0 + t) * ldy + rb + 32 * p, ldy, k0 == 0, nv);
+                    }
+                }
+            }
+        }
+    }
+    if (K == 0)
+        for (int t = 0; t < n; t++) memset(y + (size_t)t * ldy + r0, 0, sizeof(float) * (size_t)(r1 - r0));
+}
+
 void mx_mm_float_avx512(const mx_weight *w, const float *x, int n, int ldx, float *y, int ldy, int r0, int r1) {
-    mx_mm_float_portable(w, x, n, ldx, y, ldy, r0, r1);
+    if (w->fmt == MX_W_BF16 && n > MM_GEMV_MAX_N && r1 > r0 && bf16dot_on()) {
+        bd_gemm(w, x, n, ldx, y, ldy, r0, r1);
+        return;
+    }
+    mm_float(w, x, n, ldx, y, ldy, r0, r1);
 }

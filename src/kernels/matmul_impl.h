@@ -7,6 +7,9 @@ typedef void (*mx_mm_fn)(const mx_weight *w, const float *x, int n, int ldx, flo
 void mx_mm_float_portable(const mx_weight *w, const float *x, int n, int ldx, float *y, int ldy, int r0, int r1);
 void mx_mm_float_avx2(const mx_weight *w, const float *x, int n, int ldx, float *y, int ldy, int r0, int r1);
 void mx_mm_float_avx512(const mx_weight *w, const float *x, int n, int ldx, float *y, int ldy, int r0, int r1);
+/* Opt-in BF16 dot-product path for BF16 weights (AVX-512 BF16 only; rounds
+ * activations to bf16). Defaults to env MLXCEL_BF16_DOT=1; tests set it. */
+void mx_mm_set_bf16_dot(int on);
 static inline float mx_f16_to_f32_fn(uint16_t h) { return mx_f16_to_f32(h); }
 static inline float mx_bf16_to_f32_fn(uint16_t h) { return mx_bf16_to_f32(h); }
 #endif

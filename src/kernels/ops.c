@@ -1,18 +1,59 @@
-/* Row-wise elementwise ops. These are a small share of the time next to the
- * matrix products, so they are plain C that the compiler vectorizes. */
+/* Row-wise elementwise ops: portable C, and AVX2 versions (ops_avx2.c) for
+ * the ones on hot paths (attention's dot/axpy, norms, softmax, the gated
+ * MLP activation). The ISA is picked on first use (a table of function
+ * pointers, one atomic load per call); mx_kernels_redispatch() re-picks
+ * after mx_cpu_force. */
 #include "kernels.h"
+#include "ops_impl.h"
+#include "../base/cpu.h"
 #include <math.h>
+#include <stdatomic.h>
 #include <string.h>
 
-void mx_rmsnorm(float *y, const float *x, const float *w, float w_offset, int n, int d, int ld, float eps) {
-    for (int t = 0; t < n; t++) {
-        const float *xr = x + (size_t)t * ld;
-        float *yr = y + (size_t)t * ld;
-        double ss = 0;
-        for (int i = 0; i < d; i++) ss += (double)xr[i] * xr[i];
-        float inv = 1.0f / sqrtf((float)(ss / d) + eps);
-        for (int i = 0; i < d; i++) yr[i] = xr[i] * inv * (w ? (w[i] + w_offset) : 1.0f);
+static float dot_c(const float *a, const float *b, int n);
+static void axpy_c(float *y, float a, const float *x, int n);
+static void add_c(float *y, const float *x, int n);
+static void scale_c(float *y, float a, int n);
+static void rmsnorm_row_c(float *y, const float *x, const float *w, float w_offset, int d, float eps);
+static void softmax_c(float *x, int n);
+
+typedef struct {
+    float (*dot)(const float *, const float *, int);
+    void (*axpy)(float *, float, const float *, int);
+    void (*add)(float *, const float *, int);
+    void (*scale)(float *, float, int);
+    void (*rmsnorm_row)(float *, const float *, const float *, float, int, float);
+    void (*softmax)(float *, int);
+    void (*silu_mul)(float *, const float *, int);     /* NULL: portable */
+    void (*gelu_tanh_mul)(float *, const float *, int); /* NULL: portable */
+} ops_tab;
+
+static const ops_tab tab_c = {dot_c, axpy_c, add_c, scale_c, rmsnorm_row_c, softmax_c, NULL, NULL};
+static const ops_tab tab_avx2 = {mx_dot_avx2, mx_axpy_avx2, mx_add_avx2, mx_scale_avx2, mx_rmsnorm_row_avx2,
+                                 mx_softmax_avx2, mx_silu_mul_avx2, mx_gelu_tanh_mul_avx2};
+static _Atomic(const ops_tab *) g_tab;
+
+static const ops_tab *ops(void) {
+    const ops_tab *t = atomic_load_explicit(&g_tab, memory_order_relaxed);
+    if (!t) {
+        t = mx_cpu()->level >= MX_CPU_AVX2 ? &tab_avx2 : &tab_c;
+        atomic_store_explicit(&g_tab, t, memory_order_relaxed);
     }
+    return t;
+}
+
+void mx_kernels_redispatch(void) { atomic_store(&g_tab, NULL); }
+
+static void rmsnorm_row_c(float *yr, const float *xr, const float *w, float w_offset, int d, float eps) {
+    double ss = 0;
+    for (int i = 0; i < d; i++) ss += (double)xr[i] * xr[i];
+    float inv = 1.0f / sqrtf((float)(ss / d) + eps);
+    for (int i = 0; i < d; i++) yr[i] = xr[i] * inv * (w ? (w[i] + w_offset) : 1.0f);
+}
+
+void mx_rmsnorm(float *y, const float *x, const float *w, float w_offset, int n, int d, int ld, float eps) {
+    const ops_tab *o = ops();
+    for (int t = 0; t < n; t++) o->rmsnorm_row(y + (size_t)t * ld, x + (size_t)t * ld, w, w_offset, d, eps);
 }
 
 void mx_layernorm(float *y, const float *x, const float *w, const float *b, float w_offset, int n, int d, int ld, float eps) {
@@ -34,7 +75,7 @@ void mx_layernorm(float *y, const float *x, const float *w, const float *b, floa
     }
 }
 
-void mx_softmax(float *x, int n) {
+static void softmax_c(float *x, int n) {
     float m = -INFINITY;
     for (int i = 0; i < n; i++) m = x[i] > m ? x[i] : m;
     if (m == -INFINITY) { for (int i = 0; i < n; i++) x[i] = 0; return; }
@@ -44,7 +85,7 @@ void mx_softmax(float *x, int n) {
     for (int i = 0; i < n; i++) x[i] *= inv;
 }
 
-float mx_dot(const float *a, const float *b, int n) {
+static float dot_c(const float *a, const float *b, int n) {
     float s[8] = {0};
     int i = 0;
     for (; i + 8 <= n; i += 8)
@@ -54,9 +95,15 @@ float mx_dot(const float *a, const float *b, int n) {
     return r + ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
 }
 
-void mx_axpy(float *y, float a, const float *x, int n) { for (int i = 0; i < n; i++) y[i] += a * x[i]; }
-void mx_add(float *y, const float *x, int n) { for (int i = 0; i < n; i++) y[i] += x[i]; }
-void mx_scale(float *y, float a, int n) { for (int i = 0; i < n; i++) y[i] *= a; }
+static void axpy_c(float *y, float a, const float *x, int n) { for (int i = 0; i < n; i++) y[i] += a * x[i]; }
+static void add_c(float *y, const float *x, int n) { for (int i = 0; i < n; i++) y[i] += x[i]; }
+static void scale_c(float *y, float a, int n) { for (int i = 0; i < n; i++) y[i] *= a; }
+
+void mx_softmax(float *x, int n) { ops()->softmax(x, n); }
+float mx_dot(const float *a, const float *b, int n) { return ops()->dot(a, b, n); }
+void mx_axpy(float *y, float a, const float *x, int n) { ops()->axpy(y, a, x, n); }
+void mx_add(float *y, const float *x, int n) { ops()->add(y, x, n); }
+void mx_scale(float *y, float a, int n) { ops()->scale(y, a, n); }
 
 int mx_act_parse(const char *s, mx_act *out) {
     static const struct { const char *n; mx_act a; } tab[] = {
@@ -74,7 +121,8 @@ static inline float act1(mx_act a, float x) {
     switch (a) {
     case MX_ACT_SILU: return x / (1.0f + expf(-x));
     case MX_ACT_GELU: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
-    case MX_ACT_GELU_TANH: return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+    case MX_ACT_GELU_TANH: /* 0.5 x (1 + tanh z) = x sigmoid(2z): no cancellation for x < 0 */
+        return x / (1.0f + expf(-1.5957691216057308f * (x + 0.044715f * x * x * x)));
     case MX_ACT_RELU: return x > 0 ? x : 0;
     case MX_ACT_RELU2: return x > 0 ? x * x : 0;
     case MX_ACT_SIGMOID: return 1.0f / (1.0f + expf(-x));
@@ -85,9 +133,15 @@ static inline float act1(mx_act a, float x) {
 
 void mx_act_apply(mx_act a, float *x, int n) {
     if (a == MX_ACT_IDENTITY) return;
+    const ops_tab *o = ops();
+    if (a == MX_ACT_SILU && o->silu_mul) { o->silu_mul(x, NULL, n); return; }
+    if (a == MX_ACT_GELU_TANH && o->gelu_tanh_mul) { o->gelu_tanh_mul(x, NULL, n); return; }
     for (int i = 0; i < n; i++) x[i] = act1(a, x[i]);
 }
 
 void mx_act_mul(mx_act a, float *gate, const float *up, int n) {
+    const ops_tab *o = ops();
+    if (a == MX_ACT_SILU && o->silu_mul) { o->silu_mul(gate, up, n); return; }
+    if (a == MX_ACT_GELU_TANH && o->gelu_tanh_mul) { o->gelu_tanh_mul(gate, up, n); return; }
     for (int i = 0; i < n; i++) gate[i] = act1(a, gate[i]) * up[i];
 }

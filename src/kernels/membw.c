@@ -1,0 +1,89 @@
+/* membw: STREAM-style read bandwidth with the inference threads, the yardstick
+ * for decode efficiency (bytes read per token x tok/s / this). */
+#define _GNU_SOURCE
+#include "kernels.h"
+#include "../base/base.h"
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+typedef struct {
+    const uint8_t *buf;
+    size_t chunk;            /* bytes per task, multiple of 256 */
+    uint64_t sink[64 * 8];   /* one cache line per task slot (keeps the reads live) */
+} bw_job;
+
+static void bw_task(void *ctx, int i, int tid) {
+    (void)tid;
+    bw_job *j = ctx;
+    const uint8_t *p = j->buf + (size_t)i * j->chunk, *end = p + j->chunk;
+#if defined(__SSE2__)
+    __m128i a0 = _mm_setzero_si128(), a1 = a0, a2 = a0, a3 = a0;
+    for (; p < end; p += 128) {
+        a0 = _mm_add_epi64(a0, _mm_load_si128((const __m128i *)(const void *)p));
+        a1 = _mm_add_epi64(a1, _mm_load_si128((const __m128i *)(const void *)(p + 16)));
+        a2 = _mm_add_epi64(a2, _mm_load_si128((const __m128i *)(const void *)(p + 32)));
+        a3 = _mm_add_epi64(a3, _mm_load_si128((const __m128i *)(const void *)(p + 48)));
+        a0 = _mm_add_epi64(a0, _mm_load_si128((const __m128i *)(const void *)(p + 64)));
+        a1 = _mm_add_epi64(a1, _mm_load_si128((const __m128i *)(const void *)(p + 80)));
+        a2 = _mm_add_epi64(a2, _mm_load_si128((const __m128i *)(const void *)(p + 96)));
+        a3 = _mm_add_epi64(a3, _mm_load_si128((const __m128i *)(const void *)(p + 112)));
+    }
+    __m128i s = _mm_add_epi64(_mm_add_epi64(a0, a1), _mm_add_epi64(a2, a3));
+    uint64_t out[2];
+    _mm_storeu_si128((__m128i *)(void *)out, s);
+    j->sink[(i % 64) * 8] += out[0] + out[1];
+#else
+    uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    for (; p < end; p += 32) {
+        uint64_t v[4];
+        memcpy(v, p, 32);
+        s0 += v[0]; s1 += v[1]; s2 += v[2]; s3 += v[3];
+    }
+    j->sink[(i % 64) * 8] += s0 + s1 + s2 + s3;
+#endif
+}
+
+static int cmp_d(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+double mx_measure_read_bw(mx_pool *pool, size_t bytes, int reps) {
+    if (reps < 1) reps = 1;
+    if (reps > 1000) reps = 1000;
+    int nt = mx_pool_size(pool);
+    int tasks = nt * 8;
+    size_t chunk = (bytes / (size_t)tasks) & ~(size_t)4095;
+    if (chunk == 0) return 0;
+    size_t len = chunk * (size_t)tasks;
+    uint8_t *buf = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (buf == MAP_FAILED) return 0;
+#ifdef MADV_HUGEPAGE
+    madvise(buf, len, MADV_HUGEPAGE);
+#endif
+    for (size_t o = 0; o < len; o += 64) buf[o] = (uint8_t)(o >> 6); /* fault in, non-zero pages */
+    bw_job *j = calloc(1, sizeof *j);
+    double *t = malloc(sizeof(double) * (size_t)reps);
+    double bw = 0;
+    if (j && t) {
+        j->buf = buf;
+        j->chunk = chunk;
+        mx_pool_run(pool, bw_task, j, tasks); /* warm-up: TLB, page tables, threads awake */
+        for (int r = 0; r < reps; r++) {
+            double t0 = mx_now();
+            mx_pool_run(pool, bw_task, j, tasks);
+            t[r] = mx_now() - t0;
+        }
+        qsort(t, (size_t)reps, sizeof(double), cmp_d);
+        double med = reps & 1 ? t[reps / 2] : 0.5 * (t[reps / 2 - 1] + t[reps / 2]);
+        if (med > 0) bw = (double)len / med / 1e9;
+    }
+    free(j);
+    free(t);
+    munmap(buf, len);
+    return bw;
+}

@@ -1,0 +1,17 @@
+/* Internal to kernels/: per-ISA versions of the row-wise ops in ops.c. The
+ * _avx2 ones are compiled with -mavx2 -mfma (ops_avx2.c) and are only called
+ * after dispatch. */
+#ifndef MX_OPS_IMPL_H
+#define MX_OPS_IMPL_H
+float mx_dot_avx2(const float *a, const float *b, int n);
+void mx_axpy_avx2(float *y, float a, const float *x, int n);
+void mx_add_avx2(float *y, const float *x, int n);
+void mx_scale_avx2(float *y, float a, int n);
+/* One row: y = x / rms(x) * (w + w_offset) (w may be NULL). */
+void mx_rmsnorm_row_avx2(float *y, const float *x, const float *w, float w_offset, int d, float eps);
+void mx_softmax_avx2(float *x, int n);
+/* gate[i] = act(gate[i]) * up[i] (up may be NULL: act only), for act = silu
+ * (gelu_tanh = 0) or gelu_tanh (1). */
+void mx_silu_mul_avx2(float *gate, const float *up, int n);
+void mx_gelu_tanh_mul_avx2(float *gate, const float *up, int n);
+#endif

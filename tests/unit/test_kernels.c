@@ -1,0 +1,252 @@
+/* Float matmul kernels (every format x dispatch level x odd shape, with and
+ * without a pool) against mx_matmul_ref, and the row-wise ops against plain
+ * references. Small shapes: this also runs under ASan+UBSan. */
+#include "test.h"
+#include "kernels/kernels.h"
+#include "kernels/matmul_impl.h"
+#include "base/base.h"
+#include "base/cpu.h"
+#include "base/half.h"
+#include "base/threadpool.h"
+#include <stdint.h>
+
+typedef struct {
+    mx_weight w;
+    uint8_t *mem;
+} tw;
+
+/* Random [rows, cols] weight in format f, rows starting at an odd byte offset
+ * (MLX checkpoints are not aligned) with padding between rows. */
+static tw make_weight(mx_wfmt f, int rows, int cols, unsigned *seed) {
+    tw t;
+    memset(&t, 0, sizeof t);
+    size_t es = f == MX_W_F32 ? 4 : 2;
+    size_t rb = (size_t)cols * es + 6;
+    t.mem = malloc(rb * (size_t)rows + 16);
+    t.w.fmt = f;
+    t.w.rows = rows;
+    t.w.cols = cols;
+    t.w.row_bytes = rb;
+    t.w.data = t.mem + 2;
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < cols; c++) {
+            float v = t_randf(seed);
+            if (t_rng(seed) % 50 == 0) v *= 1e-6f; /* f16 subnormals */
+            uint8_t *p = t.mem + 2 + (size_t)r * rb + (size_t)c * es;
+            if (f == MX_W_F32) memcpy(p, &v, 4);
+            else {
+                uint16_t h = f == MX_W_F16 ? mx_f32_to_f16(v) : mx_f32_to_bf16(v);
+                memcpy(p, &h, 2);
+            }
+        }
+    return t;
+}
+
+/* |y - ref| <= tol * sum_c |w x| + 1e-30 for every output; padding intact. */
+static int check_mm(const mx_weight *w, const float *x, int n, int ldx, const float *y, const float *ref, int ldy,
+                    float tol, char *why, size_t whylen) {
+    float *row = malloc(sizeof(float) * (size_t)(w->cols ? w->cols : 1));
+    int bad = 0;
+    for (int r = 0; r < w->rows && !bad; r++) {
+        mx_weight_row(w, r, row);
+        for (int t = 0; t < n; t++) {
+            double scale = 0;
+            for (int c = 0; c < w->cols; c++) scale += fabs((double)row[c] * x[(size_t)t * ldx + c]);
+            double d = fabs((double)y[(size_t)t * ldy + r] - ref[(size_t)t * ldy + r]);
+            if (!(d <= tol * scale + 1e-30)) {
+                snprintf(why, whylen, "t=%d r=%d got %g want %g (scale %g)", t, r, y[(size_t)t * ldy + r],
+                         ref[(size_t)t * ldy + r], scale);
+                bad = 1;
+                break;
+            }
+        }
+    }
+    for (int t = 0; t < n && !bad; t++)
+        for (int r = w->rows; r < ldy; r++)
+            if (y[(size_t)t * ldy + r] != 1234.5f) {
+                snprintf(why, whylen, "wrote padding t=%d r=%d", t, r);
+                bad = 1;
+                break;
+            }
+    free(row);
+    return !bad;
+}
+
+static const int shapes[][2] = {{1, 1}, {5, 7}, {17, 33}, {16, 256}, {33, 100}, {70, 300}, {129, 520}, {40, 1100}};
+static const int ns[] = {1, 2, 3, 4, 7, 33, 130};
+
+static void test_matmul_level(const char *lvl, mx_pool *pool, int bf16dot) {
+    unsigned seed = 12345;
+    const mx_wfmt fmts[] = {MX_W_F32, MX_W_F16, MX_W_BF16};
+    const char *fnames[] = {"f32", "f16", "bf16"};
+    for (int fi = 0; fi < 3; fi++) {
+        if (bf16dot && fmts[fi] != MX_W_BF16) continue;
+        int fails = 0;
+        char why[256] = "";
+        for (size_t si = 0; si < MX_ARRAY_LEN(shapes); si++) {
+            int rows = shapes[si][0], cols = shapes[si][1];
+            tw t = make_weight(fmts[fi], rows, cols, &seed);
+            for (size_t ni = 0; ni < MX_ARRAY_LEN(ns); ni++) {
+                int n = ns[ni];
+                if ((size_t)rows * cols * n > 3000000) continue; /* keep ASan fast */
+                int ldx = cols + 3, ldy = rows + 5;
+                float *x = malloc(sizeof(float) * (size_t)n * ldx);
+                float *y = malloc(sizeof(float) * (size_t)n * ldy);
+                float *ref = malloc(sizeof(float) * (size_t)n * ldy);
+                for (size_t i = 0; i < (size_t)n * ldx; i++) x[i] = t_randf(&seed);
+                for (size_t i = 0; i < (size_t)n * ldy; i++) y[i] = ref[i] = 1234.5f;
+                mx_matmul_ref(&t.w, x, n, ldx, ref, ldy);
+                mx_matmul(&t.w, x, n, ldx, y, ldy, pool);
+                /* bf16 dot rounds x to bf16: relative 2^-9 per product */
+                float tol = bf16dot && n > 3 ? 8e-3f : 2e-6f;
+                if (!fails && !check_mm(&t.w, x, n, ldx, y, ref, ldy, tol, why, sizeof why)) {
+                    char *e = why + strlen(why);
+                    snprintf(e, sizeof why - (size_t)(e - why), " [rows=%d cols=%d n=%d]", rows, cols, n);
+                    fails++;
+                }
+                free(x);
+                free(y);
+                free(ref);
+            }
+            free(t.mem);
+        }
+        char name[128];
+        snprintf(name, sizeof name, "matmul_%s_%s%s_%s", fnames[fi], lvl, bf16dot ? "_bf16dot" : "",
+                 pool ? "pool3" : "nopool");
+        CHECK(name, fails == 0, "%s", why);
+    }
+}
+
+/* ---- ops ---- */
+
+static void ref_softmax(double *x, int n) {
+    double m = -INFINITY, s = 0;
+    for (int i = 0; i < n; i++) m = x[i] > m ? x[i] : m;
+    for (int i = 0; i < n; i++) { x[i] = exp(x[i] - m); s += x[i]; }
+    for (int i = 0; i < n; i++) x[i] /= s;
+}
+
+static void test_ops_level(const char *lvl) {
+    static const int lens[] = {0, 1, 7, 8, 9, 31, 33, 64, 100, 1000};
+    unsigned seed = 777;
+    char name[96], why[160], why2[160];
+    int bad_dot = 0, bad_axpy = 0, bad_rms = 0, bad_sm = 0, bad_act = 0, bad_add = 0;
+    why[0] = why2[0] = 0;
+    for (size_t li = 0; li < MX_ARRAY_LEN(lens); li++) {
+        int n = lens[li];
+        size_t cap = (size_t)n + 1;
+        float *a = malloc(cap * 4), *b = malloc(cap * 4), *y = malloc(cap * 4), *y2 = malloc(cap * 4);
+        double *d = malloc(cap * 8);
+        for (int i = 0; i < n; i++) { a[i] = t_randf(&seed) * 4; b[i] = t_randf(&seed) * 4; }
+        /* dot */
+        double s = 0, sa = 0;
+        for (int i = 0; i < n; i++) { s += (double)a[i] * b[i]; sa += fabs((double)a[i] * b[i]); }
+        if (!(fabs(mx_dot(a, b, n) - s) <= 1e-6 * sa + 1e-30)) bad_dot++;
+        /* axpy, add, scale */
+        memcpy(y, b, (size_t)n * 4);
+        mx_axpy(y, 0.37f, a, n);
+        for (int i = 0; i < n; i++) if (!(fabsf(y[i] - (b[i] + 0.37f * a[i])) <= 1e-6f * (fabsf(b[i]) + fabsf(a[i])))) bad_axpy++;
+        memcpy(y, b, (size_t)n * 4);
+        mx_add(y, a, n);
+        mx_scale(y, -1.5f, n);
+        for (int i = 0; i < n; i++) if (y[i] != (b[i] + a[i]) * -1.5f) bad_add++;
+        /* rmsnorm, two rows with stride, weight + offset and no weight */
+        if (n > 0) {
+            float *x2 = malloc(sizeof(float) * (size_t)(2 * n + 3)), *o2 = malloc(sizeof(float) * (size_t)(2 * n + 3));
+            for (int i = 0; i < 2 * n + 3; i++) x2[i] = t_randf(&seed) * 3;
+            for (int wi = 0; wi < 2; wi++) {
+                mx_rmsnorm(o2, x2, wi ? b : NULL, wi ? 1.0f : 0.0f, 2, n, n + 3, 1e-5f);
+                for (int t = 0; t < 2; t++) {
+                    const float *xr = x2 + t * (n + 3);
+                    double ss = 0;
+                    for (int i = 0; i < n; i++) ss += (double)xr[i] * xr[i];
+                    double inv = 1.0 / sqrt(ss / n + 1e-5);
+                    for (int i = 0; i < n; i++) {
+                        double want = xr[i] * inv * (wi ? b[i] + 1.0 : 1.0);
+                        if (!(fabs(o2[t * (n + 3) + i] - want) <= 2e-6 * (fabs(want) + 1e-3))) bad_rms++;
+                    }
+                }
+            }
+            free(x2);
+            free(o2);
+        }
+        /* softmax, with a -inf entry and a large spread */
+        for (int i = 0; i < n; i++) { y[i] = a[i] * 10; d[i] = y[i]; }
+        if (n > 3) { y[2] = -INFINITY; d[2] = -INFINITY; y[3] = -200; d[3] = -200; }
+        double mx = -INFINITY;
+        for (int i = 0; i < n; i++) mx = d[i] > mx ? d[i] : mx;
+        /* exp(x - m) inherits the rounding of x - m: relative |x - m| * 2^-24 */
+        double *rel = malloc(cap * 8);
+        for (int i = 0; i < n; i++) rel[i] = 2e-6 + (isinf(d[i]) ? 0 : 1.2e-7 * fabs(d[i] - mx));
+        ref_softmax(d, n);
+        mx_softmax(y, n);
+        for (int i = 0; i < n; i++) if (!(fabs(y[i] - d[i]) <= rel[i] * d[i] + 1e-30)) {
+            if (!bad_sm) snprintf(why, sizeof why, "softmax n=%d i=%d got %g want %g", n, i, y[i], d[i]);
+            bad_sm++;
+        }
+        free(rel);
+        /* gated activations */
+        mx_act acts[] = {MX_ACT_SILU, MX_ACT_GELU_TANH};
+        for (int ai = 0; ai < 2; ai++) {
+            for (int i = 0; i < n; i++) y[i] = a[i] * (i % 5 == 0 ? 30 : 2);
+            memcpy(y2, y, (size_t)n * 4);
+            mx_act_mul(acts[ai], y, b, n);
+            mx_act_apply(acts[ai], y2, n);
+            for (int i = 0; i < n; i++) {
+                double g = a[i] * (i % 5 == 0 ? 30 : 2), act;
+                if (ai == 0) act = g / (1 + exp(-g));
+                else act = g / (1 + exp(-2 * 0.7978845608028654 * (g + 0.044715 * g * g * g))); /* = 0.5 g (1 + tanh z) without cancellation */
+                double arg = ai == 0 ? fabs(g) : 1.6 * fabs(g + 0.044715 * g * g * g);
+                double tol = 2e-6 + 1.2e-7 * arg;
+                if (!(fabs(y[i] - act * b[i]) <= tol * fabs(act * b[i]) + 1e-30) ||
+                    !(fabs(y2[i] - act) <= tol * fabs(act) + 1e-30)) {
+                    if (!bad_act) snprintf(why2, sizeof why2, "act %d n=%d i=%d x=%g got %g want %g", ai, n, i, g, y2[i], act);
+                    bad_act++;
+                }
+            }
+        }
+        free(a); free(b); free(y); free(y2); free(d);
+    }
+    snprintf(name, sizeof name, "ops_dot_%s", lvl);
+    CHECK(name, !bad_dot, "%d bad", bad_dot);
+    snprintf(name, sizeof name, "ops_axpy_%s", lvl);
+    CHECK(name, !bad_axpy, "%d bad", bad_axpy);
+    snprintf(name, sizeof name, "ops_add_scale_%s", lvl);
+    CHECK(name, !bad_add, "%d bad", bad_add);
+    snprintf(name, sizeof name, "ops_rmsnorm_%s", lvl);
+    CHECK(name, !bad_rms, "%d bad", bad_rms);
+    snprintf(name, sizeof name, "ops_softmax_%s", lvl);
+    CHECK(name, !bad_sm, "%d bad: %s", bad_sm, why);
+    snprintf(name, sizeof name, "ops_act_%s", lvl);
+    CHECK(name, !bad_act, "%d bad: %s", bad_act, why2);
+}
+
+int main(void) {
+    mx_pool *pool = mx_pool_new(3);
+    const mx_cpu_info *ci = mx_cpu();
+    /* mx_cpu_force only lowers the level: run from the top down. */
+    mx_cpu_level levels[] = {MX_CPU_AVX512, MX_CPU_AVX2, MX_CPU_PORTABLE};
+    for (int li = 0; li < 3; li++) {
+        mx_cpu_level l = levels[li];
+        if (ci->level < l) {
+            printf("ok skip_%s (cpu has no %s)\n", mx_cpu_name(l), mx_cpu_name(l));
+            continue;
+        }
+        mx_cpu_force(l);
+        mx_kernels_redispatch();
+        const char *nm = mx_cpu_name(l);
+        test_matmul_level(nm, NULL, 0);
+        test_matmul_level(nm, pool, 0);
+        if (l == MX_CPU_AVX512 && ci->avx512_bf16) {
+            mx_mm_set_bf16_dot(1);
+            test_matmul_level(nm, pool, 1);
+            mx_mm_set_bf16_dot(0);
+        }
+        test_ops_level(nm);
+    }
+    /* the bandwidth probe runs and gives a positive number on a small buffer */
+    double bw = mx_measure_read_bw(pool, 8u << 20, 3);
+    CHECK("membw_probe", bw > 0.1, "got %g GB/s", bw);
+    mx_pool_free(pool);
+    TEST_END();
+}
