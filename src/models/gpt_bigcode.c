@@ -1,6 +1,7 @@
 /* GPTBigCode (StarCoder 1, SantaCoder): GPT-2 with ordinary [out, in] Linear
  * weights and, when multi_query, one shared k/v head: c_attn gives
- * [q | k | v] with k and v one head wide. */
+ * [q | k | v] with k and v one head wide; without multi_query c_attn is laid
+ * out per head (unlike GPT-2). */
 #include "family.h"
 
 int gpt2_configure(mx_arch *a, const mx_cfg *c);
@@ -12,6 +13,7 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     if (!scale) a->attn_scale = 1;
     a->conv1d = false;
     if (mq) a->n_kv_heads = 1;
+    else a->qkv_layout = MX_QKV_GROUPED; /* without MQA c_attn is per head [q | k | v] */
     return 0;
 }
 
