@@ -1,0 +1,121 @@
+/* mlxcel tokenize -m DIR (-p TEXT | --jsonl FILE) [--no-special]
+ * Prints one JSON line per input: {"ids": [...], "tokens": [...], "decoded": "..."}
+ * where decoded is the decode of ids with special tokens kept. JSONL input
+ * lines are objects with "text" and optional "add_special_tokens" (default
+ * true, or false with --no-special). */
+#define _GNU_SOURCE
+#include "cli.h"
+#include "../base/base.h"
+#include "../tokenizer/tokenizer.h"
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int json_str(mx_buf *b, const char *s, size_t n) {
+    if (mx_buf_append(b, "\"", 1)) return MX_ERR;
+    size_t run = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        const char *esc = NULL;
+        char tmp[8];
+        if (c == '"') esc = "\\\"";
+        else if (c == '\\') esc = "\\\\";
+        else if (c == '\n') esc = "\\n";
+        else if (c == '\r') esc = "\\r";
+        else if (c == '\t') esc = "\\t";
+        else if (c < 0x20 || c == 0x7f) { snprintf(tmp, sizeof tmp, "\\u%04x", c); esc = tmp; }
+        if (!esc) continue;
+        if (mx_buf_append(b, s + run, i - run) || mx_buf_puts(b, esc)) return MX_ERR;
+        run = i + 1;
+    }
+    if (mx_buf_append(b, s + run, n - run)) return MX_ERR;
+    return mx_buf_append(b, "\"", 1);
+}
+
+static int one(const mx_tokenizer *t, const char *text, size_t len, bool special) {
+    int32_t *ids = NULL;
+    int n = 0;
+    if (mx_tok_encode(t, text, len, special, &ids, &n)) return MX_ERR;
+    mx_buf b = {0}, d = {0};
+    int rc = mx_buf_puts(&b, "{\"ids\": [");
+    for (int i = 0; !rc && i < n; i++) rc = mx_buf_printf(&b, "%s%d", i ? ", " : "", ids[i]);
+    if (!rc) rc = mx_buf_puts(&b, "], \"tokens\": [");
+    for (int i = 0; !rc && i < n; i++) {
+        size_t l = 0;
+        const char *s = mx_tok_token_str(t, ids[i], &l);
+        if (i) rc = mx_buf_puts(&b, ", ");
+        if (!rc) rc = json_str(&b, s ? s : "", s ? l : 0);
+    }
+    if (!rc) rc = mx_buf_puts(&b, "], \"decoded\": ");
+    if (!rc) rc = mx_tok_decode(t, ids, n, false, &d);
+    if (!rc) rc = json_str(&b, d.data ? d.data : "", d.len);
+    if (!rc) rc = mx_buf_puts(&b, "}\n");
+    if (!rc) fwrite(b.data, 1, b.len, stdout);
+    mx_buf_free(&b);
+    mx_buf_free(&d);
+    free(ids);
+    return rc;
+}
+
+static void usage(void) {
+    fprintf(stderr, "usage: mlxcel tokenize -m DIR (-p TEXT | --jsonl FILE) [--no-special]\n"
+                    "  DIR holds tokenizer.json (+ tokenizer_config.json) or tokenizer.model\n"
+                    "  prints {\"ids\", \"tokens\", \"decoded\"} per input, one JSON line each\n");
+}
+
+int cmd_tokenize(int argc, char **argv) {
+    const char *dir = NULL, *prompt = NULL, *jsonl = NULL;
+    bool special = true;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if ((!strcmp(a, "-m") || !strcmp(a, "--model")) && i + 1 < argc) dir = argv[++i];
+        else if ((!strcmp(a, "-p") || !strcmp(a, "--prompt")) && i + 1 < argc) prompt = argv[++i];
+        else if (!strcmp(a, "--jsonl") && i + 1 < argc) jsonl = argv[++i];
+        else if (!strcmp(a, "--no-special")) special = false;
+        else if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(); return 0; }
+        else { fprintf(stderr, "mlxcel tokenize: unknown or incomplete option '%s'\n", a); usage(); return 2; }
+    }
+    if (!dir || (!prompt == !jsonl)) { usage(); return 2; }
+    mx_tokenizer *t = mx_tok_load(dir);
+    if (!t) { fprintf(stderr, "mlxcel tokenize: %s\n", mx_errmsg()); return 1; }
+    int rc = 0;
+    if (prompt) {
+        if (one(t, prompt, strlen(prompt), special)) { fprintf(stderr, "mlxcel tokenize: %s\n", mx_errmsg()); rc = 1; }
+    } else {
+        FILE *f = strcmp(jsonl, "-") ? fopen(jsonl, "rb") : stdin;
+        if (!f) { fprintf(stderr, "mlxcel tokenize: %s: cannot open\n", jsonl); mx_tok_free(t); return 1; }
+        char *line = NULL;
+        size_t cap = 0;
+        ssize_t r;
+        int lineno = 0;
+        while ((r = getline(&line, &cap, f)) > 0) {
+            lineno++;
+            size_t l = (size_t)r;
+            while (l && (line[l - 1] == '\n' || line[l - 1] == '\r')) l--;
+            if (!l) continue;
+            json_error_t e;
+            json_t *j = json_loadb(line, l, JSON_ALLOW_NUL, &e);
+            json_t *tx = j ? json_object_get(j, "text") : NULL;
+            if (!json_is_string(tx)) {
+                fprintf(stderr, "mlxcel tokenize: %s: line %d: expected {\"text\": ...}\n", jsonl, lineno);
+                json_decref(j);
+                rc = 1;
+                break;
+            }
+            json_t *sp = json_object_get(j, "add_special_tokens");
+            bool s = sp ? json_is_true(sp) : special;
+            if (one(t, json_string_value(tx), json_string_length(tx), s)) {
+                fprintf(stderr, "mlxcel tokenize: %s: line %d: %s\n", jsonl, lineno, mx_errmsg());
+                rc = 1;
+            }
+            json_decref(j);
+            if (rc) break;
+        }
+        free(line);
+        if (f != stdin) fclose(f);
+    }
+    fflush(stdout);
+    mx_tok_free(t);
+    return rc;
+}
