@@ -5,10 +5,11 @@
 #include "family.h"
 
 static int configure(mx_arch *a, const mx_cfg *c) {
-    bool par;
+    bool par, bias;
     if (mx_arch_hf_defaults(a, c) || mx_cfg_f32(c, "layer_norm_eps", 1e-5f, 0, 1, &a->norm.eps) ||
-        mx_cfg_bool(c, "use_parallel_residual", true, &par))
+        mx_cfg_bool(c, "use_parallel_residual", true, &par) || mx_cfg_bool(c, "attention_bias", true, &bias))
         return -1;
+    a->q_bias = a->o_bias = bias;
     /* older configs name the rotary fraction and base rotary_pct / rotary_emb_base */
     double pct, base;
     if (mx_cfg_float(c, "rotary_pct", 0.25, 1e-3, 1, &pct) || mx_cfg_float(c, "rotary_emb_base", 10000, 1e-3, 1e15, &base) ||
