@@ -5,9 +5,13 @@
 
 static const struct { const char *name; int (*fn)(int, char **); const char *help; } g_cmds[] = {
     {"arch", cmd_arch, "list the architectures compiled in (--json)"},
+    {"tokenize", cmd_tokenize, "tokenize text with a tokenizer.json / tokenizer.model (ids, tokens, decoded)"},
     {"template", cmd_template, "render a chat template with a JSON context, as HF transformers does"},
     {"generate", cmd_generate, "generate text from a prompt or prompt ids"},
     {"bench", cmd_bench, "prompt processing and generation speed, with memory bandwidth"},
+    {"chat", cmd_chat, "interactive multi-turn chat in the terminal"},
+    {"run", cmd_chat, "same as chat"},
+    {"serve", cmd_serve, "OpenAI-compatible HTTP server (also: mlxcel-server)"},
 };
 
 static void usage(void) {
