@@ -3,16 +3,40 @@
 #include "args.h"
 #include "../base/base.h"
 #include "../runtime/generate.h"
+#include "../runtime/outparse.h"
+#include "../runtime/textmodel.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#define MAX_STOPS 16
 typedef struct {
-    const char *model, *prompt, *prompt_ids, *logits_out, *format;
+    const char *model, *prompt, *prompt_ids, *logits_out, *format, *system;
+    const char *stops[MAX_STOPS];
+    int n_stops;
     int n_new, chunk, threads, ctx_size;
-    bool ignore_eos;
+    bool ignore_eos, no_template;
     mx_sampling samp;
 } gen_opts;
+
+/* Prompt ids from -p: through the chat template when the model has one. */
+static int encode_prompt(const mx_textmodel *tm, const gen_opts *o, int32_t **ids, int *n) {
+    if (!tm->tok) return mx_set_err("%s has no tokenizer (tokenizer.json or tokenizer.model): use --prompt-ids", o->model);
+    if (!tm->tmpl || o->no_template) {
+        if (o->system) return mx_set_err("--system needs a chat template, and this model has none");
+        return mx_textmodel_encode(tm, o->prompt, strlen(o->prompt), true, ids, n);
+    }
+    json_t *msgs = json_array();
+    if (o->system) json_array_append_new(msgs, json_pack("{s:s,s:s}", "role", "system", "content", o->system));
+    json_array_append_new(msgs, json_pack("{s:s,s:s}", "role", "user", "content", o->prompt));
+    json_t *ctx = json_pack("{s:o,s:b}", "messages", msgs, "add_generation_prompt", 1);
+    mx_buf text = {0};
+    int rc = mx_textmodel_render(tm, ctx, &text);
+    if (!rc) rc = mx_textmodel_encode(tm, text.data ? text.data : "", text.len, false, ids, n);
+    json_decref(ctx);
+    mx_buf_free(&text);
+    return rc;
+}
 
 static int write_logits(const char *path, const float *prompt, int T, const float *steps, int N, int V) {
     mx_st_out ts[2] = {
@@ -52,6 +76,14 @@ int cmd_generate(int argc, char **argv) {
         else if (mx_arg_is(&a, "--repeat-last-n", NULL)) ok = mx_arg_int(&a, -1, 1 << 24, &o.samp.penalty_last_n);
         else if (mx_arg_is(&a, "--seed", "-s")) ok = mx_arg_u64(&a, &o.samp.seed);
         else if (mx_arg_is(&a, "--ignore-eos", NULL)) o.ignore_eos = true;
+        else if (mx_arg_is(&a, "--no-chat-template", NULL)) o.no_template = true;
+        else if (mx_arg_is(&a, "--system", NULL)) ok = (o.system = mx_arg_val(&a)) != NULL;
+        else if (mx_arg_is(&a, "--stop", NULL)) {
+            if (o.n_stops == MAX_STOPS) { fprintf(stderr, "mlxcel generate: at most %d --stop strings\n", MAX_STOPS); return 2; }
+            ok = (o.stops[o.n_stops] = mx_arg_val(&a)) != NULL;
+            if (ok && !o.stops[o.n_stops][0]) { fprintf(stderr, "mlxcel generate: --stop needs a non-empty string\n"); return 2; }
+            o.n_stops++;
+        }
         else if (mx_arg_is(&a, "--logits-out", NULL)) ok = (o.logits_out = mx_arg_val(&a)) != NULL;
         else if (mx_arg_is(&a, "--output-format", NULL)) {
             ok = (o.format = mx_arg_val(&a)) != NULL;
@@ -64,16 +96,22 @@ int cmd_generate(int argc, char **argv) {
     }
     if (!o.model) { fprintf(stderr, "mlxcel generate: -m DIR is required\n"); return 2; }
     if (!o.prompt && !o.prompt_ids) { fprintf(stderr, "mlxcel generate: give -p TEXT or --prompt-ids IDS\n"); return 2; }
-    if (o.prompt && !o.prompt_ids) { fprintf(stderr, "mlxcel generate: text prompts need the tokenizer, which this build lacks; use --prompt-ids\n"); return 2; }
+    if (o.prompt && o.prompt_ids) { fprintf(stderr, "mlxcel generate: give either -p or --prompt-ids, not both\n"); return 2; }
     int32_t *ids = NULL;
     int T = 0;
-    if (!mx_parse_ids("generate", "--prompt-ids", o.prompt_ids, &ids, &T)) return 2;
-    if (T == 0) { fprintf(stderr, "mlxcel generate: the prompt is empty\n"); free(ids); return 2; }
+    if (o.prompt_ids && !mx_parse_ids("generate", "--prompt-ids", o.prompt_ids, &ids, &T)) return 2;
     double t0 = mx_now();
-    mx_engine e;
-    if (mx_engine_open(o.model, &e)) { fprintf(stderr, "mlxcel generate: %s\n", mx_errmsg()); free(ids); return 1; }
+    mx_textmodel tm;
+    if (mx_textmodel_open(o.model, &tm)) { fprintf(stderr, "mlxcel generate: %s\n", mx_errmsg()); free(ids); return 1; }
+    mx_engine *e = &tm.e;
     double t_load = mx_now() - t0;
-    int V = e.model.arch.vocab, rc = 1;
+    if (o.prompt && encode_prompt(&tm, &o, &ids, &T)) {
+        fprintf(stderr, "mlxcel generate: %s\n", mx_errmsg());
+        mx_textmodel_close(&tm);
+        return 1;
+    }
+    if (T == 0) { fprintf(stderr, "mlxcel generate: the prompt is empty\n"); free(ids); mx_textmodel_close(&tm); return 2; }
+    int V = e->model.arch.vocab, rc = 1;
     int ctx = o.ctx_size ? o.ctx_size : T + o.n_new;
     mx_pool *pool = mx_pool_new(o.threads);
     mx_session s;
@@ -81,11 +119,15 @@ int cmd_generate(int argc, char **argv) {
     float *plog = NULL, *slog = NULL, *last = NULL;
     int32_t *gen = malloc(sizeof(int32_t) * (size_t)(o.n_new ? o.n_new : 1));
     int ng = 0;
+    mx_detok *dt = tm.tok ? mx_detok_new(tm.tok, true) : NULL;
+    mx_outparse op;
+    mx_out_init(&op, false, false, false, o.stops, o.n_stops);
+    mx_buf all = {0}, piece = {0}, vis = {0}, unused = {0};
     if (T + o.n_new > ctx) {
         fprintf(stderr, "mlxcel generate: prompt (%d tokens) + %d new tokens exceed the context size %d\n", T, o.n_new, ctx);
         goto out_engine;
     }
-    if (mx_session_init(&s, &e, ctx, o.chunk, pool)) { fprintf(stderr, "mlxcel generate: %s\n", mx_errmsg()); goto out_engine; }
+    if (mx_session_init(&s, e, ctx, o.chunk, pool)) { fprintf(stderr, "mlxcel generate: %s\n", mx_errmsg()); goto out_engine; }
     smp = mx_sampler_new(&o.samp, V);
     last = malloc(sizeof(float) * V);
     if (o.logits_out) {
@@ -101,10 +143,27 @@ int cmd_generate(int argc, char **argv) {
         if (slog) memcpy(slog + (size_t)ng * V, last, sizeof(float) * V);
         int32_t tok = mx_sampler_sample(smp, last, s.history, s.n_history);
         gen[ng++] = tok;
-        if (text) { printf("%s%d", ng > 1 ? " " : "", tok); fflush(stdout); }
-        if (!o.ignore_eos && mx_engine_is_eos(&e, tok)) break;
-        if (ng == o.n_new) break;
+        bool eos = !o.ignore_eos && mx_textmodel_is_eos(&tm, tok);
+        if (dt && !eos) {
+            piece.len = vis.len = 0;
+            mx_detok_push(dt, tok, &piece);
+            bool stop = piece.len && mx_out_push(&op, piece.data, piece.len, &vis, &unused);
+            mx_buf_append(&all, vis.data, vis.len);
+            if (text && vis.len) { fwrite(vis.data, 1, vis.len, stdout); fflush(stdout); }
+            if (stop) break;
+        } else if (!dt && text) { printf("%s%d", ng > 1 ? " " : "", tok); fflush(stdout); }
+        if (eos || ng == o.n_new) break;
         if (mx_session_feed(&s, &tok, 1, NULL, last)) { fprintf(stderr, "mlxcel generate: %s\n", mx_errmsg()); goto out; }
+    }
+    if (dt && !op.stopped) {
+        piece.len = vis.len = 0;
+        mx_detok_flush(dt, &piece);
+        if (piece.len) mx_out_push(&op, piece.data, piece.len, &vis, &unused);
+        json_t *calls = NULL;
+        mx_out_finish(&op, &vis, &unused, &calls);
+        json_decref(calls);
+        mx_buf_append(&all, vis.data, vis.len);
+        if (text && vis.len) fwrite(vis.data, 1, vis.len, stdout);
     }
     double t_decode = mx_now() - t2;
     if (text) printf("\n");
@@ -114,7 +173,12 @@ int cmd_generate(int argc, char **argv) {
         print_ids(stdout, ids, T);
         printf(",\"generated_ids\":");
         print_ids(stdout, gen, ng);
-        printf(",\"text\":\"\",\"timings\":{\"load_ms\":%.3f,\"prefill_ms\":%.3f,\"decode_ms\":%.3f,\"prompt_tps\":%.3f,\"gen_tps\":%.3f}}\n",
+        json_t *jt = json_stringn(all.data ? all.data : "", all.len);
+        char *ts = jt ? json_dumps(jt, JSON_ENCODE_ANY) : NULL;
+        printf(",\"text\":%s,\"timings\"", ts ? ts : "\"\"");
+        free(ts);
+        json_decref(jt);
+        printf(":{\"load_ms\":%.3f,\"prefill_ms\":%.3f,\"decode_ms\":%.3f,\"prompt_tps\":%.3f,\"gen_tps\":%.3f}}\n",
                t_load * 1e3, t_prefill * 1e3, t_decode * 1e3, T / (t_prefill > 0 ? t_prefill : 1e-9),
                ng > 1 ? (ng - 1) / (t_decode > 0 ? t_decode : 1e-9) : 0.0);
     } else {
@@ -125,9 +189,12 @@ int cmd_generate(int argc, char **argv) {
 out:
     mx_session_free(&s);
 out_engine:
+    mx_detok_free(dt);
+    mx_out_free(&op);
+    mx_buf_free(&all); mx_buf_free(&piece); mx_buf_free(&vis); mx_buf_free(&unused);
     mx_sampler_free(smp);
     free(plog); free(slog); free(last); free(gen); free(ids);
     mx_pool_free(pool);
-    mx_engine_close(&e);
+    mx_textmodel_close(&tm);
     return rc;
 }

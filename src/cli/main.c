@@ -9,6 +9,9 @@ static const struct { const char *name; int (*fn)(int, char **); const char *hel
     {"template", cmd_template, "render a chat template with a JSON context, as HF transformers does"},
     {"generate", cmd_generate, "generate text from a prompt or prompt ids"},
     {"bench", cmd_bench, "prompt processing and generation speed, with memory bandwidth"},
+    {"chat", cmd_chat, "interactive multi-turn chat in the terminal"},
+    {"run", cmd_chat, "same as chat"},
+    {"serve", cmd_serve, "OpenAI-compatible HTTP server (also: mlxcel-server)"},
 };
 
 static void usage(void) {
