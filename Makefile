@@ -22,7 +22,7 @@ TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
 DEB_PKGS := libjansson-dev libpcre2-dev libutf8proc-dev libmicrohttpd-dev pkg-config
 
-.PHONY: all deps test unit asan clean fuzz bench-model
+.PHONY: all deps test unit asan clean fuzz demo
 all: deps $(BUILD)/mlxcel
 
 # Installs the Debian -dev packages that are missing (no-op when present).
@@ -63,7 +63,32 @@ asan: deps
 test: all unit asan
 	@bash tests/run.sh
 
+# The main job: a generation on the small chat model the repo ships (random
+# weights of the llama fixture + a test tokenizer and ChatML template).
+demo: all
+	@rm -rf $(BUILD)/demo-model && mkdir -p $(BUILD)/demo-model
+	@cp tests/server/tinymodel/*.json tests/fixtures/llama/model.safetensors $(BUILD)/demo-model/
+	$(BUILD)/mlxcel generate -m $(BUILD)/demo-model -p "Hello, who are you?" -n 32
+
 clean:
 	rm -rf build
 
 -include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d)
+
+# Tools: random-weight benchmark checkpoints and the kernel microbenchmark.
+$(BUILD)/mkmodel: tools/mkmodel.c $(BUILD)/libmlxcel.a
+	$(CC) $(CFLAGS) -Isrc -o $@ $< $(BUILD)/libmlxcel.a $(LDLIBS)
+$(BUILD)/kbench: tools/kbench.c $(BUILD)/libmlxcel.a
+	$(CC) $(CFLAGS) -Isrc -o $@ $< $(BUILD)/libmlxcel.a $(LDLIBS)
+all: $(BUILD)/mkmodel
+
+# libFuzzer targets (fuzz/fuzz_*.c), built with clang, ASan/UBSan and
+# -fsanitize=fuzzer against the portable parts of the library (no kernels).
+# Run e.g.: build/fuzz/fuzz_tokenizer -max_total_time=180 fuzz/corpus-tokenizer
+FUZZ_SRC := $(sort $(wildcard fuzz/fuzz_*.c))
+FUZZ_LIB := src/base/base.c src/format/json.c $(wildcard src/tokenizer/*.c) $(wildcard src/template/*.c)
+FUZZ_CFLAGS := -std=c17 -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+fuzz: deps
+	@mkdir -p build/fuzz
+	@for f in $(FUZZ_SRC); do n=$$(basename $$f .c); echo "clang $$f -> build/fuzz/$$n"; \
+	  clang $(FUZZ_CFLAGS) -fsanitize=fuzzer -Isrc -o build/fuzz/$$n $$f $(FUZZ_LIB) $(LDLIBS) || exit 1; done
