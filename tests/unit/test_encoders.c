@@ -1,0 +1,449 @@
+#define _GNU_SOURCE
+/* Encoder parity against the Hugging Face fixtures whose task is embedding or
+ * sequence-classification: last_hidden_state, pooler_output and logits within
+ * 1e-4 * max(1, max|ref|) over attention_mask == 1 rows, run padded as given
+ * (with the mask) and unpadded (each sequence at its true length); batching
+ * (many sequences stacked in one pass) equal to one at a time; and the
+ * sentence-transformers pipeline (modules.json, 1_Pooling, Dense, Normalize,
+ * Matryoshka dimensions, truncation) against values computed here from the
+ * fixture's own reference hidden states. */
+#include "test.h"
+#include "base/base.h"
+#include "base/threadpool.h"
+#include "nn/encoder.h"
+#include "runtime/embed.h"
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static int read_i64(const mx_st_file *f, const char *name, int32_t **out, int *n) {
+    const mx_tensor *t = mx_st_find(f, name);
+    if (!t || t->dtype != MX_DT_I64) return -1;
+    *n = (int)t->numel;
+    *out = malloc(sizeof(int32_t) * (size_t)(*n ? *n : 1));
+    for (int i = 0; i < *n; i++) { int64_t v; memcpy(&v, t->data + 8 * i, 8); (*out)[i] = (int32_t)v; }
+    return 0;
+}
+
+static float *read_f32(const mx_st_file *f, const char *name, size_t *n) {
+    const mx_tensor *t = mx_st_find(f, name);
+    if (!t) return NULL;
+    float *p = malloc(sizeof(float) * (size_t)t->numel);
+    mx_tensor_to_f32(t, p);
+    *n = (size_t)t->numel;
+    return p;
+}
+
+static float maxabs(const float *x, size_t n) {
+    float m = 0;
+    for (size_t i = 0; i < n; i++) m = fabsf(x[i]) > m ? fabsf(x[i]) : m;
+    return m;
+}
+
+/* max diff over rows with mask 1 */
+static float rows_diff(const float *a, const float *b, int T, int H, const int32_t *mask) {
+    float d = 0;
+    for (int t = 0; t < T; t++) {
+        if (mask && !mask[t]) continue;
+        float x = t_maxdiff(a + (size_t)t * H, b + (size_t)t * H, (size_t)H);
+        if (!(x <= d)) d = x;
+    }
+    return d;
+}
+
+typedef struct {
+    int32_t *ids, *types, *mask;
+    uint8_t *mask8;
+    int T, nv; /* length, valid tokens (the mask is 1...1 0...0) */
+    float *hidden, *pooler, *logits;
+    size_t nh, np, nl;
+} ref_t;
+
+static void ref_free(ref_t *r) {
+    free(r->ids); free(r->types); free(r->mask); free(r->mask8);
+    free(r->hidden); free(r->pooler); free(r->logits);
+}
+
+static int ref_load(const char *dir, ref_t *r) {
+    memset(r, 0, sizeof *r);
+    char *p = mx_path_join(dir, "reference.safetensors");
+    mx_st_file f;
+    int rc = mx_st_open(p, &f);
+    free(p);
+    if (rc) return -1;
+    read_i64(&f, "input_ids", &r->ids, &r->T);
+    int n;
+    if (read_i64(&f, "attention_mask", &r->mask, &n)) { r->mask = malloc(sizeof(int32_t) * r->T); for (int i = 0; i < r->T; i++) r->mask[i] = 1; }
+    read_i64(&f, "token_type_ids", &r->types, &n);
+    r->hidden = read_f32(&f, "last_hidden_state", &r->nh);
+    r->pooler = read_f32(&f, "pooler_output", &r->np);
+    r->logits = read_f32(&f, "logits", &r->nl);
+    mx_st_close(&f);
+    r->mask8 = malloc((size_t)r->T);
+    for (int i = 0; i < r->T; i++) { r->mask8[i] = (uint8_t)r->mask[i]; r->nv += r->mask[i] != 0; }
+    return 0;
+}
+
+static void check_outputs(const char *label, const mx_model *m, mx_pool *pool, const ref_t *r, const float *hidden, int n,
+                          const uint8_t *mask) {
+    char nm[256];
+    int H = m->arch.hidden;
+    if (r->hidden) {
+        float tol = 1e-4f * fmaxf(1, maxabs(r->hidden, r->nh)), d = rows_diff(hidden, r->hidden, MX_MIN(n, r->T), H, r->mask);
+        snprintf(nm, sizeof nm, "%s/last_hidden_state", label);
+        CHECK(nm, d <= tol, "max diff %g > tol %g", d, tol);
+    }
+    if (r->pooler) {
+        float *pooled = calloc((size_t)H, sizeof(float));
+        snprintf(nm, sizeof nm, "%s/pooler_output", label);
+        if (!mx_head_has_pooler(m)) CHECK(nm, 0, "the model has no pooler");
+        else if (mx_head_forward(m, pool, hidden, n, mask, pooled, NULL)) CHECK(nm, 0, "%s", mx_errmsg());
+        else {
+            float tol = 1e-4f * fmaxf(1, maxabs(r->pooler, r->np)), d = t_maxdiff(pooled, r->pooler, r->np);
+            CHECK(nm, d <= tol, "max diff %g > tol %g", d, tol);
+        }
+        free(pooled);
+    }
+    if (r->logits) {
+        float lg[16] = {0};
+        snprintf(nm, sizeof nm, "%s/logits", label);
+        if (mx_head_labels(m) != (int)r->nl) CHECK(nm, 0, "model has %d labels, reference %zu", mx_head_labels(m), r->nl);
+        else if (mx_head_forward(m, pool, hidden, n, mask, NULL, lg)) CHECK(nm, 0, "%s", mx_errmsg());
+        else {
+            float tol = 1e-4f * fmaxf(1, maxabs(r->logits, r->nl)), d = t_maxdiff(lg, r->logits, r->nl);
+            CHECK(nm, d <= tol, "max diff %g > tol %g (got %g, ref %g)", d, tol, lg[0], r->logits[0]);
+        }
+    }
+}
+
+static void run_fixture(const char *name, const char *dir, mx_pool *pool) {
+    char label[256];
+    mx_engine e;
+    ref_t r;
+    if (ref_load(dir, &r)) { CHECK(name, 0, "reference: %s", mx_errmsg()); return; }
+    if (mx_engine_open(dir, &e)) { CHECK(name, 0, "load: %s", mx_errmsg()); ref_free(&r); return; }
+    const mx_model *m = &e.model;
+    int H = m->arch.hidden, T = r.T;
+    mx_enc *enc = mx_enc_new(m, 4 * T, pool);
+    float *h = calloc((size_t)4 * T * H, sizeof(float)), *h1 = calloc((size_t)T * H, sizeof(float));
+    /* padded as given, with the mask */
+    mx_enc_seq s = {r.ids, r.types, r.mask8, T};
+    snprintf(label, sizeof label, "%s/padded", name);
+    if (mx_encode(enc, &s, 1, h)) CHECK(label, 0, "%s", mx_errmsg());
+    else check_outputs(label, m, pool, &r, h, T, r.mask8);
+    /* unpadded: the valid prefix only */
+    mx_enc_seq u = {r.ids, r.types, NULL, r.nv};
+    snprintf(label, sizeof label, "%s/unpadded", name);
+    if (mx_encode(enc, &u, 1, h1)) CHECK(label, 0, "%s", mx_errmsg());
+    else check_outputs(label, m, pool, &r, h1, r.nv, NULL);
+    /* batching: [prefix of half, full (padded), valid prefix] in one pass equals each alone */
+    int half = r.nv / 2;
+    mx_enc_seq b[3] = {{r.ids, r.types, NULL, half}, {r.ids, r.types, r.mask8, T}, {r.ids, r.types, NULL, r.nv}};
+    float *hb = calloc((size_t)4 * T * H, sizeof(float)), *hs = calloc((size_t)T * H, sizeof(float));
+    snprintf(label, sizeof label, "%s/batch_equals_single", name);
+    if (mx_encode(enc, b, 3, hb)) CHECK(label, 0, "%s", mx_errmsg());
+    else {
+        float worst = 0;
+        size_t off = 0;
+        for (int k = 0; k < 3; k++) {
+            if (mx_encode(enc, &b[k], 1, hs)) { worst = INFINITY; break; }
+            float d = t_maxdiff(hb + off, hs, (size_t)b[k].n * H);
+            if (!(d <= worst)) worst = d;
+            off += (size_t)b[k].n * H;
+        }
+        float tol = 1e-6f * fmaxf(1, maxabs(h1, (size_t)r.nv * H));
+        CHECK(label, worst <= tol, "batched vs single max diff %g > %g", worst, tol);
+    }
+    free(hb); free(hs);
+    free(h); free(h1);
+    mx_enc_free(enc);
+    mx_engine_close(&e);
+    ref_free(&r);
+}
+
+/* ---- sentence-transformers pipeline ---- */
+
+static void write_file(const char *dir, const char *name, const char *text) {
+    char *p = mx_path_join(dir, name);
+    FILE *f = fopen(p, "w");
+    if (f) { fputs(text, f); fclose(f); }
+    free(p);
+}
+
+static void link_into(const char *src_dir, const char *dst_dir, const char *name) {
+    char *s = mx_path_join(src_dir, name), *d = mx_path_join(dst_dir, name);
+    char *abs = realpath(s, NULL);
+    if (abs && symlink(abs, d)) perror(d);
+    free(abs); free(s); free(d);
+}
+
+/* pools the reference hidden rows [0, nv) by hand */
+static void hand_pool(const char *mode, const float *h, int nv, int H, int skip, float *out) {
+    if (!strcmp(mode, "cls")) { memcpy(out, h, sizeof(float) * H); return; }
+    if (!strcmp(mode, "last")) { memcpy(out, h + (size_t)(nv - 1) * H, sizeof(float) * H); return; }
+    for (int i = 0; i < H; i++) {
+        double acc = !strcmp(mode, "max") ? -1e30 : 0;
+        for (int t = skip; t < nv; t++) {
+            double v = h[(size_t)t * H + i];
+            if (!strcmp(mode, "max")) acc = v > acc ? v : acc;
+            else acc += v;
+        }
+        if (!strcmp(mode, "mean")) acc /= (nv - skip);
+        if (!strcmp(mode, "mean_sqrt")) acc /= sqrt((double)(nv - skip));
+        out[i] = (float)acc;
+    }
+}
+
+static void l2(float *v, int n) {
+    double s = 0;
+    for (int i = 0; i < n; i++) s += (double)v[i] * v[i];
+    for (int i = 0; i < n; i++) v[i] = (float)(v[i] / sqrt(s));
+}
+
+static char *make_st_dir(const char *fixture, const char *pool_json, bool normalize, bool dense, int max_len) {
+    char tmpl[] = "/tmp/mx_st_XXXXXX";
+    char *d = mkdtemp(tmpl);
+    if (!d) return NULL;
+    d = strdup(d);
+    link_into(fixture, d, "config.json");
+    link_into(fixture, d, "model.safetensors");
+    char buf[1024], *pd = mx_path_join(d, "1_Pooling");
+    mkdir(pd, 0755);
+    write_file(pd, "config.json", pool_json);
+    free(pd);
+    int n = snprintf(buf, sizeof buf,
+                     "[{\"idx\":0,\"name\":\"0\",\"path\":\"\",\"type\":\"sentence_transformers.models.Transformer\"},"
+                     "{\"idx\":1,\"name\":\"1\",\"path\":\"1_Pooling\",\"type\":\"sentence_transformers.models.Pooling\"}");
+    if (dense)
+        n += snprintf(buf + n, sizeof buf - n, ",{\"idx\":2,\"name\":\"2\",\"path\":\"2_Dense\",\"type\":\"sentence_transformers.models.Dense\"}");
+    if (normalize)
+        n += snprintf(buf + n, sizeof buf - n, ",{\"idx\":3,\"name\":\"3\",\"path\":\"3_Normalize\",\"type\":\"sentence_transformers.models.Normalize\"}");
+    snprintf(buf + n, sizeof buf - n, "]");
+    write_file(d, "modules.json", buf);
+    if (max_len) {
+        snprintf(buf, sizeof buf, "{\"max_seq_length\": %d, \"do_lower_case\": false}", max_len);
+        write_file(d, "sentence_bert_config.json", buf);
+    }
+    return d;
+}
+
+static void rm_rf(const char *d) {
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", d);
+    if (system(cmd)) {}
+}
+
+/* a 64 -> 8 tanh Dense with a known weight: W[o][i] = ((o*7 + i*3) % 11 - 5) / 10, b[o] = o / 10 */
+static void write_dense(const char *dir, int in, int out, float *W, float *B) {
+    char *dd = mx_path_join(dir, "2_Dense"), cfg[256];
+    mkdir(dd, 0755);
+    snprintf(cfg, sizeof cfg, "{\"in_features\": %d, \"out_features\": %d, \"bias\": true, \"activation_function\": \"torch.nn.modules.activation.Tanh\"}", in, out);
+    write_file(dd, "config.json", cfg);
+    for (int o = 0; o < out; o++) {
+        B[o] = (float)o / 10;
+        for (int i = 0; i < in; i++) W[o * in + i] = (float)((o * 7 + i * 3) % 11 - 5) / 10;
+    }
+    mx_st_out ts[2] = {{"linear.weight", MX_DT_F32, 2, {out, in}, W, sizeof(float) * out * in},
+                       {"linear.bias", MX_DT_F32, 1, {out}, B, sizeof(float) * out}};
+    char *p = mx_path_join(dd, "model.safetensors");
+    if (mx_st_write(p, ts, 2, NULL)) printf("# dense write: %s\n", mx_errmsg());
+    free(p); free(dd);
+}
+
+static void st_tests(const char *root, mx_pool *pool) {
+    char *fx = mx_path_join(root, "xlm-roberta-embed");
+    ref_t r;
+    if (ref_load(fx, &r)) { CHECK("st/reference", 0, "%s", mx_errmsg()); free(fx); return; }
+    int H = 64, nv = r.nv;
+    const int32_t *ids[1] = {r.ids};
+    int lens[1] = {nv};
+    float got[4 * 64], want[4 * 64];
+    float tolh = 1e-4f * fmaxf(1, maxabs(r.hidden, r.nh));
+    static const struct { const char *name, *json; const char *modes[3]; } cases[] = {
+        {"mean", "{\"word_embedding_dimension\":64,\"pooling_mode_mean_tokens\":true}", {"mean"}},
+        {"cls", "{\"word_embedding_dimension\":64,\"pooling_mode_cls_token\":true,\"pooling_mode_mean_tokens\":false}", {"cls"}},
+        {"max", "{\"word_embedding_dimension\":64,\"pooling_mode_max_tokens\":true,\"pooling_mode_mean_tokens\":false}", {"max"}},
+        {"last", "{\"word_embedding_dimension\":64,\"pooling_mode_lasttoken\":true,\"pooling_mode_mean_tokens\":false}", {"last"}},
+        {"mean_sqrt_len", "{\"pooling_mode_mean_sqrt_len_tokens\":true,\"pooling_mode_mean_tokens\":false}", {"mean_sqrt"}},
+        {"cls+mean", "{\"pooling_mode_cls_token\":true,\"pooling_mode_mean_tokens\":true}", {"cls", "mean"}},
+    };
+    for (size_t c = 0; c < MX_ARRAY_LEN(cases); c++) {
+        char nm[128];
+        snprintf(nm, sizeof nm, "st/pooling_%s", cases[c].name);
+        char *d = make_st_dir(fx, cases[c].json, false, false, 0);
+        mx_embedder *e;
+        if (mx_embedder_open(d, NULL, pool, &e)) { CHECK(nm, 0, "open: %s", mx_errmsg()); rm_rf(d); free(d); continue; }
+        int dim = 0;
+        for (int k = 0; k < 3 && cases[c].modes[k]; k++) { hand_pool(cases[c].modes[k], r.hidden, nv, H, 0, want + dim); dim += H; }
+        if (mx_embedder_dim(e) != dim) CHECK(nm, 0, "dim %d, expected %d", mx_embedder_dim(e), dim);
+        else if (mx_embed_batch(e, ids, lens, 1, got)) CHECK(nm, 0, "%s", mx_errmsg());
+        else {
+            float dd = t_maxdiff(got, want, (size_t)dim), tol = !strcmp(cases[c].name, "mean_sqrt_len") ? tolh * sqrtf((float)nv) : tolh;
+            CHECK(nm, dd <= tol, "max diff %g > %g", dd, tol);
+        }
+        mx_embedder_close(e);
+        rm_rf(d); free(d);
+    }
+    /* include_prompt = false: mean over the tokens after the prompt */
+    {
+        char *d = make_st_dir(fx, "{\"pooling_mode_mean_tokens\":true,\"include_prompt\":false}", false, false, 0);
+        mx_embedder *e;
+        if (mx_embedder_open(d, NULL, pool, &e)) CHECK("st/include_prompt_false", 0, "open: %s", mx_errmsg());
+        else {
+            int pl[1] = {5};
+            hand_pool("mean", r.hidden, nv, H, 5, want);
+            if (mx_embed_batch_ex(e, ids, NULL, lens, pl, 1, got)) CHECK("st/include_prompt_false", 0, "%s", mx_errmsg());
+            else {
+                float dd = t_maxdiff(got, want, H);
+                CHECK("st/include_prompt_false", dd <= tolh, "max diff %g", dd);
+            }
+            mx_embedder_close(e);
+        }
+        rm_rf(d); free(d);
+    }
+    /* Dense (tanh) + Normalize, then Matryoshka dimensions (re-normalised) */
+    {
+        char *d = make_st_dir(fx, "{\"pooling_mode_mean_tokens\":true}", true, true, 0);
+        float W[8 * 64], B[8], pooled[64];
+        write_dense(d, 64, 8, W, B);
+        hand_pool("mean", r.hidden, nv, H, 0, pooled);
+        for (int o = 0; o < 8; o++) {
+            double s = B[o];
+            for (int i = 0; i < 64; i++) s += (double)W[o * 64 + i] * pooled[i];
+            want[o] = (float)tanh(s);
+        }
+        float full[8];
+        memcpy(full, want, sizeof full);
+        l2(want, 8);
+        mx_embedder *e;
+        if (mx_embedder_open(d, NULL, pool, &e)) CHECK("st/dense_normalize", 0, "open: %s", mx_errmsg());
+        else {
+            if (mx_embedder_dim(e) != 8 || mx_embed_batch(e, ids, lens, 1, got)) CHECK("st/dense_normalize", 0, "dim %d: %s", mx_embedder_dim(e), mx_errmsg());
+            else {
+                float dd = t_maxdiff(got, want, 8);
+                CHECK("st/dense_normalize", dd <= 1e-4f, "max diff %g", dd);
+            }
+            mx_embedder_close(e);
+        }
+        mx_embed_opts o = {.pooling = MX_EMB_POOL_AUTO, .dimensions = 4};
+        l2(full, 4);
+        if (mx_embedder_open(d, &o, pool, &e)) CHECK("st/matryoshka_dimensions", 0, "open: %s", mx_errmsg());
+        else {
+            if (mx_embedder_dim(e) != 4 || mx_embed_batch(e, ids, lens, 1, got)) CHECK("st/matryoshka_dimensions", 0, "dim %d: %s", mx_embedder_dim(e), mx_errmsg());
+            else {
+                float dd = t_maxdiff(got, full, 4);
+                CHECK("st/matryoshka_dimensions", dd <= 1e-4f, "max diff %g", dd);
+            }
+            mx_embedder_close(e);
+        }
+        o.dimensions = 9;
+        CHECK("st/dimensions_too_large_refused", mx_embedder_open(d, &o, pool, &e) != 0, "opened");
+        rm_rf(d); free(d);
+    }
+    /* max_seq_length: longer inputs are cut (= the embedding of the prefix), or refused */
+    {
+        char *d = make_st_dir(fx, "{\"pooling_mode_mean_tokens\":true}", false, false, 20);
+        mx_embedder *e;
+        if (mx_embedder_open(d, NULL, pool, &e)) CHECK("st/max_seq_length", 0, "open: %s", mx_errmsg());
+        else {
+            float cut[64];
+            const int32_t *ids2[2] = {r.ids, r.ids};
+            int l2s[2] = {nv, 20};
+            float two[128];
+            CHECK("st/max_seq_length", mx_embedder_max_len(e) == 20, "max_len %d", mx_embedder_max_len(e));
+            if (mx_embed_batch(e, ids2, l2s, 2, two)) CHECK("st/truncate", 0, "%s", mx_errmsg());
+            else {
+                memcpy(cut, two + 64, sizeof cut);
+                float dd = t_maxdiff(two, cut, 64);
+                CHECK("st/truncate", dd == 0, "cut input differs from its 20-token prefix by %g", dd);
+            }
+            mx_embedder_close(e);
+        }
+        mx_embed_opts o = {.pooling = MX_EMB_POOL_AUTO, .no_truncate = true};
+        if (mx_embedder_open(d, &o, pool, &e)) CHECK("st/no_truncate_refuses", 0, "open: %s", mx_errmsg());
+        else {
+            CHECK("st/no_truncate_refuses", mx_embed_batch(e, ids, lens, 1, got) != 0, "accepted %d tokens over 20", nv);
+            mx_embedder_close(e);
+        }
+        rm_rf(d); free(d);
+    }
+    /* many inputs per call, split over several passes, equal one at a time */
+    {
+        mx_embed_opts o = {.pooling = MX_POOL_MEAN, .max_tokens = 70};
+        mx_embedder *e;
+        if (mx_embedder_open(fx, &o, pool, &e)) CHECK("st/batch_passes", 0, "open: %s", mx_errmsg());
+        else {
+            enum { NB = 9 };
+            const int32_t *bi[NB];
+            int bl[NB];
+            float *all = calloc((size_t)NB * 64, sizeof(float)), one[64], worst = 0;
+            for (int k = 0; k < NB; k++) { bi[k] = r.ids + k; bl[k] = nv - 3 * k; }
+            if (mx_embed_batch(e, bi, bl, NB, all)) CHECK("st/batch_passes", 0, "%s", mx_errmsg());
+            else {
+                for (int k = 0; k < NB; k++) {
+                    mx_embed_batch(e, bi + k, bl + k, 1, one);
+                    float dd = t_maxdiff(all + k * 64, one, 64);
+                    if (!(dd <= worst)) worst = dd;
+                }
+                CHECK("st/batch_passes", worst <= 1e-6f, "batched vs single %g", worst);
+            }
+            free(all);
+            mx_embedder_close(e);
+        }
+    }
+    ref_free(&r);
+    free(fx);
+}
+
+/* cross-encoder API on the classification fixtures: logits and sigmoid scores */
+static void rerank_tests(const char *root, mx_pool *pool) {
+    const char *names[] = {"bert-cls", "xlm-roberta-cls", "modernbert-cls"};
+    for (size_t k = 0; k < MX_ARRAY_LEN(names); k++) {
+        char *fx = mx_path_join(root, names[k]), nm[128];
+        ref_t r;
+        snprintf(nm, sizeof nm, "rerank/%s", names[k]);
+        mx_embedder *e;
+        if (ref_load(fx, &r) || mx_embedder_open(fx, NULL, pool, &e)) { CHECK(nm, 0, "%s", mx_errmsg()); free(fx); continue; }
+        const int32_t *ids[2] = {r.ids, r.ids}, *types[2] = {r.types, r.types};
+        int lens[2] = {r.nv, r.nv - 4};
+        float lg[2], sc[2];
+        if (mx_rerank_batch(e, ids, types, lens, 2, lg, sc)) CHECK(nm, 0, "%s", mx_errmsg());
+        else {
+            float tol = 1e-4f * fmaxf(1, fabsf(r.logits[0]));
+            float want = 1.0f / (1.0f + expf(-r.logits[0]));
+            CHECK(nm, fabsf(lg[0] - r.logits[0]) <= tol && fabsf(sc[0] - want) <= tol, "logit %g (ref %g), score %g (ref %g)",
+                  lg[0], r.logits[0], sc[0], want);
+        }
+        mx_embedder_close(e);
+        ref_free(&r);
+        free(fx);
+    }
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+int main(int argc, char **argv) {
+    const char *root = argc > 1 ? argv[1] : "tests/fixtures";
+    mx_pool *pool = mx_pool_new(2);
+    DIR *d = opendir(root);
+    if (!d) { printf("FAIL encoders: cannot open %s\n", root); return 1; }
+    char *names[512];
+    int nn = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) && nn < 512)
+        if (de->d_name[0] != '.') names[nn++] = strdup(de->d_name);
+    closedir(d);
+    qsort(names, (size_t)nn, sizeof(char *), cmp_str);
+    for (int k = 0; k < nn; k++) {
+        char *dir = mx_path_join(root, names[k]), *rj = mx_path_join(dir, "reference.json");
+        json_t *meta = mx_file_exists(rj) ? mx_json_load_file(rj, 1 << 20) : NULL;
+        const char *task = meta ? json_string_value(json_object_get(meta, "task")) : NULL;
+        if (task && (!strcmp(task, "embedding") || !strcmp(task, "sequence-classification"))) run_fixture(names[k], dir, pool);
+        json_decref(meta);
+        free(dir); free(rj); free(names[k]);
+    }
+    st_tests(root, pool);
+    rerank_tests(root, pool);
+    mx_pool_free(pool);
+    TEST_END();
+}
