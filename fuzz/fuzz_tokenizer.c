@@ -1,0 +1,84 @@
+/* libFuzzer target for the tokenizer.
+ * Byte 0 selects the mode:
+ *   even: the rest is "TOKENIZER_JSON \0\0 TEXT": load the tokenizer.json from
+ *         memory (every error path of the loader), then encode TEXT, decode
+ *         the ids and stream-decode them;
+ *   odd:  the rest is text encoded with the committed test tokenizers (loaded
+ *         once from tests/tokenizers, run from the repo root), then decoded,
+ *         stream-decoded (must equal the decode), and random ids decoded. */
+#include "tokenizer/tokenizer.h"
+#include <stdlib.h>
+#include <string.h>
+
+static mx_tokenizer *g_tok[8];
+static int g_ntok = -1;
+
+static void init(void) {
+    const char *names[] = {"tests/tokenizers/gpt2", "tests/tokenizers/llama2", "tests/tokenizers/bert-bge", "tests/tokenizers/t5-small",
+                           "tests/tokenizers/qwen3"};
+    g_ntok = 0;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        mx_tokenizer *t = mx_tok_load(names[i]);
+        if (t) g_tok[g_ntok++] = t;
+    }
+}
+
+static void exercise(const mx_tokenizer *t, const char *text, size_t n, bool special) {
+    int32_t *ids = NULL;
+    int nid = 0;
+    if (mx_tok_encode(t, text, n, special, &ids, &nid)) return;
+    mx_buf d = {0}, s = {0};
+    if (mx_tok_decode(t, ids, nid, false, &d) == MX_OK) {
+        mx_detok *dt = mx_detok_new(t, false);
+        for (int i = 0; dt && i < nid; i++) mx_detok_push(dt, ids[i], &s);
+        if (dt) mx_detok_flush(dt, &s);
+        mx_detok_free(dt);
+        if (s.len != d.len || (s.len && memcmp(s.data, d.data, s.len))) abort(); /* stream must equal decode */
+    }
+    for (int i = 0; i < nid; i++) {
+        size_t l;
+        if (!mx_tok_token_str(t, ids[i], &l)) abort();
+    }
+    mx_buf_free(&d);
+    mx_buf_free(&s);
+    free(ids);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    if (size < 1) return 0;
+    if (g_ntok < 0) init();
+    const char *p = (const char *)data + 1;
+    size_t n = size - 1;
+    if (data[0] & 1) {
+        if (!g_ntok) return 0;
+        const mx_tokenizer *t = g_tok[(data[0] >> 1) % g_ntok];
+        exercise(t, p, n, (data[0] >> 4) & 1);
+        /* decode arbitrary ids (in and out of range) */
+        int32_t ids[64];
+        int k = 0;
+        for (size_t i = 0; i + 4 <= n && k < 64; i += 4) {
+            uint32_t v;
+            memcpy(&v, p + i, 4);
+            ids[k++] = (int32_t)(v % (uint32_t)(mx_tok_vocab_size(t) + 16)) - 8;
+        }
+        mx_buf d = {0};
+        mx_tok_decode(t, ids, k, (data[0] >> 5) & 1, &d);
+        mx_buf_free(&d);
+        return 0;
+    }
+    const char *sep = NULL;
+    for (size_t i = 0; i + 1 < n; i++)
+        if (p[i] == 0 && p[i + 1] == 0) { sep = p + i; break; }
+    size_t jl = sep ? (size_t)(sep - p) : n;
+    mx_tokenizer *t = mx_tok_load_json(p, jl, NULL, 0, "fuzz.json");
+    if (!t) {
+        if (!mx_errmsg()[0]) abort(); /* every failure must say why */
+        return 0;
+    }
+    const char *text = sep ? sep + 2 : "Hello world! 123 <s> héllo \xF0\x9F\x98\x80";
+    size_t tl = sep ? n - jl - 2 : strlen(text);
+    exercise(t, text, tl, true);
+    exercise(t, text, tl, false);
+    mx_tok_free(t);
+    return 0;
+}
