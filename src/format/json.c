@@ -2,10 +2,60 @@
 #include "../base/base.h"
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
+
+/* Python's json module writes the non-standard tokens Infinity, -Infinity
+ * and NaN (Mamba2 configs: "time_step_limit": [0.0, Infinity]). A copy with
+ * them outside strings replaced by +-DBL_MAX and null; NULL when there are
+ * none. */
+static char *py_nonfinite(const char *d, size_t len, size_t *out_len) {
+    static const struct { const char *tok, *rep; } R[] = {
+        {"-Infinity", "-1.7976931348623157e308"}, {"Infinity", "1.7976931348623157e308"}, {"NaN", "null"}};
+    char *o = malloc(3 * len + 1);
+    if (!o) return NULL;
+    size_t n = 0;
+    bool in_str = false, any = false;
+    for (size_t i = 0; i < len;) {
+        char ch = d[i];
+        if (in_str) {
+            o[n++] = ch;
+            i++;
+            if (ch == '\\' && i < len) o[n++] = d[i++];
+            else if (ch == '"') in_str = false;
+            continue;
+        }
+        if (ch == '"') in_str = true;
+        size_t k = 0;
+        for (; k < MX_ARRAY_LEN(R); k++) {
+            size_t tl = strlen(R[k].tok);
+            if (i + tl <= len && !memcmp(d + i, R[k].tok, tl)) {
+                size_t rl = strlen(R[k].rep);
+                memcpy(o + n, R[k].rep, rl);
+                n += rl;
+                i += tl;
+                any = true;
+                break;
+            }
+        }
+        if (k == MX_ARRAY_LEN(R)) o[n++] = d[i++];
+    }
+    if (!any) { free(o); return NULL; }
+    *out_len = n;
+    return o;
+}
 
 json_t *mx_json_parse(const char *data, size_t len, const char *what) {
     json_error_t e;
     json_t *j = json_loadb(data, len, JSON_DECODE_ANY | JSON_ALLOW_NUL, &e);
+    if (!j) {
+        size_t n2 = 0;
+        char *d2 = py_nonfinite(data, len, &n2);
+        if (d2) {
+            json_error_t e2;
+            j = json_loadb(d2, n2, JSON_DECODE_ANY | JSON_ALLOW_NUL, &e2);
+            free(d2);
+        }
+    }
     if (!j) mx_set_err("%s: invalid JSON at line %d column %d: %s", what, e.line, e.column, e.text);
     return j;
 }

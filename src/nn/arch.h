@@ -95,6 +95,48 @@ typedef struct {
     const char *q_a, *q_a_norm, *q_b, *kv_a, *kv_a_norm, *kv_b;
 } mx_mla_spec;
 
+/* State-space mixers (nn/mamba.c). Tensors live under `prefix` (a module
+ * path with "%d", e.g. "backbone.layers.%d.mixer") with the HF sub-names
+ * in_proj, conv1d, x_proj, dt_proj, A_log, D, dt_bias, norm, out_proj.
+ *   MAMBA1  in_proj -> [x | z]; x = act(causal depthwise conv(x));
+ *           x_proj(x) -> [dt_low | B | C] (optionally RMS-normed: bcdt_norm,
+ *           with weights dt_layernorm / b_layernorm / c_layernorm when
+ *           bcdt_weight); dt = softplus(dt_proj(dt_low)); per channel c and
+ *           state n: h = exp(dt A[c,n]) h + dt B[n] x; y = h.C + D[c] x;
+ *           y *= act(z).
+ *   MAMBA2  in_proj -> [z | x B C | dt]; act(conv) on [x | B | C] (B, C per
+ *           group); dt = clamp(softplus(dt + dt_bias), dt_min, dt_max); per
+ *           head a scalar A; y = h.C + D x; then rmsnorm(y * silu(z)) over
+ *           norm_groups groups (gated_norm) or y * silu(z).
+ * The cache holds per channel the last d_conv-1 conv inputs and the state. */
+typedef enum { MX_SSM_MAMBA1, MX_SSM_MAMBA2 } mx_ssm_kind;
+typedef struct {
+    mx_ssm_kind kind;
+    int d_inner, d_state, d_conv, dt_rank; /* dt_rank: mamba1 */
+    int n_heads, head_dim, n_groups;       /* mamba2 (d_inner = n_heads * head_dim) */
+    bool in_bias, out_bias, conv_bias;
+    bool bcdt_norm, bcdt_weight;
+    float bcdt_eps;
+    bool gated_norm;
+    int norm_groups;
+    float norm_eps;
+    float dt_min, dt_max;                  /* dt clamp after the softplus (mamba2) */
+    mx_act act;                            /* conv and (mamba1) gate activation */
+    const char *prefix;
+} mx_ssm_spec;
+
+/* RecurrentGemma's recurrent block (nn/rglru.c), tensors under `prefix`
+ * (linear_x, linear_y, linear_out, conv_1d, rg_lru.*): y = act(linear_y x);
+ * u = conv(linear_x x) (causal depthwise, with bias, no activation); RG-LRU
+ * with block-diagonal gates over n_heads blocks: a = exp(-8 r softplus(p)),
+ * h = a h + sqrt(1 - a^2) (i u) (h = i u at position 0);
+ * out = linear_out(h * y). The cache holds the conv window and h. */
+typedef struct {
+    int width, n_heads, d_conv;
+    mx_act act;
+    const char *prefix;
+} mx_rglru_spec;
+
 typedef struct {
     int window;     /* sliding window W (attend i-W < j <= i); 0 = global */
     bool rope;      /* false: this layer applies no rotary embedding */
@@ -160,6 +202,8 @@ typedef struct mx_arch {
     mx_names names;
     mx_moe_spec moe;        /* for layers whose ffn is mx_block_moe */
     mx_mla_spec mla;        /* for layers whose mixer is mx_block_mla */
+    mx_ssm_spec ssm;        /* for layers whose mixer is mx_block_mamba / mx_block_mamba2 */
+    mx_rglru_spec rglru;    /* for layers whose mixer is mx_block_rglru */
     const char *ignore[MX_MAX_IGNORE]; /* glob patterns of tensors not used */
     int n_ignore;
 } mx_arch;

@@ -33,4 +33,7 @@ extern const mx_block_ops mx_block_attention; /* causal self-attention over a KV
 extern const mx_block_ops mx_block_mlp;       /* dense MLP, gated or plain */
 extern const mx_block_ops mx_block_moe;       /* mixture of experts (arch.moe), nn/moe.c */
 extern const mx_block_ops mx_block_mla;       /* multi-head latent attention (arch.mla), nn/mla.c */
+extern const mx_block_ops mx_block_mamba;     /* Mamba selective scan (arch.ssm, MAMBA1), nn/mamba.c */
+extern const mx_block_ops mx_block_mamba2;    /* Mamba2 SSD scan (arch.ssm, MAMBA2), nn/mamba.c */
+extern const mx_block_ops mx_block_rglru;     /* RecurrentGemma RG-LRU block (arch.rglru), nn/rglru.c */
 #endif

@@ -1,0 +1,34 @@
+/* Helpers shared by the recurrent mixer blocks (nn/mamba.c, nn/rglru.c):
+ * tensor loading under a module prefix, the causal depthwise convolution
+ * with its cached window, and per-sequence bookkeeping. */
+#ifndef MX_SSM_H
+#define MX_SSM_H
+#include "model.h"
+#include <math.h>
+
+/* Loads "<prefix(layer)>.<sub>" (any shape) holding exactly n elements into
+ * a new f32 array; absent and !required: *out = NULL. */
+int mx_ssm_load_arr(mx_model *m, const char *prefix, int layer, const char *sub, size_t n, bool required, float **out);
+/* mx_load_lin on "<prefix>.<sub>". */
+int mx_ssm_load_lin(mx_model *m, const char *prefix, int layer, const char *sub, int rows, int cols, bool bias,
+                    mx_weight *w, float **b);
+
+/* One step of a causal depthwise conv of one channel: returns
+ * bias + sum_k w[k] x_{t-K+1+k}; win holds the K-1 inputs before x_t (oldest
+ * first) and is advanced past x_t. */
+static inline float mx_conv_step(const float *w, float bias, int K, float *win, float xt) {
+    float acc = bias;
+    for (int k = 0; k < K - 1; k++) acc += w[k] * win[k];
+    acc += w[K - 1] * xt;
+    for (int k = 0; k + 1 < K - 1; k++) win[k] = win[k + 1];
+    if (K > 1) win[K - 2] = xt;
+    return acc;
+}
+
+/* torch.nn.functional.softplus (beta 1, threshold 20). */
+static inline float mx_softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
+
+/* Stacked token t starts its sequence in this forward: the sequence's state
+ * is then loaded (or, at position 0, reset: caches are reused). */
+static inline bool mx_seq_first(const mx_fwd *f, int t) { return t == 0 || f->seq_of[t] != f->seq_of[t - 1]; }
+#endif
