@@ -6,6 +6,10 @@ CFLAGS  ?= $(OPT) -g
 CFLAGS  += -std=c17 -Wall -Wextra -pthread -fno-strict-aliasing
 LDLIBS  := -ljansson -lpcre2-8 -lutf8proc -lmicrohttpd -lm -lpthread
 BUILD   ?= build
+# build with every core unless the caller chose -j
+ifeq (,$(filter -j%,$(MAKEFLAGS)))
+MAKEFLAGS += -j$(shell nproc 2>/dev/null || echo 2)
+endif
 # whole archive: family files register themselves from constructors
 WHOLE_LIB = -Wl,--whole-archive $(BUILD)/libmlxcel.a -Wl,--no-whole-archive
 
@@ -32,13 +36,13 @@ deps:
 	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null; fi
 
-$(BUILD)/%_avx2.o: %_avx2.c
+$(BUILD)/%_avx2.o: %_avx2.c | deps
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(SIMD_AVX2) -MMD -MP -c $< -o $@
-$(BUILD)/%_avx512.o: %_avx512.c
+$(BUILD)/%_avx512.o: %_avx512.c | deps
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(SIMD_AVX512) -MMD -MP -c $< -o $@
-$(BUILD)/%.o: %.c
+$(BUILD)/%.o: %.c | deps
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
 
