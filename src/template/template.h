@@ -16,7 +16,7 @@ typedef struct mx_tmpl mx_tmpl;
 typedef struct {
     size_t max_output; /* bytes of rendered text (default 64 MiB) */
     size_t max_memory; /* bytes the renderer may allocate (default 1 GiB) */
-    uint64_t max_steps; /* statements + loop iterations + calls (default 100M) */
+    uint64_t max_steps; /* statements + loop iterations + calls (default 20M, a few seconds) */
     int max_depth;     /* nesting of evaluation, incl. macro recursion (default 1000) */
 } mx_tmpl_limits;
 

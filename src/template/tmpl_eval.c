@@ -427,6 +427,7 @@ static val make_macro(rctx *c, node *def, scope *s, const char *name) {
     memset(m, 0, sizeof *m);
     m->def = def;
     m->closure = s;
+    for (scope *x = s; x; x = x->parent) x->captured = true;
     m->name = name;
     m->caller = v_undef();
     m->uses_caller = def->op & 1;
@@ -516,10 +517,13 @@ static void run_for(rctx *c, node *n, val iterable, scope *s, int depth0) {
     val lv = v_undef();
     lv.t = V_LOOP;
     lv.lp = lp;
+    scope *is = NULL;
     for (size_t i = 0; i < items->n; i++) {
         step(c);
         lp->idx = (int64_t)i;
-        scope *is = new_scope(c, s);
+        /* a fresh scope per iteration; the previous one is recycled unless a macro captured it */
+        if (is && !is->captured) is->vars.n = 0;
+        else is = new_scope(c, s);
         bind_target(c, n->a, items->v[i], is);
         scope_set(c, is, "loop", 4, lv);
         exec_list(c, &n->l1, is);

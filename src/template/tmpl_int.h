@@ -98,7 +98,7 @@ struct mx_tmpl {
 
 /* ---- macro, loop ---- */
 typedef struct scope scope;
-struct scope { scope *parent; tdict vars; };
+struct scope { scope *parent; tdict vars; bool captured; /* a macro closes over it */ };
 struct tmacro {
     node *def;       /* S_MACRO (or S_CALLBLOCK for caller) */
     scope *closure;

@@ -23,7 +23,8 @@ void *arena_alloc(arena *a, size_t n) {
         h->used += n;
         return p;
     }
-    size_t cap = n > 32768 ? n : 65536;
+    size_t chunk = a->total / 8 < 65536 ? 65536 : a->total / 8 > ((size_t)8 << 20) ? ((size_t)8 << 20) : a->total / 8;
+    size_t cap = n > 32768 ? n : chunk;
     if (a->limit && (a->total + cap > a->limit || cap > a->limit)) return NULL;
     achunk *k = malloc(sizeof *k + cap);
     if (!k) return NULL;
