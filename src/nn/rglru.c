@@ -1,0 +1,137 @@
+/* RecurrentGemma (Griffin) recurrent block (arch.rglru): a gelu-gated
+ * branch y = act(linear_y x) times the RG-LRU of a causal conv of linear_x x,
+ * then linear_out. The RG-LRU gates are block-diagonal (n_heads blocks of
+ * width/n_heads, stored [block, in, out]):
+ *   i = sigmoid(u W_i + b_i), r = sigmoid(u W_r + b_r),
+ *   log a = -8 r softplus(param), h = a h + sqrt(1 - a^2) (i u),
+ * with h = i u at position 0. The cache holds the conv window [width][K-1]
+ * then h [width]; a sequence starting at position 0 starts from zeros.
+ * Heads (gate blocks) run in parallel; tokens run in order. */
+#include "ssm.h"
+#include "../base/base.h"
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    mx_weight x, y, out;
+    float *x_b, *y_b, *out_b, *conv_w, *conv_b;
+    float *ig_w, *ig_b, *rg_w, *rg_b; /* [heads][bw][bw], [heads][bw] */
+    float *c;                         /* -8 softplus(recurrent_param) */
+} rg_w;
+
+static void rg_free(void *p) {
+    rg_w *w = p;
+    if (!w) return;
+    mx_weight_free(&w->x); mx_weight_free(&w->y); mx_weight_free(&w->out);
+    float *v[] = {w->x_b, w->y_b, w->out_b, w->conv_w, w->conv_b, w->ig_w, w->ig_b, w->rg_w, w->rg_b, w->c};
+    for (size_t i = 0; i < MX_ARRAY_LEN(v); i++) free(v[i]);
+    free(w);
+}
+
+static int rg_load(mx_model *m, int l, void **out) {
+    const mx_arch *a = &m->arch;
+    const mx_rglru_spec *s = &a->rglru;
+    const char *P = s->prefix;
+    int W = s->width, K = s->d_conv, nh = s->n_heads;
+    if (!P || W < 1 || K < 1 || K > 64 || nh < 1 || W % nh)
+        return mx_set_err("%s: layer %d: inconsistent RG-LRU dimensions", m->ck.dir, l);
+    size_t bw = (size_t)(W / nh);
+    rg_w *w = mx_calloc(1, sizeof *w);
+    if (!w) return MX_ERR;
+    *out = w;
+    if (mx_ssm_load_lin(m, P, l, "linear_x", W, a->hidden, true, &w->x, &w->x_b) ||
+        mx_ssm_load_lin(m, P, l, "linear_y", W, a->hidden, true, &w->y, &w->y_b) ||
+        mx_ssm_load_lin(m, P, l, "linear_out", a->hidden, W, true, &w->out, &w->out_b) ||
+        mx_ssm_load_arr(m, P, l, "conv_1d.weight", (size_t)W * K, true, &w->conv_w) ||
+        mx_ssm_load_arr(m, P, l, "conv_1d.bias", (size_t)W, true, &w->conv_b) ||
+        mx_ssm_load_arr(m, P, l, "rg_lru.input_gate_weight", (size_t)nh * bw * bw, true, &w->ig_w) ||
+        mx_ssm_load_arr(m, P, l, "rg_lru.input_gate_bias", (size_t)W, true, &w->ig_b) ||
+        mx_ssm_load_arr(m, P, l, "rg_lru.recurrent_gate_weight", (size_t)nh * bw * bw, true, &w->rg_w) ||
+        mx_ssm_load_arr(m, P, l, "rg_lru.recurrent_gate_bias", (size_t)W, true, &w->rg_b) ||
+        mx_ssm_load_arr(m, P, l, "rg_lru.recurrent_param", (size_t)W, true, &w->c))
+        return MX_ERR;
+    for (int i = 0; i < W; i++) w->c[i] = -8.0f * mx_softplus(w->c[i]);
+    return MX_OK;
+}
+
+static size_t rg_state(const mx_model *m, int layer, int cap) {
+    (void)layer; (void)cap;
+    const mx_rglru_spec *s = &m->arch.rglru;
+    return (size_t)s->width * s->d_conv;
+}
+
+static size_t rg_scratch(const mx_model *m, int max_tokens, int max_ctx, int nt) {
+    (void)max_ctx;
+    const mx_rglru_spec *s = &m->arch.rglru;
+    return (size_t)max_tokens * 3 * s->width + (size_t)nt * 2 * (s->width / s->n_heads);
+}
+
+typedef struct {
+    mx_fwd *f;
+    int layer;
+    const rg_w *w;
+    const float *xb; /* linear_x output [N][W] */
+    float *u;        /* conv output [N][W] */
+    float *yb;       /* act(linear_y) [N][W], multiplied by h in place */
+    float *gates;    /* per thread 2 * bw */
+} rg_job;
+
+static void rg_task(void *ctx, int hh, int tid) {
+    rg_job *j = ctx;
+    mx_fwd *f = j->f;
+    const mx_rglru_spec *s = &f->m->arch.rglru;
+    const rg_w *w = j->w;
+    int W = s->width, K = s->d_conv, bw = W / s->n_heads, c0 = hh * bw;
+    /* conv of this block's channels */
+    for (int c = c0; c < c0 + bw; c++) {
+        float *win = NULL;
+        for (int t = 0; t < f->N; t++) {
+            if (mx_seq_first(f, t)) {
+                win = mx_kv_layer(f->seqs[f->seq_of[t]].kv, j->layer) + (size_t)c * (K - 1);
+                if (f->pos[t] == 0) memset(win, 0, (size_t)(K - 1) * sizeof(float));
+            }
+            j->u[(size_t)t * W + c] = mx_conv_step(w->conv_w + (size_t)c * K, w->conv_b[c], K, win, j->xb[(size_t)t * W + c]);
+        }
+    }
+    /* gates and recurrence, token by token */
+    float *ig = j->gates + (size_t)tid * 2 * bw, *rg = ig + bw, *h = NULL;
+    const float *Wi = w->ig_w + (size_t)hh * bw * bw, *Wr = w->rg_w + (size_t)hh * bw * bw;
+    for (int t = 0; t < f->N; t++) {
+        if (mx_seq_first(f, t)) h = mx_kv_layer(f->seqs[f->seq_of[t]].kv, j->layer) + (size_t)W * (K - 1) + c0;
+        const float *u = j->u + (size_t)t * W + c0;
+        memcpy(ig, w->ig_b + c0, (size_t)bw * sizeof(float));
+        memcpy(rg, w->rg_b + c0, (size_t)bw * sizeof(float));
+        for (int i = 0; i < bw; i++) {
+            mx_axpy(ig, u[i], Wi + (size_t)i * bw, bw);
+            mx_axpy(rg, u[i], Wr + (size_t)i * bw, bw);
+        }
+        bool reset = f->pos[t] == 0;
+        float *y = j->yb + (size_t)t * W + c0;
+        for (int k = 0; k < bw; k++) {
+            float gi = 1.0f / (1.0f + expf(-ig[k])), gr = 1.0f / (1.0f + expf(-rg[k]));
+            float la = w->c[c0 + k] * gr, x = u[k] * gi;
+            if (reset) h[k] = x;
+            else h[k] = expf(la) * h[k] + x * sqrtf(1.0f - expf(2.0f * la));
+            y[k] *= h[k];
+        }
+    }
+}
+
+static void rg_forward(mx_fwd *f, int layer, void *wp, const float *in, float *out) {
+    const rg_w *w = wp;
+    const mx_rglru_spec *s = &f->m->arch.rglru;
+    int N = f->N, H = f->m->arch.hidden, W = s->width;
+    float *xb = f->scratch, *u = xb + (size_t)N * W, *yb = u + (size_t)N * W, *gates = yb + (size_t)N * W;
+    mx_linear(f, &w->y, w->y_b, in, N, H, yb, W);
+    mx_act_apply(s->act, yb, N * W);
+    mx_linear(f, &w->x, w->x_b, in, N, H, xb, W);
+    rg_job j = {f, layer, w, xb, u, yb, gates};
+    mx_pool_run(f->pool, rg_task, &j, s->n_heads);
+    mx_linear(f, &w->out, w->out_b, yb, N, W, out, H);
+}
+
+const mx_block_ops mx_block_rglru = {
+    .name = "rglru", .load = rg_load, .free = rg_free, .state_floats = rg_state, .scratch_floats = rg_scratch,
+    .forward = rg_forward, .recurrent = true,
+};
