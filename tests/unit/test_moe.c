@@ -1,0 +1,374 @@
+/* Mixture of experts and latent attention: every router variant on
+ * hand-computed cases; grouped prefill against per-token decode on the MoE
+ * fixtures (logits, and the expert bytes each step reads); the stacked
+ * expert layouts (MLX switch_mlp, float and 4-bit affine) against the
+ * per-expert one; the MLA cache size. */
+#define _GNU_SOURCE
+#include "test.h"
+#include "base/base.h"
+#include "base/threadpool.h"
+#include "format/checkpoint.h"
+#include "nn/moe.h"
+#include "quant/quant.h"
+#include "quant/quant_impl.h"
+#include "runtime/engine.h"
+#include <sys/stat.h>
+#include <unistd.h>
+
+static bool near(float a, float b, float tol) { return fabsf(a - b) <= tol; }
+
+/* ---- routing ---- */
+
+static void test_routing(void) {
+    float tmp[64];
+    int idx[8];
+    float w[8];
+    const float l4[4] = {1.0f, 3.0f, 2.0f, 0.0f};
+    double z = exp(1.0) + exp(3.0) + exp(2.0) + exp(0.0);
+
+    mx_moe_spec s = {.n_experts = 4, .top_k = 2, .route = MX_ROUTE_SOFTMAX};
+    mx_moe_route(&s, l4, NULL, idx, w, tmp);
+    CHECK("route_softmax", idx[0] == 1 && idx[1] == 2 && near(w[0], (float)(exp(3.0) / z), 1e-6f) && near(w[1], (float)(exp(2.0) / z), 1e-6f),
+          "got %d %d %g %g", idx[0], idx[1], w[0], w[1]);
+
+    s.norm_p = 1;
+    mx_moe_route(&s, l4, NULL, idx, w, tmp);
+    float p1 = (float)(1.0 / (1.0 + exp(-1.0)));
+    CHECK("route_softmax_renorm", idx[0] == 1 && idx[1] == 2 && near(w[0], p1, 1e-6f) && near(w[1], 1 - p1, 1e-6f), "got %g %g", w[0], w[1]);
+
+    s.norm_p = 2; /* DBRX moe_normalize_expert_weights = 2 */
+    mx_moe_route(&s, l4, NULL, idx, w, tmp);
+    double a = exp(3.0), b = exp(2.0), n2 = sqrt(a * a + b * b);
+    CHECK("route_softmax_pnorm", near(w[0], (float)(a / n2), 1e-6f) && near(w[1], (float)(b / n2), 1e-6f), "got %g %g", w[0], w[1]);
+
+    mx_moe_spec t = {.n_experts = 4, .top_k = 2, .route = MX_ROUTE_TOPK_SOFTMAX, .routed_scale = 3};
+    mx_moe_route(&t, l4, NULL, idx, w, tmp);
+    CHECK("route_topk_softmax_scaled", idx[0] == 1 && idx[1] == 2 && near(w[0], 3 * p1, 1e-5f) && near(w[1], 3 * (1 - p1), 1e-5f),
+          "got %d %d %g %g", idx[0], idx[1], w[0], w[1]);
+
+    /* sigmoid + correction bias + group limit (DeepSeek V3). 8 experts in 4
+     * groups of 2, best 2 groups eligible, top 2 experts, renormalised, x2.5.
+     * logits 0 for all except: e1 = 2, e2 = 1, e5 = 1.5, e6 = -1;
+     * bias: e6 += 3 (so group 3 = {6,7} is best by choice but e6's weight is
+     * its plain sigmoid), e2 -= 0.2. */
+    float l8[8] = {0, 2, 1, 0, 0, 1.5f, -1, 0}, bias[8] = {0, 0, -0.2f, 0, 0, 0, 3, 0};
+    mx_moe_spec d = {.n_experts = 8, .top_k = 2, .route = MX_ROUTE_SIGMOID, .n_group = 4, .topk_group = 2, .norm_p = 1,
+                     .norm_eps = 1e-20f, .routed_scale = 2.5f};
+    mx_moe_route(&d, l8, bias, idx, w, tmp);
+    /* choice: e0 .5, e1 .881, e2 .531, e3 .5, e4 .5, e5 .818, e6 3.269, e7 .5
+     * group sums (top-2): g0 1.381, g1 1.031, g2 1.318, g3 3.769 -> groups 3, 0
+     * eligible: e0 .5, e1 .881, e6 3.269, e7 .5 -> top-2 e6, e1 */
+    double s6 = 1 / (1 + exp(1.0)), s1 = 1 / (1 + exp(-2.0));
+    CHECK("route_sigmoid_group_bias", idx[0] == 6 && idx[1] == 1 && near(w[0], (float)(2.5 * s6 / (s6 + s1)), 1e-5f) &&
+                                          near(w[1], (float)(2.5 * s1 / (s6 + s1)), 1e-5f),
+          "got %d %d %g %g", idx[0], idx[1], w[0], w[1]);
+    /* without the group limit, e5 (group 2) beats e1? no: .881 > .818; make e5 win */
+    l8[5] = 2.5f;
+    mx_moe_route(&d, l8, bias, idx, w, tmp);
+    CHECK("route_sigmoid_group_excludes", idx[0] == 6 && idx[1] == 5, "got %d %d (group 2 now best with e5)", idx[0], idx[1]);
+    d.n_group = 1;
+    l8[5] = 1.5f;
+    bias[6] = 0;
+    mx_moe_route(&d, l8, bias, idx, w, tmp);
+    CHECK("route_sigmoid_plain", idx[0] == 1 && idx[1] == 5, "got %d %d", idx[0], idx[1]);
+
+    /* masked groups score 0, not -inf (HF): with all eligible choices negative,
+     * a masked expert (choice 0) wins */
+    float ln[4] = {-3, -3, -2, -2}, bn[4] = {-1, -1, -1, -1};
+    mx_moe_spec g = {.n_experts = 4, .top_k = 1, .route = MX_ROUTE_SIGMOID, .n_group = 2, .topk_group = 1};
+    mx_moe_route(&g, ln, bn, idx, w, tmp);
+    CHECK("route_sigmoid_masked_zero", idx[0] == 0, "got %d", idx[0]);
+
+    /* sparsemixer (PhiMoE), eps 0.01: logits {2, 1.99, 0, 1}. Round 1: max 2
+     * (e0); masked where (2 - s) / max(|s|, 2) > 0.02 -> e2, e3; weight =
+     * softmax over {2, 1.99} at e0. Round 2 (e0 out): max 1.99 (e1); e2, e3
+     * masked again -> weight 1. */
+    float lp[4] = {2.0f, 1.99f, 0.0f, 1.0f};
+    mx_moe_spec p = {.n_experts = 4, .top_k = 2, .route = MX_ROUTE_SPARSEMIXER, .jitter_eps = 0.01f};
+    mx_moe_route(&p, lp, NULL, idx, w, tmp);
+    CHECK("route_sparsemixer", idx[0] == 0 && idx[1] == 1 && near(w[0], (float)(1 / (1 + exp(-0.01))), 1e-6f) && near(w[1], 1.0f, 1e-6f),
+          "got %d %d %g %g", idx[0], idx[1], w[0], w[1]);
+    /* a runner-up close enough to share the second softmax */
+    float lq[4] = {3.0f, 1.0f, 0.99f, -5.0f};
+    mx_moe_route(&p, lq, NULL, idx, w, tmp);
+    CHECK("route_sparsemixer_second", idx[0] == 0 && idx[1] == 1 && near(w[0], 1.0f, 1e-6f) &&
+                                          near(w[1], (float)(1 / (1 + exp(-0.01))), 1e-6f),
+          "got %d %d %g %g", idx[0], idx[1], w[0], w[1]);
+}
+
+/* ---- grouped prefill vs per-token decode, and the bytes each step reads ---- */
+
+static int count_moe_layers(const mx_model *m) {
+    int n = 0;
+    for (int l = 0; l < m->arch.n_layers; l++) n += m->arch.layers[l].ffn == &mx_block_moe;
+    return n;
+}
+
+/* Runs T tokens in one forward and one at a time; returns the max logit diff
+ * relative to max(1, max|logit|) through *rel. */
+static void prefill_vs_decode(const char *name, const char *dir, mx_pool *pool) {
+    char label[128];
+    mx_engine e;
+    if (access(dir, R_OK)) { snprintf(label, sizeof label, "%s_present", name); CHECK(label, 0, "%s missing", dir); return; }
+    if (mx_engine_open(dir, &e)) { snprintf(label, sizeof label, "%s_open", name); CHECK(label, 0, "%s", mx_errmsg()); return; }
+    const mx_model *m = &e.model;
+    int T = 24, V = m->arch.vocab;
+    int32_t toks[24];
+    unsigned seed = 11;
+    for (int i = 0; i < T; i++) toks[i] = (int32_t)(t_rng(&seed) % (unsigned)V);
+    float *a = malloc(sizeof(float) * (size_t)T * V), *b = malloc(sizeof(float) * (size_t)T * V);
+    mx_ctx *c = mx_ctx_new(m, T, T, pool);
+    mx_kv *k1 = mx_kv_new(m, T), *k2 = mx_kv_new(m, T);
+    mx_moe_stats st;
+    mx_moe_stats_get(m, &st, true);
+    mx_seq_in s1 = {k1, toks, T, 0};
+    int rc = mx_forward(c, &s1, 1, a, true);
+    mx_moe_stats pre;
+    mx_moe_stats_get(m, &pre, true);
+    int L = count_moe_layers(m), K = m->arch.moe.top_k, E = m->arch.moe.n_experts;
+    bool step_ok = true;
+    uint64_t per_expert = pre.all_expert_bytes / (uint64_t)(E * L); /* experts are equal-sized */
+    for (int i = 0; i < T && !rc; i++) {
+        mx_seq_in s2 = {k2, toks + i, 1, 0};
+        rc = mx_forward(c, &s2, 1, b + (size_t)i * V, true);
+        mx_moe_stats_get(m, &st, true);
+        /* a decode step runs exactly top_k experts per MoE layer and reads only their bytes */
+        if (st.expert_groups != (uint64_t)(K * L) || st.routed_pairs != (uint64_t)(K * L) ||
+            st.expert_bytes != per_expert * (uint64_t)(K * L))
+            step_ok = false;
+    }
+    snprintf(label, sizeof label, "%s_forward", name);
+    CHECK(label, !rc, "%s", mx_errmsg());
+    float mx = 1;
+    for (size_t i = 0; i < (size_t)T * V; i++) mx = fmaxf(mx, fabsf(a[i]));
+    float d = t_maxdiff(a, b, (size_t)T * V);
+    snprintf(label, sizeof label, "%s_grouped_prefill_eq_decode", name);
+    CHECK(label, d <= 1e-5f * mx, "max diff %g (scale %g)", d, mx);
+    snprintf(label, sizeof label, "%s_decode_reads_routed_experts_only", name);
+    CHECK(label, step_ok, "last step: %llu groups, %llu bytes; expected %d groups, %llu bytes", (unsigned long long)st.expert_groups,
+          (unsigned long long)st.expert_bytes, K * L, (unsigned long long)(per_expert * (uint64_t)(K * L)));
+    /* prefill: each expert's weights read at most once per layer, T*K pairs routed */
+    snprintf(label, sizeof label, "%s_prefill_reads_each_expert_once", name);
+    CHECK(label, pre.expert_groups <= (uint64_t)(E * L) && pre.expert_bytes <= pre.all_expert_bytes &&
+                     pre.routed_pairs == (uint64_t)(T * K * L),
+          "%llu groups, %llu of %llu bytes, %llu pairs", (unsigned long long)pre.expert_groups, (unsigned long long)pre.expert_bytes,
+          (unsigned long long)pre.all_expert_bytes, (unsigned long long)pre.routed_pairs);
+    mx_kv_free(k1);
+    mx_kv_free(k2);
+    mx_ctx_free(c);
+    free(a);
+    free(b);
+    mx_engine_close(&e);
+}
+
+/* ---- stacked expert layouts ---- */
+
+static char g_tmp[256];
+
+typedef struct { mx_st_out o; void *buf; } outt;
+
+/* Writes dst/model.safetensors + config.json from the qwen3_moe fixture with
+ * its experts stored per expert or stacked (MLX switch_mlp), float or 4-bit
+ * affine (group 32). Returns 0 on success. */
+static int convert(const char *src, const char *dst, bool stacked, bool quant) {
+    char *mp = mx_path_join(src, "model.safetensors"), *cp = mx_path_join(src, "config.json");
+    mx_st_file f;
+    int rc = mx_st_open(mp, &f);
+    free(mp);
+    if (rc) { free(cp); return -1; }
+    outt *outs = calloc((size_t)f.n_tensors * 3 + 16, sizeof(outt));
+    int n = 0;
+    enum { NP = 3 };
+    const char *projs[NP] = {"gate_proj", "up_proj", "down_proj"};
+    int L = 0, E = 0, rows[NP] = {0}, cols[NP] = {0};
+    for (int i = 0; i < f.n_tensors; i++) {
+        int l, e;
+        char rest[64];
+        if (sscanf(f.tensors[i].name, "model.layers.%d.mlp.experts.%d.%63s", &l, &e, rest) == 3) {
+            L = l + 1 > L ? l + 1 : L;
+            E = e + 1 > E ? e + 1 : E;
+            for (int p = 0; p < NP; p++)
+                if (!strncmp(rest, projs[p], strlen(projs[p]))) { rows[p] = (int)f.tensors[i].shape[0]; cols[p] = (int)f.tensors[i].shape[1]; }
+            continue;
+        }
+        outs[n++].o = (mx_st_out){f.tensors[i].name, f.tensors[i].dtype, f.tensors[i].ndim,
+                                  {f.tensors[i].shape[0], f.tensors[i].shape[1]}, f.tensors[i].data, f.tensors[i].nbytes};
+    }
+    char names[64][96];
+    int nn = 0;
+    for (int l = 0; l < L; l++)
+        for (int p = 0; p < NP; p++) {
+            int R = rows[p], C = cols[p], G = 32, words = C * 4 / 32, ng = C / G;
+            size_t per = (size_t)R * C;
+            float *wf = malloc(per * E * sizeof(float));
+            for (int e = 0; e < E; e++) {
+                char nm[128];
+                snprintf(nm, sizeof nm, "model.layers.%d.mlp.experts.%d.%s.weight", l, e, projs[p]);
+                mx_tensor_to_f32(mx_st_find(&f, nm), wf + e * per);
+            }
+            uint32_t *qw = NULL;
+            float *qs = NULL, *qb = NULL;
+            if (quant) {
+                qw = calloc((size_t)E * R * words, 4);
+                qs = malloc(sizeof(float) * (size_t)E * R * ng);
+                qb = malloc(sizeof(float) * (size_t)E * R * ng);
+                uint8_t scodes[64];
+                for (size_t r = 0; r < (size_t)E * R; r++)
+                    mxq_quantize_row(MX_W_AFFINE, 4, G, wf + r * C, C, (uint8_t *)(qw + r * words), qs + r * ng, qb + r * ng, scodes);
+            }
+            int ne = stacked ? 1 : E;
+            for (int e = 0; e < ne; e++) {
+                char *base = names[nn++];
+                if (stacked) snprintf(base, 96, "model.layers.%d.mlp.switch_mlp.%s", l, projs[p]);
+                else snprintf(base, 96, "model.layers.%d.mlp.experts.%d.%s", l, e, projs[p]);
+                int lead = stacked ? E : 1;
+                char *wn = mx_asprintf("%s.weight", base);
+                if (!quant) {
+                    void *buf = malloc(per * lead * 4);
+                    memcpy(buf, wf + (stacked ? 0 : e * per), per * lead * 4);
+                    outs[n].buf = buf;
+                    outs[n++].o = stacked ? (mx_st_out){wn, MX_DT_F32, 3, {E, R, C}, buf, per * E * 4}
+                                          : (mx_st_out){wn, MX_DT_F32, 2, {R, C}, buf, per * 4};
+                    continue;
+                }
+                size_t r0 = stacked ? 0 : (size_t)e * R, nr = (size_t)R * lead;
+                const char *sfx[3] = {"weight", "scales", "biases"};
+                for (int k = 0; k < 3; k++) {
+                    size_t w = k == 0 ? (size_t)words : (size_t)ng;
+                    void *buf = malloc(nr * w * 4), *src0 = k == 0 ? (void *)(qw + r0 * words) : k == 1 ? (void *)(qs + r0 * ng) : (void *)(qb + r0 * ng);
+                    memcpy(buf, src0, nr * w * 4);
+                    char *tn = k == 0 ? wn : mx_asprintf("%s.%s", base, sfx[k]);
+                    mx_dtype dt = k == 0 ? MX_DT_U32 : MX_DT_F32;
+                    outs[n].buf = buf;
+                    outs[n++].o = stacked ? (mx_st_out){tn, dt, 3, {E, R, (int64_t)w}, buf, nr * w * 4}
+                                          : (mx_st_out){tn, dt, 2, {R, (int64_t)w}, buf, nr * w * 4};
+                }
+            }
+            free(wf); free(qw); free(qs); free(qb);
+        }
+    mkdir(dst, 0755);
+    char *op = mx_path_join(dst, "model.safetensors");
+    mx_st_out *arr = malloc(sizeof(mx_st_out) * (size_t)n);
+    for (int i = 0; i < n; i++) arr[i] = outs[i].o;
+    rc = mx_st_write(op, arr, n, "{\"format\":\"mlx\"}");
+    free(arr);
+    free(op);
+    json_t *cfg = mx_json_load_file(cp, 1 << 20);
+    if (quant) json_object_set_new(cfg, "quantization", json_pack("{s:i,s:i}", "group_size", 32, "bits", 4));
+    char *oc = mx_path_join(dst, "config.json");
+    if (!cfg || json_dump_file(cfg, oc, 0)) rc = -1;
+    json_decref(cfg);
+    free(oc);
+    free(cp);
+    for (int i = 0; i < n; i++) {
+        free(outs[i].buf);
+        bool owned = false;
+        for (int k = 0; k < f.n_tensors; k++) owned |= outs[i].o.name == f.tensors[k].name;
+        if (!owned) free((void *)outs[i].o.name);
+    }
+    free(outs);
+    mx_st_close(&f);
+    return rc;
+}
+
+static float *prompt_logits(const char *dir, int T, const int32_t *toks, mx_pool *pool, int *V, uint64_t *bytes) {
+    mx_engine e;
+    if (mx_engine_open(dir, &e)) { printf("# %s: %s\n", dir, mx_errmsg()); return NULL; }
+    *V = e.model.arch.vocab;
+    *bytes = e.model.weight_bytes;
+    float *lg = malloc(sizeof(float) * (size_t)T * *V);
+    mx_ctx *c = mx_ctx_new(&e.model, T, T, pool);
+    mx_kv *kv = mx_kv_new(&e.model, T);
+    mx_seq_in s = {kv, toks, T, 0};
+    if (mx_forward(c, &s, 1, lg, true)) { free(lg); lg = NULL; }
+    mx_kv_free(kv);
+    mx_ctx_free(c);
+    mx_engine_close(&e);
+    return lg;
+}
+
+static void rm_dir(const char *d) {
+    const char *fs[] = {"model.safetensors", "config.json"};
+    for (size_t i = 0; i < MX_ARRAY_LEN(fs); i++) {
+        char *p = mx_path_join(d, fs[i]);
+        unlink(p);
+        free(p);
+    }
+    rmdir(d);
+}
+
+static void test_layouts(mx_pool *pool) {
+    const char *src = "tests/fixtures/qwen3_moe";
+    snprintf(g_tmp, sizeof g_tmp, "/tmp/mlxcel_moe_XXXXXX");
+    if (!mkdtemp(g_tmp)) { CHECK("layouts_tmpdir", 0, "mkdtemp failed"); return; }
+    const char *kinds[4] = {"per_expert_f32", "stacked_f32", "per_expert_q4", "stacked_q4"};
+    char dirs[4][300];
+    int T = 16, V = 0;
+    int32_t toks[16];
+    unsigned seed = 7;
+    for (int i = 0; i < T; i++) toks[i] = (int32_t)(t_rng(&seed) % 300u);
+    float *lg[5] = {0};
+    uint64_t bytes[5] = {0};
+    lg[4] = prompt_logits(src, T, toks, pool, &V, &bytes[4]);
+    for (int k = 0; k < 4; k++) {
+        snprintf(dirs[k], sizeof dirs[k], "%s/%s", g_tmp, kinds[k]);
+        char label[96];
+        snprintf(label, sizeof label, "layout_%s_write", kinds[k]);
+        int rc = convert(src, dirs[k], k & 1, k >= 2);
+        CHECK(label, !rc, "conversion failed");
+        if (!rc) lg[k] = prompt_logits(dirs[k], T, toks, pool, &V, &bytes[k]);
+        snprintf(label, sizeof label, "layout_%s_load", kinds[k]);
+        CHECK(label, lg[k] != NULL, "load/forward failed");
+    }
+    size_t n = (size_t)T * V;
+    if (lg[4] && lg[0] && lg[1]) {
+        CHECK("layout_per_expert_rewrite_eq_fixture", t_maxdiff(lg[4], lg[0], n) == 0, "diff %g", t_maxdiff(lg[4], lg[0], n));
+        CHECK("layout_stacked_f32_eq_per_expert", t_maxdiff(lg[0], lg[1], n) == 0, "diff %g", t_maxdiff(lg[0], lg[1], n));
+        CHECK("layout_stacked_f32_same_bytes", bytes[0] == bytes[1], "%llu vs %llu", (unsigned long long)bytes[0], (unsigned long long)bytes[1]);
+    }
+    if (lg[2] && lg[3] && lg[0]) {
+        float d = t_maxdiff(lg[2], lg[3], n), mx = 1;
+        for (size_t i = 0; i < n; i++) mx = fmaxf(mx, fabsf(lg[0][i]));
+        CHECK("layout_stacked_q4_eq_per_expert_q4", d <= 1e-6f * mx, "diff %g", d);
+        CHECK("layout_q4_fewer_bytes", bytes[3] < bytes[1] && bytes[2] == bytes[3], "%llu / %llu / %llu", (unsigned long long)bytes[1],
+              (unsigned long long)bytes[2], (unsigned long long)bytes[3]);
+        printf("# 4-bit experts vs float: max logit diff %g (max |logit| %g)\n", t_maxdiff(lg[0], lg[3], n), mx);
+    }
+    for (int k = 0; k < 5; k++) free(lg[k]);
+    for (int k = 0; k < 4; k++) rm_dir(dirs[k]);
+    rmdir(g_tmp);
+}
+
+/* ---- MLA cache ---- */
+
+static void test_mla_cache(void) {
+    mx_engine e;
+    if (mx_engine_open("tests/fixtures/deepseek_v3", &e)) { CHECK("mla_open", 0, "%s", mx_errmsg()); return; }
+    const mx_arch *a = &e.model.arch;
+    const mx_mla_spec *s = &a->mla;
+    int cap = 100;
+    mx_kv *kv = mx_kv_new(&e.model, cap);
+    size_t per_pos = kv->offset[a->n_layers] / (size_t)cap; /* (each layer padded to 16 floats) */
+    size_t latent = (size_t)a->n_layers * (s->kv_lora_rank + s->qk_rope_dim);
+    size_t full = (size_t)a->n_layers * a->n_heads * (s->qk_nope_dim + s->qk_rope_dim + s->v_head_dim); /* per-head K and V, as HF caches them */
+    CHECK("mla_cache_is_latent", per_pos >= latent && per_pos < latent + 1, "%zu floats/position, latent %zu", per_pos, latent);
+    printf("# mla cache: %zu floats per position (latent %d + rope %d per layer) vs %zu for full K/V (%.1fx smaller)\n", latent,
+           s->kv_lora_rank, s->qk_rope_dim, full, (double)full / (double)latent);
+    mx_kv_free(kv);
+    mx_engine_close(&e);
+}
+
+int main(void) {
+    test_routing();
+    mx_pool *pool = mx_pool_new(2);
+    const char *fx[] = {"mixtral", "qwen2_moe", "qwen3_moe", "olmoe", "phimoe", "dbrx", "granitemoe", "gpt_oss", "deepseek_v3"};
+    for (size_t i = 0; i < MX_ARRAY_LEN(fx); i++) {
+        char dir[128];
+        snprintf(dir, sizeof dir, "tests/fixtures/%s", fx[i]);
+        prefill_vs_decode(fx[i], dir, pool);
+    }
+    test_layouts(pool);
+    test_mla_cache();
+    mx_pool_free(pool);
+    TEST_END();
+}
