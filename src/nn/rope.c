@@ -50,6 +50,9 @@ int mx_rope_from_config(mx_rope *r, const mx_cfg *c, double theta, int rot_dim, 
     } else if (!strcmp(type, "yarn")) {
         r->kind = MX_ROPE_YARN;
         double af, ms, msa;
+        bool trunc;
+        if (mx_cfg_bool(&s, "truncate", true, &trunc)) return MX_ERR;
+        r->yarn_no_truncate = !trunc;
         if (mx_cfg_float(&s, "beta_fast", 32, 1e-6, 1e6, &r->beta_fast) || mx_cfg_float(&s, "beta_slow", 1, 1e-6, 1e6, &r->beta_slow) ||
             mx_cfg_float(&s, "attention_factor", -1, 0, 1e6, &af) || mx_cfg_float(&s, "mscale", 0, 0, 1e6, &ms) ||
             mx_cfg_float(&s, "mscale_all_dim", 0, 0, 1e6, &msa))
@@ -113,8 +116,9 @@ static void inv_freq(const mx_rope *r, int max_len, float *f) {
     }
     case MX_ROPE_YARN: {
         double d = r->dim, b = r->theta;
-        double lo = floor(d * log(r->orig_max_pos / (r->beta_fast * 2 * M_PI)) / (2 * log(b)));
-        double hi = ceil(d * log(r->orig_max_pos / (r->beta_slow * 2 * M_PI)) / (2 * log(b)));
+        double lo = d * log(r->orig_max_pos / (r->beta_fast * 2 * M_PI)) / (2 * log(b));
+        double hi = d * log(r->orig_max_pos / (r->beta_slow * 2 * M_PI)) / (2 * log(b));
+        if (!r->yarn_no_truncate) { lo = floor(lo); hi = ceil(hi); }
         if (lo < 0) lo = 0;
         if (hi > d - 1) hi = d - 1;
         float flo = (float)lo, fhi = (float)hi;

@@ -19,6 +19,7 @@ typedef struct {
     double factor, attn_factor;
     int max_pos, orig_max_pos;
     double low_freq_factor, high_freq_factor, beta_fast, beta_slow;
+    bool yarn_no_truncate; /* yarn "truncate": false (GPT-OSS): the correction range is not rounded to whole dims */
     float long_factor[MX_ROPE_MAX_HALF], short_factor[MX_ROPE_MAX_HALF];
 } mx_rope;
 
