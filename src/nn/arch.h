@@ -137,6 +137,16 @@ typedef struct {
     const char *prefix;
 } mx_rglru_spec;
 
+/* Gated short convolution (LFM2, nn/shortconv.c), tensors under `prefix`:
+ * [B | C | x] = in_proj(h); y = C * conv(B * x) with a causal depthwise conv
+ * of kernel d_conv (tensor "conv"); out_proj(y); biases iff bias. The cache
+ * holds the last d_conv-1 values of B * x per channel. */
+typedef struct {
+    int d_conv;
+    bool bias;
+    const char *prefix;
+} mx_shortconv_spec;
+
 typedef struct {
     int window;     /* sliding window W (attend i-W < j <= i); 0 = global */
     bool rope;      /* false: this layer applies no rotary embedding */
@@ -204,6 +214,7 @@ typedef struct mx_arch {
     mx_mla_spec mla;        /* for layers whose mixer is mx_block_mla */
     mx_ssm_spec ssm;        /* for layers whose mixer is mx_block_mamba / mx_block_mamba2 */
     mx_rglru_spec rglru;    /* for layers whose mixer is mx_block_rglru */
+    mx_shortconv_spec shortconv; /* for layers whose mixer is mx_block_shortconv */
     const char *ignore[MX_MAX_IGNORE]; /* glob patterns of tensors not used */
     int n_ignore;
 } mx_arch;

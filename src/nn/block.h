@@ -36,4 +36,5 @@ extern const mx_block_ops mx_block_mla;       /* multi-head latent attention (ar
 extern const mx_block_ops mx_block_mamba;     /* Mamba selective scan (arch.ssm, MAMBA1), nn/mamba.c */
 extern const mx_block_ops mx_block_mamba2;    /* Mamba2 SSD scan (arch.ssm, MAMBA2), nn/mamba.c */
 extern const mx_block_ops mx_block_rglru;     /* RecurrentGemma RG-LRU block (arch.rglru), nn/rglru.c */
+extern const mx_block_ops mx_block_shortconv; /* LFM2 gated short convolution (arch.shortconv), nn/shortconv.c */
 #endif

@@ -1,0 +1,91 @@
+/* Gated short-convolution block (arch.shortconv, LFM2):
+ * [B | C | x] = in_proj(h), y = C * conv(B * x), out_proj(y), where conv is
+ * a causal depthwise convolution over time. The cache holds the last
+ * d_conv-1 values of B * x per channel (reset at position 0); tokens run in
+ * order per sequence, so chunked prefill equals step-by-step decoding. */
+#include "ssm.h"
+#include "../base/base.h"
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    mx_weight in, out;
+    float *in_b, *out_b, *conv_w, *conv_b;
+} sc_w;
+
+static void sc_free(void *p) {
+    sc_w *w = p;
+    if (!w) return;
+    mx_weight_free(&w->in); mx_weight_free(&w->out);
+    free(w->in_b); free(w->out_b); free(w->conv_w); free(w->conv_b);
+    free(w);
+}
+
+static int sc_load(mx_model *m, int l, void **out) {
+    const mx_arch *a = &m->arch;
+    const mx_shortconv_spec *s = &a->shortconv;
+    int H = a->hidden, K = s->d_conv;
+    if (!s->prefix || K < 1 || K > 64) return mx_set_err("%s: layer %d: inconsistent short-conv dimensions", m->ck.dir, l);
+    sc_w *w = mx_calloc(1, sizeof *w);
+    if (!w) return MX_ERR;
+    *out = w;
+    if (mx_ssm_load_lin(m, s->prefix, l, "in_proj", 3 * H, H, s->bias, &w->in, &w->in_b) ||
+        mx_ssm_load_lin(m, s->prefix, l, "out_proj", H, H, s->bias, &w->out, &w->out_b) ||
+        mx_ssm_load_arr(m, s->prefix, l, "conv.weight", (size_t)H * K, true, &w->conv_w) ||
+        (s->bias && mx_ssm_load_arr(m, s->prefix, l, "conv.bias", (size_t)H, true, &w->conv_b)))
+        return MX_ERR;
+    return MX_OK;
+}
+
+static size_t sc_state(const mx_model *m, int layer, int cap) {
+    (void)layer; (void)cap;
+    return (size_t)m->arch.hidden * (m->arch.shortconv.d_conv - 1);
+}
+
+static size_t sc_scratch(const mx_model *m, int max_tokens, int max_ctx, int nt) {
+    (void)max_ctx; (void)nt;
+    return (size_t)max_tokens * 3 * m->arch.hidden;
+}
+
+#define SC_BLOCK 16
+
+typedef struct {
+    mx_fwd *f;
+    int layer;
+    const sc_w *w;
+    float *bcx; /* [N][3H]: B*x is formed in the x slot, C * conv written to the B slot */
+} sc_job;
+
+static void sc_task(void *ctx, int i, int tid) {
+    (void)tid;
+    sc_job *j = ctx;
+    mx_fwd *f = j->f;
+    int H = f->m->arch.hidden, K = f->m->arch.shortconv.d_conv;
+    for (int c = i * SC_BLOCK; c < MX_MIN(H, (i + 1) * SC_BLOCK); c++) {
+        float *win = NULL, b = j->w->conv_b ? j->w->conv_b[c] : 0.0f;
+        for (int t = 0; t < f->N; t++) {
+            if (mx_seq_first(f, t)) {
+                win = mx_kv_layer(f->seqs[f->seq_of[t]].kv, j->layer) + (size_t)c * (K - 1);
+                if (f->pos[t] == 0) memset(win, 0, (size_t)(K - 1) * sizeof(float));
+            }
+            float *r = j->bcx + (size_t)t * 3 * H;
+            float bx = r[c] * r[2 * H + c];
+            r[c] = r[H + c] * mx_conv_step(j->w->conv_w + (size_t)c * K, b, K, win, bx);
+        }
+    }
+}
+
+static void sc_forward(mx_fwd *f, int layer, void *wp, const float *in, float *out) {
+    const sc_w *w = wp;
+    int N = f->N, H = f->m->arch.hidden;
+    float *bcx = f->scratch;
+    mx_linear(f, &w->in, w->in_b, in, N, H, bcx, 3 * H);
+    sc_job j = {f, layer, w, bcx};
+    mx_pool_run(f->pool, sc_task, &j, (H + SC_BLOCK - 1) / SC_BLOCK);
+    mx_linear(f, &w->out, w->out_b, bcx, N, 3 * H, out, H);
+}
+
+const mx_block_ops mx_block_shortconv = {
+    .name = "shortconv", .load = sc_load, .free = sc_free, .state_floats = sc_state, .scratch_floats = sc_scratch,
+    .forward = sc_forward, .recurrent = true,
+};
