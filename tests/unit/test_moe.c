@@ -12,6 +12,8 @@
 #include "quant/quant.h"
 #include "quant/quant_impl.h"
 #include "runtime/engine.h"
+#include <signal.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -144,6 +146,9 @@ static void prefill_vs_decode(const char *name, const char *dir, mx_pool *pool) 
     float d = t_maxdiff(a, b, (size_t)T * V);
     snprintf(label, sizeof label, "%s_grouped_prefill_eq_decode", name);
     CHECK(label, d <= 1e-5f * mx, "max diff %g (scale %g)", d, mx);
+    printf("# %s: a decode step reads %llu of the %llu bytes of routed experts (%d of %d per layer, %d MoE layers); "
+           "weight_bytes per step %zu\n", name, (unsigned long long)(per_expert * (uint64_t)(K * L)),
+           (unsigned long long)pre.all_expert_bytes, K, E, L, m->weight_bytes);
     snprintf(label, sizeof label, "%s_decode_reads_routed_experts_only", name);
     CHECK(label, step_ok, "last step: %llu groups, %llu bytes; expected %d groups, %llu bytes", (unsigned long long)st.expert_groups,
           (unsigned long long)st.expert_bytes, K * L, (unsigned long long)(per_expert * (uint64_t)(K * L)));
@@ -158,6 +163,84 @@ static void prefill_vs_decode(const char *name, const char *dir, mx_pool *pool) 
     mx_ctx_free(c);
     free(a);
     free(b);
+    mx_engine_close(&e);
+}
+
+/* ---- physical check: a decode step faults in only the routed experts' pages ----
+ * Every page lying wholly inside one expert tensor of the mmap'd checkpoint
+ * is made inaccessible; a SIGSEGV handler records which page was touched and
+ * makes it readable again. After one decode step, each MoE layer must have
+ * had exactly top_k experts touched. */
+#define PG_MAX 4096
+typedef struct { uintptr_t addr; int layer, expert; volatile int hit; } guard_pg;
+static guard_pg g_pg[PG_MAX];
+static int g_npg;
+static size_t g_psz;
+static struct sigaction g_old_segv;
+
+static void on_segv(int sig, siginfo_t *si, void *uc) {
+    uintptr_t a = (uintptr_t)si->si_addr & ~(uintptr_t)(g_psz - 1);
+    for (int i = 0; i < g_npg; i++)
+        if (g_pg[i].addr == a) {
+            g_pg[i].hit = 1;
+            mprotect((void *)a, g_psz, PROT_READ);
+            return;
+        }
+    (void)uc;
+    sigaction(sig, &g_old_segv, NULL); /* not ours: crash as usual */
+}
+
+static void test_decode_page_faults(const char *name, const char *dir) {
+    char label[128];
+    mx_engine e;
+    if (mx_engine_open(dir, &e)) { snprintf(label, sizeof label, "%s_pages_open", name); CHECK(label, 0, "%s", mx_errmsg()); return; }
+    const mx_model *m = &e.model;
+    g_psz = (size_t)sysconf(_SC_PAGESIZE);
+    g_npg = 0;
+    int E = m->arch.moe.n_experts, K = m->arch.moe.top_k;
+    for (int fi = 0; fi < m->ck.n_files; fi++)
+        for (int ti = 0; ti < m->ck.files[fi].n_tensors; ti++) {
+            const mx_tensor *t = &m->ck.files[fi].tensors[ti];
+            int l, x;
+            char rest[64];
+            if (sscanf(t->name, "model.layers.%d.mlp.experts.%d.%63s", &l, &x, rest) != 3) continue;
+            uintptr_t lo = ((uintptr_t)t->data + g_psz - 1) & ~(uintptr_t)(g_psz - 1), hi = (uintptr_t)t->data + t->nbytes;
+            for (uintptr_t p = lo; p + g_psz <= hi && g_npg < PG_MAX; p += g_psz) g_pg[g_npg++] = (guard_pg){p, l, x, 0};
+        }
+    int T = 8;
+    int32_t toks[8] = {5, 17, 33, 2, 250, 7, 99, 101};
+    mx_ctx *c = mx_ctx_new(m, T, T + 1, NULL);
+    mx_kv *kv = mx_kv_new(m, T + 1);
+    mx_seq_in pre = {kv, toks, T - 1, 0}, step = {kv, toks + T - 1, 1, 0};
+    float *lg = malloc(sizeof(float) * (size_t)m->arch.vocab);
+    int rc = mx_forward(c, &pre, 1, lg, false);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_segv;
+    sa.sa_flags = SA_SIGINFO;
+    sigaction(SIGSEGV, &sa, &g_old_segv);
+    for (int i = 0; i < g_npg; i++) mprotect((void *)g_pg[i].addr, g_psz, PROT_NONE);
+    if (!rc) rc = mx_forward(c, &step, 1, lg, false);
+    for (int i = 0; i < g_npg; i++) mprotect((void *)g_pg[i].addr, g_psz, PROT_READ);
+    sigaction(SIGSEGV, &g_old_segv, NULL);
+    bool ok = !rc && g_npg > 0;
+    int worst = -1, layers = 0;
+    for (int l = 0; l < m->arch.n_layers && ok; l++) {
+        if (m->arch.layers[l].ffn != &mx_block_moe) continue;
+        layers++;
+        int touched = 0;
+        for (int x = 0; x < E; x++) {
+            bool hit = false;
+            for (int i = 0; i < g_npg; i++) hit |= g_pg[i].layer == l && g_pg[i].expert == x && g_pg[i].hit;
+            touched += hit;
+        }
+        if (touched != K) { ok = false; worst = touched; }
+    }
+    snprintf(label, sizeof label, "%s_decode_faults_in_routed_experts_only", name);
+    CHECK(label, ok && layers > 0, "rc %d, %d guarded pages, a layer touched %d experts (top_k %d)", rc, g_npg, worst, K);
+    free(lg);
+    mx_kv_free(kv);
+    mx_ctx_free(c);
     mx_engine_close(&e);
 }
 
@@ -367,6 +450,9 @@ int main(void) {
         snprintf(dir, sizeof dir, "tests/fixtures/%s", fx[i]);
         prefill_vs_decode(fx[i], dir, pool);
     }
+    test_decode_page_faults("qwen3_moe", "tests/fixtures/qwen3_moe");
+    test_decode_page_faults("deepseek_v3", "tests/fixtures/deepseek_v3");
+    test_decode_page_faults("olmoe", "tests/fixtures/olmoe");
     test_layouts(pool);
     test_mla_cache();
     mx_pool_free(pool);
