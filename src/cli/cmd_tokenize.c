@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static int json_str(mx_buf *b, const char *s, size_t n) {
     if (mx_buf_append(b, "\"", 1)) return MX_ERR;
@@ -58,14 +59,53 @@ static int one(const mx_tokenizer *t, const char *text, size_t len, bool special
     return rc;
 }
 
+static double cpu_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* --bench FILE: load time, then encode throughput on the file's text (first
+ * pass with an empty word cache, then a second pass). */
+static int bench(const char *dir, const char *file) {
+    char *text;
+    size_t len;
+    if (mx_read_file(file, 1u << 30, &text, &len)) { fprintf(stderr, "mlxcel tokenize: %s\n", mx_errmsg()); return 1; }
+    double w0 = mx_now(), c0 = cpu_now();
+    mx_tokenizer *t = mx_tok_load(dir);
+    double w1 = mx_now(), c1 = cpu_now();
+    if (!t) { fprintf(stderr, "mlxcel tokenize: %s\n", mx_errmsg()); free(text); return 1; }
+    printf("load %s: %.3f s wall, %.3f s cpu\n", dir, w1 - w0, c1 - c0);
+    for (int pass = 0; pass < 2; pass++) {
+        int32_t *ids = NULL;
+        int n = 0;
+        double a = mx_now(), ca = cpu_now();
+        if (mx_tok_encode(t, text, len, false, &ids, &n)) { fprintf(stderr, "mlxcel tokenize: %s\n", mx_errmsg()); break; }
+        double b = mx_now(), cb = cpu_now();
+        printf("encode pass %d: %zu bytes -> %d tokens in %.3f s wall (%.2f MB/s), %.3f s cpu (%.2f MB/s)\n", pass + 1, len, n, b - a,
+               (double)len / 1e6 / (b - a), cb - ca, (double)len / 1e6 / (cb - ca));
+        mx_buf d = {0};
+        a = mx_now();
+        mx_tok_decode(t, ids, n, false, &d);
+        b = mx_now();
+        if (pass == 0) printf("decode: %.3f s wall (%.2f MB/s)\n", b - a, (double)d.len / 1e6 / (b - a));
+        mx_buf_free(&d);
+        free(ids);
+    }
+    mx_tok_free(t);
+    free(text);
+    return 0;
+}
+
 static void usage(void) {
     fprintf(stderr, "usage: mlxcel tokenize -m DIR (-p TEXT | --jsonl FILE) [--no-special]\n"
+                    "       mlxcel tokenize -m DIR --bench FILE   (load time, encode MB/s)\n"
                     "  DIR holds tokenizer.json (+ tokenizer_config.json) or tokenizer.model\n"
                     "  prints {\"ids\", \"tokens\", \"decoded\"} per input, one JSON line each\n");
 }
 
 int cmd_tokenize(int argc, char **argv) {
-    const char *dir = NULL, *prompt = NULL, *jsonl = NULL;
+    const char *dir = NULL, *prompt = NULL, *jsonl = NULL, *bfile = NULL;
     bool special = true;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -73,9 +113,11 @@ int cmd_tokenize(int argc, char **argv) {
         else if ((!strcmp(a, "-p") || !strcmp(a, "--prompt")) && i + 1 < argc) prompt = argv[++i];
         else if (!strcmp(a, "--jsonl") && i + 1 < argc) jsonl = argv[++i];
         else if (!strcmp(a, "--no-special")) special = false;
+        else if (!strcmp(a, "--bench") && i + 1 < argc) bfile = argv[++i];
         else if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(); return 0; }
         else { fprintf(stderr, "mlxcel tokenize: unknown or incomplete option '%s'\n", a); usage(); return 2; }
     }
+    if (dir && bfile && !prompt && !jsonl) return bench(dir, bfile);
     if (!dir || (!prompt == !jsonl)) { usage(); return 2; }
     mx_tokenizer *t = mx_tok_load(dir);
     if (!t) { fprintf(stderr, "mlxcel tokenize: %s\n", mx_errmsg()); return 1; }

@@ -28,6 +28,8 @@ typedef struct tj {
 typedef struct tj_doc tj_doc;
 /* Parses; errors read "NAME: line L: what". Strings are checked UTF-8. */
 tj *tj_parse(const char *s, size_t n, const char *name, tj_doc **doc);
+/* Same, parsing in place: takes ownership of buf (malloc'ed, len + 1 bytes). */
+tj *tj_parse_owned(char *buf, size_t len, const char *name, tj_doc **doc);
 void tj_free(tj_doc *doc);
 const tj *tj_get(const tj *obj, const char *key); /* NULL when absent (a JSON null is returned) */
 static inline bool tj_is_null(const tj *v) { return !v || v->type == TJ_NULL; }

@@ -178,13 +178,18 @@ static int parse_num(tj_doc *d, const char **pp, double *out) {
 /* Iterative parser with an explicit stack of open containers. */
 tj *tj_parse(const char *src, size_t len, const char *name, tj_doc **docp) {
     *docp = NULL;
+    char *buf = mx_malloc(len + 1);
+    if (!buf) return NULL;
+    memcpy(buf, src, len);
+    buf[len] = 0;
+    return tj_parse_owned(buf, len, name, docp);
+}
+
+tj *tj_parse_owned(char *src, size_t len, const char *name, tj_doc **docp) {
+    *docp = NULL;
     tj_doc *d = mx_calloc(1, sizeof *d);
-    if (!d) return NULL;
-    d->buf = mx_malloc(len + 1);
-    if (!d->buf) { free(d); return NULL; }
-    memcpy(d->buf, src, len);
-    d->buf[len] = 0;
-    src = d->buf;
+    if (!d) { free(src); return NULL; }
+    d->buf = src;
     d->s = src;
     d->end = src + len;
     d->name = name ? name : "json";

@@ -140,8 +140,11 @@ static inline uint32_t umix(uint64_t k) {
     return (uint32_t)k;
 }
 
+/* u64 maps are filled up to 70% (they are large: merges, tries) */
+#define UMAP_FULL(count, cap) ((uint64_t)(count) * 10 > (uint64_t)(cap) * 7)
 int tk_umap_init(tk_umap *m, size_t expect) {
-    uint32_t cap = pow2_for(expect);
+    uint32_t cap = 16;
+    while (UMAP_FULL(expect, cap) && cap < (1u << 30)) cap <<= 1;
     m->slot = mx_malloc(sizeof(tk_uslot) * cap);
     if (!m->slot) return MX_ERR;
     for (uint32_t i = 0; i < cap; i++) m->slot[i].key = UINT64_MAX;
@@ -173,9 +176,9 @@ bool tk_umap_get(const tk_umap *m, uint64_t k, uint32_t *a, int32_t *b) {
 
 int tk_umap_put(tk_umap *m, uint64_t k, uint32_t a, int32_t b) {
     if (!m->slot && tk_umap_init(m, 16)) return MX_ERR;
-    if ((m->count + 1) * 2 > m->mask + 1) {
+    if (UMAP_FULL(m->count + 1, m->mask + 1)) {
         tk_umap nm;
-        if (tk_umap_init(&nm, (size_t)(m->mask + 1))) return MX_ERR;
+        if (tk_umap_init(&nm, (size_t)(m->mask + 1) * 2 * 7 / 10)) return MX_ERR;
         for (uint32_t i = 0; i <= m->mask; i++) {
             if (m->slot[i].key == UINT64_MAX) continue;
             uint32_t j = umix(m->slot[i].key) & nm.mask;

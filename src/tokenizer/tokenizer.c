@@ -792,15 +792,15 @@ static int load_common_tail(mx_tokenizer *t, const tj *cfg, const char *cfgname,
     return MX_OK;
 }
 
-static mx_tokenizer *load_json(const char *json, size_t len, const char *config, size_t config_len, const char *file,
-                               const char *cfgname_in) {
+static mx_tokenizer *load_json(char *json, size_t len, const char *config, size_t config_len, const char *file,
+                               const char *cfgname_in) { /* takes json (malloc'ed) */
     char *cfgname = mx_strdup(cfgname_in);
-    if (!cfgname) return NULL;
+    if (!cfgname) { free(json); return NULL; }
     mx_tokenizer *t = tok_new(file);
     tj_doc *doc = NULL, *cdoc = NULL;
     const tj *root = NULL, *cfg = NULL;
-    if (!t) goto fail;
-    root = tj_parse(json, len, file, &doc);
+    if (!t) { free(json); goto fail; }
+    root = tj_parse_owned(json, len, file, &doc);
     if (!root) goto fail;
     if (root->type != TJ_OBJ) { mx_set_err("%s: expected an object", file); goto fail; }
     if (config) {
@@ -838,7 +838,13 @@ mx_tokenizer *mx_tok_load_json(const char *json, size_t len, const char *config,
     const char *file = name ? name : "tokenizer.json";
     char *cfgname = mx_asprintf("%s (tokenizer_config.json)", file);
     if (!cfgname) return NULL;
-    mx_tokenizer *t = load_json(json, len, config, config_len, file, cfgname);
+    char *copy = mx_malloc(len + 1);
+    mx_tokenizer *t = NULL;
+    if (copy) {
+        memcpy(copy, json, len);
+        copy[len] = 0;
+        t = load_json(copy, len, config, config_len, file, cfgname);
+    }
     free(cfgname);
     return t;
 }
@@ -855,6 +861,7 @@ mx_tokenizer *mx_tok_load(const char *dir) {
     if (mx_file_exists(jp)) {
         if (mx_read_file(jp, TK_MAX_FILE, &data, &len)) goto done;
         t = load_json(data, len, cdata, clen, jp, cp);
+        data = NULL; /* taken */
     } else if (mx_file_exists(mp)) {
         if (mx_read_file(mp, TK_MAX_FILE, &data, &len)) goto done;
         t = tok_new(mp);
