@@ -21,6 +21,7 @@ struct mx_embedder {
     mx_enc *enc;
     mx_pool *pool;
     mx_embed_opts opts;
+    mx_tokenizer *tok;
     int H, max_len, max_tokens;
     bool mode[PM_COUNT];
     bool include_prompt;
@@ -51,6 +52,7 @@ void mx_embedder_close(mx_embedder *e) {
         mx_st_close(&e->dense[i].f);
     }
     mx_enc_free(e->enc);
+    mx_tok_free(e->tok);
     mx_engine_close(&e->eng);
     mx_aligned_free(e->hidden);
     free(e->v1);
@@ -231,6 +233,14 @@ int mx_embedder_open(const char *dir, const mx_embed_opts *opts, mx_pool *pool, 
     if (mx_engine_open(model_dir, &e->eng)) goto fail;
     e->H = e->eng.model.arch.hidden;
     if (apply_st(e, dir, mods, &have_pooling) || read_max_len(e, dir)) goto fail;
+    for (int k = 0; k < 2 && !e->tok; k++) { /* the tokenizer: in the folder, or beside the Transformer module's weights */
+        const char *td = k ? model_dir : dir;
+        char *tj = mx_path_join(td, "tokenizer.json"), *tm = mx_path_join(td, "tokenizer.model");
+        bool have = (tj && mx_file_exists(tj)) || (tm && mx_file_exists(tm));
+        free(tj);
+        free(tm);
+        if (have && !(e->tok = mx_tok_load(td))) goto fail;
+    }
     int pm = e->opts.pooling;
     if (pm >= 0 || pm == MX_EMB_POOL_NONE || !have_pooling) { /* an explicit choice replaces the configured pooling */
         if (pm >= 0 && e->n_dense) { mx_set_err("%s: --pooling cannot change the pooling of a pipeline with Dense modules", dir); goto fail; }
@@ -432,4 +442,78 @@ int mx_pair_ids(const mx_embedder *e, int32_t cls, int32_t sep, const int32_t *q
         for (int i = second; i < k; i++) (*types)[i] = 1;
     *n = k;
     return MX_OK;
+}
+
+/* ---- text ---- */
+
+const mx_tokenizer *mx_embedder_tokenizer(const mx_embedder *e) { return e->tok; }
+
+/* Where the plain encoding sits inside the one with special tokens:
+ * with = prefix + raw + suffix. */
+typedef struct { int32_t *with, *raw; int nw, nr, pre, suf; } wrapped;
+
+static void wrapped_free(wrapped *w) { free(w->with); free(w->raw); }
+
+static int encode_wrapped(const mx_embedder *e, const char *text, size_t len, wrapped *w) {
+    memset(w, 0, sizeof *w);
+    if (!e->tok) return mx_set_err("the model folder has no tokenizer (tokenizer.json or tokenizer.model): use --prompt-ids");
+    if (mx_tok_encode(e->tok, text, len, true, &w->with, &w->nw) || mx_tok_encode(e->tok, text, len, false, &w->raw, &w->nr)) {
+        wrapped_free(w);
+        return MX_ERR;
+    }
+    for (int k = 0; k + w->nr <= w->nw; k++)
+        if (!memcmp(w->with + k, w->raw, (size_t)w->nr * sizeof(int32_t))) {
+            w->pre = k;
+            w->suf = w->nw - k - w->nr;
+            return MX_OK;
+        }
+    w->pre = -1; /* not a plain wrap: only a plain cut is possible */
+    return MX_OK;
+}
+
+int mx_embed_encode_text(const mx_embedder *e, const char *text, size_t len, int32_t **ids, int *n) {
+    wrapped w;
+    if (encode_wrapped(e, text, len, &w)) return MX_ERR;
+    if (w.nw > e->max_len) {
+        if (e->opts.no_truncate) {
+            wrapped_free(&w);
+            return mx_set_err("the text has %d tokens, more than the maximum %d (truncation is off)", w.nw, e->max_len);
+        }
+        if (w.pre >= 0 && w.pre + w.suf < e->max_len) { /* cut the text, keep the special tokens */
+            int keep = e->max_len - w.pre - w.suf;
+            memmove(w.with + w.pre + keep, w.with + w.pre + w.nr, (size_t)w.suf * sizeof(int32_t));
+        }
+        w.nw = e->max_len;
+    }
+    *ids = w.with;
+    *n = w.nw;
+    free(w.raw);
+    return MX_OK;
+}
+
+int mx_rerank_encode_pair(const mx_embedder *e, const char *query, const char *doc, int32_t **ids, int32_t **types, int *n) {
+    wrapped q, d;
+    if (encode_wrapped(e, query, strlen(query), &q)) return MX_ERR;
+    if (encode_wrapped(e, doc, strlen(doc), &d)) { wrapped_free(&q); return MX_ERR; }
+    int rc = MX_ERR;
+    if (q.pre != 1 || q.suf != 1) {
+        mx_set_err("the tokenizer does not wrap text as [CLS] text [SEP]: pass the pairs with --prompt-ids");
+        goto out;
+    }
+    int extra = e->eng.model.arch.pos_skip_pad ? 4 : 3, nq = q.nr, nd = d.nr;
+    if (nq + nd + extra > e->max_len) {
+        if (e->opts.no_truncate) {
+            mx_set_err("the pair has %d tokens, more than the maximum %d (truncation is off)", nq + nd + extra, e->max_len);
+            goto out;
+        }
+        while (nq + nd + extra > e->max_len && nq + nd > 0) { /* longest first */
+            if (nq > nd) nq--;
+            else nd--;
+        }
+    }
+    rc = mx_pair_ids(e, q.with[0], q.with[q.nw - 1], q.raw, nq, d.raw, nd, ids, types, n);
+out:
+    wrapped_free(&q);
+    wrapped_free(&d);
+    return rc;
 }

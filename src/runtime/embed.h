@@ -19,6 +19,7 @@
 #define MX_EMBED_H
 #include "engine.h"
 #include "../nn/encoder.h"
+#include "../tokenizer/tokenizer.h"
 
 typedef struct mx_embedder mx_embedder;
 
@@ -63,6 +64,16 @@ int mx_embed_hidden(mx_embedder *e, const int32_t *ids, const int32_t *type_ids,
  * and, for one-label models, scores[n] = sigmoid(logit) (scores may be NULL). */
 int mx_rerank_batch(mx_embedder *e, const int32_t *const *ids, const int32_t *const *type_ids, const int *lens, int n,
                     float *logits, float *scores);
+
+/* Text input, with the folder's tokenizer (NULL when it has none). */
+const mx_tokenizer *mx_embedder_tokenizer(const mx_embedder *e);
+/* Encodes text with the special tokens the tokenizer adds; over the maximum
+ * length the text is cut and the special tokens kept (HF truncation), or it
+ * is refused when truncation is off. *ids is malloc'ed. */
+int mx_embed_encode_text(const mx_embedder *e, const char *text, size_t len, int32_t **ids, int *n);
+/* A cross-encoder input from query and document text (see mx_pair_ids),
+ * the longer of the two cut first when the pair is over the maximum length. */
+int mx_rerank_encode_pair(const mx_embedder *e, const char *query, const char *doc, int32_t **ids, int32_t **types, int *n);
 
 /* Builds a cross-encoder input from query and document ids without special
  * tokens, as the model's tokenizer pairs them: BERT [CLS] q [SEP] d [SEP]
