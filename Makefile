@@ -96,3 +96,8 @@ fuzz: deps
 	@mkdir -p build/fuzz
 	@for f in $(FUZZ_SRC); do n=$$(basename $$f .c); echo "clang $$f -> build/fuzz/$$n"; \
 	  clang $(FUZZ_CFLAGS) -fsanitize=fuzzer -Isrc -o build/fuzz/$$n $$f $(FUZZ_LIB) $(LDLIBS) || exit 1; done
+
+# embed_bench: embeddings/s of an encoder checkpoint through the library API
+# (docs/embed-bench.md; the MiniLM-shaped checkpoint comes from mkmodel).
+$(BUILD)/embed_bench: tools/embed_bench.c $(BUILD)/libmlxcel.a
+	$(CC) $(CFLAGS) -Isrc -o $@ $< $(WHOLE_LIB) $(LDLIBS)

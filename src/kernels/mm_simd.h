@@ -93,6 +93,43 @@ MM_AI void mm_gemv1(mx_wfmt f, const mx_weight *w, const float *x, float *y, int
     }
 }
 
+/* BF16, one token, R <= 8 rows: 16 weights per 256-bit load; the even ones
+ * are the low halves of the 32-bit words (shift left 16), the odd ones the
+ * high halves (mask), so no widening shuffle per weight vector. x is split
+ * into even/odd lanes once per 16 columns for all R rows. */
+MM_AI void mm_gemv1_bf16(const mx_weight *w, const float *x, float *y, int r, int R) {
+    const int K = w->cols;
+    const uint8_t *p[8];
+    __m256 acc[8];
+    const __m256i hi = _mm256_set1_epi32((int)0xffff0000u);
+#pragma GCC unroll 8
+    for (int i = 0; i < R; i++) {
+        p[i] = w->data + (size_t)(r + i) * w->row_bytes;
+        acc[i] = _mm256_setzero_ps();
+    }
+    int c = 0;
+    for (; c + 16 <= K; c += 16) {
+        __m256 x0 = _mm256_loadu_ps(x + c), x1 = _mm256_loadu_ps(x + c + 8);
+        __m256 xe = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(x0, x1, _MM_SHUFFLE(2, 0, 2, 0))), 0xd8));
+        __m256 xo = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(x0, x1, _MM_SHUFFLE(3, 1, 3, 1))), 0xd8));
+#pragma GCC unroll 8
+        for (int i = 0; i < R; i++) {
+            __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)(p[i] + (size_t)c * 2));
+#ifdef MM_PREFETCH
+            _mm_prefetch((const char *)(p[i] + (size_t)c * 2) + MM_PF, _MM_HINT_T0);
+#endif
+            acc[i] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_slli_epi32(v, 16)), xe, acc[i]);
+            acc[i] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_and_si256(v, hi)), xo, acc[i]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < R; i++) {
+        float s = mm_hsum(acc[i]);
+        for (int cc = c; cc < K; cc++) s += mm_ld1(MX_W_BF16, p[i] + (size_t)cc * 2) * x[cc];
+        y[r + i] = s;
+    }
+}
+
 /* R rows x T tokens (T <= 3). */
 MM_AI void mm_gemvT(mx_wfmt f, const mx_weight *w, const float *x, int ldx, float *y, int ldy, int r, int R, int T) {
     const size_t es = mm_esize(f);
@@ -135,7 +172,11 @@ MM_AI void mm_gemvT(mx_wfmt f, const mx_weight *w, const float *x, int ldx, floa
 
 MM_AI void mm_gemv(mx_wfmt f, const mx_weight *w, const float *x, int n, int ldx, float *y, int ldy, int r0, int r1) {
     int r = r0;
-    if (n == 1) {
+    if (n == 1 && f == MX_W_BF16) {
+        for (; r + 8 <= r1; r += 8) mm_gemv1_bf16(w, x, y, r, 8);
+        for (; r + 4 <= r1; r += 4) mm_gemv1_bf16(w, x, y, r, 4);
+        for (; r < r1; r++) mm_gemv1_bf16(w, x, y, r, 1);
+    } else if (n == 1) {
         for (; r + 4 <= r1; r += 4) mm_gemv1(f, w, x, y, r, 4);
         for (; r < r1; r++) mm_gemv1(f, w, x, y, r, 1);
     } else if (n == 2) {
@@ -198,6 +239,7 @@ MM_AI void mm_ukern(int MR, int kc, const float *panel, const float *x, int ldx,
     const float *xp[6];
 #pragma GCC unroll 6
     for (int i = 0; i < MR; i++) xp[i] = x + (size_t)i * ldx;
+#pragma GCC unroll 4
     for (int k = 0; k < kc; k++) {
         __m256 b0 = _mm256_load_ps(panel + (size_t)k * 16), b1 = _mm256_load_ps(panel + (size_t)k * 16 + 8);
 #pragma GCC unroll 6
