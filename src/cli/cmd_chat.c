@@ -71,6 +71,7 @@ int cmd_chat(int argc, char **argv) {
         int keep = 0;
         while (keep < n - 1 && keep < s.n_history && s.history[keep] == ids[keep]) keep++;
         mx_session_truncate(&s, keep);
+        keep = s.n_history; /* a recurrent model restarts from 0 */
         if (n + n_max > ctx) { fprintf(stderr, "mlxcel chat: the conversation no longer fits the context (%d tokens)\n", ctx); free(ids); break; }
         if (mx_session_feed(&s, ids + keep, n - keep, NULL, last)) { fprintf(stderr, "mlxcel chat: %s\n", mx_errmsg()); free(ids); goto out; }
         free(ids);

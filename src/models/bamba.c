@@ -8,7 +8,7 @@
 #include <string.h>
 
 /* Reads the hybrid Mamba2 keys (mamba_n_heads, mamba_d_head, ...); d_inner
- * = mamba_expand * hidden_size unless given; gated RMSNorm over d_inner
+ * = mamba_d_ssm, or mamba_expand * hidden_size when absent; gated RMSNorm over d_inner
  * with eps rms_norm_eps; dt unclamped. */
 int hybrid_mamba2_config(mx_ssm_spec *s, const mx_cfg *c, const mx_arch *a, const char *prefix);
 int hybrid_mamba2_config(mx_ssm_spec *s, const mx_cfg *c, const mx_arch *a, const char *prefix) {
@@ -19,7 +19,7 @@ int hybrid_mamba2_config(mx_ssm_spec *s, const mx_cfg *c, const mx_arch *a, cons
         mx_cfg_i32(c, "mamba_d_conv", 4, 1, 64, &s->d_conv) ||
         mx_cfg_bool(c, "mamba_conv_bias", true, &s->conv_bias) || mx_cfg_bool(c, "mamba_proj_bias", false, &s->in_bias))
         return MX_ERR;
-    s->d_inner = expand * a->hidden;
+    if (mx_cfg_i32(c, "mamba_d_ssm", expand * a->hidden, 1, 1 << 20, &s->d_inner)) return MX_ERR; /* Falcon-H1 */
     json_t *dh = mx_cfg_get(c, "mamba_d_head");
     if (dh && json_is_string(dh) && !strcmp(json_string_value(dh), "auto")) s->head_dim = s->d_inner / s->n_heads;
     else if (mx_cfg_i32(c, "mamba_d_head", s->d_inner / s->n_heads, 1, 1 << 16, &s->head_dim)) return MX_ERR;

@@ -125,6 +125,10 @@ typedef struct {
     const char *prefix;
 } mx_ssm_spec;
 
+    bool norm_before_gate;                 /* mamba2: rmsnorm(y) * silu(z) instead */
+    float in_scale;                        /* mamba2: in_proj(x * in_scale) (0 = 1) */
+    float seg_scale[5];                    /* mamba2: in_proj output segments [z | x | B | C | dt]
+                                              times these (Falcon-H1 mup vector; 0 = 1) */
 /* RecurrentGemma's recurrent block (nn/rglru.c), tensors under `prefix`
  * (linear_x, linear_y, linear_out, conv_1d, rg_lru.*): y = act(linear_y x);
  * u = conv(linear_x x) (causal depthwise, with bias, no activation); RG-LRU
@@ -156,6 +160,8 @@ typedef struct {
 } mx_layer_spec;
 
 /* Sequence pooling: which hidden rows a head (or an embedder) reads. */
+    const mx_block_ops *mixer2; /* a second mixer on the same normed input, its output added
+                                   to the mixer's (Falcon-H1 attention + Mamba2); NULL = none */
 typedef enum { MX_POOL_CLS, MX_POOL_MEAN, MX_POOL_LAST, MX_POOL_MAX } mx_pooling;
 
 /* Encoder head: pooled -> dense (+bias) -> act -> norm -> out (+bias).
@@ -200,6 +206,9 @@ typedef struct mx_arch {
     int bos_id;
     /* encoders */
     bool bidirectional;       /* attention sees every key of the sequence; a
+    float mixer_scale, mixer2_scale; /* multipliers of the mixer / mixer2 outputs (0 = 1) */
+    float mlp_gate_scale, mlp_out_scale; /* dense MLP: gate projection output and MLP output
+                                            multipliers (Falcon-H1 mlp_multipliers; 0 = 1) */
                                  window W then means |i - j| < W */
     bool norm_after_residual; /* post_attn_norm/post_ffn_norm normalise the
                                  residual sum (BERT post-norm), not the

@@ -29,6 +29,7 @@ mx_kv *mx_kv_new(const mx_model *m, int cap) {
         const mx_layer_spec *ls = &a->layers[l];
         size_t n = 0;
         if (ls->mixer && ls->mixer->state_floats) n += ls->mixer->state_floats(m, l, cap);
+        if (ls->mixer2 && ls->mixer2->state_floats) n += ls->mixer2->state_floats(m, l, cap);
         if (ls->ffn && ls->ffn->state_floats) n += ls->ffn->state_floats(m, l, cap);
         n = (n + 15) & ~(size_t)15;
         if (total + n < total || (total + n) > ((size_t)1 << 40) / sizeof(float)) {
@@ -66,8 +67,8 @@ mx_ctx *mx_ctx_new(const mx_model *m, int max_tokens, int max_ctx, mx_pool *pool
     size_t rd = 0, scratch = 0;
     for (int r = 0; r < a->n_rope; r++) rd += (size_t)a->rope[r].dim;
     for (int l = 0; l < a->n_layers; l++) {
-        const mx_block_ops *bs[2] = {a->layers[l].mixer, a->layers[l].ffn};
-        for (int k = 0; k < 2; k++)
+        const mx_block_ops *bs[3] = {a->layers[l].mixer, a->layers[l].ffn, a->layers[l].mixer2};
+        for (int k = 0; k < 3; k++)
             if (bs[k] && bs[k]->scratch_floats) scratch = MX_MAX(scratch, bs[k]->scratch_floats(m, max_tokens, max_ctx, nt));
     }
     c->x = mx_aligned_alloc(N * H * 4);
@@ -98,6 +99,25 @@ void mx_ctx_free(mx_ctx *c) {
 
 int mx_ctx_max_tokens(const mx_ctx *c) { return c->max_tokens; }
 
+bool mx_model_recurrent(const mx_model *m) {
+    for (int l = 0; l < m->arch.n_layers; l++) {
+        const mx_layer_spec *ls = &m->arch.layers[l];
+        if ((ls->mixer && ls->mixer->recurrent) || (ls->mixer2 && ls->mixer2->recurrent) || (ls->ffn && ls->ffn->recurrent))
+            return true;
+    }
+    return false;
+}
+
+float *mx_kv_block(const mx_model *m, const mx_kv *kv, int layer, const mx_block_ops *b) {
+    const mx_layer_spec *ls = &m->arch.layers[layer];
+    float *p = mx_kv_layer(kv, layer);
+    if (b == ls->mixer) return p;
+    if (ls->mixer && ls->mixer->state_floats) p += ls->mixer->state_floats(m, layer, kv->cap);
+    if (b == ls->mixer2) return p;
+    if (ls->mixer2 && ls->mixer2->state_floats) p += ls->mixer2->state_floats(m, layer, kv->cap);
+    return p;
+}
+
 void mx_norm_rows(const mx_norm_spec *s, const mx_normw *w, float *y, const float *x, int n, int d, int ld) {
     if (s->kind == MX_NORM_RMS) mx_rmsnorm(y, x, w->w, s->offset, n, d, ld, s->eps);
     else mx_layernorm(y, x, w->w, s->bias ? w->b : NULL, s->offset, n, d, ld, s->eps);
@@ -126,6 +146,11 @@ void mx_layer_forward(mx_fwd *f, int l, float *x, float *xn, float *tmp, float *
     else memcpy(xn, x, NH * 4);
     if (ls->mixer) {
         ls->mixer->forward(f, l, L->mixer_w, xn, tmp);
+        if (ls->mixer2) { /* tmp2 is free until the ffn */
+            ls->mixer2->forward(f, l, L->mixer2_w, xn, tmp2);
+            float s1 = a->mixer_scale ? a->mixer_scale : 1, s2 = a->mixer2_scale ? a->mixer2_scale : 1;
+            for (size_t i = 0; i < NH; i++) tmp[i] = tmp[i] * s1 + tmp2[i] * s2;
+        } else if (a->mixer_scale && a->mixer_scale != 1.0f) mx_scale(tmp, a->mixer_scale, (int)NH);
         if (a->names.post_attn_norm && !res_norm) mx_norm_rows(&a->norm, &L->post_attn_norm, tmp, tmp, N, H, H);
     } else memset(tmp, 0, NH * 4);
     if (!ls->ffn) {

@@ -77,6 +77,7 @@ void mx_model_free(mx_model *m) {
             mx_normw_free(&L->attn_norm); mx_normw_free(&L->post_attn_norm);
             mx_normw_free(&L->ffn_norm); mx_normw_free(&L->post_ffn_norm);
             if (ls->mixer && L->mixer_w) ls->mixer->free(L->mixer_w);
+            if (ls->mixer2 && L->mixer2_w) ls->mixer2->free(L->mixer2_w);
             if (ls->ffn && L->ffn_w) ls->ffn->free(L->ffn_w);
         }
         free(m->layers);
@@ -120,6 +121,7 @@ int mx_model_bind(mx_model *m, mx_ckpt *ck) {
             mx_load_norm(m, &a->norm, N->post_ffn_norm, i, H, &L->post_ffn_norm))
             goto fail;
         if (ls->mixer && ls->mixer->load(m, i, &L->mixer_w)) goto fail;
+        if (ls->mixer2 && ls->mixer2->load(m, i, &L->mixer2_w)) goto fail;
         if (ls->ffn && ls->ffn->load(m, i, &L->ffn_w)) goto fail;
     }
     if (mx_encoder_bind(m)) goto fail;

@@ -125,6 +125,7 @@ typedef struct {
     mx_fwd *f;
     int layer;
     const ssm_w *w;
+    const mx_block_ops *self; /* for the state's place in the layer's cache */
     const float *x; /* conv input rows (stride ldx) */
     int ldx;
     float *xc;      /* conv output [N][conv_dim] */
@@ -145,7 +146,7 @@ static void conv_task(void *ctx, int i, int tid) {
         float b = j->w->conv_b ? j->w->conv_b[c] : 0.0f, *win = NULL;
         for (int t = 0; t < f->N; t++) {
             if (mx_seq_first(f, t)) {
-                win = mx_kv_layer(f->seqs[f->seq_of[t]].kv, j->layer) + (size_t)c * (K - 1);
+                win = mx_kv_block(f->m, f->seqs[f->seq_of[t]].kv, j->layer, j->self) + (size_t)c * (K - 1);
                 if (f->pos[t] == 0) memset(win, 0, (size_t)(K - 1) * sizeof(float));
             }
             j->xc[(size_t)t * CD + c] = mx_conv_step(wc, b, K, win, j->x[(size_t)t * j->ldx + c]);
@@ -153,9 +154,9 @@ static void conv_task(void *ctx, int i, int tid) {
     }
 }
 
-static float *ssm_state_of(const mx_fwd *f, int layer, int t) {
+static float *ssm_state_of(const mx_fwd *f, const ssm_job *j, int t) {
     const mx_ssm_spec *s = &f->m->arch.ssm;
-    return mx_kv_layer(f->seqs[f->seq_of[t]].kv, layer) + (size_t)conv_dim(s) * (s->d_conv - 1);
+    return mx_kv_block(f->m, f->seqs[f->seq_of[t]].kv, j->layer, j->self) + (size_t)conv_dim(s) * (s->d_conv - 1);
 }
 
 static void scan1_task(void *ctx, int i, int tid) {
@@ -169,7 +170,7 @@ static void scan1_task(void *ctx, int i, int tid) {
         float Dc = j->w->D[c], *h = NULL;
         for (int t = 0; t < f->N; t++) {
             if (mx_seq_first(f, t)) {
-                h = ssm_state_of(f, j->layer, t) + (size_t)c * S;
+                h = ssm_state_of(f, j, t) + (size_t)c * S;
                 if (f->pos[t] == 0) memset(h, 0, (size_t)S * sizeof(float));
             }
             const float *B = j->dbc + (size_t)t * W + R, *C = B + S;
@@ -190,7 +191,7 @@ static void m1_forward(mx_fwd *f, int layer, void *wp, const float *in, float *o
     float *xz = f->scratch, *xc = xz + (size_t)N * 2 * D, *dbc = xc + (size_t)N * D, *dt = dbc + (size_t)N * W,
           *y = dt + (size_t)N * D;
     mx_linear(f, &w->in, w->in_b, in, N, H, xz, 2 * D);
-    ssm_job j = {.f = f, .layer = layer, .w = w, .x = xz, .ldx = 2 * D, .xc = xc, .dbc = dbc, .dt = dt, .y = y};
+    ssm_job j = {.f = f, .layer = layer, .w = w, .self = &mx_block_mamba, .x = xz, .ldx = 2 * D, .xc = xc, .dbc = dbc, .dt = dt, .y = y};
     int nb = (D + CH_BLOCK - 1) / CH_BLOCK;
     mx_pool_run(f->pool, conv_task, &j, nb);
     mx_act_apply(s->act, xc, N * D);
@@ -219,7 +220,7 @@ static void scan2_task(void *ctx, int hh, int tid) {
     float A = j->w->A[hh], Dh = j->w->D[hh], db = j->w->dt_bias[hh], *hs = NULL;
     for (int t = 0; t < f->N; t++) {
         if (mx_seq_first(f, t)) {
-            hs = ssm_state_of(f, j->layer, t) + (size_t)hh * P * S;
+            hs = ssm_state_of(f, j, t) + (size_t)hh * P * S;
             if (f->pos[t] == 0) memset(hs, 0, (size_t)P * S * sizeof(float));
         }
         float d = mx_softplus(j->dt[(size_t)t * j->lddt + j->dt_col + hh] + db);
@@ -242,20 +243,37 @@ static void m2_forward(mx_fwd *f, int layer, void *wp, const float *in, float *o
     const mx_ssm_spec *s = &f->m->arch.ssm;
     int N = f->N, H = f->m->arch.hidden, D = s->d_inner, CD = conv_dim(s), PR = in_rows(s);
     float *proj = f->scratch, *xc = proj + (size_t)N * PR, *y = xc + (size_t)N * CD;
-    mx_linear(f, &w->in, w->in_b, in, N, H, proj, PR);
-    ssm_job j = {.f = f, .layer = layer, .w = w, .x = proj + D, .ldx = PR, .xc = xc, .dt = proj, .lddt = PR,
+    bool scaled = s->in_scale != 0 && s->in_scale != 1.0f;
+    for (int k = 0; k < 5; k++) scaled |= s->seg_scale[k] != 0 && s->seg_scale[k] != 1.0f;
+    if (!scaled) mx_linear(f, &w->in, w->in_b, in, N, H, proj, PR);
+    else { /* (W (x s) + b) * seg: the input scale applies before the bias */
+        mx_linear(f, &w->in, NULL, in, N, H, proj, PR);
+        int GS = s->n_groups * s->d_state, seg_end[5] = {D, 2 * D, 2 * D + GS, 2 * D + 2 * GS, PR};
+        float is = s->in_scale ? s->in_scale : 1;
+        for (int t = 0; t < N; t++) {
+            float *r = proj + (size_t)t * PR;
+            for (int k = 0, i = 0; k < 5; k++) {
+                float m = s->seg_scale[k] ? s->seg_scale[k] : 1;
+                for (; i < seg_end[k]; i++) r[i] = (r[i] * is + (w->in_b ? w->in_b[i] : 0.0f)) * m;
+            }
+        }
+    }
+    ssm_job j = {.f = f, .layer = layer, .w = w, .self = &mx_block_mamba2, .x = proj + D, .ldx = PR, .xc = xc, .dt = proj, .lddt = PR,
                  .dt_col = D + CD, .y = y};
     mx_pool_run(f->pool, conv_task, &j, (CD + CH_BLOCK - 1) / CH_BLOCK);
     mx_act_apply(s->act, xc, N * CD);
     mx_pool_run(f->pool, scan2_task, &j, s->n_heads);
-    /* y * silu(z) into z, then the grouped RMSNorm */
+    /* y * silu(z) into z, then the grouped RMSNorm (or the norm first) */
     int gs = s->gated_norm ? D / s->norm_groups : D;
+    bool before = s->gated_norm && s->norm_before_gate;
     for (int t = 0; t < N; t++) {
-        float *z = proj + (size_t)t * PR;
-        mx_act_mul(MX_ACT_SILU, z, y + (size_t)t * D, D);
+        float *z = proj + (size_t)t * PR, *yt = y + (size_t)t * D;
+        float *nt = before ? yt : z;
+        if (!before) mx_act_mul(MX_ACT_SILU, z, yt, D);
         if (s->gated_norm)
             for (int g = 0; g < s->norm_groups; g++)
-                mx_rmsnorm(z + (size_t)g * gs, z + (size_t)g * gs, w->norm_w + (size_t)g * gs, 0, 1, gs, gs, s->norm_eps);
+                mx_rmsnorm(nt + (size_t)g * gs, nt + (size_t)g * gs, w->norm_w + (size_t)g * gs, 0, 1, gs, gs, s->norm_eps);
+        if (before) mx_act_mul(MX_ACT_SILU, z, yt, D);
     }
     mx_linear(f, &w->out, w->out_b, proj, N, PR, out, H);
 }

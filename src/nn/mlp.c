@@ -51,12 +51,15 @@ static void mlp_forward(mx_fwd *f, int layer, void *wp, const float *in, float *
             mx_linear(f, &w->gate, w->gate_b, in, N, H, gu, F2);
             mx_linear(f, &w->up, w->up_b, in, N, H, gu + F, F2);
         }
+        if (a->mlp_gate_scale && a->mlp_gate_scale != 1.0f)
+            for (int t = 0; t < N; t++) mx_scale(gu + (size_t)t * F2, a->mlp_gate_scale, F);
         for (int t = 0; t < N; t++) mx_act_mul(a->act, gu + (size_t)t * F2, gu + (size_t)t * F2 + F, F);
     } else {
         mx_linear(f, &w->up, w->up_b, in, N, H, gu, F2);
         for (int t = 0; t < N; t++) mx_act_apply(a->act, gu + (size_t)t * F2, F);
     }
     mx_linear(f, &w->down, w->down_b, gu, N, F2, out, H);
+    if (a->mlp_out_scale && a->mlp_out_scale != 1.0f) mx_scale(out, a->mlp_out_scale, N * H);
 }
 
 const mx_block_ops mx_block_mlp = {

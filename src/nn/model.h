@@ -16,6 +16,7 @@ typedef struct { float *w, *b; } mx_normw;
 typedef struct {
     mx_normw attn_norm, post_attn_norm, ffn_norm, post_ffn_norm;
     void *mixer_w, *ffn_w; /* owned by the layer's blocks */
+    void *mixer2_w;        /* layers with a second mixer */
 } mx_layer_w;
 
 struct mx_model {
@@ -57,6 +58,12 @@ typedef struct {
 mx_kv *mx_kv_new(const mx_model *m, int cap);
 void mx_kv_free(mx_kv *kv);
 static inline float *mx_kv_layer(const mx_kv *kv, int layer) { return kv->data + kv->offset[layer]; }
+/* The state of block b of a layer: a layer's blocks keep their states one
+ * after the other (mixer, mixer2, ffn); the mixer's is at mx_kv_layer. */
+float *mx_kv_block(const mx_model *m, const mx_kv *kv, int layer, const mx_block_ops *b);
+/* Some block keeps recurrent state: a cache can then only be extended or
+ * restarted from length 0, never cut back to a prefix. */
+bool mx_model_recurrent(const mx_model *m);
 
 /* Scratch for forward passes of up to max_tokens stacked tokens whose
  * sequences reach at most max_ctx positions. Allocated once. */

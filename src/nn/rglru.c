@@ -88,7 +88,7 @@ static void rg_task(void *ctx, int hh, int tid) {
         float *win = NULL;
         for (int t = 0; t < f->N; t++) {
             if (mx_seq_first(f, t)) {
-                win = mx_kv_layer(f->seqs[f->seq_of[t]].kv, j->layer) + (size_t)c * (K - 1);
+                win = mx_kv_block(f->m, f->seqs[f->seq_of[t]].kv, j->layer, &mx_block_rglru) + (size_t)c * (K - 1);
                 if (f->pos[t] == 0) memset(win, 0, (size_t)(K - 1) * sizeof(float));
             }
             j->u[(size_t)t * W + c] = mx_conv_step(w->conv_w + (size_t)c * K, w->conv_b[c], K, win, j->xb[(size_t)t * W + c]);
@@ -98,7 +98,7 @@ static void rg_task(void *ctx, int hh, int tid) {
     float *ig = j->gates + (size_t)tid * 2 * bw, *rg = ig + bw, *h = NULL;
     const float *Wi = w->ig_w + (size_t)hh * bw * bw, *Wr = w->rg_w + (size_t)hh * bw * bw;
     for (int t = 0; t < f->N; t++) {
-        if (mx_seq_first(f, t)) h = mx_kv_layer(f->seqs[f->seq_of[t]].kv, j->layer) + (size_t)W * (K - 1) + c0;
+        if (mx_seq_first(f, t)) h = mx_kv_block(f->m, f->seqs[f->seq_of[t]].kv, j->layer, &mx_block_rglru) + (size_t)W * (K - 1) + c0;
         const float *u = j->u + (size_t)t * W + c0;
         memcpy(ig, w->ig_b + c0, (size_t)bw * sizeof(float));
         memcpy(rg, w->rg_b + c0, (size_t)bw * sizeof(float));

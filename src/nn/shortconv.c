@@ -65,7 +65,7 @@ static void sc_task(void *ctx, int i, int tid) {
         float *win = NULL, b = j->w->conv_b ? j->w->conv_b[c] : 0.0f;
         for (int t = 0; t < f->N; t++) {
             if (mx_seq_first(f, t)) {
-                win = mx_kv_layer(f->seqs[f->seq_of[t]].kv, j->layer) + (size_t)c * (K - 1);
+                win = mx_kv_block(f->m, f->seqs[f->seq_of[t]].kv, j->layer, &mx_block_shortconv) + (size_t)c * (K - 1);
                 if (f->pos[t] == 0) memset(win, 0, (size_t)(K - 1) * sizeof(float));
             }
             float *r = j->bcx + (size_t)t * 3 * H;

@@ -45,6 +45,7 @@ int mx_session_feed(mx_session *s, const int32_t *tok, int n, float *all_logits,
 
 void mx_session_truncate(mx_session *s, int n) {
     if (n < s->n_history) {
+        if (mx_model_recurrent(&s->e->model)) n = 0; /* recurrent state cannot be cut back */
         s->n_history = n;
         s->kv->len = n;
     }

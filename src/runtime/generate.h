@@ -23,6 +23,7 @@ void mx_session_free(mx_session *s);
 /* Feeds tokens; when all_logits is non-NULL it receives one row per token,
  * otherwise `last` (may be NULL) receives the last token's logits. */
 int mx_session_feed(mx_session *s, const int32_t *tok, int n, float *all_logits, float *last);
-/* Drops the cache back to n tokens (prompt reuse: keep the common prefix). */
+/* Drops the cache back to n tokens (prompt reuse: keep the common prefix);
+ * a recurrent model's cache restarts from 0 instead (s->n_history says). */
 void mx_session_truncate(mx_session *s, int n);
 #endif

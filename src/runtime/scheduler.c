@@ -236,7 +236,8 @@ mx_sched *mx_sched_new(mx_engine *e, int parallel, int ctx, int step_tokens, int
     s->truncatable = true;
     for (int l = 0; l < e->model.arch.n_layers; l++) {
         const mx_layer_spec *ls = &e->model.arch.layers[l];
-        if ((ls->mixer && ls->mixer->recurrent) || (ls->ffn && ls->ffn->recurrent)) s->truncatable = false;
+        if ((ls->mixer && ls->mixer->recurrent) || (ls->mixer2 && ls->mixer2->recurrent) || (ls->ffn && ls->ffn->recurrent))
+            s->truncatable = false;
     }
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);

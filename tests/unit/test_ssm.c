@@ -24,7 +24,10 @@ static void run(const char *name) {
     mx_engine e;
     if (mx_engine_open(dir, &e)) { printf("# %s: not present (%s)\n", name, mx_errmsg()); return; }
     bool rec = false;
-    for (int l = 0; l < e.model.arch.n_layers; l++) rec |= e.model.arch.layers[l].mixer && e.model.arch.layers[l].mixer->recurrent;
+    for (int l = 0; l < e.model.arch.n_layers; l++) {
+        const mx_layer_spec *ls = &e.model.arch.layers[l];
+        rec |= (ls->mixer && ls->mixer->recurrent) || (ls->mixer2 && ls->mixer2->recurrent);
+    }
     snprintf(label, sizeof label, "ssm/%s/recurrent", name);
     CHECK(label, rec, "no layer has a recurrent mixer");
     enum { T = 37, CAP = 64 };
