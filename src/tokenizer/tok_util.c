@@ -329,6 +329,7 @@ int tk_pieces_add(tk_pieces *p, const char *s, size_t n, uint8_t flag) {
         p->flag = f;
         p->cap = cap;
     }
+    if (!p->text.data && mx_buf_append(&p->text, "", 0)) return MX_ERR;
     p->off[p->n] = (uint32_t)p->text.len;
     p->len[p->n] = (uint32_t)n;
     p->flag[p->n] = flag;
