@@ -157,7 +157,11 @@ int mx_ckpt_open(const char *dir, bool weights, mx_ckpt *ck) {
     ck->config_path = mx_path_join(dir, "config.json");
     if (!ck->dir || !ck->config_path) return MX_ERR;
     if (!mx_file_exists(ck->config_path)) {
-        if (weights) return mx_set_err("%s: missing config.json", dir);
+        if (weights) {
+            mx_set_err("%s: missing config.json", dir);
+            mx_ckpt_close(ck);
+            return MX_ERR;
+        }
     } else {
         ck->config = mx_json_load_file(ck->config_path, 16u << 20);
         if (!ck->config) { mx_ckpt_close(ck); return MX_ERR; }
