@@ -12,6 +12,7 @@ static const struct { const char *name; int (*fn)(int, char **); const char *hel
     {"chat", cmd_chat, "interactive multi-turn chat in the terminal"},
     {"run", cmd_chat, "same as chat"},
     {"serve", cmd_serve, "OpenAI-compatible HTTP server (also: mlxcel-server)"},
+    {"convert", cmd_convert, "convert a float checkpoint, optionally quantized, to the layout mlx-lm writes"},
     {"embed", cmd_embed, "sentence embeddings / hidden states of texts or token ids"},
     {"rerank", cmd_rerank, "score documents against a query with a cross-encoder"},
 };

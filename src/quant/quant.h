@@ -5,7 +5,9 @@
  * deciding float vs quantized by mlx-lm's rule: a per-module entry in the
  * config's `quantization` block wins (a dict or false); otherwise the module
  * is quantized iff module.scales exists, with the top-level parameters.
- * HF fine-grained FP8 (weight_scale_inv) is requantized to MXFP8 at load. */
+ * HF fine-grained FP8 (weight_scale_inv, 128x128 blocks) is kept as E4M3
+ * bytes in place with its f32 block scales (MX_W_FP8B): requantizing it to
+ * MXFP8 would be lossy (power-of-two scales), see docs/quant.md. */
 #ifndef MX_QUANT_H
 #define MX_QUANT_H
 #include "../format/checkpoint.h"
@@ -37,4 +39,15 @@ int mx_quant_bind(mx_ckpt *ck, const char *module, int rows, int cols, const cha
 void mx_qmatmul(const mx_weight *w, const float *x, int n, int ldx, float *y, int ldy, mx_pool *pool);
 void mx_qrow(const mx_weight *w, int r, float *out);
 size_t mx_qbytes(const mx_weight *w);
+
+/* Conversion (convert.c): writes dst in the layout mlx_lm.convert writes. */
+typedef struct {
+    const char *dtype; /* bf16 | f16 | f32; NULL: config torch_dtype, else keep */
+    bool quantize;
+    const char *mode;  /* affine (default) | mxfp4 | nvfp4 | mxfp8 */
+    int bits, group;   /* 0: the mode's default (affine 4/64, mxfp4 4/32, nvfp4 4/16, mxfp8 8/32) */
+    int threads;       /* 0: default */
+    bool progress;     /* progress bar on stderr */
+} mx_convert_opts;
+int mx_convert(const char *src, const char *dst, const mx_convert_opts *o);
 #endif

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# mlxcel convert: mlx-lm layout for every mode, dtype casting, bad arguments,
+# and the round trip (a converted model runs and agrees with the float one).
+set -u
+cd "$(dirname "$0")/../.."
+MLXCEL=${MLXCEL:-$PWD/build/mlxcel}
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+here=tests/cli
+ok() { echo "ok $1"; }
+fail() { echo "FAIL $1: $2"; }
+
+python3 $here/convert_mkmodel.py "$T/src" F32 || { fail convert_mkmodel "could not write the test model"; exit 0; }
+ids=$(python3 -c "import random; r=random.Random(3); print(','.join(str(r.randrange(3,512)) for _ in range(100)))")
+if ! "$MLXCEL" generate -m "$T/src" --prompt-ids "$ids" -n 0 --logits-out "$T/float.st" >/dev/null 2>"$T/err"; then
+  fail convert_float_run "$(tail -1 "$T/err")"
+fi
+
+# mode bits group dtype-flag
+while read -r name mode bits group dt; do
+  args=(-q --q-mode "$mode" --q-bits "$bits" --q-group-size "$group")
+  dflag=(); [ "$dt" != keep ] && dflag=(--dtype "$dt")
+  out="$T/$name"
+  if ! "$MLXCEL" convert -m "$T/src" -o "$out" "${args[@]}" "${dflag[@]}" >/dev/null 2>"$T/err"; then
+    fail "convert_$name" "$(tail -1 "$T/err")"; continue
+  fi
+  ok "convert_$name"
+  DT=$(case $dt in bf16) echo BF16;; f16) echo F16;; f32) echo F32;; *) echo keep;; esac)
+  python3 $here/convert_check.py "$T/src" "$out" "$mode" "$bits" "$group" "$DT" 1
+  if [ -f "$T/float.st" ]; then
+    if "$MLXCEL" generate -m "$out" --prompt-ids "$ids" -n 0 --logits-out "$T/q.st" >/dev/null 2>"$T/err"; then
+      python3 $here/convert_top1.py "$T/float.st" "$T/q.st" "convert_${name}_top1" 0.95
+    else
+      fail "convert_${name}_runs" "$(tail -1 "$T/err")"
+    fi
+  fi
+done <<'LIST'
+affine_b4_g64 affine 4 64 keep
+affine_b8_g32 affine 8 32 keep
+affine_b2_g128_bf16 affine 2 128 bf16
+affine_b3_g32_f16 affine 3 32 f16
+affine_b5_g64 affine 5 64 keep
+affine_b6_g64 affine 6 64 keep
+mxfp4 mxfp4 4 32 bf16
+nvfp4 nvfp4 4 16 bf16
+mxfp8 mxfp8 8 32 bf16
+LIST
+
+# float -> bf16 without quantization
+if "$MLXCEL" convert -m "$T/src" -o "$T/bf16" --dtype bf16 >/dev/null 2>"$T/err"; then
+  ok convert_bf16
+  python3 $here/convert_check.py "$T/src" "$T/bf16" none 0 1 BF16 0
+else fail convert_bf16 "$(tail -1 "$T/err")"; fi
+
+# a real float fixture (HF layout, F32) converts with the default mode
+if [ -d tests/fixtures/llama ]; then
+  if "$MLXCEL" convert -m tests/fixtures/llama -o "$T/fx_llama_q4" -q >/dev/null 2>"$T/err"; then
+    python3 $here/convert_check.py tests/fixtures/llama "$T/fx_llama_q4" affine 4 64 keep 1
+  else fail convert_fixture_llama "$(tail -1 "$T/err")"; fi
+fi
+
+# bad arguments: one-line errors, non-zero exit
+expect_err() { # name, needle, args...
+  local name=$1 needle=$2; shift 2
+  if "$MLXCEL" convert "$@" >/dev/null 2>"$T/err"; then fail "$name" "succeeded"; 
+  elif grep -q -- "$needle" "$T/err" && [ "$(wc -l <"$T/err")" -le 1 ]; then ok "$name"
+  else fail "$name" "message: $(cat "$T/err")"; fi
+}
+expect_err convert_bad_mode "q-mode" -m "$T/src" -o "$T/bad1" -q --q-mode int3
+expect_err convert_mxfp4_group "mxfp4 needs" -m "$T/src" -o "$T/bad2" -q --q-mode mxfp4 --q-group-size 64
+expect_err convert_bits7 "7 is not supported" -m "$T/src" -o "$T/bad3" -q --q-bits 7
+expect_err convert_out_exists "not empty" -m "$T/src" -o "$T/affine_b4_g64" -q
+expect_err convert_already_quantized "already quantized" -m "$T/affine_b4_g64" -o "$T/bad4" -q
+expect_err convert_bad_dtype "dtype" -m "$T/src" -o "$T/bad5" --dtype f8
+expect_err convert_missing_src "config.json" -m "$T/nonexistent" -o "$T/bad6"
+exit 0
