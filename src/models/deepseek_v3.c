@@ -45,6 +45,8 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     m->kv_a = "model.layers.%d.self_attn.kv_a_proj_with_mqa";
     m->kv_a_norm = "model.layers.%d.self_attn.kv_a_layernorm";
     m->kv_b = "model.layers.%d.self_attn.kv_b_proj";
+    m->embed_q = "model.layers.%d.self_attn.embed_q";         /* MLX conversions */
+    m->unembed_out = "model.layers.%d.self_attn.unembed_out";
     a->attn_scale = 1.0f / sqrtf((float)(m->qk_nope_dim + m->qk_rope_dim));
     json_t *rs = mx_cfg_get(c, "rope_scaling");
     if (rs) {

@@ -40,7 +40,65 @@ typedef struct {
     const char *type_embed;  /* token type (segment) embeddings, added to the token embedding */
     const char *embed_norm;  /* norm on the summed embeddings (BERT, ModernBERT), spec arch.norm */
     const char *sinks;       /* per-head attention sink logits (GPT-OSS): a full tensor name with "%d" */
+    const char *sinks;       /* per-head attention sink logits (GPT-OSS): a full tensor name with "%d" */
 } mx_names;
+
+/* Mixture of experts (nn/moe.c). The router picks top_k of n_experts per
+ * token; the variant is data:
+ *   SOFTMAX       softmax over all experts, top-k of the probabilities
+ *   TOPK_SOFTMAX  top-k of the logits, softmax over those k
+ *   SIGMOID       sigmoid scores; selection on score + correction bias
+ *                 (score_bias), optionally group-limited; weights = scores
+ *   SPARSEMIXER   PhiMoE's masked-softmax top-2 (jitter_eps threshold)
+ * then optional renormalisation (weights / (p-norm(weights) + norm_eps)) and
+ * routed_scale. Experts are gated (down(act(gate x) * up x)) or not, with
+ * optional biases and GPT-OSS's clamped SwiGLU. Expert tensors are one per
+ * expert (a pattern with a second "%d": the expert) or stacked (one "%d":
+ * [E, out, in] or [E*out, in], float or MLX-quantized); `alt` names are tried
+ * when the primary ones are absent (MLX's switch_mlp layout). */
+typedef enum { MX_ROUTE_SOFTMAX, MX_ROUTE_TOPK_SOFTMAX, MX_ROUTE_SIGMOID, MX_ROUTE_SPARSEMIXER } mx_route;
+#define MX_EXP_T_GATE 1u    /* bits of mx_expert_names.transposed: stored [in, out] (x @ W) */
+#define MX_EXP_T_UP 2u
+#define MX_EXP_T_GATE_UP 4u
+#define MX_EXP_T_DOWN 8u
+typedef struct {
+    const char *gate, *up, *gate_up, *down; /* module paths (tensor path.weight, or the bare path) */
+    unsigned transposed;
+} mx_expert_names;
+#define MX_MAX_EXPERTS 1024
+typedef struct {
+    int n_experts, top_k, ffn;  /* routed experts, experts per token, expert width */
+    mx_route route;
+    float norm_p;               /* renormalise top-k weights by their p-norm (1 = sum); 0 = off */
+    float norm_eps;             /* added to that denominator (DeepSeek: 1e-20) */
+    float routed_scale;         /* routed weights multiplier (0 or 1 = off) */
+    int n_group, topk_group;    /* group-limited selection (sum of each group's top-2); n_group <= 1 = off */
+    float jitter_eps;           /* sparsemixer mask threshold */
+    bool router_bias, expert_bias, gated;
+    bool gate_up_interleaved;   /* fused gate_up rows alternate gate, up (GPT-OSS) */
+    mx_act act;
+    float swiglu_limit, swiglu_alpha; /* >0: clamped SwiGLU (up+1) * g * sigmoid(alpha g), g <= limit, |up| <= limit */
+    int shared_ffn;             /* shared expert width; 0 = none */
+    const char *router, *score_bias, *shared_gate; /* router module; correction-bias tensor; sigmoid gate module of the shared expert */
+    mx_expert_names experts, alt, shared;
+} mx_moe_spec;
+
+/* Multi-head latent attention (DeepSeek V2/V3, nn/mla.c): q through a
+ * low-rank bottleneck (q_a -> norm -> q_b; plain names.q when q_lora_rank is
+ * 0), kv_a -> [latent (kv_lora_rank) | shared rope key (qk_rope_dim)],
+ * latent -> norm -> kv_b gives per head [k_nope | v]. Rope (arch.rope[0],
+ * dim qk_rope_dim) on the rope slices only; scale arch.attn_scale; o =
+ * names.o; biases: q_bias on q_a/q, k_bias on kv_a, o_bias on o. The cache
+ * holds the normed latent and the roped key per position. */
+typedef struct {
+    int q_lora_rank, kv_lora_rank, qk_nope_dim, qk_rope_dim, v_head_dim;
+    mx_norm_spec norm;          /* q_a / kv_a norms */
+    const char *q_a, *q_a_norm, *q_b, *kv_a, *kv_a_norm, *kv_b;
+    /* MLX layout, used when kv_b is absent: kv_b split per head into stacked
+     * embed_q [heads, kv_lora_rank, qk_nope] (W_k^T) and unembed_out
+     * [heads, v_head, kv_lora_rank] (W_v) */
+    const char *embed_q, *unembed_out;
+} mx_mla_spec;
 
 /* Mixture of experts (nn/moe.c). The router picks top_k of n_experts per
  * token; the variant is data:
@@ -219,6 +277,8 @@ typedef struct mx_arch {
     mx_head_spec head;        /* classifier / pooler; dense = out = NULL: none */
     mx_layer_spec layers[MX_MAX_LAYERS];
     mx_names names;
+    mx_moe_spec moe;        /* for layers whose ffn is mx_block_moe */
+    mx_mla_spec mla;        /* for layers whose mixer is mx_block_mla */
     mx_moe_spec moe;        /* for layers whose ffn is mx_block_moe */
     mx_mla_spec mla;        /* for layers whose mixer is mx_block_mla */
     mx_ssm_spec ssm;        /* for layers whose mixer is mx_block_mamba / mx_block_mamba2 */

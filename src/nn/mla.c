@@ -26,6 +26,8 @@ typedef struct {
     float *q_a_b, *q_b_b, *q_bias, *kv_a_b, *kv_b_b, *o_b;
     mx_normw q_a_norm, kv_a_norm;
     mx_weight *kb, *vb; /* per head views of kv_b: k_nope rows, v rows */
+    mx_weight *eq;      /* MLX layout: per head W_k^T [kv_lora, qk_nope] (then kb is unused) */
+    mx_weight eq_whole, vb_whole;
     int n_heads;
 } mla_w;
 
@@ -52,12 +54,25 @@ static int mla_load(mx_model *m, int layer, void **out) {
     } else if (mx_load_lin(m, a->names.q, layer, Hn * qk, H, a->q_bias, &w->q, &w->q_bias)) return MX_ERR;
     if (mx_load_lin(m, s->kv_a, layer, kvr + dr, H, a->k_bias, &w->kv_a, &w->kv_a_b) ||
         mx_load_norm(m, &s->norm, s->kv_a_norm, layer, kvr, &w->kv_a_norm) ||
-        mx_load_lin(m, s->kv_b, layer, Hn * (s->qk_nope_dim + s->v_head_dim), kvr, false, &w->kv_b, &w->kv_b_b) ||
         mx_load_lin(m, a->names.o, layer, H, Hn * s->v_head_dim, a->o_bias, &w->o, &w->o_b))
         return MX_ERR;
     w->kb = mx_calloc((size_t)Hn, sizeof(mx_weight));
     w->vb = mx_calloc((size_t)Hn, sizeof(mx_weight));
     if (!w->kb || !w->vb) return MX_ERR;
+    char mod[512], nm[540];
+    snprintf(mod, sizeof mod, s->kv_b ? s->kv_b : "", layer);
+    snprintf(nm, sizeof nm, "%s.weight", mod);
+    if (s->embed_q && s->unembed_out && !mx_ckpt_find(&m->ck, nm)) { /* MLX: kv_b pre-split per head */
+        w->eq = mx_calloc((size_t)Hn, sizeof(mx_weight));
+        if (!w->eq) return MX_ERR;
+        snprintf(mod, sizeof mod, s->embed_q, layer);
+        if (mx_load_weight_stacked(&m->ck, mod, Hn, kvr, s->qk_nope_dim, 0, &w->eq_whole, w->eq)) return MX_ERR;
+        snprintf(mod, sizeof mod, s->unembed_out, layer);
+        if (mx_load_weight_stacked(&m->ck, mod, Hn, s->v_head_dim, kvr, 0, &w->vb_whole, w->vb)) return MX_ERR;
+        m->weight_bytes += mx_weight_bytes(&w->eq_whole) + mx_weight_bytes(&w->vb_whole);
+        return MX_OK;
+    }
+    if (mx_load_lin(m, s->kv_b, layer, Hn * (s->qk_nope_dim + s->v_head_dim), kvr, false, &w->kv_b, &w->kv_b_b)) return MX_ERR;
     int per = s->qk_nope_dim + s->v_head_dim;
     for (int h = 0; h < Hn; h++) {
         if ((s->qk_nope_dim && mx_weight_slice_rows(&w->kv_b, h * per, s->qk_nope_dim, &w->kb[h])) ||
@@ -70,10 +85,16 @@ static int mla_load(mx_model *m, int layer, void **out) {
 static void mla_free(void *p) {
     mla_w *w = p;
     if (!w) return;
-    if (w->kb)
-        for (int h = 0; h < w->n_heads; h++) { mx_weight_free(&w->kb[h]); mx_weight_free(&w->vb[h]); }
+    for (int h = 0; h < w->n_heads; h++) {
+        if (w->kb) mx_weight_free(&w->kb[h]);
+        if (w->vb) mx_weight_free(&w->vb[h]);
+        if (w->eq) mx_weight_free(&w->eq[h]);
+    }
     free(w->kb);
     free(w->vb);
+    free(w->eq);
+    mx_weight_free(&w->eq_whole);
+    mx_weight_free(&w->vb_whole);
     mx_weight *ws[] = {&w->q_a, &w->q_b, &w->q, &w->kv_a, &w->kv_b, &w->o};
     for (size_t k = 0; k < MX_ARRAY_LEN(ws); k++) mx_weight_free(ws[k]);
     free(w->q_a_b); free(w->q_b_b); free(w->q_bias); free(w->kv_a_b); free(w->kv_b_b); free(w->o_b);
@@ -168,7 +189,10 @@ static void mla_forward(mx_fwd *f, int layer, void *wp, const float *xn, float *
         memcpy(mx_kv_layer(kv, layer) + (size_t)f->pos[t] * ld, kr, (size_t)ld * sizeof(float));
     }
     mla_job j = {f, w, layer, q, qlat, olat, scores, rows};
-    mx_pool_run(f->pool, absorb_task, &j, Hn);
+    if (w->eq)
+        for (int h = 0; h < Hn; h++)
+            mx_matmul(&w->eq[h], q + (size_t)h * qk, N, Hn * qk, qlat + (size_t)h * kvr, Hn * kvr, f->pool);
+    else mx_pool_run(f->pool, absorb_task, &j, Hn);
     mx_pool_run(f->pool, attend_task, &j, N * Hn);
     for (int h = 0; h < Hn; h++)
         mx_matmul(&w->vb[h], olat + (size_t)h * kvr, N, Hn * kvr, vout + (size_t)h * dv, Hn * dv, f->pool);

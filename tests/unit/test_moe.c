@@ -250,10 +250,11 @@ static char g_tmp[256];
 
 typedef struct { mx_st_out o; void *buf; } outt;
 
-/* Writes dst/model.safetensors + config.json from the qwen3_moe fixture with
- * its experts stored per expert or stacked (MLX switch_mlp), float or 4-bit
- * affine (group 32). Returns 0 on success. */
-static int convert(const char *src, const char *dst, bool stacked, bool quant) {
+/* Writes dst/model.safetensors + config.json from a fixture with its experts
+ * stored per expert or stacked (MLX switch_mlp), float or 4-bit affine (group
+ * 32); mla_split: kv_b_proj split per head as MLX does (embed_q [H, kv_lora,
+ * nope] = W_k^T, unembed_out [H, v, kv_lora]). Returns 0 on success. */
+static int convert(const char *src, const char *dst, bool stacked, bool quant, bool mla_split) {
     char *mp = mx_path_join(src, "model.safetensors"), *cp = mx_path_join(src, "config.json");
     mx_st_file f;
     int rc = mx_st_open(mp, &f);
@@ -264,10 +265,35 @@ static int convert(const char *src, const char *dst, bool stacked, bool quant) {
     enum { NP = 3 };
     const char *projs[NP] = {"gate_proj", "up_proj", "down_proj"};
     int L = 0, E = 0, rows[NP] = {0}, cols[NP] = {0};
+    bool has[64] = {0};
+    json_t *cfg = mx_json_load_file(cp, 1 << 20);
+    int Hn = (int)json_integer_value(json_object_get(cfg, "num_attention_heads"));
+    int dn = (int)json_integer_value(json_object_get(cfg, "qk_nope_head_dim")), dv = (int)json_integer_value(json_object_get(cfg, "v_head_dim"));
+    int kvr = (int)json_integer_value(json_object_get(cfg, "kv_lora_rank"));
     for (int i = 0; i < f.n_tensors; i++) {
         int l, e;
         char rest[64];
+        if (mla_split && sscanf(f.tensors[i].name, "model.layers.%d.self_attn.kv_b_proj.%63s", &l, rest) == 2) {
+            float *kb = malloc(sizeof(float) * (size_t)f.tensors[i].numel);
+            float *eq = malloc(sizeof(float) * (size_t)Hn * kvr * dn), *uo = malloc(sizeof(float) * (size_t)Hn * dv * kvr);
+            mx_tensor_to_f32(&f.tensors[i], kb);
+            for (int h = 0; h < Hn; h++) {
+                const float *W = kb + (size_t)h * (dn + dv) * kvr;
+                for (int r = 0; r < dn; r++)
+                    for (int c = 0; c < kvr; c++) eq[((size_t)h * kvr + c) * dn + r] = W[(size_t)r * kvr + c];
+                memcpy(uo + (size_t)h * dv * kvr, W + (size_t)dn * kvr, sizeof(float) * (size_t)dv * kvr);
+            }
+            free(kb);
+            outs[n].buf = eq;
+            outs[n++].o = (mx_st_out){mx_asprintf("model.layers.%d.self_attn.embed_q.weight", l), MX_DT_F32, 3, {Hn, kvr, dn}, eq,
+                                      sizeof(float) * (size_t)Hn * kvr * dn};
+            outs[n].buf = uo;
+            outs[n++].o = (mx_st_out){mx_asprintf("model.layers.%d.self_attn.unembed_out.weight", l), MX_DT_F32, 3, {Hn, dv, kvr}, uo,
+                                      sizeof(float) * (size_t)Hn * dv * kvr};
+            continue;
+        }
         if (sscanf(f.tensors[i].name, "model.layers.%d.mlp.experts.%d.%63s", &l, &e, rest) == 3) {
+            has[l] = true;
             L = l + 1 > L ? l + 1 : L;
             E = e + 1 > E ? e + 1 : E;
             for (int p = 0; p < NP; p++)
@@ -280,7 +306,7 @@ static int convert(const char *src, const char *dst, bool stacked, bool quant) {
     char names[64][96];
     int nn = 0;
     for (int l = 0; l < L; l++)
-        for (int p = 0; p < NP; p++) {
+        for (int p = 0; p < NP && has[l]; p++) {
             int R = rows[p], C = cols[p], G = 32, words = C * 4 / 32, ng = C / G;
             size_t per = (size_t)R * C;
             float *wf = malloc(per * E * sizeof(float));
@@ -336,7 +362,6 @@ static int convert(const char *src, const char *dst, bool stacked, bool quant) {
     rc = mx_st_write(op, arr, n, "{\"format\":\"mlx\"}");
     free(arr);
     free(op);
-    json_t *cfg = mx_json_load_file(cp, 1 << 20);
     if (quant) json_object_set_new(cfg, "quantization", json_pack("{s:i,s:i}", "group_size", 32, "bits", 4));
     char *oc = mx_path_join(dst, "config.json");
     if (!cfg || json_dump_file(cfg, oc, 0)) rc = -1;
@@ -397,7 +422,7 @@ static void test_layouts(mx_pool *pool) {
         snprintf(dirs[k], sizeof dirs[k], "%s/%s", g_tmp, kinds[k]);
         char label[96];
         snprintf(label, sizeof label, "layout_%s_write", kinds[k]);
-        int rc = convert(src, dirs[k], k & 1, k >= 2);
+        int rc = convert(src, dirs[k], k & 1, k >= 2, false);
         CHECK(label, !rc, "conversion failed");
         if (!rc) lg[k] = prompt_logits(dirs[k], T, toks, pool, &V, &bytes[k]);
         snprintf(label, sizeof label, "layout_%s_load", kinds[k]);
@@ -419,6 +444,42 @@ static void test_layouts(mx_pool *pool) {
     }
     for (int k = 0; k < 5; k++) free(lg[k]);
     for (int k = 0; k < 4; k++) rm_dir(dirs[k]);
+    rmdir(g_tmp);
+}
+
+/* MLX's DeepSeek layout: kv_b_proj pre-split per head (embed_q /
+ * unembed_out) and switch_mlp experts, float and 4-bit */
+static void test_mla_layout(mx_pool *pool) {
+    const char *src = "tests/fixtures/deepseek_v3";
+    snprintf(g_tmp, sizeof g_tmp, "/tmp/mlxcel_mla_XXXXXX");
+    if (!mkdtemp(g_tmp)) { CHECK("mla_layout_tmpdir", 0, "mkdtemp failed"); return; }
+    char da[300], db[300], dc[300];
+    snprintf(da, sizeof da, "%s/split_f32", g_tmp);
+    snprintf(db, sizeof db, "%s/split_q4", g_tmp);
+    snprintf(dc, sizeof dc, "%s/kvb_q4", g_tmp);
+    int ok = !convert(src, da, true, false, true) && !convert(src, db, true, true, true) && !convert(src, dc, true, true, false);
+    CHECK("mla_layout_write", ok, "conversion failed");
+    int T = 16, V = 0;
+    int32_t toks[16];
+    unsigned seed = 9;
+    for (int i = 0; i < T; i++) toks[i] = (int32_t)(t_rng(&seed) % 300u);
+    uint64_t by[4];
+    float *r = prompt_logits(src, T, toks, pool, &V, &by[0]), *a = ok ? prompt_logits(da, T, toks, pool, &V, &by[1]) : NULL;
+    float *b = ok ? prompt_logits(db, T, toks, pool, &V, &by[2]) : NULL, *c = ok ? prompt_logits(dc, T, toks, pool, &V, &by[3]) : NULL;
+    CHECK("mla_layout_load", r && a && b && c, "load/forward failed");
+    if (r && a && b && c) {
+        size_t n = (size_t)T * V;
+        float mx = 1;
+        for (size_t i = 0; i < n; i++) mx = fmaxf(mx, fabsf(r[i]));
+        CHECK("mla_split_f32_eq_kv_b", t_maxdiff(r, a, n) <= 1e-5f * mx, "diff %g", t_maxdiff(r, a, n));
+        CHECK("mla_split_q4_eq_kv_b_q4", t_maxdiff(b, c, n) <= 1e-5f * mx, "diff %g", t_maxdiff(b, c, n));
+        CHECK("mla_split_same_bytes", by[0] == by[1], "%llu vs %llu", (unsigned long long)by[0], (unsigned long long)by[1]);
+    }
+    if (ok) prefill_vs_decode("deepseek_v3_mlx_q4", db, pool);
+    free(r); free(a); free(b); free(c);
+    rm_dir(da);
+    rm_dir(db);
+    rm_dir(dc);
     rmdir(g_tmp);
 }
 
@@ -454,6 +515,7 @@ int main(void) {
     test_decode_page_faults("deepseek_v3", "tests/fixtures/deepseek_v3");
     test_decode_page_faults("olmoe", "tests/fixtures/olmoe");
     test_layouts(pool);
+    test_mla_layout(pool);
     test_mla_cache();
     mx_pool_free(pool);
     TEST_END();
