@@ -40,7 +40,6 @@ typedef struct {
     const char *type_embed;  /* token type (segment) embeddings, added to the token embedding */
     const char *embed_norm;  /* norm on the summed embeddings (BERT, ModernBERT), spec arch.norm */
     const char *sinks;       /* per-head attention sink logits (GPT-OSS): a full tensor name with "%d" */
-    const char *sinks;       /* per-head attention sink logits (GPT-OSS): a full tensor name with "%d" */
 } mx_names;
 
 /* Mixture of experts (nn/moe.c). The router picks top_k of n_experts per
@@ -100,59 +99,6 @@ typedef struct {
     const char *embed_q, *unembed_out;
 } mx_mla_spec;
 
-/* Mixture of experts (nn/moe.c). The router picks top_k of n_experts per
- * token; the variant is data:
- *   SOFTMAX       softmax over all experts, top-k of the probabilities
- *   TOPK_SOFTMAX  top-k of the logits, softmax over those k
- *   SIGMOID       sigmoid scores; selection on score + correction bias
- *                 (score_bias), optionally group-limited; weights = scores
- *   SPARSEMIXER   PhiMoE's masked-softmax top-2 (jitter_eps threshold)
- * then optional renormalisation (weights / (p-norm(weights) + norm_eps)) and
- * routed_scale. Experts are gated (down(act(gate x) * up x)) or not, with
- * optional biases and GPT-OSS's clamped SwiGLU. Expert tensors are one per
- * expert (a pattern with a second "%d": the expert) or stacked (one "%d":
- * [E, out, in] or [E*out, in], float or MLX-quantized); `alt` names are tried
- * when the primary ones are absent (MLX's switch_mlp layout). */
-typedef enum { MX_ROUTE_SOFTMAX, MX_ROUTE_TOPK_SOFTMAX, MX_ROUTE_SIGMOID, MX_ROUTE_SPARSEMIXER } mx_route;
-#define MX_EXP_T_GATE 1u    /* bits of mx_expert_names.transposed: stored [in, out] (x @ W) */
-#define MX_EXP_T_UP 2u
-#define MX_EXP_T_GATE_UP 4u
-#define MX_EXP_T_DOWN 8u
-typedef struct {
-    const char *gate, *up, *gate_up, *down; /* module paths (tensor path.weight, or the bare path) */
-    unsigned transposed;
-} mx_expert_names;
-#define MX_MAX_EXPERTS 1024
-typedef struct {
-    int n_experts, top_k, ffn;  /* routed experts, experts per token, expert width */
-    mx_route route;
-    float norm_p;               /* renormalise top-k weights by their p-norm (1 = sum); 0 = off */
-    float norm_eps;             /* added to that denominator (DeepSeek: 1e-20) */
-    float routed_scale;         /* routed weights multiplier (0 or 1 = off) */
-    int n_group, topk_group;    /* group-limited selection (sum of each group's top-2); n_group <= 1 = off */
-    float jitter_eps;           /* sparsemixer mask threshold */
-    bool router_bias, expert_bias, gated;
-    bool gate_up_interleaved;   /* fused gate_up rows alternate gate, up (GPT-OSS) */
-    mx_act act;
-    float swiglu_limit, swiglu_alpha; /* >0: clamped SwiGLU (up+1) * g * sigmoid(alpha g), g <= limit, |up| <= limit */
-    int shared_ffn;             /* shared expert width; 0 = none */
-    const char *router, *score_bias, *shared_gate; /* router module; correction-bias tensor; sigmoid gate module of the shared expert */
-    mx_expert_names experts, alt, shared;
-} mx_moe_spec;
-
-/* Multi-head latent attention (DeepSeek V2/V3, nn/mla.c): q through a
- * low-rank bottleneck (q_a -> norm -> q_b; plain names.q when q_lora_rank is
- * 0), kv_a -> [latent (kv_lora_rank) | shared rope key (qk_rope_dim)],
- * latent -> norm -> kv_b gives per head [k_nope | v]. Rope (arch.rope[0],
- * dim qk_rope_dim) on the rope slices only; scale arch.attn_scale; o =
- * names.o; biases: q_bias on q_a/q, k_bias on kv_a, o_bias on o. The cache
- * holds the normed latent and the roped key per position. */
-typedef struct {
-    int q_lora_rank, kv_lora_rank, qk_nope_dim, qk_rope_dim, v_head_dim;
-    mx_norm_spec norm;          /* q_a / kv_a norms */
-    const char *q_a, *q_a_norm, *q_b, *kv_a, *kv_a_norm, *kv_b;
-} mx_mla_spec;
-
 /* State-space mixers (nn/mamba.c). Tensors live under `prefix` (a module
  * path with "%d", e.g. "backbone.layers.%d.mixer") with the HF sub-names
  * in_proj, conv1d, x_proj, dt_proj, A_log, D, dt_bias, norm, out_proj.
@@ -179,14 +125,14 @@ typedef struct {
     int norm_groups;
     float norm_eps;
     float dt_min, dt_max;                  /* dt clamp after the softplus (mamba2) */
-    mx_act act;                            /* conv and (mamba1) gate activation */
-    const char *prefix;
-} mx_ssm_spec;
-
     bool norm_before_gate;                 /* mamba2: rmsnorm(y) * silu(z) instead */
     float in_scale;                        /* mamba2: in_proj(x * in_scale) (0 = 1) */
     float seg_scale[5];                    /* mamba2: in_proj output segments [z | x | B | C | dt]
                                               times these (Falcon-H1 mup vector; 0 = 1) */
+    mx_act act;                            /* conv and (mamba1) gate activation */
+    const char *prefix;
+} mx_ssm_spec;
+
 /* RecurrentGemma's recurrent block (nn/rglru.c), tensors under `prefix`
  * (linear_x, linear_y, linear_out, conv_1d, rg_lru.*): y = act(linear_y x);
  * u = conv(linear_x x) (causal depthwise, with bias, no activation); RG-LRU
@@ -209,17 +155,32 @@ typedef struct {
     const char *prefix;
 } mx_shortconv_spec;
 
+/* Gated DeltaNet linear attention (Qwen3-Next, nn/deltanet.c), tensors under
+ * `prefix`: in_proj_qkvz per key head [q (dk) | k (dk) | v (r dv) | z (r dv)],
+ * in_proj_ba per key head [b (r) | a (r)] (r = n_v_heads / n_k_heads); a
+ * causal depthwise conv (no bias) + silu over [q | k | v]; q, k L2-normed
+ * (q also * dk^-0.5) and shared by the r value heads of their key head;
+ * beta = sigmoid(b), g = -exp(A_log) softplus(a + dt_bias); per value head
+ * S = S exp(g), S += k ((v - S^T k) beta)^T, o = S^T q; then
+ * rmsnorm(o) * norm.weight * silu(z) per head, out_proj. The cache holds the
+ * conv window and S [n_v_heads][dk][dv]. */
+typedef struct {
+    int n_k_heads, n_v_heads, dk, dv, d_conv;
+    float norm_eps;
+    const char *prefix;
+} mx_deltanet_spec;
+
 typedef struct {
     int window;     /* sliding window W (attend i-W < j <= i); 0 = global */
     bool rope;      /* false: this layer applies no rotary embedding */
     int rope_idx;   /* which of arch.rope[] this layer uses */
     const mx_block_ops *mixer, *ffn; /* default: attention and MLP */
+    const mx_block_ops *mixer2; /* a second mixer on the same normed input, its output added
+                                   to the mixer's (Falcon-H1 attention + Mamba2); NULL = none */
     bool no_attn_norm; /* this layer has no attention norm (ModernBERT layer 0) */
 } mx_layer_spec;
 
 /* Sequence pooling: which hidden rows a head (or an embedder) reads. */
-    const mx_block_ops *mixer2; /* a second mixer on the same normed input, its output added
-                                   to the mixer's (Falcon-H1 attention + Mamba2); NULL = none */
 typedef enum { MX_POOL_CLS, MX_POOL_MEAN, MX_POOL_LAST, MX_POOL_MAX } mx_pooling;
 
 /* Encoder head: pooled -> dense (+bias) -> act -> norm -> out (+bias).
@@ -245,6 +206,8 @@ typedef struct mx_arch {
     mx_qkv_layout qkv_layout; /* row order of names.qkv */
     mx_residual residual;
     bool parallel_two_norms; /* parallel block with separate attn/ffn norms (NeoX) */
+    bool attn_gate;         /* q projection gives per head [q | gate]; the attention output
+                               is multiplied by sigmoid(gate) before o (Qwen3-Next) */
     mx_mlp_kind mlp;
     mx_act act;
     bool q_bias, k_bias, v_bias, o_bias, mlp_bias, lm_head_bias;
@@ -260,13 +223,13 @@ typedef struct mx_arch {
     float embed_scale;      /* 1 = off */
     float logit_scale;      /* multiplies logits (1 = off) */
     float residual_scale;   /* sublayer output multiplier (Granite; 1 = off) */
+    float mixer_scale, mixer2_scale; /* multipliers of the mixer / mixer2 outputs (0 = 1) */
+    float mlp_gate_scale, mlp_out_scale; /* dense MLP: gate projection output and MLP output
+                                            multipliers (Falcon-H1 mlp_multipliers; 0 = 1) */
     float clip_qkv;         /* 0 = off */
     int bos_id;
     /* encoders */
     bool bidirectional;       /* attention sees every key of the sequence; a
-    float mixer_scale, mixer2_scale; /* multipliers of the mixer / mixer2 outputs (0 = 1) */
-    float mlp_gate_scale, mlp_out_scale; /* dense MLP: gate projection output and MLP output
-                                            multipliers (Falcon-H1 mlp_multipliers; 0 = 1) */
                                  window W then means |i - j| < W */
     bool norm_after_residual; /* post_attn_norm/post_ffn_norm normalise the
                                  residual sum (BERT post-norm), not the
@@ -279,11 +242,10 @@ typedef struct mx_arch {
     mx_names names;
     mx_moe_spec moe;        /* for layers whose ffn is mx_block_moe */
     mx_mla_spec mla;        /* for layers whose mixer is mx_block_mla */
-    mx_moe_spec moe;        /* for layers whose ffn is mx_block_moe */
-    mx_mla_spec mla;        /* for layers whose mixer is mx_block_mla */
     mx_ssm_spec ssm;        /* for layers whose mixer is mx_block_mamba / mx_block_mamba2 */
     mx_rglru_spec rglru;    /* for layers whose mixer is mx_block_rglru */
     mx_shortconv_spec shortconv; /* for layers whose mixer is mx_block_shortconv */
+    mx_deltanet_spec deltanet;   /* for layers whose mixer is mx_block_deltanet */
     const char *ignore[MX_MAX_IGNORE]; /* glob patterns of tensors not used */
     int n_ignore;
 } mx_arch;

@@ -62,9 +62,10 @@ static int att_load(mx_model *m, int i, void **out) {
             mx_load_norm(m, &a->qk_norm_spec, N->k_norm, i, kn, &w->k_norm))
             return MX_ERR;
     }
+    if (N->qkv && a->attn_gate) return mx_set_err("%s: gated attention with a fused qkv projection is not supported", m->ck.dir);
     if (N->qkv) {
         if (mx_load_lin(m, N->qkv, i, qd + 2 * kvd, H, a->q_bias, &w->qkv, &w->qkv_b)) return MX_ERR;
-    } else if (mx_load_lin(m, N->q, i, qd, H, a->q_bias, &w->q, &w->q_b) ||
+    } else if (mx_load_lin(m, N->q, i, a->attn_gate ? 2 * qd : qd, H, a->q_bias, &w->q, &w->q_b) ||
                mx_load_lin(m, N->k, i, kvd, H, a->k_bias, &w->k, &w->k_b) ||
                mx_load_lin(m, N->v, i, kvd, H, a->v_bias, &w->v, &w->v_b))
         return MX_ERR;
@@ -94,7 +95,8 @@ static size_t att_state(const mx_model *m, int layer, int cap) {
 static size_t att_scratch(const mx_model *m, int max_tokens, int max_ctx, int nt) {
     const mx_arch *a = &m->arch;
     return (size_t)max_tokens * (qkv_dim(a) + a->n_heads * a->head_dim) + (size_t)nt * max_ctx +
-           (a->qkv_layout == MX_QKV_GROUPED ? (size_t)qkv_dim(a) : 0);
+           (a->qkv_layout == MX_QKV_GROUPED ? (size_t)qkv_dim(a) : 0) +
+           (a->attn_gate ? (size_t)max_tokens * 2 * a->n_heads * a->head_dim : 0);
 }
 
 typedef struct {
@@ -154,6 +156,7 @@ static void att_forward(mx_fwd *f, int layer, void *wp, const float *xn, float *
     const mx_arch *a = &f->m->arch;
     int N = f->N, hd = a->head_dim, qd = a->n_heads * hd, kvd = a->n_kv_heads * hd, qkvd = qkv_dim(a);
     float *qkv = f->scratch, *att = qkv + (size_t)f->max_tokens * qkvd, *scores = att + (size_t)f->max_tokens * qd;
+    float *gate = scores + (size_t)mx_pool_size(f->pool) * f->max_ctx + (a->qkv_layout == MX_QKV_GROUPED ? (size_t)qkvd : 0);
     if (w->qkv.fmt) {
         mx_linear(f, &w->qkv, w->qkv_b, xn, N, a->hidden, qkv, qkvd);
         if (a->qkv_layout == MX_QKV_GROUPED) { /* reorder each row to [q | k | v] */
@@ -171,7 +174,12 @@ static void att_forward(mx_fwd *f, int layer, void *wp, const float *xn, float *
             }
         }
     } else {
-        mx_linear(f, &w->q, w->q_b, xn, N, a->hidden, qkv, qkvd);
+        if (a->attn_gate) { /* per head [q | gate]: q into qkv, the gate stays in gate */
+            mx_linear(f, &w->q, w->q_b, xn, N, a->hidden, gate, 2 * qd);
+            for (int t = 0; t < N; t++)
+                for (int h = 0; h < a->n_heads; h++)
+                    memcpy(qkv + (size_t)t * qkvd + (size_t)h * hd, gate + (size_t)t * 2 * qd + (size_t)h * 2 * hd, (size_t)hd * 4);
+        } else mx_linear(f, &w->q, w->q_b, xn, N, a->hidden, qkv, qkvd);
         mx_linear(f, &w->k, w->k_b, xn, N, a->hidden, qkv + qd, qkvd);
         mx_linear(f, &w->v, w->v_b, xn, N, a->hidden, qkv + qd + kvd, qkvd);
     }
@@ -209,6 +217,13 @@ static void att_forward(mx_fwd *f, int layer, void *wp, const float *xn, float *
     }
     att_job j = {f, layer, qkv, att, scores, w->sinks};
     mx_pool_run(f->pool, att_task, &j, N * a->n_heads);
+    if (a->attn_gate)
+        for (int t = 0; t < N; t++)
+            for (int h = 0; h < a->n_heads; h++) {
+                float *o = att + (size_t)t * qd + (size_t)h * hd;
+                const float *g = gate + (size_t)t * 2 * qd + (size_t)h * 2 * hd + hd;
+                for (int d = 0; d < hd; d++) o[d] *= 1.0f / (1.0f + expf(-g[d]));
+            }
     mx_linear(f, &w->o, w->o_b, att, N, qd, out, a->hidden);
 }
 

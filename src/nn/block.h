@@ -37,4 +37,5 @@ extern const mx_block_ops mx_block_mamba;     /* Mamba selective scan (arch.ssm,
 extern const mx_block_ops mx_block_mamba2;    /* Mamba2 SSD scan (arch.ssm, MAMBA2), nn/mamba.c */
 extern const mx_block_ops mx_block_rglru;     /* RecurrentGemma RG-LRU block (arch.rglru), nn/rglru.c */
 extern const mx_block_ops mx_block_shortconv; /* LFM2 gated short convolution (arch.shortconv), nn/shortconv.c */
+extern const mx_block_ops mx_block_deltanet;  /* gated DeltaNet linear attention (arch.deltanet), nn/deltanet.c */
 #endif

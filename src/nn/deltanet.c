@@ -1,0 +1,167 @@
+/* Gated DeltaNet block (arch.deltanet, Qwen3-Next linear attention): a
+ * causal conv over [q | k | v], then per value head the gated delta rule
+ * on a [dk][dv] state, run token by token (a chunked prefill is the
+ * step-by-step decode), a gated RMSNorm and out_proj. The cache holds the
+ * conv window [conv channels][d_conv-1] then the states; a sequence whose
+ * first token here is at position 0 starts from zeros. Value heads run in
+ * parallel. */
+#include "ssm.h"
+#include "../base/base.h"
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    mx_weight qkvz, ba, out;
+    float *conv_w, *A, *dt_bias, *norm_w; /* A = -exp(A_log) */
+} dn_w;
+
+static int conv_ch(const mx_deltanet_spec *s) { return 2 * s->n_k_heads * s->dk + s->n_v_heads * s->dv; }
+static int qkvz_rows(const mx_deltanet_spec *s) { return 2 * s->n_k_heads * s->dk + 2 * s->n_v_heads * s->dv; }
+
+static void dn_free(void *p) {
+    dn_w *w = p;
+    if (!w) return;
+    mx_weight_free(&w->qkvz); mx_weight_free(&w->ba); mx_weight_free(&w->out);
+    free(w->conv_w); free(w->A); free(w->dt_bias); free(w->norm_w);
+    free(w);
+}
+
+static int dn_load(mx_model *m, int l, void **out) {
+    const mx_arch *a = &m->arch;
+    const mx_deltanet_spec *s = &a->deltanet;
+    const char *P = s->prefix;
+    int H = a->hidden, K = s->d_conv, nv = s->n_v_heads;
+    if (!P || s->n_k_heads < 1 || nv < 1 || nv % s->n_k_heads || s->dk < 1 || s->dv < 1 || K < 1 || K > 64)
+        return mx_set_err("%s: layer %d: inconsistent DeltaNet dimensions", m->ck.dir, l);
+    dn_w *w = mx_calloc(1, sizeof *w);
+    if (!w) return MX_ERR;
+    *out = w;
+    if (mx_ssm_load_lin(m, P, l, "in_proj_qkvz", qkvz_rows(s), H, false, &w->qkvz, NULL) ||
+        mx_ssm_load_lin(m, P, l, "in_proj_ba", 2 * nv, H, false, &w->ba, NULL) ||
+        mx_ssm_load_lin(m, P, l, "out_proj", H, nv * s->dv, false, &w->out, NULL) ||
+        mx_ssm_load_arr(m, P, l, "conv1d.weight", (size_t)conv_ch(s) * K, true, &w->conv_w) ||
+        mx_ssm_load_arr(m, P, l, "A_log", (size_t)nv, true, &w->A) ||
+        mx_ssm_load_arr(m, P, l, "dt_bias", (size_t)nv, true, &w->dt_bias) ||
+        mx_ssm_load_arr(m, P, l, "norm.weight", (size_t)s->dv, true, &w->norm_w))
+        return MX_ERR;
+    for (int i = 0; i < nv; i++) w->A[i] = -expf(w->A[i]);
+    return MX_OK;
+}
+
+static size_t dn_state(const mx_model *m, int layer, int cap) {
+    (void)layer; (void)cap;
+    const mx_deltanet_spec *s = &m->arch.deltanet;
+    return (size_t)conv_ch(s) * (s->d_conv - 1) + (size_t)s->n_v_heads * s->dk * s->dv;
+}
+
+static size_t dn_scratch(const mx_model *m, int max_tokens, int max_ctx, int nt) {
+    (void)max_ctx;
+    const mx_deltanet_spec *s = &m->arch.deltanet;
+    size_t N = (size_t)max_tokens;
+    return N * ((size_t)qkvz_rows(s) + 2 * (size_t)s->n_v_heads + 2 * (size_t)conv_ch(s) + (size_t)s->n_v_heads * s->dv) +
+           (size_t)nt * (2 * (size_t)s->dk + 2 * (size_t)s->dv);
+}
+
+#define DN_BLOCK 16
+
+typedef struct {
+    mx_fwd *f;
+    int layer;
+    const dn_w *w;
+    const float *qkvz, *ba;
+    float *mixed, *conv, *o, *tmp;
+} dn_job;
+
+static void dn_conv_task(void *ctx, int i, int tid) {
+    (void)tid;
+    dn_job *j = ctx;
+    mx_fwd *f = j->f;
+    const mx_deltanet_spec *s = &f->m->arch.deltanet;
+    int C = conv_ch(s), K = s->d_conv;
+    for (int c = i * DN_BLOCK; c < MX_MIN(C, (i + 1) * DN_BLOCK); c++) {
+        float *win = NULL;
+        for (int t = 0; t < f->N; t++) {
+            if (mx_seq_first(f, t)) {
+                win = mx_kv_block(f->m, f->seqs[f->seq_of[t]].kv, j->layer, &mx_block_deltanet) + (size_t)c * (K - 1);
+                if (f->pos[t] == 0) memset(win, 0, (size_t)(K - 1) * sizeof(float));
+            }
+            float v = mx_conv_step(j->w->conv_w + (size_t)c * K, 0.0f, K, win, j->mixed[(size_t)t * C + c]);
+            j->conv[(size_t)t * C + c] = v / (1.0f + expf(-v)); /* silu */
+        }
+    }
+}
+
+static void l2norm(float *x, int n, float scale) {
+    float ss = 0;
+    for (int i = 0; i < n; i++) ss += x[i] * x[i];
+    float inv = scale / sqrtf(ss + 1e-6f);
+    for (int i = 0; i < n; i++) x[i] *= inv;
+}
+
+static void dn_head_task(void *ctx, int h, int tid) {
+    dn_job *j = ctx;
+    mx_fwd *f = j->f;
+    const mx_deltanet_spec *s = &f->m->arch.deltanet;
+    int C = conv_ch(s), dk = s->dk, dv = s->dv, nk = s->n_k_heads, nv = s->n_v_heads, r = nv / nk, kh = h / r;
+    int Q = qkvz_rows(s);
+    float *q = j->tmp + (size_t)tid * (2 * dk + 2 * dv), *k = q + dk, *kv = k + dk, *delta = kv + dv, *S = NULL;
+    float A = j->w->A[h], db = j->w->dt_bias[h], qs = 1.0f / sqrtf((float)dk);
+    for (int t = 0; t < f->N; t++) {
+        if (mx_seq_first(f, t)) {
+            S = mx_kv_block(f->m, f->seqs[f->seq_of[t]].kv, j->layer, &mx_block_deltanet) + (size_t)C * (s->d_conv - 1) +
+                (size_t)h * dk * dv;
+            if (f->pos[t] == 0) memset(S, 0, (size_t)dk * dv * sizeof(float));
+        }
+        const float *row = j->conv + (size_t)t * C, *v = row + 2 * nk * dk + (size_t)h * dv;
+        memcpy(q, row + (size_t)kh * dk, (size_t)dk * sizeof(float));
+        memcpy(k, row + (size_t)(nk + kh) * dk, (size_t)dk * sizeof(float));
+        l2norm(q, dk, qs);
+        l2norm(k, dk, 1.0f);
+        const float *ba = j->ba + (size_t)t * 2 * nv + (size_t)kh * 2 * r;
+        float beta = 1.0f / (1.0f + expf(-ba[h % r])), g = expf(A * mx_softplus(ba[r + h % r] + db));
+        for (int i = 0; i < dk * dv; i++) S[i] *= g;
+        memset(kv, 0, (size_t)dv * sizeof(float));
+        for (int i = 0; i < dk; i++) mx_axpy(kv, k[i], S + (size_t)i * dv, dv);
+        for (int e = 0; e < dv; e++) delta[e] = (v[e] - kv[e]) * beta;
+        for (int i = 0; i < dk; i++) mx_axpy(S + (size_t)i * dv, k[i], delta, dv);
+        float *o = j->o + (size_t)t * nv * dv + (size_t)h * dv;
+        memset(o, 0, (size_t)dv * sizeof(float));
+        for (int i = 0; i < dk; i++) mx_axpy(o, q[i], S + (size_t)i * dv, dv);
+        /* gated RMSNorm: rmsnorm(o) * w * silu(z) */
+        const float *z = j->qkvz + (size_t)t * Q + (size_t)kh * (2 * dk + 2 * r * dv) + 2 * dk + (size_t)r * dv +
+                         (size_t)(h % r) * dv;
+        mx_rmsnorm(o, o, j->w->norm_w, 0, 1, dv, dv, s->norm_eps);
+        for (int e = 0; e < dv; e++) o[e] *= z[e] / (1.0f + expf(-z[e]));
+    }
+}
+
+static void dn_forward(mx_fwd *f, int layer, void *wp, const float *in, float *out) {
+    const dn_w *w = wp;
+    const mx_deltanet_spec *s = &f->m->arch.deltanet;
+    int N = f->N, H = f->m->arch.hidden, C = conv_ch(s), Q = qkvz_rows(s), nk = s->n_k_heads, nv = s->n_v_heads;
+    int dk = s->dk, dv = s->dv, r = nv / nk, G = 2 * dk + 2 * r * dv;
+    float *qkvz = f->scratch, *ba = qkvz + (size_t)N * Q, *mixed = ba + (size_t)N * 2 * nv, *conv = mixed + (size_t)N * C,
+          *o = conv + (size_t)N * C, *tmp = o + (size_t)N * nv * dv;
+    mx_linear(f, &w->qkvz, NULL, in, N, H, qkvz, Q);
+    mx_linear(f, &w->ba, NULL, in, N, H, ba, 2 * nv);
+    for (int t = 0; t < N; t++) { /* grouped per key head -> [q | k | v] */
+        const float *src = qkvz + (size_t)t * Q;
+        float *dst = mixed + (size_t)t * C;
+        for (int kh = 0; kh < nk; kh++) {
+            const float *g = src + (size_t)kh * G;
+            memcpy(dst + (size_t)kh * dk, g, (size_t)dk * sizeof(float));
+            memcpy(dst + (size_t)(nk + kh) * dk, g + dk, (size_t)dk * sizeof(float));
+            memcpy(dst + 2 * nk * dk + (size_t)kh * r * dv, g + 2 * dk, (size_t)r * dv * sizeof(float));
+        }
+    }
+    dn_job j = {f, layer, w, qkvz, ba, mixed, conv, o, tmp};
+    mx_pool_run(f->pool, dn_conv_task, &j, (C + DN_BLOCK - 1) / DN_BLOCK);
+    mx_pool_run(f->pool, dn_head_task, &j, nv);
+    mx_linear(f, &w->out, NULL, o, N, nv * dv, out, H);
+}
+
+const mx_block_ops mx_block_deltanet = {
+    .name = "deltanet", .load = dn_load, .free = dn_free, .state_floats = dn_state, .scratch_floats = dn_scratch,
+    .forward = dn_forward, .recurrent = true,
+};
