@@ -339,10 +339,14 @@ bool op_contains(rctx *c, val item, val cont) {
         if (item.s.n > cont.s.n) return false;
         return memmem(cont.s.p, cont.s.n, item.s.p, item.s.n) != NULL;
     case V_LIST: case V_TUPLE: case V_GEN:
+        if (cont.t == V_GEN && cont.l->err) rx_raise(c, "%s", cont.l->err);
         for (size_t i = 0; i < cont.l->n; i++)
             if (v_eq(c, cont.l->v[i], item, 0)) return true;
         return false;
-    case V_DICT: return dict_get(cont.d, item) != NULL;
+    case V_DICT:
+        if (item.t == V_LIST || item.t == V_DICT || item.t == V_NS || (item.t == V_GEN && item.l->gen_name && !strncmp(item.l->gen_name, "dict_", 5)))
+            rx_fail(c, "TypeError", "unhashable type: '%s'", type_name(item));
+        return dict_get(cont.d, item) != NULL;
     case V_UNDEF:
         if (cont.u && cont.u->exc) undef_fail(c, cont);
         return false;
@@ -563,7 +567,32 @@ static val apply_filter(rctx *c, node *f, val in, scope *s) {
     build_args(c, f, s, &a, NULL);
     c->line = f->line;
     step(c);
-    return fn(c, in, &a);
+    static const char *const lazy[] = {"select", "reject", "selectattr", "rejectattr", "map", "items", "batch", "slice", "unique", NULL};
+    bool is_lazy = false;
+    for (int i = 0; lazy[i] && !is_lazy; i++) is_lazy = !strcmp(lazy[i], f->s);
+    if (!is_lazy) return fn(c, in, &a);
+    /* python evaluates these generators lazily: an error surfaces only when the result is iterated */
+    jmp_buf saved;
+    memcpy(saved, c->jb, sizeof saved);
+    int depth = c->depth, loopctl = c->loopctl;
+    sbuf *out = c->out;
+    volatile val r = v_undef();
+    if (!setjmp(c->jb)) {
+        r = fn(c, in, &a);
+        memcpy(c->jb, saved, sizeof saved);
+        return r;
+    }
+    memcpy(c->jb, saved, sizeof saved);
+    if (c->is_raise || strstr(c->err, "limit exceeded") || strstr(c->err, "MemoryError") || strstr(c->err, "RecursionError"))
+        longjmp(c->jb, 1);
+    c->depth = depth;
+    c->loopctl = loopctl;
+    c->out = out;
+    val g = v_list(c, 0);
+    g.t = V_GEN;
+    g.l->gen_name = "generator";
+    g.l->err = rx_strndup(c, c->err, strlen(c->err));
+    return g;
 }
 
 /* Applies a filter chain parsed with a NULL innermost operand (filter blocks, set blocks). */

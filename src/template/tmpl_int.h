@@ -46,7 +46,9 @@ typedef struct val {
     };
 } val;
 
-struct tlist { size_t n, cap; val *v; const char *gen_name; };
+/* V_GEN: a consumed-lazily python iterator (generator, dict view, reversed...);
+ * err: the error its lazy evaluation raised, re-raised when it is iterated. */
+struct tlist { size_t n, cap; val *v; const char *gen_name; const char *err; };
 struct tdict { size_t n, cap; val *k, *v; };
 /* Undefined: why it is undefined, for the error raised when it is used. */
 struct tundef { const char *msg; const char *exc; };

@@ -275,6 +275,8 @@ void undef_fail(rctx *c, val u) {
     rx_fail(c, "UndefinedError", "value is undefined");
 }
 
+static bool is_view(val v) { return v.t == V_GEN && v.l->gen_name && !strncmp(v.l->gen_name, "dict_", 5) && strstr(v.l->gen_name, "iterator") == NULL; }
+
 bool truthy(rctx *c, val v) {
     (void)c;
     switch (v.t) {
@@ -284,6 +286,7 @@ bool truthy(rctx *c, val v) {
     case V_FLOAT: return v.f != 0.0;
     case V_STR: return v.s.n != 0;
     case V_LIST: case V_TUPLE: return v.l->n != 0;
+    case V_GEN: return is_view(v) ? v.l->n != 0 : true;
     case V_DICT: return v.d->n != 0;
     default: return true;
     }
@@ -465,7 +468,15 @@ void v_repr(rctx *c, val v, sbuf *b, int depth) {
         if (v.t == V_NS) sb_putc(c, b, '>');
         return;
     }
-    case V_GEN: sb_printf(c, b, "<%s object>", type_name(v)); return;
+    case V_GEN:
+        if (is_view(v)) { /* dict_items([...]) */
+            sb_printf(c, b, "%s(", type_name(v));
+            val l = v;
+            l.t = V_LIST;
+            v_repr(c, l, b, depth + 1);
+            sb_putc(c, b, ')');
+        } else sb_printf(c, b, "<%s object>", type_name(v));
+        return;
     case V_MACRO: sb_printf(c, b, "<Macro '%s'>", v.m->name ? v.m->name : "caller"); return;
     case V_FUNC: sb_printf(c, b, "<built-in method %s>", v.fn->name); return;
     case V_LOOP: sb_printf(c, b, "<LoopContext %lld/%zu>", (long long)v.lp->idx + 1, v.lp->items->n); return;
@@ -543,7 +554,10 @@ tlist *v_iter(rctx *c, val v) {
         if (v.u && v.u->exc) undef_fail(c, v);
         return v_list(c, 0).l;
     }
-    case V_LIST: case V_TUPLE: case V_GEN: return v.l;
+    case V_GEN:
+        if (v.l->err) rx_raise(c, "%s", v.l->err);
+        return v.l;
+    case V_LIST: case V_TUPLE: return v.l;
     case V_DICT: {
         val l = v_list(c, v.d->n);
         for (size_t i = 0; i < v.d->n; i++) list_push(c, l.l, v.d->k[i]);
@@ -572,6 +586,8 @@ int64_t v_len(rctx *c, val v) {
     case V_STR: return (int64_t)utf8_count(v.s.p, v.s.n);
     case V_LIST: case V_TUPLE: return (int64_t)v.l->n;
     case V_DICT: return (int64_t)v.d->n;
+    case V_GEN: if (is_view(v)) return (int64_t)v.l->n;
+    /* fall through */
     default: rx_fail(c, "TypeError", "object of type '%s' has no len()", type_name(v));
     }
 }
