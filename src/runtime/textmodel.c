@@ -3,18 +3,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+void mx_model_dir_name(const char *dir, char *out, size_t n) {
+    size_t len = strlen(dir);
+    while (len > 1 && dir[len - 1] == '/') len--;
+    size_t start = len;
+    while (start > 0 && dir[start - 1] != '/') start--;
+    snprintf(out, n, "%.*s", (int)(len - start), dir + start);
+}
+
 int mx_textmodel_open(const char *dir, mx_textmodel *tm) {
     memset(tm, 0, sizeof *tm);
-    const char *base = strrchr(dir, '/');
-    while (base && !base[1] && base > dir) { /* trailing slash */
-        const char *p = base - 1;
-        while (p > dir && *p != '/') p--;
-        base = *p == '/' ? p : NULL;
-        break;
-    }
-    snprintf(tm->name, sizeof tm->name, "%s", base ? base + 1 : dir);
-    size_t nl = strlen(tm->name);
-    if (nl && tm->name[nl - 1] == '/') tm->name[nl - 1] = 0;
+    mx_model_dir_name(dir, tm->name, sizeof tm->name);
     if (mx_engine_open(dir, &tm->e)) return MX_ERR;
     char *tj = mx_path_join(dir, "tokenizer.json"), *tmod = mx_path_join(dir, "tokenizer.model");
     bool has_tok = (tj && mx_file_exists(tj)) || (tmod && mx_file_exists(tmod));

@@ -20,6 +20,8 @@ typedef struct {
 } mx_textmodel;
 
 int mx_textmodel_open(const char *dir, mx_textmodel *tm);
+/* The API model id of a folder: its base name without trailing slashes. */
+void mx_model_dir_name(const char *dir, char *out, size_t n);
 void mx_textmodel_close(mx_textmodel *tm);
 bool mx_textmodel_is_eos(const mx_textmodel *tm, int32_t tok);
 

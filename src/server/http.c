@@ -7,6 +7,7 @@
 #include "../base/base.h"
 #include "../runtime/scheduler.h"
 #include "../runtime/textmodel.h"
+#include "server_int.h"
 #include <arpa/inet.h>
 #include <microhttpd.h>
 #include <poll.h>
@@ -20,21 +21,13 @@
 #include <time.h>
 
 typedef struct {
-    mx_serve_opts o;
-    mx_textmodel tm;
-    mx_sched *sched;
-    atomic_bool ready;
-    atomic_ullong n_http, n_errors, n_completions;
-} server;
-
-typedef struct {
     mx_buf body;
     bool too_big;
 } conn_state;
 
 /* ---------- small helpers ---------- */
 
-static enum MHD_Result send_json(struct MHD_Connection *c, unsigned code, json_t *j) {
+enum MHD_Result mx_srv_send_json(struct MHD_Connection *c, unsigned code, json_t *j) {
     char *s = json_dumps(j, JSON_COMPACT);
     json_decref(j);
     if (!s) s = strdup("{}");
@@ -45,18 +38,18 @@ static enum MHD_Result send_json(struct MHD_Connection *c, unsigned code, json_t
     return rc;
 }
 
-static enum MHD_Result send_error(server *sv, struct MHD_Connection *c, unsigned code, const char *type, const char *msg) {
+enum MHD_Result mx_srv_send_error(server *sv, struct MHD_Connection *c, unsigned code, const char *type, const char *msg) {
     atomic_fetch_add(&sv->n_errors, 1);
-    return send_json(c, code, json_pack("{s:{s:s,s:s,s:n,s:n}}", "error", "message", msg, "type", type, "param", "code"));
+    return mx_srv_send_json(c, code, json_pack("{s:{s:s,s:s,s:n,s:n}}", "error", "message", msg, "type", type, "param", "code"));
 }
 
-static enum MHD_Result bad_request(server *sv, struct MHD_Connection *c, const char *fmt, ...) {
+enum MHD_Result mx_srv_bad_request(server *sv, struct MHD_Connection *c, const char *fmt, ...) {
     char msg[1024];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    return send_error(sv, c, 400, "invalid_request_error", msg);
+    return mx_srv_send_error(sv, c, 400, "invalid_request_error", msg);
 }
 
 static bool client_gone(struct MHD_Connection *c) {
@@ -138,8 +131,8 @@ static bool parse_common(server *sv, json_t *req, gen_params *g, char *err, size
     json_t *model = json_object_get(req, "model");
     if (model && !json_is_null(model)) {
         if (!json_is_string(model)) { snprintf(err, errn, "'model' must be a string"); return false; }
-        if (strcmp(json_string_value(model), sv->tm.name) != 0) {
-            snprintf(err, errn, "model '%s' is not served here (available: '%s')", json_string_value(model), sv->tm.name);
+        if (strcmp(json_string_value(model), sv->name) != 0) {
+            snprintf(err, errn, "model '%s' is not served here (available: '%s')", json_string_value(model), sv->name);
             return false;
         }
     }
@@ -325,7 +318,7 @@ static void sse_put(gen *x, json_t *chunk) {
 
 static json_t *chunk_base(gen *x) {
     return json_pack("{s:s,s:s,s:i,s:s}", "id", x->id, "object", x->g.chat ? "chat.completion.chunk" : "text_completion",
-                     "created", (json_int_t)x->created, "model", x->sv->tm.name);
+                     "created", (json_int_t)x->created, "model", x->sv->name);
 }
 
 static void stream_delta(gen *x, const char *content, size_t cn, const char *reasoning, size_t rn, json_t *lp) {
@@ -437,7 +430,7 @@ static json_t *blocking_reply(gen *x) {
                            "finish_reason", x->finish);
     }
     return json_pack("{s:s,s:s,s:i,s:s,s:[o],s:o}", "id", x->id, "object", x->g.chat ? "chat.completion" : "text_completion", "created",
-                     (json_int_t)x->created, "model", x->sv->tm.name, "choices", choice, "usage", usage_json(x));
+                     (json_int_t)x->created, "model", x->sv->name, "choices", choice, "usage", usage_json(x));
 }
 
 static ssize_t sse_reader(void *cls, uint64_t pos, char *buf, size_t max) {
@@ -464,7 +457,7 @@ static void sse_free(void *cls) { gen_free(cls); }
 
 static enum MHD_Result run_generation(server *sv, struct MHD_Connection *c, gen_params *g) {
     gen *x = calloc(1, sizeof *x);
-    if (!x) return send_error(sv, c, 500, "server_error", "out of memory");
+    if (!x) return mx_srv_send_error(sv, c, 500, "server_error", "out of memory");
     x->sv = sv;
     x->g = *g;
     memset(g, 0, sizeof *g);
@@ -474,7 +467,7 @@ static enum MHD_Result run_generation(server *sv, struct MHD_Connection *c, gen_
         char msg[512];
         snprintf(msg, sizeof msg, "%s", mx_errmsg());
         gen_free(x);
-        return bad_request(sv, c, "%s", msg);
+        return mx_srv_bad_request(sv, c, "%s", msg);
     }
     atomic_fetch_add(&sv->n_completions, 1);
     x->dt = mx_detok_new(sv->tm.tok, true);
@@ -498,7 +491,7 @@ static enum MHD_Result run_generation(server *sv, struct MHD_Connection *c, gen_
     }
     json_t *reply = blocking_reply(x);
     gen_free(x);
-    return send_json(c, 200, reply);
+    return mx_srv_send_json(c, 200, reply);
 }
 
 /* ---------- routes ---------- */
@@ -507,21 +500,21 @@ static enum MHD_Result route_chat(server *sv, struct MHD_Connection *c, json_t *
     char err[512] = "";
     gen_params g = {0};
     g.chat = true;
-    if (!parse_common(sv, req, &g, err, sizeof err)) { gen_params_free(&g); return bad_request(sv, c, "%s", err); }
-    if (!sv->tm.tok || !sv->tm.tmpl) { gen_params_free(&g); return bad_request(sv, c, "this model has no tokenizer or chat template; use /v1/completions with token ids"); }
+    if (!parse_common(sv, req, &g, err, sizeof err)) { gen_params_free(&g); return mx_srv_bad_request(sv, c, "%s", err); }
+    if (!sv->tm.tok || !sv->tm.tmpl) { gen_params_free(&g); return mx_srv_bad_request(sv, c, "this model has no tokenizer or chat template; use /v1/completions with token ids"); }
     json_t *lp = json_object_get(req, "logprobs");
-    if (lp && !json_is_null(lp) && !json_is_boolean(lp)) { gen_params_free(&g); return bad_request(sv, c, "'logprobs' must be a boolean"); }
+    if (lp && !json_is_null(lp) && !json_is_boolean(lp)) { gen_params_free(&g); return mx_srv_bad_request(sv, c, "'logprobs' must be a boolean"); }
     g.logprobs = json_is_true(lp);
     int top = 0;
-    if (!opt_int(req, "top_logprobs", 0, MX_MAX_TOP_LOGPROBS, &top, err, sizeof err)) { gen_params_free(&g); return bad_request(sv, c, "%s", err); }
+    if (!opt_int(req, "top_logprobs", 0, MX_MAX_TOP_LOGPROBS, &top, err, sizeof err)) { gen_params_free(&g); return mx_srv_bad_request(sv, c, "%s", err); }
     if (g.logprobs) g.p.top_logprobs = top;
     json_t *msgs = json_deep_copy(json_object_get(req, "messages"));
-    if (!normalize_messages(msgs, err, sizeof err)) { json_decref(msgs); gen_params_free(&g); return bad_request(sv, c, "%s", err); }
+    if (!normalize_messages(msgs, err, sizeof err)) { json_decref(msgs); gen_params_free(&g); return mx_srv_bad_request(sv, c, "%s", err); }
     json_t *ctx = json_object();
     json_object_set_new(ctx, "messages", msgs);
     json_t *tools = json_object_get(req, "tools");
     if (tools && !json_is_null(tools)) {
-        if (!json_is_array(tools)) { json_decref(ctx); gen_params_free(&g); return bad_request(sv, c, "'tools' must be a list"); }
+        if (!json_is_array(tools)) { json_decref(ctx); gen_params_free(&g); return mx_srv_bad_request(sv, c, "'tools' must be a list"); }
         json_t *tc = json_object_get(req, "tool_choice");
         bool none = json_is_string(tc) && !strcmp(json_string_value(tc), "none");
         if (json_array_size(tools) && !none) { json_object_set(ctx, "tools", tools); g.tools = true; }
@@ -542,7 +535,7 @@ static enum MHD_Result route_chat(server *sv, struct MHD_Connection *c, json_t *
     if (mx_textmodel_render(&sv->tm, ctx, &text)) {
         json_decref(ctx);
         gen_params_free(&g);
-        return bad_request(sv, c, "chat template: %s", mx_errmsg());
+        return mx_srv_bad_request(sv, c, "chat template: %s", mx_errmsg());
     }
     json_decref(ctx);
     /* a template that leaves the reply inside an open <think> block */
@@ -554,7 +547,7 @@ static enum MHD_Result route_chat(server *sv, struct MHD_Connection *c, json_t *
     int n = 0;
     int rc = mx_textmodel_encode(&sv->tm, text.data ? text.data : "", text.len, false, &g.prompt, &n);
     mx_buf_free(&text);
-    if (rc) { gen_params_free(&g); return bad_request(sv, c, "%s", mx_errmsg()); }
+    if (rc) { gen_params_free(&g); return mx_srv_bad_request(sv, c, "%s", mx_errmsg()); }
     g.p.n_prompt = n;
     return run_generation(sv, c, &g);
 }
@@ -562,18 +555,18 @@ static enum MHD_Result route_chat(server *sv, struct MHD_Connection *c, json_t *
 static enum MHD_Result route_completions(server *sv, struct MHD_Connection *c, json_t *req) {
     char err[512] = "";
     gen_params g = {0};
-    if (!parse_common(sv, req, &g, err, sizeof err)) { gen_params_free(&g); return bad_request(sv, c, "%s", err); }
+    if (!parse_common(sv, req, &g, err, sizeof err)) { gen_params_free(&g); return mx_srv_bad_request(sv, c, "%s", err); }
     int lp = -1;
-    if (!opt_int(req, "logprobs", 0, MX_MAX_TOP_LOGPROBS, &lp, err, sizeof err)) { gen_params_free(&g); return bad_request(sv, c, "%s", err); }
+    if (!opt_int(req, "logprobs", 0, MX_MAX_TOP_LOGPROBS, &lp, err, sizeof err)) { gen_params_free(&g); return mx_srv_bad_request(sv, c, "%s", err); }
     if (lp >= 0) { g.logprobs = true; g.p.top_logprobs = lp; }
     json_t *prompt = json_object_get(req, "prompt");
     if (json_is_array(prompt) && json_array_size(prompt) == 1 && json_is_string(json_array_get(prompt, 0))) prompt = json_array_get(prompt, 0);
     if (json_is_string(prompt)) {
-        if (!sv->tm.tok) { gen_params_free(&g); return bad_request(sv, c, "this model has no tokenizer: send 'prompt' as a list of token ids"); }
+        if (!sv->tm.tok) { gen_params_free(&g); return mx_srv_bad_request(sv, c, "this model has no tokenizer: send 'prompt' as a list of token ids"); }
         int n = 0;
         if (mx_textmodel_encode(&sv->tm, json_string_value(prompt), json_string_length(prompt), true, &g.prompt, &n)) {
             gen_params_free(&g);
-            return bad_request(sv, c, "%s", mx_errmsg());
+            return mx_srv_bad_request(sv, c, "%s", mx_errmsg());
         }
         g.p.n_prompt = n;
     } else if (json_is_array(prompt) && json_array_size(prompt)) {
@@ -583,58 +576,58 @@ static enum MHD_Result route_completions(server *sv, struct MHD_Connection *c, j
             json_t *v = json_array_get(prompt, i);
             if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > INT32_MAX) {
                 gen_params_free(&g);
-                return bad_request(sv, c, "'prompt' must be a string or a list of token ids");
+                return mx_srv_bad_request(sv, c, "'prompt' must be a string or a list of token ids");
             }
             g.prompt[i] = (int32_t)json_integer_value(v);
         }
         g.p.n_prompt = (int)n;
     } else {
         gen_params_free(&g);
-        return bad_request(sv, c, "'prompt' must be a non-empty string or list of token ids");
+        return mx_srv_bad_request(sv, c, "'prompt' must be a non-empty string or list of token ids");
     }
-    if (!sv->tm.tok) { gen_params_free(&g); return bad_request(sv, c, "this model has no tokenizer to turn generated ids into text"); }
+    if (!sv->tm.tok) { gen_params_free(&g); return mx_srv_bad_request(sv, c, "this model has no tokenizer to turn generated ids into text"); }
     return run_generation(sv, c, &g);
 }
 
 static enum MHD_Result route_tokenize(server *sv, struct MHD_Connection *c, json_t *req) {
     json_t *content = json_object_get(req, "content");
     if (!content) content = json_object_get(req, "text");
-    if (!json_is_string(content)) return bad_request(sv, c, "'content' must be a string");
+    if (!json_is_string(content)) return mx_srv_bad_request(sv, c, "'content' must be a string");
     json_t *as = json_object_get(req, "add_special");
-    if (as && !json_is_boolean(as)) return bad_request(sv, c, "'add_special' must be a boolean");
-    if (!sv->tm.tok) return bad_request(sv, c, "this model has no tokenizer");
+    if (as && !json_is_boolean(as)) return mx_srv_bad_request(sv, c, "'add_special' must be a boolean");
+    if (!sv->tok) return mx_srv_bad_request(sv, c, "this model has no tokenizer");
     int32_t *ids = NULL;
     int n = 0;
-    if (mx_tok_encode(sv->tm.tok, json_string_value(content), json_string_length(content), as ? json_is_true(as) : false, &ids, &n))
-        return bad_request(sv, c, "%s", mx_errmsg());
+    if (mx_tok_encode(sv->tok, json_string_value(content), json_string_length(content), as ? json_is_true(as) : false, &ids, &n))
+        return mx_srv_bad_request(sv, c, "%s", mx_errmsg());
     json_t *arr = json_array();
     for (int i = 0; i < n; i++) json_array_append_new(arr, json_integer(ids[i]));
     free(ids);
-    return send_json(c, 200, json_pack("{s:o}", "tokens", arr));
+    return mx_srv_send_json(c, 200, json_pack("{s:o}", "tokens", arr));
 }
 
 static enum MHD_Result route_detokenize(server *sv, struct MHD_Connection *c, json_t *req) {
     json_t *toks = json_object_get(req, "tokens");
-    if (!json_is_array(toks)) return bad_request(sv, c, "'tokens' must be a list of token ids");
-    if (!sv->tm.tok) return bad_request(sv, c, "this model has no tokenizer");
+    if (!json_is_array(toks)) return mx_srv_bad_request(sv, c, "'tokens' must be a list of token ids");
+    if (!sv->tok) return mx_srv_bad_request(sv, c, "this model has no tokenizer");
     size_t n = json_array_size(toks);
     int32_t *ids = calloc(n + 1, sizeof(int32_t));
     for (size_t i = 0; i < n; i++) {
         json_t *v = json_array_get(toks, i);
-        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) >= mx_tok_vocab_size(sv->tm.tok)) {
+        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) >= mx_tok_vocab_size(sv->tok)) {
             free(ids);
-            return bad_request(sv, c, "tokens[%zu] is not a token id of this vocabulary", i);
+            return mx_srv_bad_request(sv, c, "tokens[%zu] is not a token id of this vocabulary", i);
         }
         ids[i] = (int32_t)json_integer_value(v);
     }
     mx_buf out = {0};
-    int rc = mx_tok_decode(sv->tm.tok, ids, (int)n, false, &out);
+    int rc = mx_tok_decode(sv->tok, ids, (int)n, false, &out);
     free(ids);
-    if (rc) { mx_buf_free(&out); return bad_request(sv, c, "%s", mx_errmsg()); }
+    if (rc) { mx_buf_free(&out); return mx_srv_bad_request(sv, c, "%s", mx_errmsg()); }
     json_t *s = json_stringn(out.data ? out.data : "", out.len);
     mx_buf_free(&out);
     if (!s) s = json_string("");
-    return send_json(c, 200, json_pack("{s:o}", "content", s));
+    return mx_srv_send_json(c, 200, json_pack("{s:o}", "content", s));
 }
 
 static enum MHD_Result route_metrics(server *sv, struct MHD_Connection *c) {
@@ -694,39 +687,46 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     }
     bool get = !strcmp(method, "GET"), post = !strcmp(method, "POST");
     if (!strcmp(url, "/health")) {
-        if (!get) return send_error(sv, c, 405, "invalid_request_error", "use GET");
-        return atomic_load(&sv->ready) ? send_json(c, 200, json_pack("{s:s}", "status", "ok"))
-                                       : send_json(c, 503, json_pack("{s:{s:s,s:s}}", "error", "message", "loading model", "type", "unavailable_error"));
+        if (!get) return mx_srv_send_error(sv, c, 405, "invalid_request_error", "use GET");
+        return atomic_load(&sv->ready) ? mx_srv_send_json(c, 200, json_pack("{s:s}", "status", "ok"))
+                                       : mx_srv_send_json(c, 503, json_pack("{s:{s:s,s:s}}", "error", "message", "loading model", "type", "unavailable_error"));
     }
     if (sv->o.api_key) {
         const char *auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
         bool ok = auth && !strncmp(auth, "Bearer ", 7) && keys_equal(auth + 7, sv->o.api_key);
-        if (!ok) return send_error(sv, c, 401, "authentication_error", "invalid or missing API key");
+        if (!ok) return mx_srv_send_error(sv, c, 401, "authentication_error", "invalid or missing API key");
     }
     if (st->too_big) {
         char msg[128];
         snprintf(msg, sizeof msg, "request body is larger than %zu bytes", sv->o.max_body);
-        return send_error(sv, c, 413, "invalid_request_error", msg);
+        return mx_srv_send_error(sv, c, 413, "invalid_request_error", msg);
     }
-    if (!atomic_load(&sv->ready)) return send_error(sv, c, 503, "unavailable_error", "the model is still loading");
+    if (!atomic_load(&sv->ready)) return mx_srv_send_error(sv, c, 503, "unavailable_error", "the model is still loading");
     if (!strcmp(url, "/v1/models") || !strcmp(url, "/models")) {
-        if (!get) return send_error(sv, c, 405, "invalid_request_error", "use GET");
-        return send_json(c, 200, json_pack("{s:s,s:[{s:s,s:s,s:i,s:s}]}", "object", "list", "data", "id", sv->tm.name, "object", "model",
+        if (!get) return mx_srv_send_error(sv, c, 405, "invalid_request_error", "use GET");
+        return mx_srv_send_json(c, 200, json_pack("{s:s,s:[{s:s,s:s,s:i,s:s}]}", "object", "list", "data", "id", sv->name, "object", "model",
                                            "created", (json_int_t)time(NULL), "owned_by", "mlxcel"));
     }
-    if (!strcmp(url, "/metrics")) return get ? route_metrics(sv, c) : send_error(sv, c, 405, "invalid_request_error", "use GET");
-    enum { R_NONE, R_CHAT, R_COMPL, R_TOK, R_DETOK } route = R_NONE;
-    if (!strcmp(url, "/v1/chat/completions") || !strcmp(url, "/chat/completions")) route = R_CHAT;
+    if (!strcmp(url, "/metrics")) return get ? route_metrics(sv, c) : mx_srv_send_error(sv, c, 405, "invalid_request_error", "use GET");
+    enum { R_NONE, R_CHAT, R_COMPL, R_TOK, R_DETOK, R_EMB, R_RERANK } route = R_NONE;
+    if (!strcmp(url, "/v1/embeddings") || !strcmp(url, "/embeddings")) route = R_EMB;
+    else if (!strcmp(url, "/v1/rerank") || !strcmp(url, "/rerank") || !strcmp(url, "/v2/rerank")) route = R_RERANK;
+    else if (!strcmp(url, "/v1/chat/completions") || !strcmp(url, "/chat/completions")) route = R_CHAT;
     else if (!strcmp(url, "/v1/completions") || !strcmp(url, "/completions")) route = R_COMPL;
     else if (!strcmp(url, "/tokenize")) route = R_TOK;
     else if (!strcmp(url, "/detokenize")) route = R_DETOK;
-    if (route == R_NONE) return send_error(sv, c, 404, "not_found_error", "no such route");
-    if (!post) return send_error(sv, c, 405, "invalid_request_error", "use POST");
+    if (route == R_NONE) return mx_srv_send_error(sv, c, 404, "not_found_error", "no such route");
+    if (!post) return mx_srv_send_error(sv, c, 405, "invalid_request_error", "use POST");
     json_error_t je;
     json_t *req = json_loadb(st->body.data ? st->body.data : "", st->body.len, 0, &je);
-    if (!req) return bad_request(sv, c, "request body is not valid JSON: %s (line %d, column %d)", je.text, je.line, je.column);
-    if (!json_is_object(req)) { json_decref(req); return bad_request(sv, c, "request body must be a JSON object"); }
+    if (!req) return mx_srv_bad_request(sv, c, "request body is not valid JSON: %s (line %d, column %d)", je.text, je.line, je.column);
+    if (!json_is_object(req)) { json_decref(req); return mx_srv_bad_request(sv, c, "request body must be a JSON object"); }
+    if ((route == R_CHAT || route == R_COMPL) && !sv->sched) {
+        json_decref(req);
+        return mx_srv_bad_request(sv, c, "this server runs an embedding model: use /v1/embeddings%s", sv->emb && mx_embed_batcher_reranks(sv->emb) ? " or /v1/rerank" : "");
+    }
     enum MHD_Result rc = route == R_CHAT ? route_chat(sv, c, req) : route == R_COMPL ? route_completions(sv, c, req)
+                         : route == R_EMB ? mx_route_embeddings(sv, c, req) : route == R_RERANK ? mx_route_rerank(sv, c, req)
                          : route == R_TOK ? route_tokenize(sv, c, req) : route_detokenize(sv, c, req);
     json_decref(req);
     return rc;
@@ -781,30 +781,52 @@ int mx_serve(const mx_serve_opts *o) {
     }
     fprintf(stderr, "mlxcel serve: listening on http://%s:%d, loading %s\n", o->host, o->port, o->model_dir);
     int rc = 0;
-    if (mx_textmodel_open(o->model_dir, &sv.tm)) {
-        fprintf(stderr, "mlxcel serve: %s\n", mx_errmsg());
-        MHD_stop_daemon(d);
-        return 1;
+    mx_task task = MX_TASK_CAUSAL_LM;
+    {
+        mx_ckpt probe;
+        if (mx_ckpt_open(o->model_dir, false, &probe)) {
+            fprintf(stderr, "mlxcel serve: %s\n", mx_errmsg());
+            MHD_stop_daemon(d);
+            return 1;
+        }
+        json_t *archs = mx_cfg_get(&probe.cfg, "architectures");
+        if (json_is_string(json_array_get(archs, 0))) task = mx_task_from_arch(json_string_value(json_array_get(archs, 0)));
+        mx_ckpt_close(&probe);
     }
-    sv.sched = mx_sched_new(&sv.tm.e, o->parallel, o->ctx_size, o->step_tokens, o->threads);
-    if (!sv.sched) {
-        fprintf(stderr, "mlxcel serve: %s\n", mx_errmsg());
-        MHD_stop_daemon(d);
-        mx_textmodel_close(&sv.tm);
-        return 1;
+    if (task == MX_TASK_CAUSAL_LM) {
+        if (mx_textmodel_open(o->model_dir, &sv.tm) ||
+            !(sv.sched = mx_sched_new(&sv.tm.e, o->parallel, o->ctx_size, o->step_tokens, o->threads))) {
+            fprintf(stderr, "mlxcel serve: %s\n", mx_errmsg());
+            MHD_stop_daemon(d);
+            mx_textmodel_close(&sv.tm);
+            return 1;
+        }
+        snprintf(sv.name, sizeof sv.name, "%s", sv.tm.name);
+        sv.tok = sv.tm.tok;
+    } else {
+        if (mx_embed_batcher_new(o->model_dir, o->threads, &sv.emb)) {
+            fprintf(stderr, "mlxcel serve: %s\n", mx_errmsg());
+            MHD_stop_daemon(d);
+            return 1;
+        }
+        mx_model_dir_name(o->model_dir, sv.name, sizeof sv.name);
+        sv.tok = mx_embed_batcher_tokenizer(sv.emb);
     }
     atomic_store(&sv.ready, true);
-    fprintf(stderr, "mlxcel serve: ready (model '%s', %d slots of %d tokens)\n", sv.tm.name, o->parallel, o->ctx_size);
+    if (sv.sched) fprintf(stderr, "mlxcel serve: ready (model '%s', %d slots of %d tokens)\n", sv.name, o->parallel, o->ctx_size);
+    else fprintf(stderr, "mlxcel serve: ready (embedding model '%s')\n", sv.name);
     int sig = 0;
     sigwait(&set, &sig);
     fprintf(stderr, "mlxcel serve: signal %d, shutting down\n", sig);
     atomic_store(&sv.ready, false);
     /* finish what is running as cancelled so blocked handlers return, stop
      * listening (waits for the handlers), then free the engine */
-    mx_sched_stop(sv.sched);
+    if (sv.sched) mx_sched_stop(sv.sched);
     MHD_stop_daemon(d);
     mx_sched_free(sv.sched);
     sv.sched = NULL;
-    mx_textmodel_close(&sv.tm);
+    mx_embed_batcher_free(sv.emb);
+    sv.emb = NULL;
+    if (task == MX_TASK_CAUSAL_LM) mx_textmodel_close(&sv.tm);
     return rc;
 }

@@ -1,10 +1,11 @@
 // Drives a running `mlxcel serve` with the official openai client and raw
 // HTTP. Prints "ok NAME" / "FAIL NAME: why" lines (tests/run.sh counts them).
-// usage: node test_server.mjs PORT [KEYED_PORT]
+// usage: node test_server.mjs PORT KEYED_PORT EMBED_PORT RERANK_PORT MLXCEL EMBED_DIR RERANK_DIR
 import OpenAI from 'openai';
 import net from 'node:net';
+import { execFileSync } from 'node:child_process';
 
-const port = process.argv[2], keyedPort = process.argv[3];
+const [port, keyedPort, embedPort, rerankPort, mlxcel, embedDir, rerankDir] = process.argv.slice(2);
 const base = `http://127.0.0.1:${port}`;
 const client = new OpenAI({ baseURL: `${base}/v1`, apiKey: 'unused', maxRetries: 0, timeout: 60000 });
 let failed = 0;
@@ -200,6 +201,56 @@ if (keyedPort) {
     const kc = new OpenAI({ baseURL: `http://127.0.0.1:${keyedPort}/v1`, apiKey: 's3cret', maxRetries: 0 });
     const r = await kc.chat.completions.create({ model: modelId, messages: msgs('Hello there'), ...greedy });
     check('auth/client_with_key', typeof r.choices[0].message.content === 'string');
+  });
+}
+if (embedPort) {
+  await attempt('embeddings', async () => {
+    const ec = new OpenAI({ baseURL: `http://127.0.0.1:${embedPort}/v1`, apiKey: 'unused', maxRetries: 0 });
+    const id = (await ec.models.list()).data[0].id;
+    const one = await ec.embeddings.create({ model: id, input: 'hello world', encoding_format: 'float' });
+    const many = await ec.embeddings.create({ model: id, input: ['the cat sat', 'hello world', 'dog runs fast'], encoding_format: 'float' });
+    const v = one.data[0].embedding, w = many.data[1].embedding;
+    check('embeddings/shape', v.length === 64 && many.data.length === 3 && many.data.every((d, i) => d.index === i && d.object === 'embedding') &&
+          one.usage.prompt_tokens === 4, JSON.stringify(one).slice(0, 200));
+    check('embeddings/batch_equals_alone', v.every((x, i) => x === w[i]), 'vector changed when batched with others');
+    const cli = JSON.parse(execFileSync(mlxcel, ['embed', '-m', embedDir, '-p', 'hello world', '--output-format', 'json']).toString());
+    const cv = cli.embeddings ? cli.embeddings[0] : cli.data?.[0]?.embedding;
+    check('embeddings/equal_cli', Array.isArray(cv) && cv.length === v.length && cv.every((x, i) => Math.abs(x - v[i]) <= 1e-6 * Math.max(1, Math.abs(x))),
+          JSON.stringify(cli).slice(0, 200));
+    const r = await fetch(`http://127.0.0.1:${embedPort}/v1/embeddings`, { method: 'POST', headers: { 'content-type': 'application/json' },
+                          body: JSON.stringify({ input: 'hello world', encoding_format: 'base64', dimensions: 16 }) });
+    const j = await r.json();
+    const f = new Float32Array(Uint8Array.from(Buffer.from(j.data[0].embedding, 'base64')).buffer);
+    check('embeddings/base64_dimensions', f.length === 16 && Array.from(f).every((x, i) => x === Math.fround(v[i])), JSON.stringify(j).slice(0, 200));
+    const ids = await ec.embeddings.create({ model: id, input: [[2, 5, 6, 3]], encoding_format: 'float' });
+    check('embeddings/token_ids', ids.data[0].embedding.every((x, i) => x === v[i]), 'token-id input differs from the same text');
+    const bad = await fetch(`http://127.0.0.1:${embedPort}/v1/embeddings`, { method: 'POST', body: JSON.stringify({ input: [] }) });
+    check('embeddings/empty_input_400', bad.status === 400, `${bad.status}`);
+    const chat = await fetch(`http://127.0.0.1:${embedPort}/v1/chat/completions`, { method: 'POST', body: JSON.stringify({ messages: msgs('x') }) });
+    check('embeddings/chat_refused_400', chat.status === 400, `${chat.status}`);
+    const conc = await Promise.all(Array.from({ length: 8 }, () => ec.embeddings.create({ model: id, input: 'hello world', encoding_format: 'float' })));
+    check('embeddings/concurrent_equal', conc.every(c => c.data[0].embedding.every((x, i) => x === v[i])), 'concurrent requests gave other vectors');
+  });
+}
+if (rerankPort) {
+  await attempt('rerank', async () => {
+    const docs = ['sat on the mat', 'dog runs fast', { text: 'hello world' }];
+    for (const path of ['/v1/rerank', '/rerank', '/v2/rerank']) {
+      const r = await fetch(`http://127.0.0.1:${rerankPort}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' },
+                            body: JSON.stringify({ query: 'the cat', documents: docs, top_n: 2, return_documents: true }) });
+      const j = await r.json();
+      const res = j.results || [];
+      check(`rerank${path.replace(/\//g, '_')}`, r.status === 200 && res.length === 2 && res[0].relevance_score >= res[1].relevance_score &&
+            res.every(x => x.relevance_score > 0 && x.relevance_score < 1 && typeof x.document.text === 'string'), JSON.stringify(j).slice(0, 300));
+    }
+    const all = await (await fetch(`http://127.0.0.1:${rerankPort}/v1/rerank`, { method: 'POST',
+                       body: JSON.stringify({ query: 'the cat', documents: ['sat on the mat', 'dog runs fast'] }) })).json();
+    const cli = JSON.parse(execFileSync(mlxcel, ['rerank', '-m', rerankDir, '-q', 'the cat', '-d', 'sat on the mat', '-d', 'dog runs fast', '--output-format', 'json']).toString());
+    const cs = cli.scores || cli.results?.map(x => x.score);
+    const byIndex = [0, 1].map(i => all.results.find(x => x.index === i).relevance_score);
+    check('rerank/equal_cli', Array.isArray(cs) && cs.every((x, i) => Math.abs(x - byIndex[i]) <= 1e-6), `${JSON.stringify(cs)} vs ${JSON.stringify(byIndex)}`);
+    const bad = await fetch(`http://127.0.0.1:${rerankPort}/v1/rerank`, { method: 'POST', body: JSON.stringify({ query: 'x', documents: 'nope' }) });
+    check('rerank/bad_documents_400', bad.status === 400, `${bad.status}`);
   });
 }
 process.exit(failed ? 1 : 0);

@@ -1,0 +1,359 @@
+/* Embedding-mode routes: POST /v1/embeddings (OpenAI shape) and
+ * /v1/rerank, /rerank, /v2/rerank (Cohere/Jina shape). Requests queue their
+ * inputs; one worker thread runs everything queued as one batch, so
+ * concurrent requests share forward passes. An input's vector does not
+ * depend on what it is batched with (mx_embed_batch runs each sequence at
+ * its own length). */
+#include "server_int.h"
+#include "../base/base.h"
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define MAX_INPUTS 2048
+
+typedef struct job {
+    bool rerank;
+    int n;
+    int32_t **ids, **types;
+    int *lens;
+    float *out;    /* embed: [n][dim]; rerank: logits [n][labels] */
+    float *scores; /* rerank: [n] */
+    int rc;
+    char err[512];
+    bool done;
+    struct job *next;
+} job;
+
+struct mx_embed_batcher {
+    mx_embedder *e;
+    mx_pool *pool;
+    pthread_t th;
+    bool started, quit;
+    pthread_mutex_t mu;
+    pthread_cond_t cv, done_cv;
+    job *head, *tail;
+};
+
+static void job_free(job *j) {
+    for (int i = 0; i < j->n; i++) {
+        free(j->ids[i]);
+        if (j->types) free(j->types[i]);
+    }
+    free(j->ids);
+    free(j->types);
+    free(j->lens);
+    free(j->out);
+    free(j->scores);
+    free(j);
+}
+
+/* Runs a group of jobs of one kind as a single batch; on failure, each job
+ * alone so the error lands on the request that caused it. */
+static void run_group(mx_embed_batcher *b, job **js, int nj) {
+    if (!nj) return;
+    int total = 0;
+    for (int k = 0; k < nj; k++) total += js[k]->n;
+    const int32_t **ids = calloc((size_t)total, sizeof *ids), **types = calloc((size_t)total, sizeof *types);
+    int *lens = calloc((size_t)total, sizeof(int));
+    int dim = js[0]->rerank ? mx_embedder_labels(b->e) : mx_embedder_dim(b->e);
+    float *out = calloc((size_t)total * (size_t)dim, sizeof(float)), *scores = calloc((size_t)total, sizeof(float));
+    int rc = MX_ERR;
+    if (ids && types && lens && out && scores) {
+        int t = 0;
+        for (int k = 0; k < nj; k++)
+            for (int i = 0; i < js[k]->n; i++, t++) {
+                ids[t] = js[k]->ids[i];
+                types[t] = js[k]->types ? js[k]->types[i] : NULL;
+                lens[t] = js[k]->lens[i];
+            }
+        rc = js[0]->rerank ? mx_rerank_batch(b->e, ids, types, lens, total, out, scores)
+                           : mx_embed_batch_ex(b->e, ids, types, lens, NULL, total, out);
+    }
+    if (rc && nj > 1) {
+        for (int k = 0; k < nj; k++) run_group(b, &js[k], 1);
+    } else {
+        int t = 0;
+        for (int k = 0; k < nj; k++) {
+            job *j = js[k];
+            j->rc = rc;
+            if (rc) snprintf(j->err, sizeof j->err, "%s", mx_errmsg());
+            else {
+                memcpy(j->out, out + (size_t)t * dim, sizeof(float) * (size_t)j->n * dim);
+                if (j->scores) memcpy(j->scores, scores + t, sizeof(float) * (size_t)j->n);
+            }
+            t += j->n;
+        }
+    }
+    free(ids); free(types); free(lens); free(out); free(scores);
+}
+
+static void *worker(void *arg) {
+    mx_embed_batcher *b = arg;
+    pthread_mutex_lock(&b->mu);
+    while (!b->quit) {
+        if (!b->head) { pthread_cond_wait(&b->cv, &b->mu); continue; }
+        job *list = b->head;
+        b->head = b->tail = NULL;
+        pthread_mutex_unlock(&b->mu);
+        job *groups[2][256];
+        int ng[2] = {0, 0};
+        for (job *j = list; j; j = j->next) {
+            int g = j->rerank;
+            if (ng[g] == 256) { run_group(b, groups[g], ng[g]); ng[g] = 0; }
+            groups[g][ng[g]++] = j;
+        }
+        run_group(b, groups[0], ng[0]);
+        run_group(b, groups[1], ng[1]);
+        pthread_mutex_lock(&b->mu);
+        for (job *j = list; j; j = j->next) j->done = true;
+        pthread_cond_broadcast(&b->done_cv);
+    }
+    pthread_mutex_unlock(&b->mu);
+    return NULL;
+}
+
+int mx_embed_batcher_new(const char *dir, int threads, mx_embed_batcher **out) {
+    mx_embed_batcher *b = mx_calloc(1, sizeof *b);
+    if (!b) return MX_ERR;
+    pthread_mutex_init(&b->mu, NULL);
+    pthread_cond_init(&b->cv, NULL);
+    pthread_cond_init(&b->done_cv, NULL);
+    b->pool = mx_pool_new(threads);
+    if (!b->pool || mx_embedder_open(dir, NULL, b->pool, &b->e)) { mx_embed_batcher_free(b); return MX_ERR; }
+    if (!mx_embedder_tokenizer(b->e)) { mx_set_err("%s: an embedding server needs the model's tokenizer", dir); mx_embed_batcher_free(b); return MX_ERR; }
+    if (pthread_create(&b->th, NULL, worker, b) != 0) { mx_set_err("cannot start the embedding worker"); mx_embed_batcher_free(b); return MX_ERR; }
+    b->started = true;
+    *out = b;
+    return MX_OK;
+}
+
+void mx_embed_batcher_free(mx_embed_batcher *b) {
+    if (!b) return;
+    if (b->started) {
+        pthread_mutex_lock(&b->mu);
+        b->quit = true;
+        pthread_cond_broadcast(&b->cv);
+        pthread_mutex_unlock(&b->mu);
+        pthread_join(b->th, NULL);
+    }
+    mx_embedder_close(b->e);
+    mx_pool_free(b->pool);
+    pthread_mutex_destroy(&b->mu);
+    pthread_cond_destroy(&b->cv);
+    pthread_cond_destroy(&b->done_cv);
+    free(b);
+}
+
+bool mx_embed_batcher_reranks(const mx_embed_batcher *b) { return mx_embedder_labels(b->e) > 0; }
+const mx_tokenizer *mx_embed_batcher_tokenizer(const mx_embed_batcher *b) { return mx_embedder_tokenizer(b->e); }
+
+/* Queues the job and waits for the worker. */
+static void submit_wait(mx_embed_batcher *b, job *j) {
+    pthread_mutex_lock(&b->mu);
+    if (b->tail) b->tail->next = j;
+    else b->head = j;
+    b->tail = j;
+    pthread_cond_broadcast(&b->cv);
+    while (!j->done) pthread_cond_wait(&b->done_cv, &b->mu);
+    pthread_mutex_unlock(&b->mu);
+}
+
+static job *job_new(int n, bool rerank, int dim) {
+    job *j = calloc(1, sizeof *j);
+    if (!j) return NULL;
+    j->rerank = rerank;
+    j->ids = calloc((size_t)n, sizeof(int32_t *));
+    j->types = calloc((size_t)n, sizeof(int32_t *));
+    j->lens = calloc((size_t)n, sizeof(int));
+    j->out = calloc((size_t)n * (size_t)(dim > 0 ? dim : 1), sizeof(float));
+    if (rerank) j->scores = calloc((size_t)n, sizeof(float));
+    if (!j->ids || !j->types || !j->lens || !j->out || (rerank && !j->scores)) { job_free(j); return NULL; }
+    return j;
+}
+
+static char *base64_f32(const float *v, int n) {
+    static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    size_t len = (size_t)n * 4;
+    const uint8_t *p = (const uint8_t *)v; /* little-endian f32, as OpenAI's base64 format */
+    char *out = malloc((len + 2) / 3 * 4 + 1), *o = out;
+    if (!out) return NULL;
+    for (size_t i = 0; i < len; i += 3) {
+        uint32_t x = (uint32_t)p[i] << 16 | (i + 1 < len ? (uint32_t)p[i + 1] << 8 : 0) | (i + 2 < len ? p[i + 2] : 0);
+        *o++ = tab[x >> 18 & 63];
+        *o++ = tab[x >> 12 & 63];
+        *o++ = i + 1 < len ? tab[x >> 6 & 63] : '=';
+        *o++ = i + 2 < len ? tab[x & 63] : '=';
+    }
+    *o = 0;
+    return out;
+}
+
+static bool check_model(server *sv, json_t *req, char *err, size_t n) {
+    json_t *m = json_object_get(req, "model");
+    if (!m || json_is_null(m)) return true;
+    if (!json_is_string(m)) { snprintf(err, n, "'model' must be a string"); return false; }
+    if (strcmp(json_string_value(m), sv->name)) {
+        snprintf(err, n, "model '%s' is not served here (available: '%s')", json_string_value(m), sv->name);
+        return false;
+    }
+    return true;
+}
+
+enum MHD_Result mx_route_embeddings(server *sv, struct MHD_Connection *c, json_t *req) {
+    char err[512];
+    mx_embed_batcher *b = sv->emb;
+    if (!b) return mx_srv_bad_request(sv, c, "this server runs a text-generation model; start it with an embedding model for /v1/embeddings");
+    if (!check_model(sv, req, err, sizeof err)) return mx_srv_bad_request(sv, c, "%s", err);
+    json_t *input = json_object_get(req, "input");
+    /* string | [string] | [int] | [[int]] */
+    bool one = json_is_string(input) || (json_is_array(input) && json_array_size(input) && json_is_integer(json_array_get(input, 0)));
+    size_t n = one ? 1 : json_is_array(input) ? json_array_size(input) : 0;
+    if (!n) return mx_srv_bad_request(sv, c, "'input' must be a non-empty string, list of strings, list of token ids or list of lists of token ids");
+    if (n > MAX_INPUTS) return mx_srv_bad_request(sv, c, "'input' has %zu items; at most %d per request", n, MAX_INPUTS);
+    json_t *fmt = json_object_get(req, "encoding_format");
+    bool b64 = false;
+    if (fmt && !json_is_null(fmt)) {
+        if (!json_is_string(fmt) || (strcmp(json_string_value(fmt), "float") && strcmp(json_string_value(fmt), "base64")))
+            return mx_srv_bad_request(sv, c, "'encoding_format' must be \"float\" or \"base64\"");
+        b64 = !strcmp(json_string_value(fmt), "base64");
+    }
+    int dim = mx_embedder_dim(b->e), dims = dim;
+    json_t *jd = json_object_get(req, "dimensions");
+    if (jd && !json_is_null(jd)) {
+        if (!json_is_integer(jd) || json_integer_value(jd) < 1 || json_integer_value(jd) > dim)
+            return mx_srv_bad_request(sv, c, "'dimensions' must be an integer in [1, %d]", dim);
+        dims = (int)json_integer_value(jd);
+    }
+    job *j = job_new((int)n, false, dim);
+    if (!j) return mx_srv_send_error(sv, c, 500, "server_error", "out of memory");
+    j->n = (int)n;
+    long total = 0;
+    for (size_t i = 0; i < n; i++) {
+        json_t *it = one ? input : json_array_get(input, i);
+        int len = 0;
+        if (json_is_string(it)) {
+            if (!json_string_length(it)) { job_free(j); return mx_srv_bad_request(sv, c, "input[%zu] is an empty string", i); }
+            if (mx_embed_encode_text(b->e, json_string_value(it), json_string_length(it), &j->ids[i], &len)) {
+                snprintf(err, sizeof err, "input[%zu]: %s", i, mx_errmsg());
+                job_free(j);
+                return mx_srv_bad_request(sv, c, "%s", err);
+            }
+        } else if (json_is_array(it) && json_array_size(it)) {
+            size_t m = json_array_size(it);
+            j->ids[i] = malloc(sizeof(int32_t) * m);
+            for (size_t k = 0; k < m; k++) {
+                json_t *v = json_array_get(it, k);
+                if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) >= mx_embedder_engine(b->e)->model.arch.vocab) {
+                    job_free(j);
+                    return mx_srv_bad_request(sv, c, "input[%zu][%zu] is not a token id of this vocabulary", i, k);
+                }
+                j->ids[i][k] = (int32_t)json_integer_value(v);
+            }
+            len = (int)m;
+        } else {
+            job_free(j);
+            return mx_srv_bad_request(sv, c, "input[%zu] must be a non-empty string or list of token ids", i);
+        }
+        j->lens[i] = len;
+        total += len;
+    }
+    submit_wait(b, j);
+    if (j->rc) {
+        snprintf(err, sizeof err, "%s", j->err);
+        job_free(j);
+        return mx_srv_bad_request(sv, c, "%s", err);
+    }
+    json_t *data = json_array();
+    for (size_t i = 0; i < n; i++) {
+        float *v = j->out + i * (size_t)dim;
+        if (dims < dim && mx_embedder_normalizes(b->e)) { /* Matryoshka: cut, then re-normalise */
+            double ss = 0;
+            for (int k = 0; k < dims; k++) ss += (double)v[k] * v[k];
+            float inv = ss > 0 ? (float)(1.0 / sqrt(ss)) : 0;
+            for (int k = 0; k < dims; k++) v[k] *= inv;
+        }
+        json_t *emb;
+        if (b64) {
+            char *s = base64_f32(v, dims);
+            emb = json_string(s ? s : "");
+            free(s);
+        } else {
+            emb = json_array();
+            for (int k = 0; k < dims; k++) json_array_append_new(emb, json_real(v[k]));
+        }
+        json_array_append_new(data, json_pack("{s:s,s:i,s:o}", "object", "embedding", "index", (json_int_t)i, "embedding", emb));
+    }
+    job_free(j);
+    return mx_srv_send_json(c, 200, json_pack("{s:s,s:o,s:s,s:{s:I,s:I}}", "object", "list", "data", data, "model", sv->name, "usage",
+                                             "prompt_tokens", (json_int_t)total, "total_tokens", (json_int_t)total));
+}
+
+typedef struct { int index; float score; } ranked;
+static int by_score(const void *a, const void *b) {
+    float x = ((const ranked *)a)->score, y = ((const ranked *)b)->score;
+    return x < y ? 1 : x > y ? -1 : ((const ranked *)a)->index - ((const ranked *)b)->index;
+}
+
+enum MHD_Result mx_route_rerank(server *sv, struct MHD_Connection *c, json_t *req) {
+    char err[512];
+    mx_embed_batcher *b = sv->emb;
+    if (!b || !mx_embed_batcher_reranks(b)) return mx_srv_bad_request(sv, c, "this server does not run a reranker (a *ForSequenceClassification model)");
+    if (!check_model(sv, req, err, sizeof err)) return mx_srv_bad_request(sv, c, "%s", err);
+    json_t *q = json_object_get(req, "query"), *docs = json_object_get(req, "documents");
+    if (!json_is_string(q) || !json_string_length(q)) return mx_srv_bad_request(sv, c, "'query' must be a non-empty string");
+    if (!json_is_array(docs) || !json_array_size(docs)) return mx_srv_bad_request(sv, c, "'documents' must be a non-empty list");
+    size_t n = json_array_size(docs);
+    if (n > MAX_INPUTS) return mx_srv_bad_request(sv, c, "'documents' has %zu items; at most %d per request", n, MAX_INPUTS);
+    int top_n = (int)n;
+    json_t *tn = json_object_get(req, "top_n");
+    if (tn && !json_is_null(tn)) {
+        if (!json_is_integer(tn) || json_integer_value(tn) < 1) return mx_srv_bad_request(sv, c, "'top_n' must be a positive integer");
+        if (json_integer_value(tn) < top_n) top_n = (int)json_integer_value(tn);
+    }
+    json_t *rd = json_object_get(req, "return_documents");
+    if (rd && !json_is_null(rd) && !json_is_boolean(rd)) return mx_srv_bad_request(sv, c, "'return_documents' must be a boolean");
+    int labels = mx_embedder_labels(b->e);
+    job *j = job_new((int)n, true, labels);
+    if (!j) return mx_srv_send_error(sv, c, 500, "server_error", "out of memory");
+    j->n = (int)n;
+    long total = 0;
+    for (size_t i = 0; i < n; i++) {
+        json_t *d = json_array_get(docs, i);
+        if (json_is_object(d)) d = json_object_get(d, "text");
+        if (!json_is_string(d)) { job_free(j); return mx_srv_bad_request(sv, c, "documents[%zu] must be a string or an object with 'text'", i); }
+        if (mx_rerank_encode_pair(b->e, json_string_value(q), json_string_value(d), &j->ids[i], &j->types[i], &j->lens[i])) {
+            snprintf(err, sizeof err, "documents[%zu]: %s", i, mx_errmsg());
+            job_free(j);
+            return mx_srv_bad_request(sv, c, "%s", err);
+        }
+        total += j->lens[i];
+    }
+    submit_wait(b, j);
+    if (j->rc) {
+        snprintf(err, sizeof err, "%s", j->err);
+        job_free(j);
+        return mx_srv_bad_request(sv, c, "%s", err);
+    }
+    ranked *r = calloc(n, sizeof *r);
+    for (size_t i = 0; i < n; i++) r[i] = (ranked){(int)i, j->scores[i]};
+    qsort(r, n, sizeof *r, by_score);
+    json_t *results = json_array();
+    for (int k = 0; k < top_n; k++) {
+        json_t *item = json_pack("{s:i,s:f}", "index", r[k].index, "relevance_score", (double)r[k].score);
+        if (json_is_true(rd)) {
+            json_t *d = json_array_get(docs, (size_t)r[k].index);
+            json_object_set_new(item, "document", json_pack("{s:O}", "text", json_is_object(d) ? json_object_get(d, "text") : d));
+        }
+        json_array_append_new(results, item);
+    }
+    free(r);
+    job_free(j);
+    char id[40];
+    snprintf(id, sizeof id, "rerank-%08x%08x", (unsigned)rand(), (unsigned)rand());
+    return mx_srv_send_json(c, 200, json_pack("{s:s,s:s,s:o,s:{s:I,s:I},s:{s:{s:i}}}", "id", id, "model", sv->name, "results", results,
+                                             "usage", "prompt_tokens", (json_int_t)total, "total_tokens", (json_int_t)total, "meta",
+                                             "billed_units", "search_units", 1));
+}
