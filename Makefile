@@ -26,7 +26,7 @@ TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
 DEB_PKGS := libjansson-dev libpcre2-dev libutf8proc-dev libmicrohttpd-dev pkg-config
 
-.PHONY: all deps test unit asan clean fuzz demo
+.PHONY: all deps test test-deps unit asan clean fuzz demo
 all: deps $(BUILD)/mlxcel
 
 # Installs the Debian -dev packages that are missing (no-op when present).
@@ -64,7 +64,15 @@ unit: $(TEST_BIN)
 asan: deps
 	$(MAKE) BUILD=build/asan OPT=-O1 CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" unit $(BUILD)/asan/mlxcel
 
-test: all unit asan
+# Test-only tools: node/npm (server tests drive the official openai npm
+# client) and python3 (a few CLI tests); installed from Debian when absent.
+test-deps:
+	@missing=""; command -v npm >/dev/null 2>&1 || missing="$$missing nodejs npm"; \
+	command -v python3 >/dev/null 2>&1 || missing="$$missing python3"; \
+	if [ -n "$$missing" ]; then echo "installing:$$missing"; SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null; fi
+
+test: all unit asan test-deps
 	@bash tests/run.sh
 
 # The main job: a generation on the small chat model the repo ships (random
