@@ -249,8 +249,9 @@ int mx_tok_decode(const mx_tokenizer *t, const int32_t *ids, int n, bool skip_sp
  * first-token rules (Metaspace, Strip, WordPiece) cancel out. Text ending in
  * U+FFFD (an incomplete UTF-8 sequence) waits for the next id. The cleanup of
  * clean_up_tokenization_spaces is then applied to the raw text up to the last
- * point where it cannot interact with what follows (before a space that does
- * not end " '"), since every cleanup pattern starts with a space. */
+ * point where it cannot interact with what follows: before a space that
+ * neither ends " '" nor starts " '" (every cleanup pattern starts with a
+ * space; " ' " -> "'" can join " n" and "'t" into " n't"). */
 struct mx_detok {
     const mx_tokenizer *t;
     bool skip;
@@ -287,7 +288,8 @@ static int emit_clean(mx_detok *d, const char *s, size_t n, mx_buf *out, bool fi
     size_t cut = final ? d->pend.len : 0;
     if (!final)
         for (size_t p = d->pend.len; p-- > 1;)
-            if (d->pend.data[p] == ' ' && !(p >= 2 && d->pend.data[p - 1] == '\'' && d->pend.data[p - 2] == ' ')) { cut = p; break; }
+            if (d->pend.data[p] == ' ' && p + 1 < d->pend.len && d->pend.data[p + 1] != '\'' &&
+                !(p >= 2 && d->pend.data[p - 1] == '\'' && d->pend.data[p - 2] == ' ')) { cut = p; break; }
     if (!cut) return MX_OK;
     mx_buf c = {0};
     int rc = mx_buf_append(&c, d->pend.data, cut);
