@@ -32,6 +32,7 @@ typedef struct {
     int n_gen;
     int32_t pending;          /* sampled, not yet fed */
     bool decoding;
+    uint64_t last_used;       /* admission stamp; 0 = never used */
 } slot;
 
 struct mx_sched {
@@ -47,6 +48,7 @@ struct mx_sched {
     pthread_cond_t cv, cv_ev;
     mx_req *q_head, *q_tail;
     int n_queued;
+    uint64_t n_admitted;
     bool quit;
     float *logits, *lp;
     mx_seq_in *ins;
@@ -80,18 +82,33 @@ static int common_prefix(const int32_t *a, int na, const int32_t *b, int nb) {
     return n;
 }
 
+/* Tokens of the prompt a free slot can reuse. */
+static int reusable(const mx_sched *s, const slot *sl, const mx_req *r) {
+    int l = common_prefix(sl->toks, sl->kv->len, r->prompt, r->p.n_prompt);
+    if (!s->truncatable && l < sl->kv->len) l = 0;
+    return l;
+}
+
 /* Admits queued requests into free slots, preferring the slot whose cached
- * tokens share the longest prefix with the prompt. Called under mu. */
+ * tokens share the longest prefix with the prompt. A short shared prefix (the
+ * common header of a chat template) is not worth another conversation's
+ * cache: when the best slot would lose tokens and its prefix covers less than
+ * half the prompt, the least recently used free slot (empty ones first) is
+ * taken instead. Called under mu. */
 static void admit(mx_sched *s) {
     while (s->q_head) {
-        int best = -1, best_len = -1;
+        int best = -1, best_len = -1, lru = -1;
         for (int i = 0; i < s->parallel; i++) {
             if (s->slots[i].req) continue;
-            int l = common_prefix(s->slots[i].toks, s->slots[i].kv->len, s->q_head->prompt, s->q_head->p.n_prompt);
-            if (!s->truncatable && l < s->slots[i].kv->len) l = 0;
+            int l = reusable(s, &s->slots[i], s->q_head);
             if (l > best_len) { best_len = l; best = i; }
+            if (lru < 0 || s->slots[i].last_used < s->slots[lru].last_used) lru = i;
         }
         if (best < 0) return;
+        if (best != lru && best_len < s->slots[best].kv->len && 2 * best_len < s->q_head->p.n_prompt) {
+            best = lru;
+            best_len = reusable(s, &s->slots[lru], s->q_head);
+        }
         mx_req *r = s->q_head;
         s->q_head = r->next;
         if (!s->q_head) s->q_tail = NULL;
@@ -104,6 +121,7 @@ static void admit(mx_sched *s) {
         sl->n_fed = keep;
         r->cached = keep;
         sl->req = r;
+        sl->last_used = ++s->n_admitted;
         sl->n_gen = 0;
         sl->decoding = false;
         mx_sampler_free(sl->smp);
