@@ -461,6 +461,8 @@ static void format_spec(rctx *c, sbuf *b, val v, const char *spec, size_t sn) {
         v_to_str(c, v, &t);
         if (prec >= 0) t.n = utf8_offset(t.p ? t.p : "", t.n, prec);
     } else {
+        if (v.t != V_INT && v.t != V_FLOAT && v.t != V_BOOL)
+            rx_fail(c, "ValueError", "Unknown format code '%c' for object of type '%s'", type, type_name(v));
         numeric = true;
         double f = v.t == V_FLOAT ? v.f : v.t == V_INT ? (double)v.i : (double)v.b;
         char cf[16], tmp[700];
