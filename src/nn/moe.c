@@ -152,7 +152,9 @@ static bool module_exists(const mx_ckpt *ck, const char *pat, int layer) {
     char mod[512], nm[540];
     snprintf(mod, sizeof mod, pat, layer, 0);
     snprintf(nm, sizeof nm, "%s.weight", mod);
-    return mx_ckpt_find(ck, nm) || mx_ckpt_find(ck, mod);
+    if (mx_ckpt_find(ck, nm) || mx_ckpt_find(ck, mod)) return true;
+    snprintf(nm, sizeof nm, "%s_blocks", mod); /* HF MXFP4 */
+    return mx_ckpt_find(ck, nm) != NULL;
 }
 
 /* Stacked bias: tensor module.bias or module_bias, [E, rows] or [E*rows]. */

@@ -176,7 +176,23 @@ int mx_load_weight_stacked(mx_ckpt *ck, const char *module, int E, int rows, int
     mx_tensor *tw = mx_ckpt_find(ck, wn), *bare = tw ? NULL : mx_ckpt_find(ck, module);
     free(wn);
     int rc;
-    if (flags & MX_LOAD_TRANSPOSED) {
+    char *bn = mx_asprintf("%s_blocks", module), *sn = mx_asprintf("%s_scales", module);
+    mx_tensor *tb = bn && !tw && !bare ? mx_ckpt_find(ck, bn) : NULL, *ts = sn && tb ? mx_ckpt_find(ck, sn) : NULL;
+    free(bn);
+    free(sn);
+    if (tb && ts) {
+        /* HF MXFP4 (GPT-OSS's released checkpoints): module_blocks U8 [E, rows, cols/32, 16]
+         * and module_scales U8 [E, rows, cols/32] (E8M0), always [out, in] */
+        if (cols % 32 || tb->dtype != MX_DT_U8 || ts->dtype != MX_DT_U8 || tb->ndim != 4 || ts->ndim != 3 || tb->shape[0] != E ||
+            tb->shape[1] != rows || tb->shape[2] != cols / 32 || tb->shape[3] != 16 || ts->shape[0] != E || ts->shape[1] != rows ||
+            ts->shape[2] != cols / 32)
+            return mx_set_err("%s: module %s: MXFP4 blocks/scales are not U8 [%d, %d, %d, 16] / [%d, %d, %d]", ck->dir, module, E, rows,
+                              cols / 32, E, rows, cols / 32);
+        tb->used = ts->used = true;
+        *whole = (mx_weight){.fmt = MX_W_MXFP4, .rows = E * rows, .cols = cols, .bits = 4, .group = 32, .data = tb->data,
+                             .row_bytes = (size_t)cols / 2, .scales = ts->data, .scale_dtype = MX_DT_U8};
+        rc = MX_OK;
+    } else if (flags & MX_LOAD_TRANSPOSED) {
         mx_tensor *t = tw ? tw : bare;
         if (!t) return (flags & MX_LOAD_OPTIONAL) ? MX_OK : mx_set_err("%s: missing tensor '%s.weight' (or '%s')", ck->dir, module, module);
         rc = stacked_float_transposed(ck, t, E, rows, cols, whole);

@@ -28,7 +28,9 @@ int mx_weight_slice_rows(const mx_weight *w, int r0, int n, mx_weight *out);
  * (scales/biases stacked alike); with MX_LOAD_TRANSPOSED stored [E, cols,
  * rows] / [E*cols, rows] (float only, copied transposed to f32). *whole gets
  * the [E*rows, cols] weight (it may own storage) and out[e] the view of
- * expert e. MX_LOAD_OPTIONAL: absent -> whole->fmt = MX_W_NONE, MX_OK. */
+ * expert e. HF MXFP4 pairs module_blocks / module_scales (GPT-OSS) are bound
+ * in place, [out, in] whatever `flags` says. MX_LOAD_OPTIONAL: absent ->
+ * whole->fmt = MX_W_NONE, MX_OK. */
 int mx_load_weight_stacked(mx_ckpt *ck, const char *module, int E, int rows, int cols, unsigned flags, mx_weight *whole, mx_weight *out);
 
 /* Binds a quantized module (called by mx_load_weight once it decided the

@@ -483,6 +483,150 @@ static void test_mla_layout(mx_pool *pool) {
     rmdir(g_tmp);
 }
 
+/* GPT-OSS experts in MXFP4: HF's released layout (gate_up_proj_blocks /
+ * _scales [E, 2I, H/32, 16], gate/up in alternate rows, biases apart) and
+ * mlx-lm's split (experts.gate_proj / up_proj / down_proj, mode mxfp4), both
+ * quantized from the fixture's float experts, must agree. */
+static int convert_gpt_oss(const char *src, const char *dst, bool hf_blocks) {
+    char *mp = mx_path_join(src, "model.safetensors"), *cp = mx_path_join(src, "config.json");
+    mx_st_file f;
+    if (mx_st_open(mp, &f)) { free(mp); free(cp); return -1; }
+    free(mp);
+    outt *outs = calloc((size_t)f.n_tensors * 4 + 16, sizeof(outt));
+    int n = 0;
+    char **names = calloc((size_t)f.n_tensors * 4 + 16, sizeof(char *));
+    for (int i = 0; i < f.n_tensors; i++) {
+        const mx_tensor *t = &f.tensors[i];
+        int l;
+        char rest[64];
+        if (sscanf(t->name, "model.layers.%d.mlp.experts.%63s", &l, rest) != 2) {
+            outs[n++].o = (mx_st_out){t->name, t->dtype, t->ndim, {t->shape[0], t->shape[1], t->shape[2]}, t->data, t->nbytes};
+            continue;
+        }
+        bool gu = !strcmp(rest, "gate_up_proj"), dn = !strcmp(rest, "down_proj");
+        if (strstr(rest, "_bias")) {
+            float *b = malloc(t->nbytes);
+            mx_tensor_to_f32(t, b);
+            int E = (int)t->shape[0], W = (int)t->shape[1];
+            if (hf_blocks || strstr(rest, "down")) {
+                outs[n].buf = b;
+                char *nm = hf_blocks ? mx_asprintf("%s", t->name) : mx_asprintf("model.layers.%d.mlp.experts.down_proj.bias", l);
+                names[n] = nm;
+                outs[n++].o = (mx_st_out){nm, MX_DT_F32, 2, {E, W}, b, t->nbytes};
+                continue;
+            }
+            for (int k = 0; k < 2; k++) { /* gate = even, up = odd */
+                float *h = malloc(sizeof(float) * (size_t)E * W / 2);
+                for (int e = 0; e < E; e++)
+                    for (int j = 0; j < W / 2; j++) h[(size_t)e * W / 2 + j] = b[(size_t)e * W + 2 * j + k];
+                char *nm = mx_asprintf("model.layers.%d.mlp.experts.%s.bias", l, k ? "up_proj" : "gate_proj");
+                names[n] = nm;
+                outs[n].buf = h;
+                outs[n++].o = (mx_st_out){nm, MX_DT_F32, 2, {E, W / 2}, h, sizeof(float) * (size_t)E * W / 2};
+            }
+            free(b);
+            continue;
+        }
+        if (!gu && !dn) continue;
+        /* stored x @ W: [E, in, out] -> rows [E, out, in], quantized to MXFP4 */
+        int E = (int)t->shape[0], C = (int)t->shape[1], R = (int)t->shape[2];
+        float *w = malloc(t->nbytes), *row = malloc(sizeof(float) * (size_t)C);
+        mx_tensor_to_f32(t, w);
+        uint8_t *pk = malloc((size_t)E * R * C / 2), *sc = malloc((size_t)E * R * C / 32);
+        float dummy[256];
+        for (int e = 0; e < E; e++)
+            for (int r = 0; r < R; r++) {
+                for (int c = 0; c < C; c++) row[c] = w[((size_t)e * C + c) * R + r];
+                size_t q = (size_t)e * R + r;
+                mxq_quantize_row(MX_W_MXFP4, 4, 32, row, C, pk + q * C / 2, dummy, dummy, sc + q * C / 32);
+            }
+        free(w);
+        free(row);
+        if (hf_blocks) {
+            char *bn = mx_asprintf("%s_blocks", t->name), *sn = mx_asprintf("%s_scales", t->name);
+            names[n] = bn;
+            outs[n].buf = pk;
+            outs[n++].o = (mx_st_out){bn, MX_DT_U8, 4, {E, R, C / 32, 16}, pk, (size_t)E * R * C / 2};
+            names[n] = sn;
+            outs[n].buf = sc;
+            outs[n++].o = (mx_st_out){sn, MX_DT_U8, 3, {E, R, C / 32}, sc, (size_t)E * R * C / 32};
+            continue;
+        }
+        int parts = gu ? 2 : 1, Rp = R / parts;
+        for (int k = 0; k < parts; k++) {
+            uint8_t *p2 = malloc((size_t)E * Rp * C / 2), *s2 = malloc((size_t)E * Rp * C / 32);
+            for (int e = 0; e < E; e++)
+                for (int r = 0; r < Rp; r++) {
+                    size_t from = (size_t)e * R + (gu ? 2 * r + k : r), to = (size_t)e * Rp + r;
+                    memcpy(p2 + to * C / 2, pk + from * C / 2, (size_t)C / 2);
+                    memcpy(s2 + to * C / 32, sc + from * C / 32, (size_t)C / 32);
+                }
+            const char *pn = gu ? (k ? "up_proj" : "gate_proj") : "down_proj";
+            char *wn = mx_asprintf("model.layers.%d.mlp.experts.%s.weight", l, pn), *sn = mx_asprintf("model.layers.%d.mlp.experts.%s.scales", l, pn);
+            names[n] = wn;
+            outs[n].buf = p2;
+            outs[n++].o = (mx_st_out){wn, MX_DT_U32, 3, {E, Rp, C / 8}, p2, (size_t)E * Rp * C / 2};
+            names[n] = sn;
+            outs[n].buf = s2;
+            outs[n++].o = (mx_st_out){sn, MX_DT_U8, 3, {E, Rp, C / 32}, s2, (size_t)E * Rp * C / 32};
+        }
+        free(pk);
+        free(sc);
+    }
+    mkdir(dst, 0755);
+    char *op = mx_path_join(dst, "model.safetensors");
+    mx_st_out *arr = malloc(sizeof(mx_st_out) * (size_t)n);
+    for (int i = 0; i < n; i++) arr[i] = outs[i].o;
+    int rc = mx_st_write(op, arr, n, hf_blocks ? "{\"format\":\"pt\"}" : "{\"format\":\"mlx\"}");
+    free(arr);
+    free(op);
+    json_t *cfg = mx_json_load_file(cp, 1 << 20);
+    if (!hf_blocks) json_object_set_new(cfg, "quantization", json_pack("{s:i,s:i,s:s}", "group_size", 32, "bits", 4, "mode", "mxfp4"));
+    char *oc = mx_path_join(dst, "config.json");
+    if (!cfg || json_dump_file(cfg, oc, 0)) rc = -1;
+    json_decref(cfg);
+    free(oc);
+    free(cp);
+    for (int i = 0; i < n; i++) { free(outs[i].buf); free(names[i]); }
+    free(outs);
+    free(names);
+    mx_st_close(&f);
+    return rc;
+}
+
+static void test_gpt_oss_mxfp4(mx_pool *pool) {
+    const char *src = "tests/fixtures/gpt_oss";
+    snprintf(g_tmp, sizeof g_tmp, "/tmp/mlxcel_oss_XXXXXX");
+    if (!mkdtemp(g_tmp)) { CHECK("gpt_oss_mxfp4_tmpdir", 0, "mkdtemp failed"); return; }
+    char dh[300], dm[300];
+    snprintf(dh, sizeof dh, "%s/hf_blocks", g_tmp);
+    snprintf(dm, sizeof dm, "%s/mlx_split", g_tmp);
+    int ok = !convert_gpt_oss(src, dh, true) && !convert_gpt_oss(src, dm, false);
+    CHECK("gpt_oss_mxfp4_write", ok, "conversion failed");
+    int T = 16, V = 0;
+    int32_t toks[16];
+    unsigned seed = 5;
+    for (int i = 0; i < T; i++) toks[i] = (int32_t)(3 + t_rng(&seed) % 300u);
+    uint64_t by[3];
+    float *r = prompt_logits(src, T, toks, pool, &V, &by[0]), *h = ok ? prompt_logits(dh, T, toks, pool, &V, &by[1]) : NULL;
+    float *x = ok ? prompt_logits(dm, T, toks, pool, &V, &by[2]) : NULL;
+    CHECK("gpt_oss_mxfp4_load", r && h && x, "load/forward failed");
+    if (r && h && x) {
+        size_t n = (size_t)T * V;
+        float mx = 1;
+        for (size_t i = 0; i < n; i++) mx = fmaxf(mx, fabsf(r[i]));
+        CHECK("gpt_oss_hf_mxfp4_eq_mlx_mxfp4", t_maxdiff(h, x, n) <= 1e-5f * mx, "diff %g", t_maxdiff(h, x, n));
+        CHECK("gpt_oss_mxfp4_bytes", by[1] == by[2] && by[1] < by[0], "%llu / %llu / %llu", (unsigned long long)by[0],
+              (unsigned long long)by[1], (unsigned long long)by[2]);
+        printf("# gpt_oss mxfp4 experts vs float: max logit diff %g (max |logit| %g)\n", t_maxdiff(r, h, n), mx);
+    }
+    if (ok) prefill_vs_decode("gpt_oss_hf_mxfp4", dh, pool);
+    free(r); free(h); free(x);
+    rm_dir(dh);
+    rm_dir(dm);
+    rmdir(g_tmp);
+}
+
 /* ---- MLA cache ---- */
 
 static void test_mla_cache(void) {
@@ -516,6 +660,7 @@ int main(void) {
     test_decode_page_faults("olmoe", "tests/fixtures/olmoe");
     test_layouts(pool);
     test_mla_layout(pool);
+    test_gpt_oss_mxfp4(pool);
     test_mla_cache();
     mx_pool_free(pool);
     TEST_END();
