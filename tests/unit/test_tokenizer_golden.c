@@ -201,7 +201,8 @@ int main(void) {
             bool have = mx_file_exists(altj);
             free(altj);
             if (!have) {
-                printf("skip golden/%s: tokenizer.json not present (run tests/tokenizers/fetch.sh)\n", names[i]);
+                printf("FAIL golden/%s: tokenizer.json not present (tests/tokenizers/fetch.sh fetches it)\n", names[i]);
+                t_failed++;
                 free(dir); free(tj); free(gold); free(names[i]);
                 continue;
             }
