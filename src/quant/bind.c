@@ -159,19 +159,59 @@ int mx_quant_bind(mx_ckpt *ck, const char *module, int rows, int cols, const cha
     return MX_OK;
 }
 
+/* Affine codes of BITS bits, 8 at a time from BITS bytes (one 64-bit word). */
+#define DEQ_AFFINE(BITS)                                                                     \
+    static void deq_affine##BITS(const uint8_t *row, int c, int ce, float s, float b, float *out) { \
+        for (; c < ce && (c & 7); c++) { float p = s * (float)mxq_bits(row, (size_t)c, BITS); *out++ = p + b; } \
+        for (; c + 8 <= ce; c += 8) {                                                          \
+            uint64_t u = 0;                                                                    \
+            memcpy(&u, row + (size_t)c / 8 * BITS, BITS);                                      \
+            for (int i = 0; i < 8; i++) {                                                      \
+                float p = s * (float)(unsigned)((u >> (i * BITS)) & ((1u << BITS) - 1));       \
+                *out++ = p + b;                                                                \
+            }                                                                                  \
+        }                                                                                      \
+        for (; c < ce; c++) { float p = s * (float)mxq_bits(row, (size_t)c, BITS); *out++ = p + b; } \
+    }
+DEQ_AFFINE(1)
+DEQ_AFFINE(2)
+DEQ_AFFINE(3)
+DEQ_AFFINE(4)
+DEQ_AFFINE(5)
+DEQ_AFFINE(6)
+DEQ_AFFINE(8)
+
 void mxq_deq(const mx_weight *w, int r, int c0, int len, float *out) {
     const uint8_t *row = w->data + (size_t)r * w->row_bytes;
     int c = c0, end = c0 + len;
+    float sb[2][64];
+    int gb = -1, gn = 0; /* scales cached for groups [gb, gb+gn) */
     while (c < end) {
         int g = c / w->group, ge = MX_MIN((g + 1) * w->group, end);
-        float s = mxq_scale(w, r, g);
+        if (g >= gb + gn || g < gb) {
+            gb = g;
+            gn = MX_MIN(64, mxq_ngroups(w) - g);
+            mxq_scales(w, r, gb, gn, sb[0], w->fmt == MX_W_AFFINE ? sb[1] : NULL);
+        }
+        float s = sb[0][g - gb];
         switch (w->fmt) {
         case MX_W_AFFINE: {
-            float b = mxq_bias(w, r, g);
-            for (; c < ge; c++) {
-                float p = s * (float)mxq_bits(row, (size_t)c, w->bits); /* rounded product, then rounded sum */
-                out[c - c0] = p + b;
+            float b = sb[1][g - gb];
+            switch (w->bits) {
+            case 1: deq_affine1(row, c, ge, s, b, out + c - c0); break;
+            case 2: deq_affine2(row, c, ge, s, b, out + c - c0); break;
+            case 3: deq_affine3(row, c, ge, s, b, out + c - c0); break;
+            case 4: deq_affine4(row, c, ge, s, b, out + c - c0); break;
+            case 5: deq_affine5(row, c, ge, s, b, out + c - c0); break;
+            case 6: deq_affine6(row, c, ge, s, b, out + c - c0); break;
+            case 8: deq_affine8(row, c, ge, s, b, out + c - c0); break;
+            default:
+                for (int k = c; k < ge; k++) {
+                    float p = s * (float)mxq_bits(row, (size_t)k, w->bits); /* rounded product, then rounded sum */
+                    out[k - c0] = p + b;
+                }
             }
+            c = ge;
             break;
         }
         case MX_W_MXFP4: case MX_W_NVFP4:

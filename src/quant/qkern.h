@@ -16,6 +16,7 @@
 #define QK_RB (2 * VL)
 #define QK_KC 256
 #define QK_NT 6
+#define QK_GB 256 /* groups whose scales are converted at once */
 
 static inline bool QK(is_affine4)(const mxq_ctx *c) { return c->w->fmt == MX_W_AFFINE && c->w->bits == 4 && c->perm == VL; }
 static inline bool QK(is_fp4)(const mxq_ctx *c) { return (c->w->fmt == MX_W_MXFP4 || c->w->fmt == MX_W_NVFP4) && c->perm == VL; }
@@ -24,10 +25,15 @@ static inline bool QK(is_fp4)(const mxq_ctx *c) { return (c->w->fmt == MX_W_MXFP
 static void QK(deq)(const mxq_ctx *c, int r, int c0, int len, float *out) {
     const mx_weight *w = c->w;
     const uint8_t *row = w->data + (size_t)r * w->row_bytes;
+    bool a8 = w->fmt == MX_W_AFFINE && w->bits == 8, f8 = w->fmt == MX_W_MXFP8 || w->fmt == MX_W_FP8B;
+    if (!QK(is_affine4)(c) && !QK(is_fp4)(c) && !a8 && !f8) { mxq_deq(w, r, c0, len, out); return; }
+    float S[QK_KC / 16 + 2], B[QK_KC / 16 + 2];
+    int g0 = c0 / w->group, gn = (c0 + len - 1) / w->group - g0 + 1;
+    mxq_scales(w, r, g0, gn, S, w->fmt == MX_W_AFFINE ? B : NULL);
     if (QK(is_affine4)(c)) {
         for (int k = c0; k < c0 + len; k += 2 * VL) {
-            int g = k / w->group;
-            vf s = VF_SET1(mxq_scale(w, r, g)), b = VF_SET1(mxq_bias(w, r, g));
+            int g = k / w->group - g0;
+            vf s = VF_SET1(S[g]), b = VF_SET1(B[g]);
             vi v = VI_U8(row + k / 2);
             VF_ST(out + k - c0, VF_FMA(VI_CVT(VI_AND(v, 15)), s, b));
             VF_ST(out + k - c0 + VL, VF_FMA(VI_CVT(VI_SRL(v, 4)), s, b));
@@ -36,21 +42,19 @@ static void QK(deq)(const mxq_ctx *c, int r, int c0, int len, float *out) {
     }
     if (QK(is_fp4)(c)) {
         for (int k = c0; k < c0 + len; k += 2 * VL) {
-            int g = k / w->group;
-            vf s = w->group >= 2 * VL ? VF_SET1(mxq_scale(w, r, g)) : VF_SPLIT2(mxq_scale(w, r, g), mxq_scale(w, r, g + 1));
+            int g = k / w->group - g0;
+            vf s = w->group >= 2 * VL ? VF_SET1(S[g]) : VF_SPLIT2(S[g], S[g + 1]);
             vi v = VI_U8(row + k / 2);
             VF_ST(out + k - c0, VF_MUL(VF_FP4(VI_AND(v, 15)), s));
             VF_ST(out + k - c0 + VL, VF_MUL(VF_FP4(VI_SRL(v, 4)), s));
         }
         return;
     }
-    bool a8 = w->fmt == MX_W_AFFINE && w->bits == 8, f8 = w->fmt == MX_W_MXFP8 || w->fmt == MX_W_FP8B;
-    if (!a8 && !f8) { mxq_deq(w, r, c0, len, out); return; }
     for (int k = c0; k < c0 + len;) {
         int g = k / w->group, ge = MX_MIN((g + 1) * w->group, c0 + len);
-        float sc = mxq_scale(w, r, g);
+        float sc = S[g - g0];
         if (a8) {
-            vf s = VF_SET1(sc), b = VF_SET1(mxq_bias(w, r, g));
+            vf s = VF_SET1(sc), b = VF_SET1(B[g - g0]);
             for (; k + VL <= ge; k += VL) VF_ST(out + k - c0, VF_FMA(VI_CVT(VI_U8(row + k)), s, b));
         } else {
             float f = sc * 0x1p120f;
@@ -129,7 +133,13 @@ static void QK(dec_affine4)(const mxq_ctx *c, int r, int nr, float *out) {
     const uint8_t *p0 = w->data + (size_t)r * w->row_bytes, *p1 = nr > 1 ? p0 + w->row_bytes : p0;
     vf acc0 = VF_ZERO(), acc1 = VF_ZERO();
     float b0 = 0, b1 = 0;
+    float S0[QK_GB], B0[QK_GB], S1[QK_GB], B1[QK_GB];
     for (int g = 0; g < ng; g++) {
+        if (g % QK_GB == 0) {
+            int n = MX_MIN(QK_GB, ng - g);
+            mxq_scales(w, r, g, n, S0, B0);
+            if (nr > 1) mxq_scales(w, r + 1, g, n, S1, B1);
+        }
         vf l0 = VF_ZERO(), h0 = VF_ZERO(), l1 = VF_ZERO(), h1 = VF_ZERO();
         for (int k = g * w->group; k < (g + 1) * w->group; k += 2 * VL) {
             vf xl = VF_LD(x + k), xh = VF_LD(x + k + VL);
@@ -140,11 +150,12 @@ static void QK(dec_affine4)(const mxq_ctx *c, int r, int nr, float *out) {
             h1 = VF_FMA(VI_CVT(VI_SRL(v1, 4)), xh, h1);
         }
         float xs = c->xs[g];
-        acc0 = VF_FMA(VF_ADD(l0, h0), VF_SET1(mxq_scale(w, r, g)), acc0);
-        b0 += mxq_bias(w, r, g) * xs;
+        int gi = g % QK_GB;
+        acc0 = VF_FMA(VF_ADD(l0, h0), VF_SET1(S0[gi]), acc0);
+        b0 += B0[gi] * xs;
         if (nr > 1) {
-            acc1 = VF_FMA(VF_ADD(l1, h1), VF_SET1(mxq_scale(w, r + 1, g)), acc1);
-            b1 += mxq_bias(w, r + 1, g) * xs;
+            acc1 = VF_FMA(VF_ADD(l1, h1), VF_SET1(S1[gi]), acc1);
+            b1 += B1[gi] * xs;
         }
     }
     out[0] = VF_HSUM(acc0) + b0;
@@ -158,7 +169,13 @@ static void QK(dec_affine8)(const mxq_ctx *c, int r, int nr, float *out) {
     const uint8_t *p0 = w->data + (size_t)r * w->row_bytes, *p1 = nr > 1 ? p0 + w->row_bytes : p0;
     vf acc0 = VF_ZERO(), acc1 = VF_ZERO();
     float b0 = 0, b1 = 0;
+    float S0[QK_GB], B0[QK_GB], S1[QK_GB], B1[QK_GB];
     for (int g = 0; g < ng; g++) {
+        if (g % QK_GB == 0) {
+            int n = MX_MIN(QK_GB, ng - g);
+            mxq_scales(w, r, g, n, S0, B0);
+            if (nr > 1) mxq_scales(w, r + 1, g, n, S1, B1);
+        }
         vf l0 = VF_ZERO(), h0 = VF_ZERO(), l1 = VF_ZERO(), h1 = VF_ZERO();
         int k = g * w->group, ke = k + w->group;
         for (; k + 2 * VL <= ke; k += 2 * VL) {
@@ -174,11 +191,12 @@ static void QK(dec_affine8)(const mxq_ctx *c, int r, int nr, float *out) {
             l1 = VF_FMA(VI_CVT(VI_U8(p1 + k)), xa, l1);
         }
         float xs = c->xs[g];
-        acc0 = VF_FMA(VF_ADD(l0, h0), VF_SET1(mxq_scale(w, r, g)), acc0);
-        b0 += mxq_bias(w, r, g) * xs;
+        int gi = g % QK_GB;
+        acc0 = VF_FMA(VF_ADD(l0, h0), VF_SET1(S0[gi]), acc0);
+        b0 += B0[gi] * xs;
         if (nr > 1) {
-            acc1 = VF_FMA(VF_ADD(l1, h1), VF_SET1(mxq_scale(w, r + 1, g)), acc1);
-            b1 += mxq_bias(w, r + 1, g) * xs;
+            acc1 = VF_FMA(VF_ADD(l1, h1), VF_SET1(S1[gi]), acc1);
+            b1 += B1[gi] * xs;
         }
     }
     out[0] = VF_HSUM(acc0) + b0;
@@ -190,9 +208,15 @@ static void QK(dec_fp4)(const mxq_ctx *c, int r, int nr, float *out) {
     const float *x = c->x;
     const uint8_t *p0 = w->data + (size_t)r * w->row_bytes, *p1 = nr > 1 ? p0 + w->row_bytes : p0;
     vf acc0 = VF_ZERO(), acc1 = VF_ZERO(), acc2 = VF_ZERO(), acc3 = VF_ZERO();
+    float S0[QK_GB], S1[QK_GB];
+    int ng = w->cols / w->group;
     if (w->group >= 2 * VL) {
-        int ng = w->cols / w->group;
         for (int g = 0; g < ng; g++) {
+            if (g % QK_GB == 0) {
+                int n = MX_MIN(QK_GB, ng - g);
+                mxq_scales(w, r, g, n, S0, NULL);
+                if (nr > 1) mxq_scales(w, r + 1, g, n, S1, NULL);
+            }
             vf l0 = VF_ZERO(), h0 = VF_ZERO(), l1 = VF_ZERO(), h1 = VF_ZERO();
             for (int k = g * w->group; k < (g + 1) * w->group; k += 2 * VL) {
                 vf xl = VF_LD(x + k), xh = VF_LD(x + k + VL);
@@ -202,19 +226,25 @@ static void QK(dec_fp4)(const mxq_ctx *c, int r, int nr, float *out) {
                 l1 = VF_FMA(VF_FP4(VI_AND(v1, 15)), xl, l1);
                 h1 = VF_FMA(VF_FP4(VI_SRL(v1, 4)), xh, h1);
             }
-            acc0 = VF_FMA(VF_ADD(l0, h0), VF_SET1(mxq_scale(w, r, g)), acc0);
-            if (nr > 1) acc1 = VF_FMA(VF_ADD(l1, h1), VF_SET1(mxq_scale(w, r + 1, g)), acc1);
+            acc0 = VF_FMA(VF_ADD(l0, h0), VF_SET1(S0[g % QK_GB]), acc0);
+            if (nr > 1) acc1 = VF_FMA(VF_ADD(l1, h1), VF_SET1(S1[g % QK_GB]), acc1);
         }
     } else { /* two groups per chunk (nvfp4 with VL = 16): per-lane scales */
         for (int k = 0; k < w->cols; k += 2 * VL) {
             int g = k / w->group;
+            if (g % QK_GB == 0) { /* QK_GB is even: a chunk's two groups share a block */
+                int n = MX_MIN(QK_GB, ng - g);
+                mxq_scales(w, r, g, n, S0, NULL);
+                if (nr > 1) mxq_scales(w, r + 1, g, n, S1, NULL);
+            }
+            g %= QK_GB;
             vf xl = VF_LD(x + k), xh = VF_LD(x + k + VL);
-            vf s0 = VF_SPLIT2(mxq_scale(w, r, g), mxq_scale(w, r, g + 1));
+            vf s0 = VF_SPLIT2(S0[g], S0[g + 1]);
             vi v0 = VI_U8(p0 + k / 2);
             acc0 = VF_FMA(VF_MUL(VF_FP4(VI_AND(v0, 15)), s0), xl, acc0);
             acc2 = VF_FMA(VF_MUL(VF_FP4(VI_SRL(v0, 4)), s0), xh, acc2);
             if (nr > 1) {
-                vf s1 = VF_SPLIT2(mxq_scale(w, r + 1, g), mxq_scale(w, r + 1, g + 1));
+                vf s1 = VF_SPLIT2(S1[g], S1[g + 1]);
                 vi v1 = VI_U8(p1 + k / 2);
                 acc1 = VF_FMA(VF_MUL(VF_FP4(VI_AND(v1, 15)), s1), xl, acc1);
                 acc3 = VF_FMA(VF_MUL(VF_FP4(VI_SRL(v1, 4)), s1), xh, acc3);
@@ -232,10 +262,11 @@ static void QK(dec_fp8)(const mxq_ctx *c, int r, int nr, float *out) {
     for (int i = 0; i < nr; i++) {
         const uint8_t *p = w->data + (size_t)(r + i) * w->row_bytes;
         vf a0 = VF_ZERO(), a1 = VF_ZERO();
-        float tail = 0;
+        float tail = 0, S0[QK_GB];
         for (int g = 0; g < ng; g++) {
+            if (g % QK_GB == 0) mxq_scales(w, r + i, g, MX_MIN(QK_GB, ng - g), S0, NULL);
             int k = g * w->group, ke = MX_MIN(k + w->group, w->cols);
-            float sc = mxq_scale(w, r + i, g), f = sc * 0x1p120f;
+            float sc = S0[g % QK_GB], f = sc * 0x1p120f;
             if (f == f && f - f == 0) {
                 vf s = VF_SET1(f);
                 for (; k + 2 * VL <= ke; k += 2 * VL) {

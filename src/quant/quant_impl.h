@@ -51,6 +51,48 @@ static inline float mxq_scale(const mx_weight *w, int r, int g) {
 static inline float mxq_bias(const mx_weight *w, int r, int g) {
     return mxq_ld(w->biases, w->scale_dtype, (size_t)r * mxq_ngroups(w) + g);
 }
+/* Scales (and affine biases, when b) of groups [g0, g0+n) of row r as f32,
+ * with the dtype switch outside the loops (kernels call this once per row
+ * block instead of decoding a scale per group). */
+static inline void mxq_scales(const mx_weight *w, int r, int g0, int n, float *s, float *b) {
+    size_t ng = (size_t)mxq_ngroups(w);
+    switch (w->fmt) {
+    case MX_W_AFFINE: {
+        size_t o = (size_t)r * ng + g0;
+        if (w->scale_dtype == MX_DT_BF16) {
+            for (int i = 0; i < n; i++) {
+                uint16_t hs, hb;
+                memcpy(&hs, w->scales + 2 * (o + i), 2);
+                memcpy(&hb, w->biases + 2 * (o + i), 2);
+                s[i] = mx_bf16_to_f32(hs);
+                if (b) b[i] = mx_bf16_to_f32(hb);
+            }
+        } else {
+            for (int i = 0; i < n; i++) {
+                s[i] = mxq_ld(w->scales, w->scale_dtype, o + i);
+                if (b) b[i] = mxq_ld(w->biases, w->scale_dtype, o + i);
+            }
+        }
+        break;
+    }
+    case MX_W_MXFP4: case MX_W_MXFP8: {
+        const uint8_t *p = w->scales + (size_t)r * ng + g0;
+        for (int i = 0; i < n; i++) s[i] = mxq_e8m0(p[i]);
+        break;
+    }
+    case MX_W_NVFP4: {
+        const uint8_t *p = w->scales + (size_t)r * ng + g0;
+        for (int i = 0; i < n; i++) s[i] = mxq_e4m3(p[i]);
+        break;
+    }
+    case MX_W_FP8B:
+        for (int i = 0; i < n; i++) s[i] = mxq_ld(w->scales, MX_DT_F32, (size_t)(r / 128) * ng + g0 + i);
+        break;
+    default:
+        for (int i = 0; i < n; i++) s[i] = 0;
+    }
+}
+
 /* Element c of an LSB-first packed row of `bits`-bit codes (bits <= 8). */
 static inline unsigned mxq_bits(const uint8_t *row, size_t c, int bits) {
     size_t o = c * (size_t)bits;
