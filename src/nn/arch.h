@@ -170,6 +170,23 @@ typedef struct {
     const char *prefix;
 } mx_deltanet_spec;
 
+/* Zamba2 hybrid layer (nn/zamba.c): a transformer block shared by several
+ * layers (use k of the block-using layers takes block k % n_blocks, stored
+ * once under `shared` formatted with its first user layer) runs on
+ * x = [h | e] (e: the token embeddings): a = o(attn(rmsnorm(x))) with q, k, v
+ * (+ per-use LoRA adapters when attn_adapters), rope (arch.rope[0]) when
+ * rope; t = down(act(g) * u), [g | u] = gate_up(rmsnorm(a)) + LoRA; then
+ * t = linear(t) and the layer's Mamba2 (arch.ssm, module `mamba`) gives
+ * out = mamba(rmsnorm_mamba_norm(h + t)); the decoder adds out to h (the layer
+ * has no_attn_norm and no ffn). The cache holds the Mamba2 state, then K/V. */
+typedef struct {
+    int n_blocks, heads, kv_heads, head_dim, ffn, adapter_rank;
+    float attn_scale;
+    bool rope, attn_adapters, bias;
+    mx_act act;
+    const char *shared, *linear, *mamba_norm, *mamba;
+} mx_shared_block_spec;
+
 typedef struct {
     int window;     /* sliding window W (attend i-W < j <= i); 0 = global */
     bool rope;      /* false: this layer applies no rotary embedding */
@@ -246,6 +263,7 @@ typedef struct mx_arch {
     mx_rglru_spec rglru;    /* for layers whose mixer is mx_block_rglru */
     mx_shortconv_spec shortconv; /* for layers whose mixer is mx_block_shortconv */
     mx_deltanet_spec deltanet;   /* for layers whose mixer is mx_block_deltanet */
+    mx_shared_block_spec shared_block; /* for layers whose mixer is mx_block_zamba */
     const char *ignore[MX_MAX_IGNORE]; /* glob patterns of tensors not used */
     int n_ignore;
 } mx_arch;

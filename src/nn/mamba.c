@@ -66,10 +66,9 @@ static void ssm_free(void *p) {
     free(w);
 }
 
-static int ssm_load(mx_model *m, int l, void **out) {
+static int ssm_load_at(mx_model *m, int l, const char *P, void **out) {
     const mx_arch *a = &m->arch;
     const mx_ssm_spec *s = &a->ssm;
-    const char *P = s->prefix;
     int D = s->d_inner, S = s->d_state, K = s->d_conv, CD = conv_dim(s), R = s->dt_rank;
     bool m1 = s->kind == MX_SSM_MAMBA1;
     if (!P || D < 1 || S < 1 || K < 1 || K > 64 || (m1 && R < 1) ||
@@ -104,6 +103,11 @@ static int ssm_load(mx_model *m, int l, void **out) {
     for (size_t i = 0; i < na; i++) w->A[i] = -expf(w->A[i]);
     return MX_OK;
 }
+
+static int ssm_load(mx_model *m, int l, void **out) { return ssm_load_at(m, l, m->arch.ssm.prefix, out); }
+
+int mx_ssm_load_prefix(mx_model *m, int layer, const char *prefix, void **w) { return ssm_load_at(m, layer, prefix, w); }
+void mx_ssm_free(void *w) { ssm_free(w); }
 
 static size_t ssm_state(const mx_model *m, int layer, int cap) {
     (void)layer; (void)cap;
@@ -238,7 +242,7 @@ static void scan2_task(void *ctx, int hh, int tid) {
     }
 }
 
-static void m2_forward(mx_fwd *f, int layer, void *wp, const float *in, float *out) {
+void mx_mamba2_run(mx_fwd *f, int layer, const void *wp, const mx_block_ops *self, const float *in, float *out) {
     const ssm_w *w = wp;
     const mx_ssm_spec *s = &f->m->arch.ssm;
     int N = f->N, H = f->m->arch.hidden, D = s->d_inner, CD = conv_dim(s), PR = in_rows(s);
@@ -258,7 +262,7 @@ static void m2_forward(mx_fwd *f, int layer, void *wp, const float *in, float *o
             }
         }
     }
-    ssm_job j = {.f = f, .layer = layer, .w = w, .self = &mx_block_mamba2, .x = proj + D, .ldx = PR, .xc = xc, .dt = proj, .lddt = PR,
+    ssm_job j = {.f = f, .layer = layer, .w = w, .self = self, .x = proj + D, .ldx = PR, .xc = xc, .dt = proj, .lddt = PR,
                  .dt_col = D + CD, .y = y};
     mx_pool_run(f->pool, conv_task, &j, (CD + CH_BLOCK - 1) / CH_BLOCK);
     mx_act_apply(s->act, xc, N * CD);
@@ -276,6 +280,10 @@ static void m2_forward(mx_fwd *f, int layer, void *wp, const float *in, float *o
         if (before) mx_act_mul(MX_ACT_SILU, z, yt, D);
     }
     mx_linear(f, &w->out, w->out_b, proj, N, PR, out, H);
+}
+
+static void m2_forward(mx_fwd *f, int layer, void *wp, const float *in, float *out) {
+    mx_mamba2_run(f, layer, wp, &mx_block_mamba2, in, out);
 }
 
 const mx_block_ops mx_block_mamba = {

@@ -13,6 +13,14 @@ int mx_ssm_load_arr(mx_model *m, const char *prefix, int layer, const char *sub,
 int mx_ssm_load_lin(mx_model *m, const char *prefix, int layer, const char *sub, int rows, int cols, bool bias,
                     mx_weight *w, float **b);
 
+/* The Mamba2 mixer for blocks that embed one (arch.ssm with its own module
+ * prefix): weights loaded from `prefix`, state found as block `self`'s in
+ * the layer (mx_kv_block), f->scratch from its start (the mamba2 block's
+ * scratch_floats). */
+int mx_ssm_load_prefix(mx_model *m, int layer, const char *prefix, void **w);
+void mx_ssm_free(void *w);
+void mx_mamba2_run(mx_fwd *f, int layer, const void *w, const mx_block_ops *self, const float *in, float *out);
+
 /* One step of a causal depthwise conv of one channel: returns
  * bias + sum_k w[k] x_{t-K+1+k}; win holds the K-1 inputs before x_t (oldest
  * first) and is advanced past x_t. */
