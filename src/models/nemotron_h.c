@@ -4,19 +4,39 @@
  * router (correction bias, group limit, renormalised, routed scaling) and a
  * shared expert; the Mamba2 mixer clamps dt below at time_step_min and
  * normalises each of its n_groups channel groups. num_hidden_layers is
- * len(layers_block_type). */
+ * len(layers_block_type). Older checkpoints give the blocks as
+ * hybrid_override_pattern (M mamba, * attention, - dense relu2 MLP
+ * down(act(up x)), E moe); the MLP block has no fixture (the stored upstream
+ * version has no such block) and follows NemotronHMLP. */
 #include "family.h"
 #include "../base/base.h"
 #include <math.h>
 #include <string.h>
 
-static int configure(mx_arch *a, const mx_cfg *c) {
+/* Block kind of layer i: layers_block_type[i], or the older
+ * hybrid_override_pattern character (M mamba, * attention, - mlp, E moe). */
+static const char *block_kind(const mx_cfg *c, int i) {
     json_t *bt = mx_cfg_get(c, "layers_block_type");
-    if (!bt || !json_is_array(bt) || json_array_size(bt) < 1 || json_array_size(bt) > MX_MAX_LAYERS)
-        return mx_set_err("%s: layers_block_type: expected a non-empty array", c->file);
+    if (bt) return json_string_value(json_array_get(bt, (size_t)i));
+    const char *p = json_string_value(mx_cfg_get(c, "hybrid_override_pattern"));
+    if (!p || i >= (int)strlen(p)) return NULL;
+    switch (p[i]) {
+    case 'M': return "mamba";
+    case '*': return "attention";
+    case '-': return "mlp";
+    case 'E': return "moe";
+    default: return "?";
+    }
+}
+
+static int configure(mx_arch *a, const mx_cfg *c) {
+    json_t *bt = mx_cfg_get(c, "layers_block_type"), *pat = mx_cfg_get(c, "hybrid_override_pattern");
+    size_t nl = bt && json_is_array(bt) ? json_array_size(bt) : pat && json_is_string(pat) ? strlen(json_string_value(pat)) : 0;
+    if (nl < 1 || nl > MX_MAX_LAYERS)
+        return mx_set_err("%s: layers_block_type / hybrid_override_pattern: expected 1 to %d layers", c->file, MX_MAX_LAYERS);
     /* the generic reader wants num_hidden_layers: read a copy that has it */
     json_t *root = json_copy(c->root);
-    if (!root || json_object_set_new(root, "num_hidden_layers", json_integer((json_int_t)json_array_size(bt)))) {
+    if (!root || json_object_set_new(root, "num_hidden_layers", json_integer((json_int_t)nl))) {
         json_decref(root);
         return mx_set_err("out of memory");
     }
@@ -51,6 +71,8 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     if (err) return -1;
     if (mx_act_parse(mact, &s->act)) return mx_set_err("%s: mamba_hidden_act: unsupported '%s'", c->file, mact);
     if (mx_act_parse(fact, &moe->act)) return mx_set_err("%s: mlp_hidden_act: unsupported '%s'", c->file, fact);
+    a->act = moe->act; /* dense MLP blocks: down(act(up x)) */
+    a->mlp = MX_MLP_PLAIN;
     a->norm.eps = eps;
     a->pos = MX_POS_NONE;
     a->n_rope = 0;
@@ -81,12 +103,13 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     a->names = (mx_names){.embed = "model.embeddings", .final_norm = "model.norm_f", .lm_head = "lm_head",
                           .attn_norm = "model.layers.%d.norm",
                           .q = "model.layers.%d.mixer.q_proj", .k = "model.layers.%d.mixer.k_proj",
-                          .v = "model.layers.%d.mixer.v_proj", .o = "model.layers.%d.mixer.o_proj"};
+                          .v = "model.layers.%d.mixer.v_proj", .o = "model.layers.%d.mixer.o_proj",
+                          .up = "model.layers.%d.mixer.up_proj", .down = "model.layers.%d.mixer.down_proj"};
     for (int i = 0; i < a->n_layers; i++) {
-        const char *k = json_string_value(json_array_get(bt, (size_t)i));
+        const char *k = block_kind(c, i);
         if (!k) return mx_set_err("%s: layers_block_type[%d]: expected a string", c->file, i);
         const mx_block_ops *b = !strcmp(k, "mamba") ? &mx_block_mamba2 : !strcmp(k, "attention") ? &mx_block_attention
-                                : !strcmp(k, "moe") ? &mx_block_moe : NULL;
+                                : !strcmp(k, "moe") ? &mx_block_moe : !strcmp(k, "mlp") ? &mx_block_mlp : NULL;
         if (!b) return mx_set_err("%s: layers_block_type[%d]: unsupported block type '%s'", c->file, i, k);
         a->layers[i] = (mx_layer_spec){.mixer = b};
     }
