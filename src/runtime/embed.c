@@ -18,7 +18,8 @@ typedef struct {
 
 struct mx_embedder {
     mx_engine eng;
-    mx_enc *enc;
+    mx_enc *enc;      /* scratch for enc_cap tokens, grown on demand up to max_tokens */
+    int enc_cap;
     mx_pool *pool;
     mx_embed_opts opts;
     mx_tokenizer *tok;
@@ -29,7 +30,7 @@ struct mx_embedder {
     int n_dense;
     bool normalize;
     int out_dim, dim; /* after the pipeline; after --dimensions */
-    float *hidden;    /* [max_tokens, H] */
+    float *hidden;    /* [enc_cap, H] */
     float *v1, *v2;   /* pipeline scratch */
     size_t vcap;
     mx_enc_seq *seqs;
@@ -264,12 +265,10 @@ int mx_embedder_open(const char *dir, const mx_embed_opts *opts, mx_pool *pool, 
     if (e->max_tokens < e->max_len) e->max_tokens = e->max_len;
     e->vcap = (size_t)PM_COUNT * e->H;
     for (int i = 0; i < e->n_dense; i++) e->vcap = MX_MAX(e->vcap, (size_t)e->dense[i].w.rows);
-    e->enc = mx_enc_new(&e->eng.model, e->max_tokens, pool);
-    e->hidden = mx_aligned_alloc((size_t)e->max_tokens * e->H * sizeof(float));
     e->v1 = mx_malloc(e->vcap * sizeof(float));
     e->v2 = mx_malloc(e->vcap * sizeof(float));
     e->seqs = mx_calloc((size_t)e->max_tokens, sizeof(mx_enc_seq));
-    if (!e->enc || !e->hidden || !e->v1 || !e->v2 || !e->seqs) goto fail;
+    if (!e->v1 || !e->v2 || !e->seqs) goto fail;
     /* description */
     mx_buf d = {0};
     int first = 1;
@@ -351,6 +350,26 @@ static void pipeline(mx_embedder *e, const float *h, int n, int prompt_len, floa
     if (e->normalize && e->dim != dim) l2norm(out, e->dim);
 }
 
+/* Scratch for a pass of `tokens` tokens (grows, never shrinks). */
+static int ensure_enc(mx_embedder *e, int tokens) {
+    if (tokens <= e->enc_cap) return MX_OK;
+    int cap = MX_MIN(e->max_tokens, MX_MAX(tokens, 2 * e->enc_cap));
+    mx_enc_free(e->enc);
+    mx_aligned_free(e->hidden);
+    e->enc_cap = 0;
+    e->enc = mx_enc_new(&e->eng.model, cap, e->pool);
+    e->hidden = mx_aligned_alloc((size_t)cap * e->H * sizeof(float));
+    if (!e->enc || !e->hidden) return MX_ERR;
+    e->enc_cap = cap;
+    return MX_OK;
+}
+
+void mx_embed_truncate_dims(const mx_embedder *e, const float *v, int d, float *out) {
+    d = MX_MAX(1, MX_MIN(d, e->dim));
+    memmove(out, v, (size_t)d * sizeof(float));
+    if (e->normalize) l2norm(out, d);
+}
+
 /* Runs inputs [i, j) that fit one pass; calls back per input with its rows. */
 typedef void (*each_fn)(mx_embedder *e, int idx, const float *h, int n, void *ctx);
 static int run_inputs(mx_embedder *e, const int32_t *const *ids, const int32_t *const *types, const int *lens, int n,
@@ -366,7 +385,7 @@ static int run_inputs(mx_embedder *e, const int32_t *const *ids, const int32_t *
             tok += use;
             k++;
         }
-        if (mx_encode(e->enc, e->seqs, k, e->hidden)) return mx_err_prefix("input %d", i);
+        if (ensure_enc(e, tok) || mx_encode(e->enc, e->seqs, k, e->hidden)) return mx_err_prefix("input %d", i);
         for (int s = 0, t = 0; s < k; t += e->seqs[s].n, s++) fn(e, i + s, e->hidden + (size_t)t * e->H, e->seqs[s].n, ctx);
         i += k;
     }
@@ -395,7 +414,7 @@ int mx_embed_hidden(mx_embedder *e, const int32_t *ids, const int32_t *type_ids,
     int use = 0;
     if (check_len(e, 0, len, &use)) return MX_ERR;
     mx_enc_seq s = {.tokens = ids, .type_ids = type_ids, .n = use};
-    if (mx_encode(e->enc, &s, 1, hidden)) return MX_ERR;
+    if (ensure_enc(e, use) || mx_encode(e->enc, &s, 1, hidden)) return MX_ERR;
     *out_len = use;
     bool hp = mx_head_has_pooler(&e->eng.model);
     if (has_pooler) *has_pooler = hp && pooler;

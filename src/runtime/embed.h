@@ -65,6 +65,11 @@ int mx_embed_hidden(mx_embedder *e, const int32_t *ids, const int32_t *type_ids,
 int mx_rerank_batch(mx_embedder *e, const int32_t *const *ids, const int32_t *const *type_ids, const int *lens, int n,
                     float *logits, float *scores);
 
+/* Matryoshka truncation of one output vector to its first d values (d <=
+ * mx_embedder_dim), re-normalised when the pipeline normalises: a per-request
+ * `dimensions` for a server that opened the embedder without one. */
+void mx_embed_truncate_dims(const mx_embedder *e, const float *v, int d, float *out);
+
 /* Text input, with the folder's tokenizer (NULL when it has none). */
 const mx_tokenizer *mx_embedder_tokenizer(const mx_embedder *e);
 /* Encodes text with the special tokens the tokenizer adds; over the maximum
