@@ -2,7 +2,7 @@
  * random prompts: a prefill cut into random chunks equals the one-pass
  * prefill (the scan carries its state across forwards), a reused cache
  * restarted at position 0 forgets its old state, and sequences stacked in
- * one forward keep separate states. */
+ * one forward keep separate states; a thread pool changes nothing. */
 #include "test.h"
 #include "base/base.h"
 #include "runtime/engine.h"
@@ -73,6 +73,16 @@ static void run(const char *name) {
     float d1 = rc ? 0 : t_maxdiff(both, ref + (size_t)10 * V, (size_t)20 * V);
     float d2 = rc ? 0 : t_maxdiff(both + (size_t)20 * V, ref2, (size_t)15 * V);
     CHECK(label, !rc && d1 <= tol && d2 <= tol, "rc %d, diffs %g %g (tol %g)", rc, d1, d2, tol);
+    /* the same with a thread pool (channels / heads split over workers) */
+    mx_pool *pool = mx_pool_new(4);
+    mx_ctx *cp = pool ? mx_ctx_new(&e.model, CAP, CAP, pool) : NULL;
+    b->len = 0;
+    rc = rc || !cp;
+    for (int i = 0; i < T && !rc; i += 8) rc = fwd(cp, b, tok + i, T - i < 8 ? T - i : 8, got + (size_t)i * V);
+    snprintf(label, sizeof label, "ssm/%s/threaded_chunks", name);
+    CHECK(label, !rc && t_maxdiff(got, ref, (size_t)T * V) <= tol, "rc %d, max diff %g", rc, rc ? 0 : t_maxdiff(got, ref, (size_t)T * V));
+    mx_ctx_free(cp);
+    mx_pool_free(pool);
     if (rc) printf("# %s: %s\n", name, mx_errmsg());
     free(both);
     free(ref); free(got); free(ref2);
