@@ -2,7 +2,11 @@
  *   mkmodel --config tools/configs/llama-3.2-1b.json -o DIR [--dtype f32|bf16|f16] [--seed S]
  * DIR gets config.json (copied verbatim), generation_config.json (bos/eos
  * from the config, greedy) and model.safetensors with the Hugging Face tensor
- * names of the family: llama/mistral/qwen2/qwen3 decoders and BERT encoders.
+ * names of the family: llama/mistral/qwen2/qwen3 decoders, BERT encoders,
+ * mixtral (llama attention + block_sparse_moe: router gate, per expert
+ * w1/w3/w2) and deepseek_v3 (MLA with q lora or plain q_proj, dense MLPs in
+ * the first first_k_dense_replace layers, then MoE: router with
+ * e_score_correction_bias, per expert gate/up/down, fused shared experts).
  * Matrices and embeddings are N(0, 0.02), biases N(0, 0.02), norm weights 1
  * and norm biases 0. Tensors are generated and written in chunks, so a 1B
  * model needs a few MB of memory, not the model's size. */
@@ -71,7 +75,9 @@ static int llama_specs(const mx_cfg *c, const char *mt, specs *s) {
         mx_cfg_bool(c, "tie_word_embeddings", false, &tie) || mx_cfg_bool(c, "attention_bias", false, &attn_bias) ||
         mx_cfg_bool(c, "mlp_bias", false, &mlp_bias))
         return MX_ERR;
-    bool qwen2 = !strcmp(mt, "qwen2"), qwen3 = !strcmp(mt, "qwen3");
+    bool qwen2 = !strcmp(mt, "qwen2"), qwen3 = !strcmp(mt, "qwen3"), mixtral = !strcmp(mt, "mixtral");
+    int E = 0;
+    if (mixtral && mx_cfg_i32(c, "num_local_experts", 8, 1, 1 << 12, &E)) return MX_ERR;
     int ok = add(s, INIT_NORMAL, V, H, "model.embed_tokens.weight") == MX_OK;
     for (int l = 0; l < L && ok; l++) {
         const char *a = "self_attn", *m = "mlp";
@@ -91,6 +97,15 @@ static int llama_specs(const mx_cfg *c, const char *mt, specs *s) {
             ok &= add(s, INIT_ONES, hd, 0, "model.layers.%d.%s.k_norm.weight", l, a) == MX_OK;
         }
         ok &= add(s, INIT_ONES, H, 0, "model.layers.%d.post_attention_layernorm.weight", l) == MX_OK;
+        if (mixtral) { /* intermediate_size is one expert's */
+            ok &= add(s, INIT_NORMAL, E, H, "model.layers.%d.block_sparse_moe.gate.weight", l) == MX_OK;
+            for (int e = 0; e < E && ok; e++) {
+                ok &= add(s, INIT_NORMAL, I, H, "model.layers.%d.block_sparse_moe.experts.%d.w1.weight", l, e) == MX_OK;
+                ok &= add(s, INIT_NORMAL, H, I, "model.layers.%d.block_sparse_moe.experts.%d.w2.weight", l, e) == MX_OK;
+                ok &= add(s, INIT_NORMAL, I, H, "model.layers.%d.block_sparse_moe.experts.%d.w3.weight", l, e) == MX_OK;
+            }
+            continue;
+        }
         ok &= add(s, INIT_NORMAL, I, H, "model.layers.%d.%s.gate_proj.weight", l, m) == MX_OK;
         ok &= add(s, INIT_NORMAL, I, H, "model.layers.%d.%s.up_proj.weight", l, m) == MX_OK;
         ok &= add(s, INIT_NORMAL, H, I, "model.layers.%d.%s.down_proj.weight", l, m) == MX_OK;
@@ -98,6 +113,67 @@ static int llama_specs(const mx_cfg *c, const char *mt, specs *s) {
             ok &= add(s, INIT_NORMAL, I, 0, "model.layers.%d.%s.gate_proj.bias", l, m) == MX_OK;
             ok &= add(s, INIT_NORMAL, I, 0, "model.layers.%d.%s.up_proj.bias", l, m) == MX_OK;
             ok &= add(s, INIT_NORMAL, H, 0, "model.layers.%d.%s.down_proj.bias", l, m) == MX_OK;
+        }
+    }
+    ok &= add(s, INIT_ONES, H, 0, "model.norm.weight") == MX_OK;
+    if (!tie) ok &= add(s, INIT_NORMAL, V, H, "lm_head.weight") == MX_OK;
+    return ok ? MX_OK : mx_set_err("out of memory");
+}
+
+/* Gated MLP gate/up/down under a module prefix. */
+static int mlp_specs(specs *s, int H, int I, const char *prefix) {
+    int ok = add(s, INIT_NORMAL, I, H, "%s.gate_proj.weight", prefix) == MX_OK;
+    ok &= add(s, INIT_NORMAL, I, H, "%s.up_proj.weight", prefix) == MX_OK;
+    ok &= add(s, INIT_NORMAL, H, I, "%s.down_proj.weight", prefix) == MX_OK;
+    return ok ? MX_OK : MX_ERR;
+}
+
+/* DeepSeek V3 (HF names as src/models/deepseek_v3.c binds them; defaults as
+ * the HF config class). MTP layers are not written (the loader ignores them). */
+static int deepseek_specs(const mx_cfg *c, specs *s) {
+    int H, I, L, nh, V, qlr, kvr, nope, rope, vhd, dense, E, moeI, nsh;
+    bool tie, attn_bias;
+    bool q_null = json_is_null(json_object_get(c->root, "q_lora_rank"));
+    if (mx_cfg_i32(c, "hidden_size", 0, 1, 1 << 16, &H) || mx_cfg_i32(c, "intermediate_size", 0, 1, 1 << 20, &I) ||
+        mx_cfg_i32(c, "num_hidden_layers", 0, 1, 1024, &L) || mx_cfg_i32(c, "num_attention_heads", 0, 1, 1024, &nh) ||
+        mx_cfg_i32(c, "vocab_size", 0, 1, 1 << 22, &V) || mx_cfg_i32(c, "q_lora_rank", q_null ? 0 : 1536, 0, 1 << 20, &qlr) ||
+        mx_cfg_i32(c, "kv_lora_rank", 512, 1, 1 << 20, &kvr) || mx_cfg_i32(c, "qk_nope_head_dim", 128, 0, 1 << 14, &nope) ||
+        mx_cfg_i32(c, "qk_rope_head_dim", 64, 2, 1 << 14, &rope) || mx_cfg_i32(c, "v_head_dim", 128, 1, 1 << 14, &vhd) ||
+        mx_cfg_i32(c, "first_k_dense_replace", 3, 0, 1024, &dense) || mx_cfg_i32(c, "n_routed_experts", 256, 1, 1 << 12, &E) ||
+        mx_cfg_i32(c, "moe_intermediate_size", 2048, 1, 1 << 20, &moeI) || mx_cfg_i32(c, "n_shared_experts", 1, 0, 1 << 10, &nsh) ||
+        mx_cfg_bool(c, "tie_word_embeddings", false, &tie) || mx_cfg_bool(c, "attention_bias", false, &attn_bias))
+        return MX_ERR;
+    if (!H || !I || !L || !nh || !V) return mx_set_err("%s: hidden_size, intermediate_size, num_hidden_layers, num_attention_heads and vocab_size are required", c->file);
+    if (attn_bias) return mx_set_err("%s: attention_bias is not supported for deepseek_v3", c->file);
+    int64_t qk = (int64_t)nope + rope;
+    char pre[64];
+    int ok = add(s, INIT_NORMAL, V, H, "model.embed_tokens.weight") == MX_OK;
+    for (int l = 0; l < L && ok; l++) {
+        ok &= add(s, INIT_ONES, H, 0, "model.layers.%d.input_layernorm.weight", l) == MX_OK;
+        if (qlr > 0) {
+            ok &= add(s, INIT_NORMAL, qlr, H, "model.layers.%d.self_attn.q_a_proj.weight", l) == MX_OK;
+            ok &= add(s, INIT_ONES, qlr, 0, "model.layers.%d.self_attn.q_a_layernorm.weight", l) == MX_OK;
+            ok &= add(s, INIT_NORMAL, nh * qk, qlr, "model.layers.%d.self_attn.q_b_proj.weight", l) == MX_OK;
+        } else ok &= add(s, INIT_NORMAL, nh * qk, H, "model.layers.%d.self_attn.q_proj.weight", l) == MX_OK;
+        ok &= add(s, INIT_NORMAL, (int64_t)kvr + rope, H, "model.layers.%d.self_attn.kv_a_proj_with_mqa.weight", l) == MX_OK;
+        ok &= add(s, INIT_ONES, kvr, 0, "model.layers.%d.self_attn.kv_a_layernorm.weight", l) == MX_OK;
+        ok &= add(s, INIT_NORMAL, (int64_t)nh * (nope + vhd), kvr, "model.layers.%d.self_attn.kv_b_proj.weight", l) == MX_OK;
+        ok &= add(s, INIT_NORMAL, H, (int64_t)nh * vhd, "model.layers.%d.self_attn.o_proj.weight", l) == MX_OK;
+        ok &= add(s, INIT_ONES, H, 0, "model.layers.%d.post_attention_layernorm.weight", l) == MX_OK;
+        if (l < dense) {
+            snprintf(pre, sizeof pre, "model.layers.%d.mlp", l);
+            ok &= mlp_specs(s, H, I, pre) == MX_OK;
+            continue;
+        }
+        ok &= add(s, INIT_NORMAL, E, H, "model.layers.%d.mlp.gate.weight", l) == MX_OK;
+        ok &= add(s, INIT_ZEROS, E, 0, "model.layers.%d.mlp.gate.e_score_correction_bias", l) == MX_OK;
+        for (int e = 0; e < E && ok; e++) {
+            snprintf(pre, sizeof pre, "model.layers.%d.mlp.experts.%d", l, e);
+            ok &= mlp_specs(s, H, moeI, pre) == MX_OK;
+        }
+        if (nsh > 0) {
+            snprintf(pre, sizeof pre, "model.layers.%d.mlp.shared_experts", l);
+            ok &= mlp_specs(s, H, moeI * nsh, pre) == MX_OK;
         }
     }
     ok &= add(s, INIT_ONES, H, 0, "model.norm.weight") == MX_OK;
@@ -258,9 +334,10 @@ int main(int argc, char **argv) {
     const char *mt = mx_cfg_str(&c, "model_type", "", &err);
     if (err) goto done;
     if (!strcmp(mt, "bert")) rc = bert_specs(&c, &s);
-    else if (!strcmp(mt, "llama") || !strcmp(mt, "mistral") || !strcmp(mt, "qwen2") || !strcmp(mt, "qwen3"))
+    else if (!strcmp(mt, "llama") || !strcmp(mt, "mistral") || !strcmp(mt, "qwen2") || !strcmp(mt, "qwen3") || !strcmp(mt, "mixtral"))
         rc = llama_specs(&c, mt, &s);
-    else rc = mx_set_err("%s: model_type \"%s\" not supported (llama, mistral, qwen2, qwen3, bert)", cfg_path, mt);
+    else if (!strcmp(mt, "deepseek_v3")) rc = deepseek_specs(&c, &s);
+    else rc = mx_set_err("%s: model_type \"%s\" not supported (llama, mistral, qwen2, qwen3, mixtral, deepseek_v3, bert)", cfg_path, mt);
     if (rc) goto done;
     rc = MX_ERR;
     if (mkdir(out, 0755) != 0 && errno != EEXIST) { mx_set_err("%s: cannot create: %s", out, strerror(errno)); goto done; }
