@@ -1,5 +1,6 @@
 /* kbench: hand-run microbenchmark of the float matmul kernels (not a test).
  *   build/kbench [--rows 2048] [--cols 8192] [--n 512] [--reps 7] [--threads 1,2] [--fmt f32,bf16,f16]
+ *                [--bf16dot] [--level portable|avx2]     |   build/kbench --ops
  * Prints, per thread count: the read bandwidth probe (1 GiB), decode GEMV
  * GB/s streaming cold copies of the matrix (>= 512 MiB cycled, so every call
  * reads DRAM), and prefill GFLOP/s for n tokens (matrix warm in cache/DRAM).
@@ -73,6 +74,11 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = argv[++i];
         else if (!strcmp(argv[i], "--fmt") && i + 1 < argc) fmts = argv[++i];
         else if (!strcmp(argv[i], "--bf16dot")) bf16dot = 1;
+        else if (!strcmp(argv[i], "--level") && i + 1 < argc) { /* portable | avx2: cap the dispatch level */
+            i++;
+            mx_cpu_force(!strcmp(argv[i], "portable") ? MX_CPU_PORTABLE : !strcmp(argv[i], "avx2") ? MX_CPU_AVX2 : MX_CPU_AVX512);
+            mx_kernels_redispatch();
+        }
         else if (!strcmp(argv[i], "--ops")) {
             printf("row-wise ops, single thread, CPU time per call:\n");
             bench_ops(mx_cpu_name(mx_cpu()->level));
