@@ -176,6 +176,7 @@ void mx_layer_forward(mx_fwd *f, int l, float *x, float *xn, float *tmp, float *
 int mx_forward(mx_ctx *c, const mx_seq_in *seqs, int n_seqs, float *logits, bool all) {
     const mx_model *m = c->m;
     const mx_arch *a = &m->arch;
+    if (!a->tied && !m->lm_head.fmt) return mx_set_err("the checkpoint has no output head (lm_head): the model can embed (mlxcel embed) but not generate");
     int N = 0, H = a->hidden;
     for (int s = 0; s < n_seqs; s++) {
         const mx_kv *kv = seqs[s].kv;

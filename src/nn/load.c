@@ -92,6 +92,34 @@ void mx_model_free(mx_model *m) {
     memset(m, 0, sizeof *m);
 }
 
+/* A checkpoint of the bare model (e.g. Qwen3-Embedding: Qwen3Model weights
+ * under a …ForCausalLM config) names tensors without the task model's first
+ * component ("model.") and has no output head. When the embedding is only
+ * found that way, every name with that prefix is used without it and a
+ * missing lm_head is allowed (the model then embeds but cannot generate).
+ * mx_names holds only const char * members, walked here as an array. */
+static void use_bare_names(mx_model *m) {
+    mx_names *N = &m->arch.names;
+    const char *dot = N->embed ? strchr(N->embed, '.') : NULL;
+    if (!dot) return;
+    char *full = mx_asprintf("%s.weight", N->embed), *bare = mx_asprintf("%s.weight", dot + 1);
+    bool use = full && bare && !mx_ckpt_find(&m->ck, full) && mx_ckpt_find(&m->ck, bare);
+    free(full);
+    free(bare);
+    if (!use) return;
+    char prefix[64];
+    size_t pl = (size_t)(dot - N->embed) + 1;
+    if (pl >= sizeof prefix) return;
+    memcpy(prefix, N->embed, pl);
+    prefix[pl] = 0;
+    const char **p = (const char **)(void *)N;
+    for (size_t i = 0; i < sizeof *N / sizeof *p; i++)
+        if (p[i] && !strncmp(p[i], prefix, pl)) p[i] += pl;
+    char *head = N->lm_head ? mx_asprintf("%s.weight", N->lm_head) : NULL;
+    if (head && !mx_ckpt_find(&m->ck, head)) N->lm_head = NULL;
+    free(head);
+}
+
 int mx_model_bind(mx_model *m, mx_ckpt *ck) {
     m->ck = *ck;
     memset(ck, 0, sizeof *ck);
@@ -100,6 +128,7 @@ int mx_model_bind(mx_model *m, mx_ckpt *ck) {
     int H = a->hidden;
     m->layers = mx_calloc((size_t)a->n_layers, sizeof(mx_layer_w));
     if (!m->layers) goto fail;
+    use_bare_names(m);
     /* Embedding tables are never transposed, whatever the linear layout. */
     bool conv = a->conv1d;
     a->conv1d = false;

@@ -420,6 +420,73 @@ static void rerank_tests(const char *root, mx_pool *pool) {
     }
 }
 
+/* A decoder used as an embedder (causal attention, last-token pooling, the
+ * Qwen3-Embedding path): its hidden states times lm_head give the reference
+ * prompt logits; and the same weights stored as the bare model (no "model."
+ * prefix, no lm_head) load and embed identically. */
+static void decoder_tests(const char *root, mx_pool *pool) {
+    char *fx = mx_path_join(root, "qwen3"), *mp = mx_path_join(fx, "model.safetensors"), *rp = mx_path_join(fx, "reference.safetensors");
+    mx_st_file w, rf;
+    if (mx_st_open(mp, &w)) { CHECK("decoder_embed", 0, "%s", mx_errmsg()); goto out0; }
+    if (mx_st_open(rp, &rf)) { CHECK("decoder_embed", 0, "%s", mx_errmsg()); mx_st_close(&w); goto out0; }
+    int32_t *ids = NULL;
+    int T = 0;
+    size_t nl = 0;
+    read_i64(&rf, "input_ids", &ids, &T);
+    float *ref = read_f32(&rf, "logits", &nl);
+    mx_embed_opts o = {.pooling = MX_EMB_POOL_AUTO};
+    mx_embedder *e = NULL, *e2 = NULL;
+    float *h = NULL, *h2 = NULL, *lg = NULL;
+    if (mx_embedder_open(fx, &o, pool, &e)) { CHECK("decoder_embed", 0, "open: %s", mx_errmsg()); goto out; }
+    const mx_model *m = &mx_embedder_engine(e)->model;
+    int H = m->arch.hidden, V = m->arch.vocab, n = 0;
+    h = calloc((size_t)T * H, sizeof(float));
+    h2 = calloc((size_t)T * H, sizeof(float));
+    lg = calloc((size_t)T * V, sizeof(float));
+    if (mx_embed_hidden(e, ids, NULL, T, h, &n, NULL, NULL)) { CHECK("decoder_embed", 0, "%s", mx_errmsg()); goto out; }
+    mx_matmul(&m->lm_head, h, T, H, lg, V, NULL);
+    float tol = 1e-4f * fmaxf(1, maxabs(ref, nl)), d = t_maxdiff(lg, ref, nl);
+    CHECK("decoder_embed/hidden_times_lm_head_is_logits", n == T && d <= tol, "n %d, max diff %g > %g", n, d, tol);
+    float v[4096], want[4096];
+    const int32_t *rows[1] = {ids};
+    int lens[1] = {T};
+    if (H <= 4096 && !mx_embed_batch(e, rows, lens, 1, v)) {
+        memcpy(want, h + (size_t)(T - 1) * H, sizeof(float) * H);
+        CHECK("decoder_embed/last_token_pooling", mx_embedder_dim(e) == H && t_maxdiff(v, want, H) == 0, "differs");
+    } else CHECK("decoder_embed/last_token_pooling", 0, "%s", mx_errmsg());
+    /* bare-model layout */
+    char tmpl[] = "/tmp/mx_bare_XXXXXX", *d2 = mkdtemp(tmpl);
+    mx_st_out *ts = calloc((size_t)w.n_tensors, sizeof *ts);
+    int nt = 0;
+    for (int i = 0; i < w.n_tensors; i++) {
+        const mx_tensor *t = &w.tensors[i];
+        if (!strcmp(t->name, "lm_head.weight")) continue;
+        ts[nt] = (mx_st_out){!strncmp(t->name, "model.", 6) ? t->name + 6 : t->name, t->dtype, t->ndim, {0}, t->data, t->nbytes};
+        memcpy(ts[nt].shape, t->shape, sizeof t->shape);
+        nt++;
+    }
+    char *wp = d2 ? mx_path_join(d2, "model.safetensors") : NULL;
+    if (!d2 || mx_st_write(wp, ts, nt, NULL)) CHECK("decoder_embed/bare_model_layout", 0, "write: %s", mx_errmsg());
+    else {
+        link_into(fx, d2, "config.json");
+        int n2 = 0;
+        if (mx_embedder_open(d2, &o, pool, &e2) || mx_embed_hidden(e2, ids, NULL, T, h2, &n2, NULL, NULL))
+            CHECK("decoder_embed/bare_model_layout", 0, "%s", mx_errmsg());
+        else CHECK("decoder_embed/bare_model_layout", n2 == T && t_maxdiff(h, h2, (size_t)T * H) == 0, "hidden states differ");
+    }
+    free(ts);
+    free(wp);
+    if (d2) rm_rf(d2);
+out:
+    mx_embedder_close(e);
+    mx_embedder_close(e2);
+    free(h); free(h2); free(lg); free(ids); free(ref);
+    mx_st_close(&w);
+    mx_st_close(&rf);
+out0:
+    free(fx); free(mp); free(rp);
+}
+
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
 int main(int argc, char **argv) {
@@ -444,6 +511,7 @@ int main(int argc, char **argv) {
     }
     st_tests(root, pool);
     rerank_tests(root, pool);
+    decoder_tests(root, pool);
     mx_pool_free(pool);
     TEST_END();
 }
