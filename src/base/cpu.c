@@ -37,6 +37,7 @@ static void detect(void) {
         }
     }
 #endif
+    g_init = 1; /* before the cap below, which calls back into mx_cpu_force */
     const char *env = getenv("MLXCEL_CPU");
     if (env) {
         if (!strcmp(env, "portable")) mx_cpu_force(MX_CPU_PORTABLE);

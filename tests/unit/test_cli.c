@@ -90,6 +90,21 @@ int main(void) {
         CHECK(name, d1 <= 1e-4f * fmaxf(1, mr1) && d2 <= 1e-4f * fmaxf(1, mr2), "logits diff %g, step_logits diff %g", d1, d2);
         mx_st_close(&lf);
     }
+    /* every dispatch level gives the reference greedy ids (and never SIGILL) */
+    const char *levels[] = {"portable", "avx2"};
+    for (int k = 0; k < 2; k++) {
+        char name[64];
+        cmd.len = 0;
+        mx_buf_printf(&cmd, "MLXCEL_CPU=%s %s generate -m %s --prompt-ids %s -n %d --ignore-eos --output-format json", levels[k], bin(), fx, idstr.data, N);
+        int rc = run(cmd.data, &out);
+        json_t *j = last_json_line(&out);
+        json_t *g = json_object_get(j, "generated_ids");
+        bool same = json_is_array(g) && (int)json_array_size(g) == N;
+        for (int i = 0; same && i < N; i++) same = json_integer_value(json_array_get(g, (size_t)i)) == gids[i];
+        snprintf(name, sizeof name, "cli/dispatch_%s", levels[k]);
+        CHECK(name, rc == 0 && same, "rc=%d output=%s", rc, out.data ? out.data : "");
+        json_decref(j);
+    }
     /* same seed, same output; sampling differs from greedy somewhere */
     mx_buf a = {0}, b = {0};
     cmd.len = 0;
