@@ -83,5 +83,5 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     return 0;
 }
 
-MX_FAMILY(bert, .name = "bert", .features = "encoder: learned positions, token types, post-norm layernorm, gelu mlp, pooler, sequence classifier",
+MX_FAMILY(bert, .name = "bert", .task = "embedding, sequence-classification", .features = "encoder: learned positions, token types, post-norm layernorm, gelu mlp, pooler, sequence classifier",
           .configure = configure)

@@ -69,6 +69,6 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     return 0;
 }
 
-MX_FAMILY(modernbert, .name = "modernbert",
+MX_FAMILY(modernbert, .name = "modernbert", .task = "embedding, sequence-classification",
           .features = "encoder: pre-norm layernorm without bias, geglu, alternating local (symmetric window)/global attention with two rope bases, embedding and final norms",
           .configure = configure)

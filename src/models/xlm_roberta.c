@@ -25,6 +25,6 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     return 0;
 }
 
-MX_FAMILY(xlm_roberta, .name = "xlm-roberta", .aliases = MX_ALIASES("roberta", "xlm_roberta", "camembert"),
+MX_FAMILY(xlm_roberta, .name = "xlm-roberta", .task = "embedding, sequence-classification", .aliases = MX_ALIASES("roberta", "xlm_roberta", "camembert"),
           .features = "bert + roberta positions (from pad_token_id + 1), classification head dense-tanh-out_proj",
           .configure = configure)
