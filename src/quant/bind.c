@@ -190,7 +190,7 @@ void mxq_deq(const mx_weight *w, int r, int c0, int len, float *out) {
         int g = c / w->group, ge = MX_MIN((g + 1) * w->group, end);
         if (g >= gb + gn || g < gb) {
             gb = g;
-            gn = MX_MIN(64, mxq_ngroups(w) - g);
+            gn = MX_MIN(64, (end - 1) / w->group - g + 1); /* only the groups this call needs */
             mxq_scales(w, r, gb, gn, sb[0], w->fmt == MX_W_AFFINE ? sb[1] : NULL);
         }
         float s = sb[0][g - gb];
