@@ -13,9 +13,9 @@
  * micro-kernel over every token against it. 4-bit formats read x in the
  * "perm" order set up by mx_qmatmul (even columns then odd ones per chunk of
  * 2*VL), which lets low and high nibbles be used without shuffles. */
-#define QK_RB (2 * VL)
-#define QK_KC 256
-#define QK_NT 6
+#define QK_RB (3 * VL)
+#define QK_KC 128
+#define QK_NT 8
 #define QK_GB 256 /* groups whose scales are converted at once */
 
 static inline bool QK(is_affine4)(const mxq_ctx *c) { return c->w->fmt == MX_W_AFFINE && c->w->bits == 4 && c->perm == VL; }
@@ -70,14 +70,15 @@ static void QK(deq)(const mxq_ctx *c, int r, int c0, int len, float *out) {
 
 /* ---- prefill: transposed panel x outer-product micro-kernel ---- */
 static inline __attribute__((always_inline)) void QK(micro)(int nt, const float *wT, int len, const float *x, int ldx, float *y, int ldy, int nr) {
-    vf a0[QK_NT], a1[QK_NT];
-    for (int t = 0; t < nt; t++) a0[t] = a1[t] = VF_ZERO();
+    vf a0[QK_NT], a1[QK_NT], a2[QK_NT];
+    for (int t = 0; t < nt; t++) a0[t] = a1[t] = a2[t] = VF_ZERO();
     for (int k = 0; k < len; k++) {
-        vf w0 = VF_LD(wT + (size_t)k * QK_RB), w1 = VF_LD(wT + (size_t)k * QK_RB + VL);
+        vf w0 = VF_LD(wT + (size_t)k * QK_RB), w1 = VF_LD(wT + (size_t)k * QK_RB + VL), w2 = VF_LD(wT + (size_t)k * QK_RB + 2 * VL);
         for (int t = 0; t < nt; t++) {
             vf xb = VF_SET1(x[(size_t)t * ldx + k]);
             a0[t] = VF_FMA(w0, xb, a0[t]);
             a1[t] = VF_FMA(w1, xb, a1[t]);
+            a2[t] = VF_FMA(w2, xb, a2[t]);
         }
     }
     for (int t = 0; t < nt; t++) {
@@ -85,10 +86,12 @@ static inline __attribute__((always_inline)) void QK(micro)(int nt, const float 
         if (nr == QK_RB) {
             VF_ST(yt, VF_ADD(VF_LD(yt), a0[t]));
             VF_ST(yt + VL, VF_ADD(VF_LD(yt + VL), a1[t]));
+            VF_ST(yt + 2 * VL, VF_ADD(VF_LD(yt + 2 * VL), a2[t]));
         } else {
             float tmp[QK_RB];
             VF_ST(tmp, a0[t]);
             VF_ST(tmp + VL, a1[t]);
+            VF_ST(tmp + 2 * VL, a2[t]);
             for (int i = 0; i < nr; i++) yt[i] += tmp[i];
         }
     }
@@ -113,6 +116,8 @@ static void QK(gemm)(const mxq_ctx *c, int r0, int r1) {
                 const float *xt = c->x + (size_t)t * c->ldx + kc;
                 float *yt = c->y + (size_t)t * c->ldy + rb;
                 switch (nt) {
+                case 8: QK(micro)(8, wT, len, xt, c->ldx, yt, c->ldy, nr); break;
+                case 7: QK(micro)(7, wT, len, xt, c->ldx, yt, c->ldy, nr); break;
                 case 6: QK(micro)(6, wT, len, xt, c->ldx, yt, c->ldy, nr); break;
                 case 5: QK(micro)(5, wT, len, xt, c->ldx, yt, c->ldy, nr); break;
                 case 4: QK(micro)(4, wT, len, xt, c->ldx, yt, c->ldy, nr); break;

@@ -110,10 +110,11 @@ void mx_qmatmul(const mx_weight *w, const float *x, int n, int ldx, float *y, in
         j.c.perm = 0;
     }
     int nt = mx_pool_size(pool);
-    int tasks = MX_MIN((w->rows + 31) / 32, nt * 4);
+    /* tasks of whole 48-row panels (the prefill kernels' 3*VL rows, VL = 8 or 16) */
+    int tasks = MX_MIN((w->rows + 47) / 48, nt * 4);
     if (tasks < 1) tasks = 1;
     j.rows_per_task = (w->rows + tasks - 1) / tasks;
-    j.rows_per_task = (j.rows_per_task + 31) & ~31;
+    j.rows_per_task = (j.rows_per_task + 47) / 48 * 48;
     tasks = (w->rows + j.rows_per_task - 1) / j.rows_per_task;
     mx_pool_run(pool, q_task, &j, tasks);
     free(xp);
