@@ -304,7 +304,7 @@ static void QK(dec_generic)(const mxq_ctx *c, int r, int nr, float *out) {
 }
 
 void QK(mxq_mm)(const mxq_ctx *c, int r0, int r1) {
-    if (c->n > 1) { QK(gemm)(c, r0, r1); return; }
+    if (c->n > 1 || c->invariant) { QK(gemm)(c, r0, r1); return; }
     const mx_weight *w = c->w;
     void (*fn)(const mxq_ctx *, int, int, float *) = QK(dec_generic);
     if (QK(is_affine4)(c)) fn = QK(dec_affine4);

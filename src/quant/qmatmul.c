@@ -4,6 +4,7 @@
 #include "quant_impl.h"
 #include "../base/base.h"
 #include "../base/cpu.h"
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -53,6 +54,9 @@ static void q_task(void *ctx, int i, int tid) {
     if (r0 < r1) j->fn(&j->c, r0, r1);
 }
 
+static atomic_bool g_invariant;
+void mx_qmatmul_set_batch_invariant(bool on) { atomic_store(&g_invariant, on); }
+
 void mx_qmatmul(const mx_weight *w, const float *x, int n, int ldx, float *y, int ldy, mx_pool *pool) {
     if (n <= 0) return;
     bool known = w->fmt == MX_W_AFFINE || w->fmt == MX_W_MXFP4 || w->fmt == MX_W_NVFP4 || w->fmt == MX_W_MXFP8 || w->fmt == MX_W_FP8B;
@@ -67,6 +71,7 @@ void mx_qmatmul(const mx_weight *w, const float *x, int n, int ldx, float *y, in
     j.c.n = n;
     j.c.y = y;
     j.c.ldy = ldy;
+    j.c.invariant = atomic_load_explicit(&g_invariant, memory_order_relaxed);
     j.fn = ci->level >= MX_CPU_AVX512 ? mxq_mm_avx512 : ci->level >= MX_CPU_AVX2 ? mxq_mm_avx2 : mxq_mm_portable;
     int perm = mxq_perm_for(w, ci->level);
     float *xp = NULL, *xs = NULL;

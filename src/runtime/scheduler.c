@@ -1,5 +1,6 @@
 #include "scheduler.h"
 #include "../base/base.h"
+#include "../quant/quant.h"
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
@@ -246,6 +247,8 @@ static void *engine_loop(void *arg) {
 mx_sched *mx_sched_new(mx_engine *e, int parallel, int ctx, int step_tokens, int threads) {
     mx_sched *s = mx_calloc(1, sizeof *s);
     if (!s) return NULL;
+    /* a request's output must not depend on what else is in the batch */
+    mx_qmatmul_set_batch_invariant(true);
     s->e = e;
     s->parallel = parallel;
     s->ctx_len = ctx;
