@@ -54,6 +54,19 @@ static void q_task(void *ctx, int i, int tid) {
     if (r0 < r1) j->fn(&j->c, r0, r1);
 }
 
+/* Per-thread buffers for the prepared activations, grown as needed and
+ * kept: no allocation per call once the largest shape has been seen. */
+static _Thread_local float *tl_buf[2];
+static _Thread_local size_t tl_cap[2];
+static float *scratch(int i, size_t n) {
+    if (n > tl_cap[i]) {
+        free(tl_buf[i]);
+        tl_buf[i] = malloc(n * sizeof(float));
+        tl_cap[i] = tl_buf[i] ? n : 0;
+    }
+    return tl_buf[i];
+}
+
 static atomic_bool g_invariant;
 void mx_qmatmul_set_batch_invariant(bool on) { atomic_store(&g_invariant, on); }
 
@@ -77,7 +90,7 @@ void mx_qmatmul(const mx_weight *w, const float *x, int n, int ldx, float *y, in
     float *xp = NULL, *xs = NULL;
     if (perm) {
         /* Within each chunk of 2*perm columns: even columns, then odd ones. */
-        xp = malloc((size_t)n * w->cols * sizeof(float));
+        xp = scratch(0, (size_t)n * w->cols);
         if (!xp) { perm = 0; j.fn = mxq_mm_portable; }
         else {
             for (int t = 0; t < n; t++) {
@@ -96,7 +109,7 @@ void mx_qmatmul(const mx_weight *w, const float *x, int n, int ldx, float *y, in
     j.c.ldx = perm ? w->cols : ldx;
     if (w->fmt == MX_W_AFFINE && j.fn != mxq_mm_portable) {
         int ng = mxq_ngroups(w);
-        xs = malloc((size_t)n * ng * sizeof(float));
+        xs = scratch(1, (size_t)n * ng);
         if (!xs) j.fn = mxq_mm_portable;
         else {
             for (int t = 0; t < n; t++)
@@ -122,6 +135,4 @@ void mx_qmatmul(const mx_weight *w, const float *x, int n, int ldx, float *y, in
     j.rows_per_task = (j.rows_per_task + 47) / 48 * 48;
     tasks = (w->rows + j.rows_per_task - 1) / j.rows_per_task;
     mx_pool_run(pool, q_task, &j, tasks);
-    free(xp);
-    free(xs);
 }
