@@ -16,7 +16,13 @@
 #define QK_RB (3 * VL)
 #define QK_KC 128
 #define QK_NT 8
-#define QK_GB 256 /* groups whose scales are converted at once */
+#define QK_GB 256
+#ifndef QK_PF
+#define QK_PF 4096 /* software prefetch distance (bytes) in the 4-bit decode streams */
+#endif
+#ifndef VF_NIB
+#define VF_NIB(v) VI_CVT(v) /* 4-bit code (0..15) -> f32 */
+#endif /* groups whose scales are converted at once */
 
 static inline bool QK(is_affine4)(const mxq_ctx *c) { return c->w->fmt == MX_W_AFFINE && c->w->bits == 4 && c->perm == VL; }
 static inline bool QK(is_fp4)(const mxq_ctx *c) { return (c->w->fmt == MX_W_MXFP4 || c->w->fmt == MX_W_NVFP4) && c->perm == VL; }
@@ -146,13 +152,15 @@ static void QK(dec_affine4)(const mxq_ctx *c, int r, int nr, float *out) {
             if (nr > 1) mxq_scales(w, r + 1, g, n, S1, B1);
         }
         vf l0 = VF_ZERO(), h0 = VF_ZERO(), l1 = VF_ZERO(), h1 = VF_ZERO();
+        _mm_prefetch((const char *)p0 + g * w->group / 2 + QK_PF, _MM_HINT_T0);
+        _mm_prefetch((const char *)p1 + g * w->group / 2 + QK_PF, _MM_HINT_T0);
         for (int k = g * w->group; k < (g + 1) * w->group; k += 2 * VL) {
             vf xl = VF_LD(x + k), xh = VF_LD(x + k + VL);
             vi v0 = VI_U8(p0 + k / 2), v1 = VI_U8(p1 + k / 2);
-            l0 = VF_FMA(VI_CVT(VI_AND(v0, 15)), xl, l0);
-            h0 = VF_FMA(VI_CVT(VI_SRL(v0, 4)), xh, h0);
-            l1 = VF_FMA(VI_CVT(VI_AND(v1, 15)), xl, l1);
-            h1 = VF_FMA(VI_CVT(VI_SRL(v1, 4)), xh, h1);
+            l0 = VF_FMA(VF_NIB(VI_AND(v0, 15)), xl, l0);
+            h0 = VF_FMA(VF_NIB(VI_SRL(v0, 4)), xh, h0);
+            l1 = VF_FMA(VF_NIB(VI_AND(v1, 15)), xl, l1);
+            h1 = VF_FMA(VF_NIB(VI_SRL(v1, 4)), xh, h1);
         }
         float xs = c->xs[g];
         int gi = g % QK_GB;
@@ -183,6 +191,10 @@ static void QK(dec_affine8)(const mxq_ctx *c, int r, int nr, float *out) {
         }
         vf l0 = VF_ZERO(), h0 = VF_ZERO(), l1 = VF_ZERO(), h1 = VF_ZERO();
         int k = g * w->group, ke = k + w->group;
+        for (int o = 0; o < w->group; o += 64) {
+            _mm_prefetch((const char *)p0 + k + o + QK_PF, _MM_HINT_T0);
+            _mm_prefetch((const char *)p1 + k + o + QK_PF, _MM_HINT_T0);
+        }
         for (; k + 2 * VL <= ke; k += 2 * VL) {
             vf xa = VF_LD(x + k), xb = VF_LD(x + k + VL);
             l0 = VF_FMA(VI_CVT(VI_U8(p0 + k)), xa, l0);
@@ -223,6 +235,10 @@ static void QK(dec_fp4)(const mxq_ctx *c, int r, int nr, float *out) {
                 if (nr > 1) mxq_scales(w, r + 1, g, n, S1, NULL);
             }
             vf l0 = VF_ZERO(), h0 = VF_ZERO(), l1 = VF_ZERO(), h1 = VF_ZERO();
+            if ((g * w->group / 2) % 64 == 0) {
+                _mm_prefetch((const char *)p0 + g * w->group / 2 + QK_PF, _MM_HINT_T0);
+                _mm_prefetch((const char *)p1 + g * w->group / 2 + QK_PF, _MM_HINT_T0);
+            }
             for (int k = g * w->group; k < (g + 1) * w->group; k += 2 * VL) {
                 vf xl = VF_LD(x + k), xh = VF_LD(x + k + VL);
                 vi v0 = VI_U8(p0 + k / 2), v1 = VI_U8(p1 + k / 2);
@@ -243,6 +259,10 @@ static void QK(dec_fp4)(const mxq_ctx *c, int r, int nr, float *out) {
                 if (nr > 1) mxq_scales(w, r + 1, g, n, S1, NULL);
             }
             g %= QK_GB;
+            if ((k / 2) % 64 == 0) {
+                _mm_prefetch((const char *)p0 + k / 2 + QK_PF, _MM_HINT_T0);
+                _mm_prefetch((const char *)p1 + k / 2 + QK_PF, _MM_HINT_T0);
+            }
             vf xl = VF_LD(x + k), xh = VF_LD(x + k + VL);
             vf s0 = VF_SPLIT2(S0[g], S0[g + 1]);
             vi v0 = VI_U8(p0 + k / 2);
@@ -271,6 +291,7 @@ static void QK(dec_fp8)(const mxq_ctx *c, int r, int nr, float *out) {
         for (int g = 0; g < ng; g++) {
             if (g % QK_GB == 0) mxq_scales(w, r + i, g, MX_MIN(QK_GB, ng - g), S0, NULL);
             int k = g * w->group, ke = MX_MIN(k + w->group, w->cols);
+            for (int o = k; o < ke; o += 64) _mm_prefetch((const char *)p + o + QK_PF, _MM_HINT_T0);
             float sc = S0[g % QK_GB], f = sc * 0x1p120f;
             if (f == f && f - f == 0) {
                 vf s = VF_SET1(f);
@@ -304,7 +325,7 @@ static void QK(dec_generic)(const mxq_ctx *c, int r, int nr, float *out) {
 }
 
 void QK(mxq_mm)(const mxq_ctx *c, int r0, int r1) {
-    if (c->n > 1 || c->invariant) { QK(gemm)(c, r0, r1); return; }
+    if (c->n > 1) { QK(gemm)(c, r0, r1); return; }
     const mx_weight *w = c->w;
     void (*fn)(const mxq_ctx *, int, int, float *) = QK(dec_generic);
     if (QK(is_affine4)(c)) fn = QK(dec_affine4);

@@ -33,5 +33,7 @@ static inline __m512 fp4_avx512(__m512i nib) {
     return _mm512_permutexvar_ps(nib, lut);
 }
 #define VF_FP4(v) fp4_avx512(v)
+/* 0..15 -> f32 by one permute (instead of a conversion) */
+#define VF_NIB(v) _mm512_permutexvar_ps(v, _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15))
 
 #include "qkern.h"
