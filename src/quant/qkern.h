@@ -16,13 +16,13 @@
 #define QK_RB (3 * VL)
 #define QK_KC 128
 #define QK_NT 8
-#define QK_GB 256
+#define QK_GB 256 /* groups whose scales are converted at once */
 #ifndef QK_PF
 #define QK_PF 4096 /* software prefetch distance (bytes) in the 4-bit decode streams */
 #endif
 #ifndef VF_NIB
 #define VF_NIB(v) VI_CVT(v) /* 4-bit code (0..15) -> f32 */
-#endif /* groups whose scales are converted at once */
+#endif
 
 static inline bool QK(is_affine4)(const mxq_ctx *c) { return c->w->fmt == MX_W_AFFINE && c->w->bits == 4 && c->perm == VL; }
 static inline bool QK(is_fp4)(const mxq_ctx *c) { return (c->w->fmt == MX_W_MXFP4 || c->w->fmt == MX_W_NVFP4) && c->perm == VL; }
@@ -325,7 +325,7 @@ static void QK(dec_generic)(const mxq_ctx *c, int r, int nr, float *out) {
 }
 
 void QK(mxq_mm)(const mxq_ctx *c, int r0, int r1) {
-    if (c->n > 1) { QK(gemm)(c, r0, r1); return; }
+    if (c->n > 1 || c->invariant) { QK(gemm)(c, r0, r1); return; }
     const mx_weight *w = c->w;
     void (*fn)(const mxq_ctx *, int, int, float *) = QK(dec_generic);
     if (QK(is_affine4)(c)) fn = QK(dec_affine4);
