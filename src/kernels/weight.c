@@ -13,6 +13,7 @@ const char *mx_wfmt_name(mx_wfmt f) {
     case MX_W_MXFP4: return "mxfp4";
     case MX_W_NVFP4: return "nvfp4";
     case MX_W_MXFP8: return "mxfp8";
+    case MX_W_FP8B: return "fp8-block";
     default: return "none";
     }
 }
