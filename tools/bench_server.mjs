@@ -108,7 +108,7 @@ if (!opts['skip-throughput']) {
     const agg = [], perStream = [], ttfts = [], decode = [];
     let badCount = 0;
     for (let r = 0; r < rounds; r++) {
-      const prompts = Array.from({ length: C }, (_, i) => userMsg(`Request ${r}-${i}: ${textOf(1000 * C + 100 * r + i, 24)}`));
+      const prompts = Array.from({ length: C }, (_, i) => userMsg(`Request ${r}-${i}: ${textOf(1000 * C + 100 * r + i, 8)}`));
       const t0 = now();
       const res = await Promise.all(prompts.map((p) => streamOne(p, maxTokens)));
       const wall = now() - t0;
