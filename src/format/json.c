@@ -56,6 +56,10 @@ json_t *mx_json_parse(const char *data, size_t len, const char *what) {
             free(d2);
         }
     }
+    /* Real tokenizer_config.json files hold model_max_length = 1e30 as an
+     * integer literal, past jansson's int64: read such a document's integers
+     * as reals (the checked getters accept integral reals). */
+    if (!j && strstr(e.text, "too big")) j = json_loadb(data, len, JSON_DECODE_ANY | JSON_ALLOW_NUL | JSON_DECODE_INT_AS_REAL, NULL);
     if (!j) mx_set_err("%s: invalid JSON at line %d column %d: %s", what, e.line, e.column, e.text);
     return j;
 }

@@ -25,7 +25,12 @@ int mx_textmodel_open(const char *dir, mx_textmodel *tm) {
         char *src = NULL;
         size_t len = 0;
         json_t *special = NULL;
-        if (mx_chat_template_load(dir, false, &src, &len, &special) == MX_OK && src) {
+        if (mx_chat_template_load(dir, false, &src, &len, &special) != MX_OK) {
+            json_decref(special);
+            mx_textmodel_close(tm);
+            return MX_ERR;
+        }
+        if (src) {
             tm->tmpl = mx_tmpl_parse(src, len, "chat_template");
             if (!tm->tmpl) { free(src); json_decref(special); mx_textmodel_close(tm); return MX_ERR; }
             tm->reasoning = strstr(src, "<think>") != NULL;

@@ -37,3 +37,8 @@ if "$MLXCEL" template --template "$tmp/missing.jinja" --context "$tmp/ctx.json" 
 else echo "ok template missing file"; fi
 if "$MLXCEL" template --context "$tmp/ctx.json" >/dev/null 2>&1; then echo "FAIL template usage: accepted"
 else echo "ok template usage error"; fi
+# a real tokenizer_config.json whose model_max_length (1e30) is past int64
+printf '{"messages": [{"role": "user", "content": "hi"}], "add_generation_prompt": true}' >"$tmp/ctx2.json"
+if out=$("$MLXCEL" template -m tests/tokenizers/llama3 --context "$tmp/ctx2.json" 2>"$tmp/err") &&
+   printf '%s' "$out" | grep -q '<|start_header_id|>assistant<|end_header_id|>'; then echo "ok template from a config with a huge integer"
+else echo "FAIL template huge integer config: $(cat "$tmp/err")"; fi
