@@ -4,7 +4,6 @@
 #include "quant_impl.h"
 #include "../base/base.h"
 #include "../base/cpu.h"
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -45,13 +44,25 @@ typedef struct {
     mxq_ctx c;
     mxq_fn fn;
     int rows_per_task;
+    bool per_token; /* run the kernel once per token (n = 1 each) */
 } qjob;
 
 static void q_task(void *ctx, int i, int tid) {
     (void)tid;
     qjob *j = ctx;
     int r0 = i * j->rows_per_task, r1 = MX_MIN(j->c.w->rows, r0 + j->rows_per_task);
-    if (r0 < r1) j->fn(&j->c, r0, r1);
+    if (r0 >= r1) return;
+    if (!j->per_token) { j->fn(&j->c, r0, r1); return; }
+    /* the task's rows stay in cache while each token streams past them */
+    int ng = j->c.xs ? mxq_ngroups(j->c.w) : 0;
+    for (int t = 0; t < j->c.n; t++) {
+        mxq_ctx c1 = j->c;
+        c1.n = 1;
+        c1.x = j->c.x + (size_t)t * j->c.ldx;
+        c1.y = j->c.y + (size_t)t * j->c.ldy;
+        if (c1.xs) c1.xs = j->c.xs + (size_t)t * ng;
+        j->fn(&c1, r0, r1);
+    }
 }
 
 /* Per-thread buffers for the prepared activations, grown as needed and
@@ -67,8 +78,8 @@ static float *scratch(int i, size_t n) {
     return tl_buf[i];
 }
 
-static atomic_bool g_invariant;
-void mx_qmatmul_set_batch_invariant(bool on) { atomic_store(&g_invariant, on); }
+static _Thread_local mx_qmode tl_mode;
+void mx_qmatmul_set_mode(mx_qmode m) { tl_mode = m; }
 
 void mx_qmatmul(const mx_weight *w, const float *x, int n, int ldx, float *y, int ldy, mx_pool *pool) {
     if (n <= 0) return;
@@ -84,7 +95,8 @@ void mx_qmatmul(const mx_weight *w, const float *x, int n, int ldx, float *y, in
     j.c.n = n;
     j.c.y = y;
     j.c.ldy = ldy;
-    j.c.invariant = atomic_load_explicit(&g_invariant, memory_order_relaxed);
+    j.c.invariant = tl_mode == MX_QMODE_PANEL;
+    j.per_token = tl_mode == MX_QMODE_PER_TOKEN && n > 1;
     j.fn = ci->level >= MX_CPU_AVX512 ? mxq_mm_avx512 : ci->level >= MX_CPU_AVX2 ? mxq_mm_avx2 : mxq_mm_portable;
     int perm = mxq_perm_for(w, ci->level);
     float *xp = NULL, *xs = NULL;

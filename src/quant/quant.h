@@ -39,12 +39,15 @@ int mx_quant_bind(mx_ckpt *ck, const char *module, int rows, int cols, const cha
 
 /* Kernels for the quantized formats (dispatched from mx_matmul). */
 void mx_qmatmul(const mx_weight *w, const float *x, int n, int ldx, float *y, int ldy, mx_pool *pool);
-/* Batch invariance for quantized weights: the one-token decode kernel and
- * the multi-token panel kernel sum in different orders, so a token's result
- * could depend on how many tokens share its matmul. With this on (the
- * server sets it), every n goes through the panel kernel: results are
- * bit-identical alone or batched, at some cost to single-stream decode. */
-void mx_qmatmul_set_batch_invariant(bool on);
+/* Kernel choice for the quantized matmuls the calling thread issues. The
+ * one-token decode kernel and the multi-token panel kernel sum in different
+ * orders, so with AUTO (n == 1 decode, n > 1 panel) a token's result depends
+ * on how many tokens share its matmul. The server pins the choice per step
+ * so results are bit-identical alone or batched: decode steps run the
+ * decode kernel once per token (PER_TOKEN), prompt chunks the panel kernel
+ * for every n (PANEL). */
+typedef enum { MX_QMODE_AUTO, MX_QMODE_PER_TOKEN, MX_QMODE_PANEL } mx_qmode;
+void mx_qmatmul_set_mode(mx_qmode m);
 void mx_qrow(const mx_weight *w, int r, float *out);
 size_t mx_qbytes(const mx_weight *w);
 

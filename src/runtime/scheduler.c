@@ -212,6 +212,7 @@ static void *engine_loop(void *arg) {
             s->in_slot[k++] = i;
             budget--;
         }
+        int kd = k;
         for (int i = 0; i < s->parallel && budget > 0; i++) {
             slot *sl = &s->slots[i];
             if (!sl->req || sl->decoding) continue;
@@ -222,8 +223,19 @@ static void *engine_loop(void *arg) {
         }
         pthread_mutex_unlock(&s->mu);
         double t0 = mx_now();
-        int rc = mx_forward(s->ctx, s->ins, k, s->logits, false);
+        /* Decode tokens and prompt chunks go in separate passes, each with a
+         * fixed quantized-kernel choice, so every token is computed the same
+         * way whatever else is in the batch (see mx_qmatmul_set_mode). */
+        int rc = 0;
+        if (kd) {
+            mx_qmatmul_set_mode(MX_QMODE_PER_TOKEN);
+            rc = mx_forward(s->ctx, s->ins, kd, s->logits, false);
+        }
         double dt = mx_now() - t0;
+        if (!rc && k > kd) {
+            mx_qmatmul_set_mode(MX_QMODE_PANEL);
+            rc = mx_forward(s->ctx, s->ins + kd, k - kd, s->logits + (size_t)kd * V, false);
+        }
         pthread_mutex_lock(&s->mu);
         int n_dec = 0;
         for (int j = 0; j < k; j++) {
@@ -247,8 +259,7 @@ static void *engine_loop(void *arg) {
 mx_sched *mx_sched_new(mx_engine *e, int parallel, int ctx, int step_tokens, int threads) {
     mx_sched *s = mx_calloc(1, sizeof *s);
     if (!s) return NULL;
-    /* a request's output must not depend on what else is in the batch */
-    mx_qmatmul_set_batch_invariant(true);
+
     s->e = e;
     s->parallel = parallel;
     s->ctx_len = ctx;
