@@ -446,10 +446,10 @@ static ssize_t sse_reader(void *cls, uint64_t pos, char *buf, size_t max) {
         }
         if (x->done) return MHD_CONTENT_READER_END_OF_STREAM;
         if (x->finished) { x->done = true; continue; }
-        size_t before = x->sse.len;
+        int before = x->n_gen;
         gen_step(x, 1000);
         /* an idle second: a comment line keeps proxies open and detects a gone client */
-        if (x->sse.len == before && !x->finished) mx_buf_puts(&x->sse, ": keep-alive\n\n");
+        if (x->n_gen == before && !x->finished) mx_buf_puts(&x->sse, ": keep-alive\n\n");
     }
 }
 
