@@ -1,7 +1,8 @@
 /* Qwen3: Llama with a per-head RMSNorm on q and k before rope. */
 #include "family.h"
 
-static int configure(mx_arch *a, const mx_cfg *c) {
+int qwen3_configure(mx_arch *a, const mx_cfg *c);
+int qwen3_configure(mx_arch *a, const mx_cfg *c) {
     if (mx_arch_hf_defaults(a, c)) return -1;
     a->qk_norm = MX_QKNORM_HEAD;
     a->names.q_norm = "model.layers.%d.self_attn.q_norm";
@@ -13,4 +14,4 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     return 0;
 }
 
-MX_FAMILY(qwen3, .name = "qwen3", .features = "llama + per-head q/k rmsnorm", .configure = configure)
+MX_FAMILY(qwen3, .name = "qwen3", .features = "llama + per-head q/k rmsnorm", .configure = qwen3_configure)
