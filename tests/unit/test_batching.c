@@ -8,12 +8,10 @@
 #include "base/base.h"
 #include "runtime/engine.h"
 #include "quant/quant.h"
-#include <dirent.h>
+#include "fixtures.h"
 
 #define NS 3
 static const int LENS[NS] = {9, 4, 13};
-
-static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
 static void check_fixture(const char *name, const char *dir) {
     mx_engine e;
@@ -55,25 +53,13 @@ out:
     mx_engine_close(&e);
 }
 
+static void one(const char *name, const char *dir, const char *task, void *ctx) {
+    (void)ctx;
+    if (task && !strcmp(task, "causal-lm")) check_fixture(name, dir);
+}
+
 int main(int argc, char **argv) {
     const char *root = argc > 1 ? argv[1] : "tests/fixtures";
-
-    DIR *d = opendir(root);
-    if (!d) { printf("FAIL batching: cannot open %s\n", root); return 1; }
-    char *names[512];
-    int nn = 0;
-    struct dirent *de;
-    while ((de = readdir(d)) && nn < 512)
-        if (de->d_name[0] != '.') names[nn++] = strdup(de->d_name);
-    closedir(d);
-    qsort(names, (size_t)nn, sizeof(char *), cmp_str);
-    for (int k = 0; k < nn; k++) {
-        char *dir = mx_path_join(root, names[k]), *rj = mx_path_join(dir, "reference.json");
-        json_t *meta = mx_json_load_file(rj, 1 << 20);
-        const char *task = meta ? json_string_value(json_object_get(meta, "task")) : NULL;
-        if (task && !strcmp(task, "causal-lm")) check_fixture(names[k], dir);
-        json_decref(meta);
-        free(dir); free(rj); free(names[k]);
-    }
+    if (fx_each(root, one, NULL)) { printf("FAIL batching: cannot open %s\n", root); return 1; }
     TEST_END();
 }

@@ -12,33 +12,9 @@
 #include "base/threadpool.h"
 #include "nn/encoder.h"
 #include "runtime/embed.h"
-#include <dirent.h>
+#include "fixtures.h"
 #include <sys/stat.h>
 #include <unistd.h>
-
-static int read_i64(const mx_st_file *f, const char *name, int32_t **out, int *n) {
-    const mx_tensor *t = mx_st_find(f, name);
-    if (!t || t->dtype != MX_DT_I64) return -1;
-    *n = (int)t->numel;
-    *out = malloc(sizeof(int32_t) * (size_t)(*n ? *n : 1));
-    for (int i = 0; i < *n; i++) { int64_t v; memcpy(&v, t->data + 8 * i, 8); (*out)[i] = (int32_t)v; }
-    return 0;
-}
-
-static float *read_f32(const mx_st_file *f, const char *name, size_t *n) {
-    const mx_tensor *t = mx_st_find(f, name);
-    if (!t) return NULL;
-    float *p = malloc(sizeof(float) * (size_t)t->numel);
-    mx_tensor_to_f32(t, p);
-    *n = (size_t)t->numel;
-    return p;
-}
-
-static float maxabs(const float *x, size_t n) {
-    float m = 0;
-    for (size_t i = 0; i < n; i++) m = fabsf(x[i]) > m ? fabsf(x[i]) : m;
-    return m;
-}
 
 /* max diff over rows with mask 1 */
 static float rows_diff(const float *a, const float *b, int T, int H, const int32_t *mask) {
@@ -71,13 +47,13 @@ static int ref_load(const char *dir, ref_t *r) {
     int rc = mx_st_open(p, &f);
     free(p);
     if (rc) return -1;
-    read_i64(&f, "input_ids", &r->ids, &r->T);
+    fx_read_i64(&f, "input_ids", &r->ids, &r->T);
     int n;
-    if (read_i64(&f, "attention_mask", &r->mask, &n)) { r->mask = malloc(sizeof(int32_t) * r->T); for (int i = 0; i < r->T; i++) r->mask[i] = 1; }
-    read_i64(&f, "token_type_ids", &r->types, &n);
-    r->hidden = read_f32(&f, "last_hidden_state", &r->nh);
-    r->pooler = read_f32(&f, "pooler_output", &r->np);
-    r->logits = read_f32(&f, "logits", &r->nl);
+    if (fx_read_i64(&f, "attention_mask", &r->mask, &n)) { r->mask = malloc(sizeof(int32_t) * r->T); for (int i = 0; i < r->T; i++) r->mask[i] = 1; }
+    fx_read_i64(&f, "token_type_ids", &r->types, &n);
+    r->hidden = fx_read_f32(&f, "last_hidden_state", &r->nh);
+    r->pooler = fx_read_f32(&f, "pooler_output", &r->np);
+    r->logits = fx_read_f32(&f, "logits", &r->nl);
     mx_st_close(&f);
     r->mask8 = malloc((size_t)r->T);
     for (int i = 0; i < r->T; i++) { r->mask8[i] = (uint8_t)r->mask[i]; r->nv += r->mask[i] != 0; }
@@ -89,7 +65,7 @@ static void check_outputs(const char *label, const mx_model *m, mx_pool *pool, c
     char nm[256];
     int H = m->arch.hidden;
     if (r->hidden) {
-        float tol = 1e-4f * fmaxf(1, maxabs(r->hidden, r->nh)), d = rows_diff(hidden, r->hidden, MX_MIN(n, r->T), H, r->mask);
+        float tol = 1e-4f * fmaxf(1, fx_maxabs(r->hidden, r->nh)), d = rows_diff(hidden, r->hidden, MX_MIN(n, r->T), H, r->mask);
         snprintf(nm, sizeof nm, "%s/last_hidden_state", label);
         CHECK(nm, d <= tol, "max diff %g > tol %g", d, tol);
     }
@@ -99,7 +75,7 @@ static void check_outputs(const char *label, const mx_model *m, mx_pool *pool, c
         if (!mx_head_has_pooler(m)) CHECK(nm, 0, "the model has no pooler");
         else if (mx_head_forward(m, pool, hidden, n, mask, pooled, NULL)) CHECK(nm, 0, "%s", mx_errmsg());
         else {
-            float tol = 1e-4f * fmaxf(1, maxabs(r->pooler, r->np)), d = t_maxdiff(pooled, r->pooler, r->np);
+            float tol = 1e-4f * fmaxf(1, fx_maxabs(r->pooler, r->np)), d = t_maxdiff(pooled, r->pooler, r->np);
             CHECK(nm, d <= tol, "max diff %g > tol %g", d, tol);
         }
         free(pooled);
@@ -110,7 +86,7 @@ static void check_outputs(const char *label, const mx_model *m, mx_pool *pool, c
         if (mx_head_labels(m) != (int)r->nl) CHECK(nm, 0, "model has %d labels, reference %zu", mx_head_labels(m), r->nl);
         else if (mx_head_forward(m, pool, hidden, n, mask, NULL, lg)) CHECK(nm, 0, "%s", mx_errmsg());
         else {
-            float tol = 1e-4f * fmaxf(1, maxabs(r->logits, r->nl)), d = t_maxdiff(lg, r->logits, r->nl);
+            float tol = 1e-4f * fmaxf(1, fx_maxabs(r->logits, r->nl)), d = t_maxdiff(lg, r->logits, r->nl);
             CHECK(nm, d <= tol, "max diff %g > tol %g (got %g, ref %g)", d, tol, lg[0], r->logits[0]);
         }
     }
@@ -151,7 +127,7 @@ static void run_fixture(const char *name, const char *dir, mx_pool *pool) {
             if (!(d <= worst)) worst = d;
             off += (size_t)b[k].n * H;
         }
-        float tol = 1e-6f * fmaxf(1, maxabs(h1, (size_t)r.nv * H));
+        float tol = 1e-6f * fmaxf(1, fx_maxabs(h1, (size_t)r.nv * H));
         CHECK(label, worst <= tol, "batched vs single max diff %g > %g", worst, tol);
     }
     free(hb); free(hs);
@@ -258,7 +234,7 @@ static void st_tests(const char *root, mx_pool *pool) {
     const int32_t *ids[1] = {r.ids};
     int lens[1] = {nv};
     float got[4 * 64], want[4 * 64];
-    float tolh = 1e-4f * fmaxf(1, maxabs(r.hidden, r.nh));
+    float tolh = 1e-4f * fmaxf(1, fx_maxabs(r.hidden, r.nh));
     static const struct { const char *name, *json; const char *modes[3]; } cases[] = {
         {"mean", "{\"word_embedding_dimension\":64,\"pooling_mode_mean_tokens\":true}", {"mean"}},
         {"cls", "{\"word_embedding_dimension\":64,\"pooling_mode_cls_token\":true,\"pooling_mode_mean_tokens\":false}", {"cls"}},
@@ -432,8 +408,8 @@ static void decoder_tests(const char *root, mx_pool *pool) {
     int32_t *ids = NULL;
     int T = 0;
     size_t nl = 0;
-    read_i64(&rf, "input_ids", &ids, &T);
-    float *ref = read_f32(&rf, "logits", &nl);
+   fx_read_i64(&rf, "input_ids", &ids, &T);
+    float *ref = fx_read_f32(&rf, "logits", &nl);
     mx_embed_opts o = {.pooling = MX_EMB_POOL_AUTO};
     mx_embedder *e = NULL, *e2 = NULL;
     float *h = NULL, *h2 = NULL, *lg = NULL;
@@ -445,7 +421,7 @@ static void decoder_tests(const char *root, mx_pool *pool) {
     lg = calloc((size_t)T * V, sizeof(float));
     if (mx_embed_hidden(e, ids, NULL, T, h, &n, NULL, NULL)) { CHECK("decoder_embed", 0, "%s", mx_errmsg()); goto out; }
     mx_matmul(&m->lm_head, h, T, H, lg, V, NULL);
-    float tol = 1e-4f * fmaxf(1, maxabs(ref, nl)), d = t_maxdiff(lg, ref, nl);
+    float tol = 1e-4f * fmaxf(1, fx_maxabs(ref, nl)), d = t_maxdiff(lg, ref, nl);
     CHECK("decoder_embed/hidden_times_lm_head_is_logits", n == T && d <= tol, "n %d, max diff %g > %g", n, d, tol);
     float v[4096], want[4096];
     const int32_t *rows[1] = {ids};
@@ -487,28 +463,14 @@ out0:
     free(fx); free(mp); free(rp);
 }
 
-static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+static void one(const char *name, const char *dir, const char *task, void *pool) {
+    if (task && (!strcmp(task, "embedding") || !strcmp(task, "sequence-classification"))) run_fixture(name, dir, pool);
+}
 
 int main(int argc, char **argv) {
     const char *root = argc > 1 ? argv[1] : "tests/fixtures";
     mx_pool *pool = mx_pool_new(2);
-    DIR *d = opendir(root);
-    if (!d) { printf("FAIL encoders: cannot open %s\n", root); return 1; }
-    char *names[512];
-    int nn = 0;
-    struct dirent *de;
-    while ((de = readdir(d)) && nn < 512)
-        if (de->d_name[0] != '.') names[nn++] = strdup(de->d_name);
-    closedir(d);
-    qsort(names, (size_t)nn, sizeof(char *), cmp_str);
-    for (int k = 0; k < nn; k++) {
-        char *dir = mx_path_join(root, names[k]), *rj = mx_path_join(dir, "reference.json");
-        json_t *meta = mx_file_exists(rj) ? mx_json_load_file(rj, 1 << 20) : NULL;
-        const char *task = meta ? json_string_value(json_object_get(meta, "task")) : NULL;
-        if (task && (!strcmp(task, "embedding") || !strcmp(task, "sequence-classification"))) run_fixture(names[k], dir, pool);
-        json_decref(meta);
-        free(dir); free(rj); free(names[k]);
-    }
+    if (fx_each(root, one, pool)) { printf("FAIL encoders: cannot open %s\n", root); return 1; }
     st_tests(root, pool);
     rerank_tests(root, pool);
     decoder_tests(root, pool);
