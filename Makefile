@@ -6,9 +6,11 @@ CFLAGS  ?= $(OPT) -g
 CFLAGS  += -std=c17 -Wall -Wextra -pthread -fno-strict-aliasing
 LDLIBS  := -ljansson -lpcre2-8 -lutf8proc -lmicrohttpd -lm -lpthread
 BUILD   ?= build
-# build with every core unless the caller chose -j
+# build with every core unless the caller chose -j (sub-makes share the jobserver)
+ifeq ($(MAKELEVEL),0)
 ifeq (,$(filter -j%,$(MAKEFLAGS)))
 MAKEFLAGS += -j$(shell nproc 2>/dev/null || echo 2)
+endif
 endif
 # whole archive: family files register themselves from constructors
 WHOLE_LIB = -Wl,--whole-archive $(BUILD)/libmlxcel.a -Wl,--no-whole-archive
