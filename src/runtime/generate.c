@@ -13,7 +13,7 @@ int mx_session_init(mx_session *s, mx_engine *e, int ctx_size, int chunk, mx_poo
     s->cap = ctx_size;
     s->kv = mx_kv_new(&e->model, ctx_size);
     s->ctx = s->kv ? mx_ctx_new(&e->model, chunk, ctx_size, pool) : NULL;
-    s->logits = mx_malloc((size_t)chunk * e->model.arch.vocab * sizeof(float));
+    s->logits = mx_malloc((size_t)e->model.arch.vocab * sizeof(float)); /* last-token rows only */
     s->history = mx_malloc((size_t)ctx_size * sizeof(int32_t));
     if (!s->kv || !s->ctx || !s->logits || !s->history) { mx_session_free(s); return MX_ERR; }
     return MX_OK;
