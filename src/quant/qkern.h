@@ -324,7 +324,78 @@ static void QK(dec_generic)(const mxq_ctx *c, int r, int nr, float *out) {
     }
 }
 
+/* dec_affine4 for T <= QK_DT tokens at once: each (row, token) goes through
+ * exactly the operations dec_affine4 does for that token alone — same
+ * accumulators, same order — while each weight chunk is unpacked once for
+ * all T tokens. Batched decode of several streams then costs little more
+ * than one, and stays bit-identical to decoding each alone. */
+#define QK_DT 3
+static void QK(dec_affine4_t)(const mxq_ctx *c, int r, int nr, int T, float *out) {
+    const mx_weight *w = c->w;
+    int ng = w->cols / w->group;
+    const uint8_t *p0 = w->data + (size_t)r * w->row_bytes, *p1 = nr > 1 ? p0 + w->row_bytes : p0;
+    vf acc0[QK_DT], acc1[QK_DT];
+    float b0[QK_DT], b1[QK_DT];
+    for (int t = 0; t < T; t++) { acc0[t] = acc1[t] = VF_ZERO(); b0[t] = b1[t] = 0; }
+    float S0[QK_GB], B0[QK_GB], S1[QK_GB], B1[QK_GB];
+    for (int g = 0; g < ng; g++) {
+        if (g % QK_GB == 0) {
+            int n = MX_MIN(QK_GB, ng - g);
+            mxq_scales(w, r, g, n, S0, B0);
+            if (nr > 1) mxq_scales(w, r + 1, g, n, S1, B1);
+        }
+        vf l0[QK_DT], h0[QK_DT], l1[QK_DT], h1[QK_DT];
+        for (int t = 0; t < T; t++) l0[t] = h0[t] = l1[t] = h1[t] = VF_ZERO();
+        _mm_prefetch((const char *)p0 + g * w->group / 2 + QK_PF, _MM_HINT_T0);
+        _mm_prefetch((const char *)p1 + g * w->group / 2 + QK_PF, _MM_HINT_T0);
+        for (int k = g * w->group; k < (g + 1) * w->group; k += 2 * VL) {
+            vi v0 = VI_U8(p0 + k / 2), v1 = VI_U8(p1 + k / 2);
+            vf n0l = VF_NIB(VI_AND(v0, 15)), n0h = VF_NIB(VI_SRL(v0, 4));
+            vf n1l = VF_NIB(VI_AND(v1, 15)), n1h = VF_NIB(VI_SRL(v1, 4));
+            for (int t = 0; t < T; t++) {
+                const float *x = c->x + (size_t)t * c->ldx;
+                vf xl = VF_LD(x + k), xh = VF_LD(x + k + VL);
+                l0[t] = VF_FMA(n0l, xl, l0[t]);
+                h0[t] = VF_FMA(n0h, xh, h0[t]);
+                l1[t] = VF_FMA(n1l, xl, l1[t]);
+                h1[t] = VF_FMA(n1h, xh, h1[t]);
+            }
+        }
+        int gi = g % QK_GB;
+        for (int t = 0; t < T; t++) {
+            float xs = c->xs[(size_t)t * ng + g];
+            acc0[t] = VF_FMA(VF_ADD(l0[t], h0[t]), VF_SET1(S0[gi]), acc0[t]);
+            b0[t] += B0[gi] * xs;
+            if (nr > 1) {
+                acc1[t] = VF_FMA(VF_ADD(l1[t], h1[t]), VF_SET1(S1[gi]), acc1[t]);
+                b1[t] += B1[gi] * xs;
+            }
+        }
+    }
+    for (int t = 0; t < T; t++) {
+        out[2 * t] = VF_HSUM(acc0[t]) + b0[t];
+        if (nr > 1) out[2 * t + 1] = VF_HSUM(acc1[t]) + b1[t];
+    }
+}
+
 void QK(mxq_mm)(const mxq_ctx *c, int r0, int r1) {
+    if (c->decode_all && QK(is_affine4)(c)) {
+        int ng = c->w->cols / c->w->group;
+        for (int r = r0; r < r1; r += 2) {
+            int nr = MX_MIN(2, r1 - r);
+            for (int t0 = 0; t0 < c->n; t0 += QK_DT) {
+                mxq_ctx ct = *c;
+                ct.x = c->x + (size_t)t0 * c->ldx;
+                ct.xs = c->xs + (size_t)t0 * ng;
+                int T = MX_MIN(QK_DT, c->n - t0);
+                float o[2 * QK_DT];
+                QK(dec_affine4_t)(&ct, r, nr, T, o);
+                for (int t = 0; t < T; t++)
+                    for (int i = 0; i < nr; i++) c->y[(size_t)(t0 + t) * c->ldy + r + i] = o[2 * t + i];
+            }
+        }
+        return;
+    }
     if (c->n > 1 || c->invariant) { QK(gemm)(c, r0, r1); return; }
     const mx_weight *w = c->w;
     void (*fn)(const mxq_ctx *, int, int, float *) = QK(dec_generic);
