@@ -330,7 +330,7 @@ static void QK(dec_generic)(const mxq_ctx *c, int r, int nr, float *out) {
  * all T tokens. Batched decode of several streams then costs little more
  * than one, and stays bit-identical to decoding each alone. */
 #define QK_DT 3
-static void QK(dec_affine4_t)(const mxq_ctx *c, int r, int nr, int T, float *out) {
+static inline __attribute__((always_inline)) void QK(dec_affine4_t)(const mxq_ctx *c, int r, int nr, int T, float *out) {
     const mx_weight *w = c->w;
     int ng = w->cols / w->group;
     const uint8_t *p0 = w->data + (size_t)r * w->row_bytes, *p1 = nr > 1 ? p0 + w->row_bytes : p0;
@@ -378,6 +378,11 @@ static void QK(dec_affine4_t)(const mxq_ctx *c, int r, int nr, int T, float *out
     }
 }
 
+/* constant T so the accumulators stay in registers */
+static __attribute__((noinline)) void QK(dec_affine4_t1)(const mxq_ctx *c, int r, int nr, float *o) { QK(dec_affine4_t)(c, r, nr, 1, o); }
+static __attribute__((noinline)) void QK(dec_affine4_t2)(const mxq_ctx *c, int r, int nr, float *o) { QK(dec_affine4_t)(c, r, nr, 2, o); }
+static __attribute__((noinline)) void QK(dec_affine4_t3)(const mxq_ctx *c, int r, int nr, float *o) { QK(dec_affine4_t)(c, r, nr, 3, o); }
+
 void QK(mxq_mm)(const mxq_ctx *c, int r0, int r1) {
     if (c->decode_all && QK(is_affine4)(c)) {
         int ng = c->w->cols / c->w->group;
@@ -389,7 +394,9 @@ void QK(mxq_mm)(const mxq_ctx *c, int r0, int r1) {
                 ct.xs = c->xs + (size_t)t0 * ng;
                 int T = MX_MIN(QK_DT, c->n - t0);
                 float o[2 * QK_DT];
-                QK(dec_affine4_t)(&ct, r, nr, T, o);
+                if (T == 3) QK(dec_affine4_t3)(&ct, r, nr, o);
+                else if (T == 2) QK(dec_affine4_t2)(&ct, r, nr, o);
+                else QK(dec_affine4_t1)(&ct, r, nr, o);
                 for (int t = 0; t < T; t++)
                     for (int i = 0; i < nr; i++) c->y[(size_t)(t0 + t) * c->ldy + r + i] = o[2 * t + i];
             }
