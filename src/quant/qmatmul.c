@@ -52,7 +52,7 @@ static void q_task(void *ctx, int i, int tid) {
     qjob *j = ctx;
     int r0 = i * j->rows_per_task, r1 = MX_MIN(j->c.w->rows, r0 + j->rows_per_task);
     if (r0 >= r1) return;
-    if (!j->per_token || j->c.decode_all) { j->fn(&j->c, r0, r1); return; }
+    if (!j->per_token) { j->fn(&j->c, r0, r1); return; }
     /* the task's rows stay in cache while each token streams past them */
     int ng = j->c.xs ? mxq_ngroups(j->c.w) : 0;
     for (int t = 0; t < j->c.n; t++) {
@@ -139,8 +139,6 @@ void mx_qmatmul(const mx_weight *w, const float *x, int n, int ldx, float *y, in
         j.c.ldx = ldx;
         j.c.perm = 0;
     }
-    /* 4-bit affine has a decode kernel that takes several tokens at once */
-    j.c.decode_all = j.per_token && j.c.perm && j.c.xs && w->fmt == MX_W_AFFINE && w->bits == 4;
     int nt = mx_pool_size(pool);
     /* tasks of whole 48-row panels (the prefill kernels' 3*VL rows, VL = 8 or 16) */
     int tasks = MX_MIN((w->rows + 47) / 48, nt * 4);

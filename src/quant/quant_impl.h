@@ -125,8 +125,7 @@ typedef struct {
     float *y;
     int ldy;
     int perm;
-    bool invariant;  /* panel kernel for every n (MX_QMODE_PANEL) */
-    bool decode_all; /* every token through the one-token decode arithmetic (MX_QMODE_PER_TOKEN) */
+    bool invariant; /* one kernel for every n (see mx_qmatmul_set_batch_invariant) */
 } mxq_ctx;
 typedef void (*mxq_fn)(const mxq_ctx *c, int r0, int r1);
 void mxq_mm_portable(const mxq_ctx *c, int r0, int r1);
