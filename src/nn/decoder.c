@@ -54,6 +54,17 @@ void mx_kv_free(mx_kv *kv) {
     free(kv);
 }
 
+size_t mx_blocks_scratch_floats(const mx_model *m, int max_tokens, int max_ctx, int n_threads) {
+    const mx_arch *a = &m->arch;
+    size_t scratch = 0;
+    for (int l = 0; l < a->n_layers; l++) {
+        const mx_block_ops *bs[3] = {a->layers[l].mixer, a->layers[l].ffn, a->layers[l].mixer2};
+        for (int k = 0; k < 3; k++)
+            if (bs[k] && bs[k]->scratch_floats) scratch = MX_MAX(scratch, bs[k]->scratch_floats(m, max_tokens, max_ctx, n_threads));
+    }
+    return scratch;
+}
+
 mx_ctx *mx_ctx_new(const mx_model *m, int max_tokens, int max_ctx, mx_pool *pool) {
     const mx_arch *a = &m->arch;
     mx_ctx *c = mx_calloc(1, sizeof *c);
@@ -64,13 +75,8 @@ mx_ctx *mx_ctx_new(const mx_model *m, int max_tokens, int max_ctx, mx_pool *pool
     c->max_ctx = max_ctx;
     size_t N = (size_t)max_tokens, H = (size_t)a->hidden;
     int nt = mx_pool_size(pool);
-    size_t rd = 0, scratch = 0;
+    size_t rd = 0, scratch = mx_blocks_scratch_floats(m, max_tokens, max_ctx, nt);
     for (int r = 0; r < a->n_rope; r++) rd += (size_t)a->rope[r].dim;
-    for (int l = 0; l < a->n_layers; l++) {
-        const mx_block_ops *bs[3] = {a->layers[l].mixer, a->layers[l].ffn, a->layers[l].mixer2};
-        for (int k = 0; k < 3; k++)
-            if (bs[k] && bs[k]->scratch_floats) scratch = MX_MAX(scratch, bs[k]->scratch_floats(m, max_tokens, max_ctx, nt));
-    }
     c->x = mx_aligned_alloc(N * H * 4);
     c->xn = mx_aligned_alloc(N * H * 4);
     c->tmp = mx_aligned_alloc(N * H * 4);

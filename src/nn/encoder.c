@@ -27,14 +27,10 @@ mx_enc *mx_enc_new(const mx_model *m, int max_tokens, mx_pool *pool) {
     c->m = m;
     c->pool = pool;
     c->max_tokens = max_tokens;
-    size_t N = (size_t)max_tokens, H = (size_t)a->hidden, rd = 0, scratch = 0;
+    size_t N = (size_t)max_tokens, H = (size_t)a->hidden, rd = 0;
     int nt = mx_pool_size(pool);
+    size_t scratch = mx_blocks_scratch_floats(m, max_tokens, max_tokens, nt);
     for (int r = 0; r < a->n_rope; r++) rd += (size_t)a->rope[r].dim;
-    for (int l = 0; l < a->n_layers; l++) {
-        const mx_block_ops *bs[2] = {a->layers[l].mixer, a->layers[l].ffn};
-        for (int k = 0; k < 2; k++)
-            if (bs[k] && bs[k]->scratch_floats) scratch = MX_MAX(scratch, bs[k]->scratch_floats(m, max_tokens, max_tokens, nt));
-    }
     c->x = mx_aligned_alloc(N * H * 4);
     c->xn = mx_aligned_alloc(N * H * 4);
     c->tmp = mx_aligned_alloc(N * H * 4);

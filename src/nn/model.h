@@ -69,6 +69,8 @@ bool mx_model_recurrent(const mx_model *m);
  * sequences reach at most max_ctx positions. Allocated once. */
 typedef struct mx_ctx mx_ctx;
 mx_ctx *mx_ctx_new(const mx_model *m, int max_tokens, int max_ctx, mx_pool *pool);
+/* The most scratch any of the model's blocks needs for one forward. */
+size_t mx_blocks_scratch_floats(const mx_model *m, int max_tokens, int max_ctx, int n_threads);
 void mx_ctx_free(mx_ctx *c);
 int mx_ctx_max_tokens(const mx_ctx *c);
 
