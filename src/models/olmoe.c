@@ -3,12 +3,12 @@
 #include "family.h"
 #include "../base/base.h"
 
+int qwen_moe_configure(mx_arch *a, const mx_cfg *c, int def_experts, int def_topk, int def_ffn);
+
 static int configure(mx_arch *a, const mx_cfg *c) {
-    mx_moe_spec *s = &a->moe;
-    bool norm;
+    /* experts are intermediate_size wide; Qwen-MoE's router and expert layout otherwise */
     if (mx_arch_hf_defaults(a, c) || mx_cfg_f32(c, "rms_norm_eps", 1e-5f, 0, 1, &a->norm.eps) ||
-        mx_cfg_i32(c, "num_experts", 64, 1, MX_MAX_EXPERTS, &s->n_experts) ||
-        mx_cfg_i32(c, "num_experts_per_tok", 8, 1, MX_MAX_EXPERTS, &s->top_k) || mx_cfg_bool(c, "norm_topk_prob", false, &norm))
+        qwen_moe_configure(a, c, 64, 8, a->ffn))
         return -1;
     /* OLMoE clamps q/k/v after the q/k norms; the attention block clamps before them */
     if (mx_cfg_get(c, "clip_qkv")) return mx_set_err("%s: clip_qkv is not supported for olmoe (clamped after the q/k norms)", c->file);
@@ -16,17 +16,6 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     a->qk_norm = MX_QKNORM_FULL;
     a->names.q_norm = "model.layers.%d.self_attn.q_norm";
     a->names.k_norm = "model.layers.%d.self_attn.k_norm";
-    s->ffn = a->ffn;
-    s->route = MX_ROUTE_SOFTMAX;
-    s->norm_p = norm ? 1 : 0;
-    s->gated = true;
-    s->act = a->act;
-    s->router = "model.layers.%d.mlp.gate";
-    s->experts = (mx_expert_names){.gate = "model.layers.%d.mlp.experts.%d.gate_proj", .up = "model.layers.%d.mlp.experts.%d.up_proj",
-                                   .down = "model.layers.%d.mlp.experts.%d.down_proj"};
-    s->alt = (mx_expert_names){.gate = "model.layers.%d.mlp.switch_mlp.gate_proj", .up = "model.layers.%d.mlp.switch_mlp.up_proj",
-                               .down = "model.layers.%d.mlp.switch_mlp.down_proj"};
-    for (int i = 0; i < a->n_layers; i++) a->layers[i].ffn = &mx_block_moe;
     return 0;
 }
 
