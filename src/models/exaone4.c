@@ -7,19 +7,12 @@
 #include <jansson.h>
 #include <string.h>
 
+int olmo2_configure(mx_arch *a, const mx_cfg *c);
+
 static int configure(mx_arch *a, const mx_cfg *c) {
     int w;
-    if (mx_arch_hf_defaults(a, c) || mx_cfg_f32(c, "rms_norm_eps", 1e-5f, 0, 1, &a->norm.eps) ||
-        mx_cfg_i32(c, "sliding_window", 4096, 0, 1 << 30, &w))
-        return -1;
-    a->qk_norm_spec = a->norm;
-    a->qk_norm = MX_QKNORM_HEAD;
-    a->names.q_norm = "model.layers.%d.self_attn.q_norm";
-    a->names.k_norm = "model.layers.%d.self_attn.k_norm";
-    a->names.attn_norm = NULL;
-    a->names.ffn_norm = NULL;
-    a->names.post_attn_norm = "model.layers.%d.post_attention_layernorm";
-    a->names.post_ffn_norm = "model.layers.%d.post_feedforward_layernorm";
+    if (olmo2_configure(a, c) || mx_cfg_i32(c, "sliding_window", 4096, 0, 1 << 30, &w)) return -1;
+    a->qk_norm = MX_QKNORM_HEAD; /* per head, where OLMo 2 norms the whole projection */
     json_t *sw = json_object_get(c->root, "sliding_window");
     if (sw && json_is_null(sw)) return 0; /* no sliding window: every layer global, with rope */
     int r = mx_arch_layer_types(a, c, w);

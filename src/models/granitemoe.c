@@ -5,6 +5,20 @@
 #include "family.h"
 #include "../base/base.h"
 
+/* Granite's sparse block: top-k then softmax, fused input_linear [gate|up],
+ * output_linear (also Granite-MoE-Hybrid's). */
+void granite_moe_spec(mx_arch *a);
+void granite_moe_spec(mx_arch *a) {
+    mx_moe_spec *s = &a->moe;
+    s->ffn = a->ffn;
+    s->route = MX_ROUTE_TOPK_SOFTMAX;
+    s->gated = true;
+    s->act = a->act;
+    s->router = "model.layers.%d.block_sparse_moe.router.layer";
+    s->experts = (mx_expert_names){.gate_up = "model.layers.%d.block_sparse_moe.input_linear",
+                                   .down = "model.layers.%d.block_sparse_moe.output_linear"};
+}
+
 static int configure(mx_arch *a, const mx_cfg *c) {
     mx_moe_spec *s = &a->moe;
     float ls;
@@ -15,13 +29,7 @@ static int configure(mx_arch *a, const mx_cfg *c) {
         mx_cfg_i32(c, "num_experts_per_tok", 2, 1, MX_MAX_EXPERTS, &s->top_k))
         return -1;
     a->logit_scale = 1.0f / ls;
-    s->ffn = a->ffn;
-    s->route = MX_ROUTE_TOPK_SOFTMAX;
-    s->gated = true;
-    s->act = a->act;
-    s->router = "model.layers.%d.block_sparse_moe.router.layer";
-    s->experts = (mx_expert_names){.gate_up = "model.layers.%d.block_sparse_moe.input_linear",
-                                   .down = "model.layers.%d.block_sparse_moe.output_linear"};
+    granite_moe_spec(a);
     s->alt = (mx_expert_names){.gate = "model.layers.%d.block_sparse_moe.switch_mlp.gate_proj",
                                .up = "model.layers.%d.block_sparse_moe.switch_mlp.up_proj",
                                .down = "model.layers.%d.block_sparse_moe.switch_mlp.down_proj"};

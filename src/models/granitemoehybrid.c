@@ -9,6 +9,8 @@
 
 int hybrid_mamba2_config(mx_ssm_spec *s, const mx_cfg *c, const mx_arch *a, const char *prefix);
 
+void granite_moe_spec(mx_arch *a);
+
 static int configure(mx_arch *a, const mx_cfg *c) {
     mx_moe_spec *s = &a->moe;
     float ls;
@@ -28,13 +30,7 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     a->names.ffn_norm = "model.layers.%d.post_attention_layernorm";
     bool rope = !strcmp(pe, "rope");
     if (!rope) { a->pos = MX_POS_NONE; a->n_rope = 0; }
-    s->ffn = a->ffn;
-    s->route = MX_ROUTE_TOPK_SOFTMAX;
-    s->gated = true;
-    s->act = a->act;
-    s->router = "model.layers.%d.block_sparse_moe.router.layer";
-    s->experts = (mx_expert_names){.gate_up = "model.layers.%d.block_sparse_moe.input_linear",
-                                   .down = "model.layers.%d.block_sparse_moe.output_linear"};
+    granite_moe_spec(a);
     s->shared = (mx_expert_names){.gate_up = "model.layers.%d.shared_mlp.input_linear",
                                   .down = "model.layers.%d.shared_mlp.output_linear"};
     if (s->n_experts == 0) { /* dense: the shared MLP is the whole ffn */
