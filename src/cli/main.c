@@ -1,6 +1,8 @@
 /* mlxcel command-line front end: dispatches subcommands. */
 #include "cli.h"
+#include "../format/safetensors.h"
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const struct { const char *name; int (*fn)(int, char **); const char *help; } g_cmds[] = {
@@ -20,11 +22,30 @@ static const struct { const char *name; int (*fn)(int, char **); const char *hel
 static void usage(void) {
     fprintf(stderr, "usage: mlxcel COMMAND [options]\n\ncommands:\n");
     for (size_t i = 0; i < sizeof g_cmds / sizeof g_cmds[0]; i++) fprintf(stderr, "  %-10s %s\n", g_cmds[i].name, g_cmds[i].help);
+    fprintf(stderr, "\nwith every command that loads a model:\n"
+                    "  --no-mmap  read the weights into huge-page memory instead of mapping the files\n"
+                    "             (also MLXCEL_NO_MMAP=1); slower start, faster decode where page-table\n"
+                    "             walks are costly (large MoE checkpoints, VMs)\n");
+}
+
+/* --no-mmap is accepted anywhere and removed before the command parses. */
+static int take_global_opts(int argc, char **argv) {
+    const char *env = getenv("MLXCEL_NO_MMAP");
+    if (env && *env && strcmp(env, "0")) mx_st_set_load_mode(MX_LOAD_COPY);
+    int o = 1;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--")) { while (i < argc) argv[o++] = argv[i++]; break; }
+        if (!strcmp(argv[i], "--no-mmap")) { mx_st_set_load_mode(MX_LOAD_COPY); continue; }
+        argv[o++] = argv[i];
+    }
+    argv[o] = NULL;
+    return o;
 }
 
 int main(int argc, char **argv) {
     const char *prog = strrchr(argv[0], '/');
     prog = prog ? prog + 1 : argv[0];
+    argc = take_global_opts(argc, argv);
     if (!strcmp(prog, "mlxcel-server")) {
         for (size_t i = 0; i < sizeof g_cmds / sizeof g_cmds[0]; i++)
             if (!strcmp(g_cmds[i].name, "serve")) return g_cmds[i].fn(argc, argv);

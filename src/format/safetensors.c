@@ -41,7 +41,7 @@ void mx_st_close(mx_st_file *f) {
     for (int i = 0; i < f->n_tensors; i++) free(f->tensors[i].name);
     free(f->tensors);
     free(f->metadata_format);
-    if (f->map && f->map_len) munmap(f->map, f->map_len);
+    if (f->map && f->alloc_len) munmap(f->map, f->alloc_len);
     free(f->path);
     memset(f, 0, sizeof *f);
 }
@@ -145,24 +145,67 @@ done:
     return rc;
 }
 
+static _Atomic int g_load_mode = MX_LOAD_MMAP;
+void mx_st_set_load_mode(mx_load_mode m) { g_load_mode = (int)m; }
+mx_load_mode mx_st_load_mode(void) { return (mx_load_mode)g_load_mode; }
+
+#define HUGE_SZ ((size_t)2 << 20)
+
+/* Anonymous copy of the file on 2 MiB-aligned huge pages, read-only after. */
+static void *copy_file(const char *path, int fd, size_t len, size_t *alloc_len) {
+    size_t need = (len + HUGE_SZ - 1) & ~(HUGE_SZ - 1);
+    uint8_t *raw = mmap(NULL, need + HUGE_SZ, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (raw == MAP_FAILED) { mx_set_err("%s: cannot allocate %zu bytes to load the file: %s", path, len, strerror(errno)); return NULL; }
+    uint8_t *base = (uint8_t *)(((uintptr_t)raw + HUGE_SZ - 1) & ~(uintptr_t)(HUGE_SZ - 1));
+    if (base > raw) munmap(raw, (size_t)(base - raw));
+    size_t tail = (size_t)(raw + need + HUGE_SZ - (base + need));
+    if (tail) munmap(base + need, tail);
+#ifdef MADV_HUGEPAGE
+    madvise(base, need, MADV_HUGEPAGE);
+#endif
+    size_t got = 0;
+    while (got < len) {
+        size_t want = MX_MIN(len - got, (size_t)64 << 20);
+        ssize_t r = pread(fd, base + got, want, (off_t)got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) {
+            mx_set_err("%s: read failed at byte %zu: %s", path, got, r < 0 ? strerror(errno) : "unexpected end of file");
+            munmap(base, need);
+            return NULL;
+        }
+        got += (size_t)r;
+    }
+    mprotect(base, need, PROT_READ);
+    *alloc_len = need;
+    return base;
+}
+
 int mx_st_open(const char *path, mx_st_file *out) {
     memset(out, 0, sizeof *out);
     int fd = open(path, O_RDONLY);
     if (fd < 0) return mx_set_err("%s: cannot open: %s", path, strerror(errno));
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) { close(fd); return mx_set_err("%s: not a regular file", path); }
-    size_t len = (size_t)st.st_size;
+    size_t len = (size_t)st.st_size, map_len = len;
     if (len < 8) { close(fd); return mx_set_err("%s: truncated: %zu bytes, too short for a safetensors header", path, len); }
-    void *map = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
-    close(fd);
-    if (map == MAP_FAILED) return mx_set_err("%s: mmap failed: %s", path, strerror(errno));
-    madvise(map, len, MADV_WILLNEED);
+    void *map;
+    if (g_load_mode == MX_LOAD_COPY) {
+        map = copy_file(path, fd, len, &map_len);
+        close(fd);
+        if (!map) return MX_ERR;
+    } else {
+        map = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
+        close(fd);
+        if (map == MAP_FAILED) return mx_set_err("%s: mmap failed: %s", path, strerror(errno));
+        madvise(map, len, MADV_WILLNEED);
 #ifdef MADV_HUGEPAGE
-    madvise(map, len, MADV_HUGEPAGE);
+        madvise(map, len, MADV_HUGEPAGE);
 #endif
-    if (mx_st_parse(path, map, len, out)) { munmap(map, len); return MX_ERR; }
+    }
+    if (mx_st_parse(path, map, len, out)) { munmap(map, map_len); return MX_ERR; }
     out->map = map;
     out->map_len = len;
+    out->alloc_len = map_len;
     out->path = mx_strdup(path);
     return out->path ? MX_OK : MX_ERR;
 }

@@ -34,11 +34,21 @@ typedef struct {
 typedef struct {
     char *path;
     void *map;
-    size_t map_len;
+    size_t map_len;        /* the file's size */
+    size_t alloc_len;      /* bytes to unmap (>= map_len when copied) */
     mx_tensor *tensors;
     int n_tensors;
     char *metadata_format; /* __metadata__.format, or NULL */
 } mx_st_file;
+
+/* How mx_st_open places the file: mapped in place (default), or read into
+ * anonymous memory advised for transparent huge pages. The copy costs one
+ * read of the file at load and leaves the page cache to the kernel; it pays
+ * where 4 KiB page-table entries are expensive (large MoE working sets, VMs
+ * with shadow paging). The process RSS is the same either way. */
+typedef enum { MX_LOAD_MMAP, MX_LOAD_COPY } mx_load_mode;
+void mx_st_set_load_mode(mx_load_mode m);
+mx_load_mode mx_st_load_mode(void);
 
 int mx_st_open(const char *path, mx_st_file *out);
 void mx_st_close(mx_st_file *f);

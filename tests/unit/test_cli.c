@@ -91,17 +91,21 @@ int main(void) {
         mx_st_close(&lf);
     }
     /* every dispatch level gives the reference greedy ids (and never SIGILL) */
-    const char *levels[] = {"portable", "avx2"};
-    for (int k = 0; k < 2; k++) {
+    /* ... and so do weights copied into huge-page memory (--no-mmap, or its env form) */
+    const char *levels[] = {"portable", "avx2", "native", "native"};
+    const char *extra[] = {"", "", "--no-mmap", ""};
+    const char *names[] = {"portable", "avx2", "no_mmap", "no_mmap_env"};
+    for (int k = 0; k < 4; k++) {
         char name[64];
         cmd.len = 0;
-        mx_buf_printf(&cmd, "MLXCEL_CPU=%s %s generate -m %s --prompt-ids %s -n %d --ignore-eos --output-format json", levels[k], bin(), fx, idstr.data, N);
+        mx_buf_printf(&cmd, "%sMLXCEL_CPU=%s %s generate %s -m %s --prompt-ids %s -n %d --ignore-eos --output-format json",
+                      k == 3 ? "MLXCEL_NO_MMAP=1 " : "", levels[k], bin(), extra[k], fx, idstr.data, N);
         int rc = run(cmd.data, &out);
         json_t *j = last_json_line(&out);
         json_t *g = json_object_get(j, "generated_ids");
         bool same = json_is_array(g) && (int)json_array_size(g) == N;
         for (int i = 0; same && i < N; i++) same = json_integer_value(json_array_get(g, (size_t)i)) == gids[i];
-        snprintf(name, sizeof name, "cli/dispatch_%s", levels[k]);
+        snprintf(name, sizeof name, "cli/dispatch_%s", names[k]);
         CHECK(name, rc == 0 && same, "rc=%d output=%s", rc, out.data ? out.data : "");
         json_decref(j);
     }

@@ -4,6 +4,7 @@
 #include "test.h"
 #include "base/base.h"
 #include "runtime/engine.h"
+#include "format/safetensors.h"
 #include <stdint.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -93,6 +94,31 @@ int main(void) {
     int rc = mx_engine_open(g_dir, &e);
     CHECK("loader/valid", rc == 0, "%s", mx_errmsg());
     if (!rc) mx_engine_close(&e);
+
+    /* --no-mmap: the copy holds the same bytes on 2 MiB-aligned memory, and
+     * a truncated file still gets the same error */
+    {
+        char *p = mx_path_join(g_dir, "model.safetensors");
+        mx_st_file a, b;
+        int ra = mx_st_open(p, &a);
+        mx_st_set_load_mode(MX_LOAD_COPY);
+        int rb = mx_st_open(p, &b);
+        bool same = ra == 0 && rb == 0 && a.map_len == b.map_len && b.alloc_len >= b.map_len && !memcmp(a.map, b.map, a.map_len) &&
+                    ((uintptr_t)b.map & ((2u << 20) - 1)) == 0 && a.n_tensors == b.n_tensors;
+        CHECK("loader/no_mmap_same_bytes", same, "ra=%d rb=%d %s", ra, rb, mx_errmsg());
+        if (!ra) mx_st_close(&a);
+        if (!rb) mx_st_close(&b);
+        rc = mx_engine_open(g_dir, &e);
+        CHECK("loader/no_mmap_engine", rc == 0, "%s", mx_errmsg());
+        if (!rc) mx_engine_close(&e);
+        struct stat st0;
+        stat(p, &st0);
+        if (truncate(p, st0.st_size - 100)) {}
+        expect("loader/no_mmap_truncated", "model.safetensors: truncated", NULL);
+        mx_st_set_load_mode(MX_LOAD_MMAP);
+        free(p);
+        write_model(NULL, NULL, NULL);
+    }
 
     write_model("model.layers.0.mlp.up_proj.weight", NULL, NULL);
     expect("loader/missing_tensor", "missing tensor 'model.layers.0.mlp.up_proj.weight'", NULL);
