@@ -4,6 +4,7 @@
 #include "quant_impl.h"
 #include "../base/base.h"
 #include "../base/cpu.h"
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -58,9 +59,13 @@ static void q_task(void *ctx, int i, int tid) {
     for (int t = 0; t < j->c.n; t++) {
         mxq_ctx c1 = j->c;
         c1.n = 1;
-        c1.x = j->c.x + (size_t)t * j->c.ldx;
+        if (c1.x) c1.x = j->c.x + (size_t)t * j->c.ldx;
         c1.y = j->c.y + (size_t)t * j->c.ldy;
         if (c1.xs) c1.xs = j->c.xs + (size_t)t * ng;
+        if (c1.xq) {
+            c1.xq = j->c.xq + (size_t)t * 2 * j->c.w->cols;
+            c1.xd = j->c.xd + (size_t)t * ng;
+        }
         j->fn(&c1, r0, r1);
     }
 }
@@ -81,6 +86,48 @@ static float *scratch(int i, size_t n) {
 static _Thread_local mx_qmode tl_mode;
 void mx_qmatmul_set_mode(mx_qmode m) { tl_mode = m; }
 
+static _Atomic int g_int8 = -1; /* -1: not set, MLXCEL_INT8 decides */
+static _Atomic unsigned long g_int8_calls;
+void mx_qmatmul_set_int8(bool on) { g_int8 = on; }
+unsigned long mx_qmatmul_int8_calls(void) { return g_int8_calls; }
+
+bool mx_qmatmul_int8(const mx_weight *w) {
+    if (g_int8 < 0) {
+        const char *e = getenv("MLXCEL_INT8");
+        g_int8 = !(e && !strcmp(e, "0"));
+    }
+    const mx_cpu_info *ci = mx_cpu();
+    return g_int8 && ci->level >= MX_CPU_AVX512 && ci->avx512_vnni && w->fmt == MX_W_AFFINE && (w->bits == 4 || w->bits == 8) &&
+           (w->group == 32 || w->group == 64 || w->group == 128) && w->cols % 64 == 0 && w->cols % w->group == 0;
+}
+
+static _Thread_local int8_t *tl_q;
+static _Thread_local size_t tl_qcap;
+
+/* The int8 decode path: quantize each token's x, then run the VNNI kernel. */
+static bool prep_int8(qjob *j, const float *x, int ldx) {
+    const mx_weight *w = j->c.w;
+    int n = j->c.n, ng = mxq_ngroups(w);
+    size_t qn = (size_t)n * w->cols * 2;
+    if (qn > tl_qcap) {
+        free(tl_q);
+        tl_q = malloc(qn);
+        tl_qcap = tl_q ? qn : 0;
+    }
+    float *xd = scratch(0, (size_t)n * ng), *xs = scratch(1, (size_t)n * ng);
+    if (!tl_q || !xd || !xs) return false;
+    for (int t = 0; t < n; t++)
+        mxq_vnni_prep(x + (size_t)t * ldx, w->cols, w->group, w->bits, tl_q + (size_t)t * 2 * w->cols, xd + (size_t)t * ng, xs + (size_t)t * ng);
+    j->c.xq = tl_q;
+    j->c.xd = xd;
+    j->c.xs = xs;
+    j->c.x = NULL;
+    j->c.ldx = w->cols;
+    j->fn = mxq_vnni_dec;
+    atomic_fetch_add_explicit(&g_int8_calls, 1, memory_order_relaxed);
+    return true;
+}
+
 void mx_qmatmul(const mx_weight *w, const float *x, int n, int ldx, float *y, int ldy, mx_pool *pool) {
     if (n <= 0) return;
     bool known = w->fmt == MX_W_AFFINE || w->fmt == MX_W_MXFP4 || w->fmt == MX_W_NVFP4 || w->fmt == MX_W_MXFP8 || w->fmt == MX_W_FP8B;
@@ -98,6 +145,7 @@ void mx_qmatmul(const mx_weight *w, const float *x, int n, int ldx, float *y, in
     j.c.invariant = tl_mode == MX_QMODE_PANEL;
     j.per_token = tl_mode == MX_QMODE_PER_TOKEN && n > 1;
     j.fn = ci->level >= MX_CPU_AVX512 ? mxq_mm_avx512 : ci->level >= MX_CPU_AVX2 ? mxq_mm_avx2 : mxq_mm_portable;
+    if ((n == 1 || j.per_token) && !j.c.invariant && mx_qmatmul_int8(w) && prep_int8(&j, x, ldx)) goto run;
     int perm = mxq_perm_for(w, ci->level);
     float *xp = NULL, *xs = NULL;
     if (perm) {
@@ -139,6 +187,7 @@ void mx_qmatmul(const mx_weight *w, const float *x, int n, int ldx, float *y, in
         j.c.ldx = ldx;
         j.c.perm = 0;
     }
+run:;
     int nt = mx_pool_size(pool);
     /* tasks of whole 48-row panels (the prefill kernels' 3*VL rows, VL = 8 or 16) */
     int tasks = MX_MIN((w->rows + 47) / 48, nt * 4);

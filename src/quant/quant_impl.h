@@ -121,6 +121,8 @@ typedef struct {
     const float *x;
     int ldx;
     const float *xs;
+    const int8_t *xq; /* int8 path: codes in the kernel's order, [n][2][cols] */
+    const float *xd;  /* int8 path: activation scale per group, [n][ngroups] */
     int n;
     float *y;
     int ldy;
@@ -131,6 +133,10 @@ typedef void (*mxq_fn)(const mxq_ctx *c, int r0, int r1);
 void mxq_mm_portable(const mxq_ctx *c, int r0, int r1);
 void mxq_mm_avx2(const mxq_ctx *c, int r0, int r1);
 void mxq_mm_avx512(const mxq_ctx *c, int r0, int r1);
+/* Int8-activation decode (AVX-512 VNNI; qvnni_avx512.c): affine 4/8-bit,
+ * group 32/64/128, cols a multiple of 64. */
+void mxq_vnni_dec(const mxq_ctx *c, int r0, int r1);
+void mxq_vnni_prep(const float *x, int cols, int G, int bits, int8_t *xq, float *xd, float *xs);
 /* The x permutation (0, 8 or 16) the kernel of `level` wants for w. */
 int mxq_perm_for(const mx_weight *w, int level);
 #endif

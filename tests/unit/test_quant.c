@@ -140,17 +140,29 @@ static int check_mm(const mx_weight *w, mx_pool *pool, char *why, size_t whylen)
               *yr = malloc(sizeof(float) * (size_t)n * ldy), *row = malloc(sizeof(float) * (size_t)w->cols);
         for (int i = 0; i < n * ldx; i++) x[i] = t_randf(&seed);
         for (int i = 0; i < n * ldy; i++) y[i] = yr[i] = 12345.0f;
+        unsigned long c0 = mx_qmatmul_int8_calls();
         mx_matmul(w, x, n, ldx, y, ldy, pool);
+        bool int8 = mx_qmatmul_int8_calls() != c0;
         mx_matmul_ref(w, x, n, ldx, yr, ldy);
         int bad = 0;
         for (int r = 0; r < w->rows && !bad; r++) {
             mx_weight_row(w, r, row);
             for (int t = 0; t < n; t++) {
-                double mag = 0;
+                double mag = 0, coded = 0;
                 for (int c = 0; c < w->cols; c++) mag += fabs((double)row[c] * x[(size_t)t * ldx + c]);
+                /* int8 activations (two codes per value): each x is off by at
+                 * most max|x| of its group / (127 * 256) */
+                for (int g = 0; int8 && g < w->cols / w->group; g++) {
+                    double am = 0, sw = 0;
+                    for (int c = g * w->group; c < (g + 1) * w->group; c++) {
+                        am = fmax(am, fabs((double)x[(size_t)t * ldx + c]));
+                        sw += fabs((double)row[c]);
+                    }
+                    coded += sw * am / (127.0 * 256.0);
+                }
                 float a = y[(size_t)t * ldy + r], b = yr[(size_t)t * ldy + r];
-                if (!(fabs((double)a - b) <= 2e-6 * mag + 1e-30)) {
-                    snprintf(why, whylen, "n=%d t=%d r=%d: %.8g vs ref %.8g (|w||x| %.3g)", n, t, r, a, b, mag);
+                if (!(fabs((double)a - b) <= 2e-6 * mag + coded + 1e-30)) {
+                    snprintf(why, whylen, "n=%d t=%d r=%d: %.8g vs ref %.8g (|w||x| %.3g%s)", n, t, r, a, b, mag, int8 ? ", int8" : "");
                     bad = 1;
                     break;
                 }
