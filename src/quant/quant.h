@@ -48,11 +48,12 @@ void mx_qmatmul(const mx_weight *w, const float *x, int n, int ldx, float *y, in
  * for every n (PANEL). */
 typedef enum { MX_QMODE_AUTO, MX_QMODE_PER_TOKEN, MX_QMODE_PANEL } mx_qmode;
 void mx_qmatmul_set_mode(mx_qmode m);
-/* Decode (one token, or PER_TOKEN) of MLX affine 4/8-bit weights quantizes
- * the activations to int8 per group and uses VNNI dot products where the CPU
- * has them (logits within 2e-2 * max|logit| of f32 activations; prefill and
- * PANEL mode keep f32 activations). On unless MLXCEL_INT8=0 or turned off
- * here; mx_qmatmul_int8 says whether w takes that path. */
+/* MLX affine 4/8-bit weights (groups 32/64/128) multiply activations coded
+ * as two int8 codes per value with VNNI dot products where the CPU has them
+ * (decode: one-token kernel; prefill and PANEL: a 16-row panel kernel).
+ * Logits stay within 2e-2 * max|logit| of f32 activations (about 3e-3 on
+ * the fixtures). On unless MLXCEL_INT8=0 or turned off here;
+ * mx_qmatmul_int8 says whether w takes that path. */
 void mx_qmatmul_set_int8(bool on);
 bool mx_qmatmul_int8(const mx_weight *w);
 unsigned long mx_qmatmul_int8_calls(void); /* matmuls that took it so far (tests) */

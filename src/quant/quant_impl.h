@@ -136,6 +136,7 @@ void mxq_mm_avx512(const mxq_ctx *c, int r0, int r1);
 /* Int8-activation decode (AVX-512 VNNI; qvnni_avx512.c): affine 4/8-bit,
  * group 32/64/128, cols a multiple of 64. */
 void mxq_vnni_dec(const mxq_ctx *c, int r0, int r1);
+void mxq_vnni_gemm(const mxq_ctx *c, int r0, int r1); /* any n; x prepared with bits = 8 (natural order) */
 void mxq_vnni_prep(const float *x, int cols, int G, int bits, int8_t *xq, float *xd, float *xs);
 /* The x permutation (0, 8 or 16) the kernel of `level` wants for w. */
 int mxq_perm_for(const mx_weight *w, int level);

@@ -156,3 +156,115 @@ void mxq_vnni_prep(const float *x, int cols, int G, int bits, int8_t *xq, float 
             _mm512_storeu_si512((void *)(xq + k), _mm512_permutexvar_epi64(qsel, _mm512_shuffle_epi8(v, evod)));
         }
 }
+
+/* ---- prefill: 16-row panels repacked for dot products across rows ----
+ * A panel of 16 rows x KC columns is unpacked once into u8 codes laid out
+ * [KC/4][16 rows][4 columns], so one vpdpbusd with four broadcast activation
+ * bytes adds 4 columns to 16 rows' sums (no horizontal reductions); every
+ * token of the matmul then runs over it. The same kernel serves every n, so
+ * a token's result does not depend on its batch (PANEL mode). */
+#define VG_KC 256
+#define VG_NT 6
+/* the token loops must unroll for the accumulators to stay in registers */
+#define VG_UNROLL _Pragma("GCC unroll 6")
+
+typedef struct {
+    const int8_t *xq; /* token 0's codes at the chunk's first column */
+    size_t ldq;       /* bytes per token (2 * cols) */
+    int cols;         /* offset of q2 from q1 */
+    const float *xd, *xs; /* token 0's values at the chunk's first group */
+    int ldg;          /* groups per token */
+} vg_x;
+
+static inline __attribute__((always_inline)) void vg_micro(int nt, const uint8_t *wp, const float *ST, const float *BT, int G, int len,
+                                                             const vg_x *x, float *y, int ldy, __mmask16 rows) {
+    __m512 f[VG_NT];
+    VG_UNROLL
+    for (int t = 0; t < nt; t++) f[t] = _mm512_setzero_ps();
+    for (int g = 0; g < len / G; g++) {
+        __m512i i1[VG_NT], i2[VG_NT];
+        VG_UNROLL
+    for (int t = 0; t < nt; t++) i1[t] = i2[t] = _mm512_setzero_si512();
+        for (int q = 0; q < G / 4; q++) {
+            int k = g * G + q * 4;
+            __m512i W = _mm512_load_si512((const void *)(wp + (size_t)(k / 4) * 64));
+            VG_UNROLL
+    for (int t = 0; t < nt; t++) {
+                const int8_t *p = x->xq + (size_t)t * x->ldq + k;
+                int32_t a, b;
+                memcpy(&a, p, 4);
+                memcpy(&b, p + x->cols, 4);
+                i1[t] = _mm512_dpbusd_epi32(i1[t], W, _mm512_set1_epi32(a));
+                i2[t] = _mm512_dpbusd_epi32(i2[t], W, _mm512_set1_epi32(b));
+            }
+        }
+        __m512 s = _mm512_load_ps(ST + g * 16), b = _mm512_load_ps(BT + g * 16);
+        VG_UNROLL
+    for (int t = 0; t < nt; t++) {
+            __m512i it = _mm512_add_epi32(_mm512_slli_epi32(i1[t], 8), i2[t]);
+            f[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(it), _mm512_mul_ps(s, _mm512_set1_ps(x->xd[(size_t)t * x->ldg + g])), f[t]);
+            f[t] = _mm512_fmadd_ps(b, _mm512_set1_ps(x->xs[(size_t)t * x->ldg + g]), f[t]);
+        }
+    }
+    VG_UNROLL
+    for (int t = 0; t < nt; t++) {
+        float *yt = y + (size_t)t * ldy;
+        _mm512_mask_storeu_ps(yt, rows, _mm512_add_ps(_mm512_maskz_loadu_ps(rows, yt), f[t]));
+    }
+}
+
+/* Codes of row r, columns [c0, c0 + len) (len a multiple of 16), as bytes. */
+static void unpack_row(const mx_weight *w, int r, int c0, int len, uint8_t *out) {
+    const uint8_t *row = w->data + (size_t)r * w->row_bytes;
+    if (w->bits == 8) { memcpy(out, row + c0, (size_t)len); return; }
+    const __m128i m = _mm_set1_epi8(0x0F);
+    for (int k = 0; k < len; k += 16) {
+        __m128i v = _mm_loadl_epi64((const __m128i *)(const void *)(row + (c0 + k) / 2));
+        __m128i lo = _mm_and_si128(v, m), hi = _mm_and_si128(_mm_srli_epi16(v, 4), m);
+        _mm_storeu_si128((__m128i *)(void *)(out + k), _mm_unpacklo_epi8(lo, hi));
+    }
+}
+
+void mxq_vnni_gemm(const mxq_ctx *c, int r0, int r1) {
+    const mx_weight *w = c->w;
+    int G = w->group, ng = w->cols / G;
+    _Alignas(64) uint8_t wp[VG_KC * 16];
+    _Alignas(64) uint8_t rowb[VG_KC];
+    _Alignas(64) float ST[VG_KC / 32 * 16], BT[VG_KC / 32 * 16];
+    for (int t = 0; t < c->n; t++) memset(c->y + (size_t)t * c->ldy + r0, 0, (size_t)(r1 - r0) * sizeof(float));
+    for (int rb = r0; rb < r1; rb += 16) {
+        int nr = MX_MIN(16, r1 - rb);
+        __mmask16 rows = (__mmask16)((1u << nr) - 1);
+        for (int kc = 0; kc < w->cols; kc += VG_KC) {
+            int len = MX_MIN(VG_KC, w->cols - kc), gc = len / G, g0 = kc / G;
+            for (int i = 0; i < 16; i++) {
+                if (i < nr) {
+                    unpack_row(w, rb + i, kc, len, rowb);
+                    size_t o = (size_t)(rb + i) * (size_t)ng + (size_t)g0;
+                    for (int g = 0; g < gc; g++) {
+                        ST[g * 16 + i] = mxq_ld(w->scales, w->scale_dtype, o + (size_t)g);
+                        BT[g * 16 + i] = mxq_ld(w->biases, w->scale_dtype, o + (size_t)g);
+                    }
+                } else {
+                    memset(rowb, 0, (size_t)len);
+                    for (int g = 0; g < gc; g++) ST[g * 16 + i] = BT[g * 16 + i] = 0;
+                }
+                for (int q = 0; q < len / 4; q++) memcpy(wp + (size_t)q * 64 + (size_t)i * 4, rowb + q * 4, 4);
+            }
+            for (int t = 0; t < c->n; t += VG_NT) {
+                int nt = MX_MIN(VG_NT, c->n - t);
+                vg_x x = {c->xq + (size_t)t * 2 * w->cols + kc, (size_t)2 * w->cols, w->cols, c->xd + (size_t)t * ng + g0,
+                          c->xs + (size_t)t * ng + g0, ng};
+                float *yt = c->y + (size_t)t * c->ldy + rb;
+                switch (nt) {
+                case 6: vg_micro(6, wp, ST, BT, G, len, &x, yt, c->ldy, rows); break;
+                case 5: vg_micro(5, wp, ST, BT, G, len, &x, yt, c->ldy, rows); break;
+                case 4: vg_micro(4, wp, ST, BT, G, len, &x, yt, c->ldy, rows); break;
+                case 3: vg_micro(3, wp, ST, BT, G, len, &x, yt, c->ldy, rows); break;
+                case 2: vg_micro(2, wp, ST, BT, G, len, &x, yt, c->ldy, rows); break;
+                default: vg_micro(1, wp, ST, BT, G, len, &x, yt, c->ldy, rows); break;
+                }
+            }
+        }
+    }
+}
