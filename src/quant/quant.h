@@ -48,9 +48,10 @@ void mx_qmatmul(const mx_weight *w, const float *x, int n, int ldx, float *y, in
  * for every n (PANEL). */
 typedef enum { MX_QMODE_AUTO, MX_QMODE_PER_TOKEN, MX_QMODE_PANEL } mx_qmode;
 void mx_qmatmul_set_mode(mx_qmode m);
-/* MLX affine 4/8-bit weights (groups 32/64/128) multiply activations coded
- * as two int8 codes per value with VNNI dot products where the CPU has them
- * (decode: one-token kernel; prefill and PANEL: a 16-row panel kernel).
+/* MLX affine 4/8-bit (groups 32/64/128), mxfp4 and nvfp4 weights multiply
+ * activations coded as two int8 codes per value with VNNI dot products where
+ * the CPU has them (decode: one-token kernel; prefill and PANEL: a 16-row
+ * panel kernel).
  * Logits stay within 2e-2 * max|logit| of f32 activations (about 3e-3 on
  * the fixtures). On unless MLXCEL_INT8=0 or turned off here;
  * mx_qmatmul_int8 says whether w takes that path. */

@@ -1,4 +1,4 @@
-/* Int8 decode kernels for MLX affine 4- and 8-bit weights (AVX-512 VNNI).
+/* Int8 kernels for MLX affine 4/8-bit, mxfp4 and nvfp4 weights (AVX-512 VNNI).
  *
  * Each activation group is split into two int8 codes, x ~ d * (q1 + q2/256)
  * with d = max|x| / 127 (q2 codes the rounding residual of q1), so x is held
@@ -29,46 +29,80 @@ static inline __m512 ld_scales16(const uint8_t *base, mx_dtype dt, size_t i) {
     }
 }
 
+/* E2M1 (mxfp4, nvfp4) as affine codes: 2*value + 12 in [0, 24], so a value
+ * is (s/2) * code - 6 s and the affine kernels apply unchanged. */
+static inline bool is_e2m1(const mx_weight *w) { return w->fmt == MX_W_MXFP4 || w->fmt == MX_W_NVFP4; }
+#define E2M1_U8 12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0
+
+/* f32 scale and bias of groups [g, g + n) of row r in the affine form. */
+static inline void row_sb(const mx_weight *w, int r, int g, int n, float *s, float *b) {
+    size_t o = (size_t)r * (size_t)mxq_ngroups(w) + (size_t)g;
+    if (!is_e2m1(w)) {
+        if (n == 16) {
+            _mm512_storeu_ps(s, ld_scales16(w->scales, w->scale_dtype, o));
+            _mm512_storeu_ps(b, ld_scales16(w->biases, w->scale_dtype, o));
+            return;
+        }
+        for (int i = 0; i < n; i++) {
+            s[i] = mxq_ld(w->scales, w->scale_dtype, o + (size_t)i);
+            b[i] = mxq_ld(w->biases, w->scale_dtype, o + (size_t)i);
+        }
+        return;
+    }
+    for (int i = 0; i < n; i++) {
+        float sc = w->fmt == MX_W_MXFP4 ? mxq_e8m0(w->scales[o + (size_t)i]) : mxq_e4m3(w->scales[o + (size_t)i]);
+        s[i] = sc * 0.5f;
+        b[i] = sc * -6.0f;
+    }
+}
+
 /* Products s*d and the bias term for groups [g, g + n) of row r. */
 static inline float row_block(const mxq_ctx *c, int r, int g, int n, float *sd) {
-    const mx_weight *w = c->w;
-    size_t o = (size_t)r * (size_t)mxq_ngroups(w) + (size_t)g;
+    _Alignas(64) float s[VQ_GB], b[VQ_GB];
+    row_sb(c->w, r, g, n, s, b);
     if (n == VQ_GB) {
-        __m512 s = ld_scales16(w->scales, w->scale_dtype, o), b = ld_scales16(w->biases, w->scale_dtype, o);
-        _mm512_storeu_ps(sd, _mm512_mul_ps(s, _mm512_loadu_ps(c->xd + g)));
-        return _mm512_reduce_add_ps(_mm512_mul_ps(b, _mm512_loadu_ps(c->xs + g)));
+        _mm512_storeu_ps(sd, _mm512_mul_ps(_mm512_load_ps(s), _mm512_loadu_ps(c->xd + g)));
+        return _mm512_reduce_add_ps(_mm512_mul_ps(_mm512_load_ps(b), _mm512_loadu_ps(c->xs + g)));
     }
     float bt = 0;
     for (int i = 0; i < n; i++) {
-        sd[i] = mxq_ld(w->scales, w->scale_dtype, o + (size_t)i) * c->xd[g + i];
-        bt += mxq_ld(w->biases, w->scale_dtype, o + (size_t)i) * c->xs[g + i];
+        sd[i] = s[i] * c->xd[g + i];
+        bt += b[i] * c->xs[g + i];
     }
     return bt;
 }
 
 /* Codes of 64 elements as bytes: 8-bit rows load them, 4-bit rows unpack 32
- * bytes into [low nibbles | high nibbles]. */
-static inline __m512i codes64(const uint8_t *p, int bits) {
+ * bytes into [low nibbles | high nibbles] (E2M1 then mapped to 0..24). */
+static inline __m512i codes64(const uint8_t *p, int bits, bool e2m1) {
     if (bits == 8) return _mm512_loadu_si512((const void *)p);
     __m512i v = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(const void *)p));
     v = _mm512_mask_srli_epi16(v, (__mmask32)0xFFFF0000u, v, 4);
-    return _mm512_and_si512(v, _mm512_set1_epi8(0x0F));
+    v = _mm512_and_si512(v, _mm512_set1_epi8(0x0F));
+    if (e2m1) v = _mm512_shuffle_epi8(_mm512_broadcast_i32x4(_mm_setr_epi8(E2M1_U8)), v);
+    return v;
 }
 
-/* Two rows at a time (sharing the activation loads), groups of 32, 64 or
- * 128: a 64-element chunk holds two groups, one, or half of one. */
+/* Two rows at a time (sharing the activation loads), groups of 16 to 128: a
+ * 64-element chunk holds 64/G groups or 1/(G/64) of one. */
 static void dec_rows(const mxq_ctx *c, int r, int nr, float *out) {
     const mx_weight *w = c->w;
     int G = w->group, bits = w->bits, ng = w->cols / G;
+    bool e2m1 = is_e2m1(w);
     const uint8_t *p0 = w->data + (size_t)r * w->row_bytes, *p1 = nr > 1 ? p0 + w->row_bytes : p0;
     const int8_t *xq = c->xq;
     __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
     float bt0 = 0, bt1 = 0;
-    _Alignas(64) float sd0[VQ_GB], sd1[VQ_GB];
-    /* group 32: lanes of the second group of a chunk (see codes64's layout) */
-    __mmask16 hi = bits == 8 ? (__mmask16)0xFF00 : (__mmask16)0xF0F0;
-    int gpc = G == 32 ? 2 : 1; /* groups per chunk */
-    int cpg = G == 128 ? 2 : 1; /* chunks per group */
+    _Alignas(64) float sd0[2 * VQ_GB], sd1[2 * VQ_GB];
+    int gpc = G < 64 ? 64 / G : 1; /* groups per chunk */
+    int cpg = G > 64 ? G / 64 : 1; /* chunks per group */
+    /* G < 64: the group of each int32 lane (see codes64's layout) */
+    __m512i lane_g = _mm512_setzero_si512();
+    if (gpc > 1) {
+        int idx[16];
+        for (int l = 0; l < 16; l++) idx[l] = bits == 8 ? 4 * l / G : 8 * (l % 8) / G;
+        lane_g = _mm512_loadu_si512((const void *)idx);
+    }
     for (int g = 0; g < ng; g += gpc) {
         int gi = g % VQ_GB;
         if (gi == 0) {
@@ -86,7 +120,7 @@ static void dec_rows(const mxq_ctx *c, int r, int nr, float *out) {
                 _mm_prefetch((const char *)p1 + pb + VQ_PF + 64, _MM_HINT_T0);
             }
             __m512i x = _mm512_loadu_si512((const void *)(xq + k)), x2 = _mm512_loadu_si512((const void *)(xq + w->cols + k));
-            __m512i c0 = codes64(p0 + pb, bits), c1 = codes64(p1 + pb, bits);
+            __m512i c0 = codes64(p0 + pb, bits, e2m1), c1 = codes64(p1 + pb, bits, e2m1);
             i0 = _mm512_dpbusd_epi32(i0, c0, x);
             j0 = _mm512_dpbusd_epi32(j0, c0, x2);
             i1 = _mm512_dpbusd_epi32(i1, c1, x);
@@ -96,9 +130,9 @@ static void dec_rows(const mxq_ctx *c, int r, int nr, float *out) {
         i0 = _mm512_add_epi32(_mm512_slli_epi32(i0, 8), j0);
         i1 = _mm512_add_epi32(_mm512_slli_epi32(i1, 8), j1);
         __m512 s0, s1;
-        if (gpc == 2) {
-            s0 = _mm512_mask_blend_ps(hi, _mm512_set1_ps(sd0[gi]), _mm512_set1_ps(sd0[gi + 1]));
-            s1 = _mm512_mask_blend_ps(hi, _mm512_set1_ps(sd1[gi]), _mm512_set1_ps(sd1[gi + 1]));
+        if (gpc > 1) { /* sd arrays hold 2*VQ_GB: the 16-wide loads stay inside */
+            s0 = _mm512_permutexvar_ps(lane_g, _mm512_loadu_ps(sd0 + gi));
+            s1 = _mm512_permutexvar_ps(lane_g, _mm512_loadu_ps(sd1 + gi));
         } else {
             s0 = _mm512_set1_ps(sd0[gi]);
             s1 = _mm512_set1_ps(sd1[gi]);
@@ -217,11 +251,12 @@ static inline __attribute__((always_inline)) void vg_micro(int nt, const uint8_t
 static void unpack_row(const mx_weight *w, int r, int c0, int len, uint8_t *out) {
     const uint8_t *row = w->data + (size_t)r * w->row_bytes;
     if (w->bits == 8) { memcpy(out, row + c0, (size_t)len); return; }
-    const __m128i m = _mm_set1_epi8(0x0F);
+    const __m128i m = _mm_set1_epi8(0x0F), lut = _mm_setr_epi8(E2M1_U8);
+    bool e2m1 = is_e2m1(w);
     for (int k = 0; k < len; k += 16) {
         __m128i v = _mm_loadl_epi64((const __m128i *)(const void *)(row + (c0 + k) / 2));
-        __m128i lo = _mm_and_si128(v, m), hi = _mm_and_si128(_mm_srli_epi16(v, 4), m);
-        _mm_storeu_si128((__m128i *)(void *)(out + k), _mm_unpacklo_epi8(lo, hi));
+        __m128i lo = _mm_and_si128(v, m), hi = _mm_and_si128(_mm_srli_epi16(v, 4), m), u = _mm_unpacklo_epi8(lo, hi);
+        _mm_storeu_si128((__m128i *)(void *)(out + k), e2m1 ? _mm_shuffle_epi8(lut, u) : u);
     }
 }
 
@@ -230,7 +265,7 @@ void mxq_vnni_gemm(const mxq_ctx *c, int r0, int r1) {
     int G = w->group, ng = w->cols / G;
     _Alignas(64) uint8_t wp[VG_KC * 16];
     _Alignas(64) uint8_t rowb[VG_KC];
-    _Alignas(64) float ST[VG_KC / 32 * 16], BT[VG_KC / 32 * 16];
+    _Alignas(64) float ST[VG_KC / 16 * 16], BT[VG_KC / 16 * 16], s[VG_KC / 16], b[VG_KC / 16];
     for (int t = 0; t < c->n; t++) memset(c->y + (size_t)t * c->ldy + r0, 0, (size_t)(r1 - r0) * sizeof(float));
     for (int rb = r0; rb < r1; rb += 16) {
         int nr = MX_MIN(16, r1 - rb);
@@ -240,10 +275,10 @@ void mxq_vnni_gemm(const mxq_ctx *c, int r0, int r1) {
             for (int i = 0; i < 16; i++) {
                 if (i < nr) {
                     unpack_row(w, rb + i, kc, len, rowb);
-                    size_t o = (size_t)(rb + i) * (size_t)ng + (size_t)g0;
+                    row_sb(w, rb + i, g0, gc, s, b);
                     for (int g = 0; g < gc; g++) {
-                        ST[g * 16 + i] = mxq_ld(w->scales, w->scale_dtype, o + (size_t)g);
-                        BT[g * 16 + i] = mxq_ld(w->biases, w->scale_dtype, o + (size_t)g);
+                        ST[g * 16 + i] = s[g];
+                        BT[g * 16 + i] = b[g];
                     }
                 } else {
                     memset(rowb, 0, (size_t)len);
