@@ -35,7 +35,7 @@ static inline bool is_e2m1(const mx_weight *w) { return w->fmt == MX_W_MXFP4 || 
 #define E2M1_U8 12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0
 
 /* f32 scale and bias of groups [g, g + n) of row r in the affine form. */
-static inline void row_sb(const mx_weight *w, int r, int g, int n, float *s, float *b) {
+static inline __attribute__((always_inline)) void row_sb(const mx_weight *w, int r, int g, int n, float *s, float *b) {
     size_t o = (size_t)r * (size_t)mxq_ngroups(w) + (size_t)g;
     if (!is_e2m1(w)) {
         if (n == 16) {
