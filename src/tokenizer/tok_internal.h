@@ -13,11 +13,13 @@
 #define TK_MAX_DEPTH 64              /* nesting of Sequence and JSON */
 
 /* ---- small fast JSON reader (jansson is too slow for 33 MB files) ---- */
-enum { TJ_NULL, TJ_FALSE, TJ_TRUE, TJ_NUM, TJ_STR, TJ_ARR, TJ_OBJ };
+enum { TJ_NULL, TJ_FALSE, TJ_TRUE, TJ_NUM, TJ_STR, TJ_ARR, TJ_OBJ, TJ_LAZY };
 typedef struct tj {
     uint8_t type;
-    uint32_t n;    /* bytes of a string; members of an array or object */
+    uint8_t lazy_type; /* TJ_LAZY: TJ_ARR or TJ_OBJ */
+    uint32_t n;    /* bytes of a string; members of an array or object (lazy too) */
     uint32_t klen; /* key length (object members only) */
+    uint32_t span; /* TJ_LAZY: bytes of its text, at v.str */
     const char *key;
     union {
         double num;
@@ -30,9 +32,24 @@ typedef struct tj_doc tj_doc;
 tj *tj_parse(const char *s, size_t n, const char *name, tj_doc **doc);
 /* Same, parsing in place: takes ownership of buf (malloc'ed, len + 1 bytes). */
 tj *tj_parse_owned(char *buf, size_t len, const char *name, tj_doc **doc);
+/* Same, but the arrays and objects at root.OUTER.INNER (INNER: NULL-ended
+ * list of keys) are checked without being built: they come as TJ_LAZY, to be
+ * read with tj_iter. Errors are those of tj_parse_owned. */
+tj *tj_parse_lazy(char *buf, size_t len, const char *name, const char *outer, const char *const *inner, tj_doc **doc);
 void tj_free(tj_doc *doc);
 const tj *tj_get(const tj *obj, const char *key); /* NULL when absent (a JSON null is returned) */
 static inline bool tj_is_null(const tj *v) { return !v || v->type == TJ_NULL; }
+/* TJ_ARR / TJ_OBJ also for a lazy container; else its type */
+static inline int tj_type(const tj *v) { return v->type == TJ_LAZY ? v->lazy_type : v->type; }
+/* Members of an array or object, built or lazy. Containers inside a lazy one
+ * come lazy. A lazy container can be read once (strings are unescaped in
+ * place as they are read). next: 1 and *out set, 0 at the end, or MX_ERR. */
+typedef struct { tj_doc *d; const tj *v; uint32_t i; const char *p; } tj_iter;
+int tj_iter_init(tj_iter *it, tj_doc *d, const tj *v);
+int tj_iter_next(tj_iter *it, tj *out);
+
+/* ---- big allocations (huge pages where offered); free with free() ---- */
+void *tk_alloc_big(size_t n, bool zero);
 
 /* ---- arena ---- */
 typedef struct tk_blk tk_blk;
@@ -51,6 +68,10 @@ int tk_smap_init(tk_smap *m, size_t expect);
 void tk_smap_free(tk_smap *m);
 int32_t tk_smap_get(const tk_smap *m, const tk_str *keys, const char *s, size_t n);
 int tk_smap_put(tk_smap *m, const tk_str *keys, int32_t id); /* replaces an equal key */
+/* ids[i] = tk_smap_get of q[i], for a batch (faster on big maps: prefetched) */
+#define TK_BATCH 64
+void tk_smap_get_batch(const tk_smap *m, const tk_str *keys, const tk_str *q, int n, int32_t *ids);
+void tk_smap_prefetch(const tk_smap *m, const char *s, size_t n); /* before a put of that key */
 /* u64 -> (u32, i32) map */
 typedef struct { uint64_t key; uint32_t a; int32_t b; } tk_uslot;
 typedef struct { tk_uslot *slot; uint32_t mask; uint32_t count; } tk_umap;
@@ -58,6 +79,7 @@ int tk_umap_init(tk_umap *m, size_t expect);
 void tk_umap_free(tk_umap *m);
 bool tk_umap_get(const tk_umap *m, uint64_t k, uint32_t *a, int32_t *b);
 int tk_umap_put(tk_umap *m, uint64_t k, uint32_t a, int32_t b); /* grows */
+void tk_umap_prefetch(const tk_umap *m, uint64_t k);
 
 /* ---- UTF-8 and Unicode ---- */
 /* Decodes one code point; returns its length (>= 1) and sets *cp, or
@@ -200,7 +222,9 @@ typedef struct {
 void tk_model_free(tk_model *m);
 int tk_model_tokenize(const mx_tokenizer *t, tk_ctx *c, const char *s, size_t n, int32_t **ids, int *nids, int *cap);
 int tk_model_finish(tk_model *m, const char *file); /* byte ids, max_len, ... */
-int tk_bpe_add_merge(tk_model *m, int32_t a, int32_t b, uint32_t rank, const char *file);
+/* Adds the merges pair[2k] + pair[2k + 1] (strings) of ranks rank0 + k, k < n,
+ * failing at the first that is not made of vocabulary strings. */
+int tk_bpe_add_merges(tk_model *m, const tk_str *pair, int n, uint32_t rank0, const char *file);
 
 /* ---- added tokens and the tokenizer ---- */
 typedef struct {

@@ -19,25 +19,53 @@ static int push_id(int32_t **ids, int *n, int *cap, int32_t id) {
     return MX_OK;
 }
 
-int tk_bpe_add_merge(tk_model *m, int32_t a, int32_t b, uint32_t rank, const char *file) {
-    const tk_str *A = &m->vocab[a], *B = &m->vocab[b];
-    size_t skip = 0;
-    if (m->csp_len && B->len >= m->csp_len && !memcmp(B->s, m->csp, m->csp_len)) skip = m->csp_len;
-    size_t n = A->len + B->len - skip;
-    char stackbuf[256];
-    char *buf = n <= sizeof stackbuf ? stackbuf : mx_malloc(n);
+/* A batch at a time: its table lookups overlap (tk_smap_get_batch). */
+#define MERGE_BATCH (TK_BATCH / 2)
+static int add_merges(tk_model *m, const tk_str *pair, int n, uint32_t rank0, const char *file) {
+    int32_t id[2 * MERGE_BATCH], cid[MERGE_BATCH];
+    tk_str cat[MERGE_BATCH];
+    tk_smap_get_batch(&m->map, m->vocab, pair, 2 * n, id);
+    int nv = 0; /* merges before the first whose a or b is unknown */
+    while (nv < n && id[2 * nv] >= 0 && id[2 * nv + 1] >= 0) nv++;
+    /* a + b, less b's continuing_subword_prefix, must be in the vocabulary too */
+    size_t total = 0;
+    for (int k = 0; k < nv; k++) total += m->vocab[id[2 * k]].len + m->vocab[id[2 * k + 1]].len;
+    char stackbuf[4096];
+    char *buf = total <= sizeof stackbuf ? stackbuf : mx_malloc(total);
     if (!buf) return MX_ERR;
-    memcpy(buf, A->s, A->len);
-    memcpy(buf + A->len, B->s + skip, B->len - skip);
-    int32_t id = tk_smap_get(&m->map, m->vocab, buf, n);
-    if (id < 0) {
-        mx_set_err("%s: model.merges[%u]: \"%.*s\" + \"%.*s\" is not in the vocabulary", file, rank, (int)MX_MIN(A->len, 64u),
-                   A->s, (int)MX_MIN(B->len, 64u), B->s);
-        if (buf != stackbuf) free(buf);
-        return MX_ERR;
+    size_t off = 0;
+    for (int k = 0; k < nv; k++) {
+        const tk_str *A = &m->vocab[id[2 * k]], *B = &m->vocab[id[2 * k + 1]];
+        size_t skip = 0;
+        if (m->csp_len && B->len >= m->csp_len && !memcmp(B->s, m->csp, m->csp_len)) skip = m->csp_len;
+        memcpy(buf + off, A->s, A->len);
+        memcpy(buf + off + A->len, B->s + skip, B->len - skip);
+        cat[k].s = buf + off;
+        cat[k].len = (uint32_t)(A->len + B->len - skip);
+        off += cat[k].len;
+    }
+    tk_smap_get_batch(&m->map, m->vocab, cat, nv, cid);
+    for (int k = 0; k < nv; k++) tk_umap_prefetch(&m->merges, (uint64_t)(uint32_t)id[2 * k] << 32 | (uint32_t)id[2 * k + 1]);
+    int rc = MX_OK;
+    for (int k = 0; k < nv && !rc; k++) {
+        const tk_str *A = &m->vocab[id[2 * k]], *B = &m->vocab[id[2 * k + 1]];
+        if (cid[k] < 0)
+            rc = mx_set_err("%s: model.merges[%u]: \"%.*s\" + \"%.*s\" is not in the vocabulary", file, rank0 + (uint32_t)k,
+                            (int)MX_MIN(A->len, 64u), A->s, (int)MX_MIN(B->len, 64u), B->s);
+        else rc = tk_umap_put(&m->merges, (uint64_t)(uint32_t)id[2 * k] << 32 | (uint32_t)id[2 * k + 1], rank0 + (uint32_t)k, cid[k]);
     }
     if (buf != stackbuf) free(buf);
-    return tk_umap_put(&m->merges, (uint64_t)(uint32_t)a << 32 | (uint32_t)b, rank, id);
+    if (!rc && nv < n) {
+        const tk_str *x = &pair[2 * nv + (id[2 * nv] >= 0)];
+        rc = mx_set_err("%s: model.merges[%u]: \"%.*s\" is not in the vocabulary", file, rank0 + (uint32_t)nv, (int)MX_MIN(x->len, 64u), x->s);
+    }
+    return rc;
+}
+
+int tk_bpe_add_merges(tk_model *m, const tk_str *pair, int n, uint32_t rank0, const char *file) {
+    for (int k = 0; k < n; k += MERGE_BATCH)
+        if (add_merges(m, pair + 2 * k, MX_MIN(n - k, MERGE_BATCH), rank0 + (uint32_t)k, file)) return MX_ERR;
+    return MX_OK;
 }
 
 int tk_model_finish(tk_model *m, const char *file) {
@@ -151,10 +179,10 @@ static int bpe_word(const tk_model *m, tk_ctx *c, const char *w, size_t n, int32
             size_t need = (first ? 0 : m->csp_len) + l + (last ? m->eow_len : 0);
             if (need <= sizeof tmp) {
                 size_t k = 0;
-                if (!first) { memcpy(tmp, m->csp, m->csp_len); k = m->csp_len; }
+                if (!first && m->csp_len) { memcpy(tmp, m->csp, m->csp_len); k = m->csp_len; } /* csp may be NULL */
                 memcpy(tmp + k, w + i, l);
                 k += l;
-                if (last) { memcpy(tmp + k, m->eow, m->eow_len); k += m->eow_len; }
+                if (last && m->eow_len) { memcpy(tmp + k, m->eow, m->eow_len); k += m->eow_len; }
                 s = tmp;
                 sl = k;
             }
@@ -257,7 +285,7 @@ static void cache_put(const mx_tokenizer *t, uint64_t h, const char *s, size_t n
     int32_t *v = malloc(sizeof(int32_t) * (size_t)(nids ? nids : 1));
     if (!k || !v) { free(k); free(v); return; }
     memcpy(k, s, n);
-    memcpy(v, ids, sizeof(int32_t) * (size_t)nids);
+    if (nids) memcpy(v, ids, sizeof(int32_t) * (size_t)nids);
     pthread_mutex_t *mu = (pthread_mutex_t *)&t->cache_mu;
     pthread_mutex_lock(mu);
     tk_cache_ent *e = (tk_cache_ent *)&t->cache[h & (TK_CACHE_SIZE - 1)];
@@ -392,7 +420,7 @@ int tk_model_tokenize(const mx_tokenizer *t, tk_ctx *c, const char *s, size_t n,
         if (cacheable && cache_get(t, h, s, n, ids, nids, cap)) return MX_OK;
         int before = *nids;
         if (bpe_word(m, c, s, n, ids, nids, cap)) return MX_ERR;
-        if (cacheable) cache_put(t, h, s, n, *ids + before, *nids - before);
+        if (cacheable) cache_put(t, h, s, n, *nids > before ? *ids + before : NULL, *nids - before); /* *ids may be NULL */
         return MX_OK;
     }
     case M_WORDPIECE: return wordpiece(m, c, s, n, ids, nids, cap);

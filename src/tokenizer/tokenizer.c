@@ -2,10 +2,13 @@
  * split, the encode pipeline (added tokens -> normalizer -> normalized added
  * tokens -> pre-tokenizer -> model -> post-processor), decoding and
  * streaming detokenization. */
+#define _GNU_SOURCE /* fileno */
 #include "tok_internal.h"
+#include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 int tk_cleanup(mx_buf *buf, bool wordpiece);
 
@@ -425,32 +428,62 @@ static int get_id(const tj *v, const char *file, const char *what, int32_t *out)
 
 static int alloc_vocab(tk_model *m, int32_t n) {
     m->n = n;
-    m->vocab = mx_calloc((size_t)(n ? n : 1), sizeof(tk_str));
+    m->vocab = tk_alloc_big(sizeof(tk_str) * (size_t)(n ? n : 1), true);
     if (!m->vocab) return MX_ERR;
     return tk_smap_init(&m->map, (size_t)n);
 }
 
+/* [a, b]: 1 with a and b set, 0 when e is not an array of two, or MX_ERR */
+static int pair(tj_doc *doc, const tj *e, tj *a, tj *b) {
+    if (tj_type(e) != TJ_ARR || e->n != 2) return 0;
+    tj_iter it;
+    if (tj_iter_init(&it, doc, e)) return MX_ERR;
+    int ra = tj_iter_next(&it, a), rb = ra > 0 ? tj_iter_next(&it, b) : 0;
+    return ra < 0 || rb < 0 ? MX_ERR : ra && rb;
+}
+
+static int count_bad(const char *file, const char *what) { return mx_set_err("%s: %s: member count changed while reading", file, what); }
+
 /* vocab as {"token": id, ...} */
-static int load_vocab_dict(mx_tokenizer *t, const tj *v, const char *file) {
+static int load_vocab_dict(mx_tokenizer *t, tj_doc *doc, const tj *v, const char *file) {
     tk_model *m = &t->model;
-    if (!v || v->type != TJ_OBJ) return mx_set_err("%s: model.vocab: expected an object of token: id", file);
+    if (!v || tj_type(v) != TJ_OBJ) return mx_set_err("%s: model.vocab: expected an object of token: id", file);
+    /* ids first (they size the tables), keeping the keys: a lazy object is read once */
+    typedef struct { const char *s; uint32_t len; int32_t id; } ent;
+    ent *E = tk_alloc_big(sizeof(ent) * (v->n ? v->n : 1), false);
+    if (!E) return MX_ERR;
     int32_t maxid = -1;
-    for (uint32_t i = 0; i < v->n; i++) {
-        int32_t id;
-        if (get_id(&v->v.kids[i], file, "model.vocab", &id)) return MX_ERR;
+    size_t k = 0, total = 0;
+    tj_iter it;
+    tj e;
+    int r = tj_iter_init(&it, doc, v);
+    while (!r && (r = tj_iter_next(&it, &e)) > 0) {
+        int32_t id = -1;
+        if (k == v->n) r = count_bad(file, "model.vocab");
+        else if (get_id(&e, file, "model.vocab", &id)) r = MX_ERR;
+        if (r < 0) break;
+        E[k++] = (ent){e.key, e.klen, id};
+        total += (size_t)e.klen + 1;
         if (id > maxid) maxid = id;
+        r = 0;
     }
-    if (alloc_vocab(m, maxid + 1)) return MX_ERR;
-    for (uint32_t i = 0; i < v->n; i++) {
-        const tj *e = &v->v.kids[i];
-        int32_t id = (int32_t)e->v.num;
-        if (e->klen > TK_MAX_TOKEN_LEN) return mx_set_err("%s: model.vocab: token of %u bytes is too long", file, e->klen);
-        char *s = tk_arena_dup(&t->arena, e->key, e->klen);
-        if (!s) return MX_ERR;
-        m->vocab[id].s = s;
-        m->vocab[id].len = e->klen;
-        if (tk_smap_put(&m->map, m->vocab, id)) return MX_ERR;
+    /* all strings in one block of the arena */
+    char *pool = NULL;
+    if (r < 0 || alloc_vocab(m, maxid + 1) || (total && !(pool = tk_arena_alloc(&t->arena, total)))) { free(E); return MX_ERR; }
+    for (size_t i = 0; i < k; i++) {
+        if (i + 16 < k) tk_smap_prefetch(&m->map, E[i + 16].s, E[i + 16].len); /* a cache miss each on a big vocabulary */
+        if (E[i].len > TK_MAX_TOKEN_LEN) {
+            free(E);
+            return mx_set_err("%s: model.vocab: token of %u bytes is too long", file, E[i].len);
+        }
+        memcpy(pool, E[i].s, E[i].len);
+        pool[E[i].len] = 0;
+        m->vocab[E[i].id].s = pool;
+        m->vocab[E[i].id].len = E[i].len;
+        pool += E[i].len + 1;
+        if (tk_smap_put(&m->map, m->vocab, E[i].id)) { free(E); return MX_ERR; }
     }
+    free(E);
     for (int32_t i = 0; i < m->n; i++) if (!m->vocab[i].s) m->vocab[i].s = tk_arena_dup(&t->arena, "", 0);
     return MX_OK;
 }
@@ -467,7 +500,7 @@ static int opt_str(const tj *o, const char *k, const char *file, char **out, siz
     return *out ? MX_OK : MX_ERR;
 }
 
-static int load_model(mx_tokenizer *t, const tj *mj, const char *file) {
+static int load_model(mx_tokenizer *t, tj_doc *doc, const tj *mj, const char *file) {
     tk_model *m = &t->model;
     m->unk_id = -1;
     if (!mj || mj->type != TJ_OBJ) return mx_set_err("%s: model: expected an object", file);
@@ -475,13 +508,13 @@ static int load_model(mx_tokenizer *t, const tj *mj, const char *file) {
     const char *type = NULL;
     if (ty && ty->type == TJ_STR) type = ty->v.str;
     else if (ty && ty->type != TJ_NULL) return mx_set_err("%s: model.type: expected a string", file);
-    else if (vocab && vocab->type == TJ_ARR) type = "Unigram"; /* old serialization */
+    else if (vocab && tj_type(vocab) == TJ_ARR) type = "Unigram"; /* old serialization */
     else if (tj_get(mj, "merges")) type = "BPE";
     else if (tj_get(mj, "continuing_subword_prefix") || tj_get(mj, "max_input_chars_per_word")) type = "WordPiece";
     else type = "WordLevel";
     if (!strcmp(type, "BPE")) {
         m->type = M_BPE;
-        if (load_vocab_dict(t, vocab, file)) return MX_ERR;
+        if (load_vocab_dict(t, doc, vocab, file)) return MX_ERR;
         if (opt_str(mj, "continuing_subword_prefix", file, &m->csp, &m->csp_len)) return MX_ERR;
         if (opt_str(mj, "end_of_word_suffix", file, &m->eow, &m->eow_len)) return MX_ERR;
         m->byte_fallback = jbool(mj, "byte_fallback", false);
@@ -491,36 +524,45 @@ static int load_model(mx_tokenizer *t, const tj *mj, const char *file) {
         if (unk && unk->type == TJ_STR) m->unk_id = tk_smap_get(&m->map, m->vocab, unk->v.str, unk->n);
         else if (unk && unk->type != TJ_NULL) return mx_set_err("%s: model.unk_token: expected a string", file);
         const tj *mg = tj_get(mj, "merges");
-        if (mg && mg->type != TJ_ARR && mg->type != TJ_NULL) return mx_set_err("%s: model.merges: expected an array", file);
-        if (mg && mg->type == TJ_ARR) {
+        if (mg && tj_type(mg) != TJ_ARR && mg->type != TJ_NULL) return mx_set_err("%s: model.merges: expected an array", file);
+        if (mg && tj_type(mg) == TJ_ARR) {
             if (tk_umap_init(&m->merges, mg->n)) return MX_ERR;
-            for (uint32_t i = 0; i < mg->n; i++) {
-                const tj *e = &mg->v.kids[i];
-                const char *a, *b;
-                size_t al, bl;
-                if (e->type == TJ_STR) {
-                    const char *sp = memchr(e->v.str, ' ', e->n);
-                    if (!sp) return mx_set_err("%s: model.merges[%u]: expected \"a b\"", file, i);
-                    a = e->v.str;
-                    al = (size_t)(sp - a);
-                    b = sp + 1;
-                    bl = e->n - al - 1;
-                } else if (e->type == TJ_ARR && e->n == 2 && e->v.kids[0].type == TJ_STR && e->v.kids[1].type == TJ_STR) {
-                    a = e->v.kids[0].v.str;
-                    al = e->v.kids[0].n;
-                    b = e->v.kids[1].v.str;
-                    bl = e->v.kids[1].n;
-                } else return mx_set_err("%s: model.merges[%u]: expected \"a b\" or [a, b]", file, i);
-                int32_t ia = tk_smap_get(&m->map, m->vocab, a, al), ib = tk_smap_get(&m->map, m->vocab, b, bl);
-                if (ia < 0 || ib < 0)
-                    return mx_set_err("%s: model.merges[%u]: \"%.*s\" is not in the vocabulary", file, i,
-                                      (int)MX_MIN(ia < 0 ? al : bl, 64u), ia < 0 ? a : b);
-                if (tk_bpe_add_merge(m, ia, ib, i, file)) return MX_ERR;
+            /* pairs of strings go to tk_bpe_add_merges a batch at a time */
+            tk_str pend[2 * TK_BATCH];
+            int np = 0;
+            uint32_t first = 0;
+            tj_iter it;
+            tj e, x, y;
+            int r = tj_iter_init(&it, doc, mg);
+            for (uint32_t i = 0; !r && (r = tj_iter_next(&it, &e)) > 0; i++) {
+                tk_str *a = &pend[2 * np], *b = a + 1;
+                int pr = 0;
+                if (e.type == TJ_STR) {
+                    const char *sp = memchr(e.v.str, ' ', e.n);
+                    if (sp) {
+                        *a = (tk_str){e.v.str, (uint32_t)(sp - e.v.str)};
+                        *b = (tk_str){sp + 1, e.n - a->len - 1};
+                    }
+                    pr = sp != NULL;
+                } else if ((pr = pair(doc, &e, &x, &y)) > 0 && x.type == TJ_STR && y.type == TJ_STR) {
+                    *a = (tk_str){x.v.str, x.n};
+                    *b = (tk_str){y.v.str, y.n};
+                } else if (pr > 0) pr = 0;
+                if (pr <= 0 || ++np == TK_BATCH) { /* the merges before come first, errors too */
+                    if (np && tk_bpe_add_merges(m, pend, np, first, file)) return MX_ERR;
+                    np = 0;
+                    first = i + 1;
+                }
+                if (pr < 0) return MX_ERR;
+                if (!pr && e.type == TJ_STR) return mx_set_err("%s: model.merges[%u]: expected \"a b\"", file, i);
+                if (!pr) return mx_set_err("%s: model.merges[%u]: expected \"a b\" or [a, b]", file, i);
+                r = 0;
             }
+            if (r < 0 || (np && tk_bpe_add_merges(m, pend, np, first, file))) return MX_ERR;
         }
     } else if (!strcmp(type, "WordPiece") || !strcmp(type, "WordLevel")) {
         m->type = type[4] == 'P' ? M_WORDPIECE : M_WORDLEVEL;
-        if (load_vocab_dict(t, vocab, file)) return MX_ERR;
+        if (load_vocab_dict(t, doc, vocab, file)) return MX_ERR;
         const tj *unk = tj_get(mj, "unk_token");
         if (unk && unk->type == TJ_STR) m->unk_id = tk_smap_get(&m->map, m->vocab, unk->v.str, unk->n);
         if (m->type == M_WORDPIECE) {
@@ -539,22 +581,30 @@ static int load_model(mx_tokenizer *t, const tj *mj, const char *file) {
         }
     } else if (!strcmp(type, "Unigram")) {
         m->type = M_UNIGRAM;
-        if (!vocab || vocab->type != TJ_ARR) return mx_set_err("%s: model.vocab: expected [[piece, score], ...]", file);
+        if (!vocab || tj_type(vocab) != TJ_ARR) return mx_set_err("%s: model.vocab: expected [[piece, score], ...]", file);
         if (vocab->n >= TK_MAX_VOCAB) return mx_set_err("%s: model.vocab: too many pieces", file);
         if (alloc_vocab(m, (int32_t)vocab->n)) return MX_ERR;
         m->score = mx_malloc(sizeof(double) * (vocab->n ? vocab->n : 1));
         if (!m->score) return MX_ERR;
-        for (uint32_t i = 0; i < vocab->n; i++) {
-            const tj *e = &vocab->v.kids[i];
-            if (e->type != TJ_ARR || e->n != 2 || e->v.kids[0].type != TJ_STR || e->v.kids[1].type != TJ_NUM)
-                return mx_set_err("%s: model.vocab[%u]: expected [piece, score]", file, i);
-            if (e->v.kids[0].n > TK_MAX_TOKEN_LEN) return mx_set_err("%s: model.vocab[%u]: piece too long", file, i);
-            m->vocab[i].s = tk_arena_dup(&t->arena, e->v.kids[0].v.str, e->v.kids[0].n);
+        tj_iter it;
+        tj e, x, y;
+        uint32_t i = 0;
+        int r = tj_iter_init(&it, doc, vocab);
+        for (; !r && (r = tj_iter_next(&it, &e)) > 0; i++) {
+            if (i == vocab->n) return count_bad(file, "model.vocab");
+            int pr = pair(doc, &e, &x, &y);
+            if (pr < 0) return MX_ERR;
+            if (!pr || x.type != TJ_STR || y.type != TJ_NUM) return mx_set_err("%s: model.vocab[%u]: expected [piece, score]", file, i);
+            if (x.n > TK_MAX_TOKEN_LEN) return mx_set_err("%s: model.vocab[%u]: piece too long", file, i);
+            m->vocab[i].s = tk_arena_dup(&t->arena, x.v.str, x.n);
             if (!m->vocab[i].s) return MX_ERR;
-            m->vocab[i].len = e->v.kids[0].n;
-            m->score[i] = e->v.kids[1].v.num;
+            m->vocab[i].len = x.n;
+            m->score[i] = y.v.num;
             if (tk_smap_put(&m->map, m->vocab, (int32_t)i)) return MX_ERR;
+            r = 0;
         }
+        if (r < 0) return MX_ERR;
+        if (i != vocab->n) return count_bad(file, "model.vocab");
         const tj *u = tj_get(mj, "unk_id");
         if (u && u->type != TJ_NULL) {
             if (get_id(u, file, "model.unk_id", &m->unk_id)) return MX_ERR;
@@ -656,8 +706,8 @@ static int finish(mx_tokenizer *t, const char *file) {
     int32_t vs = t->model.n;
     for (int i = 0; i < t->nadded; i++) if (t->added[i].id + 1 > vs) vs = t->added[i].id + 1;
     t->vocab_size = vs;
-    t->id2str = mx_calloc((size_t)(vs ? vs : 1), sizeof(tk_str));
-    t->id2added = mx_malloc(sizeof(int32_t) * (size_t)(vs ? vs : 1));
+    t->id2str = tk_alloc_big(sizeof(tk_str) * (size_t)(vs ? vs : 1), true);
+    t->id2added = tk_alloc_big(sizeof(int32_t) * (size_t)(vs ? vs : 1), false);
     if (!t->id2str || !t->id2added) return MX_ERR;
     for (int32_t i = 0; i < vs; i++) t->id2added[i] = -1;
     for (int32_t i = 0; i < t->model.n; i++) t->id2str[i] = t->model.vocab[i];
@@ -802,14 +852,15 @@ static mx_tokenizer *load_json(char *json, size_t len, const char *config, size_
     tj_doc *doc = NULL, *cdoc = NULL;
     const tj *root = NULL, *cfg = NULL;
     if (!t) { free(json); goto fail; }
-    root = tj_parse_owned(json, len, file, &doc);
+    /* the big containers are read straight into the tables, not built as nodes */
+    root = tj_parse_lazy(json, len, file, "model", (const char *const[]){"vocab", "merges", NULL}, &doc);
     if (!root) goto fail;
     if (root->type != TJ_OBJ) { mx_set_err("%s: expected an object", file); goto fail; }
     if (config) {
         cfg = tj_parse(config, config_len, cfgname, &cdoc);
         if (!cfg) goto fail;
     }
-    if (load_model(t, tj_get(root, "model"), file)) goto fail;
+    if (load_model(t, doc, tj_get(root, "model"), file)) goto fail;
     if (load_added(t, tj_get(root, "added_tokens"), file)) goto fail;
     for (int i = 0; i < t->nadded; i++)
         if (t->added[i].id >= TK_MAX_VOCAB) { mx_set_err("%s: added_tokens: id too large", file); goto fail; }
@@ -840,7 +891,7 @@ mx_tokenizer *mx_tok_load_json(const char *json, size_t len, const char *config,
     const char *file = name ? name : "tokenizer.json";
     char *cfgname = mx_asprintf("%s (tokenizer_config.json)", file);
     if (!cfgname) return NULL;
-    char *copy = mx_malloc(len + 1);
+    char *copy = tk_alloc_big(len + 1, false);
     mx_tokenizer *t = NULL;
     if (copy) {
         memcpy(copy, json, len);
@@ -849,6 +900,33 @@ mx_tokenizer *mx_tok_load_json(const char *json, size_t len, const char *config,
     }
     free(cfgname);
     return t;
+}
+
+/* mx_read_file into a tk_alloc_big buffer (tokenizer.json can be 33 MB) */
+static int read_big(const char *path, size_t max, char **data, size_t *len) {
+    *data = NULL;
+    *len = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) return mx_set_err("%s: cannot open: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+        fclose(f);
+        return mx_set_err("%s: not a regular file", path);
+    }
+    if ((uint64_t)st.st_size > max) {
+        fclose(f);
+        return mx_set_err("%s: file is %lld bytes, more than the %zu allowed", path, (long long)st.st_size, max);
+    }
+    size_t n = (size_t)st.st_size;
+    char *buf = tk_alloc_big(n + 1, false);
+    if (!buf) { fclose(f); return MX_ERR; }
+    size_t got = n ? fread(buf, 1, n, f) : 0;
+    fclose(f);
+    if (got != n) { free(buf); return mx_set_err("%s: short read", path); }
+    buf[n] = 0;
+    *data = buf;
+    *len = n;
+    return MX_OK;
 }
 
 mx_tokenizer *mx_tok_load(const char *dir) {
@@ -861,11 +939,11 @@ mx_tokenizer *mx_tok_load(const char *dir) {
     bool has_cfg = mx_file_exists(cp);
     if (has_cfg && mx_read_file(cp, 64u << 20, &cdata, &clen)) goto done;
     if (mx_file_exists(jp)) {
-        if (mx_read_file(jp, TK_MAX_FILE, &data, &len)) goto done;
+        if (read_big(jp, TK_MAX_FILE, &data, &len)) goto done;
         t = load_json(data, len, cdata, clen, jp, cp);
         data = NULL; /* taken */
     } else if (mx_file_exists(mp)) {
-        if (mx_read_file(mp, TK_MAX_FILE, &data, &len)) goto done;
+        if (read_big(mp, TK_MAX_FILE, &data, &len)) goto done;
         t = tok_new(mp);
         if (!t) goto done;
         bool ab = true, ae = false;
