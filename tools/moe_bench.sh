@@ -1,5 +1,9 @@
 #!/bin/bash
-cd /work/main
+# MoE vs same-active dense decode, weights mapped and copied (--no-mmap),
+# interleaved (docs/moe-bench.md section 5). Checkpoints:
+#   build/mkmodel --config tools/configs/mixtral-scaled.json -o /tmp/moeb-mixtral --dtype bf16
+#   build/mkmodel --config tools/configs/dense-same-active.json -o /tmp/moeb-dense --dtype bf16
+cd "$(dirname "$0")/.." || exit 1
 B=build/mlxcel
 for r in 1 2; do
 for m in mixtral dense; do for mode in "" --no-mmap; do
