@@ -5,6 +5,7 @@
 #include "json.h"
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -36,12 +37,49 @@ static int span_cmp(const void *x, const void *y) {
     return p->a < q->a ? -1 : p->a > q->a ? 1 : (p->b < q->b ? -1 : p->b > q->b);
 }
 
+/* Open file mappings (MX_LOAD_MMAP), so callers can tell a mapped view from
+ * memory they must not discard. */
+typedef struct { const uint8_t *a; size_t n; } span_t;
+static span_t *g_maps;
+static int g_nmaps, g_capmaps;
+static pthread_mutex_t g_maps_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void maps_add(const void *a, size_t n) {
+    pthread_mutex_lock(&g_maps_mu);
+    if (g_nmaps == g_capmaps) {
+        int cap = g_capmaps ? 2 * g_capmaps : 16;
+        span_t *m = realloc(g_maps, (size_t)cap * sizeof *m);
+        if (m) { g_maps = m; g_capmaps = cap; }
+    }
+    if (g_nmaps < g_capmaps) g_maps[g_nmaps++] = (span_t){a, n};
+    pthread_mutex_unlock(&g_maps_mu);
+}
+
+static void maps_del(const void *a) {
+    pthread_mutex_lock(&g_maps_mu);
+    for (int i = 0; i < g_nmaps; i++)
+        if (g_maps[i].a == a) { g_maps[i] = g_maps[--g_nmaps]; break; }
+    pthread_mutex_unlock(&g_maps_mu);
+}
+
+bool mx_st_in_file_map(const void *p, size_t n) {
+    const uint8_t *q = p;
+    bool in = false;
+    pthread_mutex_lock(&g_maps_mu);
+    for (int i = 0; i < g_nmaps && !in; i++) in = q >= g_maps[i].a && n <= g_maps[i].n && (size_t)(q - g_maps[i].a) <= g_maps[i].n - n;
+    pthread_mutex_unlock(&g_maps_mu);
+    return in;
+}
+
 void mx_st_close(mx_st_file *f) {
     if (!f) return;
     for (int i = 0; i < f->n_tensors; i++) free(f->tensors[i].name);
     free(f->tensors);
     free(f->metadata_format);
-    if (f->map && f->alloc_len) munmap(f->map, f->alloc_len);
+    if (f->map && f->alloc_len) {
+        maps_del(f->map);
+        munmap(f->map, f->alloc_len);
+    }
     free(f->path);
     memset(f, 0, sizeof *f);
 }
@@ -203,6 +241,7 @@ int mx_st_open(const char *path, mx_st_file *out) {
 #endif
     }
     if (mx_st_parse(path, map, len, out)) { munmap(map, map_len); return MX_ERR; }
+    if (g_load_mode != MX_LOAD_COPY) maps_add(map, len);
     out->map = map;
     out->map_len = len;
     out->alloc_len = map_len;

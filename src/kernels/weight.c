@@ -21,8 +21,7 @@ const char *mx_wfmt_name(mx_wfmt f) {
 void mx_weight_free(mx_weight *w) {
     if (!w) return;
     free(w->owned);
-    free(w->sf);
-    free(w->bf);
+    mxq_ril_free(w->ril);
     memset(w, 0, sizeof *w);
 }
 

@@ -27,8 +27,7 @@ typedef struct {
     const uint8_t *biases; /* affine only, same layout as scales */
     mx_dtype scale_dtype;  /* F32/F16/BF16 for affine; U8 for the fp formats */
     void *owned;           /* storage this view owns (converted or transposed); freed by mx_weight_free */
-    /* prepared per-group scales/biases as f32 (filled lazily by kernels that want them) */
-    float *sf, *bf;
+    void *ril;             /* the int8 kernels' repacked copy, made on first use (quant/); owned */
 } mx_weight;
 
 const char *mx_wfmt_name(mx_wfmt f);

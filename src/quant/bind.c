@@ -226,7 +226,10 @@ void mxq_deq(const mx_weight *w, int r, int c0, int len, float *out) {
     }
 }
 
-void mx_qrow(const mx_weight *w, int r, float *out) { mxq_deq(w, r, 0, w->cols, out); }
+void mx_qrow(const mx_weight *w, int r, float *out) {
+    if (__atomic_load_n(&w->ril, __ATOMIC_ACQUIRE)) mxq_ril_row(w, r, out);
+    else mxq_deq(w, r, 0, w->cols, out);
+}
 
 size_t mx_qbytes(const mx_weight *w) {
     size_t ng = (size_t)mxq_ngroups(w), packed = (size_t)w->rows * w->row_bytes;

@@ -111,7 +111,7 @@ int mx_weight_slice_rows(const mx_weight *w, int r0, int n, mx_weight *out) {
     if (r0 < 0 || n < 1 || r0 + n > w->rows) return mx_set_err("row slice [%d, %d) outside a weight of %d rows", r0, r0 + n, w->rows);
     *out = *w;
     out->owned = NULL;
-    out->sf = out->bf = NULL;
+    out->ril = NULL;
     out->rows = n;
     out->data = w->data + (size_t)r0 * w->row_bytes;
     switch (w->fmt) {

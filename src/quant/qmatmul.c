@@ -7,6 +7,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 /* Portable: dequantize a row chunk once, use it for every token. */
 void mxq_mm_portable(const mxq_ctx *c, int r0, int r1) {
@@ -105,8 +106,8 @@ bool mx_qmatmul_int8(const mx_weight *w) {
 static _Thread_local int8_t *tl_q;
 static _Thread_local size_t tl_qcap;
 
-/* The int8 decode path: quantize each token's x, then run the VNNI kernel. */
-static bool prep_int8(qjob *j, const float *x, int ldx, bool gemm) {
+/* The int8 path: repack w on first use, code each token's x. */
+static bool prep_int8(qjob *j, const float *x, int ldx, mx_pool *pool) {
     const mx_weight *w = j->c.w;
     int n = j->c.n, ng = mxq_ngroups(w);
     size_t qn = (size_t)n * w->cols * 2;
@@ -116,15 +117,15 @@ static bool prep_int8(qjob *j, const float *x, int ldx, bool gemm) {
         tl_qcap = tl_q ? qn : 0;
     }
     float *xd = scratch(0, (size_t)n * ng), *xs = scratch(1, (size_t)n * ng);
-    if (!tl_q || !xd || !xs) return false;
+    if (!tl_q || !xd || !xs || !mxq_vnni_ready(w, pool)) return false;
     for (int t = 0; t < n; t++)
-        mxq_vnni_prep(x + (size_t)t * ldx, w->cols, w->group, gemm ? 8 : w->bits, tl_q + (size_t)t * 2 * w->cols, xd + (size_t)t * ng, xs + (size_t)t * ng);
+        mxq_vnni_prep(x + (size_t)t * ldx, w->cols, w->group, tl_q + (size_t)t * 2 * w->cols, xd + (size_t)t * ng, xs + (size_t)t * ng);
     j->c.xq = tl_q;
     j->c.xd = xd;
     j->c.xs = xs;
     j->c.x = NULL;
     j->c.ldx = w->cols;
-    j->fn = gemm ? mxq_vnni_gemm : mxq_vnni_dec;
+    j->fn = mxq_vnni_mm;
     atomic_fetch_add_explicit(&g_int8_calls, 1, memory_order_relaxed);
     return true;
 }
@@ -146,9 +147,12 @@ void mx_qmatmul(const mx_weight *w, const float *x, int n, int ldx, float *y, in
     j.c.invariant = tl_mode == MX_QMODE_PANEL;
     j.per_token = tl_mode == MX_QMODE_PER_TOKEN && n > 1;
     j.fn = ci->level >= MX_CPU_AVX512 ? mxq_mm_avx512 : ci->level >= MX_CPU_AVX2 ? mxq_mm_avx2 : mxq_mm_portable;
-    if (mx_qmatmul_int8(w)) {
-        bool gemm = j.c.invariant || (n > 1 && !j.per_token);
-        if (prep_int8(&j, x, ldx, gemm)) goto run;
+    /* One token or many run the same integer sums and float steps, so the
+     * modes need nothing more, and a batched decode step reads the weights
+     * once for all its tokens instead of once per token. */
+    if (mx_qmatmul_int8(w) && prep_int8(&j, x, ldx, pool)) {
+        j.per_token = false;
+        goto run;
     }
     int perm = mxq_perm_for(w, ci->level);
     float *xp = NULL, *xs = NULL;

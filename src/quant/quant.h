@@ -50,14 +50,17 @@ typedef enum { MX_QMODE_AUTO, MX_QMODE_PER_TOKEN, MX_QMODE_PANEL } mx_qmode;
 void mx_qmatmul_set_mode(mx_qmode m);
 /* MLX affine 4/8-bit (groups 32/64/128), mxfp4 and nvfp4 weights multiply
  * activations coded as two int8 codes per value with VNNI dot products where
- * the CPU has them (decode: one-token kernel; prefill and PANEL: a 16-row
- * panel kernel).
- * Logits stay within 2e-2 * max|logit| of f32 activations (about 3e-3 on
- * the fixtures). On unless MLXCEL_INT8=0 or turned off here;
- * mx_qmatmul_int8 says whether w takes that path. */
+ * the CPU has them. Each such matrix is repacked on first use into 16-row
+ * blocks (same size, huge pages; the mapped original's pages are dropped),
+ * and one kernel serves every n, so the qmodes change nothing for it and a
+ * token's result never depends on its batch. Logits stay within
+ * 2e-2 * max|logit| of f32 activations (about 3e-3 on the fixtures). On
+ * unless MLXCEL_INT8=0 or turned off here; mx_qmatmul_int8 says whether w
+ * takes that path. */
 void mx_qmatmul_set_int8(bool on);
 bool mx_qmatmul_int8(const mx_weight *w);
 unsigned long mx_qmatmul_int8_calls(void); /* matmuls that took it so far (tests) */
+void mxq_ril_free(void *ril); /* for mx_weight_free */
 void mx_qrow(const mx_weight *w, int r, float *out);
 size_t mx_qbytes(const mx_weight *w);
 

@@ -6,6 +6,7 @@
 #ifndef MX_QUANT_IMPL_H
 #define MX_QUANT_IMPL_H
 #include "quant.h"
+#include "../base/threadpool.h"
 #include "../base/half.h"
 #include <string.h>
 
@@ -121,7 +122,7 @@ typedef struct {
     const float *x;
     int ldx;
     const float *xs;
-    const int8_t *xq; /* int8 path: codes in the kernel's order, [n][2][cols] */
+    const int8_t *xq; /* int8 path: codes q1 then q2, [n][2][cols] */
     const float *xd;  /* int8 path: activation scale per group, [n][ngroups] */
     int n;
     float *y;
@@ -133,11 +134,22 @@ typedef void (*mxq_fn)(const mxq_ctx *c, int r0, int r1);
 void mxq_mm_portable(const mxq_ctx *c, int r0, int r1);
 void mxq_mm_avx2(const mxq_ctx *c, int r0, int r1);
 void mxq_mm_avx512(const mxq_ctx *c, int r0, int r1);
-/* Int8-activation decode (AVX-512 VNNI; qvnni_avx512.c): affine 4/8-bit,
- * group 32/64/128, cols a multiple of 64. */
-void mxq_vnni_dec(const mxq_ctx *c, int r0, int r1);
-void mxq_vnni_gemm(const mxq_ctx *c, int r0, int r1); /* any n; x prepared with bits = 8 (natural order) */
-void mxq_vnni_prep(const float *x, int cols, int G, int bits, int8_t *xq, float *xd, float *xs);
+/* Int8-activation kernels (AVX-512 VNNI; qvnni_avx512.c) for weights that
+ * mx_qmatmul_int8 accepts: x prepared per token by mxq_vnni_prep ([2][cols]
+ * codes, per-group xd and xs); mxq_vnni_ready repacks w on first use (false:
+ * out of memory, use the f32 kernels); mxq_vnni_mm then serves any n. */
+typedef struct {
+    uint8_t *codes;   /* [blocks of 16 rows][cols/8 (4-bit) or cols/4 (8-bit)][16][4] */
+    uint8_t *scales;  /* [block][group][16] of es bytes (affine: s; E2M1: the U8 scale code) */
+    uint8_t *biases;  /* [block][group][16] of es bytes (affine only) */
+    size_t blk;       /* code bytes per block */
+    int es;           /* bytes per scale */
+    void *chunk;      /* the arena chunk holding codes, scales and biases */
+} mxq_ril;
+bool mxq_vnni_ready(const mx_weight *w, mx_pool *pool);
+void mxq_vnni_mm(const mxq_ctx *c, int r0, int r1);
+void mxq_ril_row(const mx_weight *w, int r, float *out); /* w->ril set */
+void mxq_vnni_prep(const float *x, int cols, int G, int8_t *xq, float *xd, float *xs);
 /* The x permutation (0, 8 or 16) the kernel of `level` wants for w. */
 int mxq_perm_for(const mx_weight *w, int level);
 #endif

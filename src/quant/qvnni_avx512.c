@@ -1,165 +1,445 @@
+#define _GNU_SOURCE
 /* Int8 kernels for MLX affine 4/8-bit, mxfp4 and nvfp4 weights (AVX-512 VNNI).
  *
- * Each activation group is split into two int8 codes, x ~ d * (q1 + q2/256)
+ * Activations: each group is split into two int8 codes, x ~ d * (q1 + q2/256)
  * with d = max|x| / 127 (q2 codes the rounding residual of q1), so x is held
  * to about 16 bits and a group's dot product with the weight codes is an
  * exact integer from two vpdpbusd (u8 codes x s8 activations):
  *     y += s * (d/256) * sum(code * (256 q1 + q2)) + b * (d/256) * sum(256 q1 + q2)
  * One int8 code alone (as llama.cpp's Q8 activations) moved the fixtures'
  * logits by up to 0.9; two keep them within 2e-2 * max|logit| and the
- * greedy tokens exact, at about half the instructions of unpacking codes to
- * f32 (which kept 4-bit decode from the memory bandwidth).
+ * greedy tokens exact.
  *
- * 4-bit rows read x in "even elements, then odd ones" order per 64-element
- * chunk (the low and high nibbles of 32 packed bytes), set up by mx_qmatmul.
- * Per token xq holds q1 for all columns, then q2. */
+ * Weights: on first use each matrix is repacked once ("rows in lanes") into
+ * blocks of 16 rows whose codes for 4 (8-bit) or 8 (4-bit) consecutive
+ * columns sit in one 64-byte line, 4 bytes per row, so one vpdpbusd with four
+ * broadcast activation bytes feeds 16 rows and no horizontal sums are needed;
+ * the scales follow as [block][group][16 rows] in their stored type. The
+ * repacked copy has the size of the original (huge pages); the mapped
+ * original's pages are given back to the page cache. One token and many
+ * tokens run the same integer sums and the same float steps, so a token's
+ * result does not depend on its batch. */
 #include "quant_impl.h"
 #include "../base/base.h"
+#include "../base/threadpool.h"
 #include <immintrin.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <sys/mman.h>
 
-#define VQ_GB 16 /* groups whose scales are converted at once */
-#define VQ_PF 4096
-
-/* 16 scales (or biases) of one row as f32. */
-static inline __m512 ld_scales16(const uint8_t *base, mx_dtype dt, size_t i) {
-    switch (dt) {
-    case MX_DT_BF16: return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)(base + 2 * i))), 16));
-    case MX_DT_F16: return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(base + 2 * i)));
-    default: return _mm512_loadu_ps((const float *)(const void *)(base + 4 * i));
-    }
-}
+#define VQ_PF 1024 /* software prefetch distance in the code stream (bytes) */
 
 /* E2M1 (mxfp4, nvfp4) as affine codes: 2*value + 12 in [0, 24], so a value
  * is (s/2) * code - 6 s and the affine kernels apply unchanged. */
 static inline bool is_e2m1(const mx_weight *w) { return w->fmt == MX_W_MXFP4 || w->fmt == MX_W_NVFP4; }
 #define E2M1_U8 12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0
 
-/* f32 scale and bias of groups [g, g + n) of row r in the affine form. */
-static inline __attribute__((always_inline)) void row_sb(const mx_weight *w, int r, int g, int n, float *s, float *b) {
-    size_t o = (size_t)r * (size_t)mxq_ngroups(w) + (size_t)g;
+typedef mxq_ril ril;
+
+/* ---- the repack ---- */
+
+static pthread_mutex_t g_ril_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* 8 codes of one row (columns k..k+7, 4-bit) as 4 bytes: byte j holds
+ * column k+j in its low nibble and k+4+j in its high one. */
+static void pack_row4(const uint8_t *row, int cols, uint8_t *dst, size_t stride) {
+    const __m128i m = _mm_set1_epi8(0x0F);
+    const __m128i lo_i = _mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, -1, -1, -1, -1, -1, -1, -1, -1);
+    const __m128i hi_i = _mm_setr_epi8(4, 5, 6, 7, 12, 13, 14, 15, -1, -1, -1, -1, -1, -1, -1, -1);
+    for (int k = 0; k < cols; k += 16) {
+        __m128i v = _mm_loadl_epi64((const __m128i *)(const void *)(row + k / 2));
+        __m128i u = _mm_unpacklo_epi8(_mm_and_si128(v, m), _mm_and_si128(_mm_srli_epi16(v, 4), m)); /* codes k..k+15 */
+        __m128i t = _mm_or_si128(_mm_shuffle_epi8(u, lo_i), _mm_slli_epi16(_mm_shuffle_epi8(u, hi_i), 4));
+        uint64_t two = (uint64_t)_mm_cvtsi128_si64(t);
+        uint32_t a = (uint32_t)two, b = (uint32_t)(two >> 32);
+        memcpy(dst + (size_t)(k / 8) * stride, &a, 4);
+        memcpy(dst + (size_t)(k / 8 + 1) * stride, &b, 4);
+    }
+}
+
+typedef struct { const mx_weight *w; ril *p; int ng, nb; bool drop; } pack_job;
+
+#define PACK_BLOCKS 32 /* blocks per task: the source pages are dropped per task */
+
+/* Drops the whole pages of [a, a + n) from the process (file-mapped only). */
+static void drop_pages(const uint8_t *a, size_t n) {
+    uintptr_t s = ((uintptr_t)a + 4095) & ~(uintptr_t)4095, e = ((uintptr_t)a + n) & ~(uintptr_t)4095;
+    if (e > s) madvise((void *)s, e - s, MADV_DONTNEED);
+}
+
+static void pack_block(const pack_job *j, int b) {
+    const mx_weight *w = j->w;
+    ril *p = j->p;
+    int es = p->es;
+    uint8_t *cb = p->codes + (size_t)b * p->blk;
+    size_t so = (size_t)b * (size_t)j->ng * 16 * (size_t)es;
+    for (int i = 0; i < 16; i++) {
+        int r = b * 16 + i;
+        if (r >= w->rows) break; /* padding rows stay zero */
+        const uint8_t *row = w->data + (size_t)r * w->row_bytes;
+        if (w->bits == 8)
+            for (int k = 0; k < w->cols; k += 4) memcpy(cb + (size_t)(k / 4) * 64 + (size_t)i * 4, row + k, 4);
+        else
+            pack_row4(row, w->cols, cb + (size_t)i * 4, 64);
+        const uint8_t *ss = w->scales + (size_t)r * (size_t)j->ng * (size_t)es, *bs = p->biases ? w->biases + (ss - w->scales) : NULL;
+        uint8_t *sd = p->scales + so + (size_t)i * (size_t)es, *bd = p->biases ? p->biases + so + (size_t)i * (size_t)es : NULL;
+        size_t stride = (size_t)16 * (size_t)es;
+        switch (es) { /* fixed-size copies, so they inline */
+        case 1: for (int g = 0; g < j->ng; g++) sd[(size_t)g * stride] = ss[g]; break;
+        case 2:
+            for (int g = 0; g < j->ng; g++) {
+                memcpy(sd + (size_t)g * stride, ss + 2 * (size_t)g, 2);
+                if (bd) memcpy(bd + (size_t)g * stride, bs + 2 * (size_t)g, 2);
+            }
+            break;
+        default:
+            for (int g = 0; g < j->ng; g++) {
+                memcpy(sd + (size_t)g * stride, ss + 4 * (size_t)g, 4);
+                if (bd) memcpy(bd + (size_t)g * stride, bs + 4 * (size_t)g, 4);
+            }
+        }
+    }
+}
+
+static void pack_task(void *ctx, int t, int tid) {
+    (void)tid;
+    const pack_job *j = ctx;
+    int b0 = t * PACK_BLOCKS, b1 = MX_MIN(j->nb, b0 + PACK_BLOCKS);
+    for (int b = b0; b < b1; b++) pack_block(j, b);
+    if (!j->drop) return;
+    /* the int8 path no longer reads these rows of the mapped original: give
+     * their pages back (they stay in the page cache; an f32-path or row read
+     * faults them back in unchanged), so resident memory stays one copy */
+    const mx_weight *w = j->w;
+    int r0 = b0 * 16, r1 = MX_MIN(w->rows, b1 * 16);
+    size_t es = (size_t)j->p->es, sg = (size_t)j->ng * es;
+    drop_pages(w->data + (size_t)r0 * w->row_bytes, (size_t)(r1 - r0) * w->row_bytes);
+    drop_pages(w->scales + (size_t)r0 * sg, (size_t)(r1 - r0) * sg);
+    if (j->p->biases) drop_pages(w->biases + (size_t)r0 * sg, (size_t)(r1 - r0) * sg);
+}
+
+/* Repacked weights live in shared 64 MiB huge-page chunks (a model's
+ * matrices are repacked one after another at its first forward): one
+ * mapping per matrix would either round each up to 2 MiB (a quarter more
+ * memory for a 1B model) or take 4 KiB page faults, which cost several
+ * microseconds each on VMs. A chunk is unmapped when its last matrix is
+ * freed. Called under g_ril_mu. */
+#define ARENA_CHUNK ((size_t)64 << 20)
+typedef struct arena_chunk { uint8_t *base; size_t size, used; int live; } arena_chunk;
+static arena_chunk *g_cur;
+
+static uint8_t *arena_alloc(size_t n, void **chunk) {
+    n = (n + 63) & ~(size_t)63;
+    if (!g_cur || g_cur->size - g_cur->used < n) {
+        size_t huge = (size_t)2 << 20, size = MX_MAX(ARENA_CHUNK, (n + huge - 1) & ~(huge - 1));
+        uint8_t *raw = mmap(NULL, size + huge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (raw == MAP_FAILED) return NULL;
+        uint8_t *base = (uint8_t *)(((uintptr_t)raw + huge - 1) & ~(uintptr_t)(huge - 1));
+        if (base > raw) munmap(raw, (size_t)(base - raw));
+        if (base + size < raw + size + huge) munmap(base + size, (size_t)(raw + size + huge - (base + size)));
+#ifdef MADV_HUGEPAGE
+        madvise(base, size, MADV_HUGEPAGE);
+#endif
+        arena_chunk *c = calloc(1, sizeof *c);
+        if (!c) { munmap(base, size); return NULL; }
+        c->base = base;
+        c->size = size;
+        if (g_cur && g_cur->live == 0) { munmap(g_cur->base, g_cur->size); free(g_cur); }
+        g_cur = c;
+    }
+    uint8_t *p = g_cur->base + g_cur->used;
+    g_cur->used += n;
+    g_cur->live++;
+    *chunk = g_cur;
+    return p;
+}
+
+static void arena_free(void *chunk) {
+    arena_chunk *c = chunk;
+    if (--c->live > 0) return;
+    if (c == g_cur) { c->used = 0; return; } /* empty: reuse its pages */
+    munmap(c->base, c->size);
+    free(c);
+}
+
+void mxq_ril_free(void *q) {
+    ril *p = q;
+    if (!p) return;
+    pthread_mutex_lock(&g_ril_mu);
+    arena_free(p->chunk);
+    pthread_mutex_unlock(&g_ril_mu);
+    free(p);
+}
+
+/* The weight's repacked copy, made on first use (NULL if memory ran out). */
+static const ril *get_ril(const mx_weight *w, mx_pool *pool) {
+    ril *p = __atomic_load_n((ril *const *)&w->ril, __ATOMIC_ACQUIRE);
+    if (p) return p;
+    pthread_mutex_lock(&g_ril_mu);
+    p = (ril *)w->ril;
+    if (!p && (p = calloc(1, sizeof *p))) {
+        int nb = (w->rows + 15) / 16, ng = w->cols / w->group;
+        p->es = is_e2m1(w) ? 1 : (int)mx_dtype_size(w->scale_dtype);
+        p->blk = (size_t)16 * (size_t)w->cols * (size_t)w->bits / 8;
+        size_t sb = (size_t)nb * (size_t)ng * 16 * (size_t)p->es;
+        size_t need = (size_t)nb * p->blk + sb * (is_e2m1(w) ? 1 : 2);
+        uint8_t *mem = arena_alloc(need, &p->chunk);
+        if (!mem) { free(p); p = NULL; }
+        else {
+            p->codes = mem;
+            p->scales = p->codes + (size_t)nb * p->blk;
+            p->biases = is_e2m1(w) ? NULL : p->scales + sb;
+            size_t sgb = (size_t)w->rows * (size_t)ng * (size_t)p->es;
+            bool drop = mx_st_in_file_map(w->data, (size_t)w->rows * w->row_bytes) && mx_st_in_file_map(w->scales, sgb) &&
+                        (is_e2m1(w) || mx_st_in_file_map(w->biases, sgb));
+            /* large matrices drop their source as they go (bounding the
+             * transient to a few MiB); each drop costs TLB flushes, so small
+             * ones drop once at the end */
+            pack_job j = {w, p, ng, nb, drop && need > ((size_t)32 << 20)};
+
+            mx_pool_run(pool, pack_task, &j, (nb + PACK_BLOCKS - 1) / PACK_BLOCKS);
+            if (drop) { /* the pages the tasks' edges shared */
+                drop_pages(w->data, (size_t)w->rows * w->row_bytes);
+                drop_pages(w->scales, sgb);
+                if (p->biases) drop_pages(w->biases, sgb);
+            }
+
+            __atomic_store_n((ril **)&((mx_weight *)w)->ril, p, __ATOMIC_RELEASE);
+        }
+    }
+    pthread_mutex_unlock(&g_ril_mu);
+    return p;
+}
+
+/* ---- scales of 16 rows at one group, in the affine form ---- */
+
+static inline __m512 ld16(const uint8_t *p, mx_dtype dt) {
+    switch (dt) {
+    case MX_DT_BF16: return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)p)), 16));
+    case MX_DT_F16: return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)p));
+    default: return _mm512_loadu_ps((const float *)(const void *)p);
+    }
+}
+
+/* s and b of the 16 rows of block b at group g */
+static inline __attribute__((always_inline)) void sb16(const mx_weight *w, const ril *p, size_t o, __m512 *s, __m512 *b) {
     if (!is_e2m1(w)) {
-        if (n == 16) {
-            _mm512_storeu_ps(s, ld_scales16(w->scales, w->scale_dtype, o));
-            _mm512_storeu_ps(b, ld_scales16(w->biases, w->scale_dtype, o));
-            return;
-        }
-        for (int i = 0; i < n; i++) {
-            s[i] = mxq_ld(w->scales, w->scale_dtype, o + (size_t)i);
-            b[i] = mxq_ld(w->biases, w->scale_dtype, o + (size_t)i);
-        }
+        *s = ld16(p->scales + o * (size_t)p->es, w->scale_dtype);
+        *b = ld16(p->biases + o * (size_t)p->es, w->scale_dtype);
         return;
     }
-    for (int i = 0; i < n; i++) {
-        float sc = w->fmt == MX_W_MXFP4 ? mxq_e8m0(w->scales[o + (size_t)i]) : mxq_e4m3(w->scales[o + (size_t)i]);
-        s[i] = sc * 0.5f;
-        b[i] = sc * -6.0f;
+    __m512i c = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(p->scales + o)));
+    __m512 f;
+    if (w->fmt == MX_W_MXFP4) { /* E8M0: 2^(c-127); c = 0 is the denormal 2^-127, 255 inf */
+        __m512i bits = _mm512_slli_epi32(c, 23);
+        bits = _mm512_mask_mov_epi32(bits, _mm512_cmpeq_epi32_mask(c, _mm512_setzero_si512()), _mm512_set1_epi32(0x00400000));
+        f = _mm512_castsi512_ps(bits);
+    } else { /* E4M3 (mxq_e4m3) */
+        __m512i bits = _mm512_or_si512(_mm512_slli_epi32(_mm512_and_si512(c, _mm512_set1_epi32(0x7f)), 20),
+                                       _mm512_slli_epi32(_mm512_and_si512(c, _mm512_set1_epi32(0x80)), 24));
+        f = _mm512_mul_ps(_mm512_castsi512_ps(bits), _mm512_set1_ps(0x1p120f));
+    }
+    *s = _mm512_mul_ps(f, _mm512_set1_ps(0.5f));
+    *b = _mm512_mul_ps(f, _mm512_set1_ps(-6.0f));
+}
+
+/* 16 rows' codes for 8 columns (4-bit: low and high nibbles) or 4 (8-bit). */
+static inline __attribute__((always_inline)) void codes(const uint8_t *line, bool four, bool e2m1, __m512i *lo, __m512i *hi) {
+    __m512i v = _mm512_load_si512((const void *)line);
+    if (!four) { *lo = v; return; }
+    const __m512i m = _mm512_set1_epi8(0x0F);
+    *lo = _mm512_and_si512(v, m);
+    *hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m);
+    if (e2m1) {
+        const __m512i lut = _mm512_broadcast_i32x4(_mm_setr_epi8(E2M1_U8));
+        *lo = _mm512_shuffle_epi8(lut, *lo);
+        *hi = _mm512_shuffle_epi8(lut, *hi);
     }
 }
 
-/* Products s*d and the bias term for groups [g, g + n) of row r. */
-static inline float row_block(const mxq_ctx *c, int r, int g, int n, float *sd) {
-    _Alignas(64) float s[VQ_GB], b[VQ_GB];
-    row_sb(c->w, r, g, n, s, b);
-    if (n == VQ_GB) {
-        _mm512_storeu_ps(sd, _mm512_mul_ps(_mm512_load_ps(s), _mm512_loadu_ps(c->xd + g)));
-        return _mm512_reduce_add_ps(_mm512_mul_ps(_mm512_load_ps(b), _mm512_loadu_ps(c->xs + g)));
-    }
-    float bt = 0;
-    for (int i = 0; i < n; i++) {
-        sd[i] = s[i] * c->xd[g + i];
-        bt += b[i] * c->xs[g + i];
-    }
-    return bt;
+static inline __m512i bc4(const int8_t *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm512_set1_epi32(v);
 }
 
-/* Codes of 64 elements as bytes: 8-bit rows load them, 4-bit rows unpack 32
- * bytes into [low nibbles | high nibbles] (E2M1 then mapped to 0..24). */
-static inline __m512i codes64(const uint8_t *p, int bits, bool e2m1) {
-    if (bits == 8) return _mm512_loadu_si512((const void *)p);
-    __m512i v = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(const void *)p));
-    v = _mm512_mask_srli_epi16(v, (__mmask32)0xFFFF0000u, v, 4);
-    v = _mm512_and_si512(v, _mm512_set1_epi8(0x0F));
-    if (e2m1) v = _mm512_shuffle_epi8(_mm512_broadcast_i32x4(_mm_setr_epi8(E2M1_U8)), v);
-    return v;
-}
+/* The float step of one group for one token (the same in both kernels). */
+#define VQ_GROUP_STEP(f, i1, i2, s, b, d, xs)                                                               \
+    do {                                                                                                    \
+        __m512i it_ = _mm512_add_epi32(_mm512_slli_epi32(i1, 8), i2);                                       \
+        f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(it_), _mm512_mul_ps(s, _mm512_set1_ps(d)), f);              \
+        f = _mm512_fmadd_ps(b, _mm512_set1_ps(xs), f);                                                      \
+    } while (0)
 
-/* Two rows at a time (sharing the activation loads), groups of 16 to 128: a
- * 64-element chunk holds 64/G groups or 1/(G/64) of one. */
-static void dec_rows(const mxq_ctx *c, int r, int nr, float *out) {
+/* ---- one token: two blocks at a time, four independent sums per block ---- */
+#define VQ_UNROLL2 _Pragma("GCC unroll 2")
+
+static inline __attribute__((always_inline)) void dec_blocks(const mxq_ctx *c, const ril *p, int b0, const int nblk, const bool four,
+                                                               const bool e2m1) {
     const mx_weight *w = c->w;
-    int G = w->group, bits = w->bits, ng = w->cols / G;
-    bool e2m1 = is_e2m1(w);
-    const uint8_t *p0 = w->data + (size_t)r * w->row_bytes, *p1 = nr > 1 ? p0 + w->row_bytes : p0;
-    const int8_t *xq = c->xq;
-    __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
-    float bt0 = 0, bt1 = 0;
-    _Alignas(64) float sd0[2 * VQ_GB], sd1[2 * VQ_GB];
-    int gpc = G < 64 ? 64 / G : 1; /* groups per chunk */
-    int cpg = G > 64 ? G / 64 : 1; /* chunks per group */
-    /* G < 64: the group of each int32 lane (see codes64's layout) */
-    __m512i lane_g = _mm512_setzero_si512();
-    if (gpc > 1) {
-        int idx[16];
-        for (int l = 0; l < 16; l++) idx[l] = bits == 8 ? 4 * l / G : 8 * (l % 8) / G;
-        lane_g = _mm512_loadu_si512((const void *)idx);
-    }
-    for (int g = 0; g < ng; g += gpc) {
-        int gi = g % VQ_GB;
-        if (gi == 0) {
-            int n = MX_MIN(VQ_GB, ng - g);
-            bt0 += row_block(c, r, g, n, sd0);
-            if (nr > 1) bt1 += row_block(c, r + 1, g, n, sd1);
-        }
-        __m512i i0 = _mm512_setzero_si512(), i1 = _mm512_setzero_si512(), j0 = i0, j1 = i0;
-        for (int h = 0; h < cpg; h++) {
-            size_t k = (size_t)g * G + (size_t)h * 64, pb = k * (size_t)bits / 8;
-            _mm_prefetch((const char *)p0 + pb + VQ_PF, _MM_HINT_T0);
-            _mm_prefetch((const char *)p1 + pb + VQ_PF, _MM_HINT_T0);
-            if (bits == 8) {
-                _mm_prefetch((const char *)p0 + pb + VQ_PF + 64, _MM_HINT_T0);
-                _mm_prefetch((const char *)p1 + pb + VQ_PF + 64, _MM_HINT_T0);
+    const int step = four ? 8 : 4;
+    int G = w->group, ng = w->cols / G, lines = G / step;
+    const int8_t *q1 = c->xq, *q2 = c->xq + w->cols;
+    const uint8_t *cb0 = p->codes + (size_t)b0 * p->blk, *cb1 = cb0 + (nblk > 1 ? p->blk : 0);
+    __m512 f0 = _mm512_setzero_ps(), f1 = f0;
+    for (int g = 0; g < ng; g++) {
+        __m512i ia0 = _mm512_setzero_si512(), ib0 = ia0, ja0 = ia0, jb0 = ia0, ia1 = ia0, ib1 = ia0, ja1 = ia0, jb1 = ia0;
+        for (int l = 0; l < lines; l++) {
+            int k = g * G + l * step;
+            size_t off = (size_t)(k / step) * 64;
+            __m512i x1 = bc4(q1 + k), x2 = bc4(q2 + k), lo, hi = _mm512_setzero_si512();
+            _mm_prefetch((const char *)cb0 + off + VQ_PF, _MM_HINT_T0);
+            codes(cb0 + off, four, e2m1, &lo, &hi);
+            ia0 = _mm512_dpbusd_epi32(ia0, lo, x1);
+            ja0 = _mm512_dpbusd_epi32(ja0, lo, x2);
+            if (nblk > 1) {
+                __m512i lo1, hi1 = _mm512_setzero_si512();
+                _mm_prefetch((const char *)cb1 + off + VQ_PF, _MM_HINT_T0);
+                codes(cb1 + off, four, e2m1, &lo1, &hi1);
+                ia1 = _mm512_dpbusd_epi32(ia1, lo1, x1);
+                ja1 = _mm512_dpbusd_epi32(ja1, lo1, x2);
+                if (four) {
+                    __m512i y1 = bc4(q1 + k + 4), y2 = bc4(q2 + k + 4);
+                    ib0 = _mm512_dpbusd_epi32(ib0, hi, y1);
+                    jb0 = _mm512_dpbusd_epi32(jb0, hi, y2);
+                    ib1 = _mm512_dpbusd_epi32(ib1, hi1, y1);
+                    jb1 = _mm512_dpbusd_epi32(jb1, hi1, y2);
+                }
+            } else if (four) {
+                ib0 = _mm512_dpbusd_epi32(ib0, hi, bc4(q1 + k + 4));
+                jb0 = _mm512_dpbusd_epi32(jb0, hi, bc4(q2 + k + 4));
             }
-            __m512i x = _mm512_loadu_si512((const void *)(xq + k)), x2 = _mm512_loadu_si512((const void *)(xq + w->cols + k));
-            __m512i c0 = codes64(p0 + pb, bits, e2m1), c1 = codes64(p1 + pb, bits, e2m1);
-            i0 = _mm512_dpbusd_epi32(i0, c0, x);
-            j0 = _mm512_dpbusd_epi32(j0, c0, x2);
-            i1 = _mm512_dpbusd_epi32(i1, c1, x);
-            j1 = _mm512_dpbusd_epi32(j1, c1, x2);
         }
-        /* |256 q1 + q2| <= 32640 and codes <= 255: at most 2^28 per lane */
-        i0 = _mm512_add_epi32(_mm512_slli_epi32(i0, 8), j0);
-        i1 = _mm512_add_epi32(_mm512_slli_epi32(i1, 8), j1);
-        __m512 s0, s1;
-        if (gpc > 1) { /* sd arrays hold 2*VQ_GB: the 16-wide loads stay inside */
-            s0 = _mm512_permutexvar_ps(lane_g, _mm512_loadu_ps(sd0 + gi));
-            s1 = _mm512_permutexvar_ps(lane_g, _mm512_loadu_ps(sd1 + gi));
-        } else {
-            s0 = _mm512_set1_ps(sd0[gi]);
-            s1 = _mm512_set1_ps(sd1[gi]);
+        __m512 s, bb;
+        sb16(w, p, ((size_t)b0 * (size_t)ng + (size_t)g) * 16, &s, &bb);
+        VQ_GROUP_STEP(f0, _mm512_add_epi32(ia0, ib0), _mm512_add_epi32(ja0, jb0), s, bb, c->xd[g], c->xs[g]);
+        if (nblk > 1) {
+            sb16(w, p, ((size_t)(b0 + 1) * (size_t)ng + (size_t)g) * 16, &s, &bb);
+            VQ_GROUP_STEP(f1, _mm512_add_epi32(ia1, ib1), _mm512_add_epi32(ja1, jb1), s, bb, c->xd[g], c->xs[g]);
         }
-        a0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i0), s0, a0);
-        if (nr > 1) a1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i1), s1, a1);
     }
-    out[0] = _mm512_reduce_add_ps(a0) + bt0;
-    if (nr > 1) out[1] = _mm512_reduce_add_ps(a1) + bt1;
-}
-
-void mxq_vnni_dec(const mxq_ctx *c, int r0, int r1) {
-    for (int r = r0; r < r1; r += 2) {
-        float o[2];
-        int nr = MX_MIN(2, r1 - r);
-        dec_rows(c, r, nr, o);
-        for (int i = 0; i < nr; i++) c->y[r + i] = o[i];
+    int r = b0 * 16, nr = MX_MIN(16, w->rows - r);
+    _mm512_mask_storeu_ps(c->y + r, (__mmask16)((1u << nr) - 1), f0);
+    if (nblk > 1) {
+        nr = MX_MIN(16, w->rows - r - 16);
+        _mm512_mask_storeu_ps(c->y + r + 16, (__mmask16)((1u << nr) - 1), f1);
     }
 }
 
-/* One token's activations for the kernel above: per group of G (a multiple
- * of 16) the codes q1 (xq[0, cols)) and q2 (xq[cols, 2 cols)), the scale
- * d/256 and (d/256) * sum(256 q1 + q2). */
-void mxq_vnni_prep(const float *x, int cols, int G, int bits, int8_t *xq, float *xd, float *xs) {
-    /* 4-bit: per 16-byte lane evens then odds, then the lanes' halves gathered */
-    const __m512i evod = _mm512_broadcast_i32x4(_mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15));
-    const __m512i qsel = _mm512_setr_epi64(0, 2, 4, 6, 1, 3, 5, 7);
+static void dec_range(const mxq_ctx *c, const ril *p, int b0, int b1) {
+    const mx_weight *w = c->w;
+    bool four = w->bits == 4, e2m1 = is_e2m1(w);
+    int b = b0;
+    if (e2m1) for (; b + 2 <= b1; b += 2) dec_blocks(c, p, b, 2, true, true);
+    else if (four) for (; b + 2 <= b1; b += 2) dec_blocks(c, p, b, 2, true, false);
+    else for (; b + 2 <= b1; b += 2) dec_blocks(c, p, b, 2, false, false);
+    if (b < b1) dec_blocks(c, p, b, 1, four, e2m1);
+}
+
+/* ---- many tokens: one block, VG_NT tokens at a time over it ---- */
+#define VG_NT 6
+/* the token loops must unroll for the accumulators to stay in registers */
+#define VG_UNROLL _Pragma("GCC unroll 6")
+
+static inline __attribute__((always_inline)) void gemm_micro(int nt, const mxq_ctx *c, const ril *p, int blk, int t0) {
+    const mx_weight *w = c->w;
+    bool four = w->bits == 4, e2m1 = is_e2m1(w);
+    int G = w->group, ng = w->cols / G, step = four ? 8 : 4, lines = G / step;
+    size_t ldq = (size_t)2 * w->cols;
+    const int8_t *xq = c->xq + (size_t)t0 * ldq;
+    const uint8_t *cb = p->codes + (size_t)blk * p->blk;
+    __m512 f[VG_NT];
+    VG_UNROLL
+    for (int t = 0; t < nt; t++) f[t] = _mm512_setzero_ps();
+    for (int g = 0; g < ng; g++) {
+        __m512i i1[VG_NT], i2[VG_NT];
+        VG_UNROLL
+        for (int t = 0; t < nt; t++) i1[t] = i2[t] = _mm512_setzero_si512();
+        for (int l = 0; l < lines; l++) {
+            int k = g * G + l * step;
+            __m512i lo, hi = _mm512_setzero_si512();
+            codes(cb + (size_t)(k / step) * 64, four, e2m1, &lo, &hi);
+            VG_UNROLL
+            for (int t = 0; t < nt; t++) {
+                const int8_t *q = xq + (size_t)t * ldq + k;
+                i1[t] = _mm512_dpbusd_epi32(i1[t], lo, bc4(q));
+                i2[t] = _mm512_dpbusd_epi32(i2[t], lo, bc4(q + w->cols));
+                if (four) {
+                    i1[t] = _mm512_dpbusd_epi32(i1[t], hi, bc4(q + 4));
+                    i2[t] = _mm512_dpbusd_epi32(i2[t], hi, bc4(q + w->cols + 4));
+                }
+            }
+        }
+        __m512 s, bb;
+        sb16(w, p, ((size_t)blk * (size_t)ng + (size_t)g) * 16, &s, &bb);
+        VG_UNROLL
+        for (int t = 0; t < nt; t++) {
+            size_t o = (size_t)(t0 + t) * (size_t)ng + (size_t)g;
+            VQ_GROUP_STEP(f[t], i1[t], i2[t], s, bb, c->xd[o], c->xs[o]);
+        }
+    }
+    int r = blk * 16, nr = MX_MIN(16, w->rows - r);
+    VG_UNROLL
+    for (int t = 0; t < nt; t++) _mm512_mask_storeu_ps(c->y + (size_t)(t0 + t) * c->ldy + r, (__mmask16)((1u << nr) - 1), f[t]);
+}
+
+/* Rows [r0, r1) (r0 a multiple of 16) for every token of c. */
+static void vnni_mm(const mxq_ctx *c, const ril *p, int r0, int r1) {
+    int b0 = r0 / 16, b1 = (r1 + 15) / 16;
+    if (c->n == 1) { dec_range(c, p, b0, b1); return; }
+    for (int b = b0; b < b1; b++)
+        for (int t = 0; t < c->n; t += VG_NT) {
+            switch (MX_MIN(VG_NT, c->n - t)) {
+            case 6: gemm_micro(6, c, p, b, t); break;
+            case 5: gemm_micro(5, c, p, b, t); break;
+            case 4: gemm_micro(4, c, p, b, t); break;
+            case 3: gemm_micro(3, c, p, b, t); break;
+            case 2: gemm_micro(2, c, p, b, t); break;
+            default: gemm_micro(1, c, p, b, t); break;
+            }
+        }
+}
+
+void mxq_vnni_mm(const mxq_ctx *c, int r0, int r1) { vnni_mm(c, (const ril *)c->w->ril, r0, r1); }
+
+bool mxq_vnni_ready(const mx_weight *w, mx_pool *pool) { return get_ril(w, pool) != NULL; }
+
+/* Row r from the repacked copy (embedding lookups of a tied head): the
+ * values mxq_deq gives, without touching the dropped original, whose
+ * faults would map whole page-cache folios back in. */
+void mxq_ril_row(const mx_weight *w, int r, float *out) {
+    const ril *p = w->ril;
+    int b = r / 16, i = r % 16, G = w->group, ng = w->cols / G;
+    const uint8_t *cb = p->codes + (size_t)b * p->blk + (size_t)i * 4;
+    bool e2m1 = is_e2m1(w);
+    for (int g = 0; g < ng; g++) {
+        size_t o = ((size_t)b * (size_t)ng + (size_t)g) * 16 + (size_t)i;
+        float s, bias = 0;
+        if (e2m1) s = w->fmt == MX_W_MXFP4 ? mxq_e8m0(p->scales[o]) : mxq_e4m3(p->scales[o]);
+        else {
+            s = mxq_ld(p->scales, w->scale_dtype, o);
+            bias = mxq_ld(p->biases, w->scale_dtype, o);
+        }
+        for (int k = g * G; k < (g + 1) * G; k++) {
+            unsigned code;
+            if (w->bits == 8) code = cb[(size_t)(k / 4) * 64 + (size_t)(k % 4)];
+            else {
+                uint8_t v = cb[(size_t)(k / 8) * 64 + (size_t)(k % 4)];
+                code = k % 8 < 4 ? v & 15u : v >> 4;
+            }
+            if (e2m1) out[k] = mxq_e2m1_lut[code] * s;
+            else {
+                float q = s * (float)code; /* rounded product, then rounded sum, as mxq_deq */
+                out[k] = q + bias;
+            }
+        }
+    }
+}
+
+/* One token's activations: per group of G (a multiple of 16) the codes q1
+ * (xq[0, cols)) and q2 (xq[cols, 2 cols)) in column order, the scale d/256
+ * and (d/256) * sum(256 q1 + q2). */
+void mxq_vnni_prep(const float *x, int cols, int G, int8_t *xq, float *xd, float *xs) {
     for (int g = 0; g < cols / G; g++) {
         const float *s = x + (size_t)g * G;
         __m512 mx = _mm512_setzero_ps();
@@ -183,123 +463,5 @@ void mxq_vnni_prep(const float *x, int cols, int G, int bits, int8_t *xq, float 
          * (b ~ -s * 2^(bits-1)) the bias term then cancels the rounding of x
          * against the codes, leaving sum(w * (x - x_coded)) */
         xs[g] = xd[g] * (float)_mm512_reduce_add_epi32(qs);
-    }
-    if (bits == 4)
-        for (int k = 0; k < 2 * cols; k += 64) {
-            __m512i v = _mm512_loadu_si512((const void *)(xq + k));
-            _mm512_storeu_si512((void *)(xq + k), _mm512_permutexvar_epi64(qsel, _mm512_shuffle_epi8(v, evod)));
-        }
-}
-
-/* ---- prefill: 16-row panels repacked for dot products across rows ----
- * A panel of 16 rows x KC columns is unpacked once into u8 codes laid out
- * [KC/4][16 rows][4 columns], so one vpdpbusd with four broadcast activation
- * bytes adds 4 columns to 16 rows' sums (no horizontal reductions); every
- * token of the matmul then runs over it. The same kernel serves every n, so
- * a token's result does not depend on its batch (PANEL mode). */
-#define VG_KC 256
-#define VG_NT 6
-/* the token loops must unroll for the accumulators to stay in registers */
-#define VG_UNROLL _Pragma("GCC unroll 6")
-
-typedef struct {
-    const int8_t *xq; /* token 0's codes at the chunk's first column */
-    size_t ldq;       /* bytes per token (2 * cols) */
-    int cols;         /* offset of q2 from q1 */
-    const float *xd, *xs; /* token 0's values at the chunk's first group */
-    int ldg;          /* groups per token */
-} vg_x;
-
-static inline __attribute__((always_inline)) void vg_micro(int nt, const uint8_t *wp, const float *ST, const float *BT, int G, int len,
-                                                             const vg_x *x, float *y, int ldy, __mmask16 rows) {
-    __m512 f[VG_NT];
-    VG_UNROLL
-    for (int t = 0; t < nt; t++) f[t] = _mm512_setzero_ps();
-    for (int g = 0; g < len / G; g++) {
-        __m512i i1[VG_NT], i2[VG_NT];
-        VG_UNROLL
-    for (int t = 0; t < nt; t++) i1[t] = i2[t] = _mm512_setzero_si512();
-        for (int q = 0; q < G / 4; q++) {
-            int k = g * G + q * 4;
-            __m512i W = _mm512_load_si512((const void *)(wp + (size_t)(k / 4) * 64));
-            VG_UNROLL
-    for (int t = 0; t < nt; t++) {
-                const int8_t *p = x->xq + (size_t)t * x->ldq + k;
-                int32_t a, b;
-                memcpy(&a, p, 4);
-                memcpy(&b, p + x->cols, 4);
-                i1[t] = _mm512_dpbusd_epi32(i1[t], W, _mm512_set1_epi32(a));
-                i2[t] = _mm512_dpbusd_epi32(i2[t], W, _mm512_set1_epi32(b));
-            }
-        }
-        __m512 s = _mm512_load_ps(ST + g * 16), b = _mm512_load_ps(BT + g * 16);
-        VG_UNROLL
-    for (int t = 0; t < nt; t++) {
-            __m512i it = _mm512_add_epi32(_mm512_slli_epi32(i1[t], 8), i2[t]);
-            f[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(it), _mm512_mul_ps(s, _mm512_set1_ps(x->xd[(size_t)t * x->ldg + g])), f[t]);
-            f[t] = _mm512_fmadd_ps(b, _mm512_set1_ps(x->xs[(size_t)t * x->ldg + g]), f[t]);
-        }
-    }
-    VG_UNROLL
-    for (int t = 0; t < nt; t++) {
-        float *yt = y + (size_t)t * ldy;
-        _mm512_mask_storeu_ps(yt, rows, _mm512_add_ps(_mm512_maskz_loadu_ps(rows, yt), f[t]));
-    }
-}
-
-/* Codes of row r, columns [c0, c0 + len) (len a multiple of 16), as bytes. */
-static void unpack_row(const mx_weight *w, int r, int c0, int len, uint8_t *out) {
-    const uint8_t *row = w->data + (size_t)r * w->row_bytes;
-    if (w->bits == 8) { memcpy(out, row + c0, (size_t)len); return; }
-    const __m128i m = _mm_set1_epi8(0x0F), lut = _mm_setr_epi8(E2M1_U8);
-    bool e2m1 = is_e2m1(w);
-    for (int k = 0; k < len; k += 16) {
-        __m128i v = _mm_loadl_epi64((const __m128i *)(const void *)(row + (c0 + k) / 2));
-        __m128i lo = _mm_and_si128(v, m), hi = _mm_and_si128(_mm_srli_epi16(v, 4), m), u = _mm_unpacklo_epi8(lo, hi);
-        _mm_storeu_si128((__m128i *)(void *)(out + k), e2m1 ? _mm_shuffle_epi8(lut, u) : u);
-    }
-}
-
-void mxq_vnni_gemm(const mxq_ctx *c, int r0, int r1) {
-    const mx_weight *w = c->w;
-    int G = w->group, ng = w->cols / G;
-    _Alignas(64) uint8_t wp[VG_KC * 16];
-    _Alignas(64) uint8_t rowb[VG_KC];
-    _Alignas(64) float ST[VG_KC / 16 * 16], BT[VG_KC / 16 * 16], s[VG_KC / 16], b[VG_KC / 16];
-    for (int t = 0; t < c->n; t++) memset(c->y + (size_t)t * c->ldy + r0, 0, (size_t)(r1 - r0) * sizeof(float));
-    for (int rb = r0; rb < r1; rb += 16) {
-        int nr = MX_MIN(16, r1 - rb);
-        __mmask16 rows = (__mmask16)((1u << nr) - 1);
-        for (int kc = 0; kc < w->cols; kc += VG_KC) {
-            int len = MX_MIN(VG_KC, w->cols - kc), gc = len / G, g0 = kc / G;
-            for (int i = 0; i < 16; i++) {
-                if (i < nr) {
-                    unpack_row(w, rb + i, kc, len, rowb);
-                    row_sb(w, rb + i, g0, gc, s, b);
-                    for (int g = 0; g < gc; g++) {
-                        ST[g * 16 + i] = s[g];
-                        BT[g * 16 + i] = b[g];
-                    }
-                } else {
-                    memset(rowb, 0, (size_t)len);
-                    for (int g = 0; g < gc; g++) ST[g * 16 + i] = BT[g * 16 + i] = 0;
-                }
-                for (int q = 0; q < len / 4; q++) memcpy(wp + (size_t)q * 64 + (size_t)i * 4, rowb + q * 4, 4);
-            }
-            for (int t = 0; t < c->n; t += VG_NT) {
-                int nt = MX_MIN(VG_NT, c->n - t);
-                vg_x x = {c->xq + (size_t)t * 2 * w->cols + kc, (size_t)2 * w->cols, w->cols, c->xd + (size_t)t * ng + g0,
-                          c->xs + (size_t)t * ng + g0, ng};
-                float *yt = c->y + (size_t)t * c->ldy + rb;
-                switch (nt) {
-                case 6: vg_micro(6, wp, ST, BT, G, len, &x, yt, c->ldy, rows); break;
-                case 5: vg_micro(5, wp, ST, BT, G, len, &x, yt, c->ldy, rows); break;
-                case 4: vg_micro(4, wp, ST, BT, G, len, &x, yt, c->ldy, rows); break;
-                case 3: vg_micro(3, wp, ST, BT, G, len, &x, yt, c->ldy, rows); break;
-                case 2: vg_micro(2, wp, ST, BT, G, len, &x, yt, c->ldy, rows); break;
-                default: vg_micro(1, wp, ST, BT, G, len, &x, yt, c->ldy, rows); break;
-                }
-            }
-        }
     }
 }
