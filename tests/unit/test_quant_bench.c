@@ -94,6 +94,7 @@ int main(int argc, char **argv) {
         else
             printf("%-14s prefill %s, %d thread(s), n=%d: %6.1f GFLOP/s\n", fs[i].nm, mx_cpu_name(mx_cpu()->level), threads, nn,
                    2.0 * nn * rows * w.cols / t / 1e9);
+        mxq_ril_free(w.ril);
         free(buf); free(x); free(y);
     }
     mx_pool_free(pool);
