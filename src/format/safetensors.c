@@ -37,38 +37,60 @@ static int span_cmp(const void *x, const void *y) {
     return p->a < q->a ? -1 : p->a > q->a ? 1 : (p->b < q->b ? -1 : p->b > q->b);
 }
 
-/* Open file mappings (MX_LOAD_MMAP), so callers can tell a mapped view from
- * memory they must not discard. */
-typedef struct { const uint8_t *a; size_t n; } span_t;
+/* Open files' memory (mapped or copied), so a caller that keeps its own
+ * copy of some tensors can give their pages back (mx_st_release). */
+typedef struct { const uint8_t *a; size_t n; char *path; bool copied; } span_t;
 static span_t *g_maps;
 static int g_nmaps, g_capmaps;
 static pthread_mutex_t g_maps_mu = PTHREAD_MUTEX_INITIALIZER;
 
-static void maps_add(const void *a, size_t n) {
+static void maps_add(const void *a, size_t n, const char *path, bool copied) {
     pthread_mutex_lock(&g_maps_mu);
     if (g_nmaps == g_capmaps) {
         int cap = g_capmaps ? 2 * g_capmaps : 16;
         span_t *m = realloc(g_maps, (size_t)cap * sizeof *m);
         if (m) { g_maps = m; g_capmaps = cap; }
     }
-    if (g_nmaps < g_capmaps) g_maps[g_nmaps++] = (span_t){a, n};
+    char *pc = mx_strdup(path);
+    if (g_nmaps < g_capmaps && pc) g_maps[g_nmaps++] = (span_t){a, n, pc, copied};
+    else free(pc);
     pthread_mutex_unlock(&g_maps_mu);
 }
 
 static void maps_del(const void *a) {
     pthread_mutex_lock(&g_maps_mu);
     for (int i = 0; i < g_nmaps; i++)
-        if (g_maps[i].a == a) { g_maps[i] = g_maps[--g_nmaps]; break; }
+        if (g_maps[i].a == a) {
+            free(g_maps[i].path);
+            g_maps[i] = g_maps[--g_nmaps];
+            break;
+        }
+    if (!g_nmaps) { free(g_maps); g_maps = NULL; g_capmaps = 0; }
     pthread_mutex_unlock(&g_maps_mu);
 }
 
-bool mx_st_in_file_map(const void *p, size_t n) {
+bool mx_st_release(const void *p, size_t n) {
     const uint8_t *q = p;
-    bool in = false;
+    bool ok = false;
     pthread_mutex_lock(&g_maps_mu);
-    for (int i = 0; i < g_nmaps && !in; i++) in = q >= g_maps[i].a && n <= g_maps[i].n && (size_t)(q - g_maps[i].a) <= g_maps[i].n - n;
+    for (int i = 0; i < g_nmaps; i++) {
+        span_t *m = &g_maps[i];
+        if (!(q >= m->a && n <= m->n && (size_t)(q - m->a) <= m->n - n)) continue;
+        uintptr_t s = ((uintptr_t)q + 4095) & ~(uintptr_t)4095, e = ((uintptr_t)q + n) & ~(uintptr_t)4095;
+        ok = true;
+        if (e <= s) break;
+        if (!m->copied) { madvise((void *)s, e - s, MADV_DONTNEED); break; }
+        /* a copy starts at file offset 0: map the file's pages over it (same
+         * bytes, page cache instead of anonymous memory) */
+        int fd = open(m->path, O_RDONLY);
+        if (fd < 0) { ok = false; break; }
+        void *r = mmap((void *)s, e - s, PROT_READ, MAP_PRIVATE | MAP_FIXED, fd, (off_t)(s - (uintptr_t)m->a));
+        close(fd);
+        if (r == MAP_FAILED) ok = false;
+        break;
+    }
     pthread_mutex_unlock(&g_maps_mu);
-    return in;
+    return ok;
 }
 
 void mx_st_close(mx_st_file *f) {
@@ -241,7 +263,7 @@ int mx_st_open(const char *path, mx_st_file *out) {
 #endif
     }
     if (mx_st_parse(path, map, len, out)) { munmap(map, map_len); return MX_ERR; }
-    if (g_load_mode != MX_LOAD_COPY) maps_add(map, len);
+    maps_add(map, len, path, g_load_mode == MX_LOAD_COPY);
     out->map = map;
     out->map_len = len;
     out->alloc_len = map_len;

@@ -49,9 +49,12 @@ typedef struct {
 typedef enum { MX_LOAD_MMAP, MX_LOAD_COPY } mx_load_mode;
 void mx_st_set_load_mode(mx_load_mode m);
 mx_load_mode mx_st_load_mode(void);
-/* True when [p, p+n) lies inside a file mapped by mx_st_open (so its pages
- * can be dropped from the process and will fault back in unchanged). */
-bool mx_st_in_file_map(const void *p, size_t n);
+/* Gives back the whole pages of [p, p+n), which must lie inside a file
+ * opened by mx_st_open, to the page cache: mapped files drop them from the
+ * process, copied ones map the file's pages over the copy. The bytes read
+ * the same afterwards (a later read faults them back in). False when the
+ * range is not such a file's. */
+bool mx_st_release(const void *p, size_t n);
 
 int mx_st_open(const char *path, mx_st_file *out);
 void mx_st_close(mx_st_file *f);

@@ -61,11 +61,7 @@ typedef struct { const mx_weight *w; ril *p; int ng, nb; bool drop; } pack_job;
 
 #define PACK_BLOCKS 32 /* blocks per task: the source pages are dropped per task */
 
-/* Drops the whole pages of [a, a + n) from the process (file-mapped only). */
-static void drop_pages(const uint8_t *a, size_t n) {
-    uintptr_t s = ((uintptr_t)a + 4095) & ~(uintptr_t)4095, e = ((uintptr_t)a + n) & ~(uintptr_t)4095;
-    if (e > s) madvise((void *)s, e - s, MADV_DONTNEED);
-}
+static void drop_pages(const uint8_t *a, size_t n) { mx_st_release(a, n); }
 
 static void pack_block(const pack_job *j, int b) {
     const mx_weight *w = j->w;
@@ -107,8 +103,8 @@ static void pack_task(void *ctx, int t, int tid) {
     int b0 = t * PACK_BLOCKS, b1 = MX_MIN(j->nb, b0 + PACK_BLOCKS);
     for (int b = b0; b < b1; b++) pack_block(j, b);
     if (!j->drop) return;
-    /* the int8 path no longer reads these rows of the mapped original: give
-     * their pages back (they stay in the page cache; an f32-path or row read
+    /* the int8 path no longer reads these rows of the original: give their
+     * pages back to the page cache (mapped or copied file; an f32-path read
      * faults them back in unchanged), so resident memory stays one copy */
     const mx_weight *w = j->w;
     int r0 = b0 * 16, r1 = MX_MIN(w->rows, b1 * 16);
@@ -190,8 +186,7 @@ static const ril *get_ril(const mx_weight *w, mx_pool *pool) {
             p->scales = p->codes + (size_t)nb * p->blk;
             p->biases = is_e2m1(w) ? NULL : p->scales + sb;
             size_t sgb = (size_t)w->rows * (size_t)ng * (size_t)p->es;
-            bool drop = mx_st_in_file_map(w->data, (size_t)w->rows * w->row_bytes) && mx_st_in_file_map(w->scales, sgb) &&
-                        (is_e2m1(w) || mx_st_in_file_map(w->biases, sgb));
+            bool drop = !w->owned; /* else the original is the weight's own storage */
             /* large matrices drop their source as they go (bounding the
              * transient to a few MiB); each drop costs TLB flushes, so small
              * ones drop once at the end */
@@ -387,9 +382,12 @@ static inline __attribute__((always_inline)) void gemm_micro(int nt, const mxq_c
 static void vnni_mm(const mxq_ctx *c, const ril *p, int r0, int r1) {
     int b0 = r0 / 16, b1 = (r1 + 15) / 16;
     if (c->n == 1) { dec_range(c, p, b0, b1); return; }
+    /* tokens in chunks whose codes stay in L2 (96 x 2 x cols bytes), the
+     * task's blocks (a few tens of KiB) re-read for each chunk */
+    for (int t0 = 0; t0 < c->n; t0 += 96)
     for (int b = b0; b < b1; b++)
-        for (int t = 0; t < c->n; t += VG_NT) {
-            switch (MX_MIN(VG_NT, c->n - t)) {
+        for (int t = t0; t < MX_MIN(c->n, t0 + 96); t += VG_NT) {
+            switch (MX_MIN(VG_NT, MX_MIN(c->n, t0 + 96) - t)) {
             case 6: gemm_micro(6, c, p, b, t); break;
             case 5: gemm_micro(5, c, p, b, t); break;
             case 4: gemm_micro(4, c, p, b, t); break;
