@@ -34,16 +34,20 @@ static void mlp_free(void *p) {
     free(w);
 }
 
+/* Long prompts go through the MLP in slices of tokens: the [tokens, 2F]
+ * intermediate is the largest prefill buffer (32 MB for 512 tokens of a 1B
+ * model), and every kernel computes a token the same way whatever else
+ * shares its matmul, so slicing changes no result. */
+#define MLP_SLICE 128
+
 static size_t mlp_scratch(const mx_model *m, int max_tokens, int max_ctx, int nt) {
     (void)max_ctx; (void)nt;
-    return (size_t)max_tokens * 2 * m->arch.ffn;
+    return (size_t)MX_MIN(max_tokens, MLP_SLICE) * 2 * m->arch.ffn;
 }
 
-static void mlp_forward(mx_fwd *f, int layer, void *wp, const float *in, float *out) {
-    (void)layer;
-    const mlp_w *w = wp;
+static void mlp_slice(mx_fwd *f, const mlp_w *w, const float *in, int N, float *out) {
     const mx_arch *a = &f->m->arch;
-    int F = a->ffn, H = a->hidden, N = f->N, F2 = 2 * F;
+    int F = a->ffn, H = a->hidden, F2 = 2 * F;
     float *gu = f->scratch;
     if (a->mlp == MX_MLP_GATED) {
         if (w->gate_up.fmt) mx_linear(f, &w->gate_up, w->gate_up_b, in, N, H, gu, F2);
@@ -60,6 +64,13 @@ static void mlp_forward(mx_fwd *f, int layer, void *wp, const float *in, float *
     }
     mx_linear(f, &w->down, w->down_b, gu, N, F2, out, H);
     if (a->mlp_out_scale && a->mlp_out_scale != 1.0f) mx_scale(out, a->mlp_out_scale, N * H);
+}
+
+static void mlp_forward(mx_fwd *f, int layer, void *wp, const float *in, float *out) {
+    (void)layer;
+    size_t H = (size_t)f->m->arch.hidden;
+    for (int t0 = 0; t0 < f->N; t0 += MLP_SLICE)
+        mlp_slice(f, wp, in + (size_t)t0 * H, MX_MIN(MLP_SLICE, f->N - t0), out + (size_t)t0 * H);
 }
 
 const mx_block_ops mx_block_mlp = {
