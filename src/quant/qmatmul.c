@@ -1,9 +1,11 @@
 /* Quantized matrix products: ISA dispatch, x preparation, threading over
- * output rows, and the portable kernel. Activations stay f32 throughout
- * (results match dequantize-then-multiply up to summation order). */
+ * output rows, the portable kernel, and the int8 path's switch and arena.
+ * The f32 kernels match dequantize-then-multiply up to summation order. */
+#define _GNU_SOURCE
 #include "quant_impl.h"
 #include "../base/base.h"
 #include "../base/cpu.h"
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -204,4 +206,62 @@ run:;
     j.rows_per_task = (j.rows_per_task + 47) / 48 * 48;
     tasks = (w->rows + j.rows_per_task - 1) / j.rows_per_task;
     mx_pool_run(pool, q_task, &j, tasks);
+}
+
+static pthread_mutex_t g_ril_mu = PTHREAD_MUTEX_INITIALIZER;
+void mxq_ril_lock(void) { pthread_mutex_lock(&g_ril_mu); }
+void mxq_ril_unlock(void) { pthread_mutex_unlock(&g_ril_mu); }
+
+/* Repacked weights live in shared 64 MiB huge-page chunks (a model's
+ * matrices are repacked one after another at its first forward): one
+ * mapping per matrix would either round each up to 2 MiB (a quarter more
+ * memory for a 1B model) or take 4 KiB page faults, which cost several
+ * microseconds each on VMs. A chunk is unmapped when its last matrix is
+ * freed. Called under mxq_ril_lock. Portable C: mx_weight_free calls
+ * mxq_ril_free on every CPU. */
+#define ARENA_CHUNK ((size_t)64 << 20)
+typedef struct arena_chunk { uint8_t *base; size_t size, used; int live; } arena_chunk;
+static arena_chunk *g_cur;
+
+uint8_t *mxq_arena_alloc(size_t n, void **chunk) {
+    n = (n + 63) & ~(size_t)63;
+    if (!g_cur || g_cur->size - g_cur->used < n) {
+        size_t huge = (size_t)2 << 20, size = MX_MAX(ARENA_CHUNK, (n + huge - 1) & ~(huge - 1));
+        uint8_t *raw = mmap(NULL, size + huge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (raw == MAP_FAILED) return NULL;
+        uint8_t *base = (uint8_t *)(((uintptr_t)raw + huge - 1) & ~(uintptr_t)(huge - 1));
+        if (base > raw) munmap(raw, (size_t)(base - raw));
+        if (base + size < raw + size + huge) munmap(base + size, (size_t)(raw + size + huge - (base + size)));
+#ifdef MADV_HUGEPAGE
+        madvise(base, size, MADV_HUGEPAGE);
+#endif
+        arena_chunk *c = calloc(1, sizeof *c);
+        if (!c) { munmap(base, size); return NULL; }
+        c->base = base;
+        c->size = size;
+        if (g_cur && g_cur->live == 0) { munmap(g_cur->base, g_cur->size); free(g_cur); }
+        g_cur = c;
+    }
+    uint8_t *p = g_cur->base + g_cur->used;
+    g_cur->used += n;
+    g_cur->live++;
+    *chunk = g_cur;
+    return p;
+}
+
+static void arena_free(void *chunk) {
+    arena_chunk *c = chunk;
+    if (--c->live > 0) return;
+    if (c == g_cur) { c->used = 0; return; } /* empty: reuse its pages */
+    munmap(c->base, c->size);
+    free(c);
+}
+
+void mxq_ril_free(void *q) {
+    mxq_ril *p = q;
+    if (!p) return;
+    mxq_ril_lock();
+    arena_free(p->chunk);
+    mxq_ril_unlock();
+    free(p);
 }

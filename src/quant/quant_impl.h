@@ -147,6 +147,11 @@ typedef struct {
     void *chunk;      /* the arena chunk holding codes, scales and biases */
 } mxq_ril;
 bool mxq_vnni_ready(const mx_weight *w, mx_pool *pool);
+/* Portable helpers of the repack (qmatmul.c): the lock, and the huge-page
+ * arena the copies live in (*chunk: what mxq_ril_free releases). */
+void mxq_ril_lock(void);
+void mxq_ril_unlock(void);
+uint8_t *mxq_arena_alloc(size_t n, void **chunk);
 void mxq_vnni_mm(const mxq_ctx *c, int r0, int r1);
 void mxq_ril_row(const mx_weight *w, int r, float *out); /* w->ril set */
 void mxq_vnni_prep(const float *x, int cols, int G, int8_t *xq, float *xd, float *xs);

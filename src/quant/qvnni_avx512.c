@@ -38,7 +38,6 @@ typedef mxq_ril ril;
 
 /* ---- the repack ---- */
 
-static pthread_mutex_t g_ril_mu = PTHREAD_MUTEX_INITIALIZER;
 
 /* 8 codes of one row (columns k..k+7, 4-bit) as 4 bytes: byte j holds
  * column k+j in its low nibble and k+4+j in its high one. */
@@ -127,64 +126,11 @@ static void pack_task(void *ctx, int t, int tid) {
     if (j->p->biases) drop_pages(w->biases + (size_t)r0 * sg, (size_t)(r1 - r0) * sg);
 }
 
-/* Repacked weights live in shared 64 MiB huge-page chunks (a model's
- * matrices are repacked one after another at its first forward): one
- * mapping per matrix would either round each up to 2 MiB (a quarter more
- * memory for a 1B model) or take 4 KiB page faults, which cost several
- * microseconds each on VMs. A chunk is unmapped when its last matrix is
- * freed. Called under g_ril_mu. */
-#define ARENA_CHUNK ((size_t)64 << 20)
-typedef struct arena_chunk { uint8_t *base; size_t size, used; int live; } arena_chunk;
-static arena_chunk *g_cur;
-
-static uint8_t *arena_alloc(size_t n, void **chunk) {
-    n = (n + 63) & ~(size_t)63;
-    if (!g_cur || g_cur->size - g_cur->used < n) {
-        size_t huge = (size_t)2 << 20, size = MX_MAX(ARENA_CHUNK, (n + huge - 1) & ~(huge - 1));
-        uint8_t *raw = mmap(NULL, size + huge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (raw == MAP_FAILED) return NULL;
-        uint8_t *base = (uint8_t *)(((uintptr_t)raw + huge - 1) & ~(uintptr_t)(huge - 1));
-        if (base > raw) munmap(raw, (size_t)(base - raw));
-        if (base + size < raw + size + huge) munmap(base + size, (size_t)(raw + size + huge - (base + size)));
-#ifdef MADV_HUGEPAGE
-        madvise(base, size, MADV_HUGEPAGE);
-#endif
-        arena_chunk *c = calloc(1, sizeof *c);
-        if (!c) { munmap(base, size); return NULL; }
-        c->base = base;
-        c->size = size;
-        if (g_cur && g_cur->live == 0) { munmap(g_cur->base, g_cur->size); free(g_cur); }
-        g_cur = c;
-    }
-    uint8_t *p = g_cur->base + g_cur->used;
-    g_cur->used += n;
-    g_cur->live++;
-    *chunk = g_cur;
-    return p;
-}
-
-static void arena_free(void *chunk) {
-    arena_chunk *c = chunk;
-    if (--c->live > 0) return;
-    if (c == g_cur) { c->used = 0; return; } /* empty: reuse its pages */
-    munmap(c->base, c->size);
-    free(c);
-}
-
-void mxq_ril_free(void *q) {
-    ril *p = q;
-    if (!p) return;
-    pthread_mutex_lock(&g_ril_mu);
-    arena_free(p->chunk);
-    pthread_mutex_unlock(&g_ril_mu);
-    free(p);
-}
-
 /* The weight's repacked copy, made on first use (NULL if memory ran out). */
 static const ril *get_ril(const mx_weight *w, mx_pool *pool) {
     ril *p = __atomic_load_n((ril *const *)&w->ril, __ATOMIC_ACQUIRE);
     if (p) return p;
-    pthread_mutex_lock(&g_ril_mu);
+    mxq_ril_lock();
     p = (ril *)w->ril;
     if (!p && (p = calloc(1, sizeof *p))) {
         int nb = (w->rows + 15) / 16, ng = w->cols / w->group;
@@ -192,7 +138,7 @@ static const ril *get_ril(const mx_weight *w, mx_pool *pool) {
         p->blk = (size_t)16 * (size_t)w->cols * (size_t)w->bits / 8;
         size_t sb = (size_t)nb * (size_t)ng * 16 * (size_t)p->es;
         size_t need = (size_t)nb * p->blk + sb * (is_e2m1(w) ? 1 : 2);
-        uint8_t *mem = arena_alloc(need, &p->chunk);
+        uint8_t *mem = mxq_arena_alloc(need, &p->chunk);
         if (!mem) { free(p); p = NULL; }
         else {
             p->codes = mem;
@@ -216,7 +162,7 @@ static const ril *get_ril(const mx_weight *w, mx_pool *pool) {
             __atomic_store_n((ril **)&((mx_weight *)w)->ril, p, __ATOMIC_RELEASE);
         }
     }
-    pthread_mutex_unlock(&g_ril_mu);
+    mxq_ril_unlock();
     return p;
 }
 
