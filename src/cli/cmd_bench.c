@@ -5,6 +5,7 @@
 #include "args.h"
 #include "../base/base.h"
 #include "../runtime/generate.h"
+#include "../quant/quant.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -93,13 +94,15 @@ int cmd_bench(int argc, char **argv) {
     /* the bandwidth probe's buffer is part of the peak; report the model's share */
     double rss_model_mb = rss_mb - bw_buf_mb;
     const char *wmode = mx_st_load_mode() == MX_LOAD_COPY ? "copied (--no-mmap)" : "mmap";
+    /* which activation path the quantized matmuls took (BENCHMARKS.md says it per format) */
+    const char *act = mx_qmatmul_int8_calls() ? "int8x2 (VNNI)" : "f32";
     if (json) {
         printf("{\"model\":\"%s\",\"family\":\"%s\",\"threads\":%d,\"n_prompt\":%d,\"n_gen\":%d,\"reps\":%d,"
                "\"pp_tps\":%.3f,\"pp_tps_sd\":%.3f,\"tg_tps\":%.3f,\"tg_tps_sd\":%.3f,\"bytes_per_token\":%.0f,"
                "\"mem_read_gbs\":%.3f,\"tg_efficiency\":%.4f,\"checkpoint_bytes\":%zu,\"kv_cache_bytes\":%zu,"
-               "\"peak_rss_mb\":%.1f,\"peak_rss_model_mb\":%.1f,\"ttft_ms\":%.1f,\"weights\":\"%s\"}\n",
+               "\"peak_rss_mb\":%.1f,\"peak_rss_model_mb\":%.1f,\"ttft_ms\":%.1f,\"weights\":\"%s\",\"activations\":\"%s\"}\n",
                model, ar->family, threads, pp, tg, reps, pp_m, pp_sd, tg_m, tg_sd, bpt, bw_med, eff, ckpt, kv_bytes, rss_mb,
-               rss_model_mb, ttft * 1e3, wmode);
+               rss_model_mb, ttft * 1e3, wmode, act);
     } else {
         printf("| model | family | size | threads | test | t/s |\n|---|---|---|---|---|---|\n");
         if (pp) printf("| %s | %s | %.2f GiB | %d | pp%d | %.2f ± %.2f |\n", model, ar->family, ckpt / 1073741824.0, threads, pp, pp_m, pp_sd);
@@ -109,7 +112,7 @@ int cmd_bench(int argc, char **argv) {
         printf("peak RSS %.0f MB (%.0f MB without the %d MB bandwidth probe) vs checkpoint %.0f MB + KV cache %.0f MB\n", rss_mb,
                rss_model_mb, bw_mb, ckpt / 1048576.0, kv_bytes / 1048576.0);
         printf("time to first token (open + 8-token prompt): %.0f ms\n", ttft * 1e3);
-        printf("weights: %s\n", wmode);
+        printf("weights: %s; quantized matmuls' activations: %s\n", wmode, act);
     }
 out:
     free(pp_t); free(tg_t); free(bw); free(last); free(toks);
