@@ -15,19 +15,20 @@
  * columns sit in one 64-byte line, 4 bytes per row, so one vpdpbusd with four
  * broadcast activation bytes feeds 16 rows and no horizontal sums are needed;
  * the scales follow as [block][group][16 rows] in their stored type. The
- * repacked copy has the size of the original (huge pages); the mapped
- * original's pages are given back to the page cache. One token and many
+ * repacked copy has the size of the original (huge pages); the original's
+ * pages are given back to the page cache. One token and many
  * tokens run the same integer sums and the same float steps, so a token's
  * result does not depend on its batch. */
 #include "quant_impl.h"
 #include "../base/base.h"
 #include "../base/threadpool.h"
 #include <immintrin.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 
-#define VQ_PF 2048 /* software prefetch distance in the code stream (bytes): 1024 / 2048 / 4096 / 8192 gave 4-bit decode 41-42 / 48-54 / 53-55 / 47-49 t/s */
+/* software prefetch distance in the code stream (bytes); 1024 / 2048 / 4096
+ * / 8192 gave 1B 4-bit decode 41-42 / 48-54 / 53-55 / 47-49 t/s */
+#define VQ_PF 2048
 
 /* E2M1 (mxfp4, nvfp4) as affine codes: 2*value + 12 in [0, 24], so a value
  * is (s/2) * code - 6 s and the affine kernels apply unchanged. */
@@ -37,7 +38,6 @@ static inline bool is_e2m1(const mx_weight *w) { return w->fmt == MX_W_MXFP4 || 
 typedef mxq_ril ril;
 
 /* ---- the repack ---- */
-
 
 /* 8 codes of one row (columns k..k+7, 4-bit) as 4 bytes: byte j holds
  * column k+j in its low nibble and k+4+j in its high one. */
