@@ -39,12 +39,12 @@ static int span_cmp(const void *x, const void *y) {
 
 /* Open files' memory (mapped or copied), so a caller that keeps its own
  * copy of some tensors can give their pages back (mx_st_release). */
-typedef struct { const uint8_t *a; size_t n; char *path; bool copied; } span_t;
+typedef struct { const uint8_t *a; size_t n; char *path; bool copied; dev_t dev; ino_t ino; } span_t;
 static span_t *g_maps;
 static int g_nmaps, g_capmaps;
 static pthread_mutex_t g_maps_mu = PTHREAD_MUTEX_INITIALIZER;
 
-static void maps_add(const void *a, size_t n, const char *path, bool copied) {
+static void maps_add(const void *a, size_t n, const char *path, bool copied, const struct stat *st) {
     pthread_mutex_lock(&g_maps_mu);
     if (g_nmaps == g_capmaps) {
         int cap = g_capmaps ? 2 * g_capmaps : 16;
@@ -52,7 +52,7 @@ static void maps_add(const void *a, size_t n, const char *path, bool copied) {
         if (m) { g_maps = m; g_capmaps = cap; }
     }
     char *pc = mx_strdup(path);
-    if (g_nmaps < g_capmaps && pc) g_maps[g_nmaps++] = (span_t){a, n, pc, copied};
+    if (g_nmaps < g_capmaps && pc) g_maps[g_nmaps++] = (span_t){a, n, pc, copied, st->st_dev, st->st_ino};
     else free(pc);
     pthread_mutex_unlock(&g_maps_mu);
 }
@@ -83,7 +83,14 @@ bool mx_st_release(const void *p, size_t n) {
         /* a copy starts at file offset 0: map the file's pages over it (same
          * bytes, page cache instead of anonymous memory) */
         int fd = open(m->path, O_RDONLY);
-        if (fd < 0) { ok = false; break; }
+        struct stat st;
+        /* only the very file that was read, unchanged in size: a file
+         * replaced since could fault past its end */
+        if (fd < 0 || fstat(fd, &st) || st.st_dev != m->dev || st.st_ino != m->ino || (size_t)st.st_size != m->n) {
+            if (fd >= 0) close(fd);
+            ok = false;
+            break;
+        }
         void *r = mmap((void *)s, e - s, PROT_READ, MAP_PRIVATE | MAP_FIXED, fd, (off_t)(s - (uintptr_t)m->a));
         close(fd);
         if (r == MAP_FAILED) ok = false;
@@ -263,7 +270,7 @@ int mx_st_open(const char *path, mx_st_file *out) {
 #endif
     }
     if (mx_st_parse(path, map, len, out)) { munmap(map, map_len); return MX_ERR; }
-    maps_add(map, len, path, g_load_mode == MX_LOAD_COPY);
+    maps_add(map, len, path, g_load_mode == MX_LOAD_COPY, &st);
     out->map = map;
     out->map_len = len;
     out->alloc_len = map_len;
