@@ -7,6 +7,7 @@
  * instruction (about 2.3x the exact path's prefill throughput). */
 #include "matmul_impl.h"
 #define MM_NAME(x) x##_avx512
+#define MM_PT 6
 #include "mm_simd.h"
 #include "../base/cpu.h"
 #include <stdatomic.h>

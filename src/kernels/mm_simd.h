@@ -11,8 +11,8 @@
  * stacked with others (continuous batching must not change greedy output).
  *
  * Tiles: one token x 8 rows (decode: 8 independent accumulators, each
- * weight row streamed once), 3 tokens x 4 rows (prefill: every weight
- * vector serves 3 tokens, every x vector 4 rows; 12 accumulators). Prefill
+ * weight row streamed once), 6 or 3 tokens x 4 rows (prefill: every weight
+ * vector serves 6 or 3 tokens, every x vector 4 rows). Prefill
  * walks blocks of MM_TB tokens so their activations stay in cache while all
  * weight rows stream past. */
 #ifndef MX_MM_SIMD_H
@@ -24,7 +24,13 @@
 #include "../base/base.h"
 
 #define MM_AI static inline __attribute__((always_inline))
-#define MM_TB 48   /* tokens per prefill block (multiple of 3) */
+#define MM_TB 48   /* tokens per prefill block (multiple of 3 and 6) */
+/* Tokens per prefill tile: 6 where the including file has 32 vector
+ * registers (AVX-512VL: 24 accumulators, each weight vector converted once
+ * for 6 tokens), else 3 (16 registers). */
+#ifndef MM_PT
+#define MM_PT 3
+#endif
 #define MM_PF 512  /* software prefetch distance in bytes for the weight stream */
 
 MM_AI size_t mm_esize(mx_wfmt f) { return f == MX_W_F32 ? 4 : 2; }
@@ -58,17 +64,17 @@ MM_AI void mm_tile(mx_wfmt f, const mx_weight *w, const float *x, int ldx, float
     const size_t es = mm_esize(f);
     const int K = w->cols;
     const uint8_t *p[8];
-    __m256 acc[8][3];
+    __m256 acc[8][MM_PT];
 #pragma GCC unroll 8
     for (int i = 0; i < R; i++) {
         p[i] = w->data + (size_t)(r + i) * w->row_bytes;
-#pragma GCC unroll 3
+#pragma GCC unroll 6
         for (int t = 0; t < T; t++) acc[i][t] = _mm256_setzero_ps();
     }
     int c = 0;
     for (; c + 8 <= K; c += 8) {
-        __m256 xv[3];
-#pragma GCC unroll 3
+        __m256 xv[MM_PT];
+#pragma GCC unroll 6
         for (int t = 0; t < T; t++) xv[t] = _mm256_loadu_ps(x + (size_t)t * ldx + c);
 #pragma GCC unroll 8
         for (int i = 0; i < R; i++) {
@@ -77,13 +83,13 @@ MM_AI void mm_tile(mx_wfmt f, const mx_weight *w, const float *x, int ldx, float
             if (((size_t)c * es & 63) == 0) _mm_prefetch((const char *)q + MM_PF, _MM_HINT_T0);
 #endif
             __m256 wv = mm_ld8(f, q);
-#pragma GCC unroll 3
+#pragma GCC unroll 6
             for (int t = 0; t < T; t++) acc[i][t] = _mm256_fmadd_ps(wv, xv[t], acc[i][t]);
         }
     }
 #pragma GCC unroll 8
     for (int i = 0; i < R; i++) {
-#pragma GCC unroll 3
+#pragma GCC unroll 6
         for (int t = 0; t < T; t++) {
             const float *xt = x + (size_t)t * ldx;
             float s = mm_hsum(acc[i][t]);
@@ -98,8 +104,13 @@ MM_AI void mm_tile(mx_wfmt f, const mx_weight *w, const float *x, int ldx, float
                                                                          float *y, int ldy, int r) {                 \
         mm_tile(F, w, x, ldx, y, ldy, r, R, T);                                                                   \
     }
+#if MM_PT == 6
+#define MM_TILE_WIDE(F, NAME) MM_TILE(F, NAME, 4, 6)
+#else
+#define MM_TILE_WIDE(F, NAME)
+#endif
 #define MM_TILES(F, NAME) \
-    MM_TILE(F, NAME, 8, 1) MM_TILE(F, NAME, 4, 3) MM_TILE(F, NAME, 4, 2) MM_TILE(F, NAME, 4, 1) \
+    MM_TILE_WIDE(F, NAME) MM_TILE(F, NAME, 8, 1) MM_TILE(F, NAME, 4, 3) MM_TILE(F, NAME, 4, 2) MM_TILE(F, NAME, 4, 1) \
     MM_TILE(F, NAME, 1, 3) MM_TILE(F, NAME, 1, 2) MM_TILE(F, NAME, 1, 1)
 MM_TILES(MX_W_F32, f32)
 MM_TILES(MX_W_F16, f16)
@@ -108,11 +119,16 @@ MM_TILES(MX_W_BF16, bf16)
 #undef MM_TILE
 
 typedef void (*mm_tile_fn)(const mx_weight *, const float *, int, float *, int, int);
-typedef struct { mm_tile_fn t8x1, t4x3, t4x2, t4x1, t1x3, t1x2, t1x1; } mm_tiles;
+typedef struct { mm_tile_fn t4x6, t8x1, t4x3, t4x2, t4x1, t1x3, t1x2, t1x1; } mm_tiles;
 
+#if MM_PT == 6
+#define MM_WIDE(NAME) MM_NAME(t_##NAME##_4x6)
+#else
+#define MM_WIDE(NAME) NULL
+#endif
 #define MM_TABLE(NAME)                                                                                        \
-    { MM_NAME(t_##NAME##_8x1), MM_NAME(t_##NAME##_4x3), MM_NAME(t_##NAME##_4x2), MM_NAME(t_##NAME##_4x1),     \
-      MM_NAME(t_##NAME##_1x3), MM_NAME(t_##NAME##_1x2), MM_NAME(t_##NAME##_1x1) }
+    { MM_WIDE(NAME), MM_NAME(t_##NAME##_8x1), MM_NAME(t_##NAME##_4x3), MM_NAME(t_##NAME##_4x2),               \
+      MM_NAME(t_##NAME##_4x1), MM_NAME(t_##NAME##_1x3), MM_NAME(t_##NAME##_1x2), MM_NAME(t_##NAME##_1x1) }
 
 /* Entry: the float formats for rows [r0, r1) x tokens [0, n). */
 MM_AI void mm_float(const mx_weight *w, const float *x, int n, int ldx, float *y, int ldy, int r0, int r1) {
@@ -131,6 +147,8 @@ MM_AI void mm_float(const mx_weight *w, const float *x, int n, int ldx, float *y
         int r = r0;
         for (; r + 4 <= r1; r += 4) {
             int t = t0;
+            if (tb->t4x6)
+                for (; t + 6 <= t1; t += 6) tb->t4x6(w, x + (size_t)t * ldx, ldx, y + (size_t)t * ldy, ldy, r);
             for (; t + 3 <= t1; t += 3) tb->t4x3(w, x + (size_t)t * ldx, ldx, y + (size_t)t * ldy, ldy, r);
             if (t1 - t == 2) tb->t4x2(w, x + (size_t)t * ldx, ldx, y + (size_t)t * ldy, ldy, r);
             else if (t1 - t == 1) tb->t4x1(w, x + (size_t)t * ldx, ldx, y + (size_t)t * ldy, ldy, r);
@@ -144,4 +162,5 @@ MM_AI void mm_float(const mx_weight *w, const float *x, int n, int ldx, float *y
     }
 }
 #undef MM_TABLE
+#undef MM_WIDE
 #endif
