@@ -21,6 +21,11 @@ float mx_dot(const float *a, const float *b, int n);
 void mx_axpy(float *y, float a, const float *x, int n); /* y += a*x */
 void mx_add(float *y, const float *x, int n);           /* y += x */
 void mx_scale(float *y, float a, int n);
+/* Attention rows: out[k] = mx_dot(q, K + k*ldk, d) * scale for n keys, and
+ * y = sum_k p[k] * V[k] (the values mx_dot / mx_axpy from zero give, one
+ * dispatch per row instead of per key). */
+void mx_attn_scores(const float *q, const float *K, size_t ldk, int n, int d, float scale, float *out);
+void mx_attn_mix(float *y, const float *p, const float *V, size_t ldv, int n, int d);
 /* The ops above pick their ISA on first use; call this after mx_cpu_force()
  * so they pick again (mx_matmul checks the level on every call). */
 void mx_kernels_redispatch(void);

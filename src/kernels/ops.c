@@ -16,6 +16,8 @@ static void add_c(float *y, const float *x, int n);
 static void scale_c(float *y, float a, int n);
 static void rmsnorm_row_c(float *y, const float *x, const float *w, float w_offset, int d, float eps);
 static void softmax_c(float *x, int n);
+static void attn_scores_c(const float *q, const float *K, size_t ldk, int n, int d, float scale, float *out);
+static void attn_mix_c(float *y, const float *p, const float *V, size_t ldv, int n, int d);
 
 typedef struct {
     float (*dot)(const float *, const float *, int);
@@ -26,11 +28,14 @@ typedef struct {
     void (*softmax)(float *, int);
     void (*silu_mul)(float *, const float *, int);     /* NULL: portable */
     void (*gelu_tanh_mul)(float *, const float *, int); /* NULL: portable */
+    void (*attn_scores)(const float *, const float *, size_t, int, int, float, float *);
+    void (*attn_mix)(float *, const float *, const float *, size_t, int, int);
 } ops_tab;
 
-static const ops_tab tab_c = {dot_c, axpy_c, add_c, scale_c, rmsnorm_row_c, softmax_c, NULL, NULL};
-static const ops_tab tab_avx2 = {mx_dot_avx2, mx_axpy_avx2, mx_add_avx2, mx_scale_avx2, mx_rmsnorm_row_avx2,
-                                 mx_softmax_avx2, mx_silu_mul_avx2, mx_gelu_tanh_mul_avx2};
+static const ops_tab tab_c = {dot_c, axpy_c, add_c, scale_c, rmsnorm_row_c, softmax_c, NULL, NULL, attn_scores_c, attn_mix_c};
+static const ops_tab tab_avx2 = {mx_dot_avx2,      mx_axpy_avx2,     mx_add_avx2,           mx_scale_avx2,
+                                 mx_rmsnorm_row_avx2, mx_softmax_avx2, mx_silu_mul_avx2, mx_gelu_tanh_mul_avx2,
+                                 mx_attn_scores_avx2, mx_attn_mix_avx2};
 static _Atomic(const ops_tab *) g_tab;
 
 static const ops_tab *ops(void) {
@@ -99,7 +104,20 @@ static void axpy_c(float *y, float a, const float *x, int n) { for (int i = 0; i
 static void add_c(float *y, const float *x, int n) { for (int i = 0; i < n; i++) y[i] += x[i]; }
 static void scale_c(float *y, float a, int n) { for (int i = 0; i < n; i++) y[i] *= a; }
 
+static void attn_scores_c(const float *q, const float *K, size_t ldk, int n, int d, float scale, float *out) {
+    for (int k = 0; k < n; k++) out[k] = dot_c(q, K + (size_t)k * ldk, d) * scale;
+}
+
+static void attn_mix_c(float *y, const float *p, const float *V, size_t ldv, int n, int d) {
+    memset(y, 0, (size_t)d * sizeof(float));
+    for (int k = 0; k < n; k++) axpy_c(y, p[k], V + (size_t)k * ldv, d);
+}
+
 void mx_softmax(float *x, int n) { ops()->softmax(x, n); }
+void mx_attn_scores(const float *q, const float *K, size_t ldk, int n, int d, float scale, float *out) {
+    ops()->attn_scores(q, K, ldk, n, d, scale, out);
+}
+void mx_attn_mix(float *y, const float *p, const float *V, size_t ldv, int n, int d) { ops()->attn_mix(y, p, V, ldv, n, d); }
 float mx_dot(const float *a, const float *b, int n) { return ops()->dot(a, b, n); }
 void mx_axpy(float *y, float a, const float *x, int n) { ops()->axpy(y, a, x, n); }
 void mx_add(float *y, const float *x, int n) { ops()->add(y, x, n); }

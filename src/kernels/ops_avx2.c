@@ -3,6 +3,7 @@
  * (several vector accumulators), exp is a Cephes-style polynomial (~2 ulp). */
 #include "ops_impl.h"
 #include <immintrin.h>
+#include <string.h>
 #include <math.h>
 
 #define AI static inline __attribute__((always_inline))
@@ -46,7 +47,7 @@ AI __m256 vexp(__m256 x) {
     return _mm256_and_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(e)), ok);
 }
 
-float mx_dot_avx2(const float *a, const float *b, int n) {
+static inline __attribute__((always_inline)) float dot_avx2(const float *a, const float *b, int n) {
     __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
     int i = 0;
     for (; i + 32 <= n; i += 32) {
@@ -61,6 +62,38 @@ float mx_dot_avx2(const float *a, const float *b, int n) {
         s1 = _mm256_fmadd_ps(_mm256_maskload_ps(a + i, m), _mm256_maskload_ps(b + i, m), s1);
     }
     return hsum(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
+}
+
+float mx_dot_avx2(const float *a, const float *b, int n) { return dot_avx2(a, b, n); }
+
+void mx_attn_scores_avx2(const float *q, const float *K, size_t ldk, int n, int d, float scale, float *out) {
+    for (int k = 0; k < n; k++) out[k] = dot_avx2(q, K + (size_t)k * ldk, d) * scale;
+}
+
+/* y = sum_k p[k] * V[k] with y in registers (NV vectors of 8): per element
+ * the same fma sequence as repeated mx_axpy_avx2 from zero. */
+static inline __attribute__((always_inline)) void mix_regs(float *y, const float *p, const float *V, size_t ldv, int n, const int NV) {
+    __m256 acc[16];
+#pragma GCC unroll 16
+    for (int i = 0; i < NV; i++) acc[i] = _mm256_setzero_ps();
+    for (int k = 0; k < n; k++) {
+        __m256 va = _mm256_set1_ps(p[k]);
+        const float *v = V + (size_t)k * ldv;
+#pragma GCC unroll 16
+        for (int i = 0; i < NV; i++) acc[i] = _mm256_fmadd_ps(va, _mm256_loadu_ps(v + 8 * i), acc[i]);
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < NV; i++) _mm256_storeu_ps(y + 8 * i, acc[i]);
+}
+
+void mx_attn_mix_avx2(float *y, const float *p, const float *V, size_t ldv, int n, int d) {
+    switch (d) {
+    case 64: mix_regs(y, p, V, ldv, n, 8); return;
+    case 128: mix_regs(y, p, V, ldv, n, 16); return;
+    default:
+        memset(y, 0, (size_t)d * sizeof(float));
+        for (int k = 0; k < n; k++) mx_axpy_avx2(y, p[k], V + (size_t)k * ldv, d);
+    }
 }
 
 void mx_axpy_avx2(float *y, float a, const float *x, int n) {

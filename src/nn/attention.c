@@ -127,11 +127,9 @@ static void att_task(void *ctx, int i, int tid) {
     float *sc = j->scores + (size_t)tid * f->max_ctx;
     int n = j1 - j0 + 1;
     float cap = a->attn_softcap, scale = a->attn_scale;
-    for (int k = 0; k < n; k++) {
-        float v = mx_dot(q, K + (size_t)(j0 + k) * kvd, hd) * scale;
-        if (cap > 0) v = tanhf(v / cap) * cap;
-        sc[k] = v;
-    }
+    mx_attn_scores(q, K + (size_t)j0 * kvd, (size_t)kvd, n, hd, scale, sc);
+    if (cap > 0)
+        for (int k = 0; k < n; k++) sc[k] = tanhf(sc[k] / cap) * cap;
     if (f->key_mask) { /* padded keys of this segment (stacked at t + j - p) get no weight */
         int kept = 0;
         for (int k = 0; k < n; k++) kept += j0 + k < kv->len || f->key_mask[t + (j0 + k - p)];
@@ -147,8 +145,7 @@ static void att_task(void *ctx, int i, int tid) {
         for (int k = 0; k < n; k++) sc[k] /= sum;
     } else mx_softmax(sc, n);
     float *out = j->att + (size_t)t * a->n_heads * hd + (size_t)h * hd;
-    memset(out, 0, (size_t)hd * sizeof(float));
-    for (int k = 0; k < n; k++) mx_axpy(out, sc[k], V + (size_t)(j0 + k) * kvd, hd);
+    mx_attn_mix(out, sc, V + (size_t)j0 * kvd, (size_t)kvd, n, hd);
 }
 
 static void att_forward(mx_fwd *f, int layer, void *wp, const float *xn, float *out) {
