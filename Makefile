@@ -101,7 +101,7 @@ all: $(BUILD)/mkmodel
 # -fsanitize=fuzzer against the portable parts of the library (no kernels).
 # Run e.g.: build/fuzz/fuzz_tokenizer -max_total_time=180 fuzz/corpus-tokenizer
 FUZZ_SRC := $(sort $(wildcard fuzz/fuzz_*.c))
-FUZZ_LIB := src/base/base.c src/format/json.c $(wildcard src/tokenizer/*.c) $(wildcard src/template/*.c)
+FUZZ_LIB := src/base/base.c src/format/json.c src/format/safetensors.c $(wildcard src/tokenizer/*.c) $(wildcard src/template/*.c)
 FUZZ_CFLAGS := -std=c17 -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 fuzz: deps
 	@mkdir -p build/fuzz
