@@ -253,26 +253,17 @@ static int write_text(const char *dir, const char *name, const char *text, size_
 
 static int write_safetensors(const char *path, const specs *s, mx_dtype dt) {
     size_t es = mx_dtype_size(dt);
-    mx_buf h = {0};
-    mx_buf_puts(&h, "{\"__metadata__\":{\"format\":\"pt\"}");
-    uint64_t off = 0;
+    mx_st_out *ts = calloc((size_t)s->n + 1, sizeof *ts);
+    if (!ts) return mx_set_err("out of memory");
     for (int i = 0; i < s->n; i++) {
         const spec *e = &s->v[i];
-        uint64_t nb = (uint64_t)e->shape[0] * (e->ndim == 2 ? (uint64_t)e->shape[1] : 1) * es;
-        mx_buf_printf(&h, ",\"%s\":{\"dtype\":\"%s\",\"shape\":[%lld", e->name, mx_dtype_name(dt), (long long)e->shape[0]);
-        if (e->ndim == 2) mx_buf_printf(&h, ",%lld", (long long)e->shape[1]);
-        mx_buf_printf(&h, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)off, (unsigned long long)(off + nb));
-        off += nb;
+        ts[i] = (mx_st_out){e->name, dt, e->ndim, {e->shape[0], e->shape[1]}, NULL,
+                            (size_t)e->shape[0] * (e->ndim == 2 ? (size_t)e->shape[1] : 1) * es};
     }
-    mx_buf_puts(&h, "}");
-    while (h.len % 8) mx_buf_puts(&h, " ");
-    if (!h.data) return MX_ERR;
-    FILE *f = fopen(path, "wb");
-    if (!f) { mx_buf_free(&h); return mx_set_err("%s: cannot create: %s", path, strerror(errno)); }
-    uint8_t lenb[8];
-    for (int i = 0; i < 8; i++) lenb[i] = (uint8_t)((uint64_t)h.len >> (8 * i));
-    int ok = fwrite(lenb, 1, 8, f) == 8 && fwrite(h.data, 1, h.len, f) == h.len;
-    mx_buf_free(&h);
+    FILE *f = mx_st_create(path, ts, s->n, "{\"format\":\"pt\"}");
+    free(ts);
+    if (!f) return MX_ERR;
+    int ok = 1;
     enum { CH = 1 << 20 };
     float *buf = malloc(sizeof(float) * CH);
     uint8_t *obuf = malloc((size_t)CH * 4);

@@ -87,7 +87,9 @@ char *mx_asprintf(const char *fmt, ...) {
     return out;
 }
 
-int mx_read_file(const char *path, size_t max, char **data, size_t *len) {
+int mx_read_file(const char *path, size_t max, char **data, size_t *len) { return mx_read_file_with(path, max, mx_malloc, data, len); }
+
+int mx_read_file_with(const char *path, size_t max, void *(*alloc)(size_t), char **data, size_t *len) {
     *data = NULL;
     if (len) *len = 0;
     FILE *f = fopen(path, "rb");
@@ -102,7 +104,7 @@ int mx_read_file(const char *path, size_t max, char **data, size_t *len) {
         return mx_set_err("%s: file is %lld bytes, more than the %zu allowed", path, (long long)st.st_size, max);
     }
     size_t n = (size_t)st.st_size;
-    char *buf = mx_malloc(n + 1);
+    char *buf = alloc(n + 1);
     if (!buf) { fclose(f); return MX_ERR; }
     size_t got = n ? fread(buf, 1, n, f) : 0;
     fclose(f);

@@ -41,6 +41,8 @@ static inline bool mx_mul_ok(size_t a, size_t b, size_t *out) {
 
 /* Reads a whole file (NUL-terminated copy; *len excludes the NUL). max caps the size. */
 int mx_read_file(const char *path, size_t max, char **data, size_t *len);
+/* The same into memory from alloc (which sets the error when it fails), freed with free(). */
+int mx_read_file_with(const char *path, size_t max, void *(*alloc)(size_t), char **data, size_t *len);
 bool mx_file_exists(const char *path);
 char *mx_path_join(const char *dir, const char *name);
 

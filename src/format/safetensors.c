@@ -298,7 +298,7 @@ int mx_tensor_to_f32(const mx_tensor *t, float *dst) {
     return MX_OK;
 }
 
-int mx_st_write(const char *path, const mx_st_out *ts, int n, const char *metadata_json) {
+FILE *mx_st_create(const char *path, const mx_st_out *ts, int n, const char *metadata_json) {
     mx_buf h = {0};
     mx_buf_puts(&h, "{");
     if (metadata_json) mx_buf_printf(&h, "\"__metadata__\":%s", metadata_json);
@@ -308,7 +308,7 @@ int mx_st_write(const char *path, const mx_st_out *ts, int n, const char *metada
         json_t *nm = json_string(ts[i].name);
         char *enc = json_dumps(nm, JSON_ENCODE_ANY);
         json_decref(nm);
-        if (!enc) { mx_buf_free(&h); return mx_set_err("%s: cannot encode tensor name", path); }
+        if (!enc) { mx_buf_free(&h); mx_set_err("%s: cannot encode tensor name", path); return NULL; }
         mx_buf_printf(&h, "%s:{\"dtype\":\"%s\",\"shape\":[", enc, mx_dtype_name(ts[i].dtype));
         free(enc);
         for (int d = 0; d < ts[i].ndim; d++) mx_buf_printf(&h, "%s%lld", d ? "," : "", (long long)ts[i].shape[d]);
@@ -317,15 +317,23 @@ int mx_st_write(const char *path, const mx_st_out *ts, int n, const char *metada
     }
     mx_buf_puts(&h, "}");
     while (h.len % 8) mx_buf_puts(&h, " ");
-    if (!h.data) return MX_ERR;
+    if (!h.data) return NULL;
     FILE *f = fopen(path, "wb");
-    if (!f) { mx_buf_free(&h); return mx_set_err("%s: cannot create: %s", path, strerror(errno)); }
+    if (!f) { mx_buf_free(&h); mx_set_err("%s: cannot create: %s", path, strerror(errno)); return NULL; }
     uint8_t lenb[8];
     for (int i = 0; i < 8; i++) lenb[i] = (uint8_t)((uint64_t)h.len >> (8 * i));
     int ok = fwrite(lenb, 1, 8, f) == 8 && fwrite(h.data, 1, h.len, f) == h.len;
+    mx_buf_free(&h);
+    if (!ok) { fclose(f); mx_set_err("%s: write failed", path); return NULL; }
+    return f;
+}
+
+int mx_st_write(const char *path, const mx_st_out *ts, int n, const char *metadata_json) {
+    FILE *f = mx_st_create(path, ts, n, metadata_json);
+    if (!f) return MX_ERR;
+    int ok = 1;
     for (int i = 0; ok && i < n; i++)
         if (ts[i].nbytes && fwrite(ts[i].data, 1, ts[i].nbytes, f) != ts[i].nbytes) ok = 0;
     ok = (fclose(f) == 0) && ok;
-    mx_buf_free(&h);
     return ok ? MX_OK : mx_set_err("%s: write failed", path);
 }

@@ -6,6 +6,7 @@
 #ifndef MX_SAFETENSORS_H
 #define MX_SAFETENSORS_H
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <stdbool.h>
 
@@ -72,6 +73,10 @@ typedef struct {
     size_t nbytes;
 } mx_st_out;
 int mx_st_write(const char *path, const mx_st_out *ts, int n, const char *metadata_json);
+/* Writes the header for ts (data ignored) and returns the file open at the
+ * start of the data section, for writers that stream the tensors' bytes in
+ * order; NULL with the error set. */
+FILE *mx_st_create(const char *path, const mx_st_out *ts, int n, const char *metadata_json);
 
 /* Reads an F32/F16/BF16 (or I64 -> float) tensor into dst[numel]. */
 int mx_tensor_to_f32(const mx_tensor *t, float *dst);

@@ -12,8 +12,8 @@ struct mx_ctx {
     const mx_model *m;
     mx_pool *pool;
     int max_tokens, max_ctx;
-    float *x, *xn, *tmp, *tmp2, *cs, *scratch;
-    int *pos, *seq_of, *max_len;
+    mx_fwd_bufs b;
+    int *max_len;
 };
 
 mx_kv *mx_kv_new(const mx_model *m, int cap) {
@@ -65,28 +65,43 @@ size_t mx_blocks_scratch_floats(const mx_model *m, int max_tokens, int max_ctx, 
     return scratch;
 }
 
-mx_ctx *mx_ctx_new(const mx_model *m, int max_tokens, int max_ctx, mx_pool *pool) {
+int mx_fwd_bufs_alloc(mx_fwd_bufs *b, const mx_model *m, int max_tokens, int max_ctx, int n_threads) {
     const mx_arch *a = &m->arch;
+    size_t N = (size_t)max_tokens, H = (size_t)a->hidden;
+    size_t rd = 0, scratch = mx_blocks_scratch_floats(m, max_tokens, max_ctx, n_threads);
+    for (int r = 0; r < a->n_rope; r++) rd += (size_t)a->rope[r].dim;
+    b->x = mx_aligned_alloc(N * H * 4);
+    b->xn = mx_aligned_alloc(N * H * 4);
+    b->tmp = mx_aligned_alloc(N * H * 4);
+    b->tmp2 = mx_aligned_alloc(N * H * 4);
+    b->cs = mx_aligned_alloc(N * (rd ? rd : 1) * 4);
+    b->scratch = mx_aligned_alloc((scratch ? scratch : 1) * 4);
+    b->pos = mx_calloc(N, sizeof(int));
+    b->seq_of = mx_calloc(N, sizeof(int));
+    if (!b->x || !b->xn || !b->tmp || !b->tmp2 || !b->cs || !b->scratch || !b->pos || !b->seq_of) {
+        mx_fwd_bufs_free(b);
+        return MX_ERR;
+    }
+    return MX_OK;
+}
+
+void mx_fwd_bufs_free(mx_fwd_bufs *b) {
+    float *bufs[] = {b->x, b->xn, b->tmp, b->tmp2, b->cs, b->scratch};
+    for (size_t i = 0; i < MX_ARRAY_LEN(bufs); i++) mx_aligned_free(bufs[i]);
+    free(b->pos);
+    free(b->seq_of);
+    memset(b, 0, sizeof *b);
+}
+
+mx_ctx *mx_ctx_new(const mx_model *m, int max_tokens, int max_ctx, mx_pool *pool) {
     mx_ctx *c = mx_calloc(1, sizeof *c);
     if (!c) return NULL;
     c->m = m;
     c->pool = pool;
     c->max_tokens = max_tokens;
     c->max_ctx = max_ctx;
-    size_t N = (size_t)max_tokens, H = (size_t)a->hidden;
-    int nt = mx_pool_size(pool);
-    size_t rd = 0, scratch = mx_blocks_scratch_floats(m, max_tokens, max_ctx, nt);
-    for (int r = 0; r < a->n_rope; r++) rd += (size_t)a->rope[r].dim;
-    c->x = mx_aligned_alloc(N * H * 4);
-    c->xn = mx_aligned_alloc(N * H * 4);
-    c->tmp = mx_aligned_alloc(N * H * 4);
-    c->tmp2 = mx_aligned_alloc(N * H * 4);
-    c->cs = mx_aligned_alloc(N * (rd ? rd : 1) * 4);
-    c->scratch = mx_aligned_alloc((scratch ? scratch : 1) * 4);
-    c->pos = mx_calloc(N, sizeof(int));
-    c->seq_of = mx_calloc(N, sizeof(int));
-    c->max_len = mx_calloc(N, sizeof(int));
-    if (!c->x || !c->xn || !c->tmp || !c->tmp2 || !c->cs || !c->scratch || !c->pos || !c->seq_of || !c->max_len) {
+    c->max_len = mx_calloc((size_t)max_tokens, sizeof(int));
+    if (!c->max_len || mx_fwd_bufs_alloc(&c->b, m, max_tokens, max_ctx, mx_pool_size(pool))) {
         mx_ctx_free(c);
         return NULL;
     }
@@ -95,10 +110,7 @@ mx_ctx *mx_ctx_new(const mx_model *m, int max_tokens, int max_ctx, mx_pool *pool
 
 void mx_ctx_free(mx_ctx *c) {
     if (!c) return;
-    float *bufs[] = {c->x, c->xn, c->tmp, c->tmp2, c->cs, c->scratch};
-    for (size_t i = 0; i < MX_ARRAY_LEN(bufs); i++) mx_aligned_free(bufs[i]);
-    free(c->pos);
-    free(c->seq_of);
+    mx_fwd_bufs_free(&c->b);
     free(c->max_len);
     free(c);
 }
@@ -193,27 +205,27 @@ int mx_forward(mx_ctx *c, const mx_seq_in *seqs, int n_seqs, float *logits, bool
         for (int i = 0; i < seqs[s].n; i++) {
             int32_t tok = seqs[s].tokens[i];
             if (tok < 0 || tok >= a->vocab) return mx_set_err("token id %d is outside the vocabulary (size %d)", tok, a->vocab);
-            c->pos[N] = kv->len + i;
-            c->seq_of[N] = s;
+            c->b.pos[N] = kv->len + i;
+            c->b.seq_of[N] = s;
             c->max_len[N] = MX_MAX(kv->len + seqs[s].n, seqs[s].seg_end);
             N++;
         }
     }
     if (a->pos == MX_POS_LEARNED) {
         for (int t = 0; t < N; t++)
-            if (c->pos[t] + a->pos_offset >= a->max_pos + a->pos_offset)
-                return mx_set_err("position %d exceeds max_position_embeddings %d", c->pos[t], a->max_pos);
+            if (c->b.pos[t] + a->pos_offset >= a->max_pos + a->pos_offset)
+                return mx_set_err("position %d exceeds max_position_embeddings %d", c->b.pos[t], a->max_pos);
     }
     /* embeddings */
     for (int t = 0; t < N; t++) {
-        const mx_seq_in *s = &seqs[c->seq_of[t]];
-        int32_t tok = s->tokens[c->pos[t] - s->kv->len];
-        float *row = c->x + (size_t)t * H;
+        const mx_seq_in *s = &seqs[c->b.seq_of[t]];
+        int32_t tok = s->tokens[c->b.pos[t] - s->kv->len];
+        float *row = c->b.x + (size_t)t * H;
         mx_weight_row(&m->embed, tok, row);
         if (a->embed_scale != 1.0f) mx_scale(row, a->embed_scale, H);
         if (a->pos == MX_POS_LEARNED) {
-            mx_weight_row(&m->pos_embed, c->pos[t] + a->pos_offset, c->tmp);
-            mx_add(row, c->tmp, H);
+            mx_weight_row(&m->pos_embed, c->b.pos[t] + a->pos_offset, c->b.tmp);
+            mx_add(row, c->b.tmp, H);
         }
     }
     /* rope tables per spec, per sequence (dynamic variants depend on length) */
@@ -222,34 +234,34 @@ int mx_forward(mx_ctx *c, const mx_seq_in *seqs, int n_seqs, float *logits, bool
         for (int r = 0; r < a->n_rope; r++) {
             int t = 0;
             for (int s = 0; s < n_seqs; s++) {
-                mx_rope_table(&a->rope[r], c->pos + t, seqs[s].n, c->max_len[t], c->cs + off + (size_t)t * a->rope[r].dim);
+                mx_rope_table(&a->rope[r], c->b.pos + t, seqs[s].n, c->max_len[t], c->b.cs + off + (size_t)t * a->rope[r].dim);
                 t += seqs[s].n;
             }
             off += (size_t)N * a->rope[r].dim;
         }
     }
-    mx_fwd f = {.m = m, .pool = c->pool, .seqs = seqs, .n_seqs = n_seqs, .N = N, .pos = c->pos, .seq_of = c->seq_of,
-                .scratch = c->scratch, .max_tokens = c->max_tokens, .max_ctx = c->max_ctx};
-    for (int r = 0, off = 0; r < a->n_rope; off += N * a->rope[r].dim, r++) f.cs[r] = c->cs + off;
-    for (int l = 0; l < a->n_layers; l++) mx_layer_forward(&f, l, c->x, c->xn, c->tmp, c->tmp2);
+    mx_fwd f = {.m = m, .pool = c->pool, .seqs = seqs, .n_seqs = n_seqs, .N = N, .pos = c->b.pos, .seq_of = c->b.seq_of,
+                .scratch = c->b.scratch, .max_tokens = c->max_tokens, .max_ctx = c->max_ctx};
+    for (int r = 0, off = 0; r < a->n_rope; off += N * a->rope[r].dim, r++) f.cs[r] = c->b.cs + off;
+    for (int l = 0; l < a->n_layers; l++) mx_layer_forward(&f, l, c->b.x, c->b.xn, c->b.tmp, c->b.tmp2);
     for (int s = 0; s < n_seqs; s++) seqs[s].kv->len += seqs[s].n;
     /* final norm and head on the rows that need logits */
     int nrows = 0;
     if (all) {
         nrows = N;
-        if (a->names.final_norm) mx_norm_rows(&a->norm, &m->final_norm, c->xn, c->x, N, H, H);
-        else memcpy(c->xn, c->x, (size_t)N * H * 4);
+        if (a->names.final_norm) mx_norm_rows(&a->norm, &m->final_norm, c->b.xn, c->b.x, N, H, H);
+        else memcpy(c->b.xn, c->b.x, (size_t)N * H * 4);
     } else {
         int t = 0;
         for (int s = 0; s < n_seqs; s++) {
             t += seqs[s].n;
-            memcpy(c->xn + (size_t)s * H, c->x + (size_t)(t - 1) * H, (size_t)H * 4);
+            memcpy(c->b.xn + (size_t)s * H, c->b.x + (size_t)(t - 1) * H, (size_t)H * 4);
         }
         nrows = n_seqs;
-        if (a->names.final_norm) mx_norm_rows(&a->norm, &m->final_norm, c->xn, c->xn, nrows, H, H);
+        if (a->names.final_norm) mx_norm_rows(&a->norm, &m->final_norm, c->b.xn, c->b.xn, nrows, H, H);
     }
     const mx_weight *head = a->tied ? &m->embed : &m->lm_head;
-    mx_linear(&f, head, m->lm_head_b, c->xn, nrows, H, logits, a->vocab);
+    mx_linear(&f, head, m->lm_head_b, c->b.xn, nrows, H, logits, a->vocab);
     size_t nl = (size_t)nrows * a->vocab;
     if (a->logit_scale != 1.0f) mx_scale(logits, a->logit_scale, (int)nl);
     if (a->final_softcap > 0) {

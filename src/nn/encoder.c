@@ -10,9 +10,9 @@ struct mx_enc {
     const mx_model *m;
     mx_pool *pool;
     int max_tokens;
-    float *x, *xn, *tmp, *tmp2, *cs, *scratch, *state;
+    mx_fwd_bufs b;
+    float *state;
     size_t state_cap;
-    int *pos, *seq_of;
     uint8_t *mask;
     mx_seq_in *seqs;
     mx_kv *kvs;
@@ -27,24 +27,12 @@ mx_enc *mx_enc_new(const mx_model *m, int max_tokens, mx_pool *pool) {
     c->m = m;
     c->pool = pool;
     c->max_tokens = max_tokens;
-    size_t N = (size_t)max_tokens, H = (size_t)a->hidden, rd = 0;
-    int nt = mx_pool_size(pool);
-    size_t scratch = mx_blocks_scratch_floats(m, max_tokens, max_tokens, nt);
-    for (int r = 0; r < a->n_rope; r++) rd += (size_t)a->rope[r].dim;
-    c->x = mx_aligned_alloc(N * H * 4);
-    c->xn = mx_aligned_alloc(N * H * 4);
-    c->tmp = mx_aligned_alloc(N * H * 4);
-    c->tmp2 = mx_aligned_alloc(N * H * 4);
-    c->cs = mx_aligned_alloc(N * (rd ? rd : 1) * 4);
-    c->scratch = mx_aligned_alloc((scratch ? scratch : 1) * 4);
-    c->pos = mx_calloc(N, sizeof(int));
-    c->seq_of = mx_calloc(N, sizeof(int));
+    size_t N = (size_t)max_tokens;
     c->mask = mx_calloc(N, 1);
     c->seqs = mx_calloc(N, sizeof(mx_seq_in));
     c->kvs = mx_calloc(N, sizeof(mx_kv));
     c->zero_off = mx_calloc((size_t)a->n_layers + 1, sizeof(size_t));
-    if (!c->x || !c->xn || !c->tmp || !c->tmp2 || !c->cs || !c->scratch || !c->pos || !c->seq_of || !c->mask || !c->seqs ||
-        !c->kvs || !c->zero_off) {
+    if (mx_fwd_bufs_alloc(&c->b, m, max_tokens, max_tokens, mx_pool_size(pool)) || !c->mask || !c->seqs || !c->kvs || !c->zero_off) {
         mx_enc_free(c);
         return NULL;
     }
@@ -53,9 +41,9 @@ mx_enc *mx_enc_new(const mx_model *m, int max_tokens, mx_pool *pool) {
 
 void mx_enc_free(mx_enc *c) {
     if (!c) return;
-    float *bufs[] = {c->x, c->xn, c->tmp, c->tmp2, c->cs, c->scratch, c->state};
-    for (size_t i = 0; i < MX_ARRAY_LEN(bufs); i++) mx_aligned_free(bufs[i]);
-    free(c->pos); free(c->seq_of); free(c->mask); free(c->seqs); free(c->kvs); free(c->zero_off);
+    mx_fwd_bufs_free(&c->b);
+    mx_aligned_free(c->state);
+    free(c->mask); free(c->seqs); free(c->kvs); free(c->zero_off);
     free(c);
 }
 
@@ -90,8 +78,8 @@ int mx_encode(mx_enc *c, const mx_enc_seq *seqs, int n_seqs, float *hidden) {
             if (tok < 0 || tok >= a->vocab) return mx_set_err("token id %d is outside the vocabulary (size %d)", tok, a->vocab);
             if (ty < 0 || ty >= (m->type_embed.fmt ? a->n_types : 1))
                 return mx_set_err("token type id %d is out of range (the model has %d token types)", ty, m->type_embed.fmt ? a->n_types : 1);
-            c->pos[N] = i;
-            c->seq_of[N] = s;
+            c->b.pos[N] = i;
+            c->b.seq_of[N] = s;
             c->mask[N] = q->mask ? q->mask[i] != 0 : 1;
             any_mask |= !c->mask[N];
             N++;
@@ -104,21 +92,21 @@ int mx_encode(mx_enc *c, const mx_enc_seq *seqs, int n_seqs, float *hidden) {
         const mx_enc_seq *q = &seqs[s];
         int counted = 0, pad = a->pos_offset - 1;
         for (int i = 0; i < q->n; i++, t++) {
-            float *row = c->x + (size_t)t * H;
+            float *row = c->b.x + (size_t)t * H;
             mx_weight_row(&m->embed, q->tokens[i], row);
             if (a->embed_scale != 1.0f) mx_scale(row, a->embed_scale, H);
             if (a->pos == MX_POS_LEARNED) {
                 int r = a->pos_skip_pad ? (q->tokens[i] == pad ? pad : a->pos_offset + counted++) : i + a->pos_offset;
-                mx_weight_row(&m->pos_embed, r, c->tmp);
-                mx_add(row, c->tmp, H);
+                mx_weight_row(&m->pos_embed, r, c->b.tmp);
+                mx_add(row, c->b.tmp, H);
             }
             if (m->type_embed.fmt) {
-                mx_weight_row(&m->type_embed, q->type_ids ? q->type_ids[i] : 0, c->tmp);
-                mx_add(row, c->tmp, H);
+                mx_weight_row(&m->type_embed, q->type_ids ? q->type_ids[i] : 0, c->b.tmp);
+                mx_add(row, c->b.tmp, H);
             }
         }
     }
-    if (a->names.embed_norm) mx_norm_rows(&a->norm, &m->embed_norm, c->x, c->x, N, H, H);
+    if (a->names.embed_norm) mx_norm_rows(&a->norm, &m->embed_norm, c->b.x, c->b.x, N, H, H);
     /* per-sequence attention state, views into one buffer */
     size_t need = 0;
     for (int s = 0; s < n_seqs; s++) need += seq_state(m, seqs[s].n);
@@ -140,20 +128,20 @@ int mx_encode(mx_enc *c, const mx_enc_seq *seqs, int n_seqs, float *hidden) {
         size_t roff = 0;
         for (int r = 0; r < a->n_rope; r++) {
             for (int s = 0, t = 0; s < n_seqs; t += seqs[s].n, s++)
-                mx_rope_table(&a->rope[r], c->pos + t, seqs[s].n, seqs[s].n, c->cs + roff + (size_t)t * a->rope[r].dim);
+                mx_rope_table(&a->rope[r], c->b.pos + t, seqs[s].n, seqs[s].n, c->b.cs + roff + (size_t)t * a->rope[r].dim);
             roff += (size_t)N * a->rope[r].dim;
         }
     }
-    mx_fwd f = {.m = m, .pool = c->pool, .seqs = c->seqs, .n_seqs = n_seqs, .N = N, .pos = c->pos, .seq_of = c->seq_of,
-                .scratch = c->scratch, .max_tokens = c->max_tokens, .max_ctx = c->max_tokens,
+    mx_fwd f = {.m = m, .pool = c->pool, .seqs = c->seqs, .n_seqs = n_seqs, .N = N, .pos = c->b.pos, .seq_of = c->b.seq_of,
+                .scratch = c->b.scratch, .max_tokens = c->max_tokens, .max_ctx = c->max_tokens,
                 .key_mask = any_mask ? c->mask : NULL};
-    for (int r = 0, ro = 0; r < a->n_rope; ro += N * a->rope[r].dim, r++) f.cs[r] = c->cs + ro;
+    for (int r = 0, ro = 0; r < a->n_rope; ro += N * a->rope[r].dim, r++) f.cs[r] = c->b.cs + ro;
     for (int l = 0; l < a->n_layers; l++) {
         if (a->layers[l].mixer != &mx_block_attention) memset(c->state, 0, need * 4); /* recurrent state starts empty */
-        mx_layer_forward(&f, l, c->x, c->xn, c->tmp, c->tmp2);
+        mx_layer_forward(&f, l, c->b.x, c->b.xn, c->b.tmp, c->b.tmp2);
     }
-    if (a->names.final_norm) mx_norm_rows(&a->norm, &m->final_norm, hidden, c->x, N, H, H);
-    else memcpy(hidden, c->x, (size_t)N * H * 4);
+    if (a->names.final_norm) mx_norm_rows(&a->norm, &m->final_norm, hidden, c->b.x, N, H, H);
+    else memcpy(hidden, c->b.x, (size_t)N * H * 4);
     return MX_OK;
 }
 

@@ -71,6 +71,14 @@ typedef struct mx_ctx mx_ctx;
 mx_ctx *mx_ctx_new(const mx_model *m, int max_tokens, int max_ctx, mx_pool *pool);
 /* The most scratch any of the model's blocks needs for one forward. */
 size_t mx_blocks_scratch_floats(const mx_model *m, int max_tokens, int max_ctx, int n_threads);
+/* The per-token buffers a forward pass (decoder or encoder) works in, for up
+ * to max_tokens tokens: hidden states, rope tables, block scratch, positions. */
+typedef struct {
+    float *x, *xn, *tmp, *tmp2, *cs, *scratch;
+    int *pos, *seq_of;
+} mx_fwd_bufs;
+int mx_fwd_bufs_alloc(mx_fwd_bufs *b, const mx_model *m, int max_tokens, int max_ctx, int n_threads);
+void mx_fwd_bufs_free(mx_fwd_bufs *b);
 void mx_ctx_free(mx_ctx *c);
 int mx_ctx_max_tokens(const mx_ctx *c);
 

@@ -50,6 +50,8 @@ int tj_iter_next(tj_iter *it, tj *out);
 
 /* ---- big allocations (huge pages where offered); free with free() ---- */
 void *tk_alloc_big(size_t n, bool zero);
+/* Appends id to the growing array *ids (n used, cap allocated). */
+int tk_push_id(int32_t **ids, int *n, int *cap, int32_t id);
 
 /* ---- arena ---- */
 typedef struct tk_blk tk_blk;

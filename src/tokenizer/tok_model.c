@@ -6,19 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int push_id(int32_t **ids, int *n, int *cap, int32_t id) {
-    if (*n == *cap) {
-        if (*cap > (1 << 28)) return mx_set_err("tokenizer: too many tokens");
-        int nc = *cap ? *cap * 2 : 64;
-        int32_t *p = mx_realloc(*ids, sizeof(int32_t) * (size_t)nc);
-        if (!p) return MX_ERR;
-        *ids = p;
-        *cap = nc;
-    }
-    (*ids)[(*n)++] = id;
-    return MX_OK;
-}
-
 /* A batch at a time: its table lookups overlap (tk_smap_get_batch). */
 #define MERGE_BATCH (TK_BATCH / 2)
 static int add_merges(tk_model *m, const tk_str *pair, int n, uint32_t rank0, const char *file) {
@@ -261,7 +248,7 @@ static int bpe_word(const tk_model *m, tk_ctx *c, const char *w, size_t n, int32
         }
     }
     for (int i = 0; i >= 0; i = S[i].next)
-        if (push_id(ids, nids, cap, S[i].id)) return MX_ERR;
+        if (tk_push_id(ids, nids, cap, S[i].id)) return MX_ERR;
     return MX_OK;
 }
 
@@ -274,7 +261,7 @@ static bool cache_get(const mx_tokenizer *t, uint64_t h, const char *s, size_t n
     bool hit = e->key && e->h == h && e->klen == n && !memcmp(e->key, s, n);
     int rc = MX_OK;
     if (hit)
-        for (int i = 0; i < e->n && !rc; i++) rc = push_id(ids, nids, cap, e->ids[i]);
+        for (int i = 0; i < e->n && !rc; i++) rc = tk_push_id(ids, nids, cap, e->ids[i]);
     pthread_mutex_unlock(mu);
     return hit && !rc;
 }
@@ -355,17 +342,17 @@ static int unigram(const tk_model *m, tk_ctx *c, const char *w, size_t n, int32_
     for (size_t k = nt; k-- > 0 && !rc;) {
         int32_t s0 = tr[3 * k], e0 = tr[3 * k + 1], id = tr[3 * k + 2];
         if (id == -2) id = tk_smap_get(&m->map, m->vocab, w + s0, (size_t)(e0 - s0));
-        if (id >= 0) { rc = push_id(ids, nids, cap, id); continue; }
+        if (id >= 0) { rc = tk_push_id(ids, nids, cap, id); continue; }
         if (m->byte_fallback) {
             bool all = true;
             for (int32_t q = s0; q < e0; q++) if (m->byte_id[u[q]] < 0) all = false;
             if (all) {
-                for (int32_t q = s0; q < e0 && !rc; q++) rc = push_id(ids, nids, cap, m->byte_id[u[q]]);
+                for (int32_t q = s0; q < e0 && !rc; q++) rc = tk_push_id(ids, nids, cap, m->byte_id[u[q]]);
                 continue;
             }
         }
         if (m->unk_id < 0) { rc = mx_set_err("tokenizer: Unigram: unknown piece and no unk_id"); break; }
-        rc = push_id(ids, nids, cap, m->unk_id);
+        rc = tk_push_id(ids, nids, cap, m->unk_id);
     }
     free(tr);
     return rc;
@@ -376,7 +363,7 @@ static int wordpiece(const tk_model *m, tk_ctx *c, const char *w, size_t n, int3
     const uint8_t *u = (const uint8_t *)w;
     size_t nch = 0;
     for (size_t i = 0; i < n; i++) nch += (u[i] & 0xC0) != 0x80;
-    if ((int64_t)nch > m->max_chars) return m->unk_id >= 0 ? push_id(ids, nids, cap, m->unk_id) : MX_OK;
+    if ((int64_t)nch > m->max_chars) return m->unk_id >= 0 ? tk_push_id(ids, nids, cap, m->unk_id) : MX_OK;
     int start_n = *nids;
     mx_buf *t = &c->b[2];
     size_t st = 0;
@@ -398,9 +385,9 @@ static int wordpiece(const tk_model *m, tk_ctx *c, const char *w, size_t n, int3
         }
         if (found < 0) {
             *nids = start_n;
-            return m->unk_id >= 0 ? push_id(ids, nids, cap, m->unk_id) : MX_OK;
+            return m->unk_id >= 0 ? tk_push_id(ids, nids, cap, m->unk_id) : MX_OK;
         }
-        if (push_id(ids, nids, cap, found)) return MX_ERR;
+        if (tk_push_id(ids, nids, cap, found)) return MX_ERR;
         st = end;
     }
     return MX_OK;
@@ -413,7 +400,7 @@ int tk_model_tokenize(const mx_tokenizer *t, tk_ctx *c, const char *s, size_t n,
     case M_BPE: {
         if (m->ignore_merges) {
             int32_t id = tk_smap_get(&m->map, m->vocab, s, n);
-            if (id >= 0) return push_id(ids, nids, cap, id);
+            if (id >= 0) return tk_push_id(ids, nids, cap, id);
         }
         bool cacheable = n <= 256;
         uint64_t h = cacheable ? tk_hash(s, n) : 0;
@@ -429,7 +416,7 @@ int tk_model_tokenize(const mx_tokenizer *t, tk_ctx *c, const char *s, size_t n,
         int32_t id = tk_smap_get(&m->map, m->vocab, s, n);
         if (id < 0) id = m->unk_id;
         if (id < 0) return mx_set_err("tokenizer: WordLevel: unknown word and no unk_token");
-        return push_id(ids, nids, cap, id);
+        return tk_push_id(ids, nids, cap, id);
     }
     }
     return mx_set_err("tokenizer: bad model");

@@ -587,3 +587,16 @@ int tk_pat_replace(const tk_pat *p, tk_ctx *c, const char *s, size_t n, const ch
     }
     return mx_buf_append(out, s + pos, n - pos);
 }
+
+int tk_push_id(int32_t **ids, int *n, int *cap, int32_t id) {
+    if (*n == *cap) {
+        if (*cap > (1 << 28)) return mx_set_err("tokenizer: too many tokens");
+        int nc = *cap ? *cap * 2 : 64;
+        int32_t *p = mx_realloc(*ids, sizeof(int32_t) * (size_t)nc);
+        if (!p) return MX_ERR;
+        *ids = p;
+        *cap = nc;
+    }
+    (*ids)[(*n)++] = id;
+    return MX_OK;
+}

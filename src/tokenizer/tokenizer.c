@@ -121,19 +121,6 @@ static int split_added(const mx_tokenizer *t, const tk_trie *tr, const char *s, 
     return MX_OK;
 }
 
-static int push_id(int32_t **ids, int *n, int *cap, int32_t id) {
-    if (*n == *cap) {
-        if (*cap > (1 << 28)) return mx_set_err("tokenizer: too many tokens");
-        int nc = *cap ? *cap * 2 : 64;
-        int32_t *p = mx_realloc(*ids, sizeof(int32_t) * (size_t)nc);
-        if (!p) return MX_ERR;
-        *ids = p;
-        *cap = nc;
-    }
-    (*ids)[(*n)++] = id;
-    return MX_OK;
-}
-
 /* Normalized part: normalized added tokens, pre-tokenizer, model. */
 static int encode_normalized(const mx_tokenizer *t, tk_ctx *c, const char *s, size_t n, bool at_start, int32_t **ids, int *nids, int *cap) {
     mx_buf segs = {0};
@@ -142,7 +129,7 @@ static int encode_normalized(const mx_tokenizer *t, tk_ctx *c, const char *s, si
     size_t nseg = segs.len / sizeof(seg);
     for (size_t k = 0; !rc && k < nseg; k++) {
         seg g = ((seg *)(void *)segs.data)[k];
-        if (g.added >= 0) { rc = push_id(ids, nids, cap, t->added[g.added].id); continue; }
+        if (g.added >= 0) { rc = tk_push_id(ids, nids, cap, t->added[g.added].id); continue; }
         tk_pieces_clear(&in);
         tk_pieces_clear(&out);
         rc = tk_pieces_add(&in, s + g.s, g.e - g.s, (uint8_t)(at_start && g.s == 0));
@@ -174,12 +161,12 @@ int mx_tok_encode(const mx_tokenizer *t, const char *text, size_t len, bool add_
         text = clean.data;
         len = clean.len;
     }
-    for (int i = 0; !rc && add_special && i < t->npost_pre; i++) rc = push_id(&ids, &n, &cap, t->post_pre[i]);
+    for (int i = 0; !rc && add_special && i < t->npost_pre; i++) rc = tk_push_id(&ids, &n, &cap, t->post_pre[i]);
     if (!rc) rc = split_added(t, &t->raw_trie, text, len, &segs);
     size_t nseg = segs.len / sizeof(seg);
     for (size_t k = 0; !rc && k < nseg; k++) {
         seg g = ((seg *)(void *)segs.data)[k];
-        if (g.added >= 0) { rc = push_id(&ids, &n, &cap, t->added[g.added].id); continue; }
+        if (g.added >= 0) { rc = tk_push_id(&ids, &n, &cap, t->added[g.added].id); continue; }
         const char *s = text + g.s;
         size_t sl = g.e - g.s;
         if (t->norm) {
@@ -197,7 +184,7 @@ int mx_tok_encode(const mx_tokenizer *t, const char *text, size_t len, bool add_
         }
         rc = encode_normalized(t, &c, s, sl, g.s == 0, &ids, &n, &cap);
     }
-    for (int i = 0; !rc && add_special && i < t->npost_post; i++) rc = push_id(&ids, &n, &cap, t->post_post[i]);
+    for (int i = 0; !rc && add_special && i < t->npost_post; i++) rc = tk_push_id(&ids, &n, &cap, t->post_post[i]);
     mx_buf_free(&clean);
     mx_buf_free(&segs);
     mx_buf_free(&nb);
@@ -903,31 +890,8 @@ mx_tokenizer *mx_tok_load_json(const char *json, size_t len, const char *config,
 }
 
 /* mx_read_file into a tk_alloc_big buffer (tokenizer.json can be 33 MB) */
-static int read_big(const char *path, size_t max, char **data, size_t *len) {
-    *data = NULL;
-    *len = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) return mx_set_err("%s: cannot open: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-        fclose(f);
-        return mx_set_err("%s: not a regular file", path);
-    }
-    if ((uint64_t)st.st_size > max) {
-        fclose(f);
-        return mx_set_err("%s: file is %lld bytes, more than the %zu allowed", path, (long long)st.st_size, max);
-    }
-    size_t n = (size_t)st.st_size;
-    char *buf = tk_alloc_big(n + 1, false);
-    if (!buf) { fclose(f); return MX_ERR; }
-    size_t got = n ? fread(buf, 1, n, f) : 0;
-    fclose(f);
-    if (got != n) { free(buf); return mx_set_err("%s: short read", path); }
-    buf[n] = 0;
-    *data = buf;
-    *len = n;
-    return MX_OK;
-}
+static void *alloc_big(size_t n) { return tk_alloc_big(n, false); }
+static int read_big(const char *path, size_t max, char **data, size_t *len) { return mx_read_file_with(path, max, alloc_big, data, len); }
 
 mx_tokenizer *mx_tok_load(const char *dir) {
     char *jp = mx_path_join(dir, "tokenizer.json"), *cp = mx_path_join(dir, "tokenizer_config.json");
