@@ -2,7 +2,6 @@
  * RMSNorm), untied head by default. */
 #include "family.h"
 #include "../base/base.h"
-#include <float.h>
 #include <math.h>
 
 int mamba_configure_base(mx_arch *a, const mx_cfg *c, const mx_block_ops *mixer);
@@ -31,17 +30,7 @@ int mamba2_ssm_config(mx_ssm_spec *s, const mx_cfg *c, int hidden, const char *e
     s->norm_groups = 1;
     s->dt_min = 0;
     s->dt_max = INFINITY;
-    json_t *lim = mx_cfg_get(c, "time_step_limit");
-    if (lim) {
-        double lo, hi;
-        if (!json_is_array(lim) || json_array_size(lim) != 2 ||
-            mx_json_num(json_array_get(lim, 0), c->file, "time_step_limit[0]", 0, DBL_MAX, &lo) ||
-            mx_json_num(json_array_get(lim, 1), c->file, "time_step_limit[1]", 0, DBL_MAX, &hi))
-            return mx_set_err("%s: time_step_limit: expected [min, max]", c->file);
-        s->dt_min = (float)lo;
-        s->dt_max = hi > 3.4e38 ? INFINITY : (float)hi;
-    }
-    return MX_OK;
+    return mx_ssm_time_step_limit(s, c);
 }
 
 static int configure(mx_arch *a, const mx_cfg *c) {

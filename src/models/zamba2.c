@@ -64,12 +64,7 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     s->norm_eps = 1e-5f;
     s->dt_min = tmin;
     s->dt_max = INFINITY;
-    json_t *lim = mx_cfg_get(c, "time_step_limit");
-    if (lim && json_is_array(lim) && json_array_size(lim) == 2) {
-        double lo = json_number_value(json_array_get(lim, 0)), hi = json_number_value(json_array_get(lim, 1));
-        if (lo > s->dt_min) s->dt_min = (float)lo;
-        if (hi < 3.4e38) s->dt_max = (float)hi;
-    }
+    if (mx_ssm_time_step_limit(s, c)) return MX_ERR;
     s->act = MX_ACT_SILU;
     s->prefix = "model.layers.%d.mamba";
     a->names = (mx_names){.embed = "model.embed_tokens", .final_norm = "model.final_layernorm", .lm_head = "lm_head",

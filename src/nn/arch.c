@@ -1,5 +1,6 @@
 #include "arch.h"
 #include "../base/base.h"
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -56,6 +57,19 @@ int mx_arch_act_default(mx_arch *a, const mx_cfg *c, const char *def) {
     const char *act = mx_cfg_str(c, "hidden_act", def, &err);
     if (err) return MX_ERR;
     if (mx_act_parse(act, &a->act)) return mx_set_err("%s: hidden_act: unsupported activation '%s'", c->file, act);
+    return MX_OK;
+}
+
+int mx_ssm_time_step_limit(mx_ssm_spec *s, const mx_cfg *c) {
+    json_t *lim = mx_cfg_get(c, "time_step_limit");
+    if (!lim) return MX_OK;
+    double lo, hi;
+    if (!json_is_array(lim) || json_array_size(lim) != 2 ||
+        mx_json_num(json_array_get(lim, 0), c->file, "time_step_limit[0]", 0, DBL_MAX, &lo) ||
+        mx_json_num(json_array_get(lim, 1), c->file, "time_step_limit[1]", 0, DBL_MAX, &hi))
+        return mx_set_err("%s: time_step_limit: expected [min, max]", c->file);
+    if (lo > s->dt_min) s->dt_min = (float)lo;
+    if (hi < 3.4e38 && hi < s->dt_max) s->dt_max = (float)hi;
     return MX_OK;
 }
 

@@ -282,6 +282,9 @@ int mx_arch_layer_types(mx_arch *a, const mx_cfg *c, int window);
  * with a family's own defaults for absent keys (its config class defaults
  * differ from Llama's) and the current head_dim; keeps rope[0].interleaved. */
 int mx_arch_rope_defaults(mx_arch *a, const mx_cfg *c, double theta_def, double partial_def);
+/* Mamba2's "time_step_limit": [min, max] (when present) narrows the dt clamp
+ * [s->dt_min, s->dt_max] the family set; a bound of +-1e38 or beyond is none. */
+int mx_ssm_time_step_limit(mx_ssm_spec *s, const mx_cfg *c);
 /* Re-reads hidden_act with a family's own default when the key is absent. */
 int mx_arch_act_default(mx_arch *a, const mx_cfg *c, const char *def);
 #endif
