@@ -38,22 +38,22 @@ static int span_cmp(const void *x, const void *y) {
 }
 
 /* Open files' memory (mapped or copied), so a caller that keeps its own
- * copy of some tensors can give their pages back (mx_st_release). */
-typedef struct { const uint8_t *a; size_t n; char *path; bool copied; dev_t dev; ino_t ino; } span_t;
+ * copy of some tensors can give their pages back (mx_st_release). A copied
+ * file keeps its descriptor (fd >= 0) to map those pages from. */
+typedef struct { const uint8_t *a; size_t n; int fd; } span_t;
 static span_t *g_maps;
 static int g_nmaps, g_capmaps;
 static pthread_mutex_t g_maps_mu = PTHREAD_MUTEX_INITIALIZER;
 
-static void maps_add(const void *a, size_t n, const char *path, bool copied, const struct stat *st) {
+static void maps_add(const void *a, size_t n, int fd) {
     pthread_mutex_lock(&g_maps_mu);
     if (g_nmaps == g_capmaps) {
         int cap = g_capmaps ? 2 * g_capmaps : 16;
         span_t *m = realloc(g_maps, (size_t)cap * sizeof *m);
         if (m) { g_maps = m; g_capmaps = cap; }
     }
-    char *pc = mx_strdup(path);
-    if (g_nmaps < g_capmaps && pc) g_maps[g_nmaps++] = (span_t){a, n, pc, copied, st->st_dev, st->st_ino};
-    else free(pc);
+    if (g_nmaps < g_capmaps) g_maps[g_nmaps++] = (span_t){a, n, fd};
+    else if (fd >= 0) close(fd); /* not releasable then, still correct */
     pthread_mutex_unlock(&g_maps_mu);
 }
 
@@ -61,7 +61,7 @@ static void maps_del(const void *a) {
     pthread_mutex_lock(&g_maps_mu);
     for (int i = 0; i < g_nmaps; i++)
         if (g_maps[i].a == a) {
-            free(g_maps[i].path);
+            if (g_maps[i].fd >= 0) close(g_maps[i].fd);
             g_maps[i] = g_maps[--g_nmaps];
             break;
         }
@@ -79,21 +79,13 @@ bool mx_st_release(const void *p, size_t n) {
         uintptr_t s = ((uintptr_t)q + 4095) & ~(uintptr_t)4095, e = ((uintptr_t)q + n) & ~(uintptr_t)4095;
         ok = true;
         if (e <= s) break;
-        if (!m->copied) { madvise((void *)s, e - s, MADV_DONTNEED); break; }
+        if (m->fd < 0) { madvise((void *)s, e - s, MADV_DONTNEED); break; }
         /* a copy starts at file offset 0: map the file's pages over it (same
-         * bytes, page cache instead of anonymous memory) */
-        int fd = open(m->path, O_RDONLY);
+         * bytes, page cache instead of anonymous memory), unless the file
+         * changed size since (it could fault past its end) */
         struct stat st;
-        /* only the very file that was read, unchanged in size: a file
-         * replaced since could fault past its end */
-        if (fd < 0 || fstat(fd, &st) || st.st_dev != m->dev || st.st_ino != m->ino || (size_t)st.st_size != m->n) {
-            if (fd >= 0) close(fd);
-            ok = false;
-            break;
-        }
-        void *r = mmap((void *)s, e - s, PROT_READ, MAP_PRIVATE | MAP_FIXED, fd, (off_t)(s - (uintptr_t)m->a));
-        close(fd);
-        if (r == MAP_FAILED) ok = false;
+        if (fstat(m->fd, &st) || (size_t)st.st_size != m->n) { ok = false; break; }
+        if (mmap((void *)s, e - s, PROT_READ, MAP_PRIVATE | MAP_FIXED, m->fd, (off_t)(s - (uintptr_t)m->a)) == MAP_FAILED) ok = false;
         break;
     }
     pthread_mutex_unlock(&g_maps_mu);
@@ -258,19 +250,23 @@ int mx_st_open(const char *path, mx_st_file *out) {
     void *map;
     if (g_load_mode == MX_LOAD_COPY) {
         map = copy_file(path, fd, len, &map_len);
-        close(fd);
-        if (!map) return MX_ERR;
+        if (!map) { close(fd); return MX_ERR; }
     } else {
         map = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
         close(fd);
+        fd = -1;
         if (map == MAP_FAILED) return mx_set_err("%s: mmap failed: %s", path, strerror(errno));
         madvise(map, len, MADV_WILLNEED);
 #ifdef MADV_HUGEPAGE
         madvise(map, len, MADV_HUGEPAGE);
 #endif
     }
-    if (mx_st_parse(path, map, len, out)) { munmap(map, map_len); return MX_ERR; }
-    maps_add(map, len, path, g_load_mode == MX_LOAD_COPY, &st);
+    if (mx_st_parse(path, map, len, out)) {
+        munmap(map, map_len);
+        if (fd >= 0) close(fd);
+        return MX_ERR;
+    }
+    maps_add(map, len, fd);
     out->map = map;
     out->map_len = len;
     out->alloc_len = map_len;
