@@ -10,6 +10,10 @@
 #include "../base/threadpool.h"
 
 void mx_matmul(const mx_weight *w, const float *x, int n, int ldx, float *y, int ldy, mx_pool *pool);
+/* mx_matmul for count weights that read the same x (q/k/v, gate/up), into
+ * y[i] with the same ldy: the same results, fewer passes over the pool where
+ * the kernels allow. */
+void mx_matmul_multi(int count, const mx_weight *const *w, const float *x, int n, int ldx, float *const *y, int ldy, mx_pool *pool);
 /* Reference implementation (dequantize row, then dot) used by tests. */
 void mx_matmul_ref(const mx_weight *w, const float *x, int n, int ldx, float *y, int ldy);
 

@@ -60,6 +60,11 @@ static mx_mm_fn pick_float(void) {
     return mx_mm_float_portable;
 }
 
+void mx_matmul_multi(int count, const mx_weight *const *w, const float *x, int n, int ldx, float *const *y, int ldy, mx_pool *pool) {
+    if (mx_qmatmul_multi(count, w, x, n, ldx, y, ldy, pool)) return;
+    for (int i = 0; i < count; i++) mx_matmul(w[i], x, n, ldx, y[i], ldy, pool);
+}
+
 void mx_matmul(const mx_weight *w, const float *x, int n, int ldx, float *y, int ldy, mx_pool *pool) {
     if (w->fmt != MX_W_F32 && w->fmt != MX_W_F16 && w->fmt != MX_W_BF16) {
         mx_qmatmul(w, x, n, ldx, y, ldy, pool);

@@ -176,9 +176,14 @@ static void att_forward(mx_fwd *f, int layer, void *wp, const float *xn, float *
             for (int t = 0; t < N; t++)
                 for (int h = 0; h < a->n_heads; h++)
                     memcpy(qkv + (size_t)t * qkvd + (size_t)h * hd, gate + (size_t)t * 2 * qd + (size_t)h * 2 * hd, (size_t)hd * 4);
-        } else mx_linear(f, &w->q, w->q_b, xn, N, a->hidden, qkv, qkvd);
-        mx_linear(f, &w->k, w->k_b, xn, N, a->hidden, qkv + qd, qkvd);
-        mx_linear(f, &w->v, w->v_b, xn, N, a->hidden, qkv + qd + kvd, qkvd);
+            const mx_weight *kv[2] = {&w->k, &w->v};
+            float *kvb[2] = {w->k_b, w->v_b}, *kvy[2] = {qkv + qd, qkv + qd + kvd};
+            mx_linear_multi(f, 2, kv, kvb, xn, N, a->hidden, kvy, qkvd);
+        } else {
+            const mx_weight *ws[3] = {&w->q, &w->k, &w->v};
+            float *bs[3] = {w->q_b, w->k_b, w->v_b}, *ys[3] = {qkv, qkv + qd, qkv + qd + kvd};
+            mx_linear_multi(f, 3, ws, bs, xn, N, a->hidden, ys, qkvd);
+        }
     }
     if (a->clip_qkv > 0) {
         float cl = a->clip_qkv;

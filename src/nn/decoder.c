@@ -147,6 +147,13 @@ void mx_linear(const mx_fwd *f, const mx_weight *w, const float *b, const float 
         for (int t = 0; t < n; t++) mx_add(y + (size_t)t * ldy, b, w->rows);
 }
 
+void mx_linear_multi(const mx_fwd *f, int count, const mx_weight *const *w, float *const *b, const float *x, int n, int ldx, float *const *y, int ldy) {
+    mx_matmul_multi(count, w, x, n, ldx, y, ldy, f->pool);
+    for (int i = 0; i < count; i++)
+        if (b[i])
+            for (int t = 0; t < n; t++) mx_add(y[i] + (size_t)t * ldy, b[i], w[i]->rows);
+}
+
 static void add_scaled(float *x, const float *y, float s, size_t n) {
     if (s == 1.0f) for (size_t i = 0; i < n; i++) x[i] += y[i];
     else for (size_t i = 0; i < n; i++) x[i] += y[i] * s;

@@ -52,8 +52,9 @@ static void mlp_slice(mx_fwd *f, const mlp_w *w, const float *in, int N, float *
     if (a->mlp == MX_MLP_GATED) {
         if (w->gate_up.fmt) mx_linear(f, &w->gate_up, w->gate_up_b, in, N, H, gu, F2);
         else {
-            mx_linear(f, &w->gate, w->gate_b, in, N, H, gu, F2);
-            mx_linear(f, &w->up, w->up_b, in, N, H, gu + F, F2);
+            const mx_weight *ws[2] = {&w->gate, &w->up};
+            float *bs[2] = {w->gate_b, w->up_b}, *ys[2] = {gu, gu + F};
+            mx_linear_multi(f, 2, ws, bs, in, N, H, ys, F2);
         }
         if (a->mlp_gate_scale && a->mlp_gate_scale != 1.0f)
             for (int t = 0; t < N; t++) mx_scale(gu + (size_t)t * F2, a->mlp_gate_scale, F);

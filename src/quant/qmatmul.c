@@ -132,6 +132,18 @@ static bool prep_int8(qjob *j, const float *x, int ldx, mx_pool *pool) {
     return true;
 }
 
+/* Tasks of whole 48-row panels (the f32 prefill kernels' 3*VL rows, VL = 8
+ * or 16), several per thread; the int8 path's one-token kernel works in
+ * 16-row blocks and takes twice as many tasks, whose finer grain evens out
+ * the threads' finish (a decode step is ~110 such jobs). */
+static void split_rows(qjob *j, int nt) {
+    int rows = j->c.w->rows, unit = 48, want = nt * 4;
+    if (j->fn == mxq_vnni_mm && j->c.n == 1) { unit = 16; want = nt * 8; }
+    int tasks = MX_MAX(1, MX_MIN((rows + unit - 1) / unit, want));
+    j->rows_per_task = (rows + tasks - 1) / tasks;
+    j->rows_per_task = (j->rows_per_task + unit - 1) / unit * unit;
+}
+
 void mx_qmatmul(const mx_weight *w, const float *x, int n, int ldx, float *y, int ldy, mx_pool *pool) {
     if (n <= 0) return;
     bool known = w->fmt == MX_W_AFFINE || w->fmt == MX_W_MXFP4 || w->fmt == MX_W_NVFP4 || w->fmt == MX_W_MXFP8 || w->fmt == MX_W_FP8B;
@@ -197,15 +209,47 @@ void mx_qmatmul(const mx_weight *w, const float *x, int n, int ldx, float *y, in
         j.c.ldx = ldx;
         j.c.perm = 0;
     }
-run:;
+run:
+    split_rows(&j, mx_pool_size(pool));
+    mx_pool_run(pool, q_task, &j, (w->rows + j.rows_per_task - 1) / j.rows_per_task);
+}
+
+/* Several weights that read the same x (q/k/v, gate/up) on the int8 path:
+ * x is coded once and one pool job covers every matrix, instead of one job
+ * (and one wait for its slowest task) per matrix. */
+#define QMULTI_MAX 4
+typedef struct { qjob j[QMULTI_MAX]; int first[QMULTI_MAX + 1]; } qmulti;
+
+static void qm_task(void *ctx, int i, int tid) {
+    qmulti *m = ctx;
+    int k = 0;
+    while (i >= m->first[k + 1]) k++;
+    q_task(&m->j[k], i - m->first[k], tid);
+}
+
+bool mx_qmatmul_multi(int count, const mx_weight *const *w, const float *x, int n, int ldx, float *const *y, int ldy, mx_pool *pool) {
+    if (count < 2 || count > QMULTI_MAX || n <= 0) return false;
+    for (int i = 0; i < count; i++)
+        if (!mx_qmatmul_int8(w[i]) || w[i]->cols != w[0]->cols || w[i]->group != w[0]->group || !mxq_vnni_ready(w[i], pool)) return false;
+    qmulti m;
+    memset(&m, 0, sizeof m);
+    m.j[0].c.w = w[0];
+    m.j[0].c.n = n;
+    if (!prep_int8(&m.j[0], x, ldx, pool)) return false;
     int nt = mx_pool_size(pool);
-    /* tasks of whole 48-row panels (the prefill kernels' 3*VL rows, VL = 8 or 16) */
-    int tasks = MX_MIN((w->rows + 47) / 48, nt * 4);
-    if (tasks < 1) tasks = 1;
-    j.rows_per_task = (w->rows + tasks - 1) / tasks;
-    j.rows_per_task = (j.rows_per_task + 47) / 48 * 48;
-    tasks = (w->rows + j.rows_per_task - 1) / j.rows_per_task;
-    mx_pool_run(pool, q_task, &j, tasks);
+    for (int i = 0; i < count; i++) {
+        if (i) {
+            m.j[i] = m.j[0];
+            m.j[i].c.w = w[i];
+        }
+        m.j[i].c.y = y[i];
+        m.j[i].c.ldy = ldy;
+        split_rows(&m.j[i], nt);
+        m.first[i + 1] = m.first[i] + (w[i]->rows + m.j[i].rows_per_task - 1) / m.j[i].rows_per_task;
+    }
+    for (int i = count + 1; i <= QMULTI_MAX; i++) m.first[i] = m.first[count];
+    mx_pool_run(pool, qm_task, &m, m.first[count]);
+    return true;
 }
 
 static pthread_mutex_t g_ril_mu = PTHREAD_MUTEX_INITIALIZER;

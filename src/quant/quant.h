@@ -58,6 +58,10 @@ void mx_qmatmul_set_mode(mx_qmode m);
  * unless MLXCEL_INT8=0 or turned off here; mx_qmatmul_int8 says whether w
  * takes that path. */
 void mx_qmatmul_set_int8(bool on);
+/* y[i] = x w[i]^T for 2..4 weights sharing x, in one pool job, when every
+ * one takes the int8 path with the same cols and group (the results are
+ * those of mx_qmatmul); false, having done nothing, otherwise. */
+bool mx_qmatmul_multi(int count, const mx_weight *const *w, const float *x, int n, int ldx, float *const *y, int ldy, mx_pool *pool);
 bool mx_qmatmul_int8(const mx_weight *w);
 unsigned long mx_qmatmul_int8_calls(void); /* matmuls that took it so far (tests) */
 void mxq_ril_free(void *ril); /* for mx_weight_free */

@@ -139,12 +139,14 @@ void mxq_mm_avx512(const mxq_ctx *c, int r0, int r1);
  * codes, per-group xd and xs); mxq_vnni_ready repacks w on first use (false:
  * out of memory, use the f32 kernels); mxq_vnni_mm then serves any n. */
 typedef struct {
-    uint8_t *codes;   /* [blocks of 16 rows][cols/8 (4-bit) or cols/4 (8-bit)][16][4] */
-    uint8_t *scales;  /* [block][group][16] of es bytes (affine: s; E2M1: the U8 scale code) */
-    uint8_t *biases;  /* [block][group][16] of es bytes (affine only) */
-    size_t blk;       /* code bytes per block */
+    uint8_t *base;    /* [blocks of 16 rows][units] of blk bytes per block */
+    size_t blk;       /* bytes per block */
+    size_t unit;      /* gu groups' code lines ([line][16 rows][4 bytes]), then their scales */
+    int gu;           /* groups per unit: the scales of a unit fill whole 64-byte lines */
+    int gbytes;       /* code bytes of one group of 16 rows */
     int es;           /* bytes per scale */
-    void *chunk;      /* the arena chunk holding codes, scales and biases */
+    bool bias;        /* affine: biases follow the scales, [gu][16] each */
+    void *chunk;      /* the arena chunk holding the copy */
 } mxq_ril;
 bool mxq_vnni_ready(const mx_weight *w, mx_pool *pool);
 /* Portable helpers of the repack (qmatmul.c): the lock, and the huge-page

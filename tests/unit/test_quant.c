@@ -189,6 +189,7 @@ static void kernel_tests(mx_pool *pool) {
         for (int g = 32; g <= 128; g *= 2, k++) specs[ns++] = (spec){MX_W_AFFINE, abits[b], g, 37 + k, 384, sdts[k % 3]};
     specs[ns++] = (spec){MX_W_AFFINE, 4, 64, 70, 4096 + 64, MX_DT_BF16}; /* many groups, KC tail */
     specs[ns++] = (spec){MX_W_MXFP4, 4, 32, 45, 416, MX_DT_U8};
+    specs[ns++] = (spec){MX_W_MXFP4, 4, 32, 53, 448, MX_DT_U8};  /* int8 path: 14 groups, a half-filled last unit of 4 */
     specs[ns++] = (spec){MX_W_NVFP4, 4, 16, 33, 384, MX_DT_U8};
     specs[ns++] = (spec){MX_W_NVFP4, 4, 16, 19, 48, MX_DT_U8};  /* cols not a multiple of 32 */
     specs[ns++] = (spec){MX_W_MXFP8, 8, 32, 41, 352, MX_DT_U8};
