@@ -249,8 +249,10 @@ static inline __m512i bc4(const int8_t *p) {
         f = _mm512_fmadd_ps(b, _mm512_set1_ps(xs), f);                                                      \
     } while (0)
 
-/* ---- one token: nb (1 or 2) blocks at a time, two sets of sums over
- * alternate lines so the dot products' latency stays hidden ---- */
+/* ---- one token: nb (1 or 2) blocks at a time. Eight independent sums
+ * hide the dot products' latency: per block (nb = 2) or per alternate line
+ * (nb = 1); more would spill (a block pair with both took 4-bit from 57 to
+ * 36 GB/s per core, from L2). ---- */
 #define VQ_NB_UNROLL _Pragma("GCC unroll 2")
 static inline __attribute__((always_inline)) void dec_blocks(const mxq_ctx *c, const ril *p, int blk, const int nb, const bool four,
                                                                const bool e2m1) {
@@ -262,19 +264,10 @@ static inline __attribute__((always_inline)) void dec_blocks(const mxq_ctx *c, c
     __m512 f[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
     for (int g = 0; g < ng; g++) {
         size_t go = g_code(p, g);
-        __m512i ia[2][2], ib[2][2], ja[2][2], jb[2][2];
+        __m512i ia[2], ib[2], ja[2], jb[2]; /* [block] (nb = 2) or [line parity] (nb = 1) */
         VQ_NB_UNROLL
-        for (int b = 0; b < nb; b++)
-            VQ_NB_UNROLL
-            for (int h = 0; h < 2; h++) ia[b][h] = ib[b][h] = ja[b][h] = jb[b][h] = _mm512_setzero_si512();
+        for (int i = 0; i < 2; i++) ia[i] = ib[i] = ja[i] = jb[i] = _mm512_setzero_si512();
         for (int l = 0; l < lines; l += 2) {
-            int k = g * G + l * step;
-            __m512i x1[2] = {bc4(q1 + k), bc4(q1 + k + step)}, x2[2] = {bc4(q2 + k), bc4(q2 + k + step)};
-            __m512i y1[2], y2[2];
-            if (four) {
-                y1[0] = bc4(q1 + k + 4), y1[1] = bc4(q1 + k + step + 4);
-                y2[0] = bc4(q2 + k + 4), y2[1] = bc4(q2 + k + step + 4);
-            }
             VQ_NB_UNROLL
             for (int b = 0; b < nb; b++) {
                 const uint8_t *ln = cb[b] + go + (size_t)l * 64;
@@ -282,13 +275,14 @@ static inline __attribute__((always_inline)) void dec_blocks(const mxq_ctx *c, c
                 _mm_prefetch((const char *)ln + VQ_PF + 64, _MM_HINT_T0);
                 VQ_NB_UNROLL
                 for (int h = 0; h < 2; h++) {
+                    int k = g * G + (l + h) * step, i = nb == 2 ? b : h;
                     __m512i lo, hi = _mm512_setzero_si512();
                     codes(ln + (size_t)h * 64, four, e2m1, &lo, &hi);
-                    ia[b][h] = _mm512_dpbusd_epi32(ia[b][h], lo, x1[h]);
-                    ja[b][h] = _mm512_dpbusd_epi32(ja[b][h], lo, x2[h]);
+                    ia[i] = _mm512_dpbusd_epi32(ia[i], lo, bc4(q1 + k));
+                    ja[i] = _mm512_dpbusd_epi32(ja[i], lo, bc4(q2 + k));
                     if (four) {
-                        ib[b][h] = _mm512_dpbusd_epi32(ib[b][h], hi, y1[h]);
-                        jb[b][h] = _mm512_dpbusd_epi32(jb[b][h], hi, y2[h]);
+                        ib[i] = _mm512_dpbusd_epi32(ib[i], hi, bc4(q1 + k + 4));
+                        jb[i] = _mm512_dpbusd_epi32(jb[i], hi, bc4(q2 + k + 4));
                     }
                 }
             }
@@ -297,10 +291,14 @@ static inline __attribute__((always_inline)) void dec_blocks(const mxq_ctx *c, c
         for (int b = 0; b < nb; b++) {
             __m512 s, bb;
             sb16(w, p, cb[b], g, &s, &bb);
-            __m512i i1 = _mm512_add_epi32(ia[b][0], ia[b][1]), i2 = _mm512_add_epi32(ja[b][0], ja[b][1]);
+            __m512i i1 = ia[b], i2 = ja[b];
             if (four) {
-                i1 = _mm512_add_epi32(i1, _mm512_add_epi32(ib[b][0], ib[b][1]));
-                i2 = _mm512_add_epi32(i2, _mm512_add_epi32(jb[b][0], jb[b][1]));
+                i1 = _mm512_add_epi32(i1, ib[b]);
+                i2 = _mm512_add_epi32(i2, jb[b]);
+            }
+            if (nb == 1) {
+                i1 = _mm512_add_epi32(i1, four ? _mm512_add_epi32(ia[1], ib[1]) : ia[1]);
+                i2 = _mm512_add_epi32(i2, four ? _mm512_add_epi32(ja[1], jb[1]) : ja[1]);
             }
             VQ_GROUP_STEP(f[b], i1, i2, s, bb, c->xd[g], c->xs[g]);
         }
