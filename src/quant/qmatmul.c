@@ -100,7 +100,7 @@ bool mx_qmatmul_int8(const mx_weight *w) {
         g_int8 = !(e && !strcmp(e, "0"));
     }
     const mx_cpu_info *ci = mx_cpu();
-    bool affine = w->fmt == MX_W_AFFINE && (w->bits == 4 || w->bits == 8) && (w->group == 32 || w->group == 64 || w->group == 128);
+    bool affine = w->fmt == MX_W_AFFINE && w->bits >= 1 && w->bits <= 8 && w->bits != 7 && (w->group == 32 || w->group == 64 || w->group == 128);
     bool e2m1 = (w->fmt == MX_W_MXFP4 || w->fmt == MX_W_NVFP4) && (w->group == 16 || w->group == 32);
     return g_int8 && ci->level >= MX_CPU_AVX512 && ci->avx512_vnni && (affine || e2m1) && w->cols % 64 == 0 && w->cols % w->group == 0;
 }

@@ -34,6 +34,14 @@
 /* E2M1 (mxfp4, nvfp4) as affine codes: 2*value + 12 in [0, 24], so a value
  * is (s/2) * code - 6 s and the affine kernels apply unchanged. */
 static inline bool is_e2m1(const mx_weight *w) { return w->fmt == MX_W_MXFP4 || w->fmt == MX_W_NVFP4; }
+/* Affine 1/2/3/5/6-bit: the codes are split into bit planes that keep the
+ * original size: a 4-bit plane (bits >= 4; lines as the 4-bit layout), a
+ * 2-bit plane (bits 2, 3, 6; a line holds 16 columns, field f of byte j of a
+ * row's word is column 16m + 4f + j) and a 1-bit plane (bits 1, 3, 5; a line
+ * holds 32 columns, bit t of byte j is column 32h + 4t + j), one after the
+ * other in each group. The kernels reassemble the byte codes of 4 columns x
+ * 16 rows with shifts and masks before the same vpdpbusd. */
+static inline bool is_planes(const mx_weight *w) { return w->fmt == MX_W_AFFINE && w->bits != 4 && w->bits != 8; }
 #define E2M1_U8 12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0
 
 typedef mxq_ril ril;
@@ -70,6 +78,25 @@ static void pack16_4(const uint8_t *src, uint32_t *a, uint32_t *b) {
     *b = (uint32_t)(two >> 32);
 }
 
+/* Byte offsets of the 2-bit and 1-bit planes' lines within a group, and the
+ * bit each plane lands on in the reassembled code. */
+static inline int off_b(int G, int bits) { return bits >= 4 ? G / 8 * 64 : 0; }
+static inline int off_c(int G, int bits) { return off_b(G, bits) + ((bits & 2) ? G / 16 * 64 : 0); }
+static inline int sh_b(int bits) { return bits >= 4 ? 4 : 0; }
+static inline int sh_c(int bits) { return bits >= 4 ? 4 : (bits & 2) ? 2 : 0; }
+
+/* One row's codes of group g into the planes at d (the row's 4-byte slot of
+ * the group's first line; lines are 64 bytes apart). */
+static void pack_planes(const uint8_t *row, int g, int G, int bits, uint8_t *d) {
+    for (int kk = 0; kk < G; kk++) {
+        unsigned code = mxq_bits(row, (size_t)g * G + (size_t)kk, bits);
+        int h = kk / 32, q = (kk % 32) / 4, jb = kk % 4;
+        if (bits >= 4) d[(size_t)(4 * h + q / 2) * 64 + (size_t)jb] |= (uint8_t)((code & 15u) << (4 * (q & 1)));
+        if (bits & 2) d[(size_t)off_b(G, bits) + (size_t)(2 * h + q / 4) * 64 + (size_t)jb] |= (uint8_t)(((code >> sh_b(bits)) & 3u) << (2 * (q % 4)));
+        if (bits & 1) d[(size_t)off_c(G, bits) + (size_t)h * 64 + (size_t)jb] |= (uint8_t)(((code >> sh_c(bits)) & 1u) << q);
+    }
+}
+
 typedef struct { const mx_weight *w; ril *p; int ng, nb; bool drop; } pack_job;
 
 #define PACK_BLOCKS 32 /* blocks per task: the source pages are dropped per task */
@@ -90,11 +117,14 @@ static void pack_block(const pack_job *j, int b) {
     int es = p->es, G = w->group;
     size_t bo = (size_t)p->gu * 16 * (size_t)es; /* biases after the scales */
     uint8_t *cb = p->base + (size_t)b * p->blk;
+    if (is_planes(w)) memset(cb, 0, p->blk); /* the planes are or-ed in; a reused arena chunk is not zero */
     for (int i = 0; i < 16; i++) {
         int r = b * 16 + i;
         if (r >= w->rows) break; /* padding rows stay zero */
         const uint8_t *row = w->data + (size_t)r * w->row_bytes;
-        if (w->bits == 8)
+        if (is_planes(w))
+            for (int g = 0; g < j->ng; g++) pack_planes(row, g, G, w->bits, cb + g_code(p, g) + (size_t)i * 4);
+        else if (w->bits == 8)
             for (int k = 0; k < w->cols; k += 4) memcpy(cb + k_line(p, G, 4, k) + (size_t)i * 4, row + k, 4);
         else
             for (int k = 0; k < w->cols; k += 16) {
@@ -235,6 +265,28 @@ static inline __attribute__((always_inline)) void codes(const uint8_t *line, boo
     }
 }
 
+/* v's bits [from, from + width) of every byte moved to [to, to + width), the
+ * rest cleared (16-bit shifts: a byte's bits stay in the byte, see the
+ * mask). from, to and width are constants after inlining. */
+static inline __attribute__((always_inline)) __m512i bits_to(__m512i v, int from, int to, int width) {
+    v = to >= from ? _mm512_slli_epi16(v, (unsigned)(to - from)) : _mm512_srli_epi16(v, (unsigned)(from - to));
+    return _mm512_and_si512(v, _mm512_set1_epi8((char)(((1 << width) - 1) << to)));
+}
+
+/* The byte codes of 16 rows x columns 4u..4u+3 of a bit-plane group at gl
+ * (u < G / 4). */
+static inline __attribute__((always_inline)) __m512i plane_codes(const uint8_t *gl, int G, int bits, int u) {
+    int h = u / 8, q = u % 8;
+    __m512i code = _mm512_setzero_si512();
+    if (bits >= 4) code = bits_to(_mm512_load_si512((const void *)(gl + (size_t)(4 * h + q / 2) * 64)), 4 * (q & 1), 0, 4);
+    if (bits & 2)
+        code = _mm512_or_si512(code, bits_to(_mm512_load_si512((const void *)(gl + (size_t)off_b(G, bits) + (size_t)(2 * h + q / 4) * 64)),
+                                             2 * (q % 4), sh_b(bits), 2));
+    if (bits & 1)
+        code = _mm512_or_si512(code, bits_to(_mm512_load_si512((const void *)(gl + (size_t)off_c(G, bits) + (size_t)h * 64)), q, sh_c(bits), 1));
+    return code;
+}
+
 static inline __m512i bc4(const int8_t *p) {
     int32_t v;
     memcpy(&v, p, 4);
@@ -310,10 +362,74 @@ static inline __attribute__((always_inline)) void dec_blocks(const mxq_ctx *c, c
     }
 }
 
+/* ---- one token, bit-plane codes: two blocks at a time, the sums of
+ * alternate 4-column units apart (eight chains) ---- */
+static inline __attribute__((always_inline)) void dec_planes(const mxq_ctx *c, const ril *p, int blk, const int nb, const int bits) {
+    const mx_weight *w = c->w;
+    int G = w->group, ng = w->cols / G;
+    const int8_t *q1 = c->xq, *q2 = c->xq + w->cols;
+    const uint8_t *cb[2] = {p->base + (size_t)blk * p->blk, p->base + (size_t)(blk + nb - 1) * p->blk};
+    __m512 f[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
+    for (int g = 0; g < ng; g++) {
+        size_t go = g_code(p, g);
+        __m512i i1[2][2], i2[2][2];
+        VQ_NB_UNROLL
+        for (int b = 0; b < 2; b++)
+            VQ_NB_UNROLL
+            for (int e = 0; e < 2; e++) i1[b][e] = i2[b][e] = _mm512_setzero_si512();
+        for (int h = 0; h < G / 32; h++) {
+            /* the group's lines are the block's stream: a chunk of 32
+             * columns is `bits` of them */
+            VQ_NB_UNROLL
+            for (int b = 0; b < nb; b++)
+                for (int l = 0; l < bits; l++) _mm_prefetch((const char *)cb[b] + go + (size_t)(h * bits + l) * 64 + VQ_PF, _MM_HINT_T0);
+            _Pragma("GCC unroll 8")
+            for (int q = 0; q < 8; q++) {
+                int u = h * 8 + q, k = g * G + 4 * u;
+                __m512i x1 = bc4(q1 + k), x2 = bc4(q2 + k);
+                VQ_NB_UNROLL
+                for (int b = 0; b < nb; b++) {
+                    __m512i code = plane_codes(cb[b] + go, G, bits, u);
+                    i1[b][q & 1] = _mm512_dpbusd_epi32(i1[b][q & 1], code, x1);
+                    i2[b][q & 1] = _mm512_dpbusd_epi32(i2[b][q & 1], code, x2);
+                }
+            }
+        }
+        VQ_NB_UNROLL
+        for (int b = 0; b < nb; b++) {
+            __m512 s, bb;
+            sb16(w, p, cb[b], g, &s, &bb);
+            VQ_GROUP_STEP(f[b], _mm512_add_epi32(i1[b][0], i1[b][1]), _mm512_add_epi32(i2[b][0], i2[b][1]), s, bb, c->xd[g], c->xs[g]);
+        }
+    }
+    VQ_NB_UNROLL
+    for (int b = 0; b < nb; b++) {
+        int r = (blk + b) * 16, nr = MX_MIN(16, w->rows - r);
+        _mm512_mask_storeu_ps(c->y + r, (__mmask16)((1u << nr) - 1), f[b]);
+    }
+}
+
+#define VQ_PLANES(BITS)                                                        \
+    do {                                                                       \
+        for (; b + 2 <= b1; b += 2) dec_planes(c, p, b, 2, BITS);             \
+        if (b < b1) dec_planes(c, p, b, 1, BITS);                              \
+    } while (0)
+static void dec_range_planes(const mxq_ctx *c, const ril *p, int b0, int b1) {
+    int b = b0;
+    switch (c->w->bits) {
+    case 1: VQ_PLANES(1); break;
+    case 2: VQ_PLANES(2); break;
+    case 3: VQ_PLANES(3); break;
+    case 5: VQ_PLANES(5); break;
+    default: VQ_PLANES(6); break;
+    }
+}
+
 /* Two blocks at a time: one block (one stream per thread) left 4-bit at
  * 52-55 % of the probe on a 2048 x 8192 GEMV, two reach 82-87 %. */
 static void dec_range(const mxq_ctx *c, const ril *p, int b0, int b1) {
     const mx_weight *w = c->w;
+    if (is_planes(w)) { dec_range_planes(c, p, b0, b1); return; }
     bool four = w->bits == 4, e2m1 = is_e2m1(w);
     int b = b0;
     if (e2m1) for (; b + 2 <= b1; b += 2) dec_blocks(c, p, b, 2, true, true);
@@ -370,6 +486,79 @@ static inline __attribute__((always_inline)) void gemm_micro(int nt, const mxq_c
     for (int t = 0; t < nt; t++) _mm512_mask_storeu_ps(c->y + (size_t)(t0 + t) * c->ldy + r, (__mmask16)((1u << nr) - 1), f[t]);
 }
 
+static inline __attribute__((always_inline)) void gemm_planes(int nt, const mxq_ctx *c, const ril *p, int blk, int t0, const int bits) {
+    const mx_weight *w = c->w;
+    int G = w->group, ng = w->cols / G;
+    size_t ldq = (size_t)2 * w->cols;
+    const int8_t *xq = c->xq + (size_t)t0 * ldq;
+    const uint8_t *cb = p->base + (size_t)blk * p->blk;
+    __m512 f[VG_NT];
+    VG_UNROLL
+    for (int t = 0; t < nt; t++) f[t] = _mm512_setzero_ps();
+    for (int g = 0; g < ng; g++) {
+        __m512i i1[VG_NT], i2[VG_NT];
+        VG_UNROLL
+        for (int t = 0; t < nt; t++) i1[t] = i2[t] = _mm512_setzero_si512();
+        const uint8_t *gl = cb + g_code(p, g);
+        for (int u = 0; u < G / 4; u++) {
+            __m512i code = plane_codes(gl, G, bits, u);
+            int k = g * G + 4 * u;
+            VG_UNROLL
+            for (int t = 0; t < nt; t++) {
+                const int8_t *q = xq + (size_t)t * ldq + k;
+                i1[t] = _mm512_dpbusd_epi32(i1[t], code, bc4(q));
+                i2[t] = _mm512_dpbusd_epi32(i2[t], code, bc4(q + w->cols));
+            }
+        }
+        __m512 s, bb;
+        sb16(w, p, cb, g, &s, &bb);
+        VG_UNROLL
+        for (int t = 0; t < nt; t++) {
+            size_t o = (size_t)(t0 + t) * (size_t)ng + (size_t)g;
+            VQ_GROUP_STEP(f[t], i1[t], i2[t], s, bb, c->xd[o], c->xs[o]);
+        }
+    }
+    int r = blk * 16, nr = MX_MIN(16, w->rows - r);
+    VG_UNROLL
+    for (int t = 0; t < nt; t++) _mm512_mask_storeu_ps(c->y + (size_t)(t0 + t) * c->ldy + r, (__mmask16)((1u << nr) - 1), f[t]);
+}
+
+/* nt tokens (1..VG_NT) over block blk: the kernel for the weight's codes */
+#define VG_CASE(NT)                                                                          \
+    case NT:                                                                                 \
+        switch (w->bits) {                                                                   \
+        case 1: gemm_planes(NT, c, p, blk, t, 1); break;                                     \
+        case 2: gemm_planes(NT, c, p, blk, t, 2); break;                                     \
+        case 3: gemm_planes(NT, c, p, blk, t, 3); break;                                     \
+        case 5: gemm_planes(NT, c, p, blk, t, 5); break;                                     \
+        case 6: gemm_planes(NT, c, p, blk, t, 6); break;                                     \
+        default: gemm_micro(NT, c, p, blk, t); break;                                        \
+        }                                                                                    \
+        break;
+static void gemm_tokens(const mxq_ctx *c, const ril *p, int blk, int t, int nt) {
+    const mx_weight *w = c->w;
+    if (!is_planes(w)) {
+        switch (nt) {
+        case 6: gemm_micro(6, c, p, blk, t); break;
+        case 5: gemm_micro(5, c, p, blk, t); break;
+        case 4: gemm_micro(4, c, p, blk, t); break;
+        case 3: gemm_micro(3, c, p, blk, t); break;
+        case 2: gemm_micro(2, c, p, blk, t); break;
+        default: gemm_micro(1, c, p, blk, t); break;
+        }
+        return;
+    }
+    switch (nt) {
+        VG_CASE(6)
+        VG_CASE(5)
+        VG_CASE(4)
+        VG_CASE(3)
+        VG_CASE(2)
+        default:
+        VG_CASE(1)
+    }
+}
+
 /* Rows [r0, r1) (r0 a multiple of 16) for every token of c. */
 static void vnni_mm(const mxq_ctx *c, const ril *p, int r0, int r1) {
     int b0 = r0 / 16, b1 = (r1 + 15) / 16;
@@ -378,21 +567,23 @@ static void vnni_mm(const mxq_ctx *c, const ril *p, int r0, int r1) {
      * task's blocks (a few tens of KiB) re-read for each chunk */
     for (int t0 = 0; t0 < c->n; t0 += 96)
     for (int b = b0; b < b1; b++)
-        for (int t = t0; t < MX_MIN(c->n, t0 + 96); t += VG_NT) {
-            switch (MX_MIN(VG_NT, MX_MIN(c->n, t0 + 96) - t)) {
-            case 6: gemm_micro(6, c, p, b, t); break;
-            case 5: gemm_micro(5, c, p, b, t); break;
-            case 4: gemm_micro(4, c, p, b, t); break;
-            case 3: gemm_micro(3, c, p, b, t); break;
-            case 2: gemm_micro(2, c, p, b, t); break;
-            default: gemm_micro(1, c, p, b, t); break;
-            }
-        }
+        for (int t = t0; t < MX_MIN(c->n, t0 + 96); t += VG_NT) gemm_tokens(c, p, b, t, MX_MIN(VG_NT, MX_MIN(c->n, t0 + 96) - t));
 }
 
 void mxq_vnni_mm(const mxq_ctx *c, int r0, int r1) { vnni_mm(c, (const ril *)c->w->ril, r0, r1); }
 
 bool mxq_vnni_ready(const mx_weight *w, mx_pool *pool) { return get_ril(w, pool) != NULL; }
+
+/* Code of column kk of a bit-plane group for the row whose slot is at d
+ * (pack_planes read back, one value at a time). */
+static unsigned plane_code(const uint8_t *d, int G, int bits, int kk) {
+    int h = kk / 32, q = (kk % 32) / 4, jb = kk % 4;
+    unsigned code = 0;
+    if (bits >= 4) code |= (d[(size_t)(4 * h + q / 2) * 64 + (size_t)jb] >> (4 * (q & 1))) & 15u;
+    if (bits & 2) code |= ((d[(size_t)off_b(G, bits) + (size_t)(2 * h + q / 4) * 64 + (size_t)jb] >> (2 * (q % 4))) & 3u) << sh_b(bits);
+    if (bits & 1) code |= ((d[(size_t)off_c(G, bits) + (size_t)h * 64 + (size_t)jb] >> q) & 1u) << sh_c(bits);
+    return code;
+}
 
 /* Row r from the repacked copy (embedding lookups of a tied head): the
  * values mxq_deq gives, without touching the dropped original, whose
@@ -411,8 +602,12 @@ void mxq_ril_row(const mx_weight *w, int r, float *out) {
             bias = mxq_ld(sp + (size_t)p->gu * 16 * (size_t)p->es, w->scale_dtype, 0);
         }
         for (int k = g * G; k < (g + 1) * G; k++) {
-            uint8_t v = cb[k_line(p, G, step, k) + (size_t)i * 4 + (size_t)(k % 4)];
-            unsigned code = w->bits == 8 ? v : k % 8 < 4 ? v & 15u : v >> 4u;
+            unsigned code;
+            if (is_planes(w)) code = plane_code(cb + g_code(p, g) + (size_t)i * 4, G, w->bits, k - g * G);
+            else {
+                uint8_t v = cb[k_line(p, G, step, k) + (size_t)i * 4 + (size_t)(k % 4)];
+                code = w->bits == 8 ? v : k % 8 < 4 ? v & 15u : v >> 4u;
+            }
             if (e2m1) out[k] = mxq_e2m1_lut[code] * s;
             else {
                 float q = s * (float)code; /* rounded product, then rounded sum, as mxq_deq */
