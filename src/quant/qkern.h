@@ -2,10 +2,11 @@
  * vocabulary that qmatmul_avx2.c (VL = 8, ymm) and qmatmul_avx512.c
  * (VL = 16, zmm) define before including this file:
  *   vf/vi, VL, VF_ZERO, VF_LD, VF_ST, VF_SET1, VF_FMA(a,b,c)=a*b+c, VF_MUL,
- *   VF_ADD, VF_HSUM, VF_SPLIT2(a,b) (low half a, high half b), VI_U8(p) /
- *   VI_S8(p) (VL bytes zero/sign-extended to VL int32), VI_AND(v,imm),
- *   VI_SRL(v,n), VI_SLL(v,n), VI_CVT (int32 -> f32), VI_ASF (bit cast),
- *   VF_FP4(v) (4-bit E2M1 codes in int32 lanes -> their f32 values), QK(name).
+ *   VF_ADD, VF_HSUM, VF_SPLIT2(a,b) (low half a, high half b), VI_U8(p)
+ *   (VL bytes zero-extended to VL int32), VI_AND(v,imm), VI_SRL(v,n),
+ *   VI_CVT (int32 -> f32), VF_FP4(v) (4-bit E2M1 codes in int32 lanes ->
+ *   their f32 values), VF_E4M3(p) (VL E4M3 bytes -> their values x 2^-8),
+ *   QK(name).
  *
  * Decode (n = 1) streams each row once, two rows at a time sharing the x
  * loads. Prefill (n > 1) dequantizes a panel of 2*VL rows x 256 columns once
@@ -63,11 +64,10 @@ static void QK(deq)(const mxq_ctx *c, int r, int c0, int len, float *out) {
             vf s = VF_SET1(sc), b = VF_SET1(B[g - g0]);
             for (; k + VL <= ge; k += VL) VF_ST(out + k - c0, VF_FMA(VI_CVT(VI_U8(row + k)), s, b));
         } else {
-            float f = sc * 0x1p120f;
+            float f = sc * 0x1p8f;
             if (f == f && f - f == 0) { /* finite: exact in one rounding */
                 vf s = VF_SET1(f);
-                for (; k + VL <= ge; k += VL)
-                    VF_ST(out + k - c0, VF_MUL(VI_ASF(VI_AND(VI_SLL(VI_S8(row + k), 20), (int)0x87f00000u)), s));
+                for (; k + VL <= ge; k += VL) VF_ST(out + k - c0, VF_MUL(VF_E4M3(row + k), s));
             }
         }
         if (k < ge) { mxq_deq(w, r, k, ge - k, out + k - c0); k = ge; }
@@ -292,12 +292,12 @@ static void QK(dec_fp8)(const mxq_ctx *c, int r, int nr, float *out) {
             if (g % QK_GB == 0) mxq_scales(w, r + i, g, MX_MIN(QK_GB, ng - g), S0, NULL);
             int k = g * w->group, ke = MX_MIN(k + w->group, w->cols);
             for (int o = k; o < ke; o += 64) _mm_prefetch((const char *)p + o + QK_PF, _MM_HINT_T0);
-            float sc = S0[g % QK_GB], f = sc * 0x1p120f;
+            float sc = S0[g % QK_GB], f = sc * 0x1p8f;
             if (f == f && f - f == 0) {
                 vf s = VF_SET1(f);
                 for (; k + 2 * VL <= ke; k += 2 * VL) {
-                    vf wa = VF_MUL(VI_ASF(VI_AND(VI_SLL(VI_S8(p + k), 20), (int)0x87f00000u)), s);
-                    vf wb = VF_MUL(VI_ASF(VI_AND(VI_SLL(VI_S8(p + k + VL), 20), (int)0x87f00000u)), s);
+                    vf wa = VF_MUL(VF_E4M3(p + k), s);
+                    vf wb = VF_MUL(VF_E4M3(p + k + VL), s);
                     a0 = VF_FMA(wa, VF_LD(x + k), a0);
                     a1 = VF_FMA(wb, VF_LD(x + k + VL), a1);
                 }

@@ -17,12 +17,9 @@ typedef __m256i vi;
 #define VF_ADD(a, b) _mm256_add_ps(a, b)
 #define VF_SPLIT2(a, b) _mm256_setr_m128(_mm_set1_ps(a), _mm_set1_ps(b))
 #define VI_U8(p) _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(p)))
-#define VI_S8(p) _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(p)))
 #define VI_AND(v, m) _mm256_and_si256(v, _mm256_set1_epi32(m))
 #define VI_SRL(v, n) _mm256_srli_epi32(v, n)
-#define VI_SLL(v, n) _mm256_slli_epi32(v, n)
 #define VI_CVT(v) _mm256_cvtepi32_ps(v)
-#define VI_ASF(v) _mm256_castsi256_ps(v)
 #define QK(name) name##_avx2
 
 static inline float hsum8(__m256 v) {
@@ -41,5 +38,12 @@ static inline __m256 fp4_avx2(__m256i nib) {
     return _mm256_xor_ps(mag, _mm256_castsi256_ps(sgn));
 }
 #define VF_FP4(v) fp4_avx2(v)
+
+/* 8 E4M3 bytes -> f32 values x 2^-8 through f16 (see qmatmul_avx512.c). */
+static inline __m256 e4m3_avx2(const uint8_t *p) {
+    __m128i t = _mm_slli_epi16(_mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)(const void *)p)), 7);
+    return _mm256_cvtph_ps(_mm_add_epi16(t, _mm_and_si128(t, _mm_set1_epi16(0x4000))));
+}
+#define VF_E4M3(p) e4m3_avx2(p)
 
 #include "qkern.h"

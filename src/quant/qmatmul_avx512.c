@@ -17,12 +17,9 @@ typedef __m512i vi;
 #define VF_ADD(a, b) _mm512_add_ps(a, b)
 #define VF_SPLIT2(a, b) _mm512_insertf32x8(_mm512_set1_ps(a), _mm256_set1_ps(b), 1)
 #define VI_U8(p) _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(p)))
-#define VI_S8(p) _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(p)))
 #define VI_AND(v, m) _mm512_and_si512(v, _mm512_set1_epi32(m))
 #define VI_SRL(v, n) _mm512_srli_epi32(v, n)
-#define VI_SLL(v, n) _mm512_slli_epi32(v, n)
 #define VI_CVT(v) _mm512_cvtepi32_ps(v)
-#define VI_ASF(v) _mm512_castsi512_ps(v)
 #define VF_HSUM(v) _mm512_reduce_add_ps(v)
 #define QK(name) name##_avx512
 
@@ -35,5 +32,16 @@ static inline __m512 fp4_avx512(__m512i nib) {
 #define VF_FP4(v) fp4_avx512(v)
 /* 0..15 -> f32 by one permute (instead of a conversion) */
 #define VF_NIB(v) _mm512_permutexvar_ps(v, _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15))
+
+/* 16 E4M3 bytes -> f32 values x 2^-8, exactly: each byte becomes an f16
+ * (magnitude bits << 7, sign to bit 15), whose conversion handles E4M3's
+ * subnormals as f16 subnormals in hardware; building f32 bits directly made
+ * them f32 denormals, whose multiplies take microcode assists (random codes
+ * halved mxfp8 decode). */
+static inline __m512 e4m3_avx512(const uint8_t *p) {
+    __m256i t = _mm256_slli_epi16(_mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(const void *)p)), 7);
+    return _mm512_cvtph_ps(_mm256_add_epi16(t, _mm256_and_si256(t, _mm256_set1_epi16(0x4000))));
+}
+#define VF_E4M3(p) e4m3_avx512(p)
 
 #include "qkern.h"
