@@ -86,14 +86,37 @@ static inline int sh_b(int bits) { return bits >= 4 ? 4 : 0; }
 static inline int sh_c(int bits) { return bits >= 4 ? 4 : (bits & 2) ? 2 : 0; }
 
 /* One row's codes of group g into the planes at d (the row's 4-byte slot of
- * the group's first line; lines are 64 bytes apart). */
-static void pack_planes(const uint8_t *row, int g, int G, int bits, uint8_t *d) {
-    for (int kk = 0; kk < G; kk++) {
-        unsigned code = mxq_bits(row, (size_t)g * G + (size_t)kk, bits);
-        int h = kk / 32, q = (kk % 32) / 4, jb = kk % 4;
-        if (bits >= 4) d[(size_t)(4 * h + q / 2) * 64 + (size_t)jb] |= (uint8_t)((code & 15u) << (4 * (q & 1)));
-        if (bits & 2) d[(size_t)off_b(G, bits) + (size_t)(2 * h + q / 4) * 64 + (size_t)jb] |= (uint8_t)(((code >> sh_b(bits)) & 3u) << (2 * (q % 4)));
-        if (bits & 1) d[(size_t)off_c(G, bits) + (size_t)h * 64 + (size_t)jb] |= (uint8_t)(((code >> sh_c(bits)) & 1u) << q);
+ * the group's first line; lines are 64 bytes apart): the group's codes are
+ * unpacked once, then every plane byte is assembled and written once. */
+static void pack_planes(const uint8_t *row, size_t row_bytes, int g, int G, int bits, uint8_t *d) {
+    uint8_t cd[128]; /* G <= 128 */
+    uint64_t mask = (1u << bits) - 1;
+    /* MLX packing is an LSB-first bit stream: 8 codes are `bits` whole bytes */
+    for (int i = 0; i < G; i += 8) {
+        size_t by = ((size_t)g * G + (size_t)i) * (size_t)bits / 8;
+        uint64_t v = 0;
+        if (by + 8 <= row_bytes) memcpy(&v, row + by, 8);
+        else for (int b = 0; b < bits; b++) v |= (uint64_t)row[by + (size_t)b] << (8 * b);
+        for (int j = 0; j < 8; j++) cd[i + j] = (uint8_t)((v >> (j * bits)) & mask);
+    }
+    int ob = off_b(G, bits), oc = off_c(G, bits), sb = sh_b(bits), sc = sh_c(bits);
+    for (int h = 0; h < G / 32; h++) {
+        const uint8_t *c = cd + 32 * h;
+        for (int jb = 0; jb < 4; jb++) {
+            if (bits >= 4)
+                for (int l = 0; l < 4; l++) d[(size_t)(4 * h + l) * 64 + (size_t)jb] = (uint8_t)((c[8 * l + jb] & 15u) | (c[8 * l + 4 + jb] & 15u) << 4);
+            if (bits & 2)
+                for (int m = 0; m < 2; m++) {
+                    unsigned v = 0;
+                    for (int f = 0; f < 4; f++) v |= ((unsigned)(c[16 * m + 4 * f + jb] >> sb) & 3u) << (2 * f);
+                    d[(size_t)ob + (size_t)(2 * h + m) * 64 + (size_t)jb] = (uint8_t)v;
+                }
+            if (bits & 1) {
+                unsigned v = 0;
+                for (int t = 0; t < 8; t++) v |= ((unsigned)(c[4 * t + jb] >> sc) & 1u) << t;
+                d[(size_t)oc + (size_t)h * 64 + (size_t)jb] = (uint8_t)v;
+            }
+        }
     }
 }
 
@@ -117,13 +140,12 @@ static void pack_block(const pack_job *j, int b) {
     int es = p->es, G = w->group;
     size_t bo = (size_t)p->gu * 16 * (size_t)es; /* biases after the scales */
     uint8_t *cb = p->base + (size_t)b * p->blk;
-    if (is_planes(w)) memset(cb, 0, p->blk); /* the planes are or-ed in; a reused arena chunk is not zero */
     for (int i = 0; i < 16; i++) {
         int r = b * 16 + i;
         if (r >= w->rows) break; /* padding rows stay zero */
         const uint8_t *row = w->data + (size_t)r * w->row_bytes;
         if (is_planes(w))
-            for (int g = 0; g < j->ng; g++) pack_planes(row, g, G, w->bits, cb + g_code(p, g) + (size_t)i * 4);
+            for (int g = 0; g < j->ng; g++) pack_planes(row, w->row_bytes, g, G, w->bits, cb + g_code(p, g) + (size_t)i * 4);
         else if (w->bits == 8)
             for (int k = 0; k < w->cols; k += 4) memcpy(cb + k_line(p, G, 4, k) + (size_t)i * 4, row + k, 4);
         else
