@@ -6,7 +6,8 @@
  *   (VL bytes zero-extended to VL int32), VI_AND(v,imm), VI_SRL(v,n),
  *   VI_CVT (int32 -> f32), VF_FP4(v) (4-bit E2M1 codes in int32 lanes ->
  *   their f32 values), VF_E4M3(p) (VL E4M3 bytes -> their values x 2^-8),
- *   QK(name).
+ *   VI_BITS(p, avail, B) (VL codes of B bits from MLX's packed stream at p,
+ *   `avail` bytes readable), QK(name).
  *
  * Decode (n = 1) streams each row once, two rows at a time sharing the x
  * loads. Prefill (n > 1) dequantizes a panel of 2*VL rows x 256 columns once
@@ -33,7 +34,8 @@ static void QK(deq)(const mxq_ctx *c, int r, int c0, int len, float *out) {
     const mx_weight *w = c->w;
     const uint8_t *row = w->data + (size_t)r * w->row_bytes;
     bool a8 = w->fmt == MX_W_AFFINE && w->bits == 8, f8 = w->fmt == MX_W_MXFP8 || w->fmt == MX_W_FP8B;
-    if (!QK(is_affine4)(c) && !QK(is_fp4)(c) && !a8 && !f8) { mxq_deq(w, r, c0, len, out); return; }
+    bool ab = w->fmt == MX_W_AFFINE && !a8 && w->bits != 4; /* 1, 2, 3, 5, 6 bits */
+    if (!QK(is_affine4)(c) && !QK(is_fp4)(c) && !a8 && !f8 && !ab) { mxq_deq(w, r, c0, len, out); return; }
     float S[QK_KC / 16 + 2], B[QK_KC / 16 + 2];
     int g0 = c0 / w->group, gn = (c0 + len - 1) / w->group - g0 + 1;
     mxq_scales(w, r, g0, gn, S, w->fmt == MX_W_AFFINE ? B : NULL);
@@ -63,6 +65,12 @@ static void QK(deq)(const mxq_ctx *c, int r, int c0, int len, float *out) {
         if (a8) {
             vf s = VF_SET1(sc), b = VF_SET1(B[g - g0]);
             for (; k + VL <= ge; k += VL) VF_ST(out + k - c0, VF_FMA(VI_CVT(VI_U8(row + k)), s, b));
+        } else if (ab) {
+            vf s = VF_SET1(sc), b = VF_SET1(B[g - g0]);
+            for (; !(k & 7) && k + VL <= ge; k += VL) {
+                size_t o = (size_t)k * (size_t)w->bits / 8;
+                VF_ST(out + k - c0, VF_FMA(VI_CVT(VI_BITS(row + o, w->row_bytes - o, w->bits)), s, b));
+            }
         } else {
             float f = sc * 0x1p8f;
             if (f == f && f - f == 0) { /* finite: exact in one rounding */
@@ -308,6 +316,48 @@ static void QK(dec_fp8)(const mxq_ctx *c, int r, int nr, float *out) {
     }
 }
 
+/* Affine 1/2/3/5/6-bit: y = s * sum(code * x) + b * sum(x) per group, the
+ * codes unpacked VL at a time from the bit stream. */
+static void QK(dec_affbits)(const mxq_ctx *c, int r, int nr, float *out) {
+    const mx_weight *w = c->w;
+    int ng = w->cols / w->group, B = w->bits;
+    const float *x = c->x;
+    size_t rb = w->row_bytes;
+    const uint8_t *p0 = w->data + (size_t)r * rb, *p1 = nr > 1 ? p0 + rb : p0;
+    vf acc0 = VF_ZERO(), acc1 = VF_ZERO();
+    float b0 = 0, b1 = 0;
+    float S0[QK_GB], B0[QK_GB], S1[QK_GB], B1[QK_GB];
+    for (int g = 0; g < ng; g++) {
+        if (g % QK_GB == 0) {
+            int n = MX_MIN(QK_GB, ng - g);
+            mxq_scales(w, r, g, n, S0, B0);
+            if (nr > 1) mxq_scales(w, r + 1, g, n, S1, B1);
+        }
+        vf l0 = VF_ZERO(), l1 = VF_ZERO();
+        int k = g * w->group, ke = k + w->group;
+        for (size_t o = (size_t)k * B / 8; o < (size_t)ke * B / 8; o += 64) {
+            _mm_prefetch((const char *)p0 + o + QK_PF, _MM_HINT_T0);
+            _mm_prefetch((const char *)p1 + o + QK_PF, _MM_HINT_T0);
+        }
+        for (; k < ke; k += VL) { /* the group is a multiple of VL */
+            size_t o = (size_t)k * (size_t)B / 8;
+            vf xv = VF_LD(x + k);
+            l0 = VF_FMA(VI_CVT(VI_BITS(p0 + o, rb - o, B)), xv, l0);
+            if (nr > 1) l1 = VF_FMA(VI_CVT(VI_BITS(p1 + o, rb - o, B)), xv, l1);
+        }
+        float xs = c->xs[g];
+        int gi = g % QK_GB;
+        acc0 = VF_FMA(l0, VF_SET1(S0[gi]), acc0);
+        b0 += B0[gi] * xs;
+        if (nr > 1) {
+            acc1 = VF_FMA(l1, VF_SET1(S1[gi]), acc1);
+            b1 += B1[gi] * xs;
+        }
+    }
+    out[0] = VF_HSUM(acc0) + b0;
+    if (nr > 1) out[1] = VF_HSUM(acc1) + b1;
+}
+
 static void QK(dec_generic)(const mxq_ctx *c, int r, int nr, float *out) {
     const mx_weight *w = c->w;
     _Alignas(64) float buf[QK_KC];
@@ -331,6 +381,7 @@ void QK(mxq_mm)(const mxq_ctx *c, int r0, int r1) {
     if (QK(is_affine4)(c)) fn = QK(dec_affine4);
     else if (QK(is_fp4)(c)) fn = QK(dec_fp4);
     else if (w->fmt == MX_W_AFFINE && w->bits == 8) fn = QK(dec_affine8);
+    else if (w->fmt == MX_W_AFFINE && c->xs && w->group % VL == 0 && w->cols % w->group == 0) fn = QK(dec_affbits);
     else if (w->fmt == MX_W_MXFP8 || w->fmt == MX_W_FP8B) fn = QK(dec_fp8);
     for (int r = r0; r < r1; r += 2) {
         float o[2];
