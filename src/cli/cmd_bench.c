@@ -95,7 +95,8 @@ int cmd_bench(int argc, char **argv) {
     double rss_model_mb = rss_mb - bw_buf_mb;
     const char *wmode = mx_st_load_mode() == MX_LOAD_COPY ? "copied (--no-mmap)" : "mmap";
     /* which activation path the quantized matmuls took (BENCHMARKS.md says it per format) */
-    const char *act = mx_qmatmul_int8_calls() ? "int8x2 (VNNI)" : "f32";
+    unsigned long n_bf16 = mx_qmatmul_bf16_calls(), n_int8 = mx_qmatmul_int8_calls() - n_bf16;
+    const char *act = n_int8 && n_bf16 ? "int8x2 (VNNI) and bf16x2 (vdpbf16ps)" : n_int8 ? "int8x2 (VNNI)" : n_bf16 ? "bf16x2 (vdpbf16ps)" : "f32";
     if (json) {
         printf("{\"model\":\"%s\",\"family\":\"%s\",\"threads\":%d,\"n_prompt\":%d,\"n_gen\":%d,\"reps\":%d,"
                "\"pp_tps\":%.3f,\"pp_tps_sd\":%.3f,\"tg_tps\":%.3f,\"tg_tps_sd\":%.3f,\"bytes_per_token\":%.0f,"

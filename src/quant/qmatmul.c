@@ -90,9 +90,10 @@ static _Thread_local mx_qmode tl_mode;
 void mx_qmatmul_set_mode(mx_qmode m) { tl_mode = m; }
 
 static _Atomic int g_int8 = -1; /* -1: not set, MLXCEL_INT8 decides */
-static _Atomic unsigned long g_int8_calls;
+static _Atomic unsigned long g_int8_calls, g_bf16_calls;
 void mx_qmatmul_set_int8(bool on) { g_int8 = on; }
 unsigned long mx_qmatmul_int8_calls(void) { return g_int8_calls; }
+unsigned long mx_qmatmul_bf16_calls(void) { return g_bf16_calls; }
 
 bool mx_qmatmul_int8(const mx_weight *w) {
     if (g_int8 < 0) {
@@ -102,7 +103,9 @@ bool mx_qmatmul_int8(const mx_weight *w) {
     const mx_cpu_info *ci = mx_cpu();
     bool affine = w->fmt == MX_W_AFFINE && w->bits >= 1 && w->bits <= 8 && w->bits != 7 && (w->group == 32 || w->group == 64 || w->group == 128);
     bool e2m1 = (w->fmt == MX_W_MXFP4 || w->fmt == MX_W_NVFP4) && (w->group == 16 || w->group == 32);
-    return g_int8 && ci->level >= MX_CPU_AVX512 && ci->avx512_vnni && (affine || e2m1) && w->cols % 64 == 0 && w->cols % w->group == 0;
+    bool fp8 = w->fmt == MX_W_MXFP8 && w->group == 32 && ci->avx512_bf16; /* bf16 dot products */
+    return g_int8 && ci->level >= MX_CPU_AVX512 && ci->avx512_vnni && (affine || e2m1 || fp8) && w->cols % 64 == 0 &&
+           w->cols % w->group == 0;
 }
 
 static _Thread_local int8_t *tl_q;
@@ -112,7 +115,8 @@ static _Thread_local size_t tl_qcap;
 static bool prep_int8(qjob *j, const float *x, int ldx, mx_pool *pool) {
     const mx_weight *w = j->c.w;
     int n = j->c.n, ng = mxq_ngroups(w);
-    size_t qn = (size_t)n * w->cols * 2;
+    bool fp8 = w->fmt == MX_W_MXFP8;
+    size_t qn = (size_t)n * w->cols * (fp8 ? 4 : 2);
     if (qn > tl_qcap) {
         free(tl_q);
         tl_q = malloc(qn);
@@ -121,7 +125,8 @@ static bool prep_int8(qjob *j, const float *x, int ldx, mx_pool *pool) {
     float *xd = scratch(0, (size_t)n * ng), *xs = scratch(1, (size_t)n * ng);
     if (!tl_q || !xd || !xs || !mxq_vnni_ready(w, pool)) return false;
     for (int t = 0; t < n; t++)
-        mxq_vnni_prep(x + (size_t)t * ldx, w->cols, w->group, tl_q + (size_t)t * 2 * w->cols, xd + (size_t)t * ng, xs + (size_t)t * ng);
+        if (fp8) mxq_bf16_prep(x + (size_t)t * ldx, w->cols, (uint16_t *)(void *)tl_q + (size_t)t * 2 * w->cols);
+        else mxq_vnni_prep(x + (size_t)t * ldx, w->cols, w->group, tl_q + (size_t)t * 2 * w->cols, xd + (size_t)t * ng, xs + (size_t)t * ng);
     j->c.xq = tl_q;
     j->c.xd = xd;
     j->c.xs = xs;
@@ -129,6 +134,7 @@ static bool prep_int8(qjob *j, const float *x, int ldx, mx_pool *pool) {
     j->c.ldx = w->cols;
     j->fn = mxq_vnni_mm;
     atomic_fetch_add_explicit(&g_int8_calls, 1, memory_order_relaxed);
+    if (fp8) atomic_fetch_add_explicit(&g_bf16_calls, 1, memory_order_relaxed);
     return true;
 }
 
@@ -230,7 +236,9 @@ static void qm_task(void *ctx, int i, int tid) {
 bool mx_qmatmul_multi(int count, const mx_weight *const *w, const float *x, int n, int ldx, float *const *y, int ldy, mx_pool *pool) {
     if (count < 2 || count > QMULTI_MAX || n <= 0) return false;
     for (int i = 0; i < count; i++)
-        if (!mx_qmatmul_int8(w[i]) || w[i]->cols != w[0]->cols || w[i]->group != w[0]->group || !mxq_vnni_ready(w[i], pool)) return false;
+        if (!mx_qmatmul_int8(w[i]) || w[i]->cols != w[0]->cols || w[i]->group != w[0]->group ||
+            (w[i]->fmt == MX_W_MXFP8) != (w[0]->fmt == MX_W_MXFP8) || !mxq_vnni_ready(w[i], pool))
+            return false;
     qmulti m;
     memset(&m, 0, sizeof m);
     m.j[0].c.w = w[0];

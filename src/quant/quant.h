@@ -48,9 +48,9 @@ void mx_qmatmul(const mx_weight *w, const float *x, int n, int ldx, float *y, in
  * for every n (PANEL). */
 typedef enum { MX_QMODE_AUTO, MX_QMODE_PER_TOKEN, MX_QMODE_PANEL } mx_qmode;
 void mx_qmatmul_set_mode(mx_qmode m);
-/* MLX affine 4/8-bit (groups 32/64/128), mxfp4 and nvfp4 weights multiply
- * activations coded as two int8 codes per value with VNNI dot products where
- * the CPU has them. Each such matrix is repacked on first use into 16-row
+/* MLX affine weights of every width (groups 32/64/128), mxfp4 and nvfp4
+ * multiply activations coded as two int8 codes per value with VNNI dot
+ * products where the CPU has them (mxfp8: bf16, see below). Each such matrix is repacked on first use into 16-row
  * blocks (same size, huge pages; the mapped original's pages are dropped),
  * and one kernel serves every n, so the qmodes change nothing for it and a
  * token's result never depends on its batch. Logits stay within
@@ -64,6 +64,10 @@ void mx_qmatmul_set_int8(bool on);
 bool mx_qmatmul_multi(int count, const mx_weight *const *w, const float *x, int n, int ldx, float *const *y, int ldy, mx_pool *pool);
 bool mx_qmatmul_int8(const mx_weight *w);
 unsigned long mx_qmatmul_int8_calls(void); /* matmuls that took it so far (tests) */
+/* mxfp8 (group 32, AVX-512 BF16 CPUs) takes the same switch and counter but
+ * multiplies exact bf16 weights by x split into bf16 hi + lo (vdpbf16ps):
+ * E4M3 values fit no int8 code. Those matmuls are also counted here. */
+unsigned long mx_qmatmul_bf16_calls(void);
 void mxq_ril_free(void *ril); /* for mx_weight_free */
 void mx_qrow(const mx_weight *w, int r, float *out);
 size_t mx_qbytes(const mx_weight *w);

@@ -157,6 +157,8 @@ uint8_t *mxq_arena_alloc(size_t n, void **chunk);
 void mxq_vnni_mm(const mxq_ctx *c, int r0, int r1);
 void mxq_ril_row(const mx_weight *w, int r, float *out); /* w->ril set */
 void mxq_vnni_prep(const float *x, int cols, int G, int8_t *xq, float *xd, float *xs);
+/* mxfp8 (bf16 dot products): x as bf16 hi then lo, [2][cols] words */
+void mxq_bf16_prep(const float *x, int cols, uint16_t *xb);
 /* The x permutation (0, 8 or 16) the kernel of `level` wants for w. */
 int mxq_perm_for(const mx_weight *w, int level);
 #endif

@@ -28,12 +28,17 @@
 #include "../base/threadpool.h"
 #include <immintrin.h>
 #include <stdlib.h>
+#include <pthread.h>
 #include <sys/mman.h>
 
 
 /* E2M1 (mxfp4, nvfp4) as affine codes: 2*value + 12 in [0, 24], so a value
  * is (s/2) * code - 6 s and the affine kernels apply unchanged. */
 static inline bool is_e2m1(const mx_weight *w) { return w->fmt == MX_W_MXFP4 || w->fmt == MX_W_NVFP4; }
+/* mxfp8 takes `vdpbf16ps` instead (below): E4M3 values are exact in bf16 but
+ * no int8 code holds them. Its layout is the 8-bit one with u8 scales. */
+static inline bool is_fp8(const mx_weight *w) { return w->fmt == MX_W_MXFP8; }
+static inline bool u8_scales(const mx_weight *w) { return is_e2m1(w) || is_fp8(w); }
 /* Affine 1/2/3/5/6-bit: the codes are split into bit planes that keep the
  * original size: a 4-bit plane (bits >= 4; lines as the 4-bit layout), a
  * 2-bit plane (bits 2, 3, 6; a line holds 16 columns, field f of byte j of a
@@ -206,8 +211,8 @@ static const ril *get_ril(const mx_weight *w, mx_pool *pool) {
     p = (ril *)w->ril;
     if (!p && (p = calloc(1, sizeof *p))) {
         int nb = (w->rows + 15) / 16, ng = w->cols / w->group;
-        p->es = is_e2m1(w) ? 1 : (int)mx_dtype_size(w->scale_dtype);
-        p->bias = !is_e2m1(w);
+        p->es = u8_scales(w) ? 1 : (int)mx_dtype_size(w->scale_dtype);
+        p->bias = !u8_scales(w);
         int sa = 16 * p->es * (p->bias ? 2 : 1); /* scale bytes per group */
         p->gu = sa >= 64 ? 1 : 64 / sa;
         p->gbytes = 16 * w->group * w->bits / 8;
@@ -449,9 +454,11 @@ static void dec_range_planes(const mxq_ctx *c, const ril *p, int b0, int b1) {
 
 /* Two blocks at a time: one block (one stream per thread) left 4-bit at
  * 52-55 % of the probe on a 2048 x 8192 GEMV, two reach 82-87 %. */
+static void dec_range_fp8(const mxq_ctx *c, const ril *p, int b0, int b1);
 static void dec_range(const mxq_ctx *c, const ril *p, int b0, int b1) {
     const mx_weight *w = c->w;
     if (is_planes(w)) { dec_range_planes(c, p, b0, b1); return; }
+    if (is_fp8(w)) { dec_range_fp8(c, p, b0, b1); return; }
     bool four = w->bits == 4, e2m1 = is_e2m1(w);
     int b = b0;
     if (e2m1) for (; b + 2 <= b1; b += 2) dec_blocks(c, p, b, 2, true, true);
@@ -557,8 +564,157 @@ static inline __attribute__((always_inline)) void gemm_planes(int nt, const mxq_
         default: gemm_micro(NT, c, p, blk, t); break;                                        \
         }                                                                                    \
         break;
+/* ---- mxfp8: vdpbf16ps on exact bf16 weights ----
+ * x is split into bf16 hi = bf16(x) and lo = bf16(x - hi) (~16 significant
+ * bits, as the int8 path's two codes), each product pair is exact in f32.
+ * A 64-byte line (16 rows x 4 columns of E4M3) becomes two vectors of bf16
+ * words, rows 0-7 and 8-15, a 32-bit lane holding columns (0, 1) or (2, 3)
+ * of a row; one broadcast of x's 4 bf16 values then feeds both kinds of lane,
+ * and the two lanes of a row are added once per group. */
+static __m512i g_e4m3_bf16[4]; /* |E4M3| (7 bits) -> bf16 bits, 32 per vector */
+static pthread_once_t g_e4m3_once = PTHREAD_ONCE_INIT;
+static void e4m3_table(void) {
+    uint16_t t[128];
+    for (int b = 0; b < 128; b++) {
+        float f = mxq_e4m3((uint8_t)b);
+        uint32_t u;
+        memcpy(&u, &f, 4);
+        t[b] = (uint16_t)(u >> 16); /* exact: 3 mantissa bits */
+    }
+    for (int i = 0; i < 4; i++) g_e4m3_bf16[i] = _mm512_loadu_si512((const void *)(t + 32 * i));
+}
+
+static inline __attribute__((always_inline)) __m512i e4m3_words(__m512i w, const __m512i *T) {
+    __m512i lo = _mm512_permutex2var_epi16(T[0], w, T[1]), hi = _mm512_permutex2var_epi16(T[2], w, T[3]);
+    __m512i m = _mm512_mask_mov_epi16(lo, _mm512_test_epi16_mask(w, _mm512_set1_epi16(0x40)), hi);
+    return _mm512_ternarylogic_epi32(m, _mm512_slli_epi16(w, 8), _mm512_set1_epi16((short)0x8000), 0xF8); /* m | (sign & 0x8000) */
+}
+
+static inline __attribute__((always_inline)) void fp8_line(const uint8_t *line, const __m512i *T, __m512bh *a, __m512bh *b) {
+    __m512i v = _mm512_load_si512((const void *)line);
+    *a = (__m512bh)e4m3_words(_mm512_cvtepu8_epi16(_mm512_castsi512_si256(v)), T);
+    *b = (__m512bh)e4m3_words(_mm512_cvtepu8_epi16(_mm512_extracti64x4_epi64(v, 1)), T);
+}
+
+/* rows 0-7 (a) and 8-15 (b), two lanes per row, as one vector of 16 rows */
+static inline __attribute__((always_inline)) __m512 fp8_rows(__m512 a, __m512 b) {
+    const __m512i ev = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i od = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    return _mm512_add_ps(_mm512_permutex2var_ps(a, ev, b), _mm512_permutex2var_ps(a, od, b));
+}
+
+/* E8M0 scales of 16 rows (mxq_e8m0) */
+static inline __m512 e8m0_16(const uint8_t *sp) {
+    __m512i c = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)sp));
+    __m512i bits = _mm512_slli_epi32(c, 23);
+    bits = _mm512_mask_mov_epi32(bits, _mm512_cmpeq_epi32_mask(c, _mm512_setzero_si512()), _mm512_set1_epi32(0x00400000));
+    return _mm512_castsi512_ps(bits);
+}
+
+static inline __m512bh bc8(const uint16_t *p) {
+    long long v;
+    memcpy(&v, p, 8);
+    return (__m512bh)_mm512_set1_epi64(v);
+}
+
+/* one token, nb (1 or 2) blocks; hi and lo sums apart (latency) */
+static inline __attribute__((always_inline)) void dec_fp8(const mxq_ctx *c, const ril *p, int blk, const int nb) {
+    const mx_weight *w = c->w;
+    int G = w->group, ng = w->cols / G;
+    const uint16_t *xh = (const uint16_t *)(const void *)c->xq, *xl = xh + w->cols;
+    const uint8_t *cb[2] = {p->base + (size_t)blk * p->blk, p->base + (size_t)(blk + nb - 1) * p->blk};
+    const __m512i *T = g_e4m3_bf16;
+    __m512 f[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
+    for (int g = 0; g < ng; g++) {
+        size_t go = g_code(p, g);
+        __m512 ah[2], al[2], bh[2], bl[2];
+        VQ_NB_UNROLL
+        for (int b = 0; b < 2; b++) ah[b] = al[b] = bh[b] = bl[b] = _mm512_setzero_ps();
+        for (int l = 0; l < G / 4; l++) {
+            int k = g * G + 4 * l;
+            __m512bh Xh = bc8(xh + k), Xl = bc8(xl + k);
+            VQ_NB_UNROLL
+            for (int b = 0; b < nb; b++) {
+                const uint8_t *ln = cb[b] + go + (size_t)l * 64;
+                _mm_prefetch((const char *)ln + VQ_PF, _MM_HINT_T0);
+                __m512bh A, B;
+                fp8_line(ln, T, &A, &B);
+                ah[b] = _mm512_dpbf16_ps(ah[b], A, Xh);
+                al[b] = _mm512_dpbf16_ps(al[b], A, Xl);
+                bh[b] = _mm512_dpbf16_ps(bh[b], B, Xh);
+                bl[b] = _mm512_dpbf16_ps(bl[b], B, Xl);
+            }
+        }
+        VQ_NB_UNROLL
+        for (int b = 0; b < nb; b++)
+            f[b] = _mm512_fmadd_ps(fp8_rows(_mm512_add_ps(ah[b], al[b]), _mm512_add_ps(bh[b], bl[b])), e8m0_16(cb[b] + g_scale(p, g)), f[b]);
+    }
+    VQ_NB_UNROLL
+    for (int b = 0; b < nb; b++) {
+        int r = (blk + b) * 16, nr = MX_MIN(16, w->rows - r);
+        _mm512_mask_storeu_ps(c->y + r, (__mmask16)((1u << nr) - 1), f[b]);
+    }
+}
+
+static void dec_range_fp8(const mxq_ctx *c, const ril *p, int b0, int b1) {
+    int b = b0;
+    for (; b + 2 <= b1; b += 2) dec_fp8(c, p, b, 2);
+    if (b < b1) dec_fp8(c, p, b, 1);
+}
+
+/* nt tokens over one block: the same per-token sums as dec_fp8 */
+static inline __attribute__((always_inline)) void gemm_fp8(int nt, const mxq_ctx *c, const ril *p, int blk, int t0) {
+    const mx_weight *w = c->w;
+    int G = w->group, ng = w->cols / G;
+    size_t ldq = (size_t)2 * w->cols; /* in bf16 words: hi then lo */
+    const uint16_t *xq = (const uint16_t *)(const void *)c->xq + (size_t)t0 * ldq;
+    const uint8_t *cb = p->base + (size_t)blk * p->blk;
+    const __m512i *T = g_e4m3_bf16;
+    __m512 f[VG_NT];
+    VG_UNROLL
+    for (int t = 0; t < nt; t++) f[t] = _mm512_setzero_ps();
+    for (int g = 0; g < ng; g++) {
+        __m512 ah[VG_NT], al[VG_NT], bh[VG_NT], bl[VG_NT];
+        VG_UNROLL
+        for (int t = 0; t < nt; t++) ah[t] = al[t] = bh[t] = bl[t] = _mm512_setzero_ps();
+        const uint8_t *gl = cb + g_code(p, g);
+        for (int l = 0; l < G / 4; l++) {
+            int k = g * G + 4 * l;
+            __m512bh A, B;
+            fp8_line(gl + (size_t)l * 64, T, &A, &B);
+            VG_UNROLL
+            for (int t = 0; t < nt; t++) {
+                const uint16_t *q = xq + (size_t)t * ldq + k;
+                __m512bh Xh = bc8(q), Xl = bc8(q + w->cols);
+                ah[t] = _mm512_dpbf16_ps(ah[t], A, Xh);
+                al[t] = _mm512_dpbf16_ps(al[t], A, Xl);
+                bh[t] = _mm512_dpbf16_ps(bh[t], B, Xh);
+                bl[t] = _mm512_dpbf16_ps(bl[t], B, Xl);
+            }
+        }
+        __m512 s = e8m0_16(cb + g_scale(p, g));
+        VG_UNROLL
+        for (int t = 0; t < nt; t++) f[t] = _mm512_fmadd_ps(fp8_rows(_mm512_add_ps(ah[t], al[t]), _mm512_add_ps(bh[t], bl[t])), s, f[t]);
+    }
+    int r = blk * 16, nr = MX_MIN(16, w->rows - r);
+    VG_UNROLL
+    for (int t = 0; t < nt; t++) _mm512_mask_storeu_ps(c->y + (size_t)(t0 + t) * c->ldy + r, (__mmask16)((1u << nr) - 1), f[t]);
+}
+
+static void gemm_fp8_tokens(const mxq_ctx *c, const ril *p, int blk, int t, int nt) {
+    switch (nt) {
+    case 6: gemm_fp8(6, c, p, blk, t); break;
+    case 5: gemm_fp8(5, c, p, blk, t); break;
+    case 4: gemm_fp8(4, c, p, blk, t); break;
+    case 3: gemm_fp8(3, c, p, blk, t); break;
+    case 2: gemm_fp8(2, c, p, blk, t); break;
+    default: gemm_fp8(1, c, p, blk, t); break;
+    }
+}
+
 static void gemm_tokens(const mxq_ctx *c, const ril *p, int blk, int t, int nt) {
     const mx_weight *w = c->w;
+    if (is_fp8(w)) { gemm_fp8_tokens(c, p, blk, t, nt); return; }
     if (!is_planes(w)) {
         switch (nt) {
         case 6: gemm_micro(6, c, p, blk, t); break;
@@ -594,7 +750,23 @@ static void vnni_mm(const mxq_ctx *c, const ril *p, int r0, int r1) {
 
 void mxq_vnni_mm(const mxq_ctx *c, int r0, int r1) { vnni_mm(c, (const ril *)c->w->ril, r0, r1); }
 
-bool mxq_vnni_ready(const mx_weight *w, mx_pool *pool) { return get_ril(w, pool) != NULL; }
+bool mxq_vnni_ready(const mx_weight *w, mx_pool *pool) {
+    if (is_fp8(w)) pthread_once(&g_e4m3_once, e4m3_table);
+    return get_ril(w, pool) != NULL;
+}
+
+/* One token's activations for the mxfp8 kernels: bf16 hi = bf16(x) in
+ * xb[0, cols), lo = bf16(x - hi) in xb[cols, 2 cols) (round to nearest). */
+void mxq_bf16_prep(const float *x, int cols, uint16_t *xb) {
+    for (int k = 0; k < cols; k += 16) {
+        __m512 v = _mm512_loadu_ps(x + k);
+        __m256bh h = _mm512_cvtneps_pbh(v);
+        __m512 hf = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32((__m256i)h), 16));
+        __m256bh l = _mm512_cvtneps_pbh(_mm512_sub_ps(v, hf));
+        _mm256_storeu_si256((__m256i *)(void *)(xb + k), (__m256i)h);
+        _mm256_storeu_si256((__m256i *)(void *)(xb + cols + k), (__m256i)l);
+    }
+}
 
 /* Code of column kk of a bit-plane group for the row whose slot is at d
  * (pack_planes read back, one value at a time). */
@@ -618,6 +790,11 @@ void mxq_ril_row(const mx_weight *w, int r, float *out) {
     for (int g = 0; g < ng; g++) {
         const uint8_t *sp = cb + g_scale(p, g) + (size_t)i * (size_t)p->es;
         float s, bias = 0;
+        if (is_fp8(w)) {
+            s = mxq_e8m0(*sp);
+            for (int k = g * G; k < (g + 1) * G; k++) out[k] = mxq_e4m3(cb[k_line(p, G, 4, k) + (size_t)i * 4 + (size_t)(k % 4)]) * s;
+            continue;
+        }
         if (e2m1) s = w->fmt == MX_W_MXFP4 ? mxq_e8m0(*sp) : mxq_e4m3(*sp);
         else {
             s = mxq_ld(sp, w->scale_dtype, 0);
