@@ -103,7 +103,7 @@ bool mx_qmatmul_int8(const mx_weight *w) {
     const mx_cpu_info *ci = mx_cpu();
     bool affine = w->fmt == MX_W_AFFINE && w->bits >= 1 && w->bits <= 8 && w->bits != 7 && (w->group == 32 || w->group == 64 || w->group == 128);
     bool e2m1 = (w->fmt == MX_W_MXFP4 || w->fmt == MX_W_NVFP4) && (w->group == 16 || w->group == 32);
-    bool fp8 = w->fmt == MX_W_MXFP8 && w->group == 32 && ci->avx512_bf16; /* bf16 dot products */
+    bool fp8 = ((w->fmt == MX_W_MXFP8 && w->group == 32) || (w->fmt == MX_W_FP8B && w->group == 128)) && ci->avx512_bf16; /* bf16 dots */
     return g_int8 && ci->level >= MX_CPU_AVX512 && ci->avx512_vnni && (affine || e2m1 || fp8) && w->cols % 64 == 0 &&
            w->cols % w->group == 0;
 }
@@ -115,7 +115,7 @@ static _Thread_local size_t tl_qcap;
 static bool prep_int8(qjob *j, const float *x, int ldx, mx_pool *pool) {
     const mx_weight *w = j->c.w;
     int n = j->c.n, ng = mxq_ngroups(w);
-    bool fp8 = w->fmt == MX_W_MXFP8;
+    bool fp8 = w->fmt == MX_W_MXFP8 || w->fmt == MX_W_FP8B;
     size_t qn = (size_t)n * w->cols * (fp8 ? 4 : 2);
     if (qn > tl_qcap) {
         free(tl_q);
@@ -237,7 +237,8 @@ bool mx_qmatmul_multi(int count, const mx_weight *const *w, const float *x, int 
     if (count < 2 || count > QMULTI_MAX || n <= 0) return false;
     for (int i = 0; i < count; i++)
         if (!mx_qmatmul_int8(w[i]) || w[i]->cols != w[0]->cols || w[i]->group != w[0]->group ||
-            (w[i]->fmt == MX_W_MXFP8) != (w[0]->fmt == MX_W_MXFP8) || !mxq_vnni_ready(w[i], pool))
+            (w[i]->fmt == MX_W_MXFP8 || w[i]->fmt == MX_W_FP8B) != (w[0]->fmt == MX_W_MXFP8 || w[0]->fmt == MX_W_FP8B) ||
+            !mxq_vnni_ready(w[i], pool))
             return false;
     qmulti m;
     memset(&m, 0, sizeof m);

@@ -37,8 +37,11 @@
 static inline bool is_e2m1(const mx_weight *w) { return w->fmt == MX_W_MXFP4 || w->fmt == MX_W_NVFP4; }
 /* mxfp8 takes `vdpbf16ps` instead (below): E4M3 values are exact in bf16 but
  * no int8 code holds them. Its layout is the 8-bit one with u8 scales. */
-static inline bool is_fp8(const mx_weight *w) { return w->fmt == MX_W_MXFP8; }
-static inline bool u8_scales(const mx_weight *w) { return is_e2m1(w) || is_fp8(w); }
+static inline bool is_fp8(const mx_weight *w) { return w->fmt == MX_W_MXFP8 || w->fmt == MX_W_FP8B; }
+/* The scale row of weight row r: HF FP8 blocks share one f32 scale per 128
+ * rows (and 128 columns), which the copy repeats for each of 16 rows. */
+static inline size_t scale_row(const mx_weight *w, int r) { return w->fmt == MX_W_FP8B ? (size_t)r / 128 : (size_t)r; }
+static inline bool u8_scales(const mx_weight *w) { return is_e2m1(w) || w->fmt == MX_W_MXFP8; }
 /* Affine 1/2/3/5/6-bit: the codes are split into bit planes that keep the
  * original size: a 4-bit plane (bits >= 4; lines as the 4-bit layout), a
  * 2-bit plane (bits 2, 3, 6; a line holds 16 columns, field f of byte j of a
@@ -161,7 +164,7 @@ static void pack_block(const pack_job *j, int b) {
                 memcpy(d, &lo, 4);
                 memcpy(d + 64, &hi, 4);
             }
-        const uint8_t *ss = w->scales + (size_t)r * (size_t)j->ng * (size_t)es, *bs = p->bias ? w->biases + (ss - w->scales) : NULL;
+        const uint8_t *ss = w->scales + scale_row(w, r) * (size_t)j->ng * (size_t)es, *bs = p->bias ? w->biases + (ss - w->scales) : NULL;
         switch (es) { /* fixed-size copies, so they inline */
         case 1: for (int g = 0; g < j->ng; g++) cb[g_scale(p, g) + (size_t)i] = ss[g]; break;
         case 2:
@@ -187,20 +190,20 @@ static void pack_task(void *ctx, int t, int tid) {
     int b0 = t * PACK_BLOCKS, b1 = MX_MIN(j->nb, b0 + PACK_BLOCKS);
     const mx_weight *w = j->w;
     int r0 = b0 * 16, r1 = MX_MIN(w->rows, b1 * 16);
-    size_t es = (size_t)j->p->es, sg = (size_t)j->ng * es;
+    size_t es = (size_t)j->p->es, sg = (size_t)j->ng * es, s0 = scale_row(w, r0), s1 = scale_row(w, r1 - 1) + 1;
     /* one call maps the task's source pages instead of a fault per 4 KiB
      * page (several microseconds each on VMs) */
     prefault(w->data + (size_t)r0 * w->row_bytes, (size_t)(r1 - r0) * w->row_bytes);
-    prefault(w->scales + (size_t)r0 * sg, (size_t)(r1 - r0) * sg);
-    if (j->p->bias) prefault(w->biases + (size_t)r0 * sg, (size_t)(r1 - r0) * sg);
+    prefault(w->scales + s0 * sg, (s1 - s0) * sg);
+    if (j->p->bias) prefault(w->biases + s0 * sg, (s1 - s0) * sg);
     for (int b = b0; b < b1; b++) pack_block(j, b);
     if (!j->drop) return;
     /* the int8 path no longer reads these rows of the original: give their
      * pages back to the page cache (mapped or copied file; an f32-path read
      * faults them back in unchanged), so resident memory stays one copy */
     drop_pages(w->data + (size_t)r0 * w->row_bytes, (size_t)(r1 - r0) * w->row_bytes);
-    drop_pages(w->scales + (size_t)r0 * sg, (size_t)(r1 - r0) * sg);
-    if (j->p->bias) drop_pages(w->biases + (size_t)r0 * sg, (size_t)(r1 - r0) * sg);
+    drop_pages(w->scales + s0 * sg, (s1 - s0) * sg);
+    if (j->p->bias) drop_pages(w->biases + s0 * sg, (s1 - s0) * sg);
 }
 
 /* The weight's repacked copy, made on first use (NULL if memory ran out). */
@@ -212,7 +215,7 @@ static const ril *get_ril(const mx_weight *w, mx_pool *pool) {
     if (!p && (p = calloc(1, sizeof *p))) {
         int nb = (w->rows + 15) / 16, ng = w->cols / w->group;
         p->es = u8_scales(w) ? 1 : (int)mx_dtype_size(w->scale_dtype);
-        p->bias = !u8_scales(w);
+        p->bias = w->fmt == MX_W_AFFINE;
         int sa = 16 * p->es * (p->bias ? 2 : 1); /* scale bytes per group */
         p->gu = sa >= 64 ? 1 : 64 / sa;
         p->gbytes = 16 * w->group * w->bits / 8;
@@ -223,7 +226,7 @@ static const ril *get_ril(const mx_weight *w, mx_pool *pool) {
         if (!mem) { free(p); p = NULL; }
         else {
             p->base = mem;
-            size_t sgb = (size_t)w->rows * (size_t)ng * (size_t)p->es;
+            size_t sgb = (scale_row(w, w->rows - 1) + 1) * (size_t)ng * (size_t)p->es;
             bool drop = !w->owned; /* else the original is the weight's own storage */
             /* large matrices drop their source as they go (bounding the
              * transient to a few MiB); each drop costs TLB flushes, so small
@@ -604,6 +607,11 @@ static inline __attribute__((always_inline)) __m512 fp8_rows(__m512 a, __m512 b)
 }
 
 /* E8M0 scales of 16 rows (mxq_e8m0) */
+static inline __m512 e8m0_16(const uint8_t *sp);
+/* the 16 rows' scales at sp: E8M0 (mxfp8) or f32 (FP8 blocks) */
+static inline __m512 fp8_scales(const mx_weight *w, const uint8_t *sp) {
+    return w->fmt == MX_W_MXFP8 ? e8m0_16(sp) : _mm512_loadu_ps((const float *)(const void *)sp);
+}
 static inline __m512 e8m0_16(const uint8_t *sp) {
     __m512i c = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)sp));
     __m512i bits = _mm512_slli_epi32(c, 23);
@@ -647,7 +655,7 @@ static inline __attribute__((always_inline)) void dec_fp8(const mxq_ctx *c, cons
         }
         VQ_NB_UNROLL
         for (int b = 0; b < nb; b++)
-            f[b] = _mm512_fmadd_ps(fp8_rows(_mm512_add_ps(ah[b], al[b]), _mm512_add_ps(bh[b], bl[b])), e8m0_16(cb[b] + g_scale(p, g)), f[b]);
+            f[b] = _mm512_fmadd_ps(fp8_rows(_mm512_add_ps(ah[b], al[b]), _mm512_add_ps(bh[b], bl[b])), fp8_scales(w, cb[b] + g_scale(p, g)), f[b]);
     }
     VQ_NB_UNROLL
     for (int b = 0; b < nb; b++) {
@@ -692,7 +700,7 @@ static inline __attribute__((always_inline)) void gemm_fp8(int nt, const mxq_ctx
                 bl[t] = _mm512_dpbf16_ps(bl[t], B, Xl);
             }
         }
-        __m512 s = e8m0_16(cb + g_scale(p, g));
+        __m512 s = fp8_scales(w, cb + g_scale(p, g));
         VG_UNROLL
         for (int t = 0; t < nt; t++) f[t] = _mm512_fmadd_ps(fp8_rows(_mm512_add_ps(ah[t], al[t]), _mm512_add_ps(bh[t], bl[t])), s, f[t]);
     }
@@ -791,7 +799,7 @@ void mxq_ril_row(const mx_weight *w, int r, float *out) {
         const uint8_t *sp = cb + g_scale(p, g) + (size_t)i * (size_t)p->es;
         float s, bias = 0;
         if (is_fp8(w)) {
-            s = mxq_e8m0(*sp);
+            s = w->fmt == MX_W_MXFP8 ? mxq_e8m0(*sp) : mxq_ld(sp, MX_DT_F32, 0);
             for (int k = g * G; k < (g + 1) * G; k++) out[k] = mxq_e4m3(cb[k_line(p, G, 4, k) + (size_t)i * 4 + (size_t)(k % 4)]) * s;
             continue;
         }

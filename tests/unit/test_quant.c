@@ -195,6 +195,7 @@ static void kernel_tests(mx_pool *pool) {
     specs[ns++] = (spec){MX_W_MXFP8, 8, 32, 41, 352, MX_DT_U8};
     specs[ns++] = (spec){MX_W_MXFP8, 8, 32, 35, 384, MX_DT_U8};  /* bf16-dot path: cols a multiple of 64 */
     specs[ns++] = (spec){MX_W_FP8B, 8, 128, 200, 330, MX_DT_F32}; /* partial blocks both ways, odd tail */
+    specs[ns++] = (spec){MX_W_FP8B, 8, 128, 200, 384, MX_DT_F32}; /* bf16-dot path; a partial 128-row block */
     static const mx_cpu_level levels[] = {MX_CPU_AVX512, MX_CPU_AVX2, MX_CPU_PORTABLE};
     for (size_t li = 0; li < MX_ARRAY_LEN(levels); li++) {
         if (mx_cpu()->level < levels[li]) { printf("# skipping %s (not supported here)\n", mx_cpu_name(levels[li])); continue; }
