@@ -282,17 +282,23 @@ static inline __attribute__((always_inline)) void sb16(const mx_weight *w, const
 }
 
 /* 16 rows' codes for 8 columns (4-bit: low and high nibbles) or 4 (8-bit). */
-static inline __attribute__((always_inline)) void codes(const uint8_t *line, bool four, bool e2m1, __m512i *lo, __m512i *hi) {
+/* hi16: affine high nibbles are left in place (16 x code), saving the shift;
+ * their sums are exact multiples of 16 and are shifted back once per group. */
+static inline __attribute__((always_inline)) void codes_x(const uint8_t *line, bool four, bool e2m1, bool hi16, __m512i *lo, __m512i *hi) {
     __m512i v = _mm512_load_si512((const void *)line);
     if (!four) { *lo = v; return; }
     const __m512i m = _mm512_set1_epi8(0x0F);
     *lo = _mm512_and_si512(v, m);
-    *hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m);
+    *hi = hi16 && !e2m1 ? _mm512_and_si512(v, _mm512_set1_epi8((char)0xF0)) : _mm512_and_si512(_mm512_srli_epi16(v, 4), m);
     if (e2m1) {
         const __m512i lut = _mm512_broadcast_i32x4(_mm_setr_epi8(E2M1_U8));
         *lo = _mm512_shuffle_epi8(lut, *lo);
         *hi = _mm512_shuffle_epi8(lut, *hi);
     }
+}
+
+static inline __attribute__((always_inline)) void codes(const uint8_t *line, bool four, bool e2m1, __m512i *lo, __m512i *hi) {
+    codes_x(line, four, e2m1, false, lo, hi);
 }
 
 /* v's bits [from, from + width) of every byte moved to [to, to + width), the
@@ -359,7 +365,7 @@ static inline __attribute__((always_inline)) void dec_blocks(const mxq_ctx *c, c
                 for (int h = 0; h < 2; h++) {
                     int k = g * G + (l + h) * step, i = nb == 2 ? b : h;
                     __m512i lo, hi = _mm512_setzero_si512();
-                    codes(ln + (size_t)h * 64, four, e2m1, &lo, &hi);
+                    codes_x(ln + (size_t)h * 64, four, e2m1, true, &lo, &hi);
                     ia[i] = _mm512_dpbusd_epi32(ia[i], lo, bc4(q1 + k));
                     ja[i] = _mm512_dpbusd_epi32(ja[i], lo, bc4(q2 + k));
                     if (four) {
@@ -373,14 +379,20 @@ static inline __attribute__((always_inline)) void dec_blocks(const mxq_ctx *c, c
         for (int b = 0; b < nb; b++) {
             __m512 s, bb;
             sb16(w, p, cb[b], g, &s, &bb);
-            __m512i i1 = ia[b], i2 = ja[b];
-            if (four) {
-                i1 = _mm512_add_epi32(i1, ib[b]);
-                i2 = _mm512_add_epi32(i2, jb[b]);
-            }
+            __m512i i1 = ia[b], i2 = ja[b], h1 = ib[b], h2 = jb[b];
             if (nb == 1) {
-                i1 = _mm512_add_epi32(i1, four ? _mm512_add_epi32(ia[1], ib[1]) : ia[1]);
-                i2 = _mm512_add_epi32(i2, four ? _mm512_add_epi32(ja[1], jb[1]) : ja[1]);
+                i1 = _mm512_add_epi32(i1, ia[1]);
+                i2 = _mm512_add_epi32(i2, ja[1]);
+                h1 = _mm512_add_epi32(h1, ib[1]);
+                h2 = _mm512_add_epi32(h2, jb[1]);
+            }
+            if (four && !e2m1) { /* high nibbles were summed as 16 x code */
+                h1 = _mm512_srai_epi32(h1, 4);
+                h2 = _mm512_srai_epi32(h2, 4);
+            }
+            if (four) {
+                i1 = _mm512_add_epi32(i1, h1);
+                i2 = _mm512_add_epi32(i2, h2);
             }
             VQ_GROUP_STEP(f[b], i1, i2, s, bb, c->xd[g], c->xs[g]);
         }
