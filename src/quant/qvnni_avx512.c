@@ -277,8 +277,8 @@ static inline __attribute__((always_inline)) void sb16(const mx_weight *w, const
                                        _mm512_slli_epi32(_mm512_and_si512(c, _mm512_set1_epi32(0x80)), 24));
         f = _mm512_mul_ps(_mm512_castsi512_ps(bits), _mm512_set1_ps(0x1p120f));
     }
-    *s = _mm512_mul_ps(f, _mm512_set1_ps(0.5f));
-    *b = _mm512_mul_ps(f, _mm512_set1_ps(-6.0f));
+    *s = f; /* the affine form's s = f / 2 and b = -6 f are folded into VQ_GROUP_STEP */
+    *b = _mm512_setzero_ps();
 }
 
 /* 16 rows' codes for 8 columns (4-bit: low and high nibbles) or 4 (8-bit). */
@@ -330,11 +330,19 @@ static inline __m512i bc4(const int8_t *p) {
 }
 
 /* The float step of one group for one token (the same in both kernels). */
-#define VQ_GROUP_STEP(f, i1, i2, s, b, d, xs)                                                               \
+/* The float step of one group for one token (the same in both kernels).
+ * E2M1 (sb16 gave the raw scale): s (d/2 sum - 6 xs), one product less
+ * than s/2, -6 s and the affine step. */
+#define VQ_GROUP_STEP(f, i1, i2, s, b, d, xs, E2M1)                                                         \
     do {                                                                                                    \
         __m512i it_ = _mm512_add_epi32(_mm512_slli_epi32(i1, 8), i2);                                       \
-        f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(it_), _mm512_mul_ps(s, _mm512_set1_ps(d)), f);              \
-        f = _mm512_fmadd_ps(b, _mm512_set1_ps(xs), f);                                                      \
+        if (E2M1) {                                                                                         \
+            __m512 t_ = _mm512_fmadd_ps(_mm512_cvtepi32_ps(it_), _mm512_set1_ps(0.5f * (d)), _mm512_set1_ps(-6.0f * (xs))); \
+            f = _mm512_fmadd_ps(s, t_, f);                                                                  \
+        } else {                                                                                            \
+            f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(it_), _mm512_mul_ps(s, _mm512_set1_ps(d)), f);          \
+            f = _mm512_fmadd_ps(b, _mm512_set1_ps(xs), f);                                                  \
+        }                                                                                                   \
     } while (0)
 
 /* ---- one token: nb (1 or 2) blocks at a time. Eight independent sums
@@ -394,7 +402,7 @@ static inline __attribute__((always_inline)) void dec_blocks(const mxq_ctx *c, c
                 i1 = _mm512_add_epi32(i1, h1);
                 i2 = _mm512_add_epi32(i2, h2);
             }
-            VQ_GROUP_STEP(f[b], i1, i2, s, bb, c->xd[g], c->xs[g]);
+            VQ_GROUP_STEP(f[b], i1, i2, s, bb, c->xd[g], c->xs[g], e2m1);
         }
     }
     VQ_NB_UNROLL
@@ -441,7 +449,7 @@ static inline __attribute__((always_inline)) void dec_planes(const mxq_ctx *c, c
         for (int b = 0; b < nb; b++) {
             __m512 s, bb;
             sb16(w, p, cb[b], g, &s, &bb);
-            VQ_GROUP_STEP(f[b], _mm512_add_epi32(i1[b][0], i1[b][1]), _mm512_add_epi32(i2[b][0], i2[b][1]), s, bb, c->xd[g], c->xs[g]);
+            VQ_GROUP_STEP(f[b], _mm512_add_epi32(i1[b][0], i1[b][1]), _mm512_add_epi32(i2[b][0], i2[b][1]), s, bb, c->xd[g], c->xs[g], false);
         }
     }
     VQ_NB_UNROLL
@@ -522,7 +530,7 @@ static inline __attribute__((always_inline)) void gemm_micro(int nt, const mxq_c
         VG_UNROLL
         for (int t = 0; t < nt; t++) {
             size_t o = (size_t)(t0 + t) * (size_t)ng + (size_t)g;
-            VQ_GROUP_STEP(f[t], i1[t], i2[t], s, bb, c->xd[o], c->xs[o]);
+            VQ_GROUP_STEP(f[t], i1[t], i2[t], s, bb, c->xd[o], c->xs[o], e2m1);
         }
     }
     int r = blk * 16, nr = MX_MIN(16, w->rows - r);
@@ -559,7 +567,7 @@ static inline __attribute__((always_inline)) void gemm_planes(int nt, const mxq_
         VG_UNROLL
         for (int t = 0; t < nt; t++) {
             size_t o = (size_t)(t0 + t) * (size_t)ng + (size_t)g;
-            VQ_GROUP_STEP(f[t], i1[t], i2[t], s, bb, c->xd[o], c->xs[o]);
+            VQ_GROUP_STEP(f[t], i1[t], i2[t], s, bb, c->xd[o], c->xs[o], false);
         }
     }
     int r = blk * 16, nr = MX_MIN(16, w->rows - r);
