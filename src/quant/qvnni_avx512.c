@@ -1,5 +1,6 @@
 #define _GNU_SOURCE
-/* Int8 kernels for MLX affine 4/8-bit, mxfp4 and nvfp4 weights (AVX-512 VNNI).
+/* Activation-quantized kernels (AVX-512): MLX affine weights of every width,
+ * mxfp4 and nvfp4 on int8 VNNI; mxfp8 and HF FP8 blocks on vdpbf16ps.
  *
  * Activations: each group is split into two int8 codes, x ~ d * (q1 + q2/256)
  * with d = max|x| / 127 (q2 codes the rounding residual of q1), so x is held
@@ -8,7 +9,7 @@
  *     y += s * (d/256) * sum(code * (256 q1 + q2)) + b * (d/256) * sum(256 q1 + q2)
  * One int8 code alone (as llama.cpp's Q8 activations) moved the fixtures'
  * logits by up to 0.9; two keep them within 2e-2 * max|logit| and the
- * greedy tokens exact.
+ * greedy tokens exact. (E4M3 weights: x as bf16 hi + lo, see below.)
  *
  * Weights: on first use each matrix is repacked once ("rows in lanes") into
  * blocks of 16 rows whose codes for 4 (8-bit) or 8 (4-bit) consecutive
@@ -19,10 +20,10 @@
  * then their four 16-byte scale rows): the one-token kernel, two blocks at a
  * time, reads two sequential streams instead of six (a block's codes, scales
  * and biases each), which took a 4-bit 8192 x 2048 GEMV from 65-70 % to
- * 79-87 % of the read bandwidth probe (2 threads). The repacked copy has the size of the original (huge pages); the original's
- * pages are given back to the page cache. One token and many
- * tokens run the same integer sums and the same float steps, so a token's
- * result does not depend on its batch. */
+ * 79-87 % of the read bandwidth probe (2 threads). The repacked copy has the
+ * size of the original (huge pages); the original's pages are given back to
+ * the page cache. One token and many tokens run the same integer sums and
+ * the same float steps, so a token's result does not depend on its batch. */
 #include "quant_impl.h"
 #include "../base/base.h"
 #include "../base/threadpool.h"
@@ -30,7 +31,6 @@
 #include <stdlib.h>
 #include <pthread.h>
 #include <sys/mman.h>
-
 
 /* E2M1 (mxfp4, nvfp4) as affine codes: 2*value + 12 in [0, 24], so a value
  * is (s/2) * code - 6 s and the affine kernels apply unchanged. */
@@ -41,6 +41,7 @@ static inline bool is_fp8(const mx_weight *w) { return w->fmt == MX_W_MXFP8 || w
 /* The scale row of weight row r: HF FP8 blocks share one f32 scale per 128
  * rows (and 128 columns), which the copy repeats for each of 16 rows. */
 static inline size_t scale_row(const mx_weight *w, int r) { return w->fmt == MX_W_FP8B ? (size_t)r / 128 : (size_t)r; }
+/* one byte per scale and no biases (E8M0 / E4M3 scales) */
 static inline bool u8_scales(const mx_weight *w) { return is_e2m1(w) || w->fmt == MX_W_MXFP8; }
 /* Affine 1/2/3/5/6-bit: the codes are split into bit planes that keep the
  * original size: a 4-bit plane (bits >= 4; lines as the 4-bit layout), a
