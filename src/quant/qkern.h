@@ -145,49 +145,15 @@ static void QK(gemm)(const mxq_ctx *c, int r0, int r1) {
 }
 
 /* ---- decode: one token, rows in pairs sharing x ---- */
-static void QK(dec_affine4)(const mxq_ctx *c, int r, int nr, float *out) {
+/* Affine rows: y = s * sum(code * x) + b * sum(x) per group. KIND says how a
+ * group's codes are read: 4 (nibbles; x in the perm order), 8 (bytes), or 0
+ * (any width, VL at a time from the bit stream). */
+static inline __attribute__((always_inline)) void QK(dec_aff)(const mxq_ctx *c, int r, int nr, float *out, const int kind) {
     const mx_weight *w = c->w;
-    int ng = w->cols / w->group;
+    int ng = w->cols / w->group, B = w->bits;
     const float *x = c->x;
-    const uint8_t *p0 = w->data + (size_t)r * w->row_bytes, *p1 = nr > 1 ? p0 + w->row_bytes : p0;
-    vf acc0 = VF_ZERO(), acc1 = VF_ZERO();
-    float b0 = 0, b1 = 0;
-    float S0[QK_GB], B0[QK_GB], S1[QK_GB], B1[QK_GB];
-    for (int g = 0; g < ng; g++) {
-        if (g % QK_GB == 0) {
-            int n = MX_MIN(QK_GB, ng - g);
-            mxq_scales(w, r, g, n, S0, B0);
-            if (nr > 1) mxq_scales(w, r + 1, g, n, S1, B1);
-        }
-        vf l0 = VF_ZERO(), h0 = VF_ZERO(), l1 = VF_ZERO(), h1 = VF_ZERO();
-        _mm_prefetch((const char *)p0 + g * w->group / 2 + QK_PF, _MM_HINT_T0);
-        _mm_prefetch((const char *)p1 + g * w->group / 2 + QK_PF, _MM_HINT_T0);
-        for (int k = g * w->group; k < (g + 1) * w->group; k += 2 * VL) {
-            vf xl = VF_LD(x + k), xh = VF_LD(x + k + VL);
-            vi v0 = VI_U8(p0 + k / 2), v1 = VI_U8(p1 + k / 2);
-            l0 = VF_FMA(VF_NIB(VI_AND(v0, 15)), xl, l0);
-            h0 = VF_FMA(VF_NIB(VI_SRL(v0, 4)), xh, h0);
-            l1 = VF_FMA(VF_NIB(VI_AND(v1, 15)), xl, l1);
-            h1 = VF_FMA(VF_NIB(VI_SRL(v1, 4)), xh, h1);
-        }
-        float xs = c->xs[g];
-        int gi = g % QK_GB;
-        acc0 = VF_FMA(VF_ADD(l0, h0), VF_SET1(S0[gi]), acc0);
-        b0 += B0[gi] * xs;
-        if (nr > 1) {
-            acc1 = VF_FMA(VF_ADD(l1, h1), VF_SET1(S1[gi]), acc1);
-            b1 += B1[gi] * xs;
-        }
-    }
-    out[0] = VF_HSUM(acc0) + b0;
-    if (nr > 1) out[1] = VF_HSUM(acc1) + b1;
-}
-
-static void QK(dec_affine8)(const mxq_ctx *c, int r, int nr, float *out) {
-    const mx_weight *w = c->w;
-    int ng = w->cols / w->group;
-    const float *x = c->x;
-    const uint8_t *p0 = w->data + (size_t)r * w->row_bytes, *p1 = nr > 1 ? p0 + w->row_bytes : p0;
+    size_t rb = w->row_bytes;
+    const uint8_t *p0 = w->data + (size_t)r * rb, *p1 = nr > 1 ? p0 + rb : p0;
     vf acc0 = VF_ZERO(), acc1 = VF_ZERO();
     float b0 = 0, b1 = 0;
     float S0[QK_GB], B0[QK_GB], S1[QK_GB], B1[QK_GB];
@@ -199,34 +165,54 @@ static void QK(dec_affine8)(const mxq_ctx *c, int r, int nr, float *out) {
         }
         vf l0 = VF_ZERO(), h0 = VF_ZERO(), l1 = VF_ZERO(), h1 = VF_ZERO();
         int k = g * w->group, ke = k + w->group;
-        for (int o = 0; o < w->group; o += 64) {
-            _mm_prefetch((const char *)p0 + k + o + QK_PF, _MM_HINT_T0);
-            _mm_prefetch((const char *)p1 + k + o + QK_PF, _MM_HINT_T0);
+        for (size_t o = (size_t)k * B / 8; o < (size_t)ke * B / 8; o += 64) {
+            _mm_prefetch((const char *)p0 + o + QK_PF, _MM_HINT_T0);
+            _mm_prefetch((const char *)p1 + o + QK_PF, _MM_HINT_T0);
         }
-        for (; k + 2 * VL <= ke; k += 2 * VL) {
-            vf xa = VF_LD(x + k), xb = VF_LD(x + k + VL);
-            l0 = VF_FMA(VI_CVT(VI_U8(p0 + k)), xa, l0);
-            h0 = VF_FMA(VI_CVT(VI_U8(p0 + k + VL)), xb, h0);
-            l1 = VF_FMA(VI_CVT(VI_U8(p1 + k)), xa, l1);
-            h1 = VF_FMA(VI_CVT(VI_U8(p1 + k + VL)), xb, h1);
-        }
-        for (; k < ke; k += VL) { /* group of VL (not reached for group >= 32) */
-            vf xa = VF_LD(x + k);
-            l0 = VF_FMA(VI_CVT(VI_U8(p0 + k)), xa, l0);
-            l1 = VF_FMA(VI_CVT(VI_U8(p1 + k)), xa, l1);
-        }
+        if (kind == 4)
+            for (; k < ke; k += 2 * VL) {
+                vf xl = VF_LD(x + k), xh = VF_LD(x + k + VL);
+                vi v0 = VI_U8(p0 + k / 2), v1 = VI_U8(p1 + k / 2);
+                l0 = VF_FMA(VF_NIB(VI_AND(v0, 15)), xl, l0);
+                h0 = VF_FMA(VF_NIB(VI_SRL(v0, 4)), xh, h0);
+                l1 = VF_FMA(VF_NIB(VI_AND(v1, 15)), xl, l1);
+                h1 = VF_FMA(VF_NIB(VI_SRL(v1, 4)), xh, h1);
+            }
+        else if (kind == 8) {
+            for (; k + 2 * VL <= ke; k += 2 * VL) {
+                vf xa = VF_LD(x + k), xb = VF_LD(x + k + VL);
+                l0 = VF_FMA(VI_CVT(VI_U8(p0 + k)), xa, l0);
+                h0 = VF_FMA(VI_CVT(VI_U8(p0 + k + VL)), xb, h0);
+                l1 = VF_FMA(VI_CVT(VI_U8(p1 + k)), xa, l1);
+                h1 = VF_FMA(VI_CVT(VI_U8(p1 + k + VL)), xb, h1);
+            }
+            for (; k < ke; k += VL) { /* group of VL (not reached for group >= 32) */
+                vf xa = VF_LD(x + k);
+                l0 = VF_FMA(VI_CVT(VI_U8(p0 + k)), xa, l0);
+                l1 = VF_FMA(VI_CVT(VI_U8(p1 + k)), xa, l1);
+            }
+        } else
+            for (; k < ke; k += VL) { /* the group is a multiple of VL */
+                size_t o = (size_t)k * (size_t)B / 8;
+                vf xv = VF_LD(x + k);
+                l0 = VF_FMA(VI_CVT(VI_BITS(p0 + o, rb - o, B)), xv, l0);
+                if (nr > 1) l1 = VF_FMA(VI_CVT(VI_BITS(p1 + o, rb - o, B)), xv, l1);
+            }
         float xs = c->xs[g];
         int gi = g % QK_GB;
-        acc0 = VF_FMA(VF_ADD(l0, h0), VF_SET1(S0[gi]), acc0);
+        acc0 = VF_FMA(kind ? VF_ADD(l0, h0) : l0, VF_SET1(S0[gi]), acc0);
         b0 += B0[gi] * xs;
         if (nr > 1) {
-            acc1 = VF_FMA(VF_ADD(l1, h1), VF_SET1(S1[gi]), acc1);
+            acc1 = VF_FMA(kind ? VF_ADD(l1, h1) : l1, VF_SET1(S1[gi]), acc1);
             b1 += B1[gi] * xs;
         }
     }
     out[0] = VF_HSUM(acc0) + b0;
     if (nr > 1) out[1] = VF_HSUM(acc1) + b1;
 }
+static void QK(dec_affine4)(const mxq_ctx *c, int r, int nr, float *out) { QK(dec_aff)(c, r, nr, out, 4); }
+static void QK(dec_affine8)(const mxq_ctx *c, int r, int nr, float *out) { QK(dec_aff)(c, r, nr, out, 8); }
+static void QK(dec_affbits)(const mxq_ctx *c, int r, int nr, float *out) { QK(dec_aff)(c, r, nr, out, 0); }
 
 static void QK(dec_fp4)(const mxq_ctx *c, int r, int nr, float *out) {
     const mx_weight *w = c->w;
@@ -314,48 +300,6 @@ static void QK(dec_fp8)(const mxq_ctx *c, int r, int nr, float *out) {
         }
         out[i] = VF_HSUM(VF_ADD(a0, a1)) + tail;
     }
-}
-
-/* Affine 1/2/3/5/6-bit: y = s * sum(code * x) + b * sum(x) per group, the
- * codes unpacked VL at a time from the bit stream. */
-static void QK(dec_affbits)(const mxq_ctx *c, int r, int nr, float *out) {
-    const mx_weight *w = c->w;
-    int ng = w->cols / w->group, B = w->bits;
-    const float *x = c->x;
-    size_t rb = w->row_bytes;
-    const uint8_t *p0 = w->data + (size_t)r * rb, *p1 = nr > 1 ? p0 + rb : p0;
-    vf acc0 = VF_ZERO(), acc1 = VF_ZERO();
-    float b0 = 0, b1 = 0;
-    float S0[QK_GB], B0[QK_GB], S1[QK_GB], B1[QK_GB];
-    for (int g = 0; g < ng; g++) {
-        if (g % QK_GB == 0) {
-            int n = MX_MIN(QK_GB, ng - g);
-            mxq_scales(w, r, g, n, S0, B0);
-            if (nr > 1) mxq_scales(w, r + 1, g, n, S1, B1);
-        }
-        vf l0 = VF_ZERO(), l1 = VF_ZERO();
-        int k = g * w->group, ke = k + w->group;
-        for (size_t o = (size_t)k * B / 8; o < (size_t)ke * B / 8; o += 64) {
-            _mm_prefetch((const char *)p0 + o + QK_PF, _MM_HINT_T0);
-            _mm_prefetch((const char *)p1 + o + QK_PF, _MM_HINT_T0);
-        }
-        for (; k < ke; k += VL) { /* the group is a multiple of VL */
-            size_t o = (size_t)k * (size_t)B / 8;
-            vf xv = VF_LD(x + k);
-            l0 = VF_FMA(VI_CVT(VI_BITS(p0 + o, rb - o, B)), xv, l0);
-            if (nr > 1) l1 = VF_FMA(VI_CVT(VI_BITS(p1 + o, rb - o, B)), xv, l1);
-        }
-        float xs = c->xs[g];
-        int gi = g % QK_GB;
-        acc0 = VF_FMA(l0, VF_SET1(S0[gi]), acc0);
-        b0 += B0[gi] * xs;
-        if (nr > 1) {
-            acc1 = VF_FMA(l1, VF_SET1(S1[gi]), acc1);
-            b1 += B1[gi] * xs;
-        }
-    }
-    out[0] = VF_HSUM(acc0) + b0;
-    if (nr > 1) out[1] = VF_HSUM(acc1) + b1;
 }
 
 static void QK(dec_generic)(const mxq_ctx *c, int r, int nr, float *out) {

@@ -46,17 +46,9 @@ static inline __m256 e4m3_avx2(const uint8_t *p) {
 }
 #define VF_E4M3(p) e4m3_avx2(p)
 
-/* 8 bytes at p, of which `avail` are readable (a row's end). */
-static inline uint64_t ld64_avx2(const uint8_t *p, size_t avail) {
-    uint64_t u = 0;
-    if (avail >= 8) memcpy(&u, p, 8);
-    else
-        for (size_t i = 0; i < avail; i++) u |= (uint64_t)p[i] << (8 * i);
-    return u;
-}
 /* 8 codes of B bits (MLX's LSB-first stream: B bytes) at p as int32 lanes. */
 static inline __m256i bits_avx2(const uint8_t *p, size_t avail, int B) {
-    __m256i v = _mm256_set1_epi64x((long long)ld64_avx2(p, avail));
+    __m256i v = _mm256_set1_epi64x((long long)mxq_ld64(p, avail));
     __m256i lo = _mm256_srlv_epi64(v, _mm256_setr_epi64x(0, B, 2 * B, 3 * B));
     __m256i hi = _mm256_srlv_epi64(v, _mm256_setr_epi64x(4 * B, 5 * B, 6 * B, 7 * B));
     /* low dwords: codes 0 1 4 5 | 2 3 6 7, then the middle qwords swapped */

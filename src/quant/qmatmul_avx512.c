@@ -44,20 +44,12 @@ static inline __m512 e4m3_avx512(const uint8_t *p) {
 }
 #define VF_E4M3(p) e4m3_avx512(p)
 
-/* 8 bytes at p, of which `avail` are readable (a row's end). */
-static inline uint64_t ld64_avx512(const uint8_t *p, size_t avail) {
-    uint64_t u = 0;
-    if (avail >= 8) memcpy(&u, p, 8);
-    else
-        for (size_t i = 0; i < avail; i++) u |= (uint64_t)p[i] << (8 * i);
-    return u;
-}
 /* 16 codes of B bits (MLX's LSB-first stream, 8 codes in B bytes) at p as
  * int32 lanes: each 8 from one 64-bit word, shifted per lane. */
 static inline __m512i bits_avx512(const uint8_t *p, size_t avail, int B) {
     const __m512i sh = _mm512_mullo_epi64(_mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7), _mm512_set1_epi64(B));
-    __m512i a = _mm512_srlv_epi64(_mm512_set1_epi64((long long)ld64_avx512(p, avail)), sh);
-    __m512i b = _mm512_srlv_epi64(_mm512_set1_epi64((long long)ld64_avx512(p + B, avail - (size_t)B)), sh);
+    __m512i a = _mm512_srlv_epi64(_mm512_set1_epi64((long long)mxq_ld64(p, avail)), sh);
+    __m512i b = _mm512_srlv_epi64(_mm512_set1_epi64((long long)mxq_ld64(p + B, avail - (size_t)B)), sh);
     __m512i c = _mm512_permutex2var_epi32(a, _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30), b);
     return _mm512_and_si512(c, _mm512_set1_epi32((1 << B) - 1));
 }

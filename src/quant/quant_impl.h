@@ -94,6 +94,16 @@ static inline void mxq_scales(const mx_weight *w, int r, int g0, int n, float *s
     }
 }
 
+/* 8 bytes at p as a little-endian word, of which only `avail` may be read
+ * (a row's or tensor's end; the rest is zero). */
+static inline uint64_t mxq_ld64(const uint8_t *p, size_t avail) {
+    uint64_t u = 0;
+    if (avail >= 8) memcpy(&u, p, 8);
+    else
+        for (size_t i = 0; i < avail; i++) u |= (uint64_t)p[i] << (8 * i);
+    return u;
+}
+
 /* Element c of an LSB-first packed row of `bits`-bit codes (bits <= 8). */
 static inline unsigned mxq_bits(const uint8_t *row, size_t c, int bits) {
     size_t o = c * (size_t)bits;

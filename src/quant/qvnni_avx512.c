@@ -103,9 +103,7 @@ static void pack_planes(const uint8_t *row, size_t row_bytes, int g, int G, int 
     /* MLX packing is an LSB-first bit stream: 8 codes are `bits` whole bytes */
     for (int i = 0; i < G; i += 8) {
         size_t by = ((size_t)g * G + (size_t)i) * (size_t)bits / 8;
-        uint64_t v = 0;
-        if (by + 8 <= row_bytes) memcpy(&v, row + by, 8);
-        else for (int b = 0; b < bits; b++) v |= (uint64_t)row[by + (size_t)b] << (8 * b);
+        uint64_t v = mxq_ld64(row + by, row_bytes - by);
         for (int j = 0; j < 8; j++) cd[i + j] = (uint8_t)((v >> (j * bits)) & mask);
     }
     int ob = off_b(G, bits), oc = off_c(G, bits), sb = sh_b(bits), sc = sh_c(bits);
