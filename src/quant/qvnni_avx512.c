@@ -494,10 +494,14 @@ static void dec_range(const mxq_ctx *c, const ril *p, int b0, int b1) {
 /* the token loops must unroll for the accumulators to stay in registers */
 #define VG_UNROLL _Pragma("GCC unroll 6")
 
-static inline __attribute__((always_inline)) void gemm_micro(int nt, const mxq_ctx *c, const ril *p, int blk, int t0) {
+/* nt tokens over block blk, every code width: each step reads the byte codes
+ * of 4 columns x 16 rows (8-bit: a line; 4-bit: two from a line; bit planes:
+ * plane_codes) and adds them to every token's two sums */
+static inline __attribute__((always_inline)) void gemm_micro(int nt, const mxq_ctx *c, const ril *p, int blk, int t0, const int bits,
+                                                               const bool e2m1) {
     const mx_weight *w = c->w;
-    bool four = w->bits == 4, e2m1 = is_e2m1(w);
-    int G = w->group, ng = w->cols / G, step = four ? 8 : 4, lines = G / step;
+    const int per = bits == 4 ? 2 : 1; /* 4-column units per fetch */
+    int G = w->group, ng = w->cols / G;
     size_t ldq = (size_t)2 * w->cols;
     const int8_t *xq = c->xq + (size_t)t0 * ldq;
     const uint8_t *cb = p->base + (size_t)blk * p->blk;
@@ -509,18 +513,19 @@ static inline __attribute__((always_inline)) void gemm_micro(int nt, const mxq_c
         VG_UNROLL
         for (int t = 0; t < nt; t++) i1[t] = i2[t] = _mm512_setzero_si512();
         const uint8_t *gl = cb + g_code(p, g);
-        for (int l = 0; l < lines; l++) {
-            int k = g * G + l * step;
-            __m512i lo, hi = _mm512_setzero_si512();
-            codes(gl + (size_t)l * 64, four, e2m1, &lo, &hi);
-            VG_UNROLL
-            for (int t = 0; t < nt; t++) {
-                const int8_t *q = xq + (size_t)t * ldq + k;
-                i1[t] = _mm512_dpbusd_epi32(i1[t], lo, bc4(q));
-                i2[t] = _mm512_dpbusd_epi32(i2[t], lo, bc4(q + w->cols));
-                if (four) {
-                    i1[t] = _mm512_dpbusd_epi32(i1[t], hi, bc4(q + 4));
-                    i2[t] = _mm512_dpbusd_epi32(i2[t], hi, bc4(q + w->cols + 4));
+        for (int u = 0; u < G / 4; u += per) {
+            __m512i cu[2];
+            if (bits == 4) codes(gl + (size_t)(u / 2) * 64, true, e2m1, &cu[0], &cu[1]);
+            else if (bits == 8) cu[0] = _mm512_load_si512((const void *)(gl + (size_t)u * 64));
+            else cu[0] = plane_codes(gl, G, bits, u);
+            VQ_NB_UNROLL
+            for (int j = 0; j < per; j++) {
+                int k = g * G + 4 * (u + j);
+                VG_UNROLL
+                for (int t = 0; t < nt; t++) {
+                    const int8_t *q = xq + (size_t)t * ldq + k;
+                    i1[t] = _mm512_dpbusd_epi32(i1[t], cu[j], bc4(q));
+                    i2[t] = _mm512_dpbusd_epi32(i2[t], cu[j], bc4(q + w->cols));
                 }
             }
         }
@@ -537,55 +542,21 @@ static inline __attribute__((always_inline)) void gemm_micro(int nt, const mxq_c
     for (int t = 0; t < nt; t++) _mm512_mask_storeu_ps(c->y + (size_t)(t0 + t) * c->ldy + r, (__mmask16)((1u << nr) - 1), f[t]);
 }
 
-static inline __attribute__((always_inline)) void gemm_planes(int nt, const mxq_ctx *c, const ril *p, int blk, int t0, const int bits) {
-    const mx_weight *w = c->w;
-    int G = w->group, ng = w->cols / G;
-    size_t ldq = (size_t)2 * w->cols;
-    const int8_t *xq = c->xq + (size_t)t0 * ldq;
-    const uint8_t *cb = p->base + (size_t)blk * p->blk;
-    __m512 f[VG_NT];
-    VG_UNROLL
-    for (int t = 0; t < nt; t++) f[t] = _mm512_setzero_ps();
-    for (int g = 0; g < ng; g++) {
-        __m512i i1[VG_NT], i2[VG_NT];
-        VG_UNROLL
-        for (int t = 0; t < nt; t++) i1[t] = i2[t] = _mm512_setzero_si512();
-        const uint8_t *gl = cb + g_code(p, g);
-        for (int u = 0; u < G / 4; u++) {
-            __m512i code = plane_codes(gl, G, bits, u);
-            int k = g * G + 4 * u;
-            VG_UNROLL
-            for (int t = 0; t < nt; t++) {
-                const int8_t *q = xq + (size_t)t * ldq + k;
-                i1[t] = _mm512_dpbusd_epi32(i1[t], code, bc4(q));
-                i2[t] = _mm512_dpbusd_epi32(i2[t], code, bc4(q + w->cols));
-            }
-        }
-        __m512 s, bb;
-        sb16(w, p, cb, g, &s, &bb);
-        VG_UNROLL
-        for (int t = 0; t < nt; t++) {
-            size_t o = (size_t)(t0 + t) * (size_t)ng + (size_t)g;
-            VQ_GROUP_STEP(f[t], i1[t], i2[t], s, bb, c->xd[o], c->xs[o], false);
-        }
-    }
-    int r = blk * 16, nr = MX_MIN(16, w->rows - r);
-    VG_UNROLL
-    for (int t = 0; t < nt; t++) _mm512_mask_storeu_ps(c->y + (size_t)(t0 + t) * c->ldy + r, (__mmask16)((1u << nr) - 1), f[t]);
-}
-
-/* nt tokens (1..VG_NT) over block blk: the kernel for the weight's codes */
+/* nt tokens (1..VG_NT): the kernel for the weight's code width */
 #define VG_CASE(NT)                                                                          \
     case NT:                                                                                 \
-        switch (w->bits) {                                                                   \
-        case 1: gemm_planes(NT, c, p, blk, t, 1); break;                                     \
-        case 2: gemm_planes(NT, c, p, blk, t, 2); break;                                     \
-        case 3: gemm_planes(NT, c, p, blk, t, 3); break;                                     \
-        case 5: gemm_planes(NT, c, p, blk, t, 5); break;                                     \
-        case 6: gemm_planes(NT, c, p, blk, t, 6); break;                                     \
-        default: gemm_micro(NT, c, p, blk, t); break;                                        \
+        switch (e2m1 ? 0 : w->bits) {                                                        \
+        case 0: gemm_micro(NT, c, p, blk, t, 4, true); break;                                \
+        case 1: gemm_micro(NT, c, p, blk, t, 1, false); break;                               \
+        case 2: gemm_micro(NT, c, p, blk, t, 2, false); break;                               \
+        case 3: gemm_micro(NT, c, p, blk, t, 3, false); break;                               \
+        case 4: gemm_micro(NT, c, p, blk, t, 4, false); break;                               \
+        case 5: gemm_micro(NT, c, p, blk, t, 5, false); break;                               \
+        case 6: gemm_micro(NT, c, p, blk, t, 6, false); break;                               \
+        default: gemm_micro(NT, c, p, blk, t, 8, false); break;                              \
         }                                                                                    \
         break;
+
 /* ---- mxfp8: vdpbf16ps on exact bf16 weights ----
  * x is split into bf16 hi = bf16(x) and lo = bf16(x - hi) (~16 significant
  * bits, as the int8 path's two codes), each product pair is exact in f32.
@@ -742,17 +713,7 @@ static void gemm_fp8_tokens(const mxq_ctx *c, const ril *p, int blk, int t, int 
 static void gemm_tokens(const mxq_ctx *c, const ril *p, int blk, int t, int nt) {
     const mx_weight *w = c->w;
     if (is_fp8(w)) { gemm_fp8_tokens(c, p, blk, t, nt); return; }
-    if (!is_planes(w)) {
-        switch (nt) {
-        case 6: gemm_micro(6, c, p, blk, t); break;
-        case 5: gemm_micro(5, c, p, blk, t); break;
-        case 4: gemm_micro(4, c, p, blk, t); break;
-        case 3: gemm_micro(3, c, p, blk, t); break;
-        case 2: gemm_micro(2, c, p, blk, t); break;
-        default: gemm_micro(1, c, p, blk, t); break;
-        }
-        return;
-    }
+    bool e2m1 = is_e2m1(w);
     switch (nt) {
         VG_CASE(6)
         VG_CASE(5)
