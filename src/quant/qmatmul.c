@@ -115,7 +115,7 @@ static _Thread_local size_t tl_qcap;
 static bool prep_int8(qjob *j, const float *x, int ldx, mx_pool *pool) {
     const mx_weight *w = j->c.w;
     int n = j->c.n, ng = mxq_ngroups(w);
-    bool fp8 = w->fmt == MX_W_MXFP8 || w->fmt == MX_W_FP8B;
+    bool fp8 = mxq_is_e4m3(w);
     size_t qn = (size_t)n * w->cols * (fp8 ? 4 : 2);
     if (qn > tl_qcap) {
         free(tl_q);
@@ -237,7 +237,7 @@ bool mx_qmatmul_multi(int count, const mx_weight *const *w, const float *x, int 
     if (count < 2 || count > QMULTI_MAX || n <= 0) return false;
     for (int i = 0; i < count; i++)
         if (!mx_qmatmul_int8(w[i]) || w[i]->cols != w[0]->cols || w[i]->group != w[0]->group ||
-            (w[i]->fmt == MX_W_MXFP8 || w[i]->fmt == MX_W_FP8B) != (w[0]->fmt == MX_W_MXFP8 || w[0]->fmt == MX_W_FP8B) ||
+            mxq_is_e4m3(w[i]) != mxq_is_e4m3(w[0]) ||
             !mxq_vnni_ready(w[i], pool))
             return false;
     qmulti m;

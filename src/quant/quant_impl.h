@@ -94,6 +94,10 @@ static inline void mxq_scales(const mx_weight *w, int r, int g0, int n, float *s
     }
 }
 
+/* E4M3 weights (mxfp8, HF FP8 blocks): the activation-quantized path runs
+ * them on bf16 dot products instead of int8 codes. */
+static inline bool mxq_is_e4m3(const mx_weight *w) { return w->fmt == MX_W_MXFP8 || w->fmt == MX_W_FP8B; }
+
 /* 8 bytes at p as a little-endian word, of which only `avail` may be read
  * (a row's or tensor's end; the rest is zero). */
 static inline uint64_t mxq_ld64(const uint8_t *p, size_t avail) {

@@ -35,9 +35,8 @@
 /* E2M1 (mxfp4, nvfp4) as affine codes: 2*value + 12 in [0, 24], so a value
  * is (s/2) * code - 6 s and the affine kernels apply unchanged. */
 static inline bool is_e2m1(const mx_weight *w) { return w->fmt == MX_W_MXFP4 || w->fmt == MX_W_NVFP4; }
-/* mxfp8 takes `vdpbf16ps` instead (below): E4M3 values are exact in bf16 but
- * no int8 code holds them. Its layout is the 8-bit one with u8 scales. */
-static inline bool is_fp8(const mx_weight *w) { return w->fmt == MX_W_MXFP8 || w->fmt == MX_W_FP8B; }
+/* E4M3 weights (mxq_is_e4m3) take `vdpbf16ps` instead (below): their values
+ * are exact in bf16 but no int8 code holds them. Their layout is the 8-bit one. */
 /* The scale row of weight row r: HF FP8 blocks share one f32 scale per 128
  * rows (and 128 columns), which the copy repeats for each of 16 rows. */
 static inline size_t scale_row(const mx_weight *w, int r) { return w->fmt == MX_W_FP8B ? (size_t)r / 128 : (size_t)r; }
@@ -480,7 +479,7 @@ static void dec_range_fp8(const mxq_ctx *c, const ril *p, int b0, int b1);
 static void dec_range(const mxq_ctx *c, const ril *p, int b0, int b1) {
     const mx_weight *w = c->w;
     if (is_planes(w)) { dec_range_planes(c, p, b0, b1); return; }
-    if (is_fp8(w)) { dec_range_fp8(c, p, b0, b1); return; }
+    if (mxq_is_e4m3(w)) { dec_range_fp8(c, p, b0, b1); return; }
     bool four = w->bits == 4, e2m1 = is_e2m1(w);
     int b = b0;
     if (e2m1) for (; b + 2 <= b1; b += 2) dec_blocks(c, p, b, 2, true, true);
@@ -712,7 +711,7 @@ static void gemm_fp8_tokens(const mxq_ctx *c, const ril *p, int blk, int t, int 
 
 static void gemm_tokens(const mxq_ctx *c, const ril *p, int blk, int t, int nt) {
     const mx_weight *w = c->w;
-    if (is_fp8(w)) { gemm_fp8_tokens(c, p, blk, t, nt); return; }
+    if (mxq_is_e4m3(w)) { gemm_fp8_tokens(c, p, blk, t, nt); return; }
     bool e2m1 = is_e2m1(w);
     switch (nt) {
         VG_CASE(6)
@@ -739,7 +738,7 @@ static void vnni_mm(const mxq_ctx *c, const ril *p, int r0, int r1) {
 void mxq_vnni_mm(const mxq_ctx *c, int r0, int r1) { vnni_mm(c, (const ril *)c->w->ril, r0, r1); }
 
 bool mxq_vnni_ready(const mx_weight *w, mx_pool *pool) {
-    if (is_fp8(w)) pthread_once(&g_e4m3_once, e4m3_table);
+    if (mxq_is_e4m3(w)) pthread_once(&g_e4m3_once, e4m3_table);
     return get_ril(w, pool) != NULL;
 }
 
@@ -778,7 +777,7 @@ void mxq_ril_row(const mx_weight *w, int r, float *out) {
     for (int g = 0; g < ng; g++) {
         const uint8_t *sp = cb + g_scale(p, g) + (size_t)i * (size_t)p->es;
         float s, bias = 0;
-        if (is_fp8(w)) {
+        if (mxq_is_e4m3(w)) {
             s = w->fmt == MX_W_MXFP8 ? mxq_e8m0(*sp) : mxq_ld(sp, MX_DT_F32, 0);
             for (int k = g * G; k < (g + 1) * G; k++) out[k] = mxq_e4m3(cb[k_line(p, G, 4, k) + (size_t)i * 4 + (size_t)(k % 4)]) * s;
             continue;
