@@ -1,13 +1,16 @@
 /* avx512 float matmul (compiled with the AVX-512 -m flags; only called after
- * dispatch). The exact f32 paths are the 256-bit kernels of mm_simd.h (Zen 4
- * runs 512-bit FMAs at half rate, so wider vectors buy no f32 throughput).
- * What AVX-512 adds is the BF16 dot product: with MLXCEL_BF16_DOT=1 (opt-in,
+ * dispatch). The exact f32 paths are mm_simd.h's kernels on 512-bit vectors:
+ * Zen 4 runs 512-bit FMAs at half rate, so prefill gains little, but one-token
+ * decode converts a 16-bit weight vector in two operations instead of four
+ * and streams bf16 at ~1.4x the 256-bit kernel (kbench).
+ * AVX-512 also adds the BF16 dot product: with MLXCEL_BF16_DOT=1 (opt-in,
  * it rounds the activations to bf16) BF16 weights
  * with n >= 24 tokens go through `vdpbf16ps`, two products per lane per
  * instruction (about 2.3x the exact path's prefill throughput). */
 #include "matmul_impl.h"
 #define MM_NAME(x) x##_avx512
 #define MM_PT 6
+#define MM_ZMM
 #include "mm_simd.h"
 #include "../base/cpu.h"
 #include <stdatomic.h>

@@ -1,13 +1,14 @@
 /* mm_simd.h: float-weight (F32/F16/BF16) matmul kernels on 256-bit vectors
- * (AVX2 + FMA + F16C). Included by matmul_avx2.c and matmul_avx512.c, which
- * are compiled with the matching -m flags and only called after dispatch;
- * MM_NAME(x) gives each inclusion its own symbol names.
+ * (AVX2 + FMA + F16C), or 512-bit ones where the including file defines
+ * MM_ZMM. Included by matmul_avx2.c and matmul_avx512.c, which are compiled
+ * with the matching -m flags and only called after dispatch; MM_NAME(x)
+ * gives each inclusion its own symbol names.
  *
  * Every output y[t][r] is computed by one canonical sequence of operations,
- * whatever n, the tile it falls in and the thread split: an 8-lane f32
- * accumulator takes fma(w[r][c..c+8], x[t][c..c+8]) for the 8-column chunks
- * in order, is reduced by mm_hsum, and the K % 8 tail columns are added in
- * order. So a token's result is bit-identical whether it runs alone or
+ * whatever n, the tile it falls in and the thread split: an MM_VL-lane f32
+ * accumulator takes fma(w[r][c..c+VL], x[t][c..c+VL]) for the VL-column
+ * chunks in order, is reduced by mm_vsum, and the K % VL tail columns are
+ * added in order. So a token's result is bit-identical whether it runs alone or
  * stacked with others (continuous batching must not change greedy output).
  *
  * Tiles: one token x 8 rows (decode: 8 independent accumulators, each
@@ -31,17 +32,38 @@
 #ifndef MM_PT
 #define MM_PT 3
 #endif
-#define MM_PF 512  /* software prefetch distance in bytes for the weight stream */
+#define MM_PF 1024 /* software prefetch distance in bytes for the weight streams */
 
 MM_AI size_t mm_esize(mx_wfmt f) { return f == MX_W_F32 ? 4 : 2; }
 
-/* 8 consecutive weights at p (any alignment) as f32. */
-MM_AI __m256 mm_ld8(mx_wfmt f, const uint8_t *p) {
+/* The vector the canonical order is written in: 8 lanes (ymm), or 16 (zmm)
+ * where the including file defines MM_ZMM. */
+#ifdef MM_ZMM
+typedef __m512 mm_v;
+#define MM_VL 16
+#define mm_vzero _mm512_setzero_ps
+#define mm_vloadx _mm512_loadu_ps
+#define mm_vfma _mm512_fmadd_ps
+/* MM_VL consecutive weights at p (any alignment) as f32. */
+MM_AI mm_v mm_ldv(mx_wfmt f, const uint8_t *p) {
+    if (f == MX_W_F32) return _mm512_loadu_ps((const float *)(const void *)p);
+    __m256i h = _mm256_loadu_si256((const __m256i *)(const void *)p);
+    if (f == MX_W_F16) return _mm512_cvtph_ps(h);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+#else
+typedef __m256 mm_v;
+#define MM_VL 8
+#define mm_vzero _mm256_setzero_ps
+#define mm_vloadx _mm256_loadu_ps
+#define mm_vfma _mm256_fmadd_ps
+MM_AI mm_v mm_ldv(mx_wfmt f, const uint8_t *p) {
     if (f == MX_W_F32) return _mm256_loadu_ps((const float *)(const void *)p);
     __m128i h = _mm_loadu_si128((const __m128i *)(const void *)p);
     if (f == MX_W_F16) return _mm256_cvtph_ps(h);
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
 }
+#endif
 
 MM_AI float mm_ld1(mx_wfmt f, const uint8_t *p) {
     if (f == MX_W_F32) { float v; memcpy(&v, p, 4); return v; }
@@ -57,47 +79,68 @@ MM_AI float mm_hsum(__m256 v) {
     return _mm_cvtss_f32(a);
 }
 
+MM_AI float mm_vsum(mm_v v) {
+#ifdef MM_ZMM
+    return mm_hsum(_mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1)));
+#else
+    return mm_hsum(v);
+#endif
+}
+
 /* ---- the canonical tile --------------------------------------------------- */
 
-/* Rows r..r+R x tokens 0..T (R, T constants after inlining). */
+/* One step of the canonical order: chunk c (MM_VL columns) of rows p[0..R)
+ * into the accumulators of tokens 0..T. */
+#define MM_STEP(c)                                                                                   \
+    do {                                                                                             \
+        mm_v xv[MM_PT];                                                                              \
+        _Pragma("GCC unroll 6") for (int t = 0; t < T; t++) xv[t] = mm_vloadx(x + (size_t)t * ldx + (c)); \
+        _Pragma("GCC unroll 8") for (int i = 0; i < R; i++) {                                        \
+            mm_v wv = mm_ldv(f, p[i] + (size_t)(c) * es);                                            \
+            _Pragma("GCC unroll 6") for (int t = 0; t < T; t++) acc[i][t] = mm_vfma(wv, xv[t], acc[i][t]); \
+        }                                                                                            \
+    } while (0)
+
+/* Rows r..r+R x tokens 0..T (R, T constants after inlining). The main loop
+ * takes a cache line of every row per step: weight rows are usually 4 KiB
+ * apart, so they share an L1 set, and a line left half-read for the next step
+ * would be evicted by the other rows' lines before it is used. */
 MM_AI void mm_tile(mx_wfmt f, const mx_weight *w, const float *x, int ldx, float *y, int ldy, int r, int R, int T) {
     const size_t es = mm_esize(f);
-    const int K = w->cols;
+    const int K = w->cols, U = (int)(64 / (MM_VL * es));
     const uint8_t *p[8];
-    __m256 acc[8][MM_PT];
+    mm_v acc[8][MM_PT];
 #pragma GCC unroll 8
     for (int i = 0; i < R; i++) {
         p[i] = w->data + (size_t)(r + i) * w->row_bytes;
 #pragma GCC unroll 6
-        for (int t = 0; t < T; t++) acc[i][t] = _mm256_setzero_ps();
+        for (int t = 0; t < T; t++) acc[i][t] = mm_vzero();
     }
+    /* Near the end of a row the prefetch runs on into the same row of the
+     * next tile (what this thread reads next), not into the next row. */
+    const size_t rowlen = (size_t)K * es, skip = (size_t)R * w->row_bytes - rowlen;
     int c = 0;
-    for (; c + 8 <= K; c += 8) {
-        __m256 xv[MM_PT];
-#pragma GCC unroll 6
-        for (int t = 0; t < T; t++) xv[t] = _mm256_loadu_ps(x + (size_t)t * ldx + c);
+    for (; c + U * MM_VL <= K; c += U * MM_VL) {
+        size_t pf = (size_t)c * es + MM_PF;
+        pf += pf >= rowlen ? skip : 0;
 #pragma GCC unroll 8
-        for (int i = 0; i < R; i++) {
-            const uint8_t *q = p[i] + (size_t)c * es;
-#ifdef MM_PREFETCH
-            if (((size_t)c * es & 63) == 0) _mm_prefetch((const char *)q + MM_PF, _MM_HINT_T0);
-#endif
-            __m256 wv = mm_ld8(f, q);
-#pragma GCC unroll 6
-            for (int t = 0; t < T; t++) acc[i][t] = _mm256_fmadd_ps(wv, xv[t], acc[i][t]);
-        }
+        for (int i = 0; i < R; i++) _mm_prefetch((const char *)p[i] + pf, _MM_HINT_T0);
+#pragma GCC unroll 4
+        for (int j = 0; j < U; j++) MM_STEP(c + j * MM_VL);
     }
+    for (; c + MM_VL <= K; c += MM_VL) MM_STEP(c);
 #pragma GCC unroll 8
     for (int i = 0; i < R; i++) {
 #pragma GCC unroll 6
         for (int t = 0; t < T; t++) {
             const float *xt = x + (size_t)t * ldx;
-            float s = mm_hsum(acc[i][t]);
+            float s = mm_vsum(acc[i][t]);
             for (int cc = c; cc < K; cc++) s += mm_ld1(f, p[i] + (size_t)cc * es) * xt[cc];
             y[(size_t)t * ldy + r + i] = s;
         }
     }
 }
+#undef MM_STEP
 
 #define MM_TILE(F, NAME, R, T)                                                                                      \
     static __attribute__((noinline)) void MM_NAME(t_##NAME##_##R##x##T)(const mx_weight *w, const float *x, int ldx, \

@@ -104,6 +104,17 @@ static void test_matmul_level(const char *lvl, mx_pool *pool, int bf16dot) {
                     snprintf(e, sizeof why - (size_t)(e - why), " [rows=%d cols=%d n=%d]", rows, cols, n);
                     fails++;
                 }
+                /* batch invariance: every token alone gives the same bits as in the batch */
+                for (int tok = 0; tok < n && !fails && !bf16dot; tok++) {
+                    float *y1 = malloc(sizeof(float) * (size_t)rows);
+                    mx_matmul(&t.w, x + (size_t)tok * ldx, 1, ldx, y1, rows, pool);
+                    if (memcmp(y1, y + (size_t)tok * ldy, sizeof(float) * (size_t)rows) != 0) {
+                        snprintf(why, sizeof why, "token %d alone differs from the batch [rows=%d cols=%d n=%d]", tok,
+                                 rows, cols, n);
+                        fails++;
+                    }
+                    free(y1);
+                }
                 free(x);
                 free(y);
                 free(ref);
