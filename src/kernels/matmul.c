@@ -75,10 +75,10 @@ void mx_matmul(const mx_weight *w, const float *x, int n, int ldx, float *y, int
     int nt = mx_pool_size(pool);
     /* Contiguous row chunks of >= 16 rows (whole cache lines of y, and the
      * kernels' 16-row panels), several per thread for balance on noisy
-     * machines. */
+     * machines; small ones for a decode step (prefill keeps large chunks,
+     * which read each token's activations once per chunk). */
     int want = nt > 1 ? nt * 4 : 1;
-    int tasks = MX_MIN((w->rows + 15) / 16, want);
-    if (tasks < 1) tasks = 1;
+    int tasks = nt > 1 && n < 16 ? mx_row_tasks(w, want, 16) : MX_MAX(1, MX_MIN((w->rows + 15) / 16, want));
     j.rows_per_task = (w->rows + tasks - 1) / tasks;
     j.rows_per_task = (j.rows_per_task + 15) & ~15;
     j.row_tasks = (w->rows + j.rows_per_task - 1) / j.rows_per_task;

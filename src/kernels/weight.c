@@ -1,4 +1,5 @@
 #include "weight.h"
+#include "../base/base.h"
 #include "../base/half.h"
 #include "../quant/quant.h"
 #include <stdlib.h>
@@ -46,4 +47,10 @@ void mx_weight_row(const mx_weight *w, int r, float *out) {
     case MX_W_NONE: memset(out, 0, (size_t)w->cols * 4); break;
     default: mx_qrow(w, r, out);
     }
+}
+
+int mx_row_tasks(const mx_weight *w, int want, int unit) {
+    size_t cap = mx_weight_bytes(w) >> 18;
+    if (cap > (size_t)want) want = (int)MX_MIN(cap, (size_t)1 << 16);
+    return MX_MAX(1, MX_MIN((w->rows + unit - 1) / unit, want));
 }

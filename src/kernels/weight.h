@@ -34,6 +34,11 @@ const char *mx_wfmt_name(mx_wfmt f);
 void mx_weight_free(mx_weight *w);
 /* Bytes the weight occupies (what one full read costs). */
 size_t mx_weight_bytes(const mx_weight *w);
+/* Row tasks for a few-token product over w on nt threads: `want` tasks, or
+ * more so that none reads more than ~256 KiB of weights (a thread done early
+ * waits for the last task; on a 500 MB output head that could be tens of MB),
+ * never more than one per `unit` rows. */
+int mx_row_tasks(const mx_weight *w, int want, int unit);
 /* Dequantizes/converts row r into out[cols] (embedding lookup, tests). */
 void mx_weight_row(const mx_weight *w, int r, float *out);
 #endif

@@ -145,7 +145,7 @@ static bool prep_int8(qjob *j, const float *x, int ldx, mx_pool *pool) {
 static void split_rows(qjob *j, int nt) {
     int rows = j->c.w->rows, unit = 48, want = nt * 4;
     if (j->fn == mxq_vnni_mm && j->c.n == 1) { unit = 16; want = nt * 8; }
-    int tasks = MX_MAX(1, MX_MIN((rows + unit - 1) / unit, want));
+    int tasks = nt > 1 && j->c.n < 16 ? mx_row_tasks(j->c.w, want, unit) : MX_MAX(1, MX_MIN((rows + unit - 1) / unit, want));
     j->rows_per_task = (rows + tasks - 1) / tasks;
     j->rows_per_task = (j->rows_per_task + unit - 1) / unit * unit;
 }
