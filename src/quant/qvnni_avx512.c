@@ -348,13 +348,13 @@ static inline __m512i bc4(const int8_t *p) {
  * (nb = 1); more would spill (a block pair with both took 4-bit from 57 to
  * 36 GB/s per core, from L2). ---- */
 #define VQ_NB_UNROLL _Pragma("GCC unroll 2")
-static inline __attribute__((always_inline)) void dec_blocks(const mxq_ctx *c, const ril *p, int blk, const int nb, const bool four,
+static inline __attribute__((always_inline)) void dec_blocks(const mxq_ctx *c, const ril *p, const int bk[2], const int nb, const bool four,
                                                                const bool e2m1) {
     const mx_weight *w = c->w;
     const int step = four ? 8 : 4;
     int G = w->group, ng = w->cols / G, lines = G / step; /* even: G >= 16 */
     const int8_t *q1 = c->xq, *q2 = c->xq + w->cols;
-    const uint8_t *cb[2] = {p->base + (size_t)blk * p->blk, p->base + (size_t)(blk + nb - 1) * p->blk};
+    const uint8_t *cb[2] = {p->base + (size_t)bk[0] * p->blk, p->base + (size_t)bk[1] * p->blk};
     __m512 f[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
     for (int g = 0; g < ng; g++) {
         size_t go = g_code(p, g);
@@ -405,18 +405,18 @@ static inline __attribute__((always_inline)) void dec_blocks(const mxq_ctx *c, c
     }
     VQ_NB_UNROLL
     for (int b = 0; b < nb; b++) {
-        int r = (blk + b) * 16, nr = MX_MIN(16, w->rows - r);
+        int r = bk[b] * 16, nr = MX_MIN(16, w->rows - r);
         _mm512_mask_storeu_ps(c->y + r, (__mmask16)((1u << nr) - 1), f[b]);
     }
 }
 
 /* ---- one token, bit-plane codes: two blocks at a time, the sums of
  * alternate 4-column units apart (eight chains) ---- */
-static inline __attribute__((always_inline)) void dec_planes(const mxq_ctx *c, const ril *p, int blk, const int nb, const int bits) {
+static inline __attribute__((always_inline)) void dec_planes(const mxq_ctx *c, const ril *p, const int bk[2], const int nb, const int bits) {
     const mx_weight *w = c->w;
     int G = w->group, ng = w->cols / G;
     const int8_t *q1 = c->xq, *q2 = c->xq + w->cols;
-    const uint8_t *cb[2] = {p->base + (size_t)blk * p->blk, p->base + (size_t)(blk + nb - 1) * p->blk};
+    const uint8_t *cb[2] = {p->base + (size_t)bk[0] * p->blk, p->base + (size_t)bk[1] * p->blk};
     __m512 f[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
     for (int g = 0; g < ng; g++) {
         size_t go = g_code(p, g);
@@ -452,18 +452,29 @@ static inline __attribute__((always_inline)) void dec_planes(const mxq_ctx *c, c
     }
     VQ_NB_UNROLL
     for (int b = 0; b < nb; b++) {
-        int r = (blk + b) * 16, nr = MX_MIN(16, w->rows - r);
+        int r = bk[b] * 16, nr = MX_MIN(16, w->rows - r);
         _mm512_mask_storeu_ps(c->y + r, (__mmask16)((1u << nr) - 1), f[b]);
     }
 }
 
-#define VQ_PLANES(BITS)                                                        \
+/* The one-token kernels take blocks in pairs (i, i + half of the range):
+ * two streams far apart keep more lines in flight per core than one (the
+ * read probe: ~36 vs ~30 GB/s on one core of the dev VM), where adjacent
+ * blocks are one stream. An odd last block goes alone. */
+#define VQ_PAIRS(CALL)                                                         \
     do {                                                                       \
-        for (; b + 2 <= b1; b += 2) dec_planes(c, p, b, 2, BITS);             \
-        if (b < b1) dec_planes(c, p, b, 1, BITS);                              \
+        int h_ = (b1 - b0) / 2;                                                \
+        for (int i_ = 0; i_ < h_; i_++) {                                      \
+            const int bk_[2] = {b0 + i_, b0 + h_ + i_}, nb_ = 2;               \
+            CALL;                                                              \
+        }                                                                      \
+        if ((b1 - b0) & 1) {                                                   \
+            const int bk_[2] = {b1 - 1, b1 - 1}, nb_ = 1;                      \
+            CALL;                                                              \
+        }                                                                      \
     } while (0)
+#define VQ_PLANES(BITS) VQ_PAIRS(dec_planes(c, p, bk_, nb_, BITS))
 static void dec_range_planes(const mxq_ctx *c, const ril *p, int b0, int b1) {
-    int b = b0;
     switch (c->w->bits) {
     case 1: VQ_PLANES(1); break;
     case 2: VQ_PLANES(2); break;
@@ -480,12 +491,9 @@ static void dec_range(const mxq_ctx *c, const ril *p, int b0, int b1) {
     const mx_weight *w = c->w;
     if (is_planes(w)) { dec_range_planes(c, p, b0, b1); return; }
     if (mxq_is_e4m3(w)) { dec_range_fp8(c, p, b0, b1); return; }
-    bool four = w->bits == 4, e2m1 = is_e2m1(w);
-    int b = b0;
-    if (e2m1) for (; b + 2 <= b1; b += 2) dec_blocks(c, p, b, 2, true, true);
-    else if (four) for (; b + 2 <= b1; b += 2) dec_blocks(c, p, b, 2, true, false);
-    else for (; b + 2 <= b1; b += 2) dec_blocks(c, p, b, 2, false, false);
-    if (b < b1) dec_blocks(c, p, b, 1, four, e2m1);
+    if (is_e2m1(w)) VQ_PAIRS(dec_blocks(c, p, bk_, nb_, true, true));
+    else if (w->bits == 4) VQ_PAIRS(dec_blocks(c, p, bk_, nb_, true, false));
+    else VQ_PAIRS(dec_blocks(c, p, bk_, nb_, false, false));
 }
 
 /* ---- many tokens: one block, VG_NT tokens at a time over it ---- */
@@ -615,11 +623,11 @@ static inline __m512bh bc8(const uint16_t *p) {
 }
 
 /* one token, nb (1 or 2) blocks; hi and lo sums apart (latency) */
-static inline __attribute__((always_inline)) void dec_fp8(const mxq_ctx *c, const ril *p, int blk, const int nb) {
+static inline __attribute__((always_inline)) void dec_fp8(const mxq_ctx *c, const ril *p, const int bk[2], const int nb) {
     const mx_weight *w = c->w;
     int G = w->group, ng = w->cols / G;
     const uint16_t *xh = (const uint16_t *)(const void *)c->xq, *xl = xh + w->cols;
-    const uint8_t *cb[2] = {p->base + (size_t)blk * p->blk, p->base + (size_t)(blk + nb - 1) * p->blk};
+    const uint8_t *cb[2] = {p->base + (size_t)bk[0] * p->blk, p->base + (size_t)bk[1] * p->blk};
     const __m512i *T = g_e4m3_bf16;
     __m512 f[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
     for (int g = 0; g < ng; g++) {
@@ -648,15 +656,13 @@ static inline __attribute__((always_inline)) void dec_fp8(const mxq_ctx *c, cons
     }
     VQ_NB_UNROLL
     for (int b = 0; b < nb; b++) {
-        int r = (blk + b) * 16, nr = MX_MIN(16, w->rows - r);
+        int r = bk[b] * 16, nr = MX_MIN(16, w->rows - r);
         _mm512_mask_storeu_ps(c->y + r, (__mmask16)((1u << nr) - 1), f[b]);
     }
 }
 
 static void dec_range_fp8(const mxq_ctx *c, const ril *p, int b0, int b1) {
-    int b = b0;
-    for (; b + 2 <= b1; b += 2) dec_fp8(c, p, b, 2);
-    if (b < b1) dec_fp8(c, p, b, 1);
+    VQ_PAIRS(dec_fp8(c, p, bk_, nb_));
 }
 
 /* nt tokens over one block: the same per-token sums as dec_fp8 */
