@@ -12,6 +12,7 @@
 #define MM_PT 6
 #define MM_ZMM
 #include "mm_simd.h"
+#include "tr16_avx512.h"
 #include "../base/cpu.h"
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -34,29 +35,6 @@ static int bf16dot_on(void) {
 #define BD_RB 64  /* rows packed together (2 panels of 32) */
 #define BD_MC 96  /* tokens per chunk of converted activations (multiple of 12) */
 
-/* 16 x 16 transpose of 32-bit elements: r[i] lane j -> r[j] lane i. */
-static inline __attribute__((always_inline)) void bd_tr16(__m512i *r) {
-    __m512i t[16], u[16];
-    for (int i = 0; i < 8; i++) {
-        t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
-        t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
-    }
-    for (int i = 0; i < 4; i++) {
-        u[4 * i + 0] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
-        u[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
-        u[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
-        u[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
-    }
-    for (int j = 0; j < 4; j++) {
-        __m512i w0 = _mm512_shuffle_i32x4(u[j], u[4 + j], 0x88), w1 = _mm512_shuffle_i32x4(u[j], u[4 + j], 0xdd);
-        __m512i w2 = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0x88), w3 = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0xdd);
-        r[j] = _mm512_shuffle_i32x4(w0, w2, 0x88);
-        r[4 + j] = _mm512_shuffle_i32x4(w1, w3, 0x88);
-        r[8 + j] = _mm512_shuffle_i32x4(w0, w2, 0xdd);
-        r[12 + j] = _mm512_shuffle_i32x4(w1, w3, 0xdd);
-    }
-}
-
 /* dst[kp*32 + i] = the bf16 pair W[r+i][k0+2kp .. +1] (zero past nr rows / kc). */
 static void bd_pack32(const mx_weight *w, int r, int nr, int k0, int kc, uint32_t *dst) {
     for (int h = 0; h < 2; h++) {
@@ -70,7 +48,7 @@ static void bd_pack32(const mx_weight *w, int r, int nr, int k0, int kc, uint32_
 #pragma GCC unroll 16
             for (int i = 0; i < 16; i++)
                 v[i] = p[i] ? _mm512_maskz_loadu_epi16(mk, p[i] + (size_t)k * 2) : _mm512_setzero_si512();
-            bd_tr16(v);
+            mx_tr16_epi32(v);
             uint32_t *d = dst + (size_t)(k / 2) * 32 + 16 * h;
             for (int j = 0; j < np; j++) _mm512_store_si512((void *)(d + (size_t)j * 32), v[j]);
         }
