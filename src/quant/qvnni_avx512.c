@@ -94,36 +94,70 @@ static inline int off_c(int G, int bits) { return off_b(G, bits) + ((bits & 2) ?
 static inline int sh_b(int bits) { return bits >= 4 ? 4 : 0; }
 static inline int sh_c(int bits) { return bits >= 4 ? 4 : (bits & 2) ? 2 : 0; }
 
-/* One row's codes of group g into the planes at d (the row's 4-byte slot of
- * the group's first line; lines are 64 bytes apart): the group's codes are
- * unpacked once, then every plane byte is assembled and written once. */
-static void pack_planes(const uint8_t *row, size_t row_bytes, int g, int G, int bits, uint8_t *d) {
-    uint8_t cd[128]; /* G <= 128 */
-    uint64_t mask = (1u << bits) - 1;
-    /* MLX packing is an LSB-first bit stream: 8 codes are `bits` whole bytes */
-    for (int i = 0; i < G; i += 8) {
-        size_t by = ((size_t)g * G + (size_t)i) * (size_t)bits / 8;
-        uint64_t v = mxq_ld64(row + by, row_bytes - by);
-        for (int j = 0; j < 8; j++) cd[i + j] = (uint8_t)((v >> (j * bits)) & mask);
-    }
-    int ob = off_b(G, bits), oc = off_c(G, bits), sb = sh_b(bits), sc = sh_c(bits);
-    for (int h = 0; h < G / 32; h++) {
-        const uint8_t *c = cd + 32 * h;
-        for (int jb = 0; jb < 4; jb++) {
+/* Bit-plane codes of block b (cb), 16 rows at a time: lane i of a vector is
+ * row i's 4-byte slot of a line, so every plane line is one store. 32 codes
+ * of a row are `bits` whole 32-bit words of its LSB-first stream (MLX
+ * packing), gathered for the 16 rows; code j is then a shift (two across a
+ * word edge) and a mask in every lane. The one-row scalar form took ~15
+ * operations per code and most of the 6-bit 1B model's load time. */
+static inline __attribute__((always_inline)) void pack_planes_bits(const mx_weight *w, const ril *p, int b, uint8_t *cb, const int bits) {
+    const int G = w->group, ng = w->cols / G, nr = MX_MIN(16, w->rows - b * 16);
+    const int ob = off_b(G, bits), oc = off_c(G, bits), sb = sh_b(bits), sc = sh_c(bits);
+    const __mmask16 live = (__mmask16)((1u << nr) - 1);
+    const __m512i rowoff = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                              _mm512_set1_epi32((int)w->row_bytes));
+    const __m512i m4 = _mm512_set1_epi32(15), m2 = _mm512_set1_epi32(3), m1 = _mm512_set1_epi32(1), mb = _mm512_set1_epi32((1 << bits) - 1);
+    const uint8_t *base = w->data + (size_t)b * 16 * w->row_bytes;
+    for (int g = 0; g < ng; g++) {
+        uint8_t *d = cb + g_code(p, g);
+        for (int h = 0; h < G / 32; h++) {
+            const uint8_t *src = base + ((size_t)g * G + (size_t)h * 32) * (size_t)bits / 8;
+            __m512i D[7], C[32];
+            for (int q = 0; q < bits; q++) D[q] = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), live, rowoff, src + 4 * q, 1);
+            D[bits] = _mm512_setzero_si512();
+#pragma GCC unroll 32
+            for (int j = 0; j < 32; j++) {
+                int wd = j * bits / 32, o = j * bits % 32;
+                __m512i v = _mm512_srli_epi32(D[wd], (unsigned)o);
+                if (o + bits > 32) v = _mm512_or_si512(v, _mm512_slli_epi32(D[wd + 1], (unsigned)(32 - o)));
+                C[j] = _mm512_and_si512(v, mb);
+            }
             if (bits >= 4)
-                for (int l = 0; l < 4; l++) d[(size_t)(4 * h + l) * 64 + (size_t)jb] = (uint8_t)((c[8 * l + jb] & 15u) | (c[8 * l + 4 + jb] & 15u) << 4);
+                for (int l = 0; l < 4; l++) {
+                    __m512i v = _mm512_setzero_si512();
+                    for (int jb = 0; jb < 4; jb++) {
+                        __m512i by = _mm512_or_si512(_mm512_and_si512(C[8 * l + jb], m4), _mm512_slli_epi32(_mm512_and_si512(C[8 * l + 4 + jb], m4), 4));
+                        v = _mm512_or_si512(v, _mm512_slli_epi32(by, (unsigned)(8 * jb)));
+                    }
+                    _mm512_storeu_si512(d + (size_t)(4 * h + l) * 64, v);
+                }
             if (bits & 2)
                 for (int m = 0; m < 2; m++) {
-                    unsigned v = 0;
-                    for (int f = 0; f < 4; f++) v |= ((unsigned)(c[16 * m + 4 * f + jb] >> sb) & 3u) << (2 * f);
-                    d[(size_t)ob + (size_t)(2 * h + m) * 64 + (size_t)jb] = (uint8_t)v;
+                    __m512i v = _mm512_setzero_si512();
+                    for (int jb = 0; jb < 4; jb++)
+                        for (int f = 0; f < 4; f++)
+                            v = _mm512_or_si512(v, _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(C[16 * m + 4 * f + jb], (unsigned)sb), m2),
+                                                                     (unsigned)(2 * f + 8 * jb)));
+                    _mm512_storeu_si512(d + (size_t)ob + (size_t)(2 * h + m) * 64, v);
                 }
             if (bits & 1) {
-                unsigned v = 0;
-                for (int t = 0; t < 8; t++) v |= ((unsigned)(c[4 * t + jb] >> sc) & 1u) << t;
-                d[(size_t)oc + (size_t)h * 64 + (size_t)jb] = (uint8_t)v;
+                __m512i v = _mm512_setzero_si512();
+                for (int jb = 0; jb < 4; jb++)
+                    for (int t = 0; t < 8; t++)
+                        v = _mm512_or_si512(v, _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(C[4 * t + jb], (unsigned)sc), m1), (unsigned)(t + 8 * jb)));
+                _mm512_storeu_si512(d + (size_t)oc + (size_t)h * 64, v);
             }
         }
+    }
+}
+
+static void pack_planes(const mx_weight *w, const ril *p, int b, uint8_t *cb) {
+    switch (w->bits) {
+    case 1: pack_planes_bits(w, p, b, cb, 1); break;
+    case 2: pack_planes_bits(w, p, b, cb, 2); break;
+    case 3: pack_planes_bits(w, p, b, cb, 3); break;
+    case 5: pack_planes_bits(w, p, b, cb, 5); break;
+    default: pack_planes_bits(w, p, b, cb, 6); break;
     }
 }
 
@@ -164,14 +198,13 @@ static void pack_block(const pack_job *j, int b) {
     int es = p->es, G = w->group;
     size_t bo = (size_t)p->gu * 16 * (size_t)es; /* biases after the scales */
     uint8_t *cb = p->base + (size_t)b * p->blk;
-    if (w->bits == 8 && !is_planes(w)) pack8(w, p, b, cb);
+    if (is_planes(w)) pack_planes(w, p, b, cb);
+    else if (w->bits == 8) pack8(w, p, b, cb);
     for (int i = 0; i < 16; i++) {
         int r = b * 16 + i;
         if (r >= w->rows) break; /* padding rows stay zero */
         const uint8_t *row = w->data + (size_t)r * w->row_bytes;
-        if (is_planes(w))
-            for (int g = 0; g < j->ng; g++) pack_planes(row, w->row_bytes, g, G, w->bits, cb + g_code(p, g) + (size_t)i * 4);
-        else if (w->bits != 8)
+        if (w->bits == 4)
             for (int k = 0; k < w->cols; k += 16) {
                 uint32_t lo, hi;
                 pack16_4(row + k / 2, &lo, &hi);
