@@ -6,6 +6,7 @@
  * n = 1 is decode (matrix-vector), n > 1 prefill (matrix-matrix). */
 #ifndef MX_KERNELS_H
 #define MX_KERNELS_H
+#include <stdbool.h>
 #include "weight.h"
 #include "../base/threadpool.h"
 
@@ -25,11 +26,12 @@ float mx_dot(const float *a, const float *b, int n);
 void mx_axpy(float *y, float a, const float *x, int n); /* y += a*x */
 void mx_add(float *y, const float *x, int n);           /* y += x */
 void mx_scale(float *y, float a, int n);
-/* Attention rows: out[k] = mx_dot(q, K + k*ldk, d) * scale for n keys, and
- * y = sum_k p[k] * V[k] (the values mx_dot / mx_axpy from zero give, one
- * dispatch per row instead of per key). */
+/* Attention rows: out[k] = q . K[k] * scale for n keys (rows ldk apart), and
+ * y = sum_k p[k] * V[k] (the values mx_axpy from zero gives, one dispatch
+ * per row instead of per key); with acc, y += the sum, continuing the same
+ * per-element sequence (keys taken in blocks give the same bits). */
 void mx_attn_scores(const float *q, const float *K, size_t ldk, int n, int d, float scale, float *out);
-void mx_attn_mix(float *y, const float *p, const float *V, size_t ldv, int n, int d);
+void mx_attn_mix(float *y, const float *p, const float *V, size_t ldv, int n, int d, bool acc);
 /* The ops above pick their ISA on first use; call this after mx_cpu_force()
  * so they pick again (mx_matmul checks the level on every call). */
 void mx_kernels_redispatch(void);

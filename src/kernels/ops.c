@@ -17,7 +17,7 @@ static void scale_c(float *y, float a, int n);
 static void rmsnorm_row_c(float *y, const float *x, const float *w, float w_offset, int d, float eps);
 static void softmax_c(float *x, int n);
 static void attn_scores_c(const float *q, const float *K, size_t ldk, int n, int d, float scale, float *out);
-static void attn_mix_c(float *y, const float *p, const float *V, size_t ldv, int n, int d);
+static void attn_mix_c(float *y, const float *p, const float *V, size_t ldv, int n, int d, bool acc);
 
 typedef struct {
     float (*dot)(const float *, const float *, int);
@@ -29,7 +29,7 @@ typedef struct {
     void (*silu_mul)(float *, const float *, int);     /* NULL: portable */
     void (*gelu_tanh_mul)(float *, const float *, int); /* NULL: portable */
     void (*attn_scores)(const float *, const float *, size_t, int, int, float, float *);
-    void (*attn_mix)(float *, const float *, const float *, size_t, int, int);
+    void (*attn_mix)(float *, const float *, const float *, size_t, int, int, bool);
 } ops_tab;
 
 static const ops_tab tab_c = {dot_c, axpy_c, add_c, scale_c, rmsnorm_row_c, softmax_c, NULL, NULL, attn_scores_c, attn_mix_c};
@@ -108,8 +108,8 @@ static void attn_scores_c(const float *q, const float *K, size_t ldk, int n, int
     for (int k = 0; k < n; k++) out[k] = dot_c(q, K + (size_t)k * ldk, d) * scale;
 }
 
-static void attn_mix_c(float *y, const float *p, const float *V, size_t ldv, int n, int d) {
-    memset(y, 0, (size_t)d * sizeof(float));
+static void attn_mix_c(float *y, const float *p, const float *V, size_t ldv, int n, int d, bool acc) {
+    if (!acc) memset(y, 0, (size_t)d * sizeof(float));
     for (int k = 0; k < n; k++) axpy_c(y, p[k], V + (size_t)k * ldv, d);
 }
 
@@ -117,7 +117,7 @@ void mx_softmax(float *x, int n) { ops()->softmax(x, n); }
 void mx_attn_scores(const float *q, const float *K, size_t ldk, int n, int d, float scale, float *out) {
     ops()->attn_scores(q, K, ldk, n, d, scale, out);
 }
-void mx_attn_mix(float *y, const float *p, const float *V, size_t ldv, int n, int d) { ops()->attn_mix(y, p, V, ldv, n, d); }
+void mx_attn_mix(float *y, const float *p, const float *V, size_t ldv, int n, int d, bool acc) { ops()->attn_mix(y, p, V, ldv, n, d, acc); }
 float mx_dot(const float *a, const float *b, int n) { return ops()->dot(a, b, n); }
 void mx_axpy(float *y, float a, const float *x, int n) { ops()->axpy(y, a, x, n); }
 void mx_add(float *y, const float *x, int n) { ops()->add(y, x, n); }

@@ -3,11 +3,12 @@
  * after dispatch. */
 #ifndef MX_OPS_IMPL_H
 #define MX_OPS_IMPL_H
+#include <stdbool.h>
 #include <stddef.h>
 float mx_dot_avx2(const float *a, const float *b, int n);
 void mx_axpy_avx2(float *y, float a, const float *x, int n);
 void mx_attn_scores_avx2(const float *q, const float *K, size_t ldk, int n, int d, float scale, float *out);
-void mx_attn_mix_avx2(float *y, const float *p, const float *V, size_t ldv, int n, int d);
+void mx_attn_mix_avx2(float *y, const float *p, const float *V, size_t ldv, int n, int d, bool acc);
 void mx_add_avx2(float *y, const float *x, int n);
 void mx_scale_avx2(float *y, float a, int n);
 /* One row: y = x / rms(x) * (w + w_offset) (w may be NULL). */

@@ -92,42 +92,37 @@ static size_t att_state(const mx_model *m, int layer, int cap) {
     return (size_t)2 * cap * m->arch.n_kv_heads * m->arch.head_dim;
 }
 
+/* Query heads that share a kv head (GQA) run in one task, over blocks of
+ * keys small enough to stay in L1/L2 while every head of the group reads
+ * them: the K and V rows then come from memory once per group instead of
+ * once per head. A group may be split (sub-groups of `per` heads) so that a
+ * one-token step still has work for every thread. */
+static int att_group(const mx_arch *a) { return a->n_heads / a->n_kv_heads; }
+
+static _Atomic int g_key_block;
+void mx_attention_set_key_block(int keys) { g_key_block = keys > 0 ? keys : 0; }
+
 static size_t att_scratch(const mx_model *m, int max_tokens, int max_ctx, int nt) {
     const mx_arch *a = &m->arch;
-    return (size_t)max_tokens * (qkv_dim(a) + a->n_heads * a->head_dim) + (size_t)nt * max_ctx +
+    return (size_t)max_tokens * (qkv_dim(a) + a->n_heads * a->head_dim) + (size_t)nt * att_group(a) * max_ctx +
            (a->qkv_layout == MX_QKV_GROUPED ? (size_t)qkv_dim(a) : 0) +
            (a->attn_gate ? (size_t)max_tokens * 2 * a->n_heads * a->head_dim : 0);
 }
 
 typedef struct {
     mx_fwd *f;
-    int layer;
+    int layer, per, subs; /* heads per task, tasks per kv head */
     const float *qkv;
     float *att, *scores;
     const float *sinks;
 } att_job;
 
-static void att_task(void *ctx, int i, int tid) {
-    att_job *j = ctx;
+/* softcap, padding mask, and softmax (with a sink) of head h's n scores */
+static void att_probs(const att_job *j, int t, int h, int j0, int p, int n, float *sc) {
     mx_fwd *f = j->f;
     const mx_arch *a = &f->m->arch;
-    int hd = a->head_dim, t = i / a->n_heads, h = i % a->n_heads, qkvd = qkv_dim(a);
-    int kvh = h / (a->n_heads / a->n_kv_heads), kvd = a->n_kv_heads * hd;
     const mx_kv *kv = f->seqs[f->seq_of[t]].kv;
-    int p = f->pos[t], win = a->layers[j->layer].window;
-    int j0 = win > 0 ? MX_MAX(0, p - win + 1) : 0, j1 = p; /* keys j0..j1 */
-    if (a->bidirectional) { /* the whole sequence; a window is |p - j| < W */
-        int last = kv->len + f->seqs[f->seq_of[t]].n - 1;
-        j1 = win > 0 ? MX_MIN(last, p + win - 1) : last;
-    }
-    const float *q = j->qkv + (size_t)t * qkvd + (size_t)h * hd;
-    const float *K = mx_kv_layer(kv, j->layer), *V = K + (size_t)kv->cap * kvd;
-    K += (size_t)kvh * hd;
-    V += (size_t)kvh * hd;
-    float *sc = j->scores + (size_t)tid * f->max_ctx;
-    int n = j1 - j0 + 1;
-    float cap = a->attn_softcap, scale = a->attn_scale;
-    mx_attn_scores(q, K + (size_t)j0 * kvd, (size_t)kvd, n, hd, scale, sc);
+    float cap = a->attn_softcap;
     if (cap > 0)
         for (int k = 0; k < n; k++) sc[k] = tanhf(sc[k] / cap) * cap;
     if (f->key_mask) { /* padded keys of this segment (stacked at t + j - p) get no weight */
@@ -144,8 +139,38 @@ static void att_task(void *ctx, int i, int tid) {
         sum += expf(sk - mx);
         for (int k = 0; k < n; k++) sc[k] /= sum;
     } else mx_softmax(sc, n);
-    float *out = j->att + (size_t)t * a->n_heads * hd + (size_t)h * hd;
-    mx_attn_mix(out, sc, V + (size_t)j0 * kvd, (size_t)kvd, n, hd);
+}
+
+static void att_task(void *ctx, int i, int tid) {
+    att_job *j = ctx;
+    mx_fwd *f = j->f;
+    const mx_arch *a = &f->m->arch;
+    int hd = a->head_dim, qkvd = qkv_dim(a), kvd = a->n_kv_heads * hd;
+    int t = i / (a->n_kv_heads * j->subs), kvh = i / j->subs % a->n_kv_heads;
+    int h0 = kvh * att_group(a) + i % j->subs * j->per, nh = MX_MIN(j->per, (kvh + 1) * att_group(a) - h0);
+    const mx_kv *kv = f->seqs[f->seq_of[t]].kv;
+    int p = f->pos[t], win = a->layers[j->layer].window;
+    int j0 = win > 0 ? MX_MAX(0, p - win + 1) : 0, j1 = p; /* keys j0..j1 */
+    if (a->bidirectional) { /* the whole sequence; a window is |p - j| < W */
+        int last = kv->len + f->seqs[f->seq_of[t]].n - 1;
+        j1 = win > 0 ? MX_MIN(last, p + win - 1) : last;
+    }
+    const float *K = mx_kv_layer(kv, j->layer) + (size_t)j0 * kvd, *V = K + (size_t)kv->cap * kvd;
+    K += (size_t)kvh * hd;
+    V += (size_t)kvh * hd;
+    float *sc = j->scores + (size_t)tid * att_group(a) * f->max_ctx;
+    const float *q = j->qkv + (size_t)t * qkvd + (size_t)h0 * hd;
+    float *out = j->att + (size_t)t * a->n_heads * hd + (size_t)h0 * hd;
+    int n = j1 - j0 + 1, kb = g_key_block ? g_key_block : MX_MAX(16, 8192 / hd); /* 32 KiB of K at d = 64 */
+    for (int k0 = 0; k0 < n; k0 += kb)
+        for (int h = 0; h < nh; h++)
+            mx_attn_scores(q + (size_t)h * hd, K + (size_t)k0 * kvd, (size_t)kvd, MX_MIN(kb, n - k0), hd, a->attn_scale,
+                           sc + (size_t)h * f->max_ctx + k0);
+    for (int h = 0; h < nh; h++) att_probs(j, t, h0 + h, j0, p, n, sc + (size_t)h * f->max_ctx);
+    for (int k0 = 0; k0 < n; k0 += kb)
+        for (int h = 0; h < nh; h++)
+            mx_attn_mix(out + (size_t)h * hd, sc + (size_t)h * f->max_ctx + k0, V + (size_t)k0 * kvd, (size_t)kvd,
+                        MX_MIN(kb, n - k0), hd, k0 > 0);
 }
 
 static void att_forward(mx_fwd *f, int layer, void *wp, const float *xn, float *out) {
@@ -153,11 +178,12 @@ static void att_forward(mx_fwd *f, int layer, void *wp, const float *xn, float *
     const mx_arch *a = &f->m->arch;
     int N = f->N, hd = a->head_dim, qd = a->n_heads * hd, kvd = a->n_kv_heads * hd, qkvd = qkv_dim(a);
     float *qkv = f->scratch, *att = qkv + (size_t)f->max_tokens * qkvd, *scores = att + (size_t)f->max_tokens * qd;
-    float *gate = scores + (size_t)mx_pool_size(f->pool) * f->max_ctx + (a->qkv_layout == MX_QKV_GROUPED ? (size_t)qkvd : 0);
+    size_t sc_floats = (size_t)mx_pool_size(f->pool) * att_group(a) * f->max_ctx;
+    float *gate = scores + sc_floats + (a->qkv_layout == MX_QKV_GROUPED ? (size_t)qkvd : 0);
     if (w->qkv.fmt) {
         mx_linear(f, &w->qkv, w->qkv_b, xn, N, a->hidden, qkv, qkvd);
         if (a->qkv_layout == MX_QKV_GROUPED) { /* reorder each row to [q | k | v] */
-            float *row = scores + (size_t)mx_pool_size(f->pool) * f->max_ctx;
+            float *row = scores + sc_floats;
             int g = a->n_heads / a->n_kv_heads, gs = (g + 2) * hd;
             for (int t = 0; t < N; t++) {
                 float *r = qkv + (size_t)t * qkvd;
@@ -217,8 +243,10 @@ static void att_forward(mx_fwd *f, int layer, void *wp, const float *xn, float *
         memcpy(K + (size_t)f->pos[t] * kvd, k, (size_t)kvd * 4);
         memcpy(V + (size_t)f->pos[t] * kvd, k + kvd, (size_t)kvd * 4);
     }
-    att_job j = {f, layer, qkv, att, scores, w->sinks};
-    mx_pool_run(f->pool, att_task, &j, N * a->n_heads);
+    int g = att_group(a), want = 2 * mx_pool_size(f->pool), units = N * a->n_kv_heads;
+    int per = units >= want ? g : MX_MAX(1, g / ((want + units - 1) / units)), subs = (g + per - 1) / per;
+    att_job j = {f, layer, per, subs, qkv, att, scores, w->sinks};
+    mx_pool_run(f->pool, att_task, &j, units * subs);
     if (a->attn_gate)
         for (int t = 0; t < N; t++)
             for (int h = 0; h < a->n_heads; h++) {

@@ -30,6 +30,10 @@ typedef struct mx_block_ops {
 } mx_block_ops;
 
 extern const mx_block_ops mx_block_attention; /* causal self-attention over a KV cache */
+/* Keys per block in the attention's inner loops (0: sized for the caches,
+ * the default). Results do not depend on it; tests set a small one so that
+ * short fixtures take the blocked path. */
+void mx_attention_set_key_block(int keys);
 extern const mx_block_ops mx_block_mlp;       /* dense MLP, gated or plain */
 extern const mx_block_ops mx_block_moe;       /* mixture of experts (arch.moe), nn/moe.c */
 extern const mx_block_ops mx_block_mla;       /* multi-head latent attention (arch.mla), nn/mla.c */

@@ -218,6 +218,47 @@ static void test_ops_level(const char *lvl) {
         }
         free(a); free(b); free(y); free(y2); free(d);
     }
+    /* attention rows against double sums; the mix taken in blocks of keys
+     * gives the same bits as in one call */
+    int bad_att = 0;
+    char why3[160] = "";
+    static const int dims[] = {8, 40, 64, 128}, keys[] = {1, 7, 8, 45, 300};
+    for (size_t di = 0; di < MX_ARRAY_LEN(dims); di++)
+        for (size_t ki = 0; ki < MX_ARRAY_LEN(keys) && !bad_att; ki++) {
+            int d = dims[di], n = keys[ki];
+            size_t ld = (size_t)d + 5;
+            float *q = malloc(sizeof(float) * d), *K = malloc(sizeof(float) * ld * n), *V = malloc(sizeof(float) * ld * n);
+            float *sc = malloc(sizeof(float) * n), *y1 = malloc(sizeof(float) * d), *y2 = malloc(sizeof(float) * d);
+            for (int i = 0; i < d; i++) q[i] = t_randf(&seed) * 2;
+            for (size_t i = 0; i < ld * n; i++) { K[i] = t_randf(&seed) * 2; V[i] = t_randf(&seed) * 2; }
+            mx_attn_scores(q, K, ld, n, d, 0.125f, sc);
+            for (int k = 0; k < n && !bad_att; k++) {
+                double s = 0, a = 0;
+                for (int i = 0; i < d; i++) { s += (double)q[i] * K[k * ld + i]; a += fabs((double)q[i] * K[k * ld + i]); }
+                if (!(fabs(sc[k] - 0.125 * s) <= 2e-6 * 0.125 * a + 1e-30)) {
+                    snprintf(why3, sizeof why3, "scores d=%d n=%d k=%d got %g want %g", d, n, k, sc[k], 0.125 * s);
+                    bad_att++;
+                }
+            }
+            for (int k = 0; k < n; k++) sc[k] = t_randf(&seed) + 0.5f;
+            mx_attn_mix(y1, sc, V, ld, n, d, false);
+            for (int i = 0; i < d && !bad_att; i++) {
+                double s = 0, a = 0;
+                for (int k = 0; k < n; k++) { s += (double)sc[k] * V[k * ld + i]; a += fabs((double)sc[k] * V[k * ld + i]); }
+                if (!(fabs(y1[i] - s) <= 2e-6 * a + 1e-30)) {
+                    snprintf(why3, sizeof why3, "mix d=%d n=%d i=%d got %g want %g", d, n, i, y1[i], s);
+                    bad_att++;
+                }
+            }
+            for (int k0 = 0; k0 < n; k0 += 16) mx_attn_mix(y2, sc + k0, V + (size_t)k0 * ld, ld, MX_MIN(16, n - k0), d, k0 > 0);
+            if (!bad_att && memcmp(y1, y2, sizeof(float) * d)) {
+                snprintf(why3, sizeof why3, "mix in blocks of 16 keys differs d=%d n=%d", d, n);
+                bad_att++;
+            }
+            free(q); free(K); free(V); free(sc); free(y1); free(y2);
+        }
+    snprintf(name, sizeof name, "ops_attention_%s", lvl);
+    CHECK(name, !bad_att, "%s", why3);
     snprintf(name, sizeof name, "ops_dot_%s", lvl);
     CHECK(name, !bad_dot, "%d bad", bad_dot);
     snprintf(name, sizeof name, "ops_axpy_%s", lvl);
