@@ -60,36 +60,64 @@ static mx_mm_fn pick_float(void) {
     return mx_mm_float_portable;
 }
 
-void mx_matmul_multi(int count, const mx_weight *const *w, const float *x, int n, int ldx, float *const *y, int ldy, mx_pool *pool) {
-    if (mx_qmatmul_multi(count, w, x, n, ldx, y, ldy, pool)) return;
-    for (int i = 0; i < count; i++) mx_matmul(w[i], x, n, ldx, y[i], ldy, pool);
-}
-
-void mx_matmul(const mx_weight *w, const float *x, int n, int ldx, float *y, int ldy, mx_pool *pool) {
-    if (w->fmt != MX_W_F32 && w->fmt != MX_W_F16 && w->fmt != MX_W_BF16) {
-        mx_qmatmul(w, x, n, ldx, y, ldy, pool);
-        return;
-    }
-    if (n <= 0 || w->rows <= 0) return;
-    mm_job j = {w, x, n, ldx, ldy, 0, n, 1, y, pick_float()};
-    int nt = mx_pool_size(pool);
+/* Splits w x n tokens into row (and token) chunks for the pool. */
+static int mm_setup(mm_job *j, const mx_weight *w, const float *x, int n, int ldx, float *y, int ldy, int nt) {
+    *j = (mm_job){w, x, n, ldx, ldy, 0, n, 1, y, pick_float()};
     /* Contiguous row chunks of >= 16 rows (whole cache lines of y, and the
      * kernels' 16-row panels), several per thread for balance on noisy
      * machines; small ones for a decode step (prefill keeps large chunks,
      * which read each token's activations once per chunk). */
     int want = nt > 1 ? nt * 4 : 1;
     int tasks = nt > 1 && n < 16 ? mx_row_tasks(w, want, 16) : MX_MAX(1, MX_MIN((w->rows + 15) / 16, want));
-    j.rows_per_task = (w->rows + tasks - 1) / tasks;
-    j.rows_per_task = (j.rows_per_task + 15) & ~15;
-    j.row_tasks = (w->rows + j.rows_per_task - 1) / j.rows_per_task;
+    j->rows_per_task = (w->rows + tasks - 1) / tasks;
+    j->rows_per_task = (j->rows_per_task + 15) & ~15;
+    j->row_tasks = (w->rows + j->rows_per_task - 1) / j->rows_per_task;
     /* Few rows but many tokens (small projections in a long prefill): split
      * the tokens too, in chunks of >= 48 so the packed weights are reused. */
-    if (nt > 1 && j.row_tasks < want && n >= 96) {
-        int tt = MX_MIN((want + j.row_tasks - 1) / j.row_tasks, n / 48);
-        if (tt > 1) j.toks_per_task = (n + tt - 1) / tt;
+    if (nt > 1 && j->row_tasks < want && n >= 96) {
+        int tt = MX_MIN((want + j->row_tasks - 1) / j->row_tasks, n / 48);
+        if (tt > 1) j->toks_per_task = (n + tt - 1) / tt;
     }
-    int tok_tasks = (n + j.toks_per_task - 1) / j.toks_per_task;
-    mx_pool_run(pool, mm_task, &j, j.row_tasks * tok_tasks);
+    return j->row_tasks * ((n + j->toks_per_task - 1) / j->toks_per_task);
+}
+
+/* Several float weights that read the same x (q/k/v, gate/up) as one pool
+ * job: one wait for the slowest task instead of one per matrix. */
+#define MM_MULTI_MAX 4
+typedef struct { mm_job j[MM_MULTI_MAX]; int first[MM_MULTI_MAX + 1]; } mm_multi;
+
+static void mm_multi_task(void *ctx, int i, int tid) {
+    mm_multi *m = ctx;
+    int k = 0;
+    while (i >= m->first[k + 1]) k++;
+    mm_task(&m->j[k], i - m->first[k], tid);
+}
+
+static bool is_float(const mx_weight *w) { return w->fmt == MX_W_F32 || w->fmt == MX_W_F16 || w->fmt == MX_W_BF16; }
+
+void mx_matmul_multi(int count, const mx_weight *const *w, const float *x, int n, int ldx, float *const *y, int ldy, mx_pool *pool) {
+    if (mx_qmatmul_multi(count, w, x, n, ldx, y, ldy, pool)) return;
+    bool flt = count >= 2 && count <= MM_MULTI_MAX && n > 0;
+    for (int i = 0; i < count && flt; i++) flt = is_float(w[i]) && w[i]->rows > 0 && w[i]->cols == w[0]->cols;
+    if (!flt) {
+        for (int i = 0; i < count; i++) mx_matmul(w[i], x, n, ldx, y[i], ldy, pool);
+        return;
+    }
+    mm_multi m;
+    m.first[0] = 0;
+    for (int i = 0; i < count; i++) m.first[i + 1] = m.first[i] + mm_setup(&m.j[i], w[i], x, n, ldx, y[i], ldy, mx_pool_size(pool));
+    mx_pool_run(pool, mm_multi_task, &m, m.first[count]);
+}
+
+void mx_matmul(const mx_weight *w, const float *x, int n, int ldx, float *y, int ldy, mx_pool *pool) {
+    if (!is_float(w)) {
+        mx_qmatmul(w, x, n, ldx, y, ldy, pool);
+        return;
+    }
+    if (n <= 0 || w->rows <= 0) return;
+    mm_job j;
+    int tasks = mm_setup(&j, w, x, n, ldx, y, ldy, mx_pool_size(pool));
+    mx_pool_run(pool, mm_task, &j, tasks);
 }
 
 void mx_matmul_ref(const mx_weight *w, const float *x, int n, int ldx, float *y, int ldy) {
