@@ -37,17 +37,18 @@ void mx_mm_float_portable(const mx_weight *w, const float *x, int n, int ldx, fl
 typedef struct {
     const mx_weight *w;
     const float *x;
-    int n, ldx, ldy, rows_per_task, toks_per_task, row_tasks;
+    int n, ldx, ldy, toks_per_task;
+    mx_rowsplit rs;
     float *y;
     mx_mm_fn fn;
 } mm_job;
 
-/* Task i covers row chunk i % row_tasks and token chunk i / row_tasks. */
+/* Task i covers row chunk i % rs.tasks and token chunk i / rs.tasks. */
 static void mm_task(void *ctx, int i, int tid) {
     (void)tid;
     mm_job *j = ctx;
-    int rt = i % j->row_tasks, tt = i / j->row_tasks;
-    int r0 = rt * j->rows_per_task, r1 = MX_MIN(j->w->rows, r0 + j->rows_per_task);
+    int rt = i % j->rs.tasks, tt = i / j->rs.tasks, r0, r1;
+    mx_rowsplit_range(&j->rs, rt, &r0, &r1);
     int t0 = tt * j->toks_per_task, t1 = MX_MIN(j->n, t0 + j->toks_per_task);
     if (r0 >= r1 || t0 >= t1) return;
     j->fn(j->w, j->x + (size_t)t0 * j->ldx, t1 - t0, j->ldx, j->y + (size_t)t0 * j->ldy, j->ldy, r0, r1);
@@ -62,23 +63,20 @@ static mx_mm_fn pick_float(void) {
 
 /* Splits w x n tokens into row (and token) chunks for the pool. */
 static int mm_setup(mm_job *j, const mx_weight *w, const float *x, int n, int ldx, float *y, int ldy, int nt) {
-    *j = (mm_job){w, x, n, ldx, ldy, 0, n, 1, y, pick_float()};
+    *j = (mm_job){w, x, n, ldx, ldy, n, {0}, y, pick_float()};
     /* Contiguous row chunks of >= 16 rows (whole cache lines of y, and the
      * kernels' 16-row panels), several per thread for balance on noisy
      * machines; small ones for a decode step (prefill keeps large chunks,
      * which read each token's activations once per chunk). */
     int want = nt > 1 ? nt * 4 : 1;
-    int tasks = nt > 1 && n < 16 ? mx_row_tasks(w, want, 16) : MX_MAX(1, MX_MIN((w->rows + 15) / 16, want));
-    j->rows_per_task = (w->rows + tasks - 1) / tasks;
-    j->rows_per_task = (j->rows_per_task + 15) & ~15;
-    j->row_tasks = (w->rows + j->rows_per_task - 1) / j->rows_per_task;
+    j->rs = mx_rowsplit_make(w, want, 16, nt > 1 && n < 16);
     /* Few rows but many tokens (small projections in a long prefill): split
      * the tokens too, in chunks of >= 48 so the packed weights are reused. */
-    if (nt > 1 && j->row_tasks < want && n >= 96) {
-        int tt = MX_MIN((want + j->row_tasks - 1) / j->row_tasks, n / 48);
+    if (nt > 1 && j->rs.tasks < want && n >= 96) {
+        int tt = MX_MIN((want + j->rs.tasks - 1) / j->rs.tasks, n / 48);
         if (tt > 1) j->toks_per_task = (n + tt - 1) / tt;
     }
-    return j->row_tasks * ((n + j->toks_per_task - 1) / j->toks_per_task);
+    return j->rs.tasks * ((n + j->toks_per_task - 1) / j->toks_per_task);
 }
 
 /* Several float weights that read the same x (q/k/v, gate/up) as one pool

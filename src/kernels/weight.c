@@ -49,8 +49,20 @@ void mx_weight_row(const mx_weight *w, int r, float *out) {
     }
 }
 
-int mx_row_tasks(const mx_weight *w, int want, int unit) {
-    size_t cap = mx_weight_bytes(w) >> 18;
-    if (cap > (size_t)want) want = (int)MX_MIN(cap, (size_t)1 << 16);
-    return MX_MAX(1, MX_MIN((w->rows + unit - 1) / unit, want));
+mx_rowsplit mx_rowsplit_make(const mx_weight *w, int want, int unit, bool decode) {
+    mx_rowsplit s = {w->rows, unit, unit, 0, 0};
+    int units = (w->rows + unit - 1) / unit;
+    if (decode) {
+        size_t cap = mx_weight_bytes(w) >> 18;
+        if (cap > (size_t)want) want = (int)MX_MIN(cap, (size_t)1 << 16);
+    }
+    int tasks = MX_MAX(1, MX_MIN(units, want));
+    s.step = (units + tasks - 1) / tasks * unit;
+    if (!decode) {
+        s.big = s.tasks = (w->rows + s.step - 1) / s.step;
+        return s;
+    }
+    s.big = MX_MIN(MX_MAX(0, tasks - 2), w->rows / s.step);
+    s.tasks = s.big + (w->rows - s.big * s.step + unit - 1) / unit;
+    return s;
 }

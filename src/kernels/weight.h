@@ -4,6 +4,7 @@
  * Families never see the format; kernels dispatch on it. */
 #ifndef MX_WEIGHT_H
 #define MX_WEIGHT_H
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include "../format/safetensors.h"
@@ -34,11 +35,21 @@ const char *mx_wfmt_name(mx_wfmt f);
 void mx_weight_free(mx_weight *w);
 /* Bytes the weight occupies (what one full read costs). */
 size_t mx_weight_bytes(const mx_weight *w);
-/* Row tasks for a few-token product over w on nt threads: `want` tasks, or
- * more so that none reads more than ~256 KiB of weights (a thread done early
- * waits for the last task; on a 500 MB output head that could be tens of MB),
- * never more than one per `unit` rows. */
-int mx_row_tasks(const mx_weight *w, int want, int unit);
+/* Rows [0, rows) of a product split into pool tasks: `big` tasks of `step`
+ * rows, then one task per `unit` rows for the rest. For a few-token product
+ * (decode) there are `want` tasks or more, so that none reads more than ~256
+ * KiB of weights, and the last two steps' rows go in unit tasks: a thread
+ * done early waits for the last task, which is then one unit (on a noisy
+ * machine the threads' pace differs, and a 500 MB output head in 8 tasks
+ * left a 64 MB one). Prefill keeps `want` equal tasks. */
+typedef struct { int rows, step, unit, big, tasks; } mx_rowsplit;
+mx_rowsplit mx_rowsplit_make(const mx_weight *w, int want, int unit, bool decode);
+static inline void mx_rowsplit_range(const mx_rowsplit *s, int i, int *r0, int *r1) {
+    int a = i < s->big ? i * s->step : s->big * s->step + (i - s->big) * s->unit;
+    int b = a + (i < s->big ? s->step : s->unit);
+    *r0 = a;
+    *r1 = b < s->rows ? b : s->rows;
+}
 /* Dequantizes/converts row r into out[cols] (embedding lookup, tests). */
 void mx_weight_row(const mx_weight *w, int r, float *out);
 #endif

@@ -47,14 +47,15 @@ int mxq_perm_for(const mx_weight *w, int level) {
 typedef struct {
     mxq_ctx c;
     mxq_fn fn;
-    int rows_per_task;
+    mx_rowsplit rs;
     bool per_token; /* run the kernel once per token (n = 1 each) */
 } qjob;
 
 static void q_task(void *ctx, int i, int tid) {
     (void)tid;
     qjob *j = ctx;
-    int r0 = i * j->rows_per_task, r1 = MX_MIN(j->c.w->rows, r0 + j->rows_per_task);
+    int r0, r1;
+    mx_rowsplit_range(&j->rs, i, &r0, &r1);
     if (r0 >= r1) return;
     if (!j->per_token) { j->fn(&j->c, r0, r1); return; }
     /* the task's rows stay in cache while each token streams past them */
@@ -143,11 +144,9 @@ static bool prep_int8(qjob *j, const float *x, int ldx, mx_pool *pool) {
  * 16-row blocks and takes twice as many tasks, whose finer grain evens out
  * the threads' finish (a decode step is ~110 such jobs). */
 static void split_rows(qjob *j, int nt) {
-    int rows = j->c.w->rows, unit = 48, want = nt * 4;
+    int unit = 48, want = nt * 4;
     if (j->fn == mxq_vnni_mm && j->c.n == 1) { unit = 16; want = nt * 8; }
-    int tasks = nt > 1 && j->c.n < 16 ? mx_row_tasks(j->c.w, want, unit) : MX_MAX(1, MX_MIN((rows + unit - 1) / unit, want));
-    j->rows_per_task = (rows + tasks - 1) / tasks;
-    j->rows_per_task = (j->rows_per_task + unit - 1) / unit * unit;
+    j->rs = mx_rowsplit_make(j->c.w, want, unit, nt > 1 && j->c.n < 16);
 }
 
 void mx_qmatmul(const mx_weight *w, const float *x, int n, int ldx, float *y, int ldy, mx_pool *pool) {
@@ -217,7 +216,7 @@ void mx_qmatmul(const mx_weight *w, const float *x, int n, int ldx, float *y, in
     }
 run:
     split_rows(&j, mx_pool_size(pool));
-    mx_pool_run(pool, q_task, &j, (w->rows + j.rows_per_task - 1) / j.rows_per_task);
+    mx_pool_run(pool, q_task, &j, j.rs.tasks);
 }
 
 /* Several weights that read the same x (q/k/v, gate/up) on the int8 path:
@@ -254,7 +253,7 @@ bool mx_qmatmul_multi(int count, const mx_weight *const *w, const float *x, int 
         m.j[i].c.y = y[i];
         m.j[i].c.ldy = ldy;
         split_rows(&m.j[i], nt);
-        m.first[i + 1] = m.first[i] + (w[i]->rows + m.j[i].rows_per_task - 1) / m.j[i].rows_per_task;
+        m.first[i + 1] = m.first[i] + m.j[i].rs.tasks;
     }
     for (int i = count + 1; i <= QMULTI_MAX; i++) m.first[i] = m.first[count];
     mx_pool_run(pool, qm_task, &m, m.first[count]);

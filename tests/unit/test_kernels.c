@@ -296,6 +296,28 @@ int main(void) {
         }
         test_ops_level(nm);
     }
+    /* row splits tile [0, rows) in order, in whole units, no task empty */
+    int bad_split = 0;
+    char whys[128] = "";
+    for (int rows = 1; rows < 3000 && !bad_split; rows += 37)
+        for (int unit = 16; unit <= 48; unit += 32)
+            for (int want = 1; want <= 64; want *= 4)
+                for (int m = 0; m < 4; m++) { /* prefill / decode, small / large rows (the 256 KiB cap) */
+                    bool dec = m & 1;
+                    int cols = m & 2 ? 65536 : 128;
+                    mx_weight w = {.fmt = MX_W_BF16, .rows = rows, .cols = cols, .row_bytes = 2 * (size_t)cols};
+                    mx_rowsplit sp = mx_rowsplit_make(&w, want, unit, dec);
+                    int next = 0;
+                    for (int i = 0; i < sp.tasks && !bad_split; i++) {
+                        int r0, r1;
+                        mx_rowsplit_range(&sp, i, &r0, &r1);
+                        if (r0 != next || r1 <= r0 || r0 % unit || (r1 % unit && r1 != rows)) bad_split++;
+                        next = r1;
+                    }
+                    if (!bad_split && next != rows) bad_split++;
+                    if (bad_split && !whys[0]) snprintf(whys, sizeof whys, "rows=%d unit=%d want=%d decode=%d cols=%d", rows, unit, want, dec, cols);
+                }
+    CHECK("row_split", !bad_split, "%s", whys);
     /* the bandwidth probe runs and gives a positive number on a small buffer */
     double bw = mx_measure_read_bw(pool, 8u << 20, 3);
     CHECK("membw_probe", bw > 0.1, "got %g GB/s", bw);
