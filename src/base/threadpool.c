@@ -139,6 +139,23 @@ void mx_pool_run(mx_pool *p, mx_task_fn fn, void *ctx, int n_tasks) {
     }
 }
 
+typedef struct { const mx_task_set *s; int first[MX_POOL_SETS + 1], count; } pool_sets;
+
+static void sets_task(void *ctx, int i, int tid) {
+    const pool_sets *m = ctx;
+    int k = 0;
+    while (k + 1 < m->count && i >= m->first[k + 1]) k++;
+    m->s[k].fn(m->s[k].ctx, i - m->first[k], tid);
+}
+
+void mx_pool_run_sets(mx_pool *p, const mx_task_set *sets, int count) {
+    for (int b = 0; b < count; b += MX_POOL_SETS) {
+        pool_sets m = {sets + b, {0}, MX_MIN(MX_POOL_SETS, count - b)};
+        for (int k = 0; k < m.count; k++) m.first[k + 1] = m.first[k] + MX_MAX(0, sets[b + k].n);
+        mx_pool_run(p, sets_task, &m, m.first[m.count]);
+    }
+}
+
 int mx_default_threads(void) {
     long logical = sysconf(_SC_NPROCESSORS_ONLN);
     if (logical < 1) logical = 1;

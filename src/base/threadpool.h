@@ -12,5 +12,11 @@ mx_pool *mx_pool_new(int n_threads); /* n_threads includes the caller */
 void mx_pool_free(mx_pool *p);
 int mx_pool_size(const mx_pool *p);
 void mx_pool_run(mx_pool *p, mx_task_fn fn, void *ctx, int n_tasks);
+/* Several task sets as one job (one wait for the slowest task instead of one
+ * per set): set k runs fn(ctx[k], i, tid) for i in [0, n[k]). At most
+ * MX_POOL_SETS sets; more run as separate jobs. */
+#define MX_POOL_SETS 8
+typedef struct { mx_task_fn fn; void *ctx; int n; } mx_task_set;
+void mx_pool_run_sets(mx_pool *p, const mx_task_set *sets, int count);
 int mx_default_threads(void); /* physical cores (logical / SMT siblings) */
 #endif

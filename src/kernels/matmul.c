@@ -79,17 +79,9 @@ static int mm_setup(mm_job *j, const mx_weight *w, const float *x, int n, int ld
     return j->rs.tasks * ((n + j->toks_per_task - 1) / j->toks_per_task);
 }
 
-/* Several float weights that read the same x (q/k/v, gate/up) as one pool
- * job: one wait for the slowest task instead of one per matrix. */
+/* Several float weights that read the same x (q/k/v, gate/up) run as one
+ * pool job: one wait for the slowest task instead of one per matrix. */
 #define MM_MULTI_MAX 4
-typedef struct { mm_job j[MM_MULTI_MAX]; int first[MM_MULTI_MAX + 1]; } mm_multi;
-
-static void mm_multi_task(void *ctx, int i, int tid) {
-    mm_multi *m = ctx;
-    int k = 0;
-    while (i >= m->first[k + 1]) k++;
-    mm_task(&m->j[k], i - m->first[k], tid);
-}
 
 static bool is_float(const mx_weight *w) { return w->fmt == MX_W_F32 || w->fmt == MX_W_F16 || w->fmt == MX_W_BF16; }
 
@@ -101,10 +93,10 @@ void mx_matmul_multi(int count, const mx_weight *const *w, const float *x, int n
         for (int i = 0; i < count; i++) mx_matmul(w[i], x, n, ldx, y[i], ldy, pool);
         return;
     }
-    mm_multi m;
-    m.first[0] = 0;
-    for (int i = 0; i < count; i++) m.first[i + 1] = m.first[i] + mm_setup(&m.j[i], w[i], x, n, ldx, y[i], ldy, mx_pool_size(pool));
-    mx_pool_run(pool, mm_multi_task, &m, m.first[count]);
+    mm_job j[MM_MULTI_MAX];
+    mx_task_set sets[MM_MULTI_MAX];
+    for (int i = 0; i < count; i++) sets[i] = (mx_task_set){mm_task, &j[i], mm_setup(&j[i], w[i], x, n, ldx, y[i], ldy, mx_pool_size(pool))};
+    mx_pool_run_sets(pool, sets, count);
 }
 
 void mx_matmul(const mx_weight *w, const float *x, int n, int ldx, float *y, int ldy, mx_pool *pool) {

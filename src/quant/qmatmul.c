@@ -223,14 +223,6 @@ run:
  * x is coded once and one pool job covers every matrix, instead of one job
  * (and one wait for its slowest task) per matrix. */
 #define QMULTI_MAX 4
-typedef struct { qjob j[QMULTI_MAX]; int first[QMULTI_MAX + 1]; } qmulti;
-
-static void qm_task(void *ctx, int i, int tid) {
-    qmulti *m = ctx;
-    int k = 0;
-    while (i >= m->first[k + 1]) k++;
-    q_task(&m->j[k], i - m->first[k], tid);
-}
 
 bool mx_qmatmul_multi(int count, const mx_weight *const *w, const float *x, int n, int ldx, float *const *y, int ldy, mx_pool *pool) {
     if (count < 2 || count > QMULTI_MAX || n <= 0) return false;
@@ -239,24 +231,24 @@ bool mx_qmatmul_multi(int count, const mx_weight *const *w, const float *x, int 
             mxq_is_e4m3(w[i]) != mxq_is_e4m3(w[0]) ||
             !mxq_vnni_ready(w[i], pool))
             return false;
-    qmulti m;
-    memset(&m, 0, sizeof m);
-    m.j[0].c.w = w[0];
-    m.j[0].c.n = n;
-    if (!prep_int8(&m.j[0], x, ldx, pool)) return false;
+    qjob j[QMULTI_MAX];
+    mx_task_set sets[QMULTI_MAX];
+    memset(j, 0, sizeof j);
+    j[0].c.w = w[0];
+    j[0].c.n = n;
+    if (!prep_int8(&j[0], x, ldx, pool)) return false;
     int nt = mx_pool_size(pool);
     for (int i = 0; i < count; i++) {
         if (i) {
-            m.j[i] = m.j[0];
-            m.j[i].c.w = w[i];
+            j[i] = j[0];
+            j[i].c.w = w[i];
         }
-        m.j[i].c.y = y[i];
-        m.j[i].c.ldy = ldy;
-        split_rows(&m.j[i], nt);
-        m.first[i + 1] = m.first[i] + m.j[i].rs.tasks;
+        j[i].c.y = y[i];
+        j[i].c.ldy = ldy;
+        split_rows(&j[i], nt);
+        sets[i] = (mx_task_set){q_task, &j[i], j[i].rs.tasks};
     }
-    for (int i = count + 1; i <= QMULTI_MAX; i++) m.first[i] = m.first[count];
-    mx_pool_run(pool, qm_task, &m, m.first[count]);
+    mx_pool_run_sets(pool, sets, count);
     return true;
 }
 

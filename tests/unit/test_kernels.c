@@ -273,6 +273,29 @@ static void test_ops_level(const char *lvl) {
     CHECK(name, !bad_act, "%d bad: %s", bad_act, why2);
 }
 
+/* mx_pool_run_sets: every (set, i) runs exactly once, with more sets than one
+ * job takes and with empty sets */
+typedef struct { _Atomic int hits[64]; } set_hits;
+static void count_hit(void *ctx, int i, int tid) {
+    (void)tid;
+    set_hits *h = ctx;
+    if (i >= 0 && i < 64) h->hits[i]++;
+}
+
+static void test_pool_sets(mx_pool *pool) {
+    set_hits h[11];
+    mx_task_set sets[11];
+    int bad = 0;
+    for (int count = 0; count <= 11 && !bad; count++) {
+        memset(h, 0, sizeof h);
+        for (int k = 0; k < count; k++) sets[k] = (mx_task_set){count_hit, &h[k], (k * 7) % 13};
+        mx_pool_run_sets(pool, sets, count);
+        for (int k = 0; k < count; k++)
+            for (int i = 0; i < 64; i++) bad += h[k].hits[i] != (i < sets[k].n);
+    }
+    CHECK(pool ? "pool_run_sets" : "pool_run_sets_nopool", !bad, "%d (set, task) pairs ran other than once", bad);
+}
+
 int main(void) {
     mx_pool *pool = mx_pool_new(3);
     const mx_cpu_info *ci = mx_cpu();
@@ -296,6 +319,8 @@ int main(void) {
         }
         test_ops_level(nm);
     }
+    test_pool_sets(pool);
+    test_pool_sets(NULL);
     /* row splits tile [0, rows) in order, in whole units, no task empty */
     int bad_split = 0;
     char whys[128] = "";
