@@ -56,10 +56,12 @@ static inline bool is_planes(const mx_weight *w) { return w->fmt == MX_W_AFFINE 
 typedef mxq_ril ril;
 
 /* Software prefetch distance (bytes) of the one-token kernel, per block
- * stream. A 2048 x 8192 GEMV, 2 threads, median GB/s over the probe:
- * 4-bit 81 / 87 / 88 / 93 %, 8-bit 95 / 101 / 101 / 115 % at 1024 / 2048 /
- * 3072 / 4096 (noisy); without prefetch 4-bit 61-68 %, 8-bit 88 %. */
-#define VQ_PF 2048
+ * stream. With the two streams far apart (VQ_PAIRS), test_quant_bench
+ * --bench 2 1, interleaved, GB/s at 2048 / 4096 / 8192: 4-bit 59-62 / 72-77
+ * / 66-78, 8-bit 64-71 / 75-77 / 68-74, mxfp4 61-63 / 65-78 / 63-74, mxfp8
+ * flat. (Before the pairing, over a one-stream probe: 4-bit 81 / 87 / 88 /
+ * 93 % at 1024 / 2048 / 3072 / 4096; without prefetch 61-68 %.) */
+#define VQ_PF 4096
 
 /* ---- the repack ---- */
 
