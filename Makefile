@@ -95,6 +95,8 @@ $(BUILD)/mkmodel: tools/mkmodel.c $(BUILD)/libmlxcel.a
 	$(CC) $(CFLAGS) -Isrc -o $@ $< $(BUILD)/libmlxcel.a $(LDLIBS)
 $(BUILD)/kbench: tools/kbench.c $(BUILD)/libmlxcel.a
 	$(CC) $(CFLAGS) -Isrc -o $@ $< $(BUILD)/libmlxcel.a $(LDLIBS)
+$(BUILD)/qcold: tools/qcold.c $(BUILD)/libmlxcel.a
+	$(CC) $(CFLAGS) -Isrc -o $@ $< $(BUILD)/libmlxcel.a $(LDLIBS)
 all: $(BUILD)/mkmodel
 
 # libFuzzer targets (fuzz/fuzz_*.c), built with clang, ASan/UBSan and
