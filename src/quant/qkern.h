@@ -25,6 +25,18 @@
 #ifndef VF_NIB
 #define VF_NIB(v) VI_CVT(v) /* 4-bit code (0..15) -> f32 */
 #endif
+/* Two rows (p0, p1) of 4-bit codes for columns k..k+2VL (low nibbles the
+ * first VL, high ones the next, kernel order), decoded by DEC, into the low
+ * and high sums l0/h0 and l1/h1. */
+#define QK_NIB2(DEC)                                                     \
+    do {                                                                 \
+        vf xl_ = VF_LD(x + k), xh_ = VF_LD(x + k + VL);                  \
+        vi v0_ = VI_U8(p0 + k / 2), v1_ = VI_U8(p1 + k / 2);             \
+        l0 = VF_FMA(DEC(VI_AND(v0_, 15)), xl_, l0);                      \
+        h0 = VF_FMA(DEC(VI_SRL(v0_, 4)), xh_, h0);                       \
+        l1 = VF_FMA(DEC(VI_AND(v1_, 15)), xl_, l1);                      \
+        h1 = VF_FMA(DEC(VI_SRL(v1_, 4)), xh_, h1);                       \
+    } while (0)
 
 static inline bool QK(is_affine4)(const mxq_ctx *c) { return c->w->fmt == MX_W_AFFINE && c->w->bits == 4 && c->perm == VL; }
 static inline bool QK(is_fp4)(const mxq_ctx *c) { return (c->w->fmt == MX_W_MXFP4 || c->w->fmt == MX_W_NVFP4) && c->perm == VL; }
@@ -170,14 +182,7 @@ static inline __attribute__((always_inline)) void QK(dec_aff)(const mxq_ctx *c, 
             _mm_prefetch((const char *)p1 + o + QK_PF, _MM_HINT_T0);
         }
         if (kind == 4)
-            for (; k < ke; k += 2 * VL) {
-                vf xl = VF_LD(x + k), xh = VF_LD(x + k + VL);
-                vi v0 = VI_U8(p0 + k / 2), v1 = VI_U8(p1 + k / 2);
-                l0 = VF_FMA(VF_NIB(VI_AND(v0, 15)), xl, l0);
-                h0 = VF_FMA(VF_NIB(VI_SRL(v0, 4)), xh, h0);
-                l1 = VF_FMA(VF_NIB(VI_AND(v1, 15)), xl, l1);
-                h1 = VF_FMA(VF_NIB(VI_SRL(v1, 4)), xh, h1);
-            }
+            for (; k < ke; k += 2 * VL) QK_NIB2(VF_NIB);
         else if (kind == 8) {
             for (; k + 2 * VL <= ke; k += 2 * VL) {
                 vf xa = VF_LD(x + k), xb = VF_LD(x + k + VL);
@@ -233,14 +238,7 @@ static void QK(dec_fp4)(const mxq_ctx *c, int r, int nr, float *out) {
                 _mm_prefetch((const char *)p0 + g * w->group / 2 + QK_PF, _MM_HINT_T0);
                 _mm_prefetch((const char *)p1 + g * w->group / 2 + QK_PF, _MM_HINT_T0);
             }
-            for (int k = g * w->group; k < (g + 1) * w->group; k += 2 * VL) {
-                vf xl = VF_LD(x + k), xh = VF_LD(x + k + VL);
-                vi v0 = VI_U8(p0 + k / 2), v1 = VI_U8(p1 + k / 2);
-                l0 = VF_FMA(VF_FP4(VI_AND(v0, 15)), xl, l0);
-                h0 = VF_FMA(VF_FP4(VI_SRL(v0, 4)), xh, h0);
-                l1 = VF_FMA(VF_FP4(VI_AND(v1, 15)), xl, l1);
-                h1 = VF_FMA(VF_FP4(VI_SRL(v1, 4)), xh, h1);
-            }
+            for (int k = g * w->group; k < (g + 1) * w->group; k += 2 * VL) QK_NIB2(VF_FP4);
             acc0 = VF_FMA(VF_ADD(l0, h0), VF_SET1(S0[g % QK_GB]), acc0);
             if (nr > 1) acc1 = VF_FMA(VF_ADD(l1, h1), VF_SET1(S1[g % QK_GB]), acc1);
         }
