@@ -21,16 +21,35 @@ struct mx_pool {
     mx_task_fn fn;
     void *ctx;
     int n_tasks;
+    bool ahead;
 };
+
+/* The running task's successor on this thread (mx_pool_next_task). */
+typedef struct { mx_task_fn fn; void *ctx; int next; } next_task;
+static _Thread_local next_task tl_next = {NULL, NULL, -1};
 
 typedef struct { mx_pool *p; int tid; } worker_arg;
 
-static void run_tasks(mx_pool *p, mx_task_fn fn, void *ctx, int n_tasks, int tid) {
-    for (;;) {
-        int i = atomic_fetch_add_explicit(&p->next, 1, memory_order_relaxed);
-        if (i >= n_tasks) break;
-        fn(ctx, i, tid);
+static void run_tasks(mx_pool *p, mx_task_fn fn, void *ctx, int n_tasks, bool ahead, int tid) {
+    if (!ahead) {
+        for (;;) {
+            int i = atomic_fetch_add_explicit(&p->next, 1, memory_order_relaxed);
+            if (i >= n_tasks) break;
+            fn(ctx, i, tid);
+        }
+        return;
     }
+    next_task saved = tl_next;
+    tl_next.fn = fn;
+    tl_next.ctx = ctx;
+    int i = atomic_fetch_add_explicit(&p->next, 1, memory_order_relaxed);
+    while (i < n_tasks) {
+        int j = atomic_fetch_add_explicit(&p->next, 1, memory_order_relaxed);
+        tl_next.next = j < n_tasks ? j : -1;
+        fn(ctx, i, tid);
+        i = j;
+    }
+    tl_next = saved;
 }
 
 /* A worker joins a job under the mutex and only while it is open, so the
@@ -62,10 +81,11 @@ static void *worker(void *arg) {
         mx_task_fn fn = p->fn;
         void *ctx = p->ctx;
         int n = p->n_tasks;
+        bool ahead = p->ahead;
         if (join) atomic_fetch_add(&p->active, 1);
         pthread_mutex_unlock(&p->mu);
         if (!join) continue;
-        run_tasks(p, fn, ctx, n, wa.tid);
+        run_tasks(p, fn, ctx, n, ahead, wa.tid);
         atomic_fetch_sub_explicit(&p->active, 1, memory_order_acq_rel);
     }
     return NULL;
@@ -106,22 +126,28 @@ void mx_pool_free(mx_pool *p) {
 
 int mx_pool_size(const mx_pool *p) { return p ? p->n : 1; }
 
-void mx_pool_run(mx_pool *p, mx_task_fn fn, void *ctx, int n_tasks) {
+static void pool_run(mx_pool *p, mx_task_fn fn, void *ctx, int n_tasks, bool ahead) {
     if (n_tasks <= 0) return;
     if (!p || p->n == 1 || n_tasks == 1) {
-        for (int i = 0; i < n_tasks; i++) fn(ctx, i, 0);
+        next_task saved = tl_next;
+        for (int i = 0; i < n_tasks; i++) {
+            if (ahead) tl_next = (next_task){fn, ctx, i + 1 < n_tasks ? i + 1 : -1};
+            fn(ctx, i, 0);
+        }
+        tl_next = saved;
         return;
     }
     pthread_mutex_lock(&p->mu);
     p->fn = fn;
     p->ctx = ctx;
     p->n_tasks = n_tasks;
+    p->ahead = ahead;
     atomic_store(&p->next, 0);
     p->open = true;
     atomic_fetch_add_explicit(&p->gen, 1, memory_order_release);
     pthread_cond_broadcast(&p->cv);
     pthread_mutex_unlock(&p->mu);
-    run_tasks(p, fn, ctx, n_tasks, 0);
+    run_tasks(p, fn, ctx, n_tasks, ahead, 0);
     /* close the job once no worker is inside it; late workers then skip it */
     for (;;) {
         if (atomic_load_explicit(&p->active, memory_order_acquire) == 0) {
@@ -139,20 +165,43 @@ void mx_pool_run(mx_pool *p, mx_task_fn fn, void *ctx, int n_tasks) {
     }
 }
 
+void mx_pool_run(mx_pool *p, mx_task_fn fn, void *ctx, int n_tasks) { pool_run(p, fn, ctx, n_tasks, false); }
+void mx_pool_run_ahead(mx_pool *p, mx_task_fn fn, void *ctx, int n_tasks) { pool_run(p, fn, ctx, n_tasks, true); }
+
 typedef struct { const mx_task_set *s; int first[MX_POOL_SETS + 1], count; } pool_sets;
+
+static int set_of(const pool_sets *m, int i) {
+    int k = 0;
+    while (k + 1 < m->count && i >= m->first[k + 1]) k++;
+    return k;
+}
 
 static void sets_task(void *ctx, int i, int tid) {
     const pool_sets *m = ctx;
-    int k = 0;
-    while (k + 1 < m->count && i >= m->first[k + 1]) k++;
+    int k = set_of(m, i);
     m->s[k].fn(m->s[k].ctx, i - m->first[k], tid);
 }
 
-void mx_pool_run_sets(mx_pool *p, const mx_task_set *sets, int count) {
+int mx_pool_next_task(mx_task_fn *fn, void **ctx) {
+    int i = tl_next.next;
+    if (i < 0 || !tl_next.fn) return -1;
+    *fn = tl_next.fn;
+    *ctx = tl_next.ctx;
+    if (tl_next.fn == sets_task) {
+        const pool_sets *m = tl_next.ctx;
+        int k = set_of(m, i);
+        *fn = m->s[k].fn;
+        *ctx = m->s[k].ctx;
+        i -= m->first[k];
+    }
+    return i;
+}
+
+void mx_pool_run_sets(mx_pool *p, const mx_task_set *sets, int count, bool ahead) {
     for (int b = 0; b < count; b += MX_POOL_SETS) {
         pool_sets m = {sets + b, {0}, MX_MIN(MX_POOL_SETS, count - b)};
         for (int k = 0; k < m.count; k++) m.first[k + 1] = m.first[k] + MX_MAX(0, sets[b + k].n);
-        mx_pool_run(p, sets_task, &m, m.first[m.count]);
+        pool_run(p, sets_task, &m, m.first[m.count], ahead);
     }
 }
 

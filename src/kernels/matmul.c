@@ -96,7 +96,7 @@ void mx_matmul_multi(int count, const mx_weight *const *w, const float *x, int n
     mm_job j[MM_MULTI_MAX];
     mx_task_set sets[MM_MULTI_MAX];
     for (int i = 0; i < count; i++) sets[i] = (mx_task_set){mm_task, &j[i], mm_setup(&j[i], w[i], x, n, ldx, y[i], ldy, mx_pool_size(pool))};
-    mx_pool_run_sets(pool, sets, count);
+    mx_pool_run_sets(pool, sets, count, false);
 }
 
 void mx_matmul(const mx_weight *w, const float *x, int n, int ldx, float *y, int ldy, mx_pool *pool) {

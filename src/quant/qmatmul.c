@@ -57,7 +57,18 @@ static void q_task(void *ctx, int i, int tid) {
     int r0, r1;
     mx_rowsplit_range(&j->rs, i, &r0, &r1);
     if (r0 >= r1) return;
-    if (!j->per_token) { j->fn(&j->c, r0, r1); return; }
+    if (!j->per_token) {
+        mx_task_fn nf;
+        void *nc;
+        int ni = mx_pool_next_task(&nf, &nc);
+        const qjob *nj = nc;
+        if (ni < 0 || nf != q_task || nj->fn != mxq_vnni_mm || nj->c.n != 1) { j->fn(&j->c, r0, r1); return; }
+        mxq_ctx c = j->c;
+        c.nx_w = nj->c.w;
+        mx_rowsplit_range(&nj->rs, ni, &c.nx_r0, &c.nx_r1);
+        j->fn(&c, r0, r1);
+        return;
+    }
     /* the task's rows stay in cache while each token streams past them */
     int ng = j->c.xs ? mxq_ngroups(j->c.w) : 0;
     for (int t = 0; t < j->c.n; t++) {
@@ -216,7 +227,9 @@ void mx_qmatmul(const mx_weight *w, const float *x, int n, int ldx, float *y, in
     }
 run:
     split_rows(&j, mx_pool_size(pool));
-    mx_pool_run(pool, q_task, &j, j.rs.tasks);
+    /* one token: each thread prefetches the rows it takes next */
+    if (j.fn == mxq_vnni_mm && n == 1) mx_pool_run_ahead(pool, q_task, &j, j.rs.tasks);
+    else mx_pool_run(pool, q_task, &j, j.rs.tasks);
 }
 
 /* Several weights that read the same x (q/k/v, gate/up) on the int8 path:
@@ -248,7 +261,7 @@ bool mx_qmatmul_multi(int count, const mx_weight *const *w, const float *x, int 
         split_rows(&j[i], nt);
         sets[i] = (mx_task_set){q_task, &j[i], j[i].rs.tasks};
     }
-    mx_pool_run_sets(pool, sets, count);
+    mx_pool_run_sets(pool, sets, count, n == 1);
     return true;
 }
 

@@ -143,6 +143,10 @@ typedef struct {
     int ldy;
     int perm;
     bool invariant; /* one kernel for every n (see mx_qmatmul_set_batch_invariant) */
+    /* the rows this thread multiplies next (mx_pool_next_task), in weight
+     * nx_w, or nx_w NULL: the one-token kernel prefetches them */
+    const mx_weight *nx_w;
+    int nx_r0, nx_r1;
 } mxq_ctx;
 typedef void (*mxq_fn)(const mxq_ctx *c, int r0, int r1);
 void mxq_mm_portable(const mxq_ctx *c, int r0, int r1);

@@ -289,11 +289,58 @@ static void test_pool_sets(mx_pool *pool) {
     for (int count = 0; count <= 11 && !bad; count++) {
         memset(h, 0, sizeof h);
         for (int k = 0; k < count; k++) sets[k] = (mx_task_set){count_hit, &h[k], (k * 7) % 13};
-        mx_pool_run_sets(pool, sets, count);
+        mx_pool_run_sets(pool, sets, count, false);
         for (int k = 0; k < count; k++)
             for (int i = 0; i < 64; i++) bad += h[k].hits[i] != (i < sets[k].n);
     }
     CHECK(pool ? "pool_run_sets" : "pool_run_sets_nopool", !bad, "%d (set, task) pairs ran other than once", bad);
+}
+
+/* mx_pool_run_ahead / run_sets(ahead): every task runs once, and the next
+ * task a running task is told of is the one its thread runs next (in the
+ * same or the following set), -1 after a thread's last. */
+#define AHEAD_MAX 96
+typedef struct { int set, i; } task_ref;
+typedef struct {
+    task_ref ran[4][AHEAD_MAX], told[4][AHEAD_MAX];
+    int n[4];
+    _Atomic int hits[2][AHEAD_MAX];
+} ahead_log;
+typedef struct { ahead_log *log; int set; } ahead_ctx;
+static void ahead_task(void *ctx, int i, int tid) {
+    ahead_ctx *a = ctx;
+    ahead_log *g = a->log;
+    mx_task_fn fn = NULL;
+    void *nc = NULL;
+    int ni = mx_pool_next_task(&fn, &nc);
+    if (tid < 0 || tid >= 4 || g->n[tid] >= AHEAD_MAX || i < 0 || i >= AHEAD_MAX) return;
+    g->hits[a->set][i]++;
+    g->ran[tid][g->n[tid]] = (task_ref){a->set, i};
+    g->told[tid][g->n[tid]] = ni < 0 ? (task_ref){-1, -1} : (task_ref){fn == ahead_task ? ((ahead_ctx *)nc)->set : -2, ni};
+    g->n[tid]++;
+}
+
+static void test_pool_ahead(mx_pool *pool) {
+    static ahead_log g;
+    int bad = 0;
+    for (int sets = 1; sets <= 2; sets++)
+        for (int n = 0; n <= 40; n += 13) {
+            memset(&g, 0, sizeof g);
+            ahead_ctx c[2] = {{&g, 0}, {&g, 1}};
+            if (sets == 1) mx_pool_run_ahead(pool, ahead_task, &c[0], n);
+            else mx_pool_run_sets(pool, (mx_task_set[]){{ahead_task, &c[0], n}, {ahead_task, &c[1], n / 2 + 1}}, 2, true);
+            for (int s = 0; s < sets; s++)
+                for (int i = 0; i < AHEAD_MAX; i++) bad += g.hits[s][i] != (i < (s ? n / 2 + 1 : n));
+            for (int t = 0; t < 4; t++)
+                for (int k = 0; k < g.n[t]; k++) {
+                    task_ref want = k + 1 < g.n[t] ? g.ran[t][k + 1] : (task_ref){-1, -1};
+                    bad += g.told[t][k].set != want.set || g.told[t][k].i != want.i;
+                }
+        }
+    mx_task_fn fn;
+    void *nc;
+    bad += mx_pool_next_task(&fn, &nc) != -1; /* outside a job */
+    CHECK(pool ? "pool_run_ahead" : "pool_run_ahead_nopool", !bad, "%d tasks ran other than once or were announced wrong", bad);
 }
 
 int main(void) {
@@ -321,6 +368,8 @@ int main(void) {
     }
     test_pool_sets(pool);
     test_pool_sets(NULL);
+    test_pool_ahead(pool);
+    test_pool_ahead(NULL);
     /* row splits tile [0, rows) in order, in whole units, no task empty */
     int bad_split = 0;
     char whys[128] = "";
