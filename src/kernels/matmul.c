@@ -9,7 +9,8 @@
 #include <string.h>
 
 /* Portable: dequantize-free dot products over float rows. */
-void mx_mm_float_portable(const mx_weight *w, const float *x, int n, int ldx, float *y, int ldy, int r0, int r1) {
+void mx_mm_float_portable(const mx_weight *w, const float *x, int n, int ldx, float *y, int ldy, int r0, int r1, const uint8_t *nx) {
+    (void)nx;
     float row[256];
     for (int r = r0; r < r1; r++) {
         const uint8_t *p = w->data + (size_t)r * w->row_bytes;
@@ -51,7 +52,18 @@ static void mm_task(void *ctx, int i, int tid) {
     mx_rowsplit_range(&j->rs, rt, &r0, &r1);
     int t0 = tt * j->toks_per_task, t1 = MX_MIN(j->n, t0 + j->toks_per_task);
     if (r0 >= r1 || t0 >= t1) return;
-    j->fn(j->w, j->x + (size_t)t0 * j->ldx, t1 - t0, j->ldx, j->y + (size_t)t0 * j->ldy, j->ldy, r0, r1);
+    /* one token: where this thread reads next (see mx_pool_run_ahead) */
+    const uint8_t *nx = NULL;
+    mx_task_fn nf;
+    void *nc;
+    int ni = mx_pool_next_task(&nf, &nc);
+    if (ni >= 0 && nf == mm_task) {
+        const mm_job *nj = nc;
+        int n0, n1;
+        mx_rowsplit_range(&nj->rs, ni % nj->rs.tasks, &n0, &n1);
+        if (n0 < n1) nx = nj->w->data + (size_t)n0 * nj->w->row_bytes;
+    }
+    j->fn(j->w, j->x + (size_t)t0 * j->ldx, t1 - t0, j->ldx, j->y + (size_t)t0 * j->ldy, j->ldy, r0, r1, nx);
 }
 
 static mx_mm_fn pick_float(void) {
@@ -96,7 +108,7 @@ void mx_matmul_multi(int count, const mx_weight *const *w, const float *x, int n
     mm_job j[MM_MULTI_MAX];
     mx_task_set sets[MM_MULTI_MAX];
     for (int i = 0; i < count; i++) sets[i] = (mx_task_set){mm_task, &j[i], mm_setup(&j[i], w[i], x, n, ldx, y[i], ldy, mx_pool_size(pool))};
-    mx_pool_run_sets(pool, sets, count, false);
+    mx_pool_run_sets(pool, sets, count, n == 1);
 }
 
 void mx_matmul(const mx_weight *w, const float *x, int n, int ldx, float *y, int ldy, mx_pool *pool) {
@@ -107,7 +119,8 @@ void mx_matmul(const mx_weight *w, const float *x, int n, int ldx, float *y, int
     if (n <= 0 || w->rows <= 0) return;
     mm_job j;
     int tasks = mm_setup(&j, w, x, n, ldx, y, ldy, mx_pool_size(pool));
-    mx_pool_run(pool, mm_task, &j, tasks);
+    if (n == 1) mx_pool_run_ahead(pool, mm_task, &j, tasks);
+    else mx_pool_run(pool, mm_task, &j, tasks);
 }
 
 void mx_matmul_ref(const mx_weight *w, const float *x, int n, int ldx, float *y, int ldy) {
