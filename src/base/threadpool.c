@@ -8,48 +8,51 @@
 #include <string.h>
 #include <unistd.h>
 
+/* A job: task sets, each claimed in order through one counter per lane. */
+typedef struct {
+    _Alignas(64) atomic_int next;
+} lane_ctr;
+typedef struct {
+    const mx_task_set *sets;
+    int count;
+    lane_ctr ctr[MX_POOL_SETS][MX_POOL_LANES];
+} pool_job;
+
 struct mx_pool {
     int n;
     pthread_t *th;
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    atomic_uint gen;      /* bumped for every job */
-    atomic_int next;      /* next task index */
-    atomic_int active;    /* workers inside the current job */
+    _Alignas(64) atomic_uint gen; /* bumped for every job */
     atomic_bool quit;
-    bool open;            /* a job accepts participants (under mu) */
-    mx_task_fn fn;
-    void *ctx;
-    int n_tasks;
-    bool ahead;
+    bool open;                    /* a job accepts participants (under mu) */
+    pool_job *job;
+    _Alignas(64) atomic_int active; /* workers inside the current job */
 };
-
-/* The running task's successor on this thread (mx_pool_next_task). */
-typedef struct { mx_task_fn fn; void *ctx; int next; } next_task;
-static _Thread_local next_task tl_next = {NULL, NULL, -1};
 
 typedef struct { mx_pool *p; int tid; } worker_arg;
 
-static void run_tasks(mx_pool *p, mx_task_fn fn, void *ctx, int n_tasks, bool ahead, int tid) {
-    if (!ahead) {
-        for (;;) {
-            int i = atomic_fetch_add_explicit(&p->next, 1, memory_order_relaxed);
-            if (i >= n_tasks) break;
-            fn(ctx, i, tid);
-        }
-        return;
+static inline int set_lanes(const mx_task_set *s) { return s->lanes < 1 ? 1 : MX_MIN(s->lanes, MX_POOL_LANES); }
+
+/* Runs what is left of lane u of set k. */
+static void drain(pool_job *j, int k, int u, int tid) {
+    const mx_task_set *s = &j->sets[k];
+    int L = set_lanes(s), lo = (int)((long)s->n * u / L), hi = (int)((long)s->n * (u + 1) / L);
+    for (;;) {
+        int i = lo + atomic_fetch_add_explicit(&j->ctr[k][u].next, 1, memory_order_relaxed);
+        if (i >= hi) break;
+        s->fn(s->ctx, i, tid);
     }
-    next_task saved = tl_next;
-    tl_next.fn = fn;
-    tl_next.ctx = ctx;
-    int i = atomic_fetch_add_explicit(&p->next, 1, memory_order_relaxed);
-    while (i < n_tasks) {
-        int j = atomic_fetch_add_explicit(&p->next, 1, memory_order_relaxed);
-        tl_next.next = j < n_tasks ? j : -1;
-        fn(ctx, i, tid);
-        i = j;
+}
+
+/* A thread first takes its own lane of every set, then helps with the
+ * others' (where a thread is late or slow). */
+static void run_tasks(pool_job *j, int tid) {
+    for (int k = 0; k < j->count; k++) drain(j, k, tid % set_lanes(&j->sets[k]), tid);
+    for (int k = 0; k < j->count; k++) {
+        int L = set_lanes(&j->sets[k]);
+        for (int d = 1; d < L; d++) drain(j, k, (tid + d) % L, tid);
     }
-    tl_next = saved;
 }
 
 /* A worker joins a job under the mutex and only while it is open, so the
@@ -78,14 +81,11 @@ static void *worker(void *arg) {
         seen = g;
         pthread_mutex_lock(&p->mu);
         bool join = p->open && atomic_load(&p->gen) == g;
-        mx_task_fn fn = p->fn;
-        void *ctx = p->ctx;
-        int n = p->n_tasks;
-        bool ahead = p->ahead;
+        pool_job *job = p->job;
         if (join) atomic_fetch_add(&p->active, 1);
         pthread_mutex_unlock(&p->mu);
         if (!join) continue;
-        run_tasks(p, fn, ctx, n, ahead, wa.tid);
+        run_tasks(job, wa.tid);
         atomic_fetch_sub_explicit(&p->active, 1, memory_order_acq_rel);
     }
     return NULL;
@@ -126,34 +126,35 @@ void mx_pool_free(mx_pool *p) {
 
 int mx_pool_size(const mx_pool *p) { return p ? p->n : 1; }
 
-static void pool_run(mx_pool *p, mx_task_fn fn, void *ctx, int n_tasks, bool ahead) {
-    if (n_tasks <= 0) return;
-    if (!p || p->n == 1 || n_tasks == 1) {
-        next_task saved = tl_next;
-        for (int i = 0; i < n_tasks; i++) {
-            if (ahead) tl_next = (next_task){fn, ctx, i + 1 < n_tasks ? i + 1 : -1};
-            fn(ctx, i, 0);
-        }
-        tl_next = saved;
+/* One job of up to MX_POOL_SETS sets. */
+static void run_job(mx_pool *p, const mx_task_set *sets, int count) {
+    pool_job j;
+    j.sets = sets;
+    j.count = count;
+    int total = 0;
+    for (int k = 0; k < count; k++) {
+        total += MX_MAX(0, sets[k].n);
+        for (int u = 0; u < MX_POOL_LANES; u++) atomic_init(&j.ctr[k][u].next, 0);
+    }
+    if (total <= 0) return;
+    if (!p || p->n == 1 || total == 1) {
+        run_tasks(&j, 0);
         return;
     }
     pthread_mutex_lock(&p->mu);
-    p->fn = fn;
-    p->ctx = ctx;
-    p->n_tasks = n_tasks;
-    p->ahead = ahead;
-    atomic_store(&p->next, 0);
+    p->job = &j;
     p->open = true;
     atomic_fetch_add_explicit(&p->gen, 1, memory_order_release);
     pthread_cond_broadcast(&p->cv);
     pthread_mutex_unlock(&p->mu);
-    run_tasks(p, fn, ctx, n_tasks, ahead, 0);
+    run_tasks(&j, 0);
     /* close the job once no worker is inside it; late workers then skip it */
     for (;;) {
         if (atomic_load_explicit(&p->active, memory_order_acquire) == 0) {
             pthread_mutex_lock(&p->mu);
             if (atomic_load(&p->active) == 0) {
                 p->open = false;
+                p->job = NULL;
                 pthread_mutex_unlock(&p->mu);
                 break;
             }
@@ -165,44 +166,18 @@ static void pool_run(mx_pool *p, mx_task_fn fn, void *ctx, int n_tasks, bool ahe
     }
 }
 
-void mx_pool_run(mx_pool *p, mx_task_fn fn, void *ctx, int n_tasks) { pool_run(p, fn, ctx, n_tasks, false); }
-void mx_pool_run_ahead(mx_pool *p, mx_task_fn fn, void *ctx, int n_tasks) { pool_run(p, fn, ctx, n_tasks, true); }
-
-typedef struct { const mx_task_set *s; int first[MX_POOL_SETS + 1], count; } pool_sets;
-
-static int set_of(const pool_sets *m, int i) {
-    int k = 0;
-    while (k + 1 < m->count && i >= m->first[k + 1]) k++;
-    return k;
+void mx_pool_run(mx_pool *p, mx_task_fn fn, void *ctx, int n_tasks) {
+    mx_task_set s = {fn, ctx, n_tasks, 1};
+    run_job(p, &s, 1);
 }
 
-static void sets_task(void *ctx, int i, int tid) {
-    const pool_sets *m = ctx;
-    int k = set_of(m, i);
-    m->s[k].fn(m->s[k].ctx, i - m->first[k], tid);
+void mx_pool_run_lanes(mx_pool *p, mx_task_fn fn, void *ctx, int n_tasks, int lanes) {
+    mx_task_set s = {fn, ctx, n_tasks, lanes};
+    run_job(p, &s, 1);
 }
 
-int mx_pool_next_task(mx_task_fn *fn, void **ctx) {
-    int i = tl_next.next;
-    if (i < 0 || !tl_next.fn) return -1;
-    *fn = tl_next.fn;
-    *ctx = tl_next.ctx;
-    if (tl_next.fn == sets_task) {
-        const pool_sets *m = tl_next.ctx;
-        int k = set_of(m, i);
-        *fn = m->s[k].fn;
-        *ctx = m->s[k].ctx;
-        i -= m->first[k];
-    }
-    return i;
-}
-
-void mx_pool_run_sets(mx_pool *p, const mx_task_set *sets, int count, bool ahead) {
-    for (int b = 0; b < count; b += MX_POOL_SETS) {
-        pool_sets m = {sets + b, {0}, MX_MIN(MX_POOL_SETS, count - b)};
-        for (int k = 0; k < m.count; k++) m.first[k + 1] = m.first[k] + MX_MAX(0, sets[b + k].n);
-        pool_run(p, sets_task, &m, m.first[m.count], ahead);
-    }
+void mx_pool_run_sets(mx_pool *p, const mx_task_set *sets, int count) {
+    for (int b = 0; b < count; b += MX_POOL_SETS) run_job(p, sets + b, MX_MIN(MX_POOL_SETS, count - b));
 }
 
 int mx_default_threads(void) {

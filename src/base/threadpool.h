@@ -5,7 +5,6 @@
  * and then sleep. A NULL pool runs everything on the caller. */
 #ifndef MX_THREADPOOL_H
 #define MX_THREADPOOL_H
-#include <stdbool.h>
 typedef struct mx_pool mx_pool;
 typedef void (*mx_task_fn)(void *ctx, int i, int tid);
 
@@ -13,22 +12,21 @@ mx_pool *mx_pool_new(int n_threads); /* n_threads includes the caller */
 void mx_pool_free(mx_pool *p);
 int mx_pool_size(const mx_pool *p);
 void mx_pool_run(mx_pool *p, mx_task_fn fn, void *ctx, int n_tasks);
-/* The same, but each thread claims its next task before it runs the current
- * one, and mx_pool_next_task tells the running task which that is: a task
- * that streams memory can prefetch where its thread reads next instead of
- * past its own end (where the next task usually belongs to another thread).
- * The claim ahead can leave the last claimed task waiting behind a running
- * one, so use it where the tasks are small (decode). */
-void mx_pool_run_ahead(mx_pool *p, mx_task_fn fn, void *ctx, int n_tasks);
-/* In a task of an mx_pool_run_ahead job: the index of the task this thread
- * runs next, with that task's fn and ctx (a job of several sets may move on
- * to another set), or -1 when it runs none. -1 in other jobs. */
-int mx_pool_next_task(mx_task_fn *fn, void **ctx);
+/* Lanes: tasks [0, n) cut into `lanes` equal contiguous lanes (lane u:
+ * [u*n/lanes, (u+1)*n/lanes)); the thread with index t runs lane t % lanes
+ * in order, then helps finish the other lanes. Decode uses one lane per
+ * thread over a matrix's rows, so that each thread streams one contiguous
+ * range (restarting a memory stream at every task costs read rate). At
+ * most MX_POOL_LANES lanes. */
+#define MX_POOL_LANES 16
+void mx_pool_run_lanes(mx_pool *p, mx_task_fn fn, void *ctx, int n_tasks, int lanes);
 /* Several task sets as one job (one wait for the slowest task instead of one
- * per set): set k runs fn(ctx[k], i, tid) for i in [0, n[k]). At most
- * MX_POOL_SETS sets; more run as separate jobs. */
+ * per set): set k runs fn(ctx[k], i, tid) for i in [0, n[k]), in `lanes`
+ * lanes as above (0 or 1: one shared order); a thread takes its lane of
+ * every set before helping with others. At most MX_POOL_SETS sets; more run
+ * as separate jobs. */
 #define MX_POOL_SETS 8
-typedef struct { mx_task_fn fn; void *ctx; int n; } mx_task_set;
-void mx_pool_run_sets(mx_pool *p, const mx_task_set *sets, int count, bool ahead);
+typedef struct { mx_task_fn fn; void *ctx; int n, lanes; } mx_task_set;
+void mx_pool_run_sets(mx_pool *p, const mx_task_set *sets, int count);
 int mx_default_threads(void); /* physical cores (logical / SMT siblings) */
 #endif

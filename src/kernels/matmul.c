@@ -9,8 +9,7 @@
 #include <string.h>
 
 /* Portable: dequantize-free dot products over float rows. */
-void mx_mm_float_portable(const mx_weight *w, const float *x, int n, int ldx, float *y, int ldy, int r0, int r1, const uint8_t *nx) {
-    (void)nx;
+void mx_mm_float_portable(const mx_weight *w, const float *x, int n, int ldx, float *y, int ldy, int r0, int r1) {
     float row[256];
     for (int r = r0; r < r1; r++) {
         const uint8_t *p = w->data + (size_t)r * w->row_bytes;
@@ -44,26 +43,15 @@ typedef struct {
     mx_mm_fn fn;
 } mm_job;
 
-/* Task i covers row chunk i % rs.tasks and token chunk i / rs.tasks. */
+/* Task i covers row chunk i % tasks and token chunk i / tasks. */
 static void mm_task(void *ctx, int i, int tid) {
     (void)tid;
     mm_job *j = ctx;
-    int rt = i % j->rs.tasks, tt = i / j->rs.tasks, r0, r1;
-    mx_rowsplit_range(&j->rs, rt, &r0, &r1);
+    int tasks = mx_rowsplit_tasks(&j->rs), rt = i % tasks, tt = i / tasks, r[2][2];
+    mx_rowsplit_range(&j->rs, rt, r);
     int t0 = tt * j->toks_per_task, t1 = MX_MIN(j->n, t0 + j->toks_per_task);
-    if (r0 >= r1 || t0 >= t1) return;
-    /* one token: where this thread reads next (see mx_pool_run_ahead) */
-    const uint8_t *nx = NULL;
-    mx_task_fn nf;
-    void *nc;
-    int ni = mx_pool_next_task(&nf, &nc);
-    if (ni >= 0 && nf == mm_task) {
-        const mm_job *nj = nc;
-        int n0, n1;
-        mx_rowsplit_range(&nj->rs, ni % nj->rs.tasks, &n0, &n1);
-        if (n0 < n1) nx = nj->w->data + (size_t)n0 * nj->w->row_bytes;
-    }
-    j->fn(j->w, j->x + (size_t)t0 * j->ldx, t1 - t0, j->ldx, j->y + (size_t)t0 * j->ldy, j->ldy, r0, r1, nx);
+    if (r[0][0] >= r[0][1] || t0 >= t1) return;
+    j->fn(j->w, j->x + (size_t)t0 * j->ldx, t1 - t0, j->ldx, j->y + (size_t)t0 * j->ldy, j->ldy, r[0][0], r[0][1]);
 }
 
 static mx_mm_fn pick_float(void) {
@@ -81,14 +69,15 @@ static int mm_setup(mm_job *j, const mx_weight *w, const float *x, int n, int ld
      * machines; small ones for a decode step (prefill keeps large chunks,
      * which read each token's activations once per chunk). */
     int want = nt > 1 ? nt * 4 : 1;
-    j->rs = mx_rowsplit_make(w, want, 16, nt > 1 && n < 16);
+    j->rs = mx_rowsplit_make(w, want, 16, nt > 1 && n < 16 ? nt : 1, 1);
+    int tasks = mx_rowsplit_tasks(&j->rs);
     /* Few rows but many tokens (small projections in a long prefill): split
      * the tokens too, in chunks of >= 48 so the packed weights are reused. */
-    if (nt > 1 && j->rs.tasks < want && n >= 96) {
-        int tt = MX_MIN((want + j->rs.tasks - 1) / j->rs.tasks, n / 48);
+    if (nt > 1 && j->rs.lanes == 1 && tasks < want && n >= 96) {
+        int tt = MX_MIN((want + tasks - 1) / tasks, n / 48);
         if (tt > 1) j->toks_per_task = (n + tt - 1) / tt;
     }
-    return j->rs.tasks * ((n + j->toks_per_task - 1) / j->toks_per_task);
+    return tasks * ((n + j->toks_per_task - 1) / j->toks_per_task);
 }
 
 /* Several float weights that read the same x (q/k/v, gate/up) run as one
@@ -107,8 +96,11 @@ void mx_matmul_multi(int count, const mx_weight *const *w, const float *x, int n
     }
     mm_job j[MM_MULTI_MAX];
     mx_task_set sets[MM_MULTI_MAX];
-    for (int i = 0; i < count; i++) sets[i] = (mx_task_set){mm_task, &j[i], mm_setup(&j[i], w[i], x, n, ldx, y[i], ldy, mx_pool_size(pool))};
-    mx_pool_run_sets(pool, sets, count, n == 1);
+    for (int i = 0; i < count; i++) {
+        int tasks = mm_setup(&j[i], w[i], x, n, ldx, y[i], ldy, mx_pool_size(pool));
+        sets[i] = (mx_task_set){mm_task, &j[i], tasks, j[i].rs.lanes};
+    }
+    mx_pool_run_sets(pool, sets, count);
 }
 
 void mx_matmul(const mx_weight *w, const float *x, int n, int ldx, float *y, int ldy, mx_pool *pool) {
@@ -119,8 +111,7 @@ void mx_matmul(const mx_weight *w, const float *x, int n, int ldx, float *y, int
     if (n <= 0 || w->rows <= 0) return;
     mm_job j;
     int tasks = mm_setup(&j, w, x, n, ldx, y, ldy, mx_pool_size(pool));
-    if (n == 1) mx_pool_run_ahead(pool, mm_task, &j, tasks);
-    else mx_pool_run(pool, mm_task, &j, tasks);
+    mx_pool_run_lanes(pool, mm_task, &j, tasks, j.rs.lanes);
 }
 
 void mx_matmul_ref(const mx_weight *w, const float *x, int n, int ldx, float *y, int ldy) {

@@ -151,11 +151,11 @@ static void bd_gemm(const mx_weight *w, const float *x, int n, int ldx, float *y
         for (int t = 0; t < n; t++) memset(y + (size_t)t * ldy + r0, 0, sizeof(float) * (size_t)(r1 - r0));
 }
 
-void mx_mm_float_avx512(const mx_weight *w, const float *x, int n, int ldx, float *y, int ldy, int r0, int r1, const uint8_t *nx) {
+void mx_mm_float_avx512(const mx_weight *w, const float *x, int n, int ldx, float *y, int ldy, int r0, int r1) {
     /* below ~24 tokens the exact dot form is as fast (packing dominates) */
     if (w->fmt == MX_W_BF16 && n >= 24 && r1 > r0 && bf16dot_on()) {
         bd_gemm(w, x, n, ldx, y, ldy, r0, r1);
         return;
     }
-    mm_float(w, x, n, ldx, y, ldy, r0, r1, nx);
+    mm_float(w, x, n, ldx, y, ldy, r0, r1);
 }

@@ -3,10 +3,10 @@
 #define MX_MATMUL_IMPL_H
 #include "weight.h"
 #include "../base/half.h"
-typedef void (*mx_mm_fn)(const mx_weight *w, const float *x, int n, int ldx, float *y, int ldy, int r0, int r1, const uint8_t *nx);
-void mx_mm_float_portable(const mx_weight *w, const float *x, int n, int ldx, float *y, int ldy, int r0, int r1, const uint8_t *nx);
-void mx_mm_float_avx2(const mx_weight *w, const float *x, int n, int ldx, float *y, int ldy, int r0, int r1, const uint8_t *nx);
-void mx_mm_float_avx512(const mx_weight *w, const float *x, int n, int ldx, float *y, int ldy, int r0, int r1, const uint8_t *nx);
+typedef void (*mx_mm_fn)(const mx_weight *w, const float *x, int n, int ldx, float *y, int ldy, int r0, int r1);
+void mx_mm_float_portable(const mx_weight *w, const float *x, int n, int ldx, float *y, int ldy, int r0, int r1);
+void mx_mm_float_avx2(const mx_weight *w, const float *x, int n, int ldx, float *y, int ldy, int r0, int r1);
+void mx_mm_float_avx512(const mx_weight *w, const float *x, int n, int ldx, float *y, int ldy, int r0, int r1);
 /* Opt-in BF16 dot-product path for BF16 weights (AVX-512 BF16 only; rounds
  * activations to bf16). Defaults to env MLXCEL_BF16_DOT=1; tests set it. */
 void mx_mm_set_bf16_dot(int on);

@@ -105,8 +105,7 @@ MM_AI float mm_vsum(mm_v v) {
  * takes a cache line of every row per step: weight rows are usually 4 KiB
  * apart, so they share an L1 set, and a line left half-read for the next step
  * would be evicted by the other rows' lines before it is used. */
-MM_AI void mm_tile(mx_wfmt f, const mx_weight *w, const float *x, int ldx, float *y, int ldy, int r, int R, int T,
-                   const uint8_t *nx) {
+MM_AI void mm_tile(mx_wfmt f, const mx_weight *w, const float *x, int ldx, float *y, int ldy, int r, int R, int T) {
     const size_t es = mm_esize(f);
     const int K = w->cols, U = (int)(64 / (MM_VL * es));
     const uint8_t *p[8];
@@ -118,13 +117,11 @@ MM_AI void mm_tile(mx_wfmt f, const mx_weight *w, const float *x, int ldx, float
         for (int t = 0; t < T; t++) acc[i][t] = mm_vzero();
     }
     /* Near the end of a row the prefetch runs on into the same row of the
-     * next tile or of nx, the rows this thread reads next (not into the
-     * next row, which it is reading now). */
-    const ptrdiff_t rowlen = (ptrdiff_t)K * (ptrdiff_t)es;
-    const ptrdiff_t skip = (nx ? nx - p[0] : (ptrdiff_t)R * (ptrdiff_t)w->row_bytes) - rowlen;
+     * next tile (what this thread reads next), not into the next row. */
+    const size_t rowlen = (size_t)K * es, skip = (size_t)R * w->row_bytes - rowlen;
     int c = 0;
     for (; c + U * MM_VL <= K; c += U * MM_VL) {
-        ptrdiff_t pf = (ptrdiff_t)c * (ptrdiff_t)es + MM_PF;
+        size_t pf = (size_t)c * es + MM_PF;
         pf += pf >= rowlen ? skip : 0;
 #pragma GCC unroll 8
         for (int i = 0; i < R; i++) _mm_prefetch((const char *)p[i] + pf, _MM_HINT_T0);
@@ -147,8 +144,8 @@ MM_AI void mm_tile(mx_wfmt f, const mx_weight *w, const float *x, int ldx, float
 
 #define MM_TILE(F, NAME, R, T)                                                                                      \
     static __attribute__((noinline)) void MM_NAME(t_##NAME##_##R##x##T)(const mx_weight *w, const float *x, int ldx, \
-                                                                         float *y, int ldy, int r, const uint8_t *nx) { \
-        mm_tile(F, w, x, ldx, y, ldy, r, R, T, nx);                                                               \
+                                                                         float *y, int ldy, int r) {                 \
+        mm_tile(F, w, x, ldx, y, ldy, r, R, T);                                                                   \
     }
 #if MM_PT == 6
 #define MM_TILE_WIDE(F, NAME) MM_TILE(F, NAME, 4, 6)
@@ -164,7 +161,7 @@ MM_TILES(MX_W_BF16, bf16)
 #undef MM_TILES
 #undef MM_TILE
 
-typedef void (*mm_tile_fn)(const mx_weight *, const float *, int, float *, int, int, const uint8_t *);
+typedef void (*mm_tile_fn)(const mx_weight *, const float *, int, float *, int, int);
 typedef struct { mm_tile_fn t4x6, t8x1, t4x3, t4x2, t4x1, t1x3, t1x2, t1x1; } mm_tiles;
 
 #if MM_PT == 6
@@ -176,17 +173,16 @@ typedef struct { mm_tile_fn t4x6, t8x1, t4x3, t4x2, t4x1, t1x3, t1x2, t1x1; } mm
     { MM_WIDE(NAME), MM_NAME(t_##NAME##_8x1), MM_NAME(t_##NAME##_4x3), MM_NAME(t_##NAME##_4x2),               \
       MM_NAME(t_##NAME##_4x1), MM_NAME(t_##NAME##_1x3), MM_NAME(t_##NAME##_1x2), MM_NAME(t_##NAME##_1x1) }
 
-/* Entry: the float formats for rows [r0, r1) x tokens [0, n); nx: the
- * weights this thread reads after these (one token; NULL: unknown). */
-MM_AI void mm_float(const mx_weight *w, const float *x, int n, int ldx, float *y, int ldy, int r0, int r1, const uint8_t *nx) {
+/* Entry: the float formats for rows [r0, r1) x tokens [0, n). */
+MM_AI void mm_float(const mx_weight *w, const float *x, int n, int ldx, float *y, int ldy, int r0, int r1) {
     static const mm_tiles tabs[3] = {MM_TABLE(f32), MM_TABLE(f16), MM_TABLE(bf16)};
     if (r1 <= r0 || n <= 0) return;
     const mm_tiles *tb = &tabs[w->fmt == MX_W_F32 ? 0 : w->fmt == MX_W_F16 ? 1 : 2];
     if (n == 1) {
         int r = r0;
-        for (; r + 8 <= r1; r += 8) tb->t8x1(w, x, ldx, y, ldy, r, r + 16 > r1 ? nx : NULL);
-        for (; r + 4 <= r1; r += 4) tb->t4x1(w, x, ldx, y, ldy, r, NULL);
-        for (; r < r1; r++) tb->t1x1(w, x, ldx, y, ldy, r, NULL);
+        for (; r + 8 <= r1; r += 8) tb->t8x1(w, x, ldx, y, ldy, r);
+        for (; r + 4 <= r1; r += 4) tb->t4x1(w, x, ldx, y, ldy, r);
+        for (; r < r1; r++) tb->t1x1(w, x, ldx, y, ldy, r);
         return;
     }
     for (int t0 = 0; t0 < n; t0 += MM_TB) {
@@ -195,16 +191,16 @@ MM_AI void mm_float(const mx_weight *w, const float *x, int n, int ldx, float *y
         for (; r + 4 <= r1; r += 4) {
             int t = t0;
             if (tb->t4x6)
-                for (; t + 6 <= t1; t += 6) tb->t4x6(w, x + (size_t)t * ldx, ldx, y + (size_t)t * ldy, ldy, r, NULL);
-            for (; t + 3 <= t1; t += 3) tb->t4x3(w, x + (size_t)t * ldx, ldx, y + (size_t)t * ldy, ldy, r, NULL);
-            if (t1 - t == 2) tb->t4x2(w, x + (size_t)t * ldx, ldx, y + (size_t)t * ldy, ldy, r, NULL);
-            else if (t1 - t == 1) tb->t4x1(w, x + (size_t)t * ldx, ldx, y + (size_t)t * ldy, ldy, r, NULL);
+                for (; t + 6 <= t1; t += 6) tb->t4x6(w, x + (size_t)t * ldx, ldx, y + (size_t)t * ldy, ldy, r);
+            for (; t + 3 <= t1; t += 3) tb->t4x3(w, x + (size_t)t * ldx, ldx, y + (size_t)t * ldy, ldy, r);
+            if (t1 - t == 2) tb->t4x2(w, x + (size_t)t * ldx, ldx, y + (size_t)t * ldy, ldy, r);
+            else if (t1 - t == 1) tb->t4x1(w, x + (size_t)t * ldx, ldx, y + (size_t)t * ldy, ldy, r);
         }
         for (; r < r1; r++) {
             int t = t0;
-            for (; t + 3 <= t1; t += 3) tb->t1x3(w, x + (size_t)t * ldx, ldx, y + (size_t)t * ldy, ldy, r, NULL);
-            if (t1 - t == 2) tb->t1x2(w, x + (size_t)t * ldx, ldx, y + (size_t)t * ldy, ldy, r, NULL);
-            else if (t1 - t == 1) tb->t1x1(w, x + (size_t)t * ldx, ldx, y + (size_t)t * ldy, ldy, r, NULL);
+            for (; t + 3 <= t1; t += 3) tb->t1x3(w, x + (size_t)t * ldx, ldx, y + (size_t)t * ldy, ldy, r);
+            if (t1 - t == 2) tb->t1x2(w, x + (size_t)t * ldx, ldx, y + (size_t)t * ldy, ldy, r);
+            else if (t1 - t == 1) tb->t1x1(w, x + (size_t)t * ldx, ldx, y + (size_t)t * ldy, ldy, r);
         }
     }
 }

@@ -1,6 +1,7 @@
 #include "weight.h"
 #include "../base/base.h"
 #include "../base/half.h"
+#include "../base/threadpool.h"
 #include "../quant/quant.h"
 #include <stdlib.h>
 #include <string.h>
@@ -49,20 +50,23 @@ void mx_weight_row(const mx_weight *w, int r, float *out) {
     }
 }
 
-mx_rowsplit mx_rowsplit_make(const mx_weight *w, int want, int unit, bool decode) {
-    mx_rowsplit s = {w->rows, unit, unit, 0, 0};
-    int units = (w->rows + unit - 1) / unit;
-    if (decode) {
-        size_t cap = mx_weight_bytes(w) >> 18;
-        if (cap > (size_t)want) want = (int)MX_MIN(cap, (size_t)1 << 16);
-    }
-    int tasks = MX_MAX(1, MX_MIN(units, want));
-    s.step = (units + tasks - 1) / tasks * unit;
-    if (!decode) {
-        s.big = s.tasks = (w->rows + s.step - 1) / s.step;
+mx_rowsplit mx_rowsplit_make(const mx_weight *w, int want, int unit, int lanes, int streams) {
+    mx_rowsplit s = {w->rows, unit, 1, 1, 1, 1, (w->rows + unit - 1) / unit};
+    if (s.units == 0) return s;
+    lanes = MX_MAX(1, MX_MIN(MX_MIN(lanes, MX_POOL_LANES), s.units));
+    streams = MX_MAX(1, MX_MIN(streams, 2));
+    if (lanes == 1 && streams == 1) { /* prefill: equal tasks */
+        int tasks = MX_MAX(1, MX_MIN(s.units, want));
+        s.chunk = (s.units + tasks - 1) / tasks;
+        s.per_lane = (s.units + s.chunk - 1) / s.chunk;
         return s;
     }
-    s.big = MX_MIN(MX_MAX(0, tasks - 2), w->rows / s.step);
-    s.tasks = s.big + (w->rows - s.big * s.step + unit - 1) / unit;
+    s.lanes = lanes;
+    s.streams = streams;
+    /* units per stream chunk: a task of `streams` chunks reads <= 256 KiB */
+    size_t per_unit = MX_MAX((size_t)1, mx_weight_bytes(w) / (size_t)s.units);
+    s.chunk = (int)MX_MAX((size_t)1, ((size_t)256 << 10) / (per_unit * (size_t)streams));
+    int lane_max = (s.units + lanes - 1) / lanes, part_max = (lane_max + streams - 1) / streams;
+    s.per_lane = (part_max + s.chunk - 1) / s.chunk;
     return s;
 }

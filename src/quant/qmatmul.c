@@ -54,21 +54,15 @@ typedef struct {
 static void q_task(void *ctx, int i, int tid) {
     (void)tid;
     qjob *j = ctx;
-    int r0, r1;
-    mx_rowsplit_range(&j->rs, i, &r0, &r1);
-    if (r0 >= r1) return;
-    if (!j->per_token) {
-        mx_task_fn nf;
-        void *nc;
-        int ni = mx_pool_next_task(&nf, &nc);
-        const qjob *nj = nc;
-        if (ni < 0 || nf != q_task || nj->fn != mxq_vnni_mm || nj->c.n != 1) { j->fn(&j->c, r0, r1); return; }
-        mxq_ctx c = j->c;
-        c.nx_w = nj->c.w;
-        mx_rowsplit_range(&nj->rs, ni, &c.nx_r0, &c.nx_r1);
-        j->fn(&c, r0, r1);
+    int r[2][2];
+    mx_rowsplit_range(&j->rs, i, r);
+    if (j->rs.streams == 2) { /* the one-token int8 kernel reads both at once */
+        mxq_vnni_dec2(&j->c, r[0][0], r[0][1], r[1][0], r[1][1]);
         return;
     }
+    int r0 = r[0][0], r1 = r[0][1];
+    if (r0 >= r1) return;
+    if (!j->per_token) { j->fn(&j->c, r0, r1); return; }
     /* the task's rows stay in cache while each token streams past them */
     int ng = j->c.xs ? mxq_ngroups(j->c.w) : 0;
     for (int t = 0; t < j->c.n; t++) {
@@ -151,13 +145,13 @@ static bool prep_int8(qjob *j, const float *x, int ldx, mx_pool *pool) {
 }
 
 /* Tasks of whole 48-row panels (the f32 prefill kernels' 3*VL rows, VL = 8
- * or 16), several per thread; the int8 path's one-token kernel works in
- * 16-row blocks and takes twice as many tasks, whose finer grain evens out
- * the threads' finish (a decode step is ~110 such jobs). */
+ * or 16), several per thread; a few tokens (decode) in one lane per thread,
+ * and the int8 path's one-token kernel in 16-row blocks from two streams
+ * per lane (see mx_rowsplit). */
 static void split_rows(qjob *j, int nt) {
-    int unit = 48, want = nt * 4;
-    if (j->fn == mxq_vnni_mm && j->c.n == 1) { unit = 16; want = nt * 8; }
-    j->rs = mx_rowsplit_make(j->c.w, want, unit, nt > 1 && j->c.n < 16);
+    bool one = j->fn == mxq_vnni_mm && j->c.n == 1;
+    int lanes = j->c.n < 16 && (nt > 1 || one) ? nt : 1;
+    j->rs = mx_rowsplit_make(j->c.w, nt * 4, one ? 16 : 48, lanes, one ? 2 : 1);
 }
 
 void mx_qmatmul(const mx_weight *w, const float *x, int n, int ldx, float *y, int ldy, mx_pool *pool) {
@@ -227,9 +221,7 @@ void mx_qmatmul(const mx_weight *w, const float *x, int n, int ldx, float *y, in
     }
 run:
     split_rows(&j, mx_pool_size(pool));
-    /* one token: each thread prefetches the rows it takes next */
-    if (j.fn == mxq_vnni_mm && n == 1) mx_pool_run_ahead(pool, q_task, &j, j.rs.tasks);
-    else mx_pool_run(pool, q_task, &j, j.rs.tasks);
+    mx_pool_run_lanes(pool, q_task, &j, mx_rowsplit_tasks(&j.rs), j.rs.lanes);
 }
 
 /* Several weights that read the same x (q/k/v, gate/up) on the int8 path:
@@ -259,9 +251,9 @@ bool mx_qmatmul_multi(int count, const mx_weight *const *w, const float *x, int 
         j[i].c.y = y[i];
         j[i].c.ldy = ldy;
         split_rows(&j[i], nt);
-        sets[i] = (mx_task_set){q_task, &j[i], j[i].rs.tasks};
+        sets[i] = (mx_task_set){q_task, &j[i], mx_rowsplit_tasks(&j[i].rs), j[i].rs.lanes};
     }
-    mx_pool_run_sets(pool, sets, count, n == 1);
+    mx_pool_run_sets(pool, sets, count);
     return true;
 }
 

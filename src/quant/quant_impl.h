@@ -143,10 +143,6 @@ typedef struct {
     int ldy;
     int perm;
     bool invariant; /* one kernel for every n (see mx_qmatmul_set_batch_invariant) */
-    /* the rows this thread multiplies next (mx_pool_next_task), in weight
-     * nx_w, or nx_w NULL: the one-token kernel prefetches them */
-    const mx_weight *nx_w;
-    int nx_r0, nx_r1;
 } mxq_ctx;
 typedef void (*mxq_fn)(const mxq_ctx *c, int r0, int r1);
 void mxq_mm_portable(const mxq_ctx *c, int r0, int r1);
@@ -173,6 +169,9 @@ void mxq_ril_lock(void);
 void mxq_ril_unlock(void);
 uint8_t *mxq_arena_alloc(size_t n, void **chunk);
 void mxq_vnni_mm(const mxq_ctx *c, int r0, int r1);
+/* One token (c->n == 1), rows [a0, a1) and [b0, b1) (multiples of 16 but for
+ * a last partial block) read together as two streams. */
+void mxq_vnni_dec2(const mxq_ctx *c, int a0, int a1, int b0, int b1);
 void mxq_ril_row(const mx_weight *w, int r, float *out); /* w->ril set */
 void mxq_vnni_prep(const float *x, int cols, int G, int8_t *xq, float *xd, float *xs);
 /* mxfp8 (bf16 dot products): x as bf16 hi then lo, [2][cols] words */

@@ -61,14 +61,9 @@ typedef mxq_ril ril;
  * / 66-78, 8-bit 64-71 / 75-77 / 68-74, mxfp4 61-63 / 65-78 / 63-74, mxfp8
  * flat. (Before the pairing, over a one-stream probe: 4-bit 81 / 87 / 88 /
  * 93 % at 1024 / 2048 / 3072 / 4096; without prefetch 61-68 %.) */
+#ifndef VQ_PF
 #define VQ_PF 4096
-
-/* The prefetch target VQ_PF ahead of line ln of a block that ends at end:
- * past the end, into the stream `to` when one is given. */
-static inline const char *vq_pf(const uint8_t *ln, const uint8_t *end, const uint8_t *to) {
-    const uint8_t *t = ln + VQ_PF;
-    return (const char *)(to && t >= end ? to + (t - end) : t);
-}
+#endif
 
 /* ---- the repack ---- */
 
@@ -407,14 +402,13 @@ static inline __m512i bc4(const int8_t *p) {
  * (nb = 1); more would spill (a block pair with both took 4-bit from 57 to
  * 36 GB/s per core, from L2). ---- */
 #define VQ_NB_UNROLL _Pragma("GCC unroll 2")
-static inline __attribute__((always_inline)) void dec_blocks(const mxq_ctx *c, const ril *p, const int bk[2], const int nb,
-                                                               const uint8_t *const nx[2], const bool four, const bool e2m1) {
+static inline __attribute__((always_inline)) void dec_blocks(const mxq_ctx *c, const ril *p, const int bk[2], const int nb, const bool four,
+                                                               const bool e2m1) {
     const mx_weight *w = c->w;
     const int step = four ? 8 : 4;
     int G = w->group, ng = w->cols / G, lines = G / step; /* even: G >= 16 */
     const int8_t *q1 = c->xq, *q2 = c->xq + w->cols;
     const uint8_t *cb[2] = {p->base + (size_t)bk[0] * p->blk, p->base + (size_t)bk[1] * p->blk};
-    const uint8_t *end[2] = {cb[0] + p->blk, cb[1] + p->blk};
     __m512 f[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
     for (int g = 0; g < ng; g++) {
         size_t go = g_code(p, g);
@@ -425,9 +419,8 @@ static inline __attribute__((always_inline)) void dec_blocks(const mxq_ctx *c, c
             VQ_NB_UNROLL
             for (int b = 0; b < nb; b++) {
                 const uint8_t *ln = cb[b] + go + (size_t)l * 64;
-                const char *pf = vq_pf(ln, end[b], nx[b]);
-                _mm_prefetch(pf, _MM_HINT_T0);
-                _mm_prefetch(pf + 64, _MM_HINT_T0);
+                _mm_prefetch((const char *)ln + VQ_PF, _MM_HINT_T0);
+                _mm_prefetch((const char *)ln + VQ_PF + 64, _MM_HINT_T0);
                 VQ_NB_UNROLL
                 for (int h = 0; h < 2; h++) {
                     int k = g * G + (l + h) * step, i = nb == 2 ? b : h;
@@ -473,13 +466,11 @@ static inline __attribute__((always_inline)) void dec_blocks(const mxq_ctx *c, c
 
 /* ---- one token, bit-plane codes: two blocks at a time, the sums of
  * alternate 4-column units apart (eight chains) ---- */
-static inline __attribute__((always_inline)) void dec_planes(const mxq_ctx *c, const ril *p, const int bk[2], const int nb,
-                                                               const uint8_t *const nx[2], const int bits) {
+static inline __attribute__((always_inline)) void dec_planes(const mxq_ctx *c, const ril *p, const int bk[2], const int nb, const int bits) {
     const mx_weight *w = c->w;
     int G = w->group, ng = w->cols / G;
     const int8_t *q1 = c->xq, *q2 = c->xq + w->cols;
     const uint8_t *cb[2] = {p->base + (size_t)bk[0] * p->blk, p->base + (size_t)bk[1] * p->blk};
-    const uint8_t *end[2] = {cb[0] + p->blk, cb[1] + p->blk};
     __m512 f[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
     for (int g = 0; g < ng; g++) {
         size_t go = g_code(p, g);
@@ -493,7 +484,7 @@ static inline __attribute__((always_inline)) void dec_planes(const mxq_ctx *c, c
              * columns is `bits` of them */
             VQ_NB_UNROLL
             for (int b = 0; b < nb; b++)
-                for (int l = 0; l < bits; l++) _mm_prefetch(vq_pf(cb[b] + go + (size_t)(h * bits + l) * 64, end[b], nx[b]), _MM_HINT_T0);
+                for (int l = 0; l < bits; l++) _mm_prefetch((const char *)cb[b] + go + (size_t)(h * bits + l) * 64 + VQ_PF, _MM_HINT_T0);
             _Pragma("GCC unroll 8")
             for (int q = 0; q < 8; q++) {
                 int u = h * 8 + q, k = g * G + 4 * u;
@@ -520,44 +511,26 @@ static inline __attribute__((always_inline)) void dec_planes(const mxq_ctx *c, c
     }
 }
 
-/* The starts of the two streams of the rows this thread multiplies next. */
-static void vq_next(const mxq_ctx *c, const uint8_t **a, const uint8_t **b) {
-    if (!c->nx_w || !c->nx_w->ril) return;
-    const ril *q = c->nx_w->ril;
-    int b0 = c->nx_r0 / 16, b1 = (c->nx_r1 + 15) / 16, h = (b1 - b0) / 2;
-    if (b1 <= b0) return;
-    *a = q->base + (size_t)b0 * q->blk;
-    if (h > 0) *b = q->base + (size_t)(b0 + h) * q->blk;
-}
-
-/* The one-token kernels take blocks in pairs (i, i + half of the range):
- * two streams far apart keep more lines in flight per core than one (the
- * read probe: ~36 vs ~30 GB/s on one core of the dev VM), where adjacent
- * blocks are one stream. An odd last block goes alone. Where a stream ends,
- * its prefetch moves on to a stream of the task this thread runs next
- * (nx_, from c->nx_w; NULL: on past the block): a stream read to its end and
- * restarted cold elsewhere cost a fifth of the read rate at 256 KiB tasks. */
+/* The one-token kernels take blocks in pairs, one from each of a task's two
+ * ranges [a0, a1) and [c0, c1) (blocks): two streams far apart keep more
+ * lines in flight per core than one (the read probe: ~36 vs ~30 GB/s on one
+ * core of the dev VM), where adjacent blocks are one stream. Blocks left
+ * over in the longer range go alone. */
 #define VQ_PAIRS(CALL)                                                         \
     do {                                                                       \
-        const uint8_t *na_ = NULL, *nb2_ = NULL;                               \
-        vq_next(c, &na_, &nb2_);                                               \
-        int h_ = (b1 - b0) / 2;                                                \
+        int h_ = MX_MIN(a1 - a0, c1 - c0);                                     \
         for (int i_ = 0; i_ < h_; i_++) {                                      \
-            const int bk_[2] = {b0 + i_, b0 + h_ + i_}, nb_ = 2;               \
-            const bool last_ = i_ == h_ - 1, odd_ = (b1 - b0) & 1;             \
-            const uint8_t *const nx_[2] = {last_ ? na_ : NULL,                 \
-                                           last_ && !odd_ ? nb2_ : NULL};      \
+            const int bk_[2] = {a0 + i_, c0 + i_}, nb_ = 2;                    \
             CALL;                                                              \
         }                                                                      \
-        if ((b1 - b0) & 1) {                                                   \
-            const int bk_[2] = {b1 - 1, b1 - 1}, nb_ = 1;                      \
-            const uint8_t *t_ = h_ > 0 && nb2_ ? nb2_ : na_;                   \
-            const uint8_t *const nx_[2] = {t_, t_};                            \
-            CALL;                                                              \
-        }                                                                      \
+        for (int r_ = 0; r_ < 2; r_++)                                         \
+            for (int b_ = (r_ ? c0 : a0) + h_; b_ < (r_ ? c1 : a1); b_++) {    \
+                const int bk_[2] = {b_, b_}, nb_ = 1;                          \
+                CALL;                                                          \
+            }                                                                  \
     } while (0)
-#define VQ_PLANES(BITS) VQ_PAIRS(dec_planes(c, p, bk_, nb_, nx_, BITS))
-static void dec_range_planes(const mxq_ctx *c, const ril *p, int b0, int b1) {
+#define VQ_PLANES(BITS) VQ_PAIRS(dec_planes(c, p, bk_, nb_, BITS))
+static void dec_range_planes(const mxq_ctx *c, const ril *p, int a0, int a1, int c0, int c1) {
     switch (c->w->bits) {
     case 1: VQ_PLANES(1); break;
     case 2: VQ_PLANES(2); break;
@@ -569,14 +542,14 @@ static void dec_range_planes(const mxq_ctx *c, const ril *p, int b0, int b1) {
 
 /* Two blocks at a time: one block (one stream per thread) left 4-bit at
  * 52-55 % of the probe on a 2048 x 8192 GEMV, two reach 82-87 %. */
-static void dec_range_fp8(const mxq_ctx *c, const ril *p, int b0, int b1);
-static void dec_range(const mxq_ctx *c, const ril *p, int b0, int b1) {
+static void dec_range_fp8(const mxq_ctx *c, const ril *p, int a0, int a1, int c0, int c1);
+static void dec_range(const mxq_ctx *c, const ril *p, int a0, int a1, int c0, int c1) {
     const mx_weight *w = c->w;
-    if (is_planes(w)) { dec_range_planes(c, p, b0, b1); return; }
-    if (mxq_is_e4m3(w)) { dec_range_fp8(c, p, b0, b1); return; }
-    if (is_e2m1(w)) VQ_PAIRS(dec_blocks(c, p, bk_, nb_, nx_, true, true));
-    else if (w->bits == 4) VQ_PAIRS(dec_blocks(c, p, bk_, nb_, nx_, true, false));
-    else VQ_PAIRS(dec_blocks(c, p, bk_, nb_, nx_, false, false));
+    if (is_planes(w)) { dec_range_planes(c, p, a0, a1, c0, c1); return; }
+    if (mxq_is_e4m3(w)) { dec_range_fp8(c, p, a0, a1, c0, c1); return; }
+    if (is_e2m1(w)) VQ_PAIRS(dec_blocks(c, p, bk_, nb_, true, true));
+    else if (w->bits == 4) VQ_PAIRS(dec_blocks(c, p, bk_, nb_, true, false));
+    else VQ_PAIRS(dec_blocks(c, p, bk_, nb_, false, false));
 }
 
 /* ---- many tokens: one block, VG_NT tokens at a time over it ---- */
@@ -706,13 +679,11 @@ static inline __m512bh bc8(const uint16_t *p) {
 }
 
 /* one token, nb (1 or 2) blocks; hi and lo sums apart (latency) */
-static inline __attribute__((always_inline)) void dec_fp8(const mxq_ctx *c, const ril *p, const int bk[2], const int nb,
-                                                            const uint8_t *const nx[2]) {
+static inline __attribute__((always_inline)) void dec_fp8(const mxq_ctx *c, const ril *p, const int bk[2], const int nb) {
     const mx_weight *w = c->w;
     int G = w->group, ng = w->cols / G;
     const uint16_t *xh = (const uint16_t *)(const void *)c->xq, *xl = xh + w->cols;
     const uint8_t *cb[2] = {p->base + (size_t)bk[0] * p->blk, p->base + (size_t)bk[1] * p->blk};
-    const uint8_t *end[2] = {cb[0] + p->blk, cb[1] + p->blk};
     const __m512i *T = g_e4m3_bf16;
     __m512 f[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
     for (int g = 0; g < ng; g++) {
@@ -726,7 +697,7 @@ static inline __attribute__((always_inline)) void dec_fp8(const mxq_ctx *c, cons
             VQ_NB_UNROLL
             for (int b = 0; b < nb; b++) {
                 const uint8_t *ln = cb[b] + go + (size_t)l * 64;
-                _mm_prefetch(vq_pf(ln, end[b], nx[b]), _MM_HINT_T0);
+                _mm_prefetch((const char *)ln + VQ_PF, _MM_HINT_T0);
                 __m512bh A, B;
                 fp8_line(ln, T, &A, &B);
                 ah[b] = _mm512_dpbf16_ps(ah[b], A, Xh);
@@ -746,8 +717,8 @@ static inline __attribute__((always_inline)) void dec_fp8(const mxq_ctx *c, cons
     }
 }
 
-static void dec_range_fp8(const mxq_ctx *c, const ril *p, int b0, int b1) {
-    VQ_PAIRS(dec_fp8(c, p, bk_, nb_, nx_));
+static void dec_range_fp8(const mxq_ctx *c, const ril *p, int a0, int a1, int c0, int c1) {
+    VQ_PAIRS(dec_fp8(c, p, bk_, nb_));
 }
 
 /* nt tokens over one block: the same per-token sums as dec_fp8 */
@@ -818,7 +789,11 @@ static void gemm_tokens(const mxq_ctx *c, const ril *p, int blk, int t, int nt) 
 /* Rows [r0, r1) (r0 a multiple of 16) for every token of c. */
 static void vnni_mm(const mxq_ctx *c, const ril *p, int r0, int r1) {
     int b0 = r0 / 16, b1 = (r1 + 15) / 16;
-    if (c->n == 1) { dec_range(c, p, b0, b1); return; }
+    if (c->n == 1) { /* the range's halves as the two streams */
+        int m = b0 + (b1 - b0) / 2;
+        dec_range(c, p, b0, m, m, b1);
+        return;
+    }
     /* tokens in chunks whose codes stay in L2 (96 x 2 x cols bytes), the
      * task's blocks (a few tens of KiB) re-read for each chunk */
     for (int t0 = 0; t0 < c->n; t0 += 96)
@@ -827,6 +802,9 @@ static void vnni_mm(const mxq_ctx *c, const ril *p, int r0, int r1) {
 }
 
 void mxq_vnni_mm(const mxq_ctx *c, int r0, int r1) { vnni_mm(c, (const ril *)c->w->ril, r0, r1); }
+void mxq_vnni_dec2(const mxq_ctx *c, int a0, int a1, int b0, int b1) {
+    dec_range(c, (const ril *)c->w->ril, a0 / 16, (a1 + 15) / 16, b0 / 16, (b1 + 15) / 16);
+}
 
 bool mxq_vnni_ready(const mx_weight *w, mx_pool *pool) {
     if (mxq_is_e4m3(w)) pthread_once(&g_e4m3_once, e4m3_table);

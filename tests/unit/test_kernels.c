@@ -288,59 +288,67 @@ static void test_pool_sets(mx_pool *pool) {
     int bad = 0;
     for (int count = 0; count <= 11 && !bad; count++) {
         memset(h, 0, sizeof h);
-        for (int k = 0; k < count; k++) sets[k] = (mx_task_set){count_hit, &h[k], (k * 7) % 13};
-        mx_pool_run_sets(pool, sets, count, false);
+        for (int k = 0; k < count; k++) sets[k] = (mx_task_set){count_hit, &h[k], (k * 7) % 13, k % 4};
+        mx_pool_run_sets(pool, sets, count);
         for (int k = 0; k < count; k++)
             for (int i = 0; i < 64; i++) bad += h[k].hits[i] != (i < sets[k].n);
     }
     CHECK(pool ? "pool_run_sets" : "pool_run_sets_nopool", !bad, "%d (set, task) pairs ran other than once", bad);
 }
 
-/* mx_pool_run_ahead / run_sets(ahead): every task runs once, and the next
- * task a running task is told of is the one its thread runs next (in the
- * same or the following set), -1 after a thread's last. */
-#define AHEAD_MAX 96
+/* Lanes: every task runs once; a thread runs the tasks of any one lane in
+ * increasing order; one thread (no pool) runs lane 0 of every set, then the
+ * other lanes. */
+#define LANE_MAX 96
 typedef struct { int set, i; } task_ref;
 typedef struct {
-    task_ref ran[4][AHEAD_MAX], told[4][AHEAD_MAX];
+    task_ref ran[4][2 * LANE_MAX];
     int n[4];
-    _Atomic int hits[2][AHEAD_MAX];
-} ahead_log;
-typedef struct { ahead_log *log; int set; } ahead_ctx;
-static void ahead_task(void *ctx, int i, int tid) {
-    ahead_ctx *a = ctx;
-    ahead_log *g = a->log;
-    mx_task_fn fn = NULL;
-    void *nc = NULL;
-    int ni = mx_pool_next_task(&fn, &nc);
-    if (tid < 0 || tid >= 4 || g->n[tid] >= AHEAD_MAX || i < 0 || i >= AHEAD_MAX) return;
+    _Atomic int hits[2][LANE_MAX];
+} lane_log;
+typedef struct { lane_log *log; int set; } lane_ctx;
+static void lane_task(void *ctx, int i, int tid) {
+    lane_ctx *a = ctx;
+    lane_log *g = a->log;
+    if (tid < 0 || tid >= 4 || g->n[tid] >= 2 * LANE_MAX || i < 0 || i >= LANE_MAX) return;
     g->hits[a->set][i]++;
-    g->ran[tid][g->n[tid]] = (task_ref){a->set, i};
-    g->told[tid][g->n[tid]] = ni < 0 ? (task_ref){-1, -1} : (task_ref){fn == ahead_task ? ((ahead_ctx *)nc)->set : -2, ni};
-    g->n[tid]++;
+    g->ran[tid][g->n[tid]++] = (task_ref){a->set, i};
 }
 
-static void test_pool_ahead(mx_pool *pool) {
-    static ahead_log g;
+static int lane_of(int i, int n, int lanes) {
+    int u = 0;
+    while (u + 1 < lanes && i >= n * (u + 1) / lanes) u++;
+    return u;
+}
+
+static void test_pool_lanes(mx_pool *pool) {
+    static lane_log g;
     int bad = 0;
-    for (int sets = 1; sets <= 2; sets++)
+    for (int lanes = 1; lanes <= 5; lanes++)
         for (int n = 0; n <= 40; n += 13) {
             memset(&g, 0, sizeof g);
-            ahead_ctx c[2] = {{&g, 0}, {&g, 1}};
-            if (sets == 1) mx_pool_run_ahead(pool, ahead_task, &c[0], n);
-            else mx_pool_run_sets(pool, (mx_task_set[]){{ahead_task, &c[0], n}, {ahead_task, &c[1], n / 2 + 1}}, 2, true);
-            for (int s = 0; s < sets; s++)
-                for (int i = 0; i < AHEAD_MAX; i++) bad += g.hits[s][i] != (i < (s ? n / 2 + 1 : n));
+            lane_ctx c[2] = {{&g, 0}, {&g, 1}};
+            int ns[2] = {n, n / 2 + 1};
+            mx_pool_run_sets(pool, (mx_task_set[]){{lane_task, &c[0], ns[0], lanes}, {lane_task, &c[1], ns[1], lanes}}, 2);
+            for (int s = 0; s < 2; s++)
+                for (int i = 0; i < LANE_MAX; i++) bad += g.hits[s][i] != (i < ns[s]);
             for (int t = 0; t < 4; t++)
-                for (int k = 0; k < g.n[t]; k++) {
-                    task_ref want = k + 1 < g.n[t] ? g.ran[t][k + 1] : (task_ref){-1, -1};
-                    bad += g.told[t][k].set != want.set || g.told[t][k].i != want.i;
-                }
+                for (int k = 1; k < g.n[t]; k++)
+                    for (int q = 0; q < k; q++) {
+                        task_ref a = g.ran[t][q], b = g.ran[t][k];
+                        bool same_lane = a.set == b.set && lane_of(a.i, ns[a.set], lanes) == lane_of(b.i, ns[a.set], lanes);
+                        bad += same_lane && b.i < a.i;
+                    }
+            if (!pool) { /* deterministic: lane 0 of each set, then lanes 1.. */
+                int k = 0;
+                for (int pass = 0; pass < 2; pass++)
+                    for (int s = 0; s < 2; s++)
+                        for (int u = pass ? 1 : 0; u < (pass ? lanes : 1); u++)
+                            for (int i = ns[s] * u / lanes; i < ns[s] * (u + 1) / lanes; i++, k++)
+                                bad += k >= g.n[0] || g.ran[0][k].set != s || g.ran[0][k].i != i;
+            }
         }
-    mx_task_fn fn;
-    void *nc;
-    bad += mx_pool_next_task(&fn, &nc) != -1; /* outside a job */
-    CHECK(pool ? "pool_run_ahead" : "pool_run_ahead_nopool", !bad, "%d tasks ran other than once or were announced wrong", bad);
+    CHECK(pool ? "pool_run_lanes" : "pool_run_lanes_nopool", !bad, "%d tasks ran other than once or out of lane order", bad);
 }
 
 int main(void) {
@@ -368,28 +376,43 @@ int main(void) {
     }
     test_pool_sets(pool);
     test_pool_sets(NULL);
-    test_pool_ahead(pool);
-    test_pool_ahead(NULL);
-    /* row splits tile [0, rows) in order, in whole units, no task empty */
+    test_pool_lanes(pool);
+    test_pool_lanes(NULL);
+    /* row splits: every row in exactly one task range, ranges in whole
+     * units; prefill tasks tile [0, rows) in order, none empty; a decode lane's
+     * parts run on from task to task (each a sequential stream) */
     int bad_split = 0;
     char whys[128] = "";
+    static unsigned char seen[3000];
     for (int rows = 1; rows < 3000 && !bad_split; rows += 37)
         for (int unit = 16; unit <= 48; unit += 32)
-            for (int want = 1; want <= 64; want *= 4)
-                for (int m = 0; m < 4; m++) { /* prefill / decode, small / large rows (the 256 KiB cap) */
-                    bool dec = m & 1;
-                    int cols = m & 2 ? 65536 : 128;
+            for (int lanes = 1; lanes <= 3; lanes++)
+                for (int m = 0; m < 4; m++) { /* streams 1 / 2, small / large rows (the 256 KiB cap) */
+                    int streams = 1 + (m & 1), cols = m & 2 ? 65536 : 128;
                     mx_weight w = {.fmt = MX_W_BF16, .rows = rows, .cols = cols, .row_bytes = 2 * (size_t)cols};
-                    mx_rowsplit sp = mx_rowsplit_make(&w, want, unit, dec);
-                    int next = 0;
-                    for (int i = 0; i < sp.tasks && !bad_split; i++) {
-                        int r0, r1;
-                        mx_rowsplit_range(&sp, i, &r0, &r1);
-                        if (r0 != next || r1 <= r0 || r0 % unit || (r1 % unit && r1 != rows)) bad_split++;
-                        next = r1;
+                    mx_rowsplit sp = mx_rowsplit_make(&w, 4 * lanes, unit, lanes, streams);
+                    bool prefill = lanes == 1 && streams == 1;
+                    memset(seen, 0, sizeof seen);
+                    int next = 0, tasks = mx_rowsplit_tasks(&sp), ends[2] = {-1, -1};
+                    for (int i = 0; i < tasks && !bad_split; i++) {
+                        int r[2][2];
+                        mx_rowsplit_range(&sp, i, r);
+                        if (i % sp.per_lane == 0) ends[0] = ends[1] = -1;
+                        for (int p = 0; p < sp.streams; p++) {
+                            int r0 = r[p][0], r1 = r[p][1];
+                            if (r0 > r1 || r0 < 0 || r1 > rows || r0 % unit || (r1 % unit && r1 != rows)) bad_split++;
+                            for (int x = r0; x < r1; x++) seen[x]++;
+                            if (r0 < r1 && ends[p] >= 0 && r0 != ends[p]) bad_split++;
+                            if (r0 < r1) ends[p] = r1;
+                        }
+                        if (prefill) {
+                            if (r[0][0] != next || r[0][1] <= r[0][0]) bad_split++;
+                            next = r[0][1];
+                        }
+                        if (!prefill && (size_t)(r[0][1] - r[0][0] + (streams == 2 ? r[1][1] - r[1][0] : 0)) * w.row_bytes > ((size_t)256 << 10) + (size_t)unit * w.row_bytes * 2) bad_split++;
                     }
-                    if (!bad_split && next != rows) bad_split++;
-                    if (bad_split && !whys[0]) snprintf(whys, sizeof whys, "rows=%d unit=%d want=%d decode=%d cols=%d", rows, unit, want, dec, cols);
+                    for (int x = 0; x < rows; x++) bad_split += seen[x] != 1;
+                    if (bad_split && !whys[0]) snprintf(whys, sizeof whys, "rows=%d unit=%d lanes=%d streams=%d cols=%d", rows, unit, lanes, streams, cols);
                 }
     CHECK("row_split", !bad_split, "%s", whys);
     /* the bandwidth probe runs and gives a positive number on a small buffer */
