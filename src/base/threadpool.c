@@ -134,7 +134,7 @@ static void run_job(mx_pool *p, const mx_task_set *sets, int count) {
     int total = 0;
     for (int k = 0; k < count; k++) {
         total += MX_MAX(0, sets[k].n);
-        for (int u = 0; u < MX_POOL_LANES; u++) atomic_init(&j.ctr[k][u].next, 0);
+        for (int u = 0; u < set_lanes(&sets[k]); u++) atomic_init(&j.ctr[k][u].next, 0);
     }
     if (total <= 0) return;
     if (!p || p->n == 1 || total == 1) {

@@ -61,9 +61,7 @@ typedef mxq_ril ril;
  * / 66-78, 8-bit 64-71 / 75-77 / 68-74, mxfp4 61-63 / 65-78 / 63-74, mxfp8
  * flat. (Before the pairing, over a one-stream probe: 4-bit 81 / 87 / 88 /
  * 93 % at 1024 / 2048 / 3072 / 4096; without prefetch 61-68 %.) */
-#ifndef VQ_PF
 #define VQ_PF 4096
-#endif
 
 /* ---- the repack ---- */
 
