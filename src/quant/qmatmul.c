@@ -72,7 +72,7 @@ static void q_task(void *ctx, int i, int tid) {
         c1.y = j->c.y + (size_t)t * j->c.ldy;
         if (c1.xs) c1.xs = j->c.xs + (size_t)t * ng;
         if (c1.xq) {
-            c1.xq = j->c.xq + (size_t)t * 2 * j->c.w->cols;
+            c1.xq = j->c.xq + (size_t)t * (mxq_is_e4m3(j->c.w) ? 2 * MXQ_LDQ16(j->c.w->cols) : MXQ_LDQ(j->c.w->cols));
             c1.xd = j->c.xd + (size_t)t * ng;
         }
         j->fn(&c1, r0, r1);
@@ -122,7 +122,7 @@ static bool prep_int8(qjob *j, const float *x, int ldx, mx_pool *pool) {
     const mx_weight *w = j->c.w;
     int n = j->c.n, ng = mxq_ngroups(w);
     bool fp8 = mxq_is_e4m3(w);
-    size_t qn = (size_t)n * w->cols * (fp8 ? 4 : 2);
+    size_t qn = (size_t)n * (fp8 ? 2 * MXQ_LDQ16(w->cols) : MXQ_LDQ(w->cols));
     if (qn > tl_qcap) {
         free(tl_q);
         tl_q = malloc(qn);
@@ -131,8 +131,8 @@ static bool prep_int8(qjob *j, const float *x, int ldx, mx_pool *pool) {
     float *xd = scratch(0, (size_t)n * ng), *xs = scratch(1, (size_t)n * ng);
     if (!tl_q || !xd || !xs || !mxq_vnni_ready(w, pool)) return false;
     for (int t = 0; t < n; t++)
-        if (fp8) mxq_bf16_prep(x + (size_t)t * ldx, w->cols, (uint16_t *)(void *)tl_q + (size_t)t * 2 * w->cols);
-        else mxq_vnni_prep(x + (size_t)t * ldx, w->cols, w->group, tl_q + (size_t)t * 2 * w->cols, xd + (size_t)t * ng, xs + (size_t)t * ng);
+        if (fp8) mxq_bf16_prep(x + (size_t)t * ldx, w->cols, (uint16_t *)(void *)tl_q + (size_t)t * MXQ_LDQ16(w->cols));
+        else mxq_vnni_prep(x + (size_t)t * ldx, w->cols, w->group, tl_q + (size_t)t * MXQ_LDQ(w->cols), xd + (size_t)t * ng, xs + (size_t)t * ng);
     j->c.xq = tl_q;
     j->c.xd = xd;
     j->c.xs = xs;

@@ -136,7 +136,7 @@ typedef struct {
     const float *x;
     int ldx;
     const float *xs;
-    const int8_t *xq; /* int8 path: codes q1 then q2, [n][2][cols] */
+    const int8_t *xq; /* int8 path: codes q1 then q2 per token (MXQ_LDQ) */
     const float *xd;  /* int8 path: activation scale per group, [n][ngroups] */
     int n;
     float *y;
@@ -145,11 +145,26 @@ typedef struct {
     bool invariant; /* one kernel for every n (see mx_qmatmul_set_batch_invariant) */
 } mxq_ctx;
 typedef void (*mxq_fn)(const mxq_ctx *c, int r0, int r1);
+/* Where the int8 path's prepared activations lie: token t's q1 codes at
+ * xq + t * MXQ_LDQ(cols), its q2 codes MXQ_Q2(cols) bytes after them (for
+ * E4M3 weights: bf16 hi and lo words, MXQ_LDQ16 / MXQ_Q216 in words). A
+ * 6-token prefill tile reads 12 code rows at once; unpadded (rows 2 * cols
+ * bytes apart) they all map to one L1 set when cols is a multiple of 2048
+ * and thrash its 8 ways (4096 x 8192 x 192 tokens, 1 thread: 67-125
+ * GFLOP/s, 162-182 padded). Padded, a row starts 13 * t lines (mod 64
+ * sets) after token 0's q1 row and q2 rows 33 lines after their q1 rows:
+ * the 12 sets differ for every cols (rb: a row's bytes, a multiple of 64). */
+static inline size_t mxq_q2_at(size_t rb) { size_t m = rb / 64; return 64 * (m + ((33 - m) & 63)); }
+static inline size_t mxq_ldq(size_t rb) { size_t e = mxq_q2_at(rb) / 64 + rb / 64; return 64 * (e + ((13 - e) & 63)); }
+#define MXQ_Q2(cols) mxq_q2_at((size_t)(cols))
+#define MXQ_LDQ(cols) mxq_ldq((size_t)(cols))
+#define MXQ_Q216(cols) (mxq_q2_at(2 * (size_t)(cols)) / 2)
+#define MXQ_LDQ16(cols) (mxq_ldq(2 * (size_t)(cols)) / 2)
 void mxq_mm_portable(const mxq_ctx *c, int r0, int r1);
 void mxq_mm_avx2(const mxq_ctx *c, int r0, int r1);
 void mxq_mm_avx512(const mxq_ctx *c, int r0, int r1);
 /* Int8-activation kernels (AVX-512 VNNI; qvnni_avx512.c) for weights that
- * mx_qmatmul_int8 accepts: x prepared per token by mxq_vnni_prep ([2][cols]
+ * mx_qmatmul_int8 accepts: x prepared per token by mxq_vnni_prep (MXQ_LDQ
  * codes, per-group xd and xs); mxq_vnni_ready repacks w on first use (false:
  * out of memory, use the f32 kernels); mxq_vnni_mm then serves any n. */
 typedef struct {
@@ -174,7 +189,7 @@ void mxq_vnni_mm(const mxq_ctx *c, int r0, int r1);
 void mxq_vnni_dec2(const mxq_ctx *c, int a0, int a1, int b0, int b1);
 void mxq_ril_row(const mx_weight *w, int r, float *out); /* w->ril set */
 void mxq_vnni_prep(const float *x, int cols, int G, int8_t *xq, float *xd, float *xs);
-/* mxfp8 (bf16 dot products): x as bf16 hi then lo, [2][cols] words */
+/* mxfp8 (bf16 dot products): x as bf16 hi then lo, MXQ_LDQ16 words */
 void mxq_bf16_prep(const float *x, int cols, uint16_t *xb);
 /* The x permutation (0, 8 or 16) the kernel of `level` wants for w. */
 int mxq_perm_for(const mx_weight *w, int level);

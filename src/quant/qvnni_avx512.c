@@ -405,7 +405,7 @@ static inline __attribute__((always_inline)) void dec_blocks(const mxq_ctx *c, c
     const mx_weight *w = c->w;
     const int step = four ? 8 : 4;
     int G = w->group, ng = w->cols / G, lines = G / step; /* even: G >= 16 */
-    const int8_t *q1 = c->xq, *q2 = c->xq + w->cols;
+    const int8_t *q1 = c->xq, *q2 = c->xq + MXQ_Q2(w->cols);
     const uint8_t *cb[2] = {p->base + (size_t)bk[0] * p->blk, p->base + (size_t)bk[1] * p->blk};
     __m512 f[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
     for (int g = 0; g < ng; g++) {
@@ -467,7 +467,7 @@ static inline __attribute__((always_inline)) void dec_blocks(const mxq_ctx *c, c
 static inline __attribute__((always_inline)) void dec_planes(const mxq_ctx *c, const ril *p, const int bk[2], const int nb, const int bits) {
     const mx_weight *w = c->w;
     int G = w->group, ng = w->cols / G;
-    const int8_t *q1 = c->xq, *q2 = c->xq + w->cols;
+    const int8_t *q1 = c->xq, *q2 = c->xq + MXQ_Q2(w->cols);
     const uint8_t *cb[2] = {p->base + (size_t)bk[0] * p->blk, p->base + (size_t)bk[1] * p->blk};
     __m512 f[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
     for (int g = 0; g < ng; g++) {
@@ -563,7 +563,7 @@ static inline __attribute__((always_inline)) void gemm_micro(int nt, const mxq_c
     const mx_weight *w = c->w;
     const int per = bits == 4 ? 2 : 1; /* 4-column units per fetch */
     int G = w->group, ng = w->cols / G;
-    size_t ldq = (size_t)2 * w->cols;
+    size_t ldq = MXQ_LDQ(w->cols);
     const int8_t *xq = c->xq + (size_t)t0 * ldq;
     const uint8_t *cb = p->base + (size_t)blk * p->blk;
     __m512 f[VG_NT];
@@ -586,7 +586,7 @@ static inline __attribute__((always_inline)) void gemm_micro(int nt, const mxq_c
                 for (int t = 0; t < nt; t++) {
                     const int8_t *q = xq + (size_t)t * ldq + k;
                     i1[t] = _mm512_dpbusd_epi32(i1[t], cu[j], bc4(q));
-                    i2[t] = _mm512_dpbusd_epi32(i2[t], cu[j], bc4(q + w->cols));
+                    i2[t] = _mm512_dpbusd_epi32(i2[t], cu[j], bc4(q + MXQ_Q2(w->cols)));
                 }
             }
         }
@@ -680,7 +680,7 @@ static inline __m512bh bc8(const uint16_t *p) {
 static inline __attribute__((always_inline)) void dec_fp8(const mxq_ctx *c, const ril *p, const int bk[2], const int nb) {
     const mx_weight *w = c->w;
     int G = w->group, ng = w->cols / G;
-    const uint16_t *xh = (const uint16_t *)(const void *)c->xq, *xl = xh + w->cols;
+    const uint16_t *xh = (const uint16_t *)(const void *)c->xq, *xl = xh + MXQ_Q216(w->cols);
     const uint8_t *cb[2] = {p->base + (size_t)bk[0] * p->blk, p->base + (size_t)bk[1] * p->blk};
     const __m512i *T = g_e4m3_bf16;
     __m512 f[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
@@ -723,7 +723,7 @@ static void dec_range_fp8(const mxq_ctx *c, const ril *p, int a0, int a1, int c0
 static inline __attribute__((always_inline)) void gemm_fp8(int nt, const mxq_ctx *c, const ril *p, int blk, int t0) {
     const mx_weight *w = c->w;
     int G = w->group, ng = w->cols / G;
-    size_t ldq = (size_t)2 * w->cols; /* in bf16 words: hi then lo */
+    size_t ldq = MXQ_LDQ16(w->cols); /* in bf16 words: hi, then lo */
     const uint16_t *xq = (const uint16_t *)(const void *)c->xq + (size_t)t0 * ldq;
     const uint8_t *cb = p->base + (size_t)blk * p->blk;
     const __m512i *T = g_e4m3_bf16;
@@ -742,7 +742,7 @@ static inline __attribute__((always_inline)) void gemm_fp8(int nt, const mxq_ctx
             VG_UNROLL
             for (int t = 0; t < nt; t++) {
                 const uint16_t *q = xq + (size_t)t * ldq + k;
-                __m512bh Xh = bc8(q), Xl = bc8(q + w->cols);
+                __m512bh Xh = bc8(q), Xl = bc8(q + MXQ_Q216(w->cols));
                 ah[t] = _mm512_dpbf16_ps(ah[t], A, Xh);
                 al[t] = _mm512_dpbf16_ps(al[t], A, Xl);
                 bh[t] = _mm512_dpbf16_ps(bh[t], B, Xh);
@@ -810,7 +810,7 @@ bool mxq_vnni_ready(const mx_weight *w, mx_pool *pool) {
 }
 
 /* One token's activations for the mxfp8 kernels: bf16 hi = bf16(x) in
- * xb[0, cols), lo = bf16(x - hi) in xb[cols, 2 cols) (round to nearest). */
+ * xb[0, cols), lo = bf16(x - hi) at xb + MXQ_Q216(cols) (round to nearest). */
 void mxq_bf16_prep(const float *x, int cols, uint16_t *xb) {
     for (int k = 0; k < cols; k += 16) {
         __m512 v = _mm512_loadu_ps(x + k);
@@ -818,7 +818,7 @@ void mxq_bf16_prep(const float *x, int cols, uint16_t *xb) {
         __m512 hf = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32((__m256i)h), 16));
         __m256bh l = _mm512_cvtneps_pbh(_mm512_sub_ps(v, hf));
         _mm256_storeu_si256((__m256i *)(void *)(xb + k), (__m256i)h);
-        _mm256_storeu_si256((__m256i *)(void *)(xb + cols + k), (__m256i)l);
+        _mm256_storeu_si256((__m256i *)(void *)(xb + MXQ_Q216(cols) + k), (__m256i)l);
     }
 }
 
@@ -871,7 +871,7 @@ void mxq_ril_row(const mx_weight *w, int r, float *out) {
 }
 
 /* One token's activations: per group of G (a multiple of 16) the codes q1
- * (xq[0, cols)) and q2 (xq[cols, 2 cols)) in column order, the scale d/256
+ * (xq[0, cols)) and q2 (at xq + MXQ_Q2(cols)) in column order, the scale d/256
  * and (d/256) * sum(256 q1 + q2). */
 void mxq_vnni_prep(const float *x, int cols, int G, int8_t *xq, float *xd, float *xs) {
     for (int g = 0; g < cols / G; g++) {
@@ -890,7 +890,7 @@ void mxq_vnni_prep(const float *x, int cols, int G, int8_t *xq, float *xd, float
             q2 = _mm512_max_epi32(_mm512_min_epi32(q2, _mm512_set1_epi32(127)), _mm512_set1_epi32(-127));
             qs = _mm512_add_epi32(qs, _mm512_add_epi32(_mm512_slli_epi32(q1, 8), q2));
             _mm_storeu_si128((__m128i *)(void *)(xq + (size_t)g * G + k), _mm512_cvtepi32_epi8(q1));
-            _mm_storeu_si128((__m128i *)(void *)(xq + cols + (size_t)g * G + k), _mm512_cvtepi32_epi8(q2));
+            _mm_storeu_si128((__m128i *)(void *)(xq + MXQ_Q2(cols) + (size_t)g * G + k), _mm512_cvtepi32_epi8(q2));
         }
         xd[g] = amax / (127.0f * 256.0f);
         /* d * sum(x) from the codes, not from x: with the codes' offset

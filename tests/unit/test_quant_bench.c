@@ -4,7 +4,8 @@
  * ~100 MB weights (past L3), prefill (N > 1) GFLOP/s on 4096 x 4096; a plain
  * bf16 float matmul of the same size is measured first as the baseline of
  * what this machine streams right now. One thread uses thread CPU time
- * (the shared machines are noisy), more threads wall time. */
+ * (the shared machines are noisy), more threads wall time. QB_COLS sets the
+ * columns (default 4096), QB_IT the prefill repetitions (best of; 3). */
 #define _GNU_SOURCE
 #include "test.h"
 #include "base/base.h"
@@ -62,7 +63,8 @@ int main(int argc, char **argv) {
         {"affine4_g64", MX_W_AFFINE, 4, 64}, {"affine8_g64", MX_W_AFFINE, 8, 64}, {"affine2_g64", MX_W_AFFINE, 2, 64},
         {"affine3_g64", MX_W_AFFINE, 3, 64}, {"mxfp4", MX_W_MXFP4, 4, 32},     {"nvfp4", MX_W_NVFP4, 4, 16},
         {"mxfp8", MX_W_MXFP8, 8, 32},        {"fp8_block128", MX_W_FP8B, 8, 128}};
-    int cols = 4096;
+    int cols = getenv("QB_COLS") ? atoi(getenv("QB_COLS")) : 4096;
+    if (cols < 128 || cols % 128) cols = 4096;
     if (bench) {
         mx_weight w;
         memset(&w, 0, sizeof w);
@@ -83,7 +85,7 @@ int main(int argc, char **argv) {
         mx_weight w = mk(fs[i].f, fs[i].b, fs[i].g, rows, bench ? cols : 512, &buf);
         float *x = malloc(sizeof(float) * (size_t)nn * w.cols), *y = malloc(sizeof(float) * (size_t)nn * rows);
         for (int k = 0; k < nn * w.cols; k++) x[k] = (float)(k % 7) * 0.1f - 0.3f;
-        double t = run(&w, x, nn, y, pool, bench ? (nn == 1 ? 20 : 3) : 2, cpu);
+        double t = run(&w, x, nn, y, pool, bench ? (nn == 1 ? 20 : getenv("QB_IT") ? atoi(getenv("QB_IT")) : 3) : 2, cpu);
         if (!bench) {
             char name[64];
             snprintf(name, sizeof name, "qbench_smoke_%s", fs[i].nm);
