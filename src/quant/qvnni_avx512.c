@@ -373,12 +373,6 @@ static inline __attribute__((always_inline)) __m512i plane_codes(const uint8_t *
     return code;
 }
 
-static inline __m512i bc4(const int8_t *p) {
-    int32_t v;
-    memcpy(&v, p, 4);
-    return _mm512_set1_epi32(v);
-}
-
 /* acc + vpdpbusd(w, the 4 activation bytes at p broadcast): the broadcast
  * folded into the instruction ({1to16}). GCC 12 neither folds it nor, in
  * these loops, keeps the sums in place: the 8-bit prefill loop copied every
