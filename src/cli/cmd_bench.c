@@ -59,7 +59,26 @@ int cmd_bench(int argc, char **argv) {
     int rc = mx_session_feed(&s, toks, 8, NULL, last);
     mx_argmax(last, V);
     double ttft = mx_now() - t_start;
-    double *pp_t = calloc((size_t)reps, sizeof(double)), *tg_t = calloc((size_t)reps, sizeof(double)), *bw = calloc((size_t)reps, sizeof(double));
+    /* Each generation run is cut into nseg stretches with a bandwidth probe
+     * before the first and after each (their decode time alone counts for
+     * tg t/s): a stretch's efficiency is its bytes/s over the mean of the
+     * probes on either side, and the figure reported is the median over
+     * all stretches. This machine's bandwidth moves by 1.5x within a
+     * minute; one probe per run could land in another phase than the
+     * decode it rates. */
+    int nseg = tg >= 32 ? 4 : 1;
+    size_t kv_bytes = s.kv->offset[s.kv->n_layers] * sizeof(float);
+    double kv_per_pos = (double)kv_bytes / ctx; /* KV bytes one cached position adds to a token's reads */
+    int nbw = reps * (nseg + 1) + 1;
+    double *pp_t = calloc((size_t)reps, sizeof(double)), *tg_t = calloc((size_t)reps, sizeof(double));
+    double *bw = calloc((size_t)nbw, sizeof(double)), *seg_eff = calloc((size_t)reps * nseg, sizeof(double));
+    int n_bw = 0, n_eff = 0;
+    mx_bw_probe *probe = mx_bw_probe_new((size_t)bw_mb << 20);
+    if (!rc && (!pp_t || !tg_t || !bw || !seg_eff || !probe)) {
+        fprintf(stderr, "mlxcel bench: cannot map the %d MB bandwidth probe buffer (--bw-mb)\n", bw_mb);
+        rc = 1;
+        goto out;
+    }
     for (int r = 0; r < reps && !rc; r++) {
         if (pp > 0) {
             mx_session_truncate(&s, 0);
@@ -69,27 +88,36 @@ int cmd_bench(int argc, char **argv) {
         }
         if (tg > 0 && !rc) {
             mx_session_truncate(&s, 0);
-            double t0 = mx_now();
-            for (int i = 0; i < tg && !rc; i++) rc = mx_session_feed(&s, &toks[i], 1, NULL, last);
-            tg_t[r] = tg / (mx_now() - t0);
+            double t_dec = 0, before = bw[n_bw++] = mx_bw_probe_run(probe, pool, 3);
+            for (int k = 0; k < nseg && !rc; k++) {
+                int a0 = (int)((long)tg * k / nseg), a1 = (int)((long)tg * (k + 1) / nseg);
+                double t0 = mx_now();
+                for (int i = a0; i < a1 && !rc; i++) rc = mx_session_feed(&s, &toks[i], 1, NULL, last);
+                double dt = mx_now() - t0, after = bw[n_bw++] = mx_bw_probe_run(probe, pool, 3);
+                t_dec += dt;
+                /* the token at position i reads every weight and i + 1 cached positions */
+                double bytes = (a1 - a0) * ((double)e.model.weight_bytes + kv_per_pos * (a0 + a1 + 1) / 2.0);
+                if (dt > 0 && before + after > 0) seg_eff[n_eff++] = bytes / dt / (0.5 * (before + after) * 1e9);
+                before = after;
+            }
+            tg_t[r] = tg / t_dec;
         }
-        bw[r] = mx_measure_read_bw(pool, (size_t)bw_mb << 20, 3);
     }
+    if (!tg && !rc) bw[n_bw++] = mx_bw_probe_run(probe, pool, 3);
     if (rc) { fprintf(stderr, "mlxcel bench: %s\n", mx_errmsg()); goto out; }
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     double pp_m, pp_sd, tg_m, tg_sd;
     mean_sd(pp_t, reps, &pp_m, &pp_sd);
     mean_sd(tg_t, reps, &tg_m, &tg_sd);
-    qsort(bw, (size_t)reps, sizeof(double), cmp_d);
-    double bw_med = bw[reps / 2];
+    qsort(bw, (size_t)n_bw, sizeof(double), cmp_d);
+    double bw_med = bw[n_bw / 2];
+    qsort(seg_eff, (size_t)n_eff, sizeof(double), cmp_d);
+    double eff = n_eff ? (n_eff & 1 ? seg_eff[n_eff / 2] : 0.5 * (seg_eff[n_eff / 2 - 1] + seg_eff[n_eff / 2])) : 0;
     size_t ckpt = 0;
     for (int f = 0; f < e.model.ck.n_files; f++) ckpt += e.model.ck.files[f].map_len;
-    size_t kv_bytes = s.kv->offset[s.kv->n_layers] * sizeof(float);
     /* per generated token: every linear once, plus the KV read at the mean context of the tg run */
-    double kv_per_tok = (double)kv_bytes / ctx * (tg / 2.0);
-    double bpt = (double)e.model.weight_bytes + kv_per_tok;
-    double eff = bpt * tg_m / (bw_med * 1e9);
+    double bpt = (double)e.model.weight_bytes + kv_per_pos * (tg + 1) / 2.0;
     double rss_mb = ru.ru_maxrss / 1024.0, bw_buf_mb = bw_mb;
     /* the bandwidth probe's buffer is part of the peak; report the model's share */
     double rss_model_mb = rss_mb - bw_buf_mb;
@@ -108,15 +136,17 @@ int cmd_bench(int argc, char **argv) {
         printf("| model | family | size | threads | test | t/s |\n|---|---|---|---|---|---|\n");
         if (pp) printf("| %s | %s | %.2f GiB | %d | pp%d | %.2f ± %.2f |\n", model, ar->family, ckpt / 1073741824.0, threads, pp, pp_m, pp_sd);
         if (tg) printf("| %s | %s | %.2f GiB | %d | tg%d | %.2f ± %.2f |\n", model, ar->family, ckpt / 1073741824.0, threads, tg, tg_m, tg_sd);
-        printf("\nmemory read bandwidth (median of %d, %d threads): %.2f GB/s\n", reps, threads, bw_med);
-        printf("bytes read per generated token: %.1f MB -> decode efficiency %.1f%% of that bandwidth\n", bpt / 1e6, eff * 100);
+        printf("\nmemory read bandwidth (median of %d probes, %d threads): %.2f GB/s\n", n_bw, threads, bw_med);
+        printf("bytes read per generated token: %.1f MB -> decode efficiency %.1f%% of the bandwidth probed around each stretch of decode (median of %d)\n",
+               bpt / 1e6, eff * 100, n_eff);
         printf("peak RSS %.0f MB (%.0f MB without the %d MB bandwidth probe) vs checkpoint %.0f MB + KV cache %.0f MB\n", rss_mb,
                rss_model_mb, bw_mb, ckpt / 1048576.0, kv_bytes / 1048576.0);
         printf("time to first token (open + 8-token prompt): %.0f ms\n", ttft * 1e3);
         printf("weights: %s; quantized matmuls' activations: %s\n", wmode, act);
     }
 out:
-    free(pp_t); free(tg_t); free(bw); free(last); free(toks);
+    free(pp_t); free(tg_t); free(bw); free(seg_eff); free(last); free(toks);
+    mx_bw_probe_free(probe);
     mx_session_free(&s);
     mx_pool_free(pool);
     mx_engine_close(&e);

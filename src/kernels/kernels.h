@@ -47,4 +47,11 @@ void mx_act_mul(mx_act a, float *gate, const float *up, int n);
  * slice, median of `reps` passes after one warm-up. Huge pages requested
  * (MADV_HUGEPAGE). Returns 0 when the buffer cannot be allocated. */
 double mx_measure_read_bw(mx_pool *pool, size_t bytes, int reps);
+/* The same probe on a buffer mapped and faulted in once, for a caller that
+ * measures many times (bench pairs every stretch of decode with probes
+ * taken right before and after it). new: NULL when it cannot be mapped. */
+typedef struct mx_bw_probe mx_bw_probe;
+mx_bw_probe *mx_bw_probe_new(size_t bytes);
+double mx_bw_probe_run(mx_bw_probe *b, mx_pool *pool, int reps);
+void mx_bw_probe_free(mx_bw_probe *b);
 #endif

@@ -57,27 +57,50 @@ static int cmp_d(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-double mx_measure_read_bw(mx_pool *pool, size_t bytes, int reps) {
-    if (reps < 1) reps = 1;
-    if (reps > 1000) reps = 1000;
-    int nt = mx_pool_size(pool);
-    int tasks = nt * 8;
-    size_t chunk = (bytes / (size_t)tasks) & ~(size_t)4095;
-    if (chunk == 0) return 0;
-    size_t len = chunk * (size_t)tasks;
+struct mx_bw_probe {
+    uint8_t *buf;
+    size_t len;
+    bool warm; /* one untimed pass made: TLB, page tables, threads awake */
+};
+
+mx_bw_probe *mx_bw_probe_new(size_t bytes) {
+    size_t len = bytes & ~(size_t)4095;
+    if (len == 0) return NULL;
     uint8_t *buf = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (buf == MAP_FAILED) return 0;
+    if (buf == MAP_FAILED) return NULL;
 #ifdef MADV_HUGEPAGE
     madvise(buf, len, MADV_HUGEPAGE);
 #endif
     for (size_t o = 0; o < len; o += 64) buf[o] = (uint8_t)(o >> 6); /* fault in, non-zero pages */
+    mx_bw_probe *b = calloc(1, sizeof *b);
+    if (!b) { munmap(buf, len); return NULL; }
+    b->buf = buf;
+    b->len = len;
+    return b;
+}
+
+void mx_bw_probe_free(mx_bw_probe *b) {
+    if (!b) return;
+    munmap(b->buf, b->len);
+    free(b);
+}
+
+double mx_bw_probe_run(mx_bw_probe *b, mx_pool *pool, int reps) {
+    if (!b) return 0;
+    if (reps < 1) reps = 1;
+    if (reps > 1000) reps = 1000;
+    int tasks = mx_pool_size(pool) * 8;
+    size_t chunk = (b->len / (size_t)tasks) & ~(size_t)4095;
+    if (chunk == 0) return 0;
+    size_t len = chunk * (size_t)tasks;
     bw_job *j = calloc(1, sizeof *j);
     double *t = malloc(sizeof(double) * (size_t)reps);
     double bw = 0;
     if (j && t) {
-        j->buf = buf;
+        j->buf = b->buf;
         j->chunk = chunk;
-        mx_pool_run(pool, bw_task, j, tasks); /* warm-up: TLB, page tables, threads awake */
+        if (!b->warm) mx_pool_run(pool, bw_task, j, tasks);
+        b->warm = true;
         for (int r = 0; r < reps; r++) {
             double t0 = mx_now();
             mx_pool_run(pool, bw_task, j, tasks);
@@ -89,6 +112,12 @@ double mx_measure_read_bw(mx_pool *pool, size_t bytes, int reps) {
     }
     free(j);
     free(t);
-    munmap(buf, len);
+    return bw;
+}
+
+double mx_measure_read_bw(mx_pool *pool, size_t bytes, int reps) {
+    mx_bw_probe *b = mx_bw_probe_new(bytes);
+    double bw = mx_bw_probe_run(b, pool, reps);
+    mx_bw_probe_free(b);
     return bw;
 }

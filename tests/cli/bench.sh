@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# mlxcel bench: the JSON fields the issue names, sane values, the text table,
+# and bad arguments (speeds themselves are not tested: shared machines).
+set -u
+cd "$(dirname "$0")/../.."
+MLXCEL=${MLXCEL:-$PWD/build/mlxcel}
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+ok() { echo "ok $1"; }
+fail() { echo "FAIL $1: $2"; }
+
+python3 tests/cli/convert_mkmodel.py "$T/src" F32 || { fail bench_mkmodel "could not write the test model"; exit 0; }
+"$MLXCEL" convert -m "$T/src" -o "$T/q4" -q --q-bits 4 --q-group-size 64 >/dev/null 2>"$T/err" || fail bench_convert "$(tail -1 "$T/err")"
+
+for m in src q4; do
+  if "$MLXCEL" bench -m "$T/$m" -p 16 -n 32 -r 2 -t 2 --bw-mb 64 --json >"$T/out.json" 2>"$T/err"; then
+    python3 - "$T/out.json" "bench_json_$m" <<'PY'
+import json, sys
+name = sys.argv[2]
+try:
+    d = json.load(open(sys.argv[1]))
+except Exception as e:
+    print(f"FAIL {name}: not one JSON object ({e})"); sys.exit()
+need = ["pp_tps", "tg_tps", "threads", "bytes_per_token", "mem_read_gbs", "tg_efficiency", "peak_rss_mb", "ttft_ms"]
+miss = [k for k in need if k not in d]
+bad = [k for k in need if k not in miss and not (isinstance(d[k], (int, float)) and d[k] > 0)]
+if miss or bad:
+    print(f"FAIL {name}: missing {miss}, not positive {bad}")
+elif d["threads"] != 2 or d["n_prompt"] != 16 or d["n_gen"] != 32 or d["reps"] != 2:
+    print(f"FAIL {name}: echoed settings {d['threads']} {d['n_prompt']} {d['n_gen']} {d['reps']}")
+elif not (d["bytes_per_token"] >= d["checkpoint_bytes"] * 0.5 and d["tg_efficiency"] < 50):
+    print(f"FAIL {name}: bytes/token {d['bytes_per_token']} vs checkpoint {d['checkpoint_bytes']}, efficiency {d['tg_efficiency']}")
+else:
+    print(f"ok {name}")
+PY
+  else
+    fail "bench_json_$m" "$(tail -1 "$T/err")"
+  fi
+done
+
+if "$MLXCEL" bench -m "$T/q4" -p 8 -n 8 -r 1 -t 1 --bw-mb 32 >"$T/out.txt" 2>"$T/err"; then
+  grep -q '| pp8 |' "$T/out.txt" && grep -q '| tg8 |' "$T/out.txt" && grep -q 'decode efficiency' "$T/out.txt" && ok bench_table || fail bench_table "$(head -5 "$T/out.txt")"
+else
+  fail bench_table "$(tail -1 "$T/err")"
+fi
+
+# bad arguments: usage errors exit 2, a bad model 1, each with one line naming the problem
+while read -r name want args; do
+  "$MLXCEL" bench $args >/dev/null 2>"$T/err"; rc=$?
+  lines=$(wc -l <"$T/err")
+  if [ "$rc" = "$want" ] && [ "$lines" -ge 1 ] && [ "$lines" -le 2 ]; then ok "bench_$name"; else fail "bench_$name" "rc $rc (want $want), stderr: $(head -3 "$T/err")"; fi
+done <<LIST
+no_model 2 -p 8
+neg_prompt 2 -m $T/q4 -p -1
+zero_reps 2 -m $T/q4 -r 0
+small_probe 2 -m $T/q4 --bw-mb 1
+unknown_flag 2 -m $T/q4 --frobnicate
+missing_dir 1 -m $T/nope
+LIST
