@@ -56,12 +56,13 @@ static inline bool is_planes(const mx_weight *w) { return w->fmt == MX_W_AFFINE 
 typedef mxq_ril ril;
 
 /* Software prefetch distance (bytes) of the one-token kernel, per block
- * stream. With the two streams far apart (VQ_PAIRS), test_quant_bench
- * --bench 2 1, interleaved, GB/s at 2048 / 4096 / 8192: 4-bit 59-62 / 72-77
- * / 66-78, 8-bit 64-71 / 75-77 / 68-74, mxfp4 61-63 / 65-78 / 63-74, mxfp8
- * flat. (Before the pairing, over a one-stream probe: 4-bit 81 / 87 / 88 /
- * 93 % at 1024 / 2048 / 3072 / 4096; without prefetch 61-68 %.) */
-#define VQ_PF 4096
+ * stream, into L1. Rated against the read probe taken around each run
+ * (tools/qcold-style cold GEMV, 2 threads, 4-bit, a fast phase of this
+ * machine): 2048 x 2048 0.65 / 0.69 / 0.70 / 0.73 / 0.72 and 8192 x 2048
+ * 0.77 / 0.82 / 0.82 / 0.86 / 0.83 at 4096 / 1024 / 1536 / 2048 / 3072;
+ * into L2 (T1) 0.54-0.59. (Earlier sweeps over whole-model decode found
+ * 4096 best, within that measurement's noise.) */
+#define VQ_PF 2048
 
 /* ---- the repack ---- */
 
