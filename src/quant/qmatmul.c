@@ -151,7 +151,7 @@ static bool prep_int8(qjob *j, const float *x, int ldx, mx_pool *pool) {
 static void split_rows(qjob *j, int nt) {
     bool one = j->fn == mxq_vnni_mm && j->c.n == 1;
     int lanes = j->c.n < 16 && (nt > 1 || one) ? nt : 1;
-    j->rs = mx_rowsplit_make(j->c.w, nt * 4, one ? 16 : 48, lanes, one ? 2 : 1);
+    j->rs = mx_rowsplit_make(j->c.w, nt * (j->fn == mxq_vnni_mm ? 16 : 4), one ? 16 : 48, lanes, one ? 2 : 1);
 }
 
 void mx_qmatmul(const mx_weight *w, const float *x, int n, int ldx, float *y, int ldy, mx_pool *pool) {
