@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 static void mean_sd(const double *x, int n, double *mean, double *sd) {
     double s = 0, q = 0;
@@ -43,6 +44,13 @@ int cmd_bench(int argc, char **argv) {
         if (!ok) return 2;
     }
     if (!model) { fprintf(stderr, "mlxcel bench: -m DIR is required\n"); return 2; }
+    /* the probe's buffer is faulted in whole: past the machine's memory that would be the OOM killer */
+    long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+    if (pages > 0 && psz > 0 && (double)bw_mb * 1048576.0 > 0.5 * (double)pages * (double)psz) {
+        fprintf(stderr, "mlxcel bench: --bw-mb %d is more than half of this machine's %.0f MB of memory\n", bw_mb,
+                (double)pages * (double)psz / 1048576.0);
+        return 2;
+    }
     double t_start = mx_now();
     mx_engine e;
     if (mx_engine_open(model, &e)) { fprintf(stderr, "mlxcel bench: %s\n", mx_errmsg()); return 1; }
