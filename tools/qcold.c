@@ -1,13 +1,15 @@
-/* qcold: hand-run microbenchmark of the int8 one-token kernel on cold
+/* qcold: hand-run microbenchmark of one-token products (decode) on cold
  * matrices of a model's shapes (not a test).
- *   build/qcold ROWS COLS [BITS]
- * Makes enough copies of a ROWS x COLS affine BITS-bit (group 64) weight to
- * pass 600 MB, repacks them all, then times one-token products cycling
- * through the copies, so every call reads DRAM as a decode step does (where
- * test_quant_bench's 100 MB matrix and small shapes that stay in L3 read
- * faster). Prints the median and best GB/s of packed weights and the time
+ *   build/qcold ROWS COLS [4|8|mxfp4|bf16] [PASSES]
+ * Makes enough copies of a ROWS x COLS weight (affine 4- or 8-bit group 64,
+ * mxfp4, or plain bf16) to pass 600 MB, repacks them all, then times passes
+ * of one-token products cycling through the copies, so every call reads DRAM
+ * as a decode step does. Each pass is rated against the read probe taken
+ * right before and after it (this machine's bandwidth flips between phases
+ * within seconds, so only such a ratio compares builds run minutes apart).
+ * Prints the median GB/s, the median and range of the ratio, and the time
  * per call, whose fixed part (pool start and finish, stream ramp-up) is what
- * small projections pay. 2 threads; compare shapes interleaved. */
+ * small projections pay. 2 threads; compare builds interleaved. */
 #define _GNU_SOURCE
 #include "base/base.h"
 #include "base/threadpool.h"
@@ -23,37 +25,57 @@ static int cmp_d(const void *a, const void *b) {
 }
 
 int main(int argc, char **argv) {
-    if (argc < 3) { fprintf(stderr, "usage: qcold ROWS COLS [BITS]\n"); return 2; }
-    int rows = atoi(argv[1]), cols = atoi(argv[2]), bits = argc > 3 ? atoi(argv[3]) : 4;
-    if (rows < 16 || cols < 64 || cols % 64 || (bits != 4 && bits != 8)) { fprintf(stderr, "qcold: rows >= 16, cols a multiple of 64, bits 4 or 8\n"); return 2; }
+    if (argc < 3) { fprintf(stderr, "usage: qcold ROWS COLS [4|8|mxfp4|bf16] [PASSES]\n"); return 2; }
+    int rows = atoi(argv[1]), cols = atoi(argv[2]), passes = argc > 4 ? atoi(argv[4]) : 5;
+    const char *kind = argc > 3 ? argv[3] : "4";
+    bool fp4 = !strcmp(kind, "mxfp4"), bf16 = !strcmp(kind, "bf16");
+    int bits = fp4 ? 4 : bf16 ? 16 : atoi(kind), group = fp4 ? 32 : 64;
+    if (rows < 16 || cols < 64 || cols % 64 || (bits != 4 && bits != 8 && bits != 16) || passes < 1 || passes > 100) {
+        fprintf(stderr, "qcold: rows >= 16, cols a multiple of 64, kind 4, 8, mxfp4 or bf16, 1-100 passes\n");
+        return 2;
+    }
     mx_pool *pool = mx_pool_new(2);
-    size_t rb = (size_t)cols * bits / 8, ns = (size_t)rows * (cols / 64) * 2; /* bf16 scales, then biases */
+    size_t rb = (size_t)cols * bits / 8, ng = (size_t)rows * (cols / group);
+    size_t ns = bf16 ? 0 : fp4 ? ng : ng * 2; /* E8M0 bytes, or bf16 scales then as many bias bytes */
     size_t one = (size_t)rows * rb + 2 * ns;
     int copies = (int)MX_MIN(((size_t)600 << 20) / one + 1, (size_t)4000);
     mx_weight *w = calloc((size_t)copies, sizeof *w);
     float *x = malloc(sizeof(float) * (size_t)cols), *y = malloc(sizeof(float) * (size_t)rows);
-    if (!w || !x || !y) return 1;
+    double *t = malloc(sizeof(double) * (size_t)passes), *ratio = malloc(sizeof(double) * (size_t)passes);
+    mx_bw_probe *pr = mx_bw_probe_new((size_t)1 << 30);
+    if (!w || !x || !y || !t || !ratio || !pr) return 1;
     for (int k = 0; k < copies; k++) {
         uint8_t *p = malloc(one);
         if (!p) return 1;
         for (size_t i = 0; i < (size_t)rows * rb; i++) p[i] = (uint8_t)(i * 2654435761u >> 13);
-        for (size_t i = 0; i < ns; i++) { p[(size_t)rows * rb + i] = (uint8_t)i; p[(size_t)rows * rb + ns + i] = (uint8_t)(i % 2 ? 0x3c : 0); }
-        w[k] = (mx_weight){.fmt = MX_W_AFFINE, .rows = rows, .cols = cols, .bits = bits, .group = 64, .row_bytes = rb,
-                           .data = p, .scales = p + (size_t)rows * rb, .biases = p + (size_t)rows * rb + ns, .scale_dtype = MX_DT_BF16};
+        if (bf16)
+            for (size_t i = 1; i < (size_t)rows * rb; i += 2) p[i] = 0x3c; /* modest exponents */
+        uint8_t *sc = p + (size_t)rows * rb;
+        for (size_t i = 0; i < ns; i++) { sc[i] = fp4 ? (uint8_t)(120 + i % 8) : (uint8_t)i; sc[ns + i] = (uint8_t)(i % 2 ? 0x3c : 0); }
+        if (bf16) w[k] = (mx_weight){.fmt = MX_W_BF16, .rows = rows, .cols = cols, .row_bytes = rb, .data = p};
+        else if (fp4)
+            w[k] = (mx_weight){.fmt = MX_W_MXFP4, .rows = rows, .cols = cols, .bits = 4, .group = 32, .row_bytes = rb,
+                               .data = p, .scales = sc, .scale_dtype = MX_DT_U8};
+        else
+            w[k] = (mx_weight){.fmt = MX_W_AFFINE, .rows = rows, .cols = cols, .bits = bits, .group = 64, .row_bytes = rb,
+                               .data = p, .scales = sc, .biases = sc + ns, .scale_dtype = MX_DT_BF16};
     }
     for (int i = 0; i < cols; i++) x[i] = (float)(i % 7) * 0.1f - 0.3f;
     for (int k = 0; k < copies; k++) mx_matmul(&w[k], x, 1, cols, y, rows, pool); /* repack every copy */
-    enum { R = 5 };
-    double t[R];
-    for (int r = 0; r < R; r++) {
-        double t0 = mx_now();
+    double bytes = (double)(bf16 ? (size_t)rows * rb : mx_qbytes(&w[0])) * copies;
+    for (int r = 0; r < passes; r++) {
+        double p0 = mx_bw_probe_run(pr, pool, 3), t0 = mx_now();
         for (int k = 0; k < copies; k++) mx_matmul(&w[k], x, 1, cols, y, rows, pool);
         t[r] = mx_now() - t0;
+        double p1 = mx_bw_probe_run(pr, pool, 3);
+        ratio[r] = bytes / t[r] / 1e9 / (0.5 * (p0 + p1));
     }
-    qsort(t, R, sizeof(double), cmp_d);
-    double bytes = (double)mx_qbytes(&w[0]) * copies;
-    printf("%d x %d, %d-bit, %d copies: %.1f GB/s median, %.1f best, %.1f us per call\n", rows, cols, bits, copies,
-           bytes / t[R / 2] / 1e9, bytes / t[0] / 1e9, t[R / 2] / copies * 1e6);
+    qsort(t, (size_t)passes, sizeof(double), cmp_d);
+    qsort(ratio, (size_t)passes, sizeof(double), cmp_d);
+    printf("%d x %d %s, %d copies: %.1f GB/s median, %.3f of the probe around each pass (%.3f-%.3f), %.1f us per call\n", rows,
+           cols, bf16 ? "bf16" : fp4 ? "mxfp4" : bits == 8 ? "8-bit" : "4-bit", copies, bytes / t[passes / 2] / 1e9,
+           ratio[passes / 2], ratio[0], ratio[passes - 1], t[passes / 2] / copies * 1e6);
+    mx_bw_probe_free(pr);
     mx_pool_free(pool);
     return 0;
 }
