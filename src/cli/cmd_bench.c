@@ -28,7 +28,7 @@ static int cmp_d(const void *a, const void *b) {
 
 int cmd_bench(int argc, char **argv) {
     const char *model = NULL;
-    int pp = 512, tg = 128, threads = mx_default_threads(), reps = 3, bw_mb = 1024;
+    int pp = 512, tg = 128, threads = mx_default_threads(), reps = 3, bw_mb = 0;
     bool json = false;
     mx_args a = {"bench", argc, 1, argv};
     for (; a.i < argc; a.i++) {
@@ -46,9 +46,10 @@ int cmd_bench(int argc, char **argv) {
     if (!model) { fprintf(stderr, "mlxcel bench: -m DIR is required\n"); return 2; }
     /* the probe's buffer is faulted in whole: past the machine's memory that would be the OOM killer */
     long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
-    if (pages > 0 && psz > 0 && (double)bw_mb * 1048576.0 > 0.5 * (double)pages * (double)psz) {
-        fprintf(stderr, "mlxcel bench: --bw-mb %d is more than half of this machine's %.0f MB of memory\n", bw_mb,
-                (double)pages * (double)psz / 1048576.0);
+    double mem_mb = pages > 0 && psz > 0 ? (double)pages * (double)psz / 1048576.0 : 0;
+    if (!bw_mb) bw_mb = mem_mb > 0 && mem_mb / 4 < 1024 ? (int)MX_MAX(16.0, mem_mb / 4) : 1024; /* default: 1 GiB, or a quarter of a small machine */
+    if (mem_mb > 0 && bw_mb > 0.5 * mem_mb) {
+        fprintf(stderr, "mlxcel bench: --bw-mb %d is more than half of this machine's %.0f MB of memory\n", bw_mb, mem_mb);
         return 2;
     }
     double t_start = mx_now();
