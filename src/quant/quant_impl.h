@@ -171,7 +171,7 @@ typedef struct {
     uint8_t *base;    /* [blocks of 16 rows][units] of blk bytes per block */
     size_t blk;       /* bytes per block */
     size_t unit;      /* gu groups' code lines ([line][16 rows][4 bytes]), then their scales */
-    int gu;           /* groups per unit: the scales of a unit fill whole 64-byte lines */
+    int gu, gsh;      /* groups per unit (the scales of a unit fill whole 64-byte lines), its log2 */
     int gbytes;       /* code bytes of one group of 16 rows */
     int es;           /* bytes per scale */
     bool bias;        /* affine: biases follow the scales, [gu][16] each */

@@ -68,9 +68,9 @@ typedef mxq_ril ril;
 
 /* Byte offsets within a block: the code lines of group g, and its scales
  * (biases follow at + gu * 16 * es). */
-static inline size_t g_code(const ril *p, int g) { return (size_t)(g / p->gu) * p->unit + (size_t)(g % p->gu) * (size_t)p->gbytes; }
+static inline size_t g_code(const ril *p, int g) { return (size_t)(g >> p->gsh) * p->unit + (size_t)(g & (p->gu - 1)) * (size_t)p->gbytes; }
 static inline size_t g_scale(const ril *p, int g) {
-    return (size_t)(g / p->gu) * p->unit + (size_t)p->gu * (size_t)p->gbytes + (size_t)(g % p->gu) * 16 * (size_t)p->es;
+    return (size_t)(g >> p->gsh) * p->unit + (size_t)p->gu * (size_t)p->gbytes + (size_t)(g & (p->gu - 1)) * 16 * (size_t)p->es;
 }
 /* the line holding column k (of 4 (8-bit) or 8 (4-bit) columns) */
 static inline size_t k_line(const ril *p, int G, int step, int k) { return g_code(p, k / G) + (size_t)((k % G) / step) * 64; }
@@ -268,7 +268,8 @@ static const ril *get_ril(const mx_weight *w, mx_pool *pool) {
         p->es = u8_scales(w) ? 1 : (int)mx_dtype_size(w->scale_dtype);
         p->bias = w->fmt == MX_W_AFFINE;
         int sa = 16 * p->es * (p->bias ? 2 : 1); /* scale bytes per group */
-        p->gu = sa >= 64 ? 1 : 64 / sa;
+        p->gu = sa >= 64 ? 1 : 64 / sa; /* sa is 16, 32, 64 or 128: a power of two (g_code shifts) */
+        while ((1 << p->gsh) < p->gu) p->gsh++;
         p->gbytes = 16 * w->group * w->bits / 8;
         p->unit = (size_t)p->gu * (size_t)(p->gbytes + sa);
         p->blk = (size_t)((ng + p->gu - 1) / p->gu) * p->unit;
