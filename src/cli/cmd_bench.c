@@ -6,6 +6,7 @@
 #include "../base/base.h"
 #include "../runtime/generate.h"
 #include "../quant/quant.h"
+#include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -134,20 +135,27 @@ int cmd_bench(int argc, char **argv) {
     /* which activation path the quantized matmuls took (BENCHMARKS.md says it per format) */
     unsigned long n_bf16 = mx_qmatmul_bf16_calls(), n_int8 = mx_qmatmul_int8_calls() - n_bf16;
     const char *act = n_int8 && n_bf16 ? "int8x2 (VNNI) and bf16x2 (vdpbf16ps)" : n_int8 ? "int8x2 (VNNI)" : n_bf16 ? "bf16x2 (vdpbf16ps)" : "f32";
-    if (json) {
-        printf("{\"model\":\"%s\",\"family\":\"%s\",\"threads\":%d,\"n_prompt\":%d,\"n_gen\":%d,\"reps\":%d,"
-               "\"pp_tps\":%.3f,\"pp_tps_sd\":%.3f,\"tg_tps\":%.3f,\"tg_tps_sd\":%.3f,\"bytes_per_token\":%.0f,"
-               "\"mem_read_gbs\":%.3f,\"tg_efficiency\":%.4f,\"checkpoint_bytes\":%zu,\"kv_cache_bytes\":%zu,"
-               "\"peak_rss_mb\":%.1f,\"peak_rss_model_mb\":%.1f,\"ttft_ms\":%.1f,\"weights\":\"%s\",\"activations\":\"%s\"}\n",
-               model, ar->family, threads, pp, tg, reps, pp_m, pp_sd, tg_m, tg_sd, bpt, bw_med, eff, ckpt, kv_bytes, rss_mb,
-               rss_model_mb, ttft * 1e3, wmode, act);
+    double eff_lo = n_eff ? seg_eff[0] : 0, eff_hi = n_eff ? seg_eff[n_eff - 1] : 0;
+    if (json) { /* jansson: the model path may hold any character */
+        json_t *o = json_pack("{s:s,s:s,s:i,s:i,s:i,s:i,s:f,s:f,s:f,s:f,s:I,s:f,s:f,s:[f,f],s:[f,f],s:I,s:I,s:f,s:f,s:f,s:s,s:s}",
+                              "model", model, "family", ar->family, "threads", threads, "n_prompt", pp, "n_gen", tg, "reps", reps,
+                              "pp_tps", pp_m, "pp_tps_sd", pp_sd, "tg_tps", tg_m, "tg_tps_sd", tg_sd, "bytes_per_token", (json_int_t)llround(bpt),
+                              "mem_read_gbs", bw_med, "tg_efficiency", eff, "mem_read_gbs_range", bw[0], bw[n_bw - 1],
+                              "tg_efficiency_range", eff_lo, eff_hi, "checkpoint_bytes", (json_int_t)ckpt, "kv_cache_bytes",
+                              (json_int_t)kv_bytes, "peak_rss_mb", rss_mb, "peak_rss_model_mb", rss_model_mb, "ttft_ms", ttft * 1e3,
+                              "weights", wmode, "activations", act);
+        char *js = o ? json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(6)) : NULL;
+        if (js) printf("%s\n", js);
+        else fprintf(stderr, "mlxcel bench: cannot format the JSON result\n");
+        free(js);
+        json_decref(o);
     } else {
         printf("| model | family | size | threads | test | t/s |\n|---|---|---|---|---|---|\n");
         if (pp) printf("| %s | %s | %.2f GiB | %d | pp%d | %.2f ± %.2f |\n", model, ar->family, ckpt / 1073741824.0, threads, pp, pp_m, pp_sd);
         if (tg) printf("| %s | %s | %.2f GiB | %d | tg%d | %.2f ± %.2f |\n", model, ar->family, ckpt / 1073741824.0, threads, tg, tg_m, tg_sd);
         printf("\nmemory read bandwidth (median of %d probes, %d threads): %.2f GB/s\n", n_bw, threads, bw_med);
-        printf("bytes read per generated token: %.1f MB -> decode efficiency %.1f%% of the bandwidth probed around each stretch of decode (median of %d)\n",
-               bpt / 1e6, eff * 100, n_eff);
+        printf("bytes read per generated token: %.1f MB -> decode efficiency %.1f%% of the bandwidth probed around each stretch of decode (median of %d; %.1f-%.1f%%)\n",
+               bpt / 1e6, eff * 100, n_eff, eff_lo * 100, eff_hi * 100);
         printf("peak RSS %.0f MB (%.0f MB without the %d MB bandwidth probe) vs checkpoint %.0f MB + KV cache %.0f MB\n", rss_mb,
                rss_model_mb, bw_mb, ckpt / 1048576.0, kv_bytes / 1048576.0);
         printf("time to first token (open + 8-token prompt): %.0f ms\n", ttft * 1e3);

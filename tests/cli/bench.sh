@@ -12,9 +12,12 @@ fail() { echo "FAIL $1: $2"; }
 python3 tests/cli/convert_mkmodel.py "$T/src" F32 || { fail bench_mkmodel "could not write the test model"; exit 0; }
 "$MLXCEL" convert -m "$T/src" -o "$T/q4" -q --q-bits 4 --q-group-size 64 >/dev/null 2>"$T/err" || fail bench_convert "$(tail -1 "$T/err")"
 
-for m in src q4; do
+# a model path with a quote and a backslash must still give valid JSON
+ln -s "$T/q4" "$T/we\"ird\\dir"
+for m in src q4 'we"ird\dir'; do
+  label=bench_json_$m; [ "$m" = src ] || [ "$m" = q4 ] || label=bench_json_odd_path
   if "$MLXCEL" bench -m "$T/$m" -p 16 -n 32 -r 2 -t 2 --bw-mb 64 --json >"$T/out.json" 2>"$T/err"; then
-    python3 - "$T/out.json" "bench_json_$m" <<'PY'
+    python3 - "$T/out.json" "$label" "$T/$m" <<'PY'
 import json, sys
 name = sys.argv[2]
 try:
@@ -30,11 +33,18 @@ elif d["threads"] != 2 or d["n_prompt"] != 16 or d["n_gen"] != 32 or d["reps"] !
     print(f"FAIL {name}: echoed settings {d['threads']} {d['n_prompt']} {d['n_gen']} {d['reps']}")
 elif not (d["bytes_per_token"] >= d["checkpoint_bytes"] * 0.5 and d["tg_efficiency"] < 50):
     print(f"FAIL {name}: bytes/token {d['bytes_per_token']} vs checkpoint {d['checkpoint_bytes']}, efficiency {d['tg_efficiency']}")
+elif not all(isinstance(d.get(k), list) and len(d[k]) == 2 for k in ("tg_efficiency_range", "mem_read_gbs_range")):
+    print(f"FAIL {name}: no [min, max] tg_efficiency_range / mem_read_gbs_range")
+elif not (d["tg_efficiency_range"][0] <= d["tg_efficiency"] <= d["tg_efficiency_range"][1]
+          and d["mem_read_gbs_range"][0] <= d["mem_read_gbs"] <= d["mem_read_gbs_range"][1]):
+    print(f"FAIL {name}: medians outside their ranges: {d['tg_efficiency_range']} {d['mem_read_gbs_range']}")
+elif len(sys.argv) > 3 and d["model"] != sys.argv[3]:
+    print(f"FAIL {name}: model {d['model']!r}, want {sys.argv[3]!r}")
 else:
     print(f"ok {name}")
 PY
   else
-    fail "bench_json_$m" "$(tail -1 "$T/err")"
+    fail "$label" "$(tail -1 "$T/err")"
   fi
 done
 
