@@ -102,13 +102,17 @@ all: $(BUILD)/mkmodel
 # libFuzzer targets (fuzz/fuzz_*.c), built with clang, ASan/UBSan and
 # -fsanitize=fuzzer against the portable parts of the library (no kernels).
 # Run e.g.: build/fuzz/fuzz_tokenizer -max_total_time=180 fuzz/corpus-tokenizer
-FUZZ_SRC := $(sort $(wildcard fuzz/fuzz_*.c))
+# (fuzz_model: from the repo root, seeds in fuzz/seeds-model, -dict=fuzz/model.dict)
+FUZZ_SRC := $(filter-out fuzz/fuzz_model.c,$(sort $(wildcard fuzz/fuzz_*.c)))
 FUZZ_LIB := src/base/base.c src/format/json.c src/format/safetensors.c $(wildcard src/tokenizer/*.c) $(wildcard src/template/*.c)
 FUZZ_CFLAGS := -std=c17 -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 fuzz: deps
 	@mkdir -p build/fuzz
 	@for f in $(FUZZ_SRC); do n=$$(basename $$f .c); echo "clang $$f -> build/fuzz/$$n"; \
 	  clang $(FUZZ_CFLAGS) -fsanitize=fuzzer -Isrc -o build/fuzz/$$n $$f $(FUZZ_LIB) $(LDLIBS) || exit 1; done
+	@# fuzz_model opens whole model folders: it links a clang ASan/UBSan build of the whole library
+	$(MAKE) CC=clang BUILD=build/fuzzlib OPT="-O1 -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -fsanitize=fuzzer-no-link" build/fuzzlib/libmlxcel.a
+	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer -Isrc -o build/fuzz/fuzz_model fuzz/fuzz_model.c -Wl,--whole-archive build/fuzzlib/libmlxcel.a -Wl,--no-whole-archive $(LDLIBS)
 
 # embed_bench: embeddings/s of an encoder checkpoint through the library API
 # (docs/embed-bench.md; the MiniLM-shaped checkpoint comes from mkmodel).

@@ -9,11 +9,20 @@
 
 static _Thread_local char g_err[1024];
 
+/* Errors are one line: names and texts from untrusted input (a tensor name,
+ * the bytes a JSON parser quotes "near" its error) may hold control
+ * characters, shown as '?'. */
+static void one_line(char *s) {
+    for (; *s; s++)
+        if ((unsigned char)*s < 0x20 || *s == 0x7f) *s = '?';
+}
+
 int mx_set_err(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(g_err, sizeof g_err, fmt, ap);
     va_end(ap);
+    one_line(g_err);
     return MX_ERR;
 }
 
@@ -33,6 +42,7 @@ int mx_err_prefix(const char *fmt, ...) {
         memcpy(g_err + n + 2, old, ol);
         g_err[n + 2 + ol] = 0;
     }
+    one_line(g_err);
     return MX_ERR;
 }
 

@@ -158,6 +158,14 @@ int main(void) {
     expect("loader/unexpected_tensor", "unexpected tensor 'model.layers.0.extra.weight'", "model.safetensors");
     write_model(NULL, NULL, "model.layers.0.self_attn.k_proj.weight");
     expect("loader/bad_shape", "'model.layers.0.self_attn.k_proj.weight' has shape [5, 8], expected [4, 8]", NULL);
+    /* errors stay one line when untrusted text in them holds newlines (fuzz_model: jansson quotes the
+     * bytes near a JSON error; a tensor name may hold anything) */
+    write_model(NULL, "model.layers.0.evil\nname.weight", NULL);
+    expect("loader/newline_in_tensor_name", "unexpected tensor 'model.layers.0.evil?name.weight'", NULL);
+    write_model(NULL, NULL, NULL);
+    write_text("config.json", "\"\\\n\n  \"t");
+    expect("loader/newline_in_json_error", "config.json: invalid JSON", NULL);
+    reset(NULL);
 
     /* truncated file: cut the data section */
     write_model(NULL, NULL, NULL);
