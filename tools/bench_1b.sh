@@ -8,6 +8,7 @@
 # sits in small folios (bf16 decode a quarter slower). TTFT below is then
 # measured with the file in the page cache. EXTRA formats (default: the
 # 6-bit, 3-bit and mxfp8 checkpoints, where present) run mapped only.
+# tools/bench_table.py turns the saved output of runs into BENCHMARKS.md rows.
 cd "$(dirname "$0")/.." || exit 1
 B=build/mlxcel
 REPS=${REPS:-2}
