@@ -32,7 +32,7 @@
 #ifndef MM_PT
 #define MM_PT 3
 #endif
-#define MM_PF 1024 /* software prefetch distance in bytes for the weight streams */
+#define MM_PF 1024 /* software prefetch distance in bytes for the weight streams (prefill tiles) */
 /* One-token tiles prefetch farther and into L2 only. Their 8 rows are
  * usually 4 KiB apart, so the lines of one step share an L1 set and fill
  * its 8 ways; prefetched into L1, every set of the window was full and the

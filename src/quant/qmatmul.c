@@ -63,7 +63,9 @@ static void q_task(void *ctx, int i, int tid) {
     int r0 = r[0][0], r1 = r[0][1];
     if (r0 >= r1) return;
     if (!j->per_token) { j->fn(&j->c, r0, r1); return; }
-    /* the task's rows stay in cache while each token streams past them */
+    /* the task's rows stay in cache while each token streams past them
+     * (f32 activations only: the int8 path computes a token alike in any batch
+     * and never runs per token) */
     int ng = j->c.xs ? mxq_ngroups(j->c.w) : 0;
     for (int t = 0; t < j->c.n; t++) {
         mxq_ctx c1 = j->c;
@@ -71,10 +73,6 @@ static void q_task(void *ctx, int i, int tid) {
         if (c1.x) c1.x = j->c.x + (size_t)t * j->c.ldx;
         c1.y = j->c.y + (size_t)t * j->c.ldy;
         if (c1.xs) c1.xs = j->c.xs + (size_t)t * ng;
-        if (c1.xq) {
-            c1.xq = j->c.xq + (size_t)t * (mxq_is_e4m3(j->c.w) ? 2 * MXQ_LDQ16(j->c.w->cols) : MXQ_LDQ(j->c.w->cols));
-            c1.xd = j->c.xd + (size_t)t * ng;
-        }
         j->fn(&c1, r0, r1);
     }
 }
@@ -122,7 +120,7 @@ static bool prep_int8(qjob *j, const float *x, int ldx, mx_pool *pool) {
     const mx_weight *w = j->c.w;
     int n = j->c.n, ng = mxq_ngroups(w);
     bool fp8 = mxq_is_e4m3(w);
-    size_t qn = (size_t)n * (fp8 ? 2 * MXQ_LDQ16(w->cols) : MXQ_LDQ(w->cols));
+    size_t ldq = fp8 ? 2 * MXQ_LDQ16(w->cols) : MXQ_LDQ(w->cols), qn = (size_t)n * ldq; /* bytes per token */
     if (qn > tl_qcap) {
         free(tl_q);
         tl_q = malloc(qn);
@@ -131,8 +129,8 @@ static bool prep_int8(qjob *j, const float *x, int ldx, mx_pool *pool) {
     float *xd = scratch(0, (size_t)n * ng), *xs = scratch(1, (size_t)n * ng);
     if (!tl_q || !xd || !xs || !mxq_vnni_ready(w, pool)) return false;
     for (int t = 0; t < n; t++)
-        if (fp8) mxq_bf16_prep(x + (size_t)t * ldx, w->cols, (uint16_t *)(void *)tl_q + (size_t)t * MXQ_LDQ16(w->cols));
-        else mxq_vnni_prep(x + (size_t)t * ldx, w->cols, w->group, tl_q + (size_t)t * MXQ_LDQ(w->cols), xd + (size_t)t * ng, xs + (size_t)t * ng);
+        if (fp8) mxq_bf16_prep(x + (size_t)t * ldx, w->cols, (uint16_t *)(void *)(tl_q + (size_t)t * ldq));
+        else mxq_vnni_prep(x + (size_t)t * ldx, w->cols, w->group, tl_q + (size_t)t * ldq, xd + (size_t)t * ng, xs + (size_t)t * ng);
     j->c.xq = tl_q;
     j->c.xd = xd;
     j->c.xs = xs;

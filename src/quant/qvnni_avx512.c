@@ -568,7 +568,7 @@ static inline __attribute__((always_inline)) void gemm_micro(int nt, const mxq_c
     const mx_weight *w = c->w;
     const int per = bits == 4 ? 2 : 1; /* 4-column units per fetch */
     int G = w->group, ng = w->cols / G;
-    size_t ldq = MXQ_LDQ(w->cols);
+    const size_t ldq = MXQ_LDQ(w->cols), q2o = MXQ_Q2(w->cols);
     const int8_t *xq = c->xq + (size_t)t0 * ldq;
     const uint8_t *cb = p->base + (size_t)blk * p->blk;
     __m512 f[VG_NT];
@@ -591,7 +591,7 @@ static inline __attribute__((always_inline)) void gemm_micro(int nt, const mxq_c
                 for (int t = 0; t < nt; t++) {
                     const int8_t *q = xq + (size_t)t * ldq + k;
                     i1[t] = dpb4(i1[t], cu[j], q);
-                    i2[t] = dpb4(i2[t], cu[j], q + MXQ_Q2(w->cols));
+                    i2[t] = dpb4(i2[t], cu[j], q + q2o);
                 }
             }
         }
@@ -728,7 +728,7 @@ static void dec_range_fp8(const mxq_ctx *c, const ril *p, int a0, int a1, int c0
 static inline __attribute__((always_inline)) void gemm_fp8(int nt, const mxq_ctx *c, const ril *p, int blk, int t0) {
     const mx_weight *w = c->w;
     int G = w->group, ng = w->cols / G;
-    size_t ldq = MXQ_LDQ16(w->cols); /* in bf16 words: hi, then lo */
+    const size_t ldq = MXQ_LDQ16(w->cols), lo = MXQ_Q216(w->cols); /* in bf16 words: hi, then lo */
     const uint16_t *xq = (const uint16_t *)(const void *)c->xq + (size_t)t0 * ldq;
     const uint8_t *cb = p->base + (size_t)blk * p->blk;
     const __m512i *T = g_e4m3_bf16;
@@ -747,7 +747,7 @@ static inline __attribute__((always_inline)) void gemm_fp8(int nt, const mxq_ctx
             VG_UNROLL
             for (int t = 0; t < nt; t++) {
                 const uint16_t *q = xq + (size_t)t * ldq + k;
-                __m512bh Xh = bc8(q), Xl = bc8(q + MXQ_Q216(w->cols));
+                __m512bh Xh = bc8(q), Xl = bc8(q + lo);
                 ah[t] = _mm512_dpbf16_ps(ah[t], A, Xh);
                 al[t] = _mm512_dpbf16_ps(al[t], A, Xl);
                 bh[t] = _mm512_dpbf16_ps(bh[t], B, Xh);
