@@ -1,8 +1,8 @@
 /* qcold: hand-run microbenchmark of one-token products (decode) on cold
  * matrices of a model's shapes (not a test).
- *   build/qcold ROWS COLS [4|8|mxfp4|bf16] [PASSES]
- * Makes enough copies of a ROWS x COLS weight (affine 4- or 8-bit group 64,
- * mxfp4, or plain bf16) to pass 600 MB, repacks them all, then times passes
+ *   build/qcold ROWS COLS [1-8|mxfp4|mxfp8|bf16] [PASSES]
+ * Makes enough copies of a ROWS x COLS weight (affine 1- to 8-bit group 64,
+ * mxfp4, mxfp8, or plain bf16) to pass 600 MB, repacks them all, then times passes
  * of one-token products cycling through the copies, so every call reads DRAM
  * as a decode step does. Each pass is rated against the read probe taken
  * right before and after it (this machine's bandwidth flips between phases
@@ -25,18 +25,18 @@ static int cmp_d(const void *a, const void *b) {
 }
 
 int main(int argc, char **argv) {
-    if (argc < 3) { fprintf(stderr, "usage: qcold ROWS COLS [4|8|mxfp4|bf16] [PASSES]\n"); return 2; }
+    if (argc < 3) { fprintf(stderr, "usage: qcold ROWS COLS [1-8|mxfp4|mxfp8|bf16] [PASSES]\n"); return 2; }
     int rows = atoi(argv[1]), cols = atoi(argv[2]), passes = argc > 4 ? atoi(argv[4]) : 5;
     const char *kind = argc > 3 ? argv[3] : "4";
-    bool fp4 = !strcmp(kind, "mxfp4"), bf16 = !strcmp(kind, "bf16");
-    int bits = fp4 ? 4 : bf16 ? 16 : atoi(kind), group = fp4 ? 32 : 64;
-    if (rows < 16 || cols < 64 || cols % 64 || (bits != 4 && bits != 8 && bits != 16) || passes < 1 || passes > 100) {
-        fprintf(stderr, "qcold: rows >= 16, cols a multiple of 64, kind 4, 8, mxfp4 or bf16, 1-100 passes\n");
+    bool fp4 = !strcmp(kind, "mxfp4"), fp8 = !strcmp(kind, "mxfp8"), bf16 = !strcmp(kind, "bf16"), mx = fp4 || fp8;
+    int bits = fp4 ? 4 : fp8 ? 8 : bf16 ? 16 : atoi(kind), group = mx ? 32 : 64;
+    if (rows < 16 || cols < 64 || cols % 64 || ((bits < 1 || bits > 8 || bits == 7) && bits != 16) || passes < 1 || passes > 100) {
+        fprintf(stderr, "qcold: rows >= 16, cols a multiple of 64, kind 1-6 or 8, mxfp4, mxfp8 or bf16, 1-100 passes\n");
         return 2;
     }
     mx_pool *pool = mx_pool_new(2);
     size_t rb = (size_t)cols * bits / 8, ng = (size_t)rows * (cols / group);
-    size_t ns = bf16 ? 0 : fp4 ? ng : ng * 2; /* E8M0 bytes, or bf16 scales then as many bias bytes */
+    size_t ns = bf16 ? 0 : mx ? ng : ng * 2; /* E8M0 bytes, or bf16 scales then as many bias bytes */
     size_t one = (size_t)rows * rb + 2 * ns;
     int copies = (int)MX_MIN(((size_t)600 << 20) / one + 1, (size_t)4000);
     mx_weight *w = calloc((size_t)copies, sizeof *w);
@@ -51,10 +51,10 @@ int main(int argc, char **argv) {
         if (bf16)
             for (size_t i = 1; i < (size_t)rows * rb; i += 2) p[i] = 0x3c; /* modest exponents */
         uint8_t *sc = p + (size_t)rows * rb;
-        for (size_t i = 0; i < ns; i++) { sc[i] = fp4 ? (uint8_t)(120 + i % 8) : (uint8_t)i; sc[ns + i] = (uint8_t)(i % 2 ? 0x3c : 0); }
+        for (size_t i = 0; i < ns; i++) { sc[i] = mx ? (uint8_t)(120 + i % 8) : (uint8_t)i; sc[ns + i] = (uint8_t)(i % 2 ? 0x3c : 0); }
         if (bf16) w[k] = (mx_weight){.fmt = MX_W_BF16, .rows = rows, .cols = cols, .row_bytes = rb, .data = p};
-        else if (fp4)
-            w[k] = (mx_weight){.fmt = MX_W_MXFP4, .rows = rows, .cols = cols, .bits = 4, .group = 32, .row_bytes = rb,
+        else if (mx)
+            w[k] = (mx_weight){.fmt = fp4 ? MX_W_MXFP4 : MX_W_MXFP8, .rows = rows, .cols = cols, .bits = bits, .group = 32, .row_bytes = rb,
                                .data = p, .scales = sc, .scale_dtype = MX_DT_U8};
         else
             w[k] = (mx_weight){.fmt = MX_W_AFFINE, .rows = rows, .cols = cols, .bits = bits, .group = 64, .row_bytes = rb,
@@ -69,11 +69,12 @@ int main(int argc, char **argv) {
         t[r] = mx_now() - t0;
         double p1 = mx_bw_probe_run(pr, pool, 3);
         ratio[r] = bytes / t[r] / 1e9 / (0.5 * (p0 + p1));
+        if (getenv("QCOLD_PASSES")) fprintf(stderr, "pass %.1f %.1f %.1f %.3f\n", p0, p1, bytes / t[r] / 1e9, ratio[r]);
     }
     qsort(t, (size_t)passes, sizeof(double), cmp_d);
     qsort(ratio, (size_t)passes, sizeof(double), cmp_d);
     printf("%d x %d %s, %d copies: %.1f GB/s median, %.3f of the probe around each pass (%.3f-%.3f), %.1f us per call\n", rows,
-           cols, bf16 ? "bf16" : fp4 ? "mxfp4" : bits == 8 ? "8-bit" : "4-bit", copies, bytes / t[passes / 2] / 1e9,
+           cols, kind, copies, bytes / t[passes / 2] / 1e9,
            ratio[passes / 2], ratio[0], ratio[passes - 1], t[passes / 2] / copies * 1e6);
     mx_bw_probe_free(pr);
     mx_pool_free(pool);

@@ -170,7 +170,8 @@ void mxq_mm_avx512(const mxq_ctx *c, int r0, int r1);
 typedef struct {
     uint8_t *base;    /* [blocks of 16 rows][units] of blk bytes per block */
     size_t blk;       /* bytes per block */
-    size_t unit;      /* gu groups' code lines ([line][16 rows][4 bytes]), then their scales */
+    size_t unit;      /* gu groups' scales (then biases) in `head` bytes, then their code lines ([line][16 rows][4 bytes]) */
+    size_t head;      /* scale and bias bytes at the start of a unit (whole lines) */
     int gu, gsh;      /* groups per unit (the scales of a unit fill whole 64-byte lines), its log2 */
     int gbytes;       /* code bytes of one group of 16 rows */
     int es;           /* bytes per scale */

@@ -55,23 +55,33 @@ static inline bool is_planes(const mx_weight *w) { return w->fmt == MX_W_AFFINE 
 
 typedef mxq_ril ril;
 
-/* Software prefetch distance (bytes) of the one-token kernel, per block
- * stream, into L1. Rated against the read probe taken around each run
- * (tools/qcold-style cold GEMV, 2 threads, 4-bit, a fast phase of this
- * machine): 2048 x 2048 0.65 / 0.69 / 0.70 / 0.73 / 0.72 and 8192 x 2048
- * 0.77 / 0.82 / 0.82 / 0.86 / 0.83 at 4096 / 1024 / 1536 / 2048 / 3072;
- * into L2 (T1) 0.54-0.59. (Earlier sweeps over whole-model decode found
- * 4096 best, within that measurement's noise.) */
+/* Software prefetch distance (bytes), into L1, of the one-token kernels
+ * of the bit-plane and E4M3 codes. The 4-bit, 8-bit and E2M1 kernel reads
+ * each block in address order (scale lines lead their units) and leaves the
+ * streams to the hardware prefetchers: cold GEMV (tools/qcold, 2 threads,
+ * each pass rated against the probe around it, medians over 8-26 passes per
+ * phase) without / with this prefetch, fast phases (probe > 44 GB/s) and
+ * slow ones (< 38): 4-bit 8192 x 2048 0.86 / 0.75 and 0.95 / 0.92; 8-bit
+ * 0.94 / 0.76 and 0.96 / 0.92; mxfp4 0.75 / 0.72 and 0.94 / 0.92; 4-bit
+ * 2048 x 2048 0.72 / 0.64 and 0.92 / 0.91. Bit planes read `bits` lines
+ * spread over a group per step and keep it (6-bit slow phase 0.74 without,
+ * 0.87 with; 3-bit 0.70 / 0.88); E4M3 is even (0.78 / 0.77). */
 #define VQ_PF 2048
 
 /* ---- the repack ---- */
 
 /* Byte offsets within a block: the code lines of group g, and its scales
- * (biases follow at + gu * 16 * es). */
-static inline size_t g_code(const ril *p, int g) { return (size_t)(g >> p->gsh) * p->unit + (size_t)(g & (p->gu - 1)) * (size_t)p->gbytes; }
-static inline size_t g_scale(const ril *p, int g) {
-    return (size_t)(g >> p->gsh) * p->unit + (size_t)p->gu * (size_t)p->gbytes + (size_t)(g & (p->gu - 1)) * 16 * (size_t)p->es;
+ * (biases follow at + gu * 16 * es). A unit's scale line comes before its
+ * codes and the one-token kernels read it at the first group's start, so a
+ * block is read in address order: with the scales after the codes of gu = 4
+ * groups (mxfp4, nvfp4, mxfp8), the read of the scale line at the end of the
+ * first group jumped 3 groups ahead, and without software prefetch the
+ * hardware's stream prefetch then left mxfp4 decode at ~0.4-0.5 of the
+ * probe. */
+static inline size_t g_code(const ril *p, int g) {
+    return (size_t)(g >> p->gsh) * p->unit + p->head + (size_t)(g & (p->gu - 1)) * (size_t)p->gbytes;
 }
+static inline size_t g_scale(const ril *p, int g) { return (size_t)(g >> p->gsh) * p->unit + (size_t)(g & (p->gu - 1)) * 16 * (size_t)p->es; }
 /* the line holding column k (of 4 (8-bit) or 8 (4-bit) columns) */
 static inline size_t k_line(const ril *p, int G, int step, int k) { return g_code(p, k / G) + (size_t)((k % G) / step) * 64; }
 
@@ -271,7 +281,8 @@ static const ril *get_ril(const mx_weight *w, mx_pool *pool) {
         p->gu = sa >= 64 ? 1 : 64 / sa; /* sa is 16, 32, 64 or 128: a power of two (g_code shifts) */
         while ((1 << p->gsh) < p->gu) p->gsh++;
         p->gbytes = 16 * w->group * w->bits / 8;
-        p->unit = (size_t)p->gu * (size_t)(p->gbytes + sa);
+        p->head = (size_t)p->gu * (size_t)sa;
+        p->unit = p->head + (size_t)p->gu * (size_t)p->gbytes;
         p->blk = (size_t)((ng + p->gu - 1) / p->gu) * p->unit;
         size_t need = (size_t)nb * p->blk;
         uint8_t *mem = mxq_arena_alloc(need, &p->chunk);
@@ -416,6 +427,9 @@ static inline __attribute__((always_inline)) void dec_blocks(const mxq_ctx *c, c
     __m512 f[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
     for (int g = 0; g < ng; g++) {
         size_t go = g_code(p, g);
+        __m512 s[2], bb[2]; /* read first: a unit's scale line leads its codes */
+        VQ_NB_UNROLL
+        for (int b = 0; b < nb; b++) sb16(w, p, cb[b], g, &s[b], &bb[b]);
         __m512i ia[2], ib[2], ja[2], jb[2]; /* [block] (nb = 2) or [line parity] (nb = 1) */
         VQ_NB_UNROLL
         for (int i = 0; i < 2; i++) ia[i] = ib[i] = ja[i] = jb[i] = _mm512_setzero_si512();
@@ -423,8 +437,6 @@ static inline __attribute__((always_inline)) void dec_blocks(const mxq_ctx *c, c
             VQ_NB_UNROLL
             for (int b = 0; b < nb; b++) {
                 const uint8_t *ln = cb[b] + go + (size_t)l * 64;
-                _mm_prefetch((const char *)ln + VQ_PF, _MM_HINT_T0);
-                _mm_prefetch((const char *)ln + VQ_PF + 64, _MM_HINT_T0);
                 VQ_NB_UNROLL
                 for (int h = 0; h < 2; h++) {
                     int k = g * G + (l + h) * step, i = nb == 2 ? b : h;
@@ -441,8 +453,6 @@ static inline __attribute__((always_inline)) void dec_blocks(const mxq_ctx *c, c
         }
         VQ_NB_UNROLL
         for (int b = 0; b < nb; b++) {
-            __m512 s, bb;
-            sb16(w, p, cb[b], g, &s, &bb);
             __m512i i1 = ia[b], i2 = ja[b], h1 = ib[b], h2 = jb[b];
             if (nb == 1) {
                 i1 = _mm512_add_epi32(i1, ia[1]);
@@ -458,7 +468,7 @@ static inline __attribute__((always_inline)) void dec_blocks(const mxq_ctx *c, c
                 i1 = _mm512_add_epi32(i1, h1);
                 i2 = _mm512_add_epi32(i2, h2);
             }
-            VQ_GROUP_STEP(f[b], i1, i2, s, bb, c->xd[g], c->xs[g], e2m1);
+            VQ_GROUP_STEP(f[b], i1, i2, s[b], bb[b], c->xd[g], c->xs[g], e2m1);
         }
     }
     VQ_NB_UNROLL
@@ -478,6 +488,9 @@ static inline __attribute__((always_inline)) void dec_planes(const mxq_ctx *c, c
     __m512 f[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
     for (int g = 0; g < ng; g++) {
         size_t go = g_code(p, g);
+        __m512 s[2], bb[2];
+        VQ_NB_UNROLL
+        for (int b = 0; b < nb; b++) sb16(w, p, cb[b], g, &s[b], &bb[b]);
         __m512i i1[2][2], i2[2][2];
         VQ_NB_UNROLL
         for (int b = 0; b < 2; b++)
@@ -501,11 +514,8 @@ static inline __attribute__((always_inline)) void dec_planes(const mxq_ctx *c, c
             }
         }
         VQ_NB_UNROLL
-        for (int b = 0; b < nb; b++) {
-            __m512 s, bb;
-            sb16(w, p, cb[b], g, &s, &bb);
-            VQ_GROUP_STEP(f[b], _mm512_add_epi32(i1[b][0], i1[b][1]), _mm512_add_epi32(i2[b][0], i2[b][1]), s, bb, c->xd[g], c->xs[g], false);
-        }
+        for (int b = 0; b < nb; b++)
+            VQ_GROUP_STEP(f[b], _mm512_add_epi32(i1[b][0], i1[b][1]), _mm512_add_epi32(i2[b][0], i2[b][1]), s[b], bb[b], c->xd[g], c->xs[g], false);
     }
     VQ_NB_UNROLL
     for (int b = 0; b < nb; b++) {
@@ -691,6 +701,9 @@ static inline __attribute__((always_inline)) void dec_fp8(const mxq_ctx *c, cons
     __m512 f[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
     for (int g = 0; g < ng; g++) {
         size_t go = g_code(p, g);
+        __m512 sc[2];
+        VQ_NB_UNROLL
+        for (int b = 0; b < nb; b++) sc[b] = fp8_scales(w, cb[b] + g_scale(p, g));
         __m512 ah[2], al[2], bh[2], bl[2];
         VQ_NB_UNROLL
         for (int b = 0; b < 2; b++) ah[b] = al[b] = bh[b] = bl[b] = _mm512_setzero_ps();
@@ -711,7 +724,7 @@ static inline __attribute__((always_inline)) void dec_fp8(const mxq_ctx *c, cons
         }
         VQ_NB_UNROLL
         for (int b = 0; b < nb; b++)
-            f[b] = _mm512_fmadd_ps(fp8_rows(_mm512_add_ps(ah[b], al[b]), _mm512_add_ps(bh[b], bl[b])), fp8_scales(w, cb[b] + g_scale(p, g)), f[b]);
+            f[b] = _mm512_fmadd_ps(fp8_rows(_mm512_add_ps(ah[b], al[b]), _mm512_add_ps(bh[b], bl[b])), sc[b], f[b]);
     }
     VQ_NB_UNROLL
     for (int b = 0; b < nb; b++) {
