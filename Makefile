@@ -41,6 +41,7 @@ deps:
 $(BUILD)/%_avx2.o: %_avx2.c | deps
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(SIMD_AVX2) -MMD -MP -c $< -o $@
+$(BUILD)/src/quant/qvnni_vbmi_avx512.o: SIMD_AVX512 += -mavx512vbmi
 $(BUILD)/%_avx512.o: %_avx512.c | deps
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(SIMD_AVX512) -MMD -MP -c $< -o $@

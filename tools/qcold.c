@@ -7,6 +7,7 @@
  * as a decode step does. Each pass is rated against the read probe taken
  * right before and after it (this machine's bandwidth flips between phases
  * within seconds, so only such a ratio compares builds run minutes apart).
+ * QCOLD_HOT=1 calls one copy instead (in cache: the kernel's compute rate).
  * Prints the median GB/s, the median and range of the ratio, and the time
  * per call, whose fixed part (pool start and finish, stream ramp-up) is what
  * small projections pay. 2 threads; compare builds interleaved. */
@@ -39,6 +40,11 @@ int main(int argc, char **argv) {
     size_t ns = bf16 ? 0 : mx ? ng : ng * 2; /* E8M0 bytes, or bf16 scales then as many bias bytes */
     size_t one = (size_t)rows * rb + 2 * ns;
     int copies = (int)MX_MIN(((size_t)600 << 20) / one + 1, (size_t)4000);
+    /* QCOLD_HOT=1: one copy, called as many times (it stays in cache: the
+     * kernel's compute rate, not the memory's) */
+    bool hot = getenv("QCOLD_HOT") != NULL;
+    int calls = copies;
+    if (hot) copies = 1;
     mx_weight *w = calloc((size_t)copies, sizeof *w);
     float *x = malloc(sizeof(float) * (size_t)cols), *y = malloc(sizeof(float) * (size_t)rows);
     double *t = malloc(sizeof(double) * (size_t)passes), *ratio = malloc(sizeof(double) * (size_t)passes);
@@ -62,10 +68,10 @@ int main(int argc, char **argv) {
     }
     for (int i = 0; i < cols; i++) x[i] = (float)(i % 7) * 0.1f - 0.3f;
     for (int k = 0; k < copies; k++) mx_matmul(&w[k], x, 1, cols, y, rows, pool); /* repack every copy */
-    double bytes = (double)(bf16 ? (size_t)rows * rb : mx_qbytes(&w[0])) * copies;
+    double bytes = (double)(bf16 ? (size_t)rows * rb : mx_qbytes(&w[0])) * calls;
     for (int r = 0; r < passes; r++) {
         double p0 = mx_bw_probe_run(pr, pool, 3), t0 = mx_now();
-        for (int k = 0; k < copies; k++) mx_matmul(&w[k], x, 1, cols, y, rows, pool);
+        for (int k = 0; k < calls; k++) mx_matmul(&w[k % copies], x, 1, cols, y, rows, pool);
         t[r] = mx_now() - t0;
         double p1 = mx_bw_probe_run(pr, pool, 3);
         ratio[r] = bytes / t[r] / 1e9 / (0.5 * (p0 + p1));
@@ -74,8 +80,8 @@ int main(int argc, char **argv) {
     qsort(t, (size_t)passes, sizeof(double), cmp_d);
     qsort(ratio, (size_t)passes, sizeof(double), cmp_d);
     printf("%d x %d %s, %d copies: %.1f GB/s median, %.3f of the probe around each pass (%.3f-%.3f), %.1f us per call\n", rows,
-           cols, kind, copies, bytes / t[passes / 2] / 1e9,
-           ratio[passes / 2], ratio[0], ratio[passes - 1], t[passes / 2] / copies * 1e6);
+           cols, kind, calls, bytes / t[passes / 2] / 1e9,
+           ratio[passes / 2], ratio[0], ratio[passes - 1], t[passes / 2] / calls * 1e6);
     mx_bw_probe_free(pr);
     mx_pool_free(pool);
     return 0;

@@ -4,6 +4,7 @@
 
 static mx_cpu_info g_info;
 static int g_init;
+static bool g_has_vbmi; /* what the CPU has (mx_cpu_set_vbmi may turn it off) */
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <cpuid.h>
@@ -34,6 +35,7 @@ static void detect(void) {
         if (avx512) {
             g_info.avx512_vnni = c7 & (1u << 11);
             g_info.avx512_bf16 = a71 & (1u << 5);
+            g_info.avx512_vbmi = g_has_vbmi = c7 & (1u << 1);
         }
     }
 #endif
@@ -54,8 +56,13 @@ const mx_cpu_info *mx_cpu(void) {
 void mx_cpu_force(mx_cpu_level max_level) {
     if (!g_init) detect();
     if (g_info.level > max_level) g_info.level = max_level;
-    if (g_info.level < MX_CPU_AVX512) g_info.avx512_vnni = g_info.avx512_bf16 = false;
+    if (g_info.level < MX_CPU_AVX512) g_info.avx512_vnni = g_info.avx512_bf16 = g_info.avx512_vbmi = false;
     if (g_info.level < MX_CPU_AVX2) g_info.fma = g_info.f16c = false;
+}
+
+void mx_cpu_set_vbmi(bool on) {
+    if (!g_init) detect();
+    g_info.avx512_vbmi = on && g_has_vbmi && g_info.level >= MX_CPU_AVX512;
 }
 
 const char *mx_cpu_name(mx_cpu_level l) {

@@ -185,6 +185,9 @@ void mxq_ril_lock(void);
 void mxq_ril_unlock(void);
 uint8_t *mxq_arena_alloc(size_t n, void **chunk);
 void mxq_vnni_mm(const mxq_ctx *c, int r0, int r1);
+/* The one-token E2M1 kernel over blocks [a0, a1) and [c0, c1), built with
+ * AVX-512 VBMI (qvnni_vbmi_avx512.c; call only where the CPU has it). */
+void mxq_dec_e2m1_vbmi(const mxq_ctx *c, const mxq_ril *p, int a0, int a1, int c0, int c1);
 /* One token (c->n == 1), rows [a0, a1) and [b0, b1) (multiples of 16 but for
  * a last partial block) read together as two streams. */
 void mxq_vnni_dec2(const mxq_ctx *c, int a0, int a1, int b0, int b1);

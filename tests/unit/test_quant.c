@@ -179,6 +179,32 @@ static int check_mm(const mx_weight *w, mx_pool *pool, char *why, size_t whylen)
 
 typedef struct { mx_wfmt fmt; int bits, group, rows, cols; mx_dtype sdt; } spec;
 
+/* The VBMI build of the one-token E2M1 kernel gives the other's bits (E8M0
+ * and E4M3 scales, both streams of a pair and the blocks left alone). */
+static void vbmi_tests(mx_pool *pool) {
+    if (!mx_cpu()->avx512_vbmi || !mx_cpu()->avx512_vnni) { printf("# no AVX-512 VBMI here: its E2M1 kernel untested\n"); return; }
+    static const spec sp[] = {{MX_W_MXFP4, 4, 32, 53, 448, MX_DT_U8}, {MX_W_MXFP4, 4, 32, 1000, 1024, MX_DT_U8},
+                              {MX_W_NVFP4, 4, 16, 33, 384, MX_DT_U8}, {MX_W_NVFP4, 4, 16, 517, 2048, MX_DT_U8}};
+    for (size_t i = 0; i < MX_ARRAY_LEN(sp); i++) {
+        tw t = make_tw(sp[i].fmt, sp[i].bits, sp[i].group, sp[i].rows, sp[i].cols, sp[i].sdt, 77u + (unsigned)i);
+        unsigned seed = 5;
+        float *x = malloc(sizeof(float) * (size_t)t.w.cols), *y[2];
+        for (int c = 0; c < t.w.cols; c++) x[c] = t_randf(&seed);
+        for (int v = 0; v < 2; v++) {
+            y[v] = malloc(sizeof(float) * (size_t)t.w.rows);
+            mx_cpu_set_vbmi(v == 0);
+            mx_matmul(&t.w, x, 1, t.w.cols, y[v], t.w.rows, pool);
+        }
+        mx_cpu_set_vbmi(true);
+        char name[96];
+        snprintf(name, sizeof name, "vbmi_same_bits_%s_%dx%d", mx_wfmt_name(sp[i].fmt), sp[i].rows, sp[i].cols);
+        CHECK(name, t.w.ril && !memcmp(y[0], y[1], sizeof(float) * (size_t)t.w.rows), "VBMI and plain kernels differ");
+        free(x); free(y[0]); free(y[1]);
+        mxq_ril_free(t.w.ril);
+        free(t.buf);
+    }
+}
+
 static void kernel_tests(mx_pool *pool) {
     spec specs[64];
     int ns = 0;
@@ -196,15 +222,19 @@ static void kernel_tests(mx_pool *pool) {
     specs[ns++] = (spec){MX_W_MXFP8, 8, 32, 35, 384, MX_DT_U8};  /* bf16-dot path: cols a multiple of 64 */
     specs[ns++] = (spec){MX_W_FP8B, 8, 128, 200, 330, MX_DT_F32}; /* partial blocks both ways, odd tail */
     specs[ns++] = (spec){MX_W_FP8B, 8, 128, 200, 384, MX_DT_F32}; /* bf16-dot path; a partial 128-row block */
-    static const mx_cpu_level levels[] = {MX_CPU_AVX512, MX_CPU_AVX2, MX_CPU_PORTABLE};
+    /* AVX-512 twice where the CPU has VBMI: its E2M1 decode kernel, then the other */
+    static const mx_cpu_level levels[] = {MX_CPU_AVX512, MX_CPU_AVX512, MX_CPU_AVX2, MX_CPU_PORTABLE};
     for (size_t li = 0; li < MX_ARRAY_LEN(levels); li++) {
         if (mx_cpu()->level < levels[li]) { printf("# skipping %s (not supported here)\n", mx_cpu_name(levels[li])); continue; }
+        if (li == 1 && !mx_cpu()->avx512_vbmi) { printf("# no VBMI here: one AVX-512 pass\n"); continue; }
         mx_cpu_force(levels[li]);
+        if (li == 1) mx_cpu_set_vbmi(false);
+        const char *lname = li == 1 ? "avx512novbmi" : mx_cpu_name(levels[li]);
         for (int i = 0; i < ns; i++) {
             spec s = specs[i];
             tw t = make_tw(s.fmt, s.bits, s.group, s.rows, s.cols, s.sdt, 1000u + (unsigned)i);
             char name[128], why[256] = "";
-            snprintf(name, sizeof name, "qmm_%s_%s_b%d_g%d_%dx%d_%s", mx_cpu_name(levels[li]), mx_wfmt_name(s.fmt), s.bits, s.group,
+            snprintf(name, sizeof name, "qmm_%s_%s_b%d_g%d_%dx%d_%s", lname, mx_wfmt_name(s.fmt), s.bits, s.group,
                      s.rows, s.cols, mx_dtype_name(s.sdt));
             if (s.fmt == MX_W_FP8B) {
                 char *p = strstr(name, "none");
@@ -460,6 +490,7 @@ int main(void) {
     quantizer_tests();
     bind_tests();
     fixture_tests(pool); /* at the best level */
+    vbmi_tests(pool);
     kernel_tests(pool);  /* walks the levels down to portable */
     fixture_tests(pool); /* portable */
     mx_pool_free(pool);
