@@ -15,12 +15,14 @@
  * blocks of 16 rows whose codes for 4 (8-bit) or 8 (4-bit) consecutive
  * columns sit in one 64-byte line, 4 bytes per row, so one vpdpbusd with four
  * broadcast activation bytes feeds 16 rows and no horizontal sums are needed.
- * A block is one contiguous stream: each group's code lines are followed by
- * its 16 rows' scales (and biases) in their stored type (E2M1: four groups,
- * then their four 16-byte scale rows): the one-token kernel, two blocks at a
- * time, reads two sequential streams instead of six (a block's codes, scales
- * and biases each), which took a 4-bit 8192 x 2048 GEMV from 65-70 % to
- * 79-87 % of the read bandwidth probe (2 threads). The repacked copy has the
+ * A block is one contiguous stream: each group's 16 rows' scales (and
+ * biases) in their stored type come first, then its code lines (E2M1: the
+ * four 16-byte scale rows of four groups, then their codes): the one-token
+ * kernel, two blocks at a time, reads two sequential streams instead of six
+ * (a block's codes, scales and biases each), which took a 4-bit 8192 x 2048
+ * GEMV from 65-70 % to 79-87 % of the read bandwidth probe (2 threads), and
+ * reads them in address order, which lets the hardware prefetchers alone
+ * stream them (qvnni_kern.h). The repacked copy has the
  * size of the original (huge pages); the original's pages are given back to
  * the page cache. One token and many tokens run the same integer sums and
  * the same float steps, so a token's result does not depend on its batch. */
