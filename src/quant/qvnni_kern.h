@@ -57,17 +57,20 @@ static inline __m512 ld16(const uint8_t *p, mx_dtype dt) {
     }
 }
 
-/* s and b of the 16 rows of the block at cb, group g */
-static inline __attribute__((always_inline)) void sb16(const mx_weight *w, const ril *p, const uint8_t *cb, int g, __m512 *s, __m512 *b) {
+/* s and b of the 16 rows of the block at cb, group g; fmt: w->fmt where
+ * the caller knows it (a constant), else MX_W_NONE */
+static inline __attribute__((always_inline)) void sb16f(const mx_weight *w, const ril *p, const uint8_t *cb, int g, __m512 *s, __m512 *b,
+                                                          mx_wfmt fmt) {
     const uint8_t *sp = cb + g_scale(p, g);
-    if (!is_e2m1(w)) {
+    if (fmt == MX_W_NONE) fmt = w->fmt;
+    if (fmt != MX_W_MXFP4 && fmt != MX_W_NVFP4) {
         *s = ld16(sp, w->scale_dtype);
         *b = ld16(sp + (size_t)p->gu * 16 * (size_t)p->es, w->scale_dtype);
         return;
     }
     __m512i c = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)sp));
     __m512 f;
-    if (w->fmt == MX_W_MXFP4) { /* E8M0: 2^(c-127); c = 0 is the denormal 2^-127, 255 inf */
+    if (fmt == MX_W_MXFP4) { /* E8M0: 2^(c-127); c = 0 is the denormal 2^-127, 255 inf */
         __m512i bits = _mm512_slli_epi32(c, 23);
         bits = _mm512_mask_mov_epi32(bits, _mm512_cmpeq_epi32_mask(c, _mm512_setzero_si512()), _mm512_set1_epi32(0x00400000));
         f = _mm512_castsi512_ps(bits);
@@ -78,6 +81,9 @@ static inline __attribute__((always_inline)) void sb16(const mx_weight *w, const
     }
     *s = f; /* the affine form's s = f / 2 and b = -6 f are folded into VQ_GROUP_STEP */
     *b = _mm512_setzero_ps();
+}
+static inline __attribute__((always_inline)) void sb16(const mx_weight *w, const ril *p, const uint8_t *cb, int g, __m512 *s, __m512 *b) {
+    sb16f(w, p, cb, g, s, b, MX_W_NONE);
 }
 
 /* 16 rows' codes for 8 columns (4-bit: low and high nibbles) or 4 (8-bit). */
@@ -142,11 +148,13 @@ static inline __attribute__((always_inline)) __m512i dpb4(__m512i acc, __m512i w
  * (nb = 1); more would spill (a block pair with both took 4-bit from 57 to
  * 36 GB/s per core, from L2). ---- */
 #define VQ_NB_UNROLL _Pragma("GCC unroll 2")
+/* GC, FMT: the group size and format where the caller fixed them (the
+ * loops then unroll), else 0 and MX_W_NONE */
 static inline __attribute__((always_inline)) void dec_blocks(const mxq_ctx *c, const ril *p, const int bk[2], const int nb, const bool four,
-                                                               const bool e2m1) {
+                                                               const bool e2m1, const int GC, const mx_wfmt FMT) {
     const mx_weight *w = c->w;
     const int step = four ? 8 : 4;
-    int G = w->group, ng = w->cols / G, lines = G / step; /* even: G >= 16 */
+    int G = GC ? GC : w->group, ng = w->cols / G, lines = G / step; /* even: G >= 16 */
     const int8_t *q1 = c->xq, *q2 = c->xq + MXQ_Q2(w->cols);
     const uint8_t *cb[2] = {p->base + (size_t)bk[0] * p->blk, p->base + (size_t)bk[1] * p->blk};
     __m512 f[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
@@ -154,10 +162,11 @@ static inline __attribute__((always_inline)) void dec_blocks(const mxq_ctx *c, c
         size_t go = g_code(p, g);
         __m512 s[2], bb[2]; /* read first: a unit's scale line leads its codes */
         VQ_NB_UNROLL
-        for (int b = 0; b < nb; b++) sb16(w, p, cb[b], g, &s[b], &bb[b]);
+        for (int b = 0; b < nb; b++) sb16f(w, p, cb[b], g, &s[b], &bb[b], FMT);
         __m512i ia[2], ib[2], ja[2], jb[2]; /* [block] (nb = 2) or [line parity] (nb = 1) */
         VQ_NB_UNROLL
         for (int i = 0; i < 2; i++) ia[i] = ib[i] = ja[i] = jb[i] = _mm512_setzero_si512();
+        _Pragma("GCC unroll 8")
         for (int l = 0; l < lines; l += 2) {
             VQ_NB_UNROLL
             for (int b = 0; b < nb; b++) {
