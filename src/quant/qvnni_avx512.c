@@ -365,10 +365,8 @@ static void dec_range(const mxq_ctx *c, const ril *p, int a0, int a1, int c0, in
     if (mxq_is_e4m3(w)) { dec_range_fp8(c, p, a0, a1, c0, c1); return; }
     if (is_e2m1(w)) {
         if (mx_cpu()->avx512_vbmi) mxq_dec_e2m1_vbmi(c, p, a0, a1, c0, c1);
-        else if (w->fmt == MX_W_MXFP4 && w->group == 32) VQ_PAIRS(dec_blocks(c, p, bk_, nb_, true, true, 32, MX_W_MXFP4));
-        else VQ_PAIRS(dec_blocks(c, p, bk_, nb_, true, true, 0, MX_W_NONE));
-    }
-    else if (w->bits == 4 && w->group == 64) VQ_PAIRS(dec_blocks(c, p, bk_, nb_, true, false, 64, MX_W_AFFINE));
+        else dec_e2m1_range(c, p, a0, a1, c0, c1);
+    } else if (w->bits == 4 && w->group == 64) VQ_PAIRS(dec_blocks(c, p, bk_, nb_, true, false, 64, MX_W_AFFINE));
     else if (w->bits == 4) VQ_PAIRS(dec_blocks(c, p, bk_, nb_, true, false, 0, MX_W_AFFINE));
     else if (w->group == 64) VQ_PAIRS(dec_blocks(c, p, bk_, nb_, false, false, 64, MX_W_AFFINE));
     else VQ_PAIRS(dec_blocks(c, p, bk_, nb_, false, false, 0, MX_W_AFFINE));

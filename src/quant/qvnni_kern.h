@@ -127,7 +127,6 @@ static inline __attribute__((always_inline)) __m512i dpb4(__m512i acc, __m512i w
     return acc;
 }
 
-/* The float step of one group for one token (the same in both kernels). */
 /* The float step of one group for one token (the same in both kernels).
  * E2M1 (sb16 gave the raw scale): s (d/2 sum - 6 xs), one product less
  * than s/2, -6 s and the affine step. */
@@ -230,5 +229,14 @@ static inline __attribute__((always_inline)) void dec_blocks(const mxq_ctx *c, c
                 CALL;                                                          \
             }                                                                  \
     } while (0)
+
+/* The one-token E2M1 kernel over blocks [a0, a1) and [c0, c1), the usual
+ * group sizes (mxfp4 32, nvfp4 16) as constants; each including file builds
+ * its own (qvnni_vbmi_avx512.c: with vpermb lookups). */
+static inline void dec_e2m1_range(const mxq_ctx *c, const ril *p, int a0, int a1, int c0, int c1) {
+    if (c->w->fmt == MX_W_MXFP4 && c->w->group == 32) VQ_PAIRS(dec_blocks(c, p, bk_, nb_, true, true, 32, MX_W_MXFP4));
+    else if (c->w->fmt == MX_W_NVFP4 && c->w->group == 16) VQ_PAIRS(dec_blocks(c, p, bk_, nb_, true, true, 16, MX_W_NVFP4));
+    else VQ_PAIRS(dec_blocks(c, p, bk_, nb_, true, true, 0, MX_W_NONE));
+}
 
 #endif

@@ -6,7 +6,5 @@
 #include "qvnni_kern.h"
 
 void mxq_dec_e2m1_vbmi(const mxq_ctx *c, const mxq_ril *p, int a0, int a1, int c0, int c1) {
-    if (c->w->fmt == MX_W_MXFP4 && c->w->group == 32) VQ_PAIRS(dec_blocks(c, p, bk_, nb_, true, true, 32, MX_W_MXFP4));
-    else if (c->w->fmt == MX_W_NVFP4 && c->w->group == 16) VQ_PAIRS(dec_blocks(c, p, bk_, nb_, true, true, 16, MX_W_NVFP4));
-    else VQ_PAIRS(dec_blocks(c, p, bk_, nb_, true, true, 0, MX_W_NONE));
+    dec_e2m1_range(c, p, a0, a1, c0, c1);
 }
