@@ -11,6 +11,15 @@
 #include "../base/threadpool.h"
 
 void mx_matmul(const mx_weight *w, const float *x, int n, int ldx, float *y, int ldy, mx_pool *pool);
+/* Activations prepared in two parts per token (int8 codes q1 and q2, bf16
+ * hi and lo), for kernels that read the parts of 6 tokens at once: a part of
+ * rb bytes (a multiple of 64), the second part mx_pad_q2(rb) bytes after the
+ * first, tokens mx_pad_ld(rb) bytes apart. Unpadded, rows 2^k bytes apart
+ * share one L1 set and the 12 rows thrash its 8 ways; padded, a token's row
+ * starts 13 lines (mod 64 sets) after the previous one's and its second
+ * part 33 lines after its first: 12 distinct sets for every rb. */
+static inline size_t mx_pad_q2(size_t rb) { size_t m = rb / 64; return 64 * (m + ((33 - m) & 63)); }
+static inline size_t mx_pad_ld(size_t rb) { size_t e = mx_pad_q2(rb) / 64 + rb / 64; return 64 * (e + ((13 - e) & 63)); }
 /* mx_matmul for count weights that read the same x (q/k/v, gate/up), into
  * y[i] with the same ldy: the same results, fewer passes over the pool where
  * the kernels allow. */

@@ -3,10 +3,13 @@
  * Zen 4 runs 512-bit FMAs at half rate, so prefill gains little, but one-token
  * decode converts a 16-bit weight vector in two operations instead of four
  * and streams bf16 at ~1.4x the 256-bit kernel (kbench).
- * AVX-512 also adds the BF16 dot product: with MLXCEL_BF16_DOT=1 (opt-in,
- * it rounds the activations to bf16) BF16 weights
- * with n >= 24 tokens go through `vdpbf16ps`, two products per lane per
- * instruction (about 2.3x the exact path's prefill throughput). */
+ * On AVX-512 BF16 CPUs, BF16 weights take the bf2 kernels (mm_simd.h):
+ * `vdpbf16ps` on the weights as stored and x as bf16 hi + lo (~16 bits,
+ * within the float fixtures' 1e-4), no widening; 1B bf16 decode 0.76-0.77
+ * -> 0.85-0.91 of the probe in fast phases, prefill even.
+ * With MLXCEL_BF16_DOT=1 (opt-in, it rounds the activations to bf16) BF16
+ * weights with n >= 24 tokens go through a packed `vdpbf16ps` GEMM instead,
+ * one product per pair (about 2.3x the exact path's prefill throughput). */
 #include "matmul_impl.h"
 #define MM_NAME(x) x##_avx512
 #define MM_PT 6
@@ -151,11 +154,21 @@ static void bd_gemm(const mx_weight *w, const float *x, int n, int ldx, float *y
         for (int t = 0; t < n; t++) memset(y + (size_t)t * ldy + r0, 0, sizeof(float) * (size_t)(r1 - r0));
 }
 
+void mx_mm_bf2_avx512(const mx_weight *w, const float *x, int n, int ldx, float *y, int ldy, int r0, int r1) {
+    mm_bf2(w, (const uint16_t *)(const void *)x, 2 * (size_t)ldx, mx_bf2_q2(w->cols), n, y, ldy, r0, r1);
+}
+
+void mx_mm_bf2_prep_avx512(const float *x, int n, int ldx, int K, float *xp) {
+    mm_bf2_prep(x, n, ldx, K, (uint16_t *)(void *)xp, mx_bf2_ld(K), mx_bf2_q2(K));
+}
+
+/* below ~24 tokens the exact dot form is as fast (packing dominates) */
+bool mx_mm_bf16_dot_takes(const mx_weight *w, int n) { return w->fmt == MX_W_BF16 && n >= 24 && bf16dot_on(); }
+
+void mx_mm_bf16_dot_avx512(const mx_weight *w, const float *x, int n, int ldx, float *y, int ldy, int r0, int r1) {
+    if (r1 > r0) bd_gemm(w, x, n, ldx, y, ldy, r0, r1);
+}
+
 void mx_mm_float_avx512(const mx_weight *w, const float *x, int n, int ldx, float *y, int ldy, int r0, int r1) {
-    /* below ~24 tokens the exact dot form is as fast (packing dominates) */
-    if (w->fmt == MX_W_BF16 && n >= 24 && r1 > r0 && bf16dot_on()) {
-        bd_gemm(w, x, n, ldx, y, ldy, r0, r1);
-        return;
-    }
     mm_float(w, x, n, ldx, y, ldy, r0, r1);
 }

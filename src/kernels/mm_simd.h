@@ -217,4 +217,133 @@ MM_AI void mm_float(const mx_weight *w, const float *x, int n, int ldx, float *y
 }
 #undef MM_TABLE
 #undef MM_WIDE
+
+#if defined(MM_ZMM) && defined(__AVX512BF16__)
+/* ---- BF16 weights on AVX-512 BF16 CPUs ("bf2") ----------------------------
+ * x is split once per matmul into bf16 hi = bf16(x) and lo = bf16(x - hi)
+ * (mm_bf2_prep: ~16 significant bits, at most 2^-17 |x| off per value; the
+ * llama-bf16 fixture's logits move by 1.3e-5 of their scale, 1e-4 allowed),
+ * and a row's 64-byte line, 16 column pairs, meets them in vdpbf16ps as it
+ * is: products exact, no widening of the weights (the exact path spends two
+ * operations per 16 weights on it). A sum's order, the same for every n: per
+ * 32-column chunk the hi pairs, then the lo pairs, lanes reduced by mm_vsum,
+ * then the K % 32 tail columns in order (w hi, then w lo). Tiles as above;
+ * a token's x vector meets every row of the tile before the next loads. */
+MM_AI void mm_bf2_tile(const uint8_t *rows, size_t rb, int K, const uint16_t *xb, size_t ldb, size_t q2, float *y, int ldy, int R,
+                       int T) {
+    const uint8_t *p[8];
+    __m512 acc[8][MM_PT];
+#pragma GCC unroll 8
+    for (int i = 0; i < R; i++) {
+        p[i] = rows + (size_t)i * rb;
+#pragma GCC unroll 6
+        for (int t = 0; t < T; t++) acc[i][t] = _mm512_setzero_ps();
+    }
+    const size_t rowlen = (size_t)K * 2, skip = (size_t)R * rb - rowlen;
+    int c = 0;
+    for (; c + 32 <= K; c += 32) {
+        size_t pf = (size_t)c * 2 + (T == 1 ? MM_PF_DEC : MM_PF);
+        pf += pf >= rowlen ? skip : 0;
+        __m512bh wv[8];
+#pragma GCC unroll 8
+        for (int i = 0; i < R; i++) {
+            if (T == 1) _mm_prefetch((const char *)p[i] + pf, _MM_HINT_T1);
+            else _mm_prefetch((const char *)p[i] + pf, _MM_HINT_T0);
+            wv[i] = (__m512bh)_mm512_loadu_si512((const void *)(p[i] + (size_t)c * 2));
+        }
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++)
+#pragma GCC unroll 6
+            for (int t = 0; t < T; t++) {
+                __m512bh xv = (__m512bh)_mm512_loadu_si512((const void *)(xb + (size_t)t * ldb + (size_t)h * q2 + (size_t)c));
+#pragma GCC unroll 8
+                for (int i = 0; i < R; i++) acc[i][t] = _mm512_dpbf16_ps(acc[i][t], wv[i], xv);
+            }
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < R; i++) {
+#pragma GCC unroll 6
+        for (int t = 0; t < T; t++) {
+            const uint16_t *xh = xb + (size_t)t * ldb;
+            float s = mm_vsum(acc[i][t]);
+            for (int cc = c; cc < K; cc++) {
+                float wf = mm_ld1(MX_W_BF16, p[i] + (size_t)cc * 2);
+                s += wf * mx_bf16_to_f32(xh[cc]);
+                s += wf * mx_bf16_to_f32(xh[q2 + (size_t)cc]);
+            }
+            y[(size_t)t * ldy + i] = s;
+        }
+    }
+}
+
+#define MM_BF2_TILE(R, T)                                                                                            \
+    static __attribute__((noinline)) void MM_NAME(b2_##R##x##T)(const uint8_t *rows, size_t rb, int K, const uint16_t *xb, \
+                                                                 size_t ldb, size_t q2, float *y, int ldy) {       \
+        mm_bf2_tile(rows, rb, K, xb, ldb, q2, y, ldy, R, T);                                                      \
+    }
+MM_BF2_TILE(4, 6)
+MM_BF2_TILE(8, 1)
+MM_BF2_TILE(4, 3)
+MM_BF2_TILE(4, 2)
+MM_BF2_TILE(4, 1)
+MM_BF2_TILE(1, 3)
+MM_BF2_TILE(1, 2)
+MM_BF2_TILE(1, 1)
+#undef MM_BF2_TILE
+
+/* x's n rows (ldx apart) as bf16 hi at xb + t * ldb and lo q2 words after */
+MM_AI void mm_bf2_prep(const float *x, int n, int ldx, int K, uint16_t *xb, size_t ldb, size_t q2) {
+    for (int t = 0; t < n; t++) {
+        const float *s = x + (size_t)t * ldx;
+        uint16_t *h = xb + (size_t)t * ldb, *l = h + q2;
+        int k = 0;
+        for (; k + 16 <= K; k += 16) {
+            __m512 v = _mm512_loadu_ps(s + k);
+            __m256bh hb = _mm512_cvtneps_pbh(v);
+            __m512 hf = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32((__m256i)hb), 16));
+            _mm256_storeu_si256((__m256i *)(void *)(h + k), (__m256i)hb);
+            _mm256_storeu_si256((__m256i *)(void *)(l + k), (__m256i)_mm512_cvtneps_pbh(_mm512_sub_ps(v, hf)));
+        }
+        for (; k < K; k++) {
+            h[k] = mx_f32_to_bf16(s[k]);
+            l[k] = mx_f32_to_bf16(s[k] - mx_bf16_to_f32(h[k]));
+        }
+    }
+}
+
+/* Rows [r0, r1) x n tokens of BF16 w against x prepared by mm_bf2_prep. */
+MM_AI void mm_bf2(const mx_weight *w, const uint16_t *xb, size_t ldb, size_t q2, int n, float *y, int ldy, int r0, int r1) {
+    if (r1 <= r0 || n <= 0) return;
+    const int K = w->cols;
+    const size_t wb = w->row_bytes;
+#define MM_ROW(r) (w->data + (size_t)(r) * wb)
+#define MM_B2(R, T, r, t) MM_NAME(b2_##R##x##T)(MM_ROW(r), wb, K, xb + (size_t)(t) * ldb, ldb, q2, y + (size_t)(t) * ldy + (r), ldy)
+    if (n == 1) {
+        int r = r0;
+        for (; r + 8 <= r1; r += 8) MM_B2(8, 1, r, 0);
+        for (; r + 4 <= r1; r += 4) MM_B2(4, 1, r, 0);
+        for (; r < r1; r++) MM_B2(1, 1, r, 0);
+        return;
+    }
+    for (int t0 = 0; t0 < n; t0 += MM_TB) {
+        int t1 = MX_MIN(n, t0 + MM_TB);
+        int r = r0;
+        for (; r + 4 <= r1; r += 4) {
+            int t = t0;
+            for (; t + 6 <= t1; t += 6) MM_B2(4, 6, r, t);
+            for (; t + 3 <= t1; t += 3) MM_B2(4, 3, r, t);
+            if (t1 - t == 2) MM_B2(4, 2, r, t);
+            else if (t1 - t == 1) MM_B2(4, 1, r, t);
+        }
+        for (; r < r1; r++) {
+            int t = t0;
+            for (; t + 3 <= t1; t += 3) MM_B2(1, 3, r, t);
+            if (t1 - t == 2) MM_B2(1, 2, r, t);
+            else if (t1 - t == 1) MM_B2(1, 1, r, t);
+        }
+    }
+#undef MM_B2
+#undef MM_ROW
+}
+#endif
 #endif

@@ -8,6 +8,7 @@
 #include "quant.h"
 #include "../base/threadpool.h"
 #include "../base/half.h"
+#include "../kernels/kernels.h"
 #include <string.h>
 
 extern const float mxq_e2m1_lut[16];
@@ -154,12 +155,10 @@ typedef void (*mxq_fn)(const mxq_ctx *c, int r0, int r1);
  * GFLOP/s, 162-182 padded). Padded, a row starts 13 * t lines (mod 64
  * sets) after token 0's q1 row and q2 rows 33 lines after their q1 rows:
  * the 12 sets differ for every cols (rb: a row's bytes, a multiple of 64). */
-static inline size_t mxq_q2_at(size_t rb) { size_t m = rb / 64; return 64 * (m + ((33 - m) & 63)); }
-static inline size_t mxq_ldq(size_t rb) { size_t e = mxq_q2_at(rb) / 64 + rb / 64; return 64 * (e + ((13 - e) & 63)); }
-#define MXQ_Q2(cols) mxq_q2_at((size_t)(cols))
-#define MXQ_LDQ(cols) mxq_ldq((size_t)(cols))
-#define MXQ_Q216(cols) (mxq_q2_at(2 * (size_t)(cols)) / 2)
-#define MXQ_LDQ16(cols) (mxq_ldq(2 * (size_t)(cols)) / 2)
+#define MXQ_Q2(cols) mx_pad_q2((size_t)(cols))
+#define MXQ_LDQ(cols) mx_pad_ld((size_t)(cols))
+#define MXQ_Q216(cols) (mx_pad_q2(2 * (size_t)(cols)) / 2)
+#define MXQ_LDQ16(cols) (mx_pad_ld(2 * (size_t)(cols)) / 2)
 void mxq_mm_portable(const mxq_ctx *c, int r0, int r1);
 void mxq_mm_avx2(const mxq_ctx *c, int r0, int r1);
 void mxq_mm_avx512(const mxq_ctx *c, int r0, int r1);
