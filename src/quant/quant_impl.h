@@ -148,13 +148,10 @@ typedef struct {
 typedef void (*mxq_fn)(const mxq_ctx *c, int r0, int r1);
 /* Where the int8 path's prepared activations lie: token t's q1 codes at
  * xq + t * MXQ_LDQ(cols), its q2 codes MXQ_Q2(cols) bytes after them (for
- * E4M3 weights: bf16 hi and lo words, MXQ_LDQ16 / MXQ_Q216 in words). A
- * 6-token prefill tile reads 12 code rows at once; unpadded (rows 2 * cols
- * bytes apart) they all map to one L1 set when cols is a multiple of 2048
- * and thrash its 8 ways (4096 x 8192 x 192 tokens, 1 thread: 67-125
- * GFLOP/s, 162-182 padded). Padded, a row starts 13 * t lines (mod 64
- * sets) after token 0's q1 row and q2 rows 33 lines after their q1 rows:
- * the 12 sets differ for every cols (rb: a row's bytes, a multiple of 64). */
+ * E4M3 weights: bf16 hi and lo words, MXQ_LDQ16 / MXQ_Q216 in words),
+ * padded as kernels.h's mx_pad_* say (unpadded, the 6-token prefill tile's
+ * 12 code rows thrashed one L1 set: 4096 x 8192 x 192 tokens, 1 thread,
+ * 67-125 GFLOP/s, 162-182 padded). cols is a multiple of 64 here. */
 #define MXQ_Q2(cols) mx_pad_q2((size_t)(cols))
 #define MXQ_LDQ(cols) mx_pad_ld((size_t)(cols))
 #define MXQ_Q216(cols) (mx_pad_q2(2 * (size_t)(cols)) / 2)
