@@ -109,6 +109,18 @@ MM_AI float mm_vsum(mm_v v) {
         }                                                                                            \
     } while (0)
 
+/* A tile's outputs from its sums acc[R][T]: lanes reduced, then the tail
+ * columns [c, K) added in order by TAIL (column cc, row i, token t, into s). */
+#define MM_STORE(Y, TAIL)                                               \
+    do {                                                                \
+        _Pragma("GCC unroll 8") for (int i = 0; i < R; i++)             \
+            _Pragma("GCC unroll 6") for (int t = 0; t < T; t++) {       \
+                float s = mm_vsum(acc[i][t]);                           \
+                for (int cc = c; cc < K; cc++) TAIL;                    \
+                (Y)[(size_t)t * ldy + i] = s;                           \
+            }                                                           \
+    } while (0)
+
 /* Rows r..r+R x tokens 0..T (R, T constants after inlining). The main loop
  * takes a cache line of every row per step: weight rows are usually 4 KiB
  * apart, so they share an L1 set, and a line left half-read for the next step
@@ -140,16 +152,7 @@ MM_AI void mm_tile(mx_wfmt f, const mx_weight *w, const float *x, int ldx, float
         for (int j = 0; j < U; j++) MM_STEP(c + j * MM_VL);
     }
     for (; c + MM_VL <= K; c += MM_VL) MM_STEP(c);
-#pragma GCC unroll 8
-    for (int i = 0; i < R; i++) {
-#pragma GCC unroll 6
-        for (int t = 0; t < T; t++) {
-            const float *xt = x + (size_t)t * ldx;
-            float s = mm_vsum(acc[i][t]);
-            for (int cc = c; cc < K; cc++) s += mm_ld1(f, p[i] + (size_t)cc * es) * xt[cc];
-            y[(size_t)t * ldy + r + i] = s;
-        }
-    }
+    MM_STORE(y + r, s += mm_ld1(f, p[i] + (size_t)cc * es) * x[(size_t)t * ldx + cc]);
 }
 #undef MM_STEP
 
@@ -184,36 +187,47 @@ typedef struct { mm_tile_fn t4x6, t8x1, t4x3, t4x2, t4x1, t1x3, t1x2, t1x1; } mm
     { MM_WIDE(NAME), MM_NAME(t_##NAME##_8x1), MM_NAME(t_##NAME##_4x3), MM_NAME(t_##NAME##_4x2),               \
       MM_NAME(t_##NAME##_4x1), MM_NAME(t_##NAME##_1x3), MM_NAME(t_##NAME##_1x2), MM_NAME(t_##NAME##_1x1) }
 
+/* The walk over rows [r0, r1) x tokens [0, n) that the entries share:
+ * TILE(R, T, r, t) runs rows r.. x tokens t.. One token: 8-, 4-, then
+ * 1-row tiles; more: blocks of MM_TB tokens whose activations stay in cache
+ * while the rows stream past, 4-row tiles of 6 (where MM_PT allows), 3, 2 or
+ * 1 tokens, then the rows left one at a time. */
+#define MM_WALK(TILE)                                                              \
+    do {                                                                           \
+        if (n == 1) {                                                              \
+            int r = r0;                                                            \
+            for (; r + 8 <= r1; r += 8) TILE(8, 1, r, 0);                          \
+            for (; r + 4 <= r1; r += 4) TILE(4, 1, r, 0);                          \
+            for (; r < r1; r++) TILE(1, 1, r, 0);                                  \
+            break;                                                                 \
+        }                                                                          \
+        for (int t0 = 0; t0 < n; t0 += MM_TB) {                                    \
+            int t1 = MX_MIN(n, t0 + MM_TB), r = r0;                                \
+            for (; r + 4 <= r1; r += 4) {                                          \
+                int t = t0;                                                        \
+                if (MM_PT == 6)                                                    \
+                    for (; t + 6 <= t1; t += 6) TILE(4, 6, r, t);                  \
+                for (; t + 3 <= t1; t += 3) TILE(4, 3, r, t);                      \
+                if (t1 - t == 2) TILE(4, 2, r, t);                                 \
+                else if (t1 - t == 1) TILE(4, 1, r, t);                            \
+            }                                                                      \
+            for (; r < r1; r++) {                                                  \
+                int t = t0;                                                        \
+                for (; t + 3 <= t1; t += 3) TILE(1, 3, r, t);                      \
+                if (t1 - t == 2) TILE(1, 2, r, t);                                 \
+                else if (t1 - t == 1) TILE(1, 1, r, t);                            \
+            }                                                                      \
+        }                                                                          \
+    } while (0)
+
 /* Entry: the float formats for rows [r0, r1) x tokens [0, n). */
 MM_AI void mm_float(const mx_weight *w, const float *x, int n, int ldx, float *y, int ldy, int r0, int r1) {
     static const mm_tiles tabs[3] = {MM_TABLE(f32), MM_TABLE(f16), MM_TABLE(bf16)};
     if (r1 <= r0 || n <= 0) return;
     const mm_tiles *tb = &tabs[w->fmt == MX_W_F32 ? 0 : w->fmt == MX_W_F16 ? 1 : 2];
-    if (n == 1) {
-        int r = r0;
-        for (; r + 8 <= r1; r += 8) tb->t8x1(w, x, ldx, y, ldy, r);
-        for (; r + 4 <= r1; r += 4) tb->t4x1(w, x, ldx, y, ldy, r);
-        for (; r < r1; r++) tb->t1x1(w, x, ldx, y, ldy, r);
-        return;
-    }
-    for (int t0 = 0; t0 < n; t0 += MM_TB) {
-        int t1 = MX_MIN(n, t0 + MM_TB);
-        int r = r0;
-        for (; r + 4 <= r1; r += 4) {
-            int t = t0;
-            if (tb->t4x6)
-                for (; t + 6 <= t1; t += 6) tb->t4x6(w, x + (size_t)t * ldx, ldx, y + (size_t)t * ldy, ldy, r);
-            for (; t + 3 <= t1; t += 3) tb->t4x3(w, x + (size_t)t * ldx, ldx, y + (size_t)t * ldy, ldy, r);
-            if (t1 - t == 2) tb->t4x2(w, x + (size_t)t * ldx, ldx, y + (size_t)t * ldy, ldy, r);
-            else if (t1 - t == 1) tb->t4x1(w, x + (size_t)t * ldx, ldx, y + (size_t)t * ldy, ldy, r);
-        }
-        for (; r < r1; r++) {
-            int t = t0;
-            for (; t + 3 <= t1; t += 3) tb->t1x3(w, x + (size_t)t * ldx, ldx, y + (size_t)t * ldy, ldy, r);
-            if (t1 - t == 2) tb->t1x2(w, x + (size_t)t * ldx, ldx, y + (size_t)t * ldy, ldy, r);
-            else if (t1 - t == 1) tb->t1x1(w, x + (size_t)t * ldx, ldx, y + (size_t)t * ldy, ldy, r);
-        }
-    }
+#define MM_FT(R_, T_, r_, t_) tb->t##R_##x##T_(w, x + (size_t)(t_) * ldx, ldx, y + (size_t)(t_) * ldy, ldy, r_)
+    MM_WALK(MM_FT);
+#undef MM_FT
 }
 #undef MM_TABLE
 #undef MM_WIDE
@@ -260,20 +274,11 @@ MM_AI void mm_bf2_tile(const uint8_t *rows, size_t rb, int K, const uint16_t *xb
                 for (int i = 0; i < R; i++) acc[i][t] = _mm512_dpbf16_ps(acc[i][t], wv[i], xv);
             }
     }
-#pragma GCC unroll 8
-    for (int i = 0; i < R; i++) {
-#pragma GCC unroll 6
-        for (int t = 0; t < T; t++) {
-            const uint16_t *xh = xb + (size_t)t * ldb;
-            float s = mm_vsum(acc[i][t]);
-            for (int cc = c; cc < K; cc++) {
-                float wf = mm_ld1(MX_W_BF16, p[i] + (size_t)cc * 2);
-                s += wf * mx_bf16_to_f32(xh[cc]);
-                s += wf * mx_bf16_to_f32(xh[q2 + (size_t)cc]);
-            }
-            y[(size_t)t * ldy + i] = s;
-        }
-    }
+    MM_STORE(y, {
+        float wf = mm_ld1(MX_W_BF16, p[i] + (size_t)cc * 2);
+        s += wf * mx_bf16_to_f32(xb[(size_t)t * ldb + (size_t)cc]);
+        s += wf * mx_bf16_to_f32(xb[(size_t)t * ldb + q2 + (size_t)cc]);
+    });
 }
 
 #define MM_BF2_TILE(R, T)                                                                                            \
@@ -317,31 +322,8 @@ MM_AI void mm_bf2(const mx_weight *w, const uint16_t *xb, size_t ldb, size_t q2,
     const int K = w->cols;
     const size_t wb = w->row_bytes;
 #define MM_ROW(r) (w->data + (size_t)(r) * wb)
-#define MM_B2(R, T, r, t) MM_NAME(b2_##R##x##T)(MM_ROW(r), wb, K, xb + (size_t)(t) * ldb, ldb, q2, y + (size_t)(t) * ldy + (r), ldy)
-    if (n == 1) {
-        int r = r0;
-        for (; r + 8 <= r1; r += 8) MM_B2(8, 1, r, 0);
-        for (; r + 4 <= r1; r += 4) MM_B2(4, 1, r, 0);
-        for (; r < r1; r++) MM_B2(1, 1, r, 0);
-        return;
-    }
-    for (int t0 = 0; t0 < n; t0 += MM_TB) {
-        int t1 = MX_MIN(n, t0 + MM_TB);
-        int r = r0;
-        for (; r + 4 <= r1; r += 4) {
-            int t = t0;
-            for (; t + 6 <= t1; t += 6) MM_B2(4, 6, r, t);
-            for (; t + 3 <= t1; t += 3) MM_B2(4, 3, r, t);
-            if (t1 - t == 2) MM_B2(4, 2, r, t);
-            else if (t1 - t == 1) MM_B2(4, 1, r, t);
-        }
-        for (; r < r1; r++) {
-            int t = t0;
-            for (; t + 3 <= t1; t += 3) MM_B2(1, 3, r, t);
-            if (t1 - t == 2) MM_B2(1, 2, r, t);
-            else if (t1 - t == 1) MM_B2(1, 1, r, t);
-        }
-    }
+#define MM_B2(R_, T_, r_, t_) MM_NAME(b2_##R_##x##T_)(MM_ROW(r_), wb, K, xb + (size_t)(t_) * ldb, ldb, q2, y + (size_t)(t_) * ldy + (r_), ldy)
+    MM_WALK(MM_B2);
 #undef MM_B2
 #undef MM_ROW
 }
