@@ -132,8 +132,9 @@ int cmd_bench(int argc, char **argv) {
     /* the bandwidth probe's buffer is part of the peak; report the model's share */
     double rss_model_mb = rss_mb - bw_buf_mb;
     const char *wmode = mx_st_load_mode() == MX_LOAD_COPY ? "copied (--no-mmap)" : "mmap";
-    /* which activation path the quantized matmuls took (BENCHMARKS.md says it per format) */
+    /* which activation path the matmuls took (BENCHMARKS.md says it per format) */
     unsigned long n_bf16 = mx_qmatmul_bf16_calls(), n_int8 = mx_qmatmul_int8_calls() - n_bf16;
+    n_bf16 += mx_matmul_bf2_calls();
     const char *act = n_int8 && n_bf16 ? "int8x2 (VNNI) and bf16x2 (vdpbf16ps)" : n_int8 ? "int8x2 (VNNI)" : n_bf16 ? "bf16x2 (vdpbf16ps)" : "f32";
     double eff_lo = n_eff ? seg_eff[0] : 0, eff_hi = n_eff ? seg_eff[n_eff - 1] : 0;
     if (json) { /* jansson: the model path may hold any character */
@@ -159,7 +160,7 @@ int cmd_bench(int argc, char **argv) {
         printf("peak RSS %.0f MB (%.0f MB without the %d MB bandwidth probe) vs checkpoint %.0f MB + KV cache %.0f MB\n", rss_mb,
                rss_model_mb, bw_mb, ckpt / 1048576.0, kv_bytes / 1048576.0);
         printf("time to first token (open + 8-token prompt): %.0f ms\n", ttft * 1e3);
-        printf("weights: %s; quantized matmuls' activations: %s\n", wmode, act);
+        printf("weights: %s; matmuls' activations: %s\n", wmode, act);
     }
 out:
     free(pp_t); free(tg_t); free(bw); free(seg_eff); free(last); free(toks);

@@ -24,6 +24,9 @@ static inline size_t mx_pad_ld(size_t rb) { size_t e = mx_pad_q2(rb) / 64 + rb /
  * y[i] with the same ldy: the same results, fewer passes over the pool where
  * the kernels allow. */
 void mx_matmul_multi(int count, const mx_weight *const *w, const float *x, int n, int ldx, float *const *y, int ldy, mx_pool *pool);
+/* Float matmuls that took x as bf16 hi + lo (BF16 weights on AVX-512 BF16
+ * CPUs; counted per weight, for bench and tests). */
+unsigned long mx_matmul_bf2_calls(void);
 /* Reference implementation (dequantize row, then dot) used by tests. */
 void mx_matmul_ref(const mx_weight *w, const float *x, int n, int ldx, float *y, int ldy);
 

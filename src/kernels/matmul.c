@@ -5,6 +5,7 @@
 #include "../base/base.h"
 #include "../base/cpu.h"
 #include "../quant/quant.h"
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -75,6 +76,8 @@ static mx_mm_fn pick_float(const mx_weight *w, int n, mx_prep_fn *prep) {
 
 /* x prepared for the bf2 kernels in the calling thread's buffer (grown,
  * never shrunk: no allocation per token); the pool shares long prompts. */
+static _Atomic unsigned long g_bf2_calls;
+unsigned long mx_matmul_bf2_calls(void) { return g_bf2_calls; }
 static _Thread_local float *tl_xp;
 static _Thread_local size_t tl_xpcap;
 typedef struct { mx_prep_fn prep; const float *x; int n, ldx, K, per; size_t ldp; float *xp; } prep_job;
@@ -106,6 +109,7 @@ static void mm_use_prep(mm_job *j, const float **xp, mx_pool *pool) {
     if (*xp) {
         j->x = *xp;
         j->ldx = (int)(mx_bf2_ld(j->w->cols) / 2);
+        atomic_fetch_add_explicit(&g_bf2_calls, 1, memory_order_relaxed);
     } else j->fn = mx_mm_float_avx512;
 }
 

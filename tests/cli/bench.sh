@@ -48,6 +48,21 @@ PY
   fi
 done
 
+# the activation path it reports: f32 for F32 weights; for BF16 weights bf16 hi + lo where the CPU has
+# AVX-512 BF16 (and MLXCEL_CPU leaves AVX-512), else f32
+"$MLXCEL" convert -m "$T/src" -o "$T/bf16" --dtype bf16 >/dev/null 2>"$T/err" || fail bench_convert_bf16 "$(tail -1 "$T/err")"
+want_bf16=f32
+grep -qw avx512_bf16 /proc/cpuinfo && grep -qw avx512bw /proc/cpuinfo && [ -z "${MLXCEL_CPU:-}" ] && want_bf16="bf16x2 (vdpbf16ps)"
+for m in src:f32 "bf16:$want_bf16"; do
+  dir=${m%%:*} want=${m#*:}
+  if "$MLXCEL" bench -m "$T/$dir" -p 8 -n 2 -r 1 -t 2 --bw-mb 32 --json >"$T/act.json" 2>"$T/err"; then
+    got=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["activations"])' "$T/act.json")
+    [ "$got" = "$want" ] && ok "bench_activations_$dir" || fail "bench_activations_$dir" "got '$got', want '$want'"
+  else
+    fail "bench_activations_$dir" "$(tail -1 "$T/err")"
+  fi
+done
+
 if "$MLXCEL" bench -m "$T/q4" -p 8 -n 8 -r 1 -t 1 --bw-mb 32 >"$T/out.txt" 2>"$T/err"; then
   grep -q '| pp8 |' "$T/out.txt" && grep -q '| tg8 |' "$T/out.txt" && grep -q 'decode efficiency' "$T/out.txt" && ok bench_table || fail bench_table "$(head -5 "$T/out.txt")"
 else
