@@ -128,9 +128,15 @@ static bool prep_int8(qjob *j, const float *x, int ldx, mx_pool *pool) {
     }
     float *xd = scratch(0, (size_t)n * ng), *xs = scratch(1, (size_t)n * ng);
     if (!tl_q || !xd || !xs || !mxq_vnni_ready(w, pool)) return false;
+    bool e2m1 = w->fmt == MX_W_MXFP4 || w->fmt == MX_W_NVFP4;
     for (int t = 0; t < n; t++)
         if (fp8) mxq_bf16_prep(x + (size_t)t * ldx, w->cols, (uint16_t *)(void *)(tl_q + (size_t)t * ldq));
         else mxq_vnni_prep(x + (size_t)t * ldx, w->cols, w->group, tl_q + (size_t)t * ldq, xd + (size_t)t * ng, xs + (size_t)t * ng);
+    if (e2m1) /* the E2M1 group step's factors (VQ_GROUP_STEP), once per group instead of per use */
+        for (size_t i = 0; i < (size_t)n * (size_t)ng; i++) {
+            xd[i] *= 0.5f;
+            xs[i] *= -6.0f;
+        }
     j->c.xq = tl_q;
     j->c.xd = xd;
     j->c.xs = xs;

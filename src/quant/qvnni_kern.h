@@ -129,12 +129,13 @@ static inline __attribute__((always_inline)) __m512i dpb4(__m512i acc, __m512i w
 
 /* The float step of one group for one token (the same in both kernels).
  * E2M1 (sb16 gave the raw scale): s (d/2 sum - 6 xs), one product less
- * than s/2, -6 s and the affine step. */
+ * than s/2, -6 s and the affine step; d/2 and -6 xs come so from the
+ * activations' preparation (prep_int8 in qmatmul.c), one broadcast each. */
 #define VQ_GROUP_STEP(f, i1, i2, s, b, d, xs, E2M1)                                                         \
     do {                                                                                                    \
         __m512i it_ = _mm512_add_epi32(_mm512_slli_epi32(i1, 8), i2);                                       \
         if (E2M1) {                                                                                         \
-            __m512 t_ = _mm512_fmadd_ps(_mm512_cvtepi32_ps(it_), _mm512_set1_ps(0.5f * (d)), _mm512_set1_ps(-6.0f * (xs))); \
+            __m512 t_ = _mm512_fmadd_ps(_mm512_cvtepi32_ps(it_), _mm512_set1_ps(d), _mm512_set1_ps(xs));    \
             f = _mm512_fmadd_ps(s, t_, f);                                                                  \
         } else {                                                                                            \
             f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(it_), _mm512_mul_ps(s, _mm512_set1_ps(d)), f);          \
