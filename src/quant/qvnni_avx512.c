@@ -488,7 +488,7 @@ static inline __m512 fp8_scales(const mx_weight *w, const uint8_t *sp) {
 static inline __m512 e8m0_16(const uint8_t *sp) {
     __m512i c = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)sp));
     __m512i bits = _mm512_slli_epi32(c, 23);
-    bits = _mm512_mask_mov_epi32(bits, _mm512_cmpeq_epi32_mask(c, _mm512_setzero_si512()), _mm512_set1_epi32(0x00400000));
+    bits = _mm512_max_epi32(bits, _mm512_set1_epi32(0x00400000)); /* c = 0 only: c << 23 is 0 or >= 2^23 */
     return _mm512_castsi512_ps(bits);
 }
 

@@ -72,7 +72,7 @@ static inline __attribute__((always_inline)) void sb16f(const mx_weight *w, cons
     __m512 f;
     if (fmt == MX_W_MXFP4) { /* E8M0: 2^(c-127); c = 0 is the denormal 2^-127, 255 inf */
         __m512i bits = _mm512_slli_epi32(c, 23);
-        bits = _mm512_mask_mov_epi32(bits, _mm512_cmpeq_epi32_mask(c, _mm512_setzero_si512()), _mm512_set1_epi32(0x00400000));
+        bits = _mm512_max_epi32(bits, _mm512_set1_epi32(0x00400000)); /* c = 0 only: c << 23 is 0 or >= 2^23 */
         f = _mm512_castsi512_ps(bits);
     } else { /* E4M3 (mxq_e4m3) */
         __m512i bits = _mm512_or_si512(_mm512_slli_epi32(_mm512_and_si512(c, _mm512_set1_epi32(0x7f)), 20),
