@@ -20,6 +20,14 @@ void mx_matmul(const mx_weight *w, const float *x, int n, int ldx, float *y, int
  * part 33 lines after its first: 12 distinct sets for every rb. */
 static inline size_t mx_pad_q2(size_t rb) { size_t m = rb / 64; return 64 * (m + ((33 - m) & 63)); }
 static inline size_t mx_pad_ld(size_t rb) { size_t e = mx_pad_q2(rb) / 64 + rb / 64; return 64 * (e + ((13 - e) & 63)); }
+/* x (n rows, ldx apart, K columns) split into bf16 hi = bf16(x) and lo =
+ * bf16(x - hi), ~16 significant bits (at most 2^-17 |x| off), as the
+ * vdpbf16ps kernels read it (BF16 weights; mxfp8 and FP8 blocks): per token
+ * hi in words [0, K), lo mx_split_q2(K) words after it, tokens
+ * mx_split_ld(K) words apart (padded as above). */
+static inline size_t mx_split_q2(int K) { return mx_pad_q2(((size_t)K * 2 + 63) & ~(size_t)63) / 2; }
+static inline size_t mx_split_ld(int K) { return mx_pad_ld(((size_t)K * 2 + 63) & ~(size_t)63) / 2; }
+void mx_bf16_split(const float *x, int n, int ldx, int K, uint16_t *xb);
 /* mx_matmul for count weights that read the same x (q/k/v, gate/up), into
  * y[i] with the same ldy: the same results, fewer passes over the pool where
  * the kernels allow. */

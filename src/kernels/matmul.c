@@ -35,8 +35,6 @@ void mx_mm_float_portable(const mx_weight *w, const float *x, int n, int ldx, fl
     }
 }
 
-typedef void (*mx_prep_fn)(const float *x, int n, int ldx, int K, float *xp);
-
 typedef struct {
     const mx_weight *w;
     const float *x;
@@ -44,7 +42,7 @@ typedef struct {
     mx_rowsplit rs;
     float *y;
     mx_mm_fn fn;
-    mx_prep_fn prep; /* the kernel reads x as this prepares it (BF16 weights) */
+    bool split; /* the kernel reads x as mx_bf16_split writes it (BF16 weights) */
 } mm_job;
 
 /* Task i covers row chunk i % tasks and token chunk i / tasks. */
@@ -58,14 +56,14 @@ static void mm_task(void *ctx, int i, int tid) {
     j->fn(j->w, j->x + (size_t)t0 * j->ldx, t1 - t0, j->ldx, j->y + (size_t)t0 * j->ldy, j->ldy, r[0][0], r[0][1]);
 }
 
-/* The kernel for w over n tokens, and how it wants x prepared. */
-static mx_mm_fn pick_float(const mx_weight *w, int n, mx_prep_fn *prep) {
+/* The kernel for w over n tokens, and whether it reads x split. */
+static mx_mm_fn pick_float(const mx_weight *w, int n, bool *split) {
     const mx_cpu_info *c = mx_cpu();
-    *prep = NULL;
+    *split = false;
     if (c->level >= MX_CPU_AVX512) {
         if (mx_mm_bf16_dot_takes(w, n)) return mx_mm_bf16_dot_avx512;
         if (w->fmt == MX_W_BF16 && c->avx512_bf16) {
-            *prep = mx_mm_bf2_prep_avx512;
+            *split = true;
             return mx_mm_bf2_avx512;
         }
         return mx_mm_float_avx512;
@@ -74,49 +72,65 @@ static mx_mm_fn pick_float(const mx_weight *w, int n, mx_prep_fn *prep) {
     return mx_mm_float_portable;
 }
 
-/* x prepared for the bf2 kernels in the calling thread's buffer (grown,
- * never shrunk: no allocation per token); the pool shares long prompts. */
-static _Atomic unsigned long g_bf2_calls;
-unsigned long mx_matmul_bf2_calls(void) { return g_bf2_calls; }
-static _Thread_local float *tl_xp;
-static _Thread_local size_t tl_xpcap;
-typedef struct { mx_prep_fn prep; const float *x; int n, ldx, K, per; size_t ldp; float *xp; } prep_job;
-static void prep_task(void *ctx, int i, int tid) {
-    (void)tid;
-    const prep_job *p = ctx;
-    int t0 = i * p->per, t1 = MX_MIN(p->n, t0 + p->per);
-    p->prep(p->x + (size_t)t0 * p->ldx, t1 - t0, p->ldx, p->K, p->xp + (size_t)t0 * p->ldp);
-}
-static const float *prepared(mx_prep_fn prep, const float *x, int n, int ldx, int K, mx_pool *pool) {
-    size_t ldp = mx_bf2_ld(K) / 2, need = (size_t)n * ldp;
-    if (need > tl_xpcap) {
-        mx_aligned_free(tl_xp);
-        tl_xp = mx_aligned_alloc(need * sizeof(float));
-        tl_xpcap = tl_xp ? need : 0;
-        if (!tl_xp) return NULL;
+void mx_bf16_split(const float *x, int n, int ldx, int K, uint16_t *xb) {
+    const mx_cpu_info *c = mx_cpu();
+    if (c->level >= MX_CPU_AVX512 && c->avx512_bf16) {
+        mx_bf16_split_avx512(x, n, ldx, K, xb);
+        return;
     }
-    prep_job p = {prep, x, n, ldx, K, 16, ldp, tl_xp};
-    if (n >= 32) mx_pool_run(pool, prep_task, &p, (n + p.per - 1) / p.per);
-    else prep(x, n, ldx, K, tl_xp);
-    return tl_xp;
+    size_t ld = mx_split_ld(K), q2 = mx_split_q2(K);
+    for (int t = 0; t < n; t++)
+        for (int k = 0; k < K; k++) {
+            float v = x[(size_t)t * ldx + k];
+            uint16_t h = mx_f32_to_bf16(v);
+            xb[(size_t)t * ld + k] = h;
+            xb[(size_t)t * ld + q2 + k] = mx_f32_to_bf16(v - mx_bf16_to_f32(h));
+        }
 }
 
-/* Points j at its prepared x (*xp: already made from this x, or NULL).
- * Out of memory: the exact kernel, which reads x as it is. */
-static void mm_use_prep(mm_job *j, const float **xp, mx_pool *pool) {
-    if (!j->prep) return;
-    if (!*xp) *xp = prepared(j->prep, j->x, j->n, j->ldx, j->w->cols, pool);
-    if (*xp) {
-        j->x = *xp;
-        j->ldx = (int)(mx_bf2_ld(j->w->cols) / 2);
+/* x split for the bf2 kernels in the calling thread's buffer (grown, never
+ * shrunk: no allocation per token); the pool shares long prompts. */
+static _Atomic unsigned long g_bf2_calls;
+unsigned long mx_matmul_bf2_calls(void) { return g_bf2_calls; }
+static _Thread_local uint16_t *tl_xb;
+static _Thread_local size_t tl_xbcap;
+typedef struct { const float *x; int n, ldx, K, per; uint16_t *xb; } split_job;
+static void split_task(void *ctx, int i, int tid) {
+    (void)tid;
+    const split_job *p = ctx;
+    int t0 = i * p->per, t1 = MX_MIN(p->n, t0 + p->per);
+    mx_bf16_split(p->x + (size_t)t0 * p->ldx, t1 - t0, p->ldx, p->K, p->xb + (size_t)t0 * mx_split_ld(p->K));
+}
+static const uint16_t *split_x(const float *x, int n, int ldx, int K, mx_pool *pool) {
+    size_t need = (size_t)n * mx_split_ld(K);
+    if (need > tl_xbcap) {
+        mx_aligned_free(tl_xb);
+        tl_xb = mx_aligned_alloc(need * sizeof(uint16_t));
+        tl_xbcap = tl_xb ? need : 0;
+        if (!tl_xb) return NULL;
+    }
+    split_job p = {x, n, ldx, K, 16, tl_xb};
+    if (n >= 32) mx_pool_run(pool, split_task, &p, (n + p.per - 1) / p.per);
+    else mx_bf16_split(x, n, ldx, K, tl_xb);
+    return tl_xb;
+}
+
+/* Points j at its split x (*xb: already made from this x, or NULL). Out of
+ * memory: the exact kernel, which reads x as it is. */
+static void mm_use_split(mm_job *j, const uint16_t **xb, mx_pool *pool) {
+    if (!j->split) return;
+    if (!*xb) *xb = split_x(j->x, j->n, j->ldx, j->w->cols, pool);
+    if (*xb) {
+        j->x = (const float *)(const void *)*xb;
+        j->ldx = (int)(mx_split_ld(j->w->cols) / 2);
         atomic_fetch_add_explicit(&g_bf2_calls, 1, memory_order_relaxed);
     } else j->fn = mx_mm_float_avx512;
 }
 
 /* Splits w x n tokens into row (and token) chunks for the pool. */
 static int mm_setup(mm_job *j, const mx_weight *w, const float *x, int n, int ldx, float *y, int ldy, int nt) {
-    *j = (mm_job){w, x, n, ldx, ldy, n, {0}, y, NULL, NULL};
-    j->fn = pick_float(w, n, &j->prep);
+    *j = (mm_job){w, x, n, ldx, ldy, n, {0}, y, NULL, false};
+    j->fn = pick_float(w, n, &j->split);
     /* Contiguous row chunks of >= 16 rows (whole cache lines of y, and the
      * kernels' 16-row panels), 12 per thread for balance on this noisy VM
      * (a tile re-reads its token block from L2 whatever the chunk size; 1B
@@ -150,10 +164,10 @@ void mx_matmul_multi(int count, const mx_weight *const *w, const float *x, int n
     }
     mm_job j[MM_MULTI_MAX];
     mx_task_set sets[MM_MULTI_MAX];
-    const float *xp = NULL; /* one preparation serves every BF16 weight (same cols) */
+    const uint16_t *xb = NULL; /* one split serves every BF16 weight (same cols) */
     for (int i = 0; i < count; i++) {
         int tasks = mm_setup(&j[i], w[i], x, n, ldx, y[i], ldy, mx_pool_size(pool));
-        mm_use_prep(&j[i], &xp, pool);
+        mm_use_split(&j[i], &xb, pool);
         sets[i] = (mx_task_set){mm_task, &j[i], tasks, j[i].rs.lanes};
     }
     mx_pool_run_sets(pool, sets, count);
@@ -166,9 +180,9 @@ void mx_matmul(const mx_weight *w, const float *x, int n, int ldx, float *y, int
     }
     if (n <= 0 || w->rows <= 0) return;
     mm_job j;
-    const float *xp = NULL;
+    const uint16_t *xb = NULL;
     int tasks = mm_setup(&j, w, x, n, ldx, y, ldy, mx_pool_size(pool));
-    mm_use_prep(&j, &xp, pool);
+    mm_use_split(&j, &xb, pool);
     mx_pool_run_lanes(pool, mm_task, &j, tasks, j.rs.lanes);
 }
 

@@ -155,11 +155,11 @@ static void bd_gemm(const mx_weight *w, const float *x, int n, int ldx, float *y
 }
 
 void mx_mm_bf2_avx512(const mx_weight *w, const float *x, int n, int ldx, float *y, int ldy, int r0, int r1) {
-    mm_bf2(w, (const uint16_t *)(const void *)x, 2 * (size_t)ldx, mx_bf2_q2(w->cols), n, y, ldy, r0, r1);
+    mm_bf2(w, (const uint16_t *)(const void *)x, 2 * (size_t)ldx, mx_split_q2(w->cols), n, y, ldy, r0, r1);
 }
 
-void mx_mm_bf2_prep_avx512(const float *x, int n, int ldx, int K, float *xp) {
-    mm_bf2_prep(x, n, ldx, K, (uint16_t *)(void *)xp, mx_bf2_ld(K), mx_bf2_q2(K));
+void mx_bf16_split_avx512(const float *x, int n, int ldx, int K, uint16_t *xb) {
+    mm_bf16_split(x, n, ldx, K, xb, mx_split_ld(K), mx_split_q2(K));
 }
 
 /* below ~24 tokens the exact dot form is as fast (packing dominates) */

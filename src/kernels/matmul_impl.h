@@ -12,15 +12,10 @@ void mx_mm_float_avx512(const mx_weight *w, const float *x, int n, int ldx, floa
 void mx_mm_set_bf16_dot(int on);
 bool mx_mm_bf16_dot_takes(const mx_weight *w, int n); /* it serves w for n tokens */
 void mx_mm_bf16_dot_avx512(const mx_weight *w, const float *x, int n, int ldx, float *y, int ldy, int r0, int r1);
-/* BF16 weights on AVX-512 BF16 CPUs (mm_simd.h, "bf2"): x prepared by
- * bf2_prep as bf16 hi and lo parts (words: lo mx_bf2_q2(K) after hi, tokens
- * mx_bf2_ld(K) apart; xp holds n * mx_bf2_ld(K) / 2 floats' room), then
- * mx_mm_bf2_avx512 with that buffer as x and ldx = mx_bf2_ld(K) / 2. */
+/* BF16 weights on AVX-512 BF16 CPUs (mm_simd.h, "bf2"): x split by
+ * mx_bf16_split, passed as x with ldx = mx_split_ld(K) / 2 floats. */
 #include "kernels.h"
-static inline size_t mx_bf2_rb(int K) { return ((size_t)K * 2 + 63) & ~(size_t)63; }
-static inline size_t mx_bf2_q2(int K) { return mx_pad_q2(mx_bf2_rb(K)) / 2; }
-static inline size_t mx_bf2_ld(int K) { return mx_pad_ld(mx_bf2_rb(K)) / 2; }
-void mx_mm_bf2_prep_avx512(const float *x, int n, int ldx, int K, float *xp);
+void mx_bf16_split_avx512(const float *x, int n, int ldx, int K, uint16_t *xb);
 void mx_mm_bf2_avx512(const mx_weight *w, const float *x, int n, int ldx, float *y, int ldy, int r0, int r1);
 static inline float mx_f16_to_f32_fn(uint16_t h) { return mx_f16_to_f32(h); }
 static inline float mx_bf16_to_f32_fn(uint16_t h) { return mx_bf16_to_f32(h); }

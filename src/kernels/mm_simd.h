@@ -235,7 +235,7 @@ MM_AI void mm_float(const mx_weight *w, const float *x, int n, int ldx, float *y
 #if defined(MM_ZMM) && defined(__AVX512BF16__)
 /* ---- BF16 weights on AVX-512 BF16 CPUs ("bf2") ----------------------------
  * x is split once per matmul into bf16 hi = bf16(x) and lo = bf16(x - hi)
- * (mm_bf2_prep: ~16 significant bits, at most 2^-17 |x| off per value; the
+ * (mm_bf16_split: ~16 significant bits, at most 2^-17 |x| off per value; the
  * llama-bf16 fixture's logits move by 1.3e-5 of their scale, 1e-4 allowed),
  * and a row's 64-byte line, 16 column pairs, meets them in vdpbf16ps as it
  * is: products exact, no widening of the weights (the exact path spends two
@@ -297,7 +297,7 @@ MM_BF2_TILE(1, 1)
 #undef MM_BF2_TILE
 
 /* x's n rows (ldx apart) as bf16 hi at xb + t * ldb and lo q2 words after */
-MM_AI void mm_bf2_prep(const float *x, int n, int ldx, int K, uint16_t *xb, size_t ldb, size_t q2) {
+MM_AI void mm_bf16_split(const float *x, int n, int ldx, int K, uint16_t *xb, size_t ldb, size_t q2) {
     for (int t = 0; t < n; t++) {
         const float *s = x + (size_t)t * ldx;
         uint16_t *h = xb + (size_t)t * ldb, *l = h + q2;
@@ -316,7 +316,7 @@ MM_AI void mm_bf2_prep(const float *x, int n, int ldx, int K, uint16_t *xb, size
     }
 }
 
-/* Rows [r0, r1) x n tokens of BF16 w against x prepared by mm_bf2_prep. */
+/* Rows [r0, r1) x n tokens of BF16 w against x prepared by mm_bf16_split. */
 MM_AI void mm_bf2(const mx_weight *w, const uint16_t *xb, size_t ldb, size_t q2, int n, float *y, int ldy, int r0, int r1) {
     if (r1 <= r0 || n <= 0) return;
     const int K = w->cols;

@@ -120,7 +120,7 @@ static bool prep_int8(qjob *j, const float *x, int ldx, mx_pool *pool) {
     const mx_weight *w = j->c.w;
     int n = j->c.n, ng = mxq_ngroups(w);
     bool fp8 = mxq_is_e4m3(w);
-    size_t ldq = fp8 ? 2 * MXQ_LDQ16(w->cols) : MXQ_LDQ(w->cols), qn = (size_t)n * ldq; /* bytes per token */
+    size_t ldq = fp8 ? 2 * mx_split_ld(w->cols) : MXQ_LDQ(w->cols), qn = (size_t)n * ldq; /* bytes per token */
     if (qn > tl_qcap) {
         free(tl_q);
         tl_q = malloc(qn);
@@ -129,9 +129,10 @@ static bool prep_int8(qjob *j, const float *x, int ldx, mx_pool *pool) {
     float *xd = scratch(0, (size_t)n * ng), *xs = scratch(1, (size_t)n * ng);
     if (!tl_q || !xd || !xs || !mxq_vnni_ready(w, pool)) return false;
     bool e2m1 = w->fmt == MX_W_MXFP4 || w->fmt == MX_W_NVFP4;
-    for (int t = 0; t < n; t++)
-        if (fp8) mxq_bf16_prep(x + (size_t)t * ldx, w->cols, (uint16_t *)(void *)(tl_q + (size_t)t * ldq));
-        else mxq_vnni_prep(x + (size_t)t * ldx, w->cols, w->group, tl_q + (size_t)t * ldq, xd + (size_t)t * ng, xs + (size_t)t * ng);
+    if (fp8) mx_bf16_split(x, n, ldx, w->cols, (uint16_t *)(void *)tl_q);
+    else
+        for (int t = 0; t < n; t++)
+            mxq_vnni_prep(x + (size_t)t * ldx, w->cols, w->group, tl_q + (size_t)t * ldq, xd + (size_t)t * ng, xs + (size_t)t * ng);
     if (e2m1) /* the E2M1 group step's factors (VQ_GROUP_STEP), once per group instead of per use */
         for (size_t i = 0; i < (size_t)n * (size_t)ng; i++) {
             xd[i] *= 0.5f;

@@ -148,14 +148,12 @@ typedef struct {
 typedef void (*mxq_fn)(const mxq_ctx *c, int r0, int r1);
 /* Where the int8 path's prepared activations lie: token t's q1 codes at
  * xq + t * MXQ_LDQ(cols), its q2 codes MXQ_Q2(cols) bytes after them (for
- * E4M3 weights: bf16 hi and lo words, MXQ_LDQ16 / MXQ_Q216 in words),
+ * E4M3 weights: bf16 hi and lo words as mx_bf16_split writes them),
  * padded as kernels.h's mx_pad_* say (unpadded, the 6-token prefill tile's
  * 12 code rows thrashed one L1 set: 4096 x 8192 x 192 tokens, 1 thread,
  * 67-125 GFLOP/s, 162-182 padded). cols is a multiple of 64 here. */
 #define MXQ_Q2(cols) mx_pad_q2((size_t)(cols))
 #define MXQ_LDQ(cols) mx_pad_ld((size_t)(cols))
-#define MXQ_Q216(cols) (mx_pad_q2(2 * (size_t)(cols)) / 2)
-#define MXQ_LDQ16(cols) (mx_pad_ld(2 * (size_t)(cols)) / 2)
 void mxq_mm_portable(const mxq_ctx *c, int r0, int r1);
 void mxq_mm_avx2(const mxq_ctx *c, int r0, int r1);
 void mxq_mm_avx512(const mxq_ctx *c, int r0, int r1);
@@ -189,8 +187,6 @@ void mxq_dec_e2m1_vbmi(const mxq_ctx *c, const mxq_ril *p, int a0, int a1, int c
 void mxq_vnni_dec2(const mxq_ctx *c, int a0, int a1, int b0, int b1);
 void mxq_ril_row(const mx_weight *w, int r, float *out); /* w->ril set */
 void mxq_vnni_prep(const float *x, int cols, int G, int8_t *xq, float *xd, float *xs);
-/* mxfp8 (bf16 dot products): x as bf16 hi then lo, MXQ_LDQ16 words */
-void mxq_bf16_prep(const float *x, int cols, uint16_t *xb);
 /* The x permutation (0, 8 or 16) the kernel of `level` wants for w. */
 int mxq_perm_for(const mx_weight *w, int level);
 #endif

@@ -502,7 +502,7 @@ static inline __m512bh bc8(const uint16_t *p) {
 static inline __attribute__((always_inline)) void dec_fp8(const mxq_ctx *c, const ril *p, const int bk[2], const int nb) {
     const mx_weight *w = c->w;
     int G = w->group, ng = w->cols / G;
-    const uint16_t *xh = (const uint16_t *)(const void *)c->xq, *xl = xh + MXQ_Q216(w->cols);
+    const uint16_t *xh = (const uint16_t *)(const void *)c->xq, *xl = xh + mx_split_q2(w->cols);
     const uint8_t *cb[2] = {p->base + (size_t)bk[0] * p->blk, p->base + (size_t)bk[1] * p->blk};
     const __m512i *T = g_e4m3_bf16;
     __m512 f[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
@@ -548,7 +548,7 @@ static void dec_range_fp8(const mxq_ctx *c, const ril *p, int a0, int a1, int c0
 static inline __attribute__((always_inline)) void gemm_fp8(int nt, const mxq_ctx *c, const ril *p, int blk, int t0) {
     const mx_weight *w = c->w;
     int G = w->group, ng = w->cols / G;
-    const size_t ldq = MXQ_LDQ16(w->cols), lo = MXQ_Q216(w->cols); /* in bf16 words: hi, then lo */
+    const size_t ldq = mx_split_ld(w->cols), lo = mx_split_q2(w->cols); /* in bf16 words: hi, then lo */
     const uint16_t *xq = (const uint16_t *)(const void *)c->xq + (size_t)t0 * ldq;
     const uint8_t *cb = p->base + (size_t)blk * p->blk;
     const __m512i *T = g_e4m3_bf16;
@@ -632,19 +632,6 @@ void mxq_vnni_dec2(const mxq_ctx *c, int a0, int a1, int b0, int b1) {
 bool mxq_vnni_ready(const mx_weight *w, mx_pool *pool) {
     if (mxq_is_e4m3(w)) pthread_once(&g_e4m3_once, e4m3_table);
     return get_ril(w, pool) != NULL;
-}
-
-/* One token's activations for the mxfp8 kernels: bf16 hi = bf16(x) in
- * xb[0, cols), lo = bf16(x - hi) at xb + MXQ_Q216(cols) (round to nearest). */
-void mxq_bf16_prep(const float *x, int cols, uint16_t *xb) {
-    for (int k = 0; k < cols; k += 16) {
-        __m512 v = _mm512_loadu_ps(x + k);
-        __m256bh h = _mm512_cvtneps_pbh(v);
-        __m512 hf = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32((__m256i)h), 16));
-        __m256bh l = _mm512_cvtneps_pbh(_mm512_sub_ps(v, hf));
-        _mm256_storeu_si256((__m256i *)(void *)(xb + k), (__m256i)h);
-        _mm256_storeu_si256((__m256i *)(void *)(xb + MXQ_Q216(cols) + k), (__m256i)l);
-    }
 }
 
 /* Code of column kk of a bit-plane group for the row whose slot is at d

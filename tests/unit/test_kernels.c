@@ -140,6 +140,46 @@ static void ref_softmax(double *x, int n) {
     for (int i = 0; i < n; i++) x[i] /= s;
 }
 
+/* mx_bf16_split: hi + lo within 2^-17 |x| of x, lo in its place, the same
+ * words at every level (first: the reference); odd K and a row stride. */
+static uint16_t *g_split_ref; /* freed at exit */
+static void test_bf16_split(const char *lvl, bool first) {
+    enum { N = 3, K = 37, LDX = 41 };
+    float x[N * LDX];
+    unsigned seed = 7;
+    for (int i = 0; i < N * LDX; i++) x[i] = t_randf(&seed) * (i % 5 == 0 ? 1e-3f : 3.0f);
+    size_t ld = mx_split_ld(K), q2 = mx_split_q2(K);
+    uint16_t *xb = calloc((size_t)N * ld, sizeof *xb);
+    int bad = q2 < (size_t)K || ld < q2 + (size_t)K ? 4 : 0;
+    for (int t = 0; t < N && !bad; t++) mx_bf16_split(x + t * LDX, 1, LDX, K, xb + (size_t)t * ld);
+    for (int t = 0; t < N && !bad; t++)
+        for (int k = 0; k < K; k++) {
+            float v = x[t * LDX + k], r = mx_bf16_to_f32(xb[(size_t)t * ld + k]) + mx_bf16_to_f32(xb[(size_t)t * ld + q2 + k]);
+            if (!(fabsf(r - v) <= 0x1p-17f * fabsf(v))) bad = 1;
+        }
+    uint16_t *all = calloc((size_t)N * ld, sizeof *all); /* all tokens at once: the same words */
+    if (!bad) {
+        mx_bf16_split(x, N, LDX, K, all);
+        for (int t = 0; t < N; t++)
+            if (memcmp(all + (size_t)t * ld, xb + (size_t)t * ld, sizeof *xb * K) ||
+                memcmp(all + (size_t)t * ld + q2, xb + (size_t)t * ld + q2, sizeof *xb * K)) bad = 2;
+    }
+    if (!bad && first) {
+        free(g_split_ref);
+        g_split_ref = malloc(sizeof *xb * N * ld);
+        memcpy(g_split_ref, xb, sizeof *xb * N * ld);
+    }
+    if (!bad && !first)
+        for (int t = 0; t < N; t++)
+            if (memcmp(g_split_ref + (size_t)t * ld, xb + (size_t)t * ld, sizeof *xb * K) ||
+                memcmp(g_split_ref + (size_t)t * ld + q2, xb + (size_t)t * ld + q2, sizeof *xb * K)) bad = 3;
+    char name[64];
+    snprintf(name, sizeof name, "bf16_split_%s", lvl);
+    CHECK(name, !bad, "%s", bad == 1 ? "hi + lo off x" : bad == 2 ? "n tokens differ from one at a time" : bad == 3 ? "differs from the first level" : "parts overlap");
+    free(xb);
+    free(all);
+}
+
 static void test_ops_level(const char *lvl) {
     static const int lens[] = {0, 1, 7, 8, 9, 31, 33, 64, 100, 1000};
     unsigned seed = 777;
@@ -359,6 +399,7 @@ int main(void) {
     const mx_cpu_info *ci = mx_cpu();
     /* mx_cpu_force only lowers the level: run from the top down. */
     mx_cpu_level levels[] = {MX_CPU_AVX512, MX_CPU_AVX2, MX_CPU_PORTABLE};
+    bool split_ref = false; /* the first level run gives mx_bf16_split's reference words */
     for (int li = 0; li < 3; li++) {
         mx_cpu_level l = levels[li];
         if (ci->level < l) {
@@ -376,11 +417,14 @@ int main(void) {
             mx_mm_set_bf16_dot(0);
         }
         test_ops_level(nm);
+        test_bf16_split(nm, !split_ref);
+        split_ref = true;
     }
     test_pool_sets(pool);
     test_pool_sets(NULL);
     test_pool_lanes(pool);
     test_pool_lanes(NULL);
+    free(g_split_ref);
     /* row splits: every row in exactly one task range, ranges in whole
      * units; prefill tasks tile [0, rows) in order, none empty; a decode lane's
      * parts run on from task to task (each a sequential stream) */
