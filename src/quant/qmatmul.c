@@ -79,8 +79,8 @@ static void q_task(void *ctx, int i, int tid) {
 
 /* Per-thread buffers for the prepared activations, grown as needed and
  * kept: no allocation per call once the largest shape has been seen. */
-static _Thread_local float *tl_buf[2];
-static _Thread_local size_t tl_cap[2];
+static _Thread_local float *tl_buf[3];
+static _Thread_local size_t tl_cap[3];
 static float *scratch(int i, size_t n) {
     if (n > tl_cap[i]) {
         free(tl_buf[i]);
@@ -127,12 +127,14 @@ static bool prep_int8(qjob *j, const float *x, int ldx, mx_pool *pool) {
         tl_qcap = tl_q ? qn : 0;
     }
     float *xd = scratch(0, (size_t)n * ng), *xs = scratch(1, (size_t)n * ng);
-    if (!tl_q || !xd || !xs || !mxq_vnni_ready(w, pool)) return false;
+    int32_t *xk = n > 1 && !fp8 ? (int32_t *)(void *)scratch(2, (size_t)n * ng) : NULL;
+    if (!tl_q || !xd || !xs || (n > 1 && !fp8 && !xk) || !mxq_vnni_ready(w, pool)) return false;
     bool e2m1 = w->fmt == MX_W_MXFP4 || w->fmt == MX_W_NVFP4;
     if (fp8) mx_bf16_split(x, n, ldx, w->cols, (uint16_t *)(void *)tl_q);
     else
         for (int t = 0; t < n; t++)
-            mxq_vnni_prep(x + (size_t)t * ldx, w->cols, w->group, tl_q + (size_t)t * ldq, xd + (size_t)t * ng, xs + (size_t)t * ng);
+            mxq_vnni_prep(x + (size_t)t * ldx, w->cols, w->group, tl_q + (size_t)t * ldq, xd + (size_t)t * ng, xs + (size_t)t * ng,
+                          xk ? xk + (size_t)t * ng : NULL);
     if (e2m1) /* the E2M1 group step's factors (VQ_GROUP_STEP), once per group instead of per use */
         for (size_t i = 0; i < (size_t)n * (size_t)ng; i++) {
             xd[i] *= 0.5f;
@@ -141,6 +143,7 @@ static bool prep_int8(qjob *j, const float *x, int ldx, mx_pool *pool) {
     j->c.xq = tl_q;
     j->c.xd = xd;
     j->c.xs = xs;
+    j->c.xk = xk;
     j->c.x = NULL;
     j->c.ldx = w->cols;
     j->fn = mxq_vnni_mm;

@@ -49,12 +49,12 @@ void mx_qmatmul(const mx_weight *w, const float *x, int n, int ldx, float *y, in
 typedef enum { MX_QMODE_AUTO, MX_QMODE_PER_TOKEN, MX_QMODE_PANEL } mx_qmode;
 void mx_qmatmul_set_mode(mx_qmode m);
 /* MLX affine weights of every width (groups 32/64/128), mxfp4 and nvfp4
- * multiply activations coded as two int8 codes per value with VNNI dot
+ * multiply activations coded as 12-bit integers per value with VNNI dot
  * products where the CPU has them (mxfp8: bf16, see below). Each such matrix is repacked on first use into 16-row
  * blocks (same size, huge pages; the mapped original's pages are dropped),
  * and one kernel serves every n, so the qmodes change nothing for it and a
  * token's result never depends on its batch. Logits stay within
- * 2e-2 * max|logit| of f32 activations (about 3e-3 on the fixtures). On
+ * 2e-2 * max|logit| of f32 activations (at most 6e-3 on the fixtures). On
  * unless MLXCEL_INT8=0 or turned off here; mx_qmatmul_int8 says whether w
  * takes that path. */
 void mx_qmatmul_set_int8(bool on);

@@ -137,8 +137,9 @@ typedef struct {
     const float *x;
     int ldx;
     const float *xs;
-    const int8_t *xq; /* int8 path: codes q1 then q2 per token (MXQ_LDQ) */
+    const int8_t *xq; /* int8 path: coded x per token (MXQ_LDQ; mxq_vnni_prep) */
     const float *xd;  /* int8 path: activation scale per group, [n][ngroups] */
+    const int32_t *xk; /* int8 path, n > 1: per token and group, the pairs' sum (mxq_vnni_prep) */
     int n;
     float *y;
     int ldy;
@@ -146,8 +147,9 @@ typedef struct {
     bool invariant; /* one kernel for every n (see mx_qmatmul_set_batch_invariant) */
 } mxq_ctx;
 typedef void (*mxq_fn)(const mxq_ctx *c, int r0, int r1);
-/* Where the int8 path's prepared activations lie: token t's q1 codes at
- * xq + t * MXQ_LDQ(cols), its q2 codes MXQ_Q2(cols) bytes after them (for
+/* Where the int8 path's prepared activations lie: token t's codes at
+ * xq + t * MXQ_LDQ(cols), one token: q1 there and q2 MXQ_Q2(cols) bytes
+ * after them; several: 2 * cols bytes of 16-bit codes (mxq_vnni_prep; for
  * E4M3 weights: bf16 hi and lo words as mx_bf16_split writes them),
  * padded as kernels.h's mx_pad_* say (unpadded, the 6-token prefill tile's
  * 12 code rows thrashed one L1 set: 4096 x 8192 x 192 tokens, 1 thread,
@@ -186,7 +188,13 @@ void mxq_dec_e2m1_vbmi(const mxq_ctx *c, const mxq_ril *p, int a0, int a1, int c
  * a last partial block) read together as two streams. */
 void mxq_vnni_dec2(const mxq_ctx *c, int a0, int a1, int b0, int b1);
 void mxq_ril_row(const mx_weight *w, int r, float *out); /* w->ril set */
-void mxq_vnni_prep(const float *x, int cols, int G, int8_t *xq, float *xd, float *xs);
+/* One token's activations (cols a multiple of G, G of 16): per group of G
+ * the 12-bit codes b = round(x * 2047 / max|x|), *xd = max|x| / 2047 and
+ * *xs = *xd * sum(b). xk NULL (the one-token kernels): q1 = b >> 4 in
+ * xq[0, cols) and q2 = b & 15 at xq + MXQ_Q2(cols), so b = 16 q1 + q2. Else
+ * (the many-token kernel): b' = b + 2048 as 16-bit words, per 4 columns
+ * b'1 b'3 b'0 b'2, and *xk = b'0 b'1 + b'2 b'3 + ... over the group. */
+void mxq_vnni_prep(const float *x, int cols, int G, int8_t *xq, float *xd, float *xs, int32_t *xk);
 /* The x permutation (0, 8 or 16) the kernel of `level` wants for w. */
 int mxq_perm_for(const mx_weight *w, int level);
 #endif

@@ -127,21 +127,23 @@ static inline __attribute__((always_inline)) __m512i dpb4(__m512i acc, __m512i w
     return acc;
 }
 
-/* The float step of one group for one token (the same in both kernels).
- * E2M1 (sb16 gave the raw scale): s (d/2 sum - 6 xs), one product less
- * than s/2, -6 s and the affine step; d/2 and -6 xs come so from the
- * activations' preparation (prep_int8 in qmatmul.c), one broadcast each. */
-#define VQ_GROUP_STEP(f, i1, i2, s, b, d, xs, E2M1)                                                         \
+/* The float step of one group for one token (the same in every kernel),
+ * it: the group's exact sum(code * b). E2M1 (sb16 gave the raw scale):
+ * s (d/2 sum - 6 xs), one product less than s/2, -6 s and the affine step;
+ * d/2 and -6 xs come so from the activations' preparation (prep_int8 in
+ * qmatmul.c), one broadcast each. */
+#define VQ_GROUP_STEP(f, it, s, b, d, xs, E2M1)                                                             \
     do {                                                                                                    \
-        __m512i it_ = _mm512_add_epi32(_mm512_slli_epi32(i1, 8), i2);                                       \
         if (E2M1) {                                                                                         \
-            __m512 t_ = _mm512_fmadd_ps(_mm512_cvtepi32_ps(it_), _mm512_set1_ps(d), _mm512_set1_ps(xs));    \
+            __m512 t_ = _mm512_fmadd_ps(_mm512_cvtepi32_ps(it), _mm512_set1_ps(d), _mm512_set1_ps(xs));     \
             f = _mm512_fmadd_ps(s, t_, f);                                                                  \
         } else {                                                                                            \
-            f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(it_), _mm512_mul_ps(s, _mm512_set1_ps(d)), f);          \
+            f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(it), _mm512_mul_ps(s, _mm512_set1_ps(d)), f);           \
             f = _mm512_fmadd_ps(b, _mm512_set1_ps(xs), f);                                                  \
         }                                                                                                   \
     } while (0)
+/* b = 16 q1 + q2: the one-token kernels' two sums as one */
+static inline __m512i vq_b(__m512i i1, __m512i i2) { return _mm512_add_epi32(_mm512_slli_epi32(i1, 4), i2); }
 
 /* ---- one token: nb (1 or 2) blocks at a time. Eight independent sums
  * hide the dot products' latency: per block (nb = 2) or per alternate line
@@ -202,7 +204,7 @@ static inline __attribute__((always_inline)) void dec_blocks(const mxq_ctx *c, c
                 i1 = _mm512_add_epi32(i1, h1);
                 i2 = _mm512_add_epi32(i2, h2);
             }
-            VQ_GROUP_STEP(f[b], i1, i2, s[b], bb[b], c->xd[g], c->xs[g], e2m1);
+            VQ_GROUP_STEP(f[b], vq_b(i1, i2), s[b], bb[b], c->xd[g], c->xs[g], e2m1);
         }
     }
     VQ_NB_UNROLL

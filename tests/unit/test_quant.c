@@ -150,15 +150,15 @@ static int check_mm(const mx_weight *w, mx_pool *pool, char *why, size_t whylen)
             for (int t = 0; t < n; t++) {
                 double mag = 0, coded = 0;
                 for (int c = 0; c < w->cols; c++) mag += fabs((double)row[c] * x[(size_t)t * ldx + c]);
-                /* int8 activations (two codes per value): each x is off by at
-                 * most max|x| of its group / (127 * 256) */
+                /* int8 path (12-bit codes of x): each x is off by at most
+                 * max|x| of its group / (2 * 2047) */
                 for (int g = 0; int8 && g < w->cols / w->group; g++) {
                     double am = 0, sw = 0;
                     for (int c = g * w->group; c < (g + 1) * w->group; c++) {
                         am = fmax(am, fabs((double)x[(size_t)t * ldx + c]));
                         sw += fabs((double)row[c]);
                     }
-                    coded += sw * am / (127.0 * 256.0);
+                    coded += sw * am / (2.0 * 2047.0);
                 }
                 float a = y[(size_t)t * ldy + r], b = yr[(size_t)t * ldy + r];
                 if (!(fabs((double)a - b) <= 2e-6 * mag + coded + 1e-30)) {
@@ -181,6 +181,42 @@ typedef struct { mx_wfmt fmt; int bits, group, rows, cols; mx_dtype sdt; } spec;
 
 /* The VBMI build of the one-token E2M1 kernel gives the other's bits (E8M0
  * and E4M3 scales, both streams of a pair and the blocks left alone). */
+/* The int8 path's integer sums at their extremes: 8-bit codes of 255 or 0
+ * in groups of 128 against x at +-max (b' = 4095 or 1) give the many-token
+ * kernel's largest int32 sums; it must give the one-token kernel's bits
+ * and stay within the coding bound of the reference. */
+static void extreme_tests(mx_pool *pool) {
+    if (mx_cpu()->level < MX_CPU_AVX512 || !mx_cpu()->avx512_vnni) { printf("# no AVX-512 VNNI: int8 extremes skipped\n"); return; }
+    enum { R = 32, C = 512, N = 3 };
+    for (int v = 0; v < 4; v++) {
+        tw t = make_tw(MX_W_AFFINE, 8, 128, R, C, MX_DT_BF16, 500u + (unsigned)v);
+        memset((void *)t.w.data, v == 3 ? 0 : 0xFF, (size_t)R * C);
+        float *x = malloc(sizeof(float) * N * C), *y1 = malloc(sizeof(float) * N * R), *yn = malloc(sizeof(float) * N * R),
+              *yr = malloc(sizeof(float) * N * R), *row = malloc(sizeof(float) * C);
+        for (int i = 0; i < N * C; i++) x[i] = v == 0 ? 1.5f : v == 1 ? -1.5f : (i / 2) % 2 ? 1.5f : -1.5f;
+        for (int i = 0; i < N; i++) mx_matmul(&t.w, x + (size_t)i * C, 1, C, y1 + (size_t)i * R, R, pool);
+        unsigned long c0 = mx_qmatmul_int8_calls();
+        mx_matmul(&t.w, x, N, C, yn, R, pool);
+        bool int8 = mx_qmatmul_int8_calls() != c0;
+        mx_matmul_ref(&t.w, x, N, C, yr, R);
+        double worst = 0;
+        for (int r = 0; r < R; r++) {
+            mx_weight_row(&t.w, r, row);
+            double sw = 0;
+            for (int k = 0; k < C; k++) sw += fabs((double)row[k]);
+            for (int i = 0; i < N; i++) /* |x| = 1.5 everywhere: one bound per row */
+                worst = fmax(worst, fabs((double)yn[i * R + r] - yr[i * R + r]) / (2e-6 * sw * 1.5 + sw * 1.5 / (2.0 * 2047.0)));
+        }
+        char name[64];
+        snprintf(name, sizeof name, "int8_extremes_%s", (const char *[]){"plus", "minus", "alternating", "zero_codes"}[v]);
+        CHECK(name, int8 && !memcmp(y1, yn, sizeof(float) * N * R) && worst <= 1, "%s, worst %.3g of the bound",
+              !int8 ? "int8 path not taken" : memcmp(y1, yn, sizeof(float) * N * R) ? "one token and three differ" : "off", worst);
+        free(x); free(y1); free(yn); free(yr); free(row);
+        free(t.buf);
+        mxq_ril_free(t.w.ril);
+    }
+}
+
 static void vbmi_tests(mx_pool *pool) {
     if (!mx_cpu()->avx512_vbmi || !mx_cpu()->avx512_vnni) { printf("# no AVX-512 VBMI here: its E2M1 kernel untested\n"); return; }
     static const spec sp[] = {{MX_W_MXFP4, 4, 32, 53, 448, MX_DT_U8}, {MX_W_MXFP4, 4, 32, 1000, 1024, MX_DT_U8},
@@ -491,6 +527,7 @@ int main(void) {
     bind_tests();
     fixture_tests(pool); /* at the best level */
     vbmi_tests(pool);
+    extreme_tests(pool);
     kernel_tests(pool);  /* walks the levels down to portable */
     fixture_tests(pool); /* portable */
     mx_pool_free(pool);

@@ -5,7 +5,9 @@
  * bf16 float matmul of the same size is measured first as the baseline of
  * what this machine streams right now. One thread uses thread CPU time
  * (the shared machines are noisy), more threads wall time. QB_COLS sets the
- * columns (default 4096), QB_IT the prefill repetitions (best of; 3). */
+ * columns (default 4096), QB_IT the prefill repetitions (best of; 3),
+ * QB_ROWS the prefill rows (default 4096; a few hundred with QB_IT=100
+ * give the in-cache rate), QB_ONLY a substring of the formats to run. */
 #define _GNU_SOURCE
 #include "test.h"
 #include "base/base.h"
@@ -78,8 +80,11 @@ int main(int argc, char **argv) {
         else printf("%-14s prefill %s, %d thread(s), n=%d: %6.1f GFLOP/s\n", "bf16 (float)", mx_cpu_name(mx_cpu()->level), threads, n, 2.0 * n * w.rows * cols / t / 1e9);
         free(p); free(x); free(y);
     }
+    int prow = getenv("QB_ROWS") ? atoi(getenv("QB_ROWS")) : 4096;
+    if (prow < 16 || prow > (1 << 16)) prow = 4096;
     for (size_t i = 0; i < MX_ARRAY_LEN(fs); i++) {
-        int rows = !bench ? 96 : n == 1 ? (fs[i].b <= 4 ? 49152 : 24576) : 4096;
+        if (bench && getenv("QB_ONLY") && !strstr(fs[i].nm, getenv("QB_ONLY"))) continue;
+        int rows = !bench ? 96 : n == 1 ? (fs[i].b <= 4 ? 49152 : 24576) : prow;
         int nn = bench ? n : 3;
         uint8_t *buf;
         mx_weight w = mk(fs[i].f, fs[i].b, fs[i].g, rows, bench ? cols : 512, &buf);
