@@ -127,8 +127,9 @@ static bool prep_int8(qjob *j, const float *x, int ldx, mx_pool *pool) {
         tl_qcap = tl_q ? qn : 0;
     }
     float *xd = scratch(0, (size_t)n * ng), *xs = scratch(1, (size_t)n * ng);
-    int32_t *xk = n > 1 && !fp8 ? (int32_t *)(void *)scratch(2, (size_t)n * ng) : NULL;
-    if (!tl_q || !xd || !xs || (n > 1 && !fp8 && !xk) || !mxq_vnni_ready(w, pool)) return false;
+    bool wg = n >= MXQ_WG_MIN && !fp8;
+    int32_t *xk = wg ? (int32_t *)(void *)scratch(2, (size_t)n * ng) : NULL;
+    if (!tl_q || !xd || !xs || (wg && !xk) || !mxq_vnni_ready(w, pool)) return false;
     bool e2m1 = w->fmt == MX_W_MXFP4 || w->fmt == MX_W_NVFP4;
     if (fp8) mx_bf16_split(x, n, ldx, w->cols, (uint16_t *)(void *)tl_q);
     else

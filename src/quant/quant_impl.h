@@ -139,7 +139,7 @@ typedef struct {
     const float *xs;
     const int8_t *xq; /* int8 path: coded x per token (MXQ_LDQ; mxq_vnni_prep) */
     const float *xd;  /* int8 path: activation scale per group, [n][ngroups] */
-    const int32_t *xk; /* int8 path, n > 1: per token and group, the pairs' sum (mxq_vnni_prep) */
+    const int32_t *xk; /* int8 path, n >= MXQ_WG_MIN: per token and group, the pairs' sum (mxq_vnni_prep) */
     int n;
     float *y;
     int ldy;
@@ -148,13 +148,20 @@ typedef struct {
 } mxq_ctx;
 typedef void (*mxq_fn)(const mxq_ctx *c, int r0, int r1);
 /* Where the int8 path's prepared activations lie: token t's codes at
- * xq + t * MXQ_LDQ(cols), one token: q1 there and q2 MXQ_Q2(cols) bytes
- * after them; several: 2 * cols bytes of 16-bit codes (mxq_vnni_prep; for
+ * xq + t * MXQ_LDQ(cols), under MXQ_WG_MIN tokens: q1 there and q2
+ * MXQ_Q2(cols) bytes after them; more: 2 * cols bytes of 16-bit codes
+ * (mxq_vnni_prep; for
  * E4M3 weights: bf16 hi and lo words as mx_bf16_split writes them),
  * padded as kernels.h's mx_pad_* say (unpadded, the 6-token prefill tile's
  * 12 code rows thrashed one L1 set: 4096 x 8192 x 192 tokens, 1 thread,
  * 67-125 GFLOP/s, 162-182 padded). cols is a multiple of 64 here. */
 #define MXQ_Q2(cols) mx_pad_q2((size_t)(cols))
+/* From this many tokens the int8 path takes Winograd's pairing
+ * (qvnni_avx512.c), whose per-block expansion costs about as much as 8-16
+ * tokens: below it the codes are read as they are (test_quant_bench, one
+ * thread, 2048 x 4096: n = 2 59-64 against 157-193 GFLOP/s, n = 16 even at
+ * 4-bit and behind at 8-bit, n = 32 ahead at both). */
+#define MXQ_WG_MIN 24
 #define MXQ_LDQ(cols) mx_pad_ld((size_t)(cols))
 void mxq_mm_portable(const mxq_ctx *c, int r0, int r1);
 void mxq_mm_avx2(const mxq_ctx *c, int r0, int r1);
@@ -190,9 +197,9 @@ void mxq_vnni_dec2(const mxq_ctx *c, int a0, int a1, int b0, int b1);
 void mxq_ril_row(const mx_weight *w, int r, float *out); /* w->ril set */
 /* One token's activations (cols a multiple of G, G of 16): per group of G
  * the 12-bit codes b = round(x * 2047 / max|x|), *xd = max|x| / 2047 and
- * *xs = *xd * sum(b). xk NULL (the one-token kernels): q1 = b >> 4 in
- * xq[0, cols) and q2 = b & 15 at xq + MXQ_Q2(cols), so b = 16 q1 + q2. Else
- * (the many-token kernel): b' = b + 2048 as 16-bit words, per 4 columns
+ * *xs = *xd * sum(b). xk NULL (fewer than MXQ_WG_MIN tokens): q1 = b >> 4
+ * in xq[0, cols) and q2 = b & 15 at xq + MXQ_Q2(cols), so b = 16 q1 + q2.
+ * Else (Winograd's pairing): b' = b + 2048 as 16-bit words, per 4 columns
  * b'1 b'3 b'0 b'2, and *xk = b'0 b'1 + b'2 b'3 + ... over the group. */
 void mxq_vnni_prep(const float *x, int cols, int G, int8_t *xq, float *xd, float *xs, int32_t *xk);
 /* The x permutation (0, 8 or 16) the kernel of `level` wants for w. */

@@ -422,7 +422,7 @@ static inline __attribute__((always_inline)) __m512i subb(__m512i u, const void 
  * (c0, c2) and Cv = (c1, c3) in each row's lane; -kr and the scales first. */
 static inline __attribute__((always_inline)) void wg_expand(const mx_weight *w, const ril *p, int blk, int g0, int gn, uint8_t *E, const int bits,
                                                               const bool e2m1) {
-    const int per = bits == 4 ? 2 : 1, G = w->group;
+    const int G = w->group;
     const uint8_t *cb = p->base + (size_t)blk * p->blk;
     const __m512i lo = _mm512_set1_epi32(0x00FF00FF), beta = _mm512_set1_epi16(2048);
     for (int g = g0; g < g0 + gn; g++) {
@@ -431,17 +431,21 @@ static inline __attribute__((always_inline)) void wg_expand(const mx_weight *w, 
         /* sum(c0 c1) and sum(c) (16-bit: < 2^15 for G <= 128), alternate
          * units apart (latency) */
         __m512i kp[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()}, ks[2] = {kp[0], kp[1]};
-        for (int u = 0; u < G / 4; u += per) {
+        for (int u = 0; u < G / 4; u += 2) { /* G / 4 is even; constant indices keep the sums in registers */
             __m512i cu[2];
             if (bits == 4) codes(gl + (size_t)(u / 2) * 64, true, e2m1, &cu[0], &cu[1]);
-            else if (bits == 8) cu[0] = _mm512_load_si512((const void *)(gl + (size_t)u * 64));
-            else cu[0] = plane_codes(gl, G, bits, u);
+            else if (bits == 8) {
+                cu[0] = _mm512_load_si512((const void *)(gl + (size_t)u * 64));
+                cu[1] = _mm512_load_si512((const void *)(gl + (size_t)(u + 1) * 64));
+            } else {
+                cu[0] = plane_codes(gl, G, bits, u);
+                cu[1] = plane_codes(gl, G, bits, u + 1);
+            }
             VQ_NB_UNROLL
-            for (int j = 0; j < per; j++) {
-                int i = (u + j) & 1;
-                __m512i a = _mm512_and_si512(cu[j], lo), b = _mm512_srli_epi16(cu[j], 8);
-                _mm512_store_si512((void *)(e + 192 + (size_t)(u + j) * 128), a);
-                _mm512_store_si512((void *)(e + 256 + (size_t)(u + j) * 128), b);
+            for (int i = 0; i < 2; i++) {
+                __m512i a = _mm512_and_si512(cu[i], lo), b = _mm512_srli_epi16(cu[i], 8);
+                _mm512_store_si512((void *)(e + 192 + (size_t)(u + i) * 128), a);
+                _mm512_store_si512((void *)(e + 256 + (size_t)(u + i) * 128), b);
                 kp[i] = _mm512_dpwssd_epi32(kp[i], a, b);
                 ks[i] = _mm512_add_epi16(ks[i], _mm512_add_epi16(a, b));
             }
@@ -532,10 +536,75 @@ static void wg_tokens(const mxq_ctx *c, const uint8_t *E, int g0, int gn, int bl
     }
 }
 
-/* ---- many tokens, E4M3 weights: one block, VG_NT tokens at a time ---- */
+/* ---- a few tokens (under MXQ_WG_MIN) and E4M3 weights: one block, VG_NT
+ * tokens at a time over it, the codes read as they are ---- */
 #define VG_NT 6
 /* the token loops must unroll for the accumulators to stay in registers */
 #define VG_UNROLL _Pragma("GCC unroll 6")
+
+/* nt tokens over block blk, every code width: each step reads the byte codes
+ * of 4 columns x 16 rows (8-bit: a line; 4-bit: two from a line; bit planes:
+ * plane_codes) and adds them to every token's two sums */
+static inline __attribute__((always_inline)) void gemm_micro(int nt, const mxq_ctx *c, const ril *p, int blk, int t0, const int bits,
+                                                               const bool e2m1) {
+    const mx_weight *w = c->w;
+    const int per = bits == 4 ? 2 : 1; /* 4-column units per fetch */
+    int G = w->group, ng = w->cols / G;
+    const size_t ldq = MXQ_LDQ(w->cols), q2o = MXQ_Q2(w->cols);
+    const int8_t *xq = c->xq + (size_t)t0 * ldq;
+    const uint8_t *cb = p->base + (size_t)blk * p->blk;
+    __m512 f[VG_NT];
+    VG_UNROLL
+    for (int t = 0; t < nt; t++) f[t] = _mm512_setzero_ps();
+    for (int g = 0; g < ng; g++) {
+        __m512i i1[VG_NT], i2[VG_NT];
+        VG_UNROLL
+        for (int t = 0; t < nt; t++) i1[t] = i2[t] = _mm512_setzero_si512();
+        const uint8_t *gl = cb + g_code(p, g);
+        for (int u = 0; u < G / 4; u += per) {
+            __m512i cu[2];
+            if (bits == 4) codes(gl + (size_t)(u / 2) * 64, true, e2m1, &cu[0], &cu[1]);
+            else if (bits == 8) cu[0] = _mm512_load_si512((const void *)(gl + (size_t)u * 64));
+            else cu[0] = plane_codes(gl, G, bits, u);
+            VQ_NB_UNROLL
+            for (int j = 0; j < per; j++) {
+                int k = g * G + 4 * (u + j);
+                VG_UNROLL
+                for (int t = 0; t < nt; t++) {
+                    const int8_t *q = xq + (size_t)t * ldq + k;
+                    i1[t] = dpb4(i1[t], cu[j], q);
+                    i2[t] = dpb4(i2[t], cu[j], q + q2o);
+                }
+            }
+        }
+        __m512 s, bb;
+        sb16(w, p, cb, g, &s, &bb);
+        VG_UNROLL
+        for (int t = 0; t < nt; t++) {
+            size_t o = (size_t)(t0 + t) * (size_t)ng + (size_t)g;
+            VQ_GROUP_STEP(f[t], vq_b(i1[t], i2[t]), s, bb, c->xd[o], c->xs[o], e2m1);
+        }
+    }
+    int r = blk * 16, nr = MX_MIN(16, w->rows - r);
+    VG_UNROLL
+    for (int t = 0; t < nt; t++) _mm512_mask_storeu_ps(c->y + (size_t)(t0 + t) * c->ldy + r, (__mmask16)((1u << nr) - 1), f[t]);
+}
+
+/* nt tokens (1..VG_NT): the kernel for the weight's code width */
+#define VG_CASE(NT)                                                                          \
+    case NT:                                                                                 \
+        switch (e2m1 ? 0 : w->bits) {                                                        \
+        case 0: gemm_micro(NT, c, p, blk, t, 4, true); break;                                \
+        case 1: gemm_micro(NT, c, p, blk, t, 1, false); break;                               \
+        case 2: gemm_micro(NT, c, p, blk, t, 2, false); break;                               \
+        case 3: gemm_micro(NT, c, p, blk, t, 3, false); break;                               \
+        case 4: gemm_micro(NT, c, p, blk, t, 4, false); break;                               \
+        case 5: gemm_micro(NT, c, p, blk, t, 5, false); break;                               \
+        case 6: gemm_micro(NT, c, p, blk, t, 6, false); break;                               \
+        default: gemm_micro(NT, c, p, blk, t, 8, false); break;                              \
+        }                                                                                    \
+        break;
+
 
 /* ---- mxfp8: vdpbf16ps on exact bf16 weights ----
  * x is split into bf16 hi = bf16(x) and lo = bf16(x - hi) (~16 significant
@@ -691,6 +760,21 @@ static void gemm_fp8_tokens(const mxq_ctx *c, const ril *p, int blk, int t, int 
     }
 }
 
+static void gemm_tokens(const mxq_ctx *c, const ril *p, int blk, int t, int nt) {
+    const mx_weight *w = c->w;
+    if (mxq_is_e4m3(w)) { gemm_fp8_tokens(c, p, blk, t, nt); return; }
+    bool e2m1 = is_e2m1(w);
+    switch (nt) {
+        VG_CASE(6)
+        VG_CASE(5)
+        VG_CASE(4)
+        VG_CASE(3)
+        VG_CASE(2)
+        default:
+        VG_CASE(1)
+    }
+}
+
 /* Rows [r0, r1) (r0 a multiple of 16) for every token of c. */
 static void vnni_mm(const mxq_ctx *c, const ril *p, int r0, int r1) {
     int b0 = r0 / 16, b1 = (r1 + 15) / 16;
@@ -700,10 +784,10 @@ static void vnni_mm(const mxq_ctx *c, const ril *p, int r0, int r1) {
         return;
     }
     const mx_weight *w = c->w;
-    if (mxq_is_e4m3(w)) { /* tokens in chunks whose codes stay in L2, the task's blocks re-read for each */
+    if (!c->xk) { /* tokens in chunks whose codes stay in L2, the task's blocks re-read for each */
         for (int t0 = 0; t0 < c->n; t0 += 96)
             for (int b = b0; b < b1; b++)
-                for (int t = t0; t < MX_MIN(c->n, t0 + 96); t += VG_NT) gemm_fp8_tokens(c, p, b, t, MX_MIN(VG_NT, MX_MIN(c->n, t0 + 96) - t));
+                for (int t = t0; t < MX_MIN(c->n, t0 + 96); t += VG_NT) gemm_tokens(c, p, b, t, MX_MIN(VG_NT, MX_MIN(c->n, t0 + 96) - t));
         return;
     }
     /* per chunk of tokens and of columns, each block expanded once for all
