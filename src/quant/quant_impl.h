@@ -150,9 +150,8 @@ typedef void (*mxq_fn)(const mxq_ctx *c, int r0, int r1);
 /* Where the int8 path's prepared activations lie: token t's codes at
  * xq + t * MXQ_LDQ(cols), under MXQ_WG_MIN tokens: q1 there and q2
  * MXQ_Q2(cols) bytes after them; more: 2 * cols bytes of 16-bit codes
- * (mxq_vnni_prep; for
- * E4M3 weights: bf16 hi and lo words as mx_bf16_split writes them),
- * padded as kernels.h's mx_pad_* say (unpadded, the 6-token prefill tile's
+ * (mxq_vnni_prep). E4M3 weights: bf16 hi and lo words as mx_bf16_split
+ * writes them. Padded as kernels.h's mx_pad_* say (unpadded, the 6-token prefill tile's
  * 12 code rows thrashed one L1 set: 4096 x 8192 x 192 tokens, 1 thread,
  * 67-125 GFLOP/s, 162-182 padded). cols is a multiple of 64 here. */
 #define MXQ_Q2(cols) mx_pad_q2((size_t)(cols))
@@ -195,7 +194,7 @@ void mxq_dec_e2m1_vbmi(const mxq_ctx *c, const mxq_ril *p, int a0, int a1, int c
  * a last partial block) read together as two streams. */
 void mxq_vnni_dec2(const mxq_ctx *c, int a0, int a1, int b0, int b1);
 void mxq_ril_row(const mx_weight *w, int r, float *out); /* w->ril set */
-/* One token's activations (cols a multiple of G, G of 16): per group of G
+/* One token's activations (cols a multiple of G, G a multiple of 16): per group of G
  * the 12-bit codes b = round(x * 2047 / max|x|), *xd = max|x| / 2047 and
  * *xs = *xd * sum(b). xk NULL (fewer than MXQ_WG_MIN tokens): q1 = b >> 4
  * in xq[0, cols) and q2 = b & 15 at xq + MXQ_Q2(cols), so b = 16 q1 + q2.

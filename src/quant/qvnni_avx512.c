@@ -384,8 +384,9 @@ static void dec_range(const mxq_ctx *c, const ril *p, int a0, int a1, int c0, in
  * 4 columns x 16 rows x token that is one vpdpwssd (two products per 32-bit
  * lane) and two vpaddd, where b as two int8 codes takes two vpdpbusd: on
  * Zen 4 (zmm) vpdpwssd and vpdpbusd issue 1 per cycle, vpaddd 2, and the
- * three together take 1.5 cycles (in cache, 4096 x 4096 x 96 tokens, 1
- * thread: 4-bit 159 -> 210 GFLOP/s, 8-bit 180 -> 207, mxfp4 159 -> 192). The integer
+ * three together take 1.5 cycles (2048 x 4096 x 96 tokens, weights in L3,
+ * 1 thread: 4-bit ~150 -> ~210 GFLOP/s, 8-bit ~174 -> ~205, mxfp4 ~150 ->
+ * ~198; the per-group float step and the expansion take ~12 % each). The integer
  * sum is exact, the one the one-token kernels get from b = 16 q1 + q2, and
  * the float step is theirs: a token's result does not depend on its batch.
  * c + b' < 2^13 keeps the 16-bit sums exact and the products' int32 sums in
