@@ -398,7 +398,7 @@ static void dec_range(const mxq_ctx *c, const ril *p, int a0, int a1, int c0, in
  * while the task's blocks pass (256: 3-5 % slower) */
 #define WG_TC 96
 #define WG_GS(G) (192 + 32 * (size_t)(G)) /* bytes per expanded group: -kr, s, b, then (Cu, Cv) per 4 columns */
-#define WG_BUF (WG_COLS / 16 * WG_GS(16)) /* the largest chunk: G = 16 */
+#define WG_BUF (WG_COLS / 16 * WG_GS(16)) /* the largest chunk: G = 16, the int8 path's smallest group */
 static _Thread_local uint8_t wg_buf[WG_BUF] __attribute__((aligned(64)));
 
 /* acc + the dword pairs of u and v (vpdpwssd), u + the 4 bytes at p
@@ -606,10 +606,9 @@ static inline __attribute__((always_inline)) void gemm_micro(int nt, const mxq_c
         }                                                                                    \
         break;
 
-
 /* ---- mxfp8: vdpbf16ps on exact bf16 weights ----
  * x is split into bf16 hi = bf16(x) and lo = bf16(x - hi) (~16 significant
- * bits, as the int8 path's two codes), each product pair is exact in f32.
+ * bits), each product pair is exact in f32.
  * A 64-byte line (16 rows x 4 columns of E4M3) becomes two vectors of bf16
  * words, rows 0-7 and 8-15, a 32-bit lane holding columns (0, 1) or (2, 3)
  * of a row; one broadcast of x's 4 bf16 values then feeds both kinds of lane,
@@ -866,7 +865,7 @@ void mxq_ril_row(const mx_weight *w, int r, float *out) {
 /* (see quant_impl.h) The codes' width: the many-token kernel's 16-bit sums
  * (c + b') stay below 2^13 and a group's int32 sum of their products cannot
  * overflow (G <= 128); 12 bits keep the fixtures' logits within 0.3 of the
- * 2e-2 rule (0.15-0.3; 16 bits gave 0.01, one int8 code 1.8-4x over it). */
+ * 2e-2 rule (0.09-0.3; 16 bits gave 0.01, one int8 code 1.8-4x over it). */
 void mxq_vnni_prep(const float *x, int cols, int G, int8_t *xq, float *xd, float *xs, int32_t *xk) {
     const __m512i lim = _mm512_set1_epi32(2047);
     /* b'1 b'3 b'0 b'2 of each 4 columns, from 16 columns' words */
