@@ -473,68 +473,71 @@ static void wg_expand_any(const mx_weight *w, const ril *p, int blk, int g0, int
     }
 }
 
-/* nt tokens from t0 over the expanded groups [g0, g0 + gn) of block blk;
- * the float sums carry over chunks in y (the same steps in the same order) */
+/* nt (1..WG_NT) tokens from t0 over the expanded groups [g0, g0 + gn) of
+ * block blk; the float sums carry over chunks in y (the same steps in the
+ * same order). A pass always runs WG_NT tokens, the missing ones as copies
+ * of the last (results dropped): one kernel per group form instead of one
+ * per count, whose 32 unrolled copies took clang's sanitizer build of this
+ * file from 3 to 13 minutes. */
 static inline __attribute__((always_inline)) void wg_micro(int nt, const mxq_ctx *c, const uint8_t *E, int g0, int gn, int blk, int t0,
                                                              const bool e2m1, const int GC) {
     const mx_weight *w = c->w;
     const int G = GC ? GC : w->group, ng = w->cols / G;
     const size_t ldq = MXQ_LDQ(w->cols);
-    const uint8_t *xw = (const uint8_t *)c->xq + (size_t)t0 * ldq;
     const int r = blk * 16;
     const __mmask16 m = (__mmask16)((1u << MX_MIN(16, w->rows - r)) - 1);
+    const uint8_t *xt[WG_NT]; /* token t's codes, its scales at o[t] */
+    size_t o[WG_NT];
     __m512 f[WG_NT];
     WG_UNROLL
-    for (int t = 0; t < nt; t++) f[t] = g0 ? _mm512_maskz_loadu_ps(m, c->y + (size_t)(t0 + t) * c->ldy + r) : _mm512_setzero_ps();
+    for (int t = 0; t < WG_NT; t++) {
+        int tt = t0 + MX_MIN(t, nt - 1);
+        xt[t] = (const uint8_t *)c->xq + (size_t)tt * ldq;
+        o[t] = (size_t)tt * (size_t)ng;
+        f[t] = g0 ? _mm512_maskz_loadu_ps(m, c->y + (size_t)tt * c->ldy + r) : _mm512_setzero_ps();
+    }
     for (int g = g0; g < g0 + gn; g++) {
-        const uint8_t *e = E + (size_t)(g - g0) * WG_GS(G), *xg = xw + (size_t)g * G * 2;
+        const uint8_t *e = E + (size_t)(g - g0) * WG_GS(G);
+        const size_t xo = (size_t)g * G * 2;
         const __m512i nkr = _mm512_load_si512((const void *)e);
         __m512i a[WG_NT];
         WG_UNROLL
-        for (int t = 0; t < nt; t++) a[t] = subb(nkr, c->xk + (size_t)(t0 + t) * ng + g);
-        _Pragma("GCC unroll 32")
-        for (int u = 0; u < G / 4; u++) {
-            const __m512i cu = _mm512_load_si512((const void *)(e + 192 + (size_t)u * 128));
-            const __m512i cv = _mm512_load_si512((const void *)(e + 256 + (size_t)u * 128));
-            WG_UNROLL
-            for (int t = 0; t < nt; t++) {
-                const uint8_t *q = xg + (size_t)t * ldq + (size_t)u * 8;
-                a[t] = dpw(a[t], addb(cu, q), addb(cv, q + 4));
-            }
+        for (int t = 0; t < WG_NT; t++) a[t] = subb(nkr, c->xk + o[t] + g);
+#define WG_UNIT                                                                          \
+    do {                                                                                 \
+        const __m512i cu = _mm512_load_si512((const void *)(e + 192 + (size_t)u * 128)); \
+        const __m512i cv = _mm512_load_si512((const void *)(e + 256 + (size_t)u * 128)); \
+        WG_UNROLL                                                                        \
+        for (int t = 0; t < WG_NT; t++) {                                                \
+            const uint8_t *q = xt[t] + xo + (size_t)u * 8;                               \
+            a[t] = dpw(a[t], addb(cu, q), addb(cv, q + 4));                              \
+        }                                                                                \
+    } while (0)
+        if (GC) {
+            _Pragma("GCC unroll 16")
+            for (int u = 0; u < G / 4; u++) WG_UNIT;
+        } else {
+            _Pragma("GCC unroll 2")
+            for (int u = 0; u < G / 4; u++) WG_UNIT;
         }
+#undef WG_UNIT
         const __m512 s = _mm512_load_ps((const void *)(e + 64)), bb = _mm512_load_ps((const void *)(e + 128));
         WG_UNROLL
-        for (int t = 0; t < nt; t++) {
-            size_t o = (size_t)(t0 + t) * (size_t)ng + (size_t)g;
-            VQ_GROUP_STEP(f[t], a[t], s, bb, c->xd[o], c->xs[o], e2m1);
-        }
+        for (int t = 0; t < WG_NT; t++) VQ_GROUP_STEP(f[t], a[t], s, bb, c->xd[o[t] + g], c->xs[o[t] + g], e2m1);
     }
     WG_UNROLL
-    for (int t = 0; t < nt; t++) _mm512_mask_storeu_ps(c->y + (size_t)(t0 + t) * c->ldy + r, m, f[t]);
+    for (int t = 0; t < WG_NT; t++)
+        if (t < nt) _mm512_mask_storeu_ps(c->y + (size_t)(t0 + t) * c->ldy + r, m, f[t]);
 }
 
 /* the usual group sizes as constants (the column loop unrolls) */
-#define WG_CASE(NT)                                                                                  \
-    case NT:                                                                                         \
-        if (e2m1 && G == 32) wg_micro(NT, c, E, g0, gn, blk, t0, true, 32);                          \
-        else if (e2m1) wg_micro(NT, c, E, g0, gn, blk, t0, true, 0);                                 \
-        else if (G == 64) wg_micro(NT, c, E, g0, gn, blk, t0, false, 64);                            \
-        else wg_micro(NT, c, E, g0, gn, blk, t0, false, 0);                                          \
-        break;
 static void wg_tokens(const mxq_ctx *c, const uint8_t *E, int g0, int gn, int blk, int t0, int nt) {
     bool e2m1 = is_e2m1(c->w);
     int G = c->w->group;
-    switch (nt) {
-        WG_CASE(8)
-        WG_CASE(7)
-        WG_CASE(6)
-        WG_CASE(5)
-        WG_CASE(4)
-        WG_CASE(3)
-        WG_CASE(2)
-        default:
-        WG_CASE(1)
-    }
+    if (e2m1 && G == 32) wg_micro(nt, c, E, g0, gn, blk, t0, true, 32);
+    else if (e2m1) wg_micro(nt, c, E, g0, gn, blk, t0, true, 0);
+    else if (G == 64) wg_micro(nt, c, E, g0, gn, blk, t0, false, 64);
+    else wg_micro(nt, c, E, g0, gn, blk, t0, false, 0);
 }
 
 /* ---- a few tokens (under MXQ_WG_MIN) and E4M3 weights: one block, VG_NT
