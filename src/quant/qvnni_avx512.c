@@ -460,18 +460,22 @@ static inline __attribute__((always_inline)) void wg_expand(const mx_weight *w, 
     }
 }
 
-static void wg_expand_any(const mx_weight *w, const ril *p, int blk, int g0, int gn, uint8_t *E) {
-    switch (is_e2m1(w) ? 0 : w->bits) {
-    case 0: wg_expand(w, p, blk, g0, gn, E, 4, true); break;
-    case 1: wg_expand(w, p, blk, g0, gn, E, 1, false); break;
-    case 2: wg_expand(w, p, blk, g0, gn, E, 2, false); break;
-    case 3: wg_expand(w, p, blk, g0, gn, E, 3, false); break;
-    case 4: wg_expand(w, p, blk, g0, gn, E, 4, false); break;
-    case 5: wg_expand(w, p, blk, g0, gn, E, 5, false); break;
-    case 6: wg_expand(w, p, blk, g0, gn, E, 6, false); break;
-    default: wg_expand(w, p, blk, g0, gn, E, 8, false); break;
+/* F(bits, e2m1, ...) for w's code form, the two constants a kernel takes
+ * (E2M1 codes unpack as 4-bit ones) */
+#define VQ_CODE_FORMS(w, F, ...)                      \
+    switch (is_e2m1(w) ? 0 : (w)->bits) {             \
+    case 0: F(4, true, __VA_ARGS__); break;           \
+    case 1: F(1, false, __VA_ARGS__); break;          \
+    case 2: F(2, false, __VA_ARGS__); break;          \
+    case 3: F(3, false, __VA_ARGS__); break;          \
+    case 4: F(4, false, __VA_ARGS__); break;          \
+    case 5: F(5, false, __VA_ARGS__); break;          \
+    case 6: F(6, false, __VA_ARGS__); break;          \
+    default: F(8, false, __VA_ARGS__); break;         \
     }
-}
+
+#define WG_EXPAND(BITS, E2M1, _) wg_expand(w, p, blk, g0, gn, E, BITS, E2M1)
+static void wg_expand_any(const mx_weight *w, const ril *p, int blk, int g0, int gn, uint8_t *E) { VQ_CODE_FORMS(w, WG_EXPAND, 0) }
 
 /* nt (1..WG_NT) tokens from t0 over the expanded groups [g0, g0 + gn) of
  * block blk; the float sums carry over chunks in y (the same steps in the
@@ -595,18 +599,10 @@ static inline __attribute__((always_inline)) void gemm_micro(int nt, const mxq_c
 }
 
 /* nt tokens (1..VG_NT): the kernel for the weight's code width */
-#define VG_CASE(NT)                                                                          \
-    case NT:                                                                                 \
-        switch (e2m1 ? 0 : w->bits) {                                                        \
-        case 0: gemm_micro(NT, c, p, blk, t, 4, true); break;                                \
-        case 1: gemm_micro(NT, c, p, blk, t, 1, false); break;                               \
-        case 2: gemm_micro(NT, c, p, blk, t, 2, false); break;                               \
-        case 3: gemm_micro(NT, c, p, blk, t, 3, false); break;                               \
-        case 4: gemm_micro(NT, c, p, blk, t, 4, false); break;                               \
-        case 5: gemm_micro(NT, c, p, blk, t, 5, false); break;                               \
-        case 6: gemm_micro(NT, c, p, blk, t, 6, false); break;                               \
-        default: gemm_micro(NT, c, p, blk, t, 8, false); break;                              \
-        }                                                                                    \
+#define VG_MICRO(BITS, E2M1, NT) gemm_micro(NT, c, p, blk, t, BITS, E2M1)
+#define VG_CASE(NT)                          \
+    case NT:                                 \
+        VQ_CODE_FORMS(w, VG_MICRO, NT)       \
         break;
 
 /* ---- mxfp8: vdpbf16ps on exact bf16 weights ----
@@ -766,7 +762,6 @@ static void gemm_fp8_tokens(const mxq_ctx *c, const ril *p, int blk, int t, int 
 static void gemm_tokens(const mxq_ctx *c, const ril *p, int blk, int t, int nt) {
     const mx_weight *w = c->w;
     if (mxq_is_e4m3(w)) { gemm_fp8_tokens(c, p, blk, t, nt); return; }
-    bool e2m1 = is_e2m1(w);
     switch (nt) {
         VG_CASE(6)
         VG_CASE(5)
