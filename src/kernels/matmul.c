@@ -61,7 +61,10 @@ static mx_mm_fn pick_float(const mx_weight *w, int n, bool *split) {
     const mx_cpu_info *c = mx_cpu();
     *split = false;
     if (c->level >= MX_CPU_AVX512) {
-        if (mx_mm_bf16_dot_takes(w, n)) return mx_mm_bf16_dot_avx512;
+        if (mx_mm_bf16_dot_takes(w, n)) {
+            *split = true;
+            return mx_mm_bf16_dot_avx512;
+        }
         if (w->fmt == MX_W_BF16 && c->avx512_bf16) {
             *split = true;
             return mx_mm_bf2_avx512;

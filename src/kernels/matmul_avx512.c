@@ -9,7 +9,9 @@
  * -> 0.85-0.91 of the probe in fast phases, prefill even.
  * With MLXCEL_BF16_DOT=1 (opt-in, it rounds the activations to bf16) BF16
  * weights with n >= 24 tokens go through a packed `vdpbf16ps` GEMM instead,
- * one product per pair (about 2.3x the exact path's prefill throughput). */
+ * one product per pair (about 2.3x the exact path's prefill throughput). It
+ * reads the hi words of the bf2 kernels' split x, made once per matmul:
+ * converting x again for every 64-row block took ~20 % of a 1B pp512. */
 #include "matmul_impl.h"
 #define MM_NAME(x) x##_avx512
 #define MM_PT 6
@@ -36,7 +38,7 @@ static int bf16dot_on(void) {
 
 #define BD_KC 512 /* columns per block (256 bf16 pairs) */
 #define BD_RB 64  /* rows packed together (2 panels of 32) */
-#define BD_MC 96  /* tokens per chunk of converted activations (multiple of 12) */
+#define BD_MC 96  /* tokens per chunk: their x rows and y stay in L2 while the panels pass (multiple of 12) */
 
 /* dst[kp*32 + i] = the bf16 pair W[r+i][k0+2kp .. +1] (zero past nr rows / kc). */
 static void bd_pack32(const mx_weight *w, int r, int nr, int k0, int kc, uint32_t *dst) {
@@ -54,23 +56,6 @@ static void bd_pack32(const mx_weight *w, int r, int nr, int k0, int kc, uint32_
             mx_tr16_epi32(v);
             uint32_t *d = dst + (size_t)(k / 2) * 32 + 16 * h;
             for (int j = 0; j < np; j++) _mm512_store_si512((void *)(d + (size_t)j * 32), v[j]);
-        }
-    }
-}
-
-/* xb[t*ld + kp] = bf16 pair of x[t][k0+2kp .. +1], t < nt. */
-static void bd_convx(const float *x, int ldx, int nt, int k0, int kc, uint32_t *xb, int ld) {
-    for (int t = 0; t < nt; t++) {
-        const float *xr = x + (size_t)t * ldx + k0;
-        uint32_t *d = xb + (size_t)t * ld;
-        int k = 0;
-        for (; k + 32 <= kc; k += 32) {
-            __m512bh v = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(xr + k + 16), _mm512_loadu_ps(xr + k));
-            _mm512_storeu_si512((void *)(d + k / 2), (__m512i)v);
-        }
-        for (; k < kc; k += 2) {
-            uint32_t lo = mx_f32_to_bf16(xr[k]), hi = k + 1 < kc ? mx_f32_to_bf16(xr[k + 1]) : 0;
-            d[k / 2] = lo | hi << 16;
         }
     }
 }
@@ -125,25 +110,24 @@ BD_UK(12)
 
 typedef void (*bd_uk_fn)(int, const uint32_t *, const uint32_t *, int, float *, int, int, int);
 
-static void bd_gemm(const mx_weight *w, const float *x, int n, int ldx, float *y, int ldy, int r0, int r1) {
+/* x: the hi words of mx_bf16_split, as bf16 pairs ldx apart */
+static void bd_gemm(const mx_weight *w, const uint32_t *x, int n, int ldx, float *y, int ldy, int r0, int r1) {
     static const bd_uk_fn uk[13] = {0, bd_uk1, bd_uk2, bd_uk3, bd_uk4, bd_uk5, bd_uk6,
                                     bd_uk7, bd_uk8, bd_uk9, bd_uk10, bd_uk11, bd_uk12};
     uint32_t panel[BD_RB / 32][BD_KC / 2 * 32] __attribute__((aligned(64)));
-    uint32_t xb[BD_MC * (BD_KC / 2)] __attribute__((aligned(64)));
     const int K = w->cols;
     for (int rb = r0; rb < r1; rb += BD_RB) {
         int nrb = MX_MIN(BD_RB, r1 - rb), np = (nrb + 31) / 32;
         for (int k0 = 0; k0 < K; k0 += BD_KC) {
-            int kc = MX_MIN(BD_KC, K - k0), npairs = (kc + 1) / 2;
+            int kc = MX_MIN(BD_KC, K - k0), npairs = kc / 2;
             for (int p = 0; p < np; p++) bd_pack32(w, rb + 32 * p, MX_MIN(32, nrb - 32 * p), k0, kc, panel[p]);
             for (int t0 = 0; t0 < n; t0 += BD_MC) {
                 int tn = MX_MIN(BD_MC, n - t0);
-                bd_convx(x + (size_t)t0 * ldx, ldx, tn, k0, kc, xb, npairs);
                 for (int p = 0; p < np; p++) {
                     int nv = MX_MIN(32, nrb - 32 * p);
                     for (int t = 0; t < tn; t += 12) {
                         int mr = MX_MIN(12, tn - t);
-                        uk[mr](npairs, panel[p], xb + (size_t)t * npairs, npairs,
+                        uk[mr](npairs, panel[p], x + (size_t)(t0 + t) * ldx + k0 / 2, ldx,
                                y + (size_t)(t0 + t) * ldy + rb + 32 * p, ldy, k0 == 0, nv);
                     }
                 }
@@ -163,10 +147,10 @@ void mx_bf16_split_avx512(const float *x, int n, int ldx, int K, uint16_t *xb) {
 }
 
 /* below ~24 tokens the exact dot form is as fast (packing dominates) */
-bool mx_mm_bf16_dot_takes(const mx_weight *w, int n) { return w->fmt == MX_W_BF16 && n >= 24 && bf16dot_on(); }
+bool mx_mm_bf16_dot_takes(const mx_weight *w, int n) { return w->fmt == MX_W_BF16 && w->cols % 2 == 0 && n >= 24 && bf16dot_on(); }
 
 void mx_mm_bf16_dot_avx512(const mx_weight *w, const float *x, int n, int ldx, float *y, int ldy, int r0, int r1) {
-    if (r1 > r0) bd_gemm(w, x, n, ldx, y, ldy, r0, r1);
+    if (r1 > r0) bd_gemm(w, (const uint32_t *)(const void *)x, n, ldx, y, ldy, r0, r1);
 }
 
 void mx_mm_float_avx512(const mx_weight *w, const float *x, int n, int ldx, float *y, int ldy, int r0, int r1) {
