@@ -242,9 +242,11 @@ MM_AI void mm_float(const mx_weight *w, const float *x, int n, int ldx, float *y
  * operations per 16 weights on it). A sum's order, the same for every n: per
  * 32-column chunk the hi pairs, then the lo pairs, lanes reduced by mm_vsum,
  * then the K % 32 tail columns in order (w hi, then w lo). Tiles as above;
- * a token's x vector meets every row of the tile before the next loads. */
+ * a token's x vector meets every row of the tile before the next loads.
+ * H = 1 takes the hi words alone (MLXCEL_BF16_DOT=1: x rounded to bf16,
+ * half the products). */
 MM_AI void mm_bf2_tile(const uint8_t *rows, size_t rb, int K, const uint16_t *xb, size_t ldb, size_t q2, float *y, int ldy, int R,
-                       int T) {
+                       int T, const int H) {
     const uint8_t *p[8];
     __m512 acc[8][MM_PT];
 #pragma GCC unroll 8
@@ -266,7 +268,7 @@ MM_AI void mm_bf2_tile(const uint8_t *rows, size_t rb, int K, const uint16_t *xb
             wv[i] = (__m512bh)_mm512_loadu_si512((const void *)(p[i] + (size_t)c * 2));
         }
 #pragma GCC unroll 2
-        for (int h = 0; h < 2; h++)
+        for (int h = 0; h < H; h++)
 #pragma GCC unroll 6
             for (int t = 0; t < T; t++) {
                 __m512bh xv = (__m512bh)_mm512_loadu_si512((const void *)(xb + (size_t)t * ldb + (size_t)h * q2 + (size_t)c));
@@ -277,23 +279,27 @@ MM_AI void mm_bf2_tile(const uint8_t *rows, size_t rb, int K, const uint16_t *xb
     MM_STORE(y, {
         float wf = mm_ld1(MX_W_BF16, p[i] + (size_t)cc * 2);
         s += wf * mx_bf16_to_f32(xb[(size_t)t * ldb + (size_t)cc]);
-        s += wf * mx_bf16_to_f32(xb[(size_t)t * ldb + q2 + (size_t)cc]);
+        if (H == 2) s += wf * mx_bf16_to_f32(xb[(size_t)t * ldb + q2 + (size_t)cc]);
     });
 }
 
-#define MM_BF2_TILE(R, T)                                                                                            \
-    static __attribute__((noinline)) void MM_NAME(b2_##R##x##T)(const uint8_t *rows, size_t rb, int K, const uint16_t *xb, \
-                                                                 size_t ldb, size_t q2, float *y, int ldy) {       \
-        mm_bf2_tile(rows, rb, K, xb, ldb, q2, y, ldy, R, T);                                                      \
+#define MM_BF2_TILE(H, R, T)                                                                                          \
+    static __attribute__((noinline)) void MM_NAME(b##H##_##R##x##T)(const uint8_t *rows, size_t rb, int K, const uint16_t *xb, \
+                                                                     size_t ldb, size_t q2, float *y, int ldy) {   \
+        mm_bf2_tile(rows, rb, K, xb, ldb, q2, y, ldy, R, T, H);                                                   \
     }
-MM_BF2_TILE(4, 6)
-MM_BF2_TILE(8, 1)
-MM_BF2_TILE(4, 3)
-MM_BF2_TILE(4, 2)
-MM_BF2_TILE(4, 1)
-MM_BF2_TILE(1, 3)
-MM_BF2_TILE(1, 2)
-MM_BF2_TILE(1, 1)
+#define MM_BF2_TILES(H)    \
+    MM_BF2_TILE(H, 4, 6)   \
+    MM_BF2_TILE(H, 8, 1)   \
+    MM_BF2_TILE(H, 4, 3)   \
+    MM_BF2_TILE(H, 4, 2)   \
+    MM_BF2_TILE(H, 4, 1)   \
+    MM_BF2_TILE(H, 1, 3)   \
+    MM_BF2_TILE(H, 1, 2)   \
+    MM_BF2_TILE(H, 1, 1)
+MM_BF2_TILES(2)
+MM_BF2_TILES(1)
+#undef MM_BF2_TILES
 #undef MM_BF2_TILE
 
 /* x's n rows (ldx apart) as bf16 hi at xb + t * ldb and lo q2 words after */
@@ -316,15 +322,21 @@ MM_AI void mm_bf16_split(const float *x, int n, int ldx, int K, uint16_t *xb, si
     }
 }
 
-/* Rows [r0, r1) x n tokens of BF16 w against x prepared by mm_bf16_split. */
-MM_AI void mm_bf2(const mx_weight *w, const uint16_t *xb, size_t ldb, size_t q2, int n, float *y, int ldy, int r0, int r1) {
+/* Rows [r0, r1) x n tokens of BF16 w against x prepared by mm_bf16_split,
+ * hi + lo (H = 2) or hi alone (H = 1). */
+MM_AI void mm_bf2(const mx_weight *w, const uint16_t *xb, size_t ldb, size_t q2, int n, float *y, int ldy, int r0, int r1, const int H) {
     if (r1 <= r0 || n <= 0) return;
     const int K = w->cols;
     const size_t wb = w->row_bytes;
 #define MM_ROW(r) (w->data + (size_t)(r) * wb)
-#define MM_B2(R_, T_, r_, t_) MM_NAME(b2_##R_##x##T_)(MM_ROW(r_), wb, K, xb + (size_t)(t_) * ldb, ldb, q2, y + (size_t)(t_) * ldy + (r_), ldy)
-    MM_WALK(MM_B2);
+#define MM_B(H_, R_, T_, r_, t_) MM_NAME(b##H_##_##R_##x##T_)(MM_ROW(r_), wb, K, xb + (size_t)(t_) * ldb, ldb, q2, y + (size_t)(t_) * ldy + (r_), ldy)
+#define MM_B2(R_, T_, r_, t_) MM_B(2, R_, T_, r_, t_)
+#define MM_B1(R_, T_, r_, t_) MM_B(1, R_, T_, r_, t_)
+    if (H == 2) MM_WALK(MM_B2);
+    else MM_WALK(MM_B1);
+#undef MM_B1
 #undef MM_B2
+#undef MM_B
 #undef MM_ROW
 }
 #endif
