@@ -135,7 +135,10 @@ int cmd_bench(int argc, char **argv) {
     /* which activation path the matmuls took (BENCHMARKS.md says it per format) */
     unsigned long n_bf16 = mx_qmatmul_bf16_calls(), n_int8 = mx_qmatmul_int8_calls() - n_bf16;
     n_bf16 += mx_matmul_bf2_calls();
-    const char *act = n_int8 && n_bf16 ? "int12 (VNNI) and bf16x2 (vdpbf16ps)" : n_int8 ? "int12 (VNNI)" : n_bf16 ? "bf16x2 (vdpbf16ps)" : "f32";
+    char act[128];
+    snprintf(act, sizeof act, "%s%s%s%s%s", n_int8 ? "int12 (VNNI)" : "", n_int8 && n_bf16 ? " and " : "", n_bf16 ? "bf16x2 (vdpbf16ps)" : "",
+             (n_int8 || n_bf16) && mx_matmul_bf16dot_calls() ? " and " : "", mx_matmul_bf16dot_calls() ? "bf16 (MLXCEL_BF16_DOT)" : "");
+    if (!act[0]) snprintf(act, sizeof act, "f32");
     double eff_lo = n_eff ? seg_eff[0] : 0, eff_hi = n_eff ? seg_eff[n_eff - 1] : 0;
     if (json) { /* jansson: the model path may hold any character */
         json_t *o = json_pack("{s:s,s:s,s:i,s:i,s:i,s:i,s:f,s:f,s:f,s:f,s:I,s:f,s:f,s:[f,f],s:[f,f],s:I,s:I,s:f,s:f,s:f,s:s,s:s}",

@@ -35,6 +35,12 @@ void mx_matmul_multi(int count, const mx_weight *const *w, const float *x, int n
 /* Float matmuls that took x as bf16 hi + lo (BF16 weights on AVX-512 BF16
  * CPUs; counted per weight, for bench and tests). */
 unsigned long mx_matmul_bf2_calls(void);
+/* Opt-in (env MLXCEL_BF16_DOT=1, or this; off by default): BF16 weights
+ * take x rounded to bf16 for 24 tokens or more, one vdpbf16ps per pair
+ * (~2x the prefill rate; the logits move ~1e-2 of their scale, the 2e-2
+ * rule). Counted like the above. */
+void mx_mm_set_bf16_dot(int on);
+unsigned long mx_matmul_bf16dot_calls(void);
 /* Reference implementation (dequantize row, then dot) used by tests. */
 void mx_matmul_ref(const mx_weight *w, const float *x, int n, int ldx, float *y, int ldy);
 

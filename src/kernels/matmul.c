@@ -93,8 +93,9 @@ void mx_bf16_split(const float *x, int n, int ldx, int K, uint16_t *xb) {
 
 /* x split for the bf2 kernels in the calling thread's buffer (grown, never
  * shrunk: no allocation per token); the pool shares long prompts. */
-static _Atomic unsigned long g_bf2_calls;
+static _Atomic unsigned long g_bf2_calls, g_bf16dot_calls;
 unsigned long mx_matmul_bf2_calls(void) { return g_bf2_calls; }
+unsigned long mx_matmul_bf16dot_calls(void) { return g_bf16dot_calls; }
 static _Thread_local uint16_t *tl_xb;
 static _Thread_local size_t tl_xbcap;
 typedef struct { const float *x; int n, ldx, K, per; uint16_t *xb; } split_job;
@@ -126,7 +127,7 @@ static void mm_use_split(mm_job *j, const uint16_t **xb, mx_pool *pool) {
     if (*xb) {
         j->x = (const float *)(const void *)*xb;
         j->ldx = (int)(mx_split_ld(j->w->cols) / 2);
-        atomic_fetch_add_explicit(&g_bf2_calls, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(j->fn == mx_mm_bf16_dot_avx512 ? &g_bf16dot_calls : &g_bf2_calls, 1, memory_order_relaxed);
     } else j->fn = mx_mm_float_avx512;
 }
 

@@ -7,10 +7,8 @@ typedef void (*mx_mm_fn)(const mx_weight *w, const float *x, int n, int ldx, flo
 void mx_mm_float_portable(const mx_weight *w, const float *x, int n, int ldx, float *y, int ldy, int r0, int r1);
 void mx_mm_float_avx2(const mx_weight *w, const float *x, int n, int ldx, float *y, int ldy, int r0, int r1);
 void mx_mm_float_avx512(const mx_weight *w, const float *x, int n, int ldx, float *y, int ldy, int r0, int r1);
-/* Opt-in BF16 dot-product path for BF16 weights (AVX-512 BF16 only; rounds
- * activations to bf16). Defaults to env MLXCEL_BF16_DOT=1; tests set it.
- * It reads the hi words of the split x below (an even K only). */
-void mx_mm_set_bf16_dot(int on);
+/* The opt-in BF16 dot path (mx_mm_set_bf16_dot, AVX-512 BF16 only): the
+ * hi words of the split x below. */
 bool mx_mm_bf16_dot_takes(const mx_weight *w, int n); /* it serves w for n tokens */
 void mx_mm_bf16_dot_avx512(const mx_weight *w, const float *x, int n, int ldx, float *y, int ldy, int r0, int r1);
 /* BF16 weights on AVX-512 BF16 CPUs (mm_simd.h, "bf2", and the dot path

@@ -2,17 +2,22 @@
 /* Parity against the Hugging Face reference fixtures in tests/fixtures/:
  * prompt logits and greedy decode, with whole-prompt prefill and with
  * one-token chunks (the decode path). Tolerance: 1e-4 * max(1, max|ref|),
- * or 2e-2 * max(1, max|ref|) where a matmul quantized the activations to
- * int8 (affine decode on VNNI CPUs; such fixtures also run once with it off
- * and must then meet 1e-4). Greedy ids are exact either way. */
+ * or 2e-2 * max(1, max|ref|) where a matmul quantized the activations
+ * (12-bit codes on VNNI CPUs; such fixtures also run once with them off and
+ * must then meet 1e-4). BF16-weight fixtures run once more with the opt-in
+ * bf16 activations (MLXCEL_BF16_DOT) under the 2e-2 rule. Greedy ids are
+ * exact either way. */
 #include "test.h"
 #include "base/base.h"
 #include "runtime/generate.h"
 #include "runtime/sampler.h"
 #include "fixtures.h"
 #include "quant/quant.h"
+#include "kernels/kernels.h"
 
-static float rule(unsigned long int8_calls_before) { return mx_qmatmul_int8_calls() != int8_calls_before ? 2e-2f : 1e-4f; }
+/* matmuls so far that quantized the activations */
+static unsigned long qcalls(void) { return mx_qmatmul_int8_calls() + mx_matmul_bf16dot_calls(); }
+static float rule(unsigned long qcalls_before) { return qcalls() != qcalls_before ? 2e-2f : 1e-4f; }
 
 static void run_mode(const char *name, mx_engine *e, int chunk, const int32_t *ids, int T, const float *ref_logits,
                      const int32_t *gids, int N, const float *ref_glogits, bool check_prompt) {
@@ -22,7 +27,7 @@ static void run_mode(const char *name, mx_engine *e, int chunk, const int32_t *i
     snprintf(label, sizeof label, "%s/chunk%d", name, chunk);
     if (mx_session_init(&s, e, T + N + 1, chunk, NULL)) { CHECK(label, 0, "session: %s", mx_errmsg()); return; }
     float *lg = malloc(sizeof(float) * (size_t)T * V), *last = malloc(sizeof(float) * V);
-    unsigned long c0 = mx_qmatmul_int8_calls();
+    unsigned long c0 = qcalls();
     if (mx_session_feed(&s, ids, T, lg, last)) { CHECK(label, 0, "prefill: %s", mx_errmsg()); goto out; }
     if (check_prompt) {
         float tol = rule(c0) * fmaxf(1, fx_maxabs(ref_logits, (size_t)T * V));
@@ -65,9 +70,18 @@ static void one(const char *name, const char *dir, const char *task, void *ctx) 
     fx_read_i64(&ref, "input_ids", &ids, &T);
     fx_read_i64(&ref, "greedy_ids", &gids, &N);
     float *logits = fx_read_f32(&ref, "logits", &nl), *gl = fx_read_f32(&ref, "greedy_logits", &ng);
-    unsigned long c0 = mx_qmatmul_int8_calls();
+    unsigned long c0 = mx_qmatmul_int8_calls(), b0 = mx_matmul_bf2_calls();
     run_mode(name, &e, 512, ids, T, logits, gids, N, gl, true);
     run_mode(name, &e, 1, ids, T, logits, gids, N, gl, true);
+    if (mx_matmul_bf2_calls() != b0 && T >= 24) { /* BF16 weights: the opt-in bf16 activations, whole prompt */
+        char nm[256];
+        snprintf(nm, sizeof nm, "%s/bf16dot", name);
+        unsigned long d0 = mx_matmul_bf16dot_calls();
+        mx_mm_set_bf16_dot(1);
+        run_mode(nm, &e, 512, ids, T, logits, gids, N, gl, true);
+        mx_mm_set_bf16_dot(0);
+        CHECK(nm, mx_matmul_bf16dot_calls() != d0, "the prompt's matmuls did not take the bf16 dot path");
+    }
     if (mx_qmatmul_int8_calls() != c0) { /* the f32-activation kernels still meet 1e-4 */
         char nm[256];
         snprintf(nm, sizeof nm, "%s/f32act", name);
