@@ -98,6 +98,8 @@ $(BUILD)/kbench: tools/kbench.c $(BUILD)/libmlxcel.a
 	$(CC) $(CFLAGS) -Isrc -o $@ $< $(BUILD)/libmlxcel.a $(LDLIBS)
 $(BUILD)/qcold: tools/qcold.c $(BUILD)/libmlxcel.a
 	$(CC) $(CFLAGS) -Isrc -o $@ $< $(BUILD)/libmlxcel.a $(LDLIBS)
+$(BUILD)/isa_bounds: tools/isa_bounds.c $(BUILD)/libmlxcel.a
+	$(CC) $(CFLAGS) -Isrc -o $@ $< $(BUILD)/libmlxcel.a $(LDLIBS)
 all: $(BUILD)/mkmodel
 
 # libFuzzer targets (fuzz/fuzz_*.c), built with clang, ASan/UBSan and
