@@ -7,7 +7,8 @@
 # a TLB miss per 4 KiB; a file left in the cache by the write that made it
 # sits in small folios (bf16 decode a quarter slower). TTFT below is then
 # measured with the file in the page cache. EXTRA formats (default: the
-# 6-bit, 3-bit and mxfp8 checkpoints, where present) run mapped only.
+# 6-bit, 3-bit and mxfp8 checkpoints, where present) run mapped only; bf16
+# also runs with MLXCEL_BF16_DOT=1.
 # tools/bench_table.py turns the saved output of runs into BENCHMARKS.md rows.
 cd "$(dirname "$0")/.." || exit 1
 B=build/mlxcel
@@ -21,7 +22,12 @@ done
 for f in bf16 q8 q4 mxfp4; do for mode in "" --no-mmap; do
   echo "# $f ${mode:-mmap} $(date +%T) $(uptime | sed 's/.*load/load/')"
   $B bench -m /tmp/llama1b-$f -p 512 -n 128 -r $REPS -t 2 --json $mode
-done; done
+done
+  if [ $f = bf16 ]; then # the opt-in bf16 activations (prompt only; decode is the same)
+    echo "# $f MLXCEL_BF16_DOT=1 $(date +%T) $(uptime | sed 's/.*load/load/')"
+    MLXCEL_BF16_DOT=1 $B bench -m /tmp/llama1b-$f -p 512 -n 128 -r $REPS -t 2 --json
+  fi
+done
 for f in $EXTRA; do
   [ -d /tmp/llama1b-$f ] || continue
   echo "# $f mmap $(date +%T) $(uptime | sed 's/.*load/load/')"
