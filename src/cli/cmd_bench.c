@@ -135,10 +135,11 @@ int cmd_bench(int argc, char **argv) {
     /* which activation path the matmuls took (BENCHMARKS.md says it per format) */
     unsigned long n_bf16 = mx_qmatmul_bf16_calls(), n_int8 = mx_qmatmul_int8_calls() - n_bf16;
     n_bf16 += mx_matmul_bf2_calls();
-    char act[128];
-    snprintf(act, sizeof act, "%s%s%s%s%s", n_int8 ? "int12 (VNNI)" : "", n_int8 && n_bf16 ? " and " : "", n_bf16 ? "bf16x2 (vdpbf16ps)" : "",
-             (n_int8 || n_bf16) && mx_matmul_bf16dot_calls() ? " and " : "", mx_matmul_bf16dot_calls() ? "bf16 (MLXCEL_BF16_DOT)" : "");
-    if (!act[0]) snprintf(act, sizeof act, "f32");
+    const char *paths[3] = {n_int8 ? "int12 (VNNI)" : NULL, n_bf16 ? "bf16x2 (vdpbf16ps)" : NULL,
+                            mx_matmul_bf16dot_calls() ? "bf16 (MLXCEL_BF16_DOT)" : NULL};
+    char act[128] = "f32";
+    for (int i = 0, k = 0; i < 3; i++)
+        if (paths[i]) k += snprintf(act + k, sizeof act - (size_t)k, "%s%s", k ? " and " : "", paths[i]);
     double eff_lo = n_eff ? seg_eff[0] : 0, eff_hi = n_eff ? seg_eff[n_eff - 1] : 0;
     if (json) { /* jansson: the model path may hold any character */
         json_t *o = json_pack("{s:s,s:s,s:i,s:i,s:i,s:i,s:f,s:f,s:f,s:f,s:I,s:f,s:f,s:[f,f],s:[f,f],s:I,s:I,s:f,s:f,s:f,s:s,s:s}",
