@@ -6,13 +6,14 @@
 #include "args.h"
 #include "../base/base.h"
 #include "../runtime/generate.h"
+#include "../runtime/outparse.h"
 #include "../runtime/textmodel.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 int cmd_chat(int argc, char **argv) {
-    const char *model = NULL, *system = NULL;
+    const char *model = NULL, *system = NULL, *tmpl_name = NULL, *tmpl_file = NULL;
     int n_max = 1024, threads = mx_default_threads(), ctx = 4096;
     mx_sampling samp;
     mx_sampling_defaults(&samp);
@@ -31,13 +32,25 @@ int cmd_chat(int argc, char **argv) {
         else if (mx_arg_is(&a, "--top-p", NULL)) ok = mx_arg_float(&a, 0, 1, &samp.top_p);
         else if (mx_arg_is(&a, "--min-p", NULL)) ok = mx_arg_float(&a, 0, 1, &samp.min_p);
         else if (mx_arg_is(&a, "--seed", "-s")) ok = mx_arg_u64(&a, &samp.seed);
+        else if (mx_arg_is(&a, "--chat-template", NULL)) ok = (tmpl_name = mx_arg_val(&a)) != NULL;
+        else if (mx_arg_is(&a, "--chat-template-file", NULL)) ok = (tmpl_file = mx_arg_val(&a)) != NULL;
         else return mx_arg_unknown(&a);
         if (!ok) return 2;
     }
     if (!model) { fprintf(stderr, "mlxcel chat: -m DIR is required\n"); return 2; }
+    if (tmpl_name && tmpl_file) { fprintf(stderr, "mlxcel chat: give --chat-template or --chat-template-file, not both\n"); return 2; }
     mx_textmodel tm;
     if (mx_textmodel_open(model, &tm)) { fprintf(stderr, "mlxcel chat: %s\n", mx_errmsg()); return 1; }
-    if (!tm.tok || !tm.tmpl) { fprintf(stderr, "mlxcel chat: %s has no tokenizer or chat template\n", model); mx_textmodel_close(&tm); return 1; }
+    if (!tm.tok) { fprintf(stderr, "mlxcel chat: %s has no tokenizer (tokenizer.json or tokenizer.model)\n", model); mx_textmodel_close(&tm); return 1; }
+    if ((tmpl_name || tmpl_file) && mx_textmodel_set_template(&tm, tmpl_name, tmpl_file)) {
+        fprintf(stderr, "mlxcel chat: %s\n", mx_errmsg());
+        mx_textmodel_close(&tm);
+        return 1;
+    }
+    mx_textmodel_warn_plain(&tm, "mlxcel chat");
+    /* the plain format's next turn marks the end of a reply */
+    const char *plain_stop[] = {mx_textmodel_plain_stop};
+    bool plain = mx_textmodel_plain_chat(&tm);
     mx_pool *pool = mx_pool_new(threads);
     mx_session s;
     int V = tm.e.model.arch.vocab, rc = 1;
@@ -60,7 +73,7 @@ int cmd_chat(int argc, char **argv) {
         mx_buf text = {0};
         int32_t *ids = NULL;
         int n = 0;
-        if (mx_textmodel_render(&tm, c, &text) || mx_textmodel_encode(&tm, text.data ? text.data : "", text.len, false, &ids, &n)) {
+        if (mx_textmodel_render(&tm, c, &text) || mx_textmodel_encode_chat(&tm, text.data ? text.data : "", text.len, &ids, &n)) {
             fprintf(stderr, "mlxcel chat: %s\n", mx_errmsg());
             json_decref(c);
             mx_buf_free(&text);
@@ -76,24 +89,40 @@ int cmd_chat(int argc, char **argv) {
         if (mx_session_feed(&s, ids + keep, n - keep, NULL, last)) { fprintf(stderr, "mlxcel chat: %s\n", mx_errmsg()); free(ids); goto out; }
         free(ids);
         mx_detok *dt = mx_detok_new(tm.tok, true);
-        mx_buf reply = {0}, piece = {0};
+        mx_outparse op;
+        mx_out_init(&op, false, false, false, plain ? plain_stop : NULL, plain ? 1 : 0);
+        mx_buf reply = {0}, piece = {0}, vis = {0}, unused = {0};
         for (int i = 0; i < n_max; i++) {
             int32_t tok = mx_sampler_sample(smp, last, s.history, s.n_history);
             if (mx_textmodel_is_eos(&tm, tok)) break;
-            piece.len = 0;
+            piece.len = vis.len = 0;
             mx_detok_push(dt, tok, &piece);
-            fwrite(piece.data, 1, piece.len, stdout);
+            bool stop = piece.len && mx_out_push(&op, piece.data, piece.len, &vis, &unused);
+            if (vis.len) fwrite(vis.data, 1, vis.len, stdout);
             fflush(stdout);
-            mx_buf_append(&reply, piece.data, piece.len);
+            mx_buf_append(&reply, vis.data, vis.len);
+            if (stop) break;
             if (mx_session_feed(&s, &tok, 1, NULL, last)) { fprintf(stderr, "\nmlxcel chat: %s\n", mx_errmsg()); break; }
         }
-        piece.len = 0;
-        mx_detok_flush(dt, &piece);
-        fwrite(piece.data, 1, piece.len, stdout);
-        mx_buf_append(&reply, piece.data, piece.len);
+        if (!op.stopped) {
+            piece.len = vis.len = 0;
+            mx_detok_flush(dt, &piece);
+            if (piece.len) mx_out_push(&op, piece.data, piece.len, &vis, &unused);
+            json_t *calls = NULL;
+            mx_out_finish(&op, &vis, &unused, &calls);
+            json_decref(calls);
+            if (vis.len) fwrite(vis.data, 1, vis.len, stdout);
+            mx_buf_append(&reply, vis.data, vis.len);
+        }
         printf("\n");
+        mx_out_free(&op);
+        mx_buf_free(&vis);
+        mx_buf_free(&unused);
         mx_detok_free(dt);
-        json_array_append_new(msgs, json_pack("{s:s,s:s%}", "role", "assistant", "content", reply.data ? reply.data : "", reply.len));
+        /* the plain format writes "Assistant: " itself: keep the reply without the space the model put after the colon */
+        size_t skip = 0;
+        while (plain && skip < reply.len && reply.data[skip] == ' ') skip++;
+        json_array_append_new(msgs, json_pack("{s:s,s:s%}", "role", "assistant", "content", reply.data ? reply.data + skip : "", reply.len - skip));
         mx_buf_free(&reply);
         mx_buf_free(&piece);
     }

@@ -11,7 +11,7 @@
 
 #define MAX_STOPS 16
 typedef struct {
-    const char *model, *prompt, *prompt_ids, *logits_out, *format, *system;
+    const char *model, *prompt, *prompt_ids, *logits_out, *format, *system, *tmpl_name, *tmpl_file;
     const char *stops[MAX_STOPS];
     int n_stops;
     int n_new, chunk, threads, ctx_size;
@@ -22,8 +22,11 @@ typedef struct {
 /* Prompt ids from -p: through the chat template when the model has one. */
 static int encode_prompt(const mx_textmodel *tm, const gen_opts *o, int32_t **ids, int *n) {
     if (!tm->tok) return mx_set_err("%s has no tokenizer (tokenizer.json or tokenizer.model): use --prompt-ids", o->model);
-    if (!tm->tmpl || o->no_template) {
-        if (o->system) return mx_set_err("--system needs a chat template, and this model has none");
+    /* the model's template, or one the user named (the plain fallback too); else raw text */
+    bool chat = !o->no_template && (tm->tmpl || o->tmpl_name || o->tmpl_file);
+    if (!chat) {
+        if (o->system && o->no_template) return mx_set_err("--system needs a chat template, and --no-chat-template turns it off");
+        if (o->system) return mx_set_err("--system needs a chat template and %s has none: give --chat-template NAME or --chat-template-file F", o->model);
         return mx_textmodel_encode(tm, o->prompt, strlen(o->prompt), true, ids, n);
     }
     json_t *msgs = json_array();
@@ -32,7 +35,7 @@ static int encode_prompt(const mx_textmodel *tm, const gen_opts *o, int32_t **id
     json_t *ctx = json_pack("{s:o,s:b}", "messages", msgs, "add_generation_prompt", 1);
     mx_buf text = {0};
     int rc = mx_textmodel_render(tm, ctx, &text);
-    if (!rc) rc = mx_textmodel_encode(tm, text.data ? text.data : "", text.len, false, ids, n);
+    if (!rc) rc = mx_textmodel_encode_chat(tm, text.data ? text.data : "", text.len, ids, n);
     json_decref(ctx);
     mx_buf_free(&text);
     return rc;
@@ -78,6 +81,8 @@ int cmd_generate(int argc, char **argv) {
         else if (mx_arg_is(&a, "--ignore-eos", NULL)) o.ignore_eos = true;
         else if (mx_arg_is(&a, "--no-chat-template", NULL)) o.no_template = true;
         else if (mx_arg_is(&a, "--system", NULL)) ok = (o.system = mx_arg_val(&a)) != NULL;
+        else if (mx_arg_is(&a, "--chat-template", NULL)) ok = (o.tmpl_name = mx_arg_val(&a)) != NULL;
+        else if (mx_arg_is(&a, "--chat-template-file", NULL)) ok = (o.tmpl_file = mx_arg_val(&a)) != NULL;
         else if (mx_arg_is(&a, "--stop", NULL)) {
             if (o.n_stops == MAX_STOPS) { fprintf(stderr, "mlxcel generate: at most %d --stop strings\n", MAX_STOPS); return 2; }
             ok = (o.stops[o.n_stops] = mx_arg_val(&a)) != NULL;
@@ -97,12 +102,19 @@ int cmd_generate(int argc, char **argv) {
     if (!o.model) { fprintf(stderr, "mlxcel generate: -m DIR is required\n"); return 2; }
     if (!o.prompt && !o.prompt_ids) { fprintf(stderr, "mlxcel generate: give -p TEXT or --prompt-ids IDS\n"); return 2; }
     if (o.prompt && o.prompt_ids) { fprintf(stderr, "mlxcel generate: give either -p or --prompt-ids, not both\n"); return 2; }
+    if (o.tmpl_name && o.tmpl_file) { fprintf(stderr, "mlxcel generate: give --chat-template or --chat-template-file, not both\n"); return 2; }
     int32_t *ids = NULL;
     int T = 0;
     if (o.prompt_ids && !mx_parse_ids("generate", "--prompt-ids", o.prompt_ids, &ids, &T)) return 2;
     double t0 = mx_now();
     mx_textmodel tm;
     if (mx_textmodel_open(o.model, &tm)) { fprintf(stderr, "mlxcel generate: %s\n", mx_errmsg()); free(ids); return 1; }
+    if ((o.tmpl_name || o.tmpl_file) && mx_textmodel_set_template(&tm, o.tmpl_name, o.tmpl_file)) {
+        fprintf(stderr, "mlxcel generate: %s\n", mx_errmsg());
+        free(ids);
+        mx_textmodel_close(&tm);
+        return 1;
+    }
     mx_engine *e = &tm.e;
     double t_load = mx_now() - t0;
     if (o.prompt && encode_prompt(&tm, &o, &ids, &T)) {

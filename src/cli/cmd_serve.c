@@ -22,10 +22,13 @@ int cmd_serve(int argc, char **argv) {
         else if (mx_arg_is(&a, "-t", "--threads")) ok = mx_arg_int(&a, 1, 1024, &o.threads);
         else if (mx_arg_is(&a, "--api-key", NULL)) ok = (o.api_key = mx_arg_val(&a)) != NULL;
         else if (mx_arg_is(&a, "--max-body-mb", NULL)) ok = mx_arg_int(&a, 1, 4096, &body_mb);
+        else if (mx_arg_is(&a, "--chat-template", NULL)) ok = (o.chat_template = mx_arg_val(&a)) != NULL;
+        else if (mx_arg_is(&a, "--chat-template-file", NULL)) ok = (o.chat_template_file = mx_arg_val(&a)) != NULL;
         else return mx_arg_unknown(&a);
         if (!ok) return 2;
     }
     if (!o.model_dir) { fprintf(stderr, "mlxcel serve: -m DIR is required\n"); return 2; }
+    if (o.chat_template && o.chat_template_file) { fprintf(stderr, "mlxcel serve: give --chat-template or --chat-template-file, not both\n"); return 2; }
     o.max_body = (size_t)body_mb << 20;
     return mx_serve(&o);
 }

@@ -41,6 +41,10 @@ int cmd_template(int argc, char **argv) {
         json_t *tools = json_object_get(ctx, "tools");
         bool with_tools = tools && !json_is_null(tools) && !(json_is_array(tools) && !json_array_size(tools));
         if (mx_chat_template_load(dir, with_tools, &src, &len, &special) != MX_OK) goto done;
+        if (!src) {
+            mx_set_err("%s: no chat template (chat_template.jinja, chat_template.json or tokenizer_config.json chat_template)", dir);
+            goto done;
+        }
         name = "chat_template";
     } else {
         if (mx_read_file(tfile, (size_t)16 << 20, &src, &len) != MX_OK) goto done;

@@ -1,5 +1,6 @@
 #include "textmodel.h"
 #include "../base/base.h"
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -46,16 +47,68 @@ int mx_textmodel_open(const char *dir, mx_textmodel *tm) {
             free(src2);
             json_decref(sp2);
         } else {
-            free(src);
-            json_decref(special);
+            tm->special = special;
+            const char *plain = mx_chat_template_named("plain");
+            tm->plain = mx_tmpl_parse(plain, strlen(plain), "plain");
+            if (!tm->plain) { mx_textmodel_close(tm); return MX_ERR; }
         }
     }
     return MX_OK;
 }
 
+int mx_textmodel_set_template(mx_textmodel *tm, const char *name, const char *file) {
+    char *src = NULL;
+    size_t len = 0;
+    if (name) {
+        const char *s = mx_chat_template_named(name);
+        if (!s) {
+            mx_buf names = {0};
+            const char *n;
+            for (size_t i = 0; (n = mx_chat_template_name_at(i, NULL)); i++) {
+                if (i) mx_buf_append(&names, ", ", 2);
+                mx_buf_append(&names, n, strlen(n));
+            }
+            mx_set_err("--chat-template: unknown template '%s' (built-in: %.*s)", name, (int)names.len, names.data ? names.data : "");
+            mx_buf_free(&names);
+            return MX_ERR;
+        }
+        len = strlen(s);
+        if (!(src = mx_strndup(s, len))) return MX_ERR;
+    } else if (mx_read_file(file, (size_t)16 << 20, &src, &len) != MX_OK) {
+        return MX_ERR;
+    }
+    mx_tmpl *t = mx_tmpl_parse(src, len, name ? name : file);
+    if (!t) { free(src); return MX_ERR; }
+    mx_tmpl_free(tm->tmpl);
+    mx_tmpl_free(tm->tmpl_tools);
+    free(tm->tmpl_src);
+    tm->tmpl_tools = NULL;
+    if (name && !strcmp(name, "plain")) {
+        /* the fallback itself: raw text with the tokenizer's specials, stop at the next turn */
+        mx_tmpl_free(tm->plain);
+        tm->plain = t;
+        tm->tmpl = NULL;
+        tm->tmpl_src = NULL;
+        tm->reasoning = false;
+        free(src);
+        return MX_OK;
+    }
+    tm->tmpl = t;
+    tm->tmpl_src = src;
+    tm->reasoning = strstr(src, "<think>") != NULL;
+    return MX_OK;
+}
+
+void mx_textmodel_warn_plain(const mx_textmodel *tm, const char *who) {
+    if (mx_textmodel_plain_chat(tm))
+        fprintf(stderr, "%s: warning: %s has no chat template; chats use plain \"User: ...\" / \"Assistant:\" text "
+                        "(--chat-template NAME or --chat-template-file F to choose one)\n", who, tm->name);
+}
+
 void mx_textmodel_close(mx_textmodel *tm) {
     mx_tmpl_free(tm->tmpl);
     mx_tmpl_free(tm->tmpl_tools);
+    mx_tmpl_free(tm->plain);
     mx_tok_free(tm->tok);
     json_decref(tm->special);
     free(tm->tmpl_src);
@@ -69,9 +122,10 @@ bool mx_textmodel_is_eos(const mx_textmodel *tm, int32_t tok) {
 }
 
 int mx_textmodel_render(const mx_textmodel *tm, json_t *ctx, mx_buf *out) {
-    if (!tm->tmpl) return mx_set_err("this model has no chat template");
     json_t *tools = json_object_get(ctx, "tools");
     const mx_tmpl *t = (tm->tmpl_tools && json_is_array(tools) && json_array_size(tools)) ? tm->tmpl_tools : tm->tmpl;
+    if (!t) t = tm->plain;
+    if (!t) return mx_set_err("this model folder has no tokenizer, so no chat can be rendered");
     json_t *c = json_copy(ctx);
     if (!c) return mx_set_err("out of memory");
     const char *k;
@@ -86,4 +140,8 @@ int mx_textmodel_render(const mx_textmodel *tm, json_t *ctx, mx_buf *out) {
 int mx_textmodel_encode(const mx_textmodel *tm, const char *text, size_t len, bool add_special, int32_t **ids, int *n) {
     if (!tm->tok) return mx_set_err("this model folder has no tokenizer (tokenizer.json or tokenizer.model)");
     return mx_tok_encode(tm->tok, text, len, add_special, ids, n);
+}
+
+int mx_textmodel_encode_chat(const mx_textmodel *tm, const char *text, size_t len, int32_t **ids, int *n) {
+    return mx_textmodel_encode(tm, text, len, mx_textmodel_plain_chat(tm), ids, n);
 }

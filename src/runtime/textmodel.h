@@ -11,24 +11,41 @@
 typedef struct {
     mx_engine e;
     mx_tokenizer *tok;       /* NULL when the folder has no tokenizer */
-    mx_tmpl *tmpl;           /* NULL when there is no chat template */
+    mx_tmpl *tmpl;           /* NULL when there is no chat template: chats then use the
+                                built-in "plain" format (mx_textmodel_render) */
     mx_tmpl *tmpl_tools;     /* the "tool_use" template when it differs; else NULL */
     json_t *special;         /* bos_token, eos_token, ... strings for the template */
     char *tmpl_src;
     bool reasoning;          /* the template knows <think> blocks */
     char name[256];          /* model id for the API: the folder's base name */
+    mx_tmpl *plain;          /* the fallback format, parsed when tmpl is NULL */
 } mx_textmodel;
 
 int mx_textmodel_open(const char *dir, mx_textmodel *tm);
+/* Replaces the model's chat template with a built-in one (name, see
+ * mx_chat_template_named) or a Jinja file; exactly one of the two. */
+int mx_textmodel_set_template(mx_textmodel *tm, const char *name, const char *file);
+/* The chat format is the fallback (no template in the folder, none given):
+ * role-prefixed text that a base model continues; front ends warn once and
+ * stop a reply at mx_textmodel_plain_stop. */
+static inline bool mx_textmodel_plain_chat(const mx_textmodel *tm) { return !tm->tmpl; }
+#define mx_textmodel_plain_stop "\nUser:"
+/* One line for the user when the chat format is the fallback. */
+void mx_textmodel_warn_plain(const mx_textmodel *tm, const char *who);
 /* The API model id of a folder: its base name without trailing slashes. */
 void mx_model_dir_name(const char *dir, char *out, size_t n);
 void mx_textmodel_close(mx_textmodel *tm);
 bool mx_textmodel_is_eos(const mx_textmodel *tm, int32_t tok);
 
 /* Renders a chat: ctx holds messages (and tools, documents,
- * add_generation_prompt, ...); the special tokens are added unless present. */
+ * add_generation_prompt, ...); the special tokens are added unless present.
+ * Without a template the "plain" format is used. */
 int mx_textmodel_render(const mx_textmodel *tm, json_t *ctx, mx_buf *out);
 /* Encodes raw text (add_special: BOS/EOS as the tokenizer's post-processor
  * adds them) or a rendered chat (no extra specials, as transformers does). */
 int mx_textmodel_encode(const mx_textmodel *tm, const char *text, size_t len, bool add_special, int32_t **ids, int *n);
+/* Encodes what mx_textmodel_render gave: a template writes its own specials;
+ * the plain fallback is raw text, which gets the tokenizer's (BOS) as a
+ * prompt to a base model does. */
+int mx_textmodel_encode_chat(const mx_textmodel *tm, const char *text, size_t len, int32_t **ids, int *n);
 #endif

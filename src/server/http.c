@@ -501,7 +501,7 @@ static enum MHD_Result route_chat(server *sv, struct MHD_Connection *c, json_t *
     gen_params g = {0};
     g.chat = true;
     if (!parse_common(sv, req, &g, err, sizeof err)) { gen_params_free(&g); return mx_srv_bad_request(sv, c, "%s", err); }
-    if (!sv->tm.tok || !sv->tm.tmpl) { gen_params_free(&g); return mx_srv_bad_request(sv, c, "this model has no tokenizer or chat template; use /v1/completions with token ids"); }
+    if (!sv->tm.tok) { gen_params_free(&g); return mx_srv_bad_request(sv, c, "this model has no tokenizer; use /v1/completions with token ids"); }
     json_t *lp = json_object_get(req, "logprobs");
     if (lp && !json_is_null(lp) && !json_is_boolean(lp)) { gen_params_free(&g); return mx_srv_bad_request(sv, c, "'logprobs' must be a boolean"); }
     g.logprobs = json_is_true(lp);
@@ -545,7 +545,14 @@ static enum MHD_Result route_chat(server *sv, struct MHD_Connection *c, json_t *
         g.starts_in_think = e >= 7 && !memcmp(text.data + e - 7, "<think>", 7);
     }
     int n = 0;
-    int rc = mx_textmodel_encode(&sv->tm, text.data ? text.data : "", text.len, false, &g.prompt, &n);
+    int rc = mx_textmodel_encode_chat(&sv->tm, text.data ? text.data : "", text.len, &g.prompt, &n);
+    if (!rc && mx_textmodel_plain_chat(&sv->tm) && !cont) {
+        /* the plain format's next turn marks the end of the reply */
+        char **st = realloc(g.stops, sizeof(char *) * (size_t)(g.n_stops + 1));
+        if (st) g.stops = st;
+        if (!st || !(g.stops[g.n_stops] = strdup(mx_textmodel_plain_stop))) rc = mx_set_err("out of memory");
+        else g.n_stops++;
+    }
     mx_buf_free(&text);
     if (rc) { gen_params_free(&g); return mx_srv_bad_request(sv, c, "%s", mx_errmsg()); }
     g.p.n_prompt = n;
@@ -795,6 +802,7 @@ int mx_serve(const mx_serve_opts *o) {
     }
     if (task == MX_TASK_CAUSAL_LM) {
         if (mx_textmodel_open(o->model_dir, &sv.tm) ||
+            ((o->chat_template || o->chat_template_file) && mx_textmodel_set_template(&sv.tm, o->chat_template, o->chat_template_file)) ||
             !(sv.sched = mx_sched_new(&sv.tm.e, o->parallel, o->ctx_size, o->step_tokens, o->threads))) {
             fprintf(stderr, "mlxcel serve: %s\n", mx_errmsg());
             MHD_stop_daemon(d);
@@ -803,6 +811,7 @@ int mx_serve(const mx_serve_opts *o) {
         }
         snprintf(sv.name, sizeof sv.name, "%s", sv.tm.name);
         sv.tok = sv.tm.tok;
+        if (sv.tok) mx_textmodel_warn_plain(&sv.tm, "mlxcel serve");
     } else {
         if (mx_embed_batcher_new(o->model_dir, o->threads, &sv.emb)) {
             fprintf(stderr, "mlxcel serve: %s\n", mx_errmsg());

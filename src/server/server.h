@@ -16,6 +16,7 @@ typedef struct {
     int threads;
     const char *api_key;
     size_t max_body;   /* bytes */
+    const char *chat_template, *chat_template_file; /* override the model's (built-in name / Jinja file) */
 } mx_serve_opts;
 
 /* Serves until SIGINT or SIGTERM; returns the process exit code. */

@@ -42,6 +42,13 @@ int mx_tmpl_render_chat(const mx_tmpl *t, json_t *context, mx_buf *out);
  * chat_template.jinja, chat_template.json, else tokenizer_config.json
  * `chat_template` (a string or a list of {name, template}: "tool_use" when
  * with_tools and present, else "default"). *special gets a new object with
- * the string special tokens of tokenizer_config.json (bos_token, ...). */
+ * the string special tokens of tokenizer_config.json (bos_token, ...). A
+ * folder without a template is not an error: *src stays NULL. */
 int mx_chat_template_load(const char *dir, bool with_tools, char **src, size_t *len, json_t **special);
+
+/* Built-in templates by name ("plain", "chatml", "llama3", ...); NULL when
+ * the name is unknown. mx_chat_template_name_at(i) walks the names (NULL
+ * past the end), with a one-line description in *about. */
+const char *mx_chat_template_named(const char *name);
+const char *mx_chat_template_name_at(size_t i, const char **about);
 #endif

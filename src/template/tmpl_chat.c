@@ -156,10 +156,8 @@ int mx_chat_template_load(const char *dir, bool with_tools, char **src, size_t *
             rc = pick_template(json_object_get(j, "chat_template"), with_tools, ctjson, src, len);
             json_decref(j);
         }
-    } else if (cfg && json_object_get(cfg, "chat_template")) {
+    } else if (cfg && json_object_get(cfg, "chat_template") && !json_is_null(json_object_get(cfg, "chat_template"))) {
         rc = pick_template(json_object_get(cfg, "chat_template"), with_tools, cfg_path, src, len);
-    } else {
-        rc = mx_set_err("%s: no chat template (chat_template.jinja, chat_template.json or tokenizer_config.json chat_template)", dir);
     }
     json_decref(cfg);
     free(cfg_path);
