@@ -35,7 +35,7 @@ int main(int argc, char **argv) {
     if (mx_embedder_open(dir, &o, pool, &e)) { fprintf(stderr, "embed_bench: %s\n", mx_errmsg()); return 1; }
     const mx_arch *a = &mx_embedder_engine(e)->model.arch;
     printf("model %s: %s, hidden %d, %d layers, %d heads, ffn %d; pooling %s; %d threads; %d tokens per text\n", dir,
-           mx_embedder_engine(e)->model_type, a->hidden, a->n_layers, a->n_heads, a->ffn, mx_embedder_describe(e), threads, len);
+           mx_embedder_engine(e)->model_type, a->hidden, a->n_layers, a->attn->n_heads, a->ffn, mx_embedder_describe(e), threads, len);
     int rc = 0;
     for (const char *p = batches; *p;) {
         int n = atoi(p);

@@ -13,11 +13,14 @@
     {                                                                                                              \
         .embed = P "embeddings.word_embeddings", .pos_embed = P "embeddings.position_embeddings",                  \
         .type_embed = P "embeddings.token_type_embeddings", .embed_norm = P "embeddings.LayerNorm",                \
-        .q = P "encoder.layer.%d.attention.self.query", .k = P "encoder.layer.%d.attention.self.key",              \
-        .v = P "encoder.layer.%d.attention.self.value", .o = P "encoder.layer.%d.attention.output.dense",          \
         .post_attn_norm = P "encoder.layer.%d.attention.output.LayerNorm",                                         \
         .up = P "encoder.layer.%d.intermediate.dense", .down = P "encoder.layer.%d.output.dense",                  \
         .post_ffn_norm = P "encoder.layer.%d.output.LayerNorm",                                                    \
+    }
+#define BERT_ATTN_NAMES(P)                                                                                         \
+    {                                                                                                              \
+        .q = P "encoder.layer.%d.attention.self.query", .k = P "encoder.layer.%d.attention.self.key",              \
+        .v = P "encoder.layer.%d.attention.self.value", .o = P "encoder.layer.%d.attention.output.dense",          \
     }
 
 int bert_configure(mx_arch *a, const mx_cfg *c, const char *prefix, bool *task_head);
@@ -25,6 +28,7 @@ int bert_configure(mx_arch *a, const mx_cfg *c, const char *prefix, bool *task_h
 /* prefix: the encoder's module name in task checkpoints ("bert", "roberta"). */
 int bert_configure(mx_arch *a, const mx_cfg *c, const char *prefix, bool *task_head) {
     static const mx_names plain = BERT_NAMES(""), bert = BERT_NAMES("bert."), roberta = BERT_NAMES("roberta.");
+    static const mx_attn_names attn[] = {BERT_ATTN_NAMES(""), BERT_ATTN_NAMES("bert."), BERT_ATTN_NAMES("roberta.")};
     static const char *const poolers[] = {"pooler.dense", "bert.pooler.dense", "roberta.pooler.dense"};
     if (mx_arch_hf_defaults(a, c)) return -1;
     int err = 0;
@@ -45,13 +49,14 @@ int bert_configure(mx_arch *a, const mx_cfg *c, const char *prefix, bool *task_h
     *task_head = an && strstr(an, "ForSequenceClassification");
     int pi = bare ? 0 : !strcmp(prefix, "bert") ? 1 : 2;
     a->names = pi == 0 ? plain : pi == 1 ? bert : roberta;
+    a->attn->names = attn[pi];
     a->norm = (mx_norm_spec){MX_NORM_LAYER, 0, true, true, eps};
     a->mlp = MX_MLP_PLAIN;
-    a->q_bias = a->k_bias = a->v_bias = a->o_bias = a->mlp_bias = true;
+    a->attn->q_bias = a->attn->k_bias = a->attn->v_bias = a->attn->o_bias = a->mlp_bias = true;
     a->tied = false;
     a->pos = MX_POS_LEARNED;
     a->n_rope = 0;
-    a->bidirectional = true;
+    a->attn->bidirectional = true;
     a->norm_after_residual = true;
     if (!a->n_types) a->names.type_embed = NULL;
     for (int i = 0; i < a->n_layers; i++) a->layers[i].rope = false;

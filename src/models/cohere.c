@@ -13,15 +13,15 @@ int cohere_configure(mx_arch *a, const mx_cfg *c) {
         return -1;
     a->norm.kind = MX_NORM_LAYER;
     a->norm.bias = false;
-    a->qk_norm_spec = a->norm;
+    a->attn->qk_norm_spec = a->norm;
     a->tied = tied;
     a->rope[0].interleaved = true;
     a->residual = MX_RES_PARALLEL;
     a->names.ffn_norm = NULL;
     if (qk) {
-        a->qk_norm = MX_QKNORM_HEAD_EACH;
-        a->names.q_norm = "model.layers.%d.self_attn.q_norm";
-        a->names.k_norm = "model.layers.%d.self_attn.k_norm";
+        a->attn->qk_norm = MX_QKNORM_HEAD_EACH;
+        a->attn->names.q_norm = "model.layers.%d.self_attn.q_norm";
+        a->attn->names.k_norm = "model.layers.%d.self_attn.k_norm";
     }
     return 0;
 }

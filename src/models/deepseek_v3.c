@@ -47,7 +47,7 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     m->kv_b = "model.layers.%d.self_attn.kv_b_proj";
     m->embed_q = "model.layers.%d.self_attn.embed_q";         /* MLX conversions */
     m->unembed_out = "model.layers.%d.self_attn.unembed_out";
-    a->attn_scale = 1.0f / sqrtf((float)(m->qk_nope_dim + m->qk_rope_dim));
+    a->attn->scale = 1.0f / sqrtf((float)(m->qk_nope_dim + m->qk_rope_dim));
     json_t *rs = mx_cfg_get(c, "rope_scaling");
     if (rs) {
         mx_cfg r = {rs, NULL, c->file};
@@ -55,7 +55,7 @@ static int configure(mx_arch *a, const mx_cfg *c) {
         if (mx_cfg_float(&r, "mscale_all_dim", 0, 0, 1e6, &msa) || mx_cfg_float(&r, "factor", 1, 1e-6, 1e6, &factor)) return -1;
         if (msa > 0 && factor > 1) {
             double ms = 0.1 * msa * log(factor) + 1.0;
-            a->attn_scale *= (float)(ms * ms);
+            a->attn->scale *= (float)(ms * ms);
         }
     }
     /* MoE */
@@ -74,10 +74,11 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     s->shared = (mx_expert_names){.gate = "model.layers.%d.mlp.shared_experts.gate_proj", .up = "model.layers.%d.mlp.shared_experts.up_proj",
                                   .down = "model.layers.%d.mlp.shared_experts.down_proj"};
     /* multi-token-prediction layers stored after the last layer are not used (as HF) */
-    static char *mtp_pat[MX_MAX_LAYERS + 16];
     for (int i = a->n_layers; i < a->n_layers + mtp; i++) {
-        if (!mtp_pat[i] && !(mtp_pat[i] = mx_asprintf("model.layers.%d.*", i))) return -1;
-        if (mx_arch_ignore(a, mtp_pat[i])) return -1;
+        char *pat = mx_arch_alloc(a, 32);
+        if (!pat) return -1;
+        snprintf(pat, 32, "model.layers.%d.*", i);
+        if (mx_arch_ignore(a, pat)) return -1;
     }
     for (int i = 0; i < a->n_layers; i++) {
         a->layers[i].mixer = &mx_block_mla;

@@ -10,14 +10,14 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     if (mx_arch_hf_defaults(a, c) || mx_cfg_f32(c, "rms_norm_eps", 1e-5f, 0, 1, &a->norm.eps) ||
         mx_cfg_bool(c, "tie_word_embeddings", true, &a->tied) || mx_cfg_bool(c, "use_bias", false, &bias))
         return -1;
-    a->qk_norm_spec = a->norm;
+    a->attn->qk_norm_spec = a->norm;
     if (!json_object_get(c->root, "head_dim")) { /* absent: the config class default; null: hidden / heads */
-        a->head_dim = 128;
-        a->attn_scale = 1.0f / sqrtf((float)a->head_dim);
+        a->attn->head_dim = 128;
+        a->attn->scale = 1.0f / sqrtf((float)a->attn->head_dim);
     }
     a->rope[0].interleaved = true;
     if (mx_arch_rope_defaults(a, c, 500000.0, 1.0)) return -1;
-    a->q_bias = a->k_bias = a->v_bias = a->o_bias = a->mlp_bias = bias;
+    a->attn->q_bias = a->attn->k_bias = a->attn->v_bias = a->attn->o_bias = a->mlp_bias = bias;
     return 0;
 }
 

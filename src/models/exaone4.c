@@ -12,7 +12,7 @@ int olmo2_configure(mx_arch *a, const mx_cfg *c);
 static int configure(mx_arch *a, const mx_cfg *c) {
     int w;
     if (olmo2_configure(a, c) || mx_cfg_i32(c, "sliding_window", 4096, 0, 1 << 30, &w)) return -1;
-    a->qk_norm = MX_QKNORM_HEAD; /* per head, where OLMo 2 norms the whole projection */
+    a->attn->qk_norm = MX_QKNORM_HEAD; /* per head, where OLMo 2 norms the whole projection */
     json_t *sw = json_object_get(c->root, "sliding_window");
     if (sw && json_is_null(sw)) return 0; /* no sliding window: every layer global, with rope */
     int r = mx_arch_layer_types(a, c, w);

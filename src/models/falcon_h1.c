@@ -41,7 +41,7 @@ static int configure(mx_arch *a, const mx_cfg *c) {
         mx_cfg_bool(c, "mamba_rms_norm", false, &rms) || mx_cfg_bool(c, "mamba_norm_before_gate", true, &before) ||
         mx_cfg_bool(c, "projectors_bias", false, &pbias))
         return -1;
-    if ((a->q_bias || a->k_bias || a->v_bias) && att_in != 1.0f)
+    if ((a->attn->q_bias || a->attn->k_bias || a->attn->v_bias) && att_in != 1.0f)
         return mx_set_err("%s: attention_in_multiplier with attention biases is not supported", c->file);
     s->gated_norm = rms;
     s->norm_before_gate = before;
@@ -49,7 +49,7 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     s->out_bias = pbias;
     s->in_scale = ssm_in;
     a->logit_scale = lm_mult;
-    a->attn_scale *= att_in * att_in * key_mult;
+    a->attn->scale *= att_in * att_in * key_mult;
     a->mixer_scale = att_out * att_in;
     a->mixer2_scale = ssm_out;
     a->mlp_gate_scale = mlp_m[0];

@@ -18,6 +18,9 @@ typedef struct mx_family {
 } mx_family;
 
 void mx_family_register(mx_family *f);
+/* Fills a (any previous content freed) for config c as family f describes
+ * it; on failure a is left empty. */
+int mx_family_configure(const mx_family *f, mx_arch *a, const mx_cfg *c);
 const mx_family *mx_family_find(const char *model_type);
 const mx_family *mx_family_list(void);
 

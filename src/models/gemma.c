@@ -10,7 +10,7 @@ int gemma_configure(mx_arch *a, const mx_cfg *c);
 int gemma_configure(mx_arch *a, const mx_cfg *c) {
     if (mx_arch_hf_defaults(a, c)) return -1;
     a->norm.offset = 1.0f;
-    a->qk_norm_spec = a->norm;
+    a->attn->qk_norm_spec = a->norm;
     int err = 0;
     /* hidden_activation wins over hidden_act (HF Gemma forces the tanh GELU) */
     const char *act = mx_cfg_str(c, "hidden_activation", NULL, &err);

@@ -10,9 +10,9 @@ int gemma2_configure(mx_arch *a, const mx_cfg *c);
 
 static int configure(mx_arch *a, const mx_cfg *c) {
     if (gemma2_configure(a, c)) return -1;
-    a->qk_norm = MX_QKNORM_HEAD;
-    a->names.q_norm = "model.layers.%d.self_attn.q_norm";
-    a->names.k_norm = "model.layers.%d.self_attn.k_norm";
+    a->attn->qk_norm = MX_QKNORM_HEAD;
+    a->attn->names.q_norm = "model.layers.%d.self_attn.q_norm";
+    a->attn->names.k_norm = "model.layers.%d.self_attn.k_norm";
     double local_theta;
     int w, pattern;
     if (mx_cfg_float(c, "rope_local_base_freq", 10000.0, 1e-3, 1e15, &local_theta) ||

@@ -10,8 +10,8 @@ int glm_configure(mx_arch *a, const mx_cfg *c) {
     if (mx_arch_hf_defaults(a, c) || mx_arch_rope_defaults(a, c, 10000, 0.5) ||
         mx_cfg_f32(c, "rms_norm_eps", 1.5625e-7f, 0, 1, &a->norm.eps) || mx_cfg_bool(c, "attention_bias", true, &bias))
         return -1;
-    a->q_bias = a->k_bias = a->v_bias = bias;
-    a->o_bias = false;
+    a->attn->q_bias = a->attn->k_bias = a->attn->v_bias = bias;
+    a->attn->o_bias = false;
     a->rope[0].interleaved = true;
     a->names.gate = a->names.up = NULL;
     a->names.gate_up = "model.layers.%d.mlp.gate_up_proj";

@@ -10,10 +10,10 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     bool mq, scale;
     if (gpt2_configure(a, c) || mx_cfg_bool(c, "multi_query", true, &mq) || mx_cfg_bool(c, "scale_attn_weights", true, &scale))
         return -1;
-    if (!scale) a->attn_scale = 1;
+    if (!scale) a->attn->scale = 1;
     a->conv1d = false;
-    if (mq) a->n_kv_heads = 1;
-    else a->qkv_layout = MX_QKV_GROUPED; /* without MQA c_attn is per head [q | k | v] */
+    if (mq) a->attn->n_kv_heads = 1;
+    else a->attn->qkv_layout = MX_QKV_GROUPED; /* without MQA c_attn is per head [q | k | v] */
     return 0;
 }
 

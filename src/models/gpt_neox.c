@@ -9,7 +9,7 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     if (mx_arch_hf_defaults(a, c) || mx_cfg_f32(c, "layer_norm_eps", 1e-5f, 0, 1, &a->norm.eps) ||
         mx_cfg_bool(c, "use_parallel_residual", true, &par) || mx_cfg_bool(c, "attention_bias", true, &bias))
         return -1;
-    a->q_bias = a->o_bias = bias;
+    a->attn->q_bias = a->attn->o_bias = bias;
     /* older configs name the rotary fraction and base rotary_pct / rotary_emb_base */
     double pct, base;
     if (mx_cfg_float(c, "rotary_pct", 0.25, 1e-3, 1, &pct) || mx_cfg_float(c, "rotary_emb_base", 10000, 1e-3, 1e15, &base) ||
@@ -19,17 +19,17 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     a->norm.bias = true;
     a->mlp = MX_MLP_PLAIN;
     a->mlp_bias = true;
-    a->qkv_layout = MX_QKV_GROUPED;
+    a->attn->qkv_layout = MX_QKV_GROUPED;
     if (par) {
         a->residual = MX_RES_PARALLEL;
         a->parallel_two_norms = true;
     }
     a->names = (mx_names){
         .embed = "gpt_neox.embed_in", .final_norm = "gpt_neox.final_layer_norm", .lm_head = "embed_out",
-        .attn_norm = "gpt_neox.layers.%d.input_layernorm", .qkv = "gpt_neox.layers.%d.attention.query_key_value",
-        .o = "gpt_neox.layers.%d.attention.dense", .ffn_norm = "gpt_neox.layers.%d.post_attention_layernorm",
+        .attn_norm = "gpt_neox.layers.%d.input_layernorm", .ffn_norm = "gpt_neox.layers.%d.post_attention_layernorm",
         .up = "gpt_neox.layers.%d.mlp.dense_h_to_4h", .down = "gpt_neox.layers.%d.mlp.dense_4h_to_h",
     };
+    a->attn->names = (mx_attn_names){.qkv = "gpt_neox.layers.%d.attention.query_key_value", .o = "gpt_neox.layers.%d.attention.dense"};
     mx_arch_ignore(a, "gpt_neox.layers.*.attention.bias");
     mx_arch_ignore(a, "gpt_neox.layers.*.attention.masked_bias");
     return 0;

@@ -20,7 +20,7 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     if (r < 0) return -1;
     if (!r) /* HF default: sliding on even layers */
         for (int i = 0; i < a->n_layers; i++) a->layers[i].window = i % 2 == 0 ? w : 0;
-    a->names.sinks = "model.layers.%d.self_attn.sinks";
+    a->attn->names.sinks = "model.layers.%d.self_attn.sinks";
     s->ffn = a->ffn;
     s->route = MX_ROUTE_TOPK_SOFTMAX;
     s->router_bias = s->expert_bias = s->gated = true;

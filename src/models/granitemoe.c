@@ -24,7 +24,7 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     float ls;
     if (mx_arch_hf_defaults(a, c) || mx_cfg_f32(c, "embedding_multiplier", 1, 0, 1e9f, &a->embed_scale) ||
         mx_cfg_f32(c, "residual_multiplier", 1, 0, 1e9f, &a->residual_scale) ||
-        mx_cfg_f32(c, "attention_multiplier", 1, 0, 1e9f, &a->attn_scale) || mx_cfg_f32(c, "logits_scaling", 1, 1e-9f, 1e9f, &ls) ||
+        mx_cfg_f32(c, "attention_multiplier", 1, 0, 1e9f, &a->attn->scale) || mx_cfg_f32(c, "logits_scaling", 1, 1e-9f, 1e9f, &ls) ||
         mx_cfg_i32(c, "num_local_experts", 8, 1, MX_MAX_EXPERTS, &s->n_experts) ||
         mx_cfg_i32(c, "num_experts_per_tok", 2, 1, MX_MAX_EXPERTS, &s->top_k))
         return -1;

@@ -20,8 +20,8 @@ static int configure(mx_arch *a, const mx_cfg *c) {
         mx_cfg_i32(c, "block_multiple_of", 256, 1, 1 << 20, &mult_of))
         return -1;
     a->norm.eps = eps;
-    a->qk_norm = MX_QKNORM_HEAD;
-    a->qk_norm_spec = a->norm;
+    a->attn->qk_norm = MX_QKNORM_HEAD;
+    a->attn->qk_norm_spec = a->norm;
     a->shortconv.prefix = "model.layers.%d.conv";
     if (adjust) {
         int I = (int)(2 * a->ffn / 3);
@@ -36,14 +36,13 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     }
     a->names = (mx_names){
         .embed = "model.embed_tokens", .final_norm = "model.embedding_norm", .lm_head = "lm_head",
-        .attn_norm = "model.layers.%d.operator_norm",
-        .q = "model.layers.%d.self_attn.q_proj", .k = "model.layers.%d.self_attn.k_proj",
-        .v = "model.layers.%d.self_attn.v_proj", .o = "model.layers.%d.self_attn.out_proj",
-        .q_norm = "model.layers.%d.self_attn.q_layernorm", .k_norm = "model.layers.%d.self_attn.k_layernorm",
-        .ffn_norm = "model.layers.%d.ffn_norm",
+        .attn_norm = "model.layers.%d.operator_norm", .ffn_norm = "model.layers.%d.ffn_norm",
         .gate = "model.layers.%d.feed_forward.w1", .up = "model.layers.%d.feed_forward.w3",
         .down = "model.layers.%d.feed_forward.w2",
     };
+    a->attn->names.o = "model.layers.%d.self_attn.out_proj";
+    a->attn->names.q_norm = "model.layers.%d.self_attn.q_layernorm";
+    a->attn->names.k_norm = "model.layers.%d.self_attn.k_layernorm";
     json_t *lt = mx_cfg_get(c, "layer_types");
     if (!lt || !json_is_array(lt) || (int)json_array_size(lt) != a->n_layers)
         return mx_set_err("%s: layer_types: expected %d entries", c->file, a->n_layers);

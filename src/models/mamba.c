@@ -9,10 +9,10 @@
  * FalconMamba, Mamba2): embeddings, layer norms, final norm, head. */
 int mamba_configure_base(mx_arch *a, const mx_cfg *c, const mx_block_ops *mixer);
 int mamba_configure_base(mx_arch *a, const mx_cfg *c, const mx_block_ops *mixer) {
-    memset(a, 0, sizeof *a);
     float eps;
+    int n_layers;
     if (mx_cfg_i32(c, "hidden_size", 768, 1, 1 << 18, &a->hidden) ||
-        mx_cfg_i32(c, "num_hidden_layers", 32, 1, MX_MAX_LAYERS, &a->n_layers) ||
+        mx_cfg_i32(c, "num_hidden_layers", 32, 1, MX_MAX_LAYERS, &n_layers) || mx_arch_layers(a, n_layers) ||
         mx_cfg_i32(c, "vocab_size", 50280, 1, 1 << 24, &a->vocab) ||
         mx_cfg_f32(c, "layer_norm_epsilon", 1e-5f, 0, 1, &eps) ||
         mx_cfg_bool(c, "tie_word_embeddings", true, &a->tied) ||
@@ -20,14 +20,12 @@ int mamba_configure_base(mx_arch *a, const mx_cfg *c, const mx_block_ops *mixer)
         return MX_ERR;
     if (mx_cfg_i32(c, "bos_token_id", -1, -1, 1 << 30, &a->bos_id)) a->bos_id = -1;
     a->norm = (mx_norm_spec){MX_NORM_RMS, 0, true, false, eps};
-    a->n_heads = a->n_kv_heads = 1;
-    a->head_dim = a->hidden;
     a->max_pos = 1 << 26;
     a->pos = MX_POS_NONE;
     a->embed_scale = a->logit_scale = a->residual_scale = 1;
     a->names = (mx_names){.embed = "backbone.embeddings", .final_norm = "backbone.norm_f", .lm_head = "lm_head",
                           .attn_norm = "backbone.layers.%d.norm"};
-    for (int i = 0; i < a->n_layers; i++) a->layers[i] = (mx_layer_spec){.mixer = mixer};
+    for (int i = 0; i < a->n_layers; i++) a->layers[i] = (mx_layer_spec){.mixer = mixer, .attn = a->attn};
     return MX_OK;
 }
 

@@ -12,12 +12,14 @@
 #define MB_NAMES(P)                                                                                                \
     {                                                                                                              \
         .embed = P "embeddings.tok_embeddings", .embed_norm = P "embeddings.norm", .final_norm = P "final_norm",     \
-        .attn_norm = P "layers.%d.attn_norm", .qkv = P "layers.%d.attn.Wqkv", .o = P "layers.%d.attn.Wo",           \
-        .ffn_norm = P "layers.%d.mlp_norm", .gate_up = P "layers.%d.mlp.Wi", .down = P "layers.%d.mlp.Wo",         \
+        .attn_norm = P "layers.%d.attn_norm", .ffn_norm = P "layers.%d.mlp_norm", .gate_up = P "layers.%d.mlp.Wi",  \
+        .down = P "layers.%d.mlp.Wo",                                                                              \
     }
+#define MB_ATTN_NAMES(P) {.qkv = P "layers.%d.attn.Wqkv", .o = P "layers.%d.attn.Wo"}
 
 static int configure(mx_arch *a, const mx_cfg *c) {
     static const mx_names plain = MB_NAMES(""), prefixed = MB_NAMES("model.");
+    static const mx_attn_names attn_plain = MB_ATTN_NAMES(""), attn_prefixed = MB_ATTN_NAMES("model.");
     if (mx_arch_hf_defaults(a, c)) return -1;
     float eps;
     bool nbias, abias, cbias;
@@ -33,8 +35,8 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     const char *act = mx_cfg_str(c, "hidden_activation", "gelu", &err);
     if (err || mx_act_parse(act, &a->act)) return err ? -1 : mx_set_err("%s: hidden_activation: unsupported '%s'", c->file, act);
     mx_cfg plain_cfg = {NULL, NULL, c->file}; /* no rope_scaling */
-    if (mx_rope_from_config(&a->rope[0], &plain_cfg, gtheta, a->head_dim, a->max_pos) ||
-        mx_rope_from_config(&a->rope[1], &plain_cfg, ltheta, a->head_dim, a->max_pos))
+    if (mx_rope_from_config(&a->rope[0], &plain_cfg, gtheta, a->attn->head_dim, a->max_pos) ||
+        mx_rope_from_config(&a->rope[1], &plain_cfg, ltheta, a->attn->head_dim, a->max_pos))
         return -1;
     a->n_rope = 2;
     json_t *archs = mx_cfg_get(c, "architectures");
@@ -42,10 +44,11 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     size_t an_len = an ? strlen(an) : 0;
     bool bare = !an || (an_len >= 5 && !strcmp(an + an_len - 5, "Model"));
     a->names = bare ? plain : prefixed;
+    a->attn->names = bare ? attn_plain : attn_prefixed;
     a->norm = (mx_norm_spec){MX_NORM_LAYER, 0, true, nbias, eps};
-    a->q_bias = a->k_bias = a->v_bias = a->o_bias = abias;
+    a->attn->q_bias = a->attn->k_bias = a->attn->v_bias = a->attn->o_bias = abias;
     a->tied = false;
-    a->bidirectional = true;
+    a->attn->bidirectional = true;
     for (int i = 0; i < a->n_layers; i++) {
         bool global = i % every == 0;
         a->layers[i].window = global ? 0 : local / 2 + 1; /* |i - j| < W */

@@ -11,7 +11,7 @@ static int configure(mx_arch *a, const mx_cfg *c) {
         mx_arch_rope_defaults(a, c, 10000.0, 0.5))
         return -1;
     a->norm = (mx_norm_spec){MX_NORM_LAYER, 1.0f, true, true, eps};
-    a->qk_norm_spec = a->norm;
+    a->attn->qk_norm_spec = a->norm;
     const char *act = mx_cfg_str(c, "hidden_act", "relu2", &err);
     if (err) return -1;
     if (mx_act_parse(act, &a->act)) return mx_set_err("%s: hidden_act: unsupported activation '%s'", c->file, act);

@@ -97,16 +97,16 @@ static int configure(mx_arch *a, const mx_cfg *c) {
                                     .down = "model.layers.%d.mixer.shared_experts.down_proj"};
     a->names = (mx_names){.embed = "model.embeddings", .final_norm = "model.norm_f", .lm_head = "lm_head",
                           .attn_norm = "model.layers.%d.norm",
-                          .q = "model.layers.%d.mixer.q_proj", .k = "model.layers.%d.mixer.k_proj",
-                          .v = "model.layers.%d.mixer.v_proj", .o = "model.layers.%d.mixer.o_proj",
                           .up = "model.layers.%d.mixer.up_proj", .down = "model.layers.%d.mixer.down_proj"};
+    a->attn->names = (mx_attn_names){.q = "model.layers.%d.mixer.q_proj", .k = "model.layers.%d.mixer.k_proj",
+                                     .v = "model.layers.%d.mixer.v_proj", .o = "model.layers.%d.mixer.o_proj"};
     for (int i = 0; i < a->n_layers; i++) {
         const char *k = block_kind(c, i);
         if (!k) return mx_set_err("%s: layers_block_type[%d]: expected a string", c->file, i);
         const mx_block_ops *b = !strcmp(k, "mamba") ? &mx_block_mamba2 : !strcmp(k, "attention") ? &mx_block_attention
                                 : !strcmp(k, "moe") ? &mx_block_moe : !strcmp(k, "mlp") ? &mx_block_mlp : NULL;
         if (!b) return mx_set_err("%s: layers_block_type[%d]: unsupported block type '%s'", c->file, i, k);
-        a->layers[i] = (mx_layer_spec){.mixer = b};
+        a->layers[i] = (mx_layer_spec){.mixer = b, .attn = a->attn};
     }
     return 0;
 }

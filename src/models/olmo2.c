@@ -7,10 +7,10 @@
 int olmo2_configure(mx_arch *a, const mx_cfg *c);
 int olmo2_configure(mx_arch *a, const mx_cfg *c) {
     if (mx_arch_hf_defaults(a, c) || mx_cfg_f32(c, "rms_norm_eps", 1e-5f, 0, 1, &a->norm.eps)) return -1;
-    a->qk_norm_spec = a->norm;
-    a->qk_norm = MX_QKNORM_FULL;
-    a->names.q_norm = "model.layers.%d.self_attn.q_norm";
-    a->names.k_norm = "model.layers.%d.self_attn.k_norm";
+    a->attn->qk_norm_spec = a->norm;
+    a->attn->qk_norm = MX_QKNORM_FULL;
+    a->attn->names.q_norm = "model.layers.%d.self_attn.q_norm";
+    a->attn->names.k_norm = "model.layers.%d.self_attn.k_norm";
     a->names.attn_norm = NULL;
     a->names.ffn_norm = NULL;
     a->names.post_attn_norm = "model.layers.%d.post_attention_layernorm";

@@ -12,10 +12,10 @@ static int configure(mx_arch *a, const mx_cfg *c) {
         return -1;
     /* OLMoE clamps q/k/v after the q/k norms; the attention block clamps before them */
     if (mx_cfg_get(c, "clip_qkv")) return mx_set_err("%s: clip_qkv is not supported for olmoe (clamped after the q/k norms)", c->file);
-    a->qk_norm_spec = a->norm;
-    a->qk_norm = MX_QKNORM_FULL;
-    a->names.q_norm = "model.layers.%d.self_attn.q_norm";
-    a->names.k_norm = "model.layers.%d.self_attn.k_norm";
+    a->attn->qk_norm_spec = a->norm;
+    a->attn->qk_norm = MX_QKNORM_FULL;
+    a->attn->names.q_norm = "model.layers.%d.self_attn.q_norm";
+    a->attn->names.k_norm = "model.layers.%d.self_attn.k_norm";
     return 0;
 }
 

@@ -11,17 +11,17 @@ static int configure(mx_arch *a, const mx_cfg *c) {
         return -1;
     a->norm.kind = MX_NORM_LAYER;
     a->norm.bias = true;
-    a->qk_norm_spec = a->norm;
+    a->attn->qk_norm_spec = a->norm;
     if (qk_ln) {
-        a->qk_norm = MX_QKNORM_HEAD;
-        a->names.q_norm = "model.layers.%d.self_attn.q_layernorm";
-        a->names.k_norm = "model.layers.%d.self_attn.k_layernorm";
+        a->attn->qk_norm = MX_QKNORM_HEAD;
+        a->attn->names.q_norm = "model.layers.%d.self_attn.q_layernorm";
+        a->attn->names.k_norm = "model.layers.%d.self_attn.k_layernorm";
     }
     a->residual = MX_RES_PARALLEL;
-    a->q_bias = a->k_bias = a->v_bias = a->o_bias = a->mlp_bias = a->lm_head_bias = true;
+    a->attn->q_bias = a->attn->k_bias = a->attn->v_bias = a->attn->o_bias = a->mlp_bias = a->lm_head_bias = true;
     a->mlp = MX_MLP_PLAIN;
     a->names.final_norm = "model.final_layernorm";
-    a->names.o = "model.layers.%d.self_attn.dense";
+    a->attn->names.o = "model.layers.%d.self_attn.dense";
     a->names.ffn_norm = a->names.gate = NULL;
     a->names.up = "model.layers.%d.mlp.fc1";
     a->names.down = "model.layers.%d.mlp.fc2";

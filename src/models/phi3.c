@@ -8,8 +8,8 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     if (mx_arch_hf_defaults(a, c) || mx_cfg_i32(c, "sliding_window", 0, 0, 1 << 30, &w) ||
         mx_cfg_f32(c, "rms_norm_eps", 1e-5f, 0, 1, &a->norm.eps))
         return -1;
-    a->names.q = a->names.k = a->names.v = NULL;
-    a->names.qkv = "model.layers.%d.self_attn.qkv_proj";
+    a->attn->names.q = a->attn->names.k = a->attn->names.v = NULL;
+    a->attn->names.qkv = "model.layers.%d.self_attn.qkv_proj";
     a->names.gate = a->names.up = NULL;
     a->names.gate_up = "model.layers.%d.mlp.gate_up_proj";
     mx_arch_set_window_all(a, w);

@@ -42,8 +42,8 @@ int qwen_moe_configure(mx_arch *a, const mx_cfg *c, int def_experts, int def_top
 
 static int configure(mx_arch *a, const mx_cfg *c) {
     if (mx_arch_hf_defaults(a, c) || qwen_moe_configure(a, c, 60, 4, 1408)) return -1;
-    a->q_bias = a->k_bias = a->v_bias = true;
-    a->o_bias = false;
+    a->attn->q_bias = a->attn->k_bias = a->attn->v_bias = true;
+    a->attn->o_bias = false;
     bool use;
     int w, from;
     if (mx_cfg_bool(c, "use_sliding_window", false, &use) || mx_cfg_i32(c, "sliding_window", 0, 0, 1 << 30, &w) ||

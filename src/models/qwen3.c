@@ -4,9 +4,9 @@
 int qwen3_configure(mx_arch *a, const mx_cfg *c);
 int qwen3_configure(mx_arch *a, const mx_cfg *c) {
     if (mx_arch_hf_defaults(a, c)) return -1;
-    a->qk_norm = MX_QKNORM_HEAD;
-    a->names.q_norm = "model.layers.%d.self_attn.q_norm";
-    a->names.k_norm = "model.layers.%d.self_attn.k_norm";
+    a->attn->qk_norm = MX_QKNORM_HEAD;
+    a->attn->names.q_norm = "model.layers.%d.self_attn.q_norm";
+    a->attn->names.k_norm = "model.layers.%d.self_attn.k_norm";
     bool use;
     int w;
     if (mx_cfg_bool(c, "use_sliding_window", false, &use) || mx_cfg_i32(c, "sliding_window", 0, 0, 1 << 30, &w)) return -1;

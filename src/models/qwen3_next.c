@@ -27,11 +27,11 @@ static int configure(mx_arch *a, const mx_cfg *c) {
         return -1;
     if (d->n_v_heads % d->n_k_heads) return mx_set_err("%s: linear_num_value_heads must be a multiple of linear_num_key_heads", c->file);
     a->norm.offset = 1;
-    a->qk_norm = MX_QKNORM_HEAD;
-    a->qk_norm_spec = a->norm;
-    a->attn_gate = true;
-    a->names.q_norm = "model.layers.%d.self_attn.q_norm";
-    a->names.k_norm = "model.layers.%d.self_attn.k_norm";
+    a->attn->qk_norm = MX_QKNORM_HEAD;
+    a->attn->qk_norm_spec = a->norm;
+    a->attn->gate = true;
+    a->attn->names.q_norm = "model.layers.%d.self_attn.q_norm";
+    a->attn->names.k_norm = "model.layers.%d.self_attn.k_norm";
     d->norm_eps = a->norm.eps;
     d->prefix = "model.layers.%d.linear_attn";
     s->route = MX_ROUTE_SOFTMAX;

@@ -25,20 +25,19 @@ static int configure(mx_arch *a, const mx_cfg *c) {
         mx_cfg_bool(c, "attention_bias", false, &bias) ||
         mx_arch_rope_defaults(a, c, 10000.0, 0.5))
         return -1;
-    s->n_heads = a->n_heads;
+    s->n_heads = a->attn->n_heads;
     s->act = a->act;
     s->prefix = "model.layers.%d.temporal_block";
     a->ffn = inter / 2;
     a->mlp_bias = true;
-    a->q_bias = a->k_bias = a->v_bias = bias;
-    a->o_bias = true;
+    a->attn->q_bias = a->attn->k_bias = a->attn->v_bias = bias;
+    a->attn->o_bias = true;
     a->embed_scale = mx_bf16_to_f32(mx_f32_to_bf16(sqrtf((float)a->hidden)));
+    a->attn->names = (mx_attn_names){.q = "model.layers.%d.temporal_block.q_proj", .k = "model.layers.%d.temporal_block.k_proj",
+                                     .v = "model.layers.%d.temporal_block.v_proj", .o = "model.layers.%d.temporal_block.o_proj"};
     a->names = (mx_names){
         .embed = "model.embed_tokens", .final_norm = "model.final_norm", .lm_head = "lm_head",
-        .attn_norm = "model.layers.%d.temporal_pre_norm",
-        .q = "model.layers.%d.temporal_block.q_proj", .k = "model.layers.%d.temporal_block.k_proj",
-        .v = "model.layers.%d.temporal_block.v_proj", .o = "model.layers.%d.temporal_block.o_proj",
-        .ffn_norm = "model.layers.%d.channel_pre_norm",
+        .attn_norm = "model.layers.%d.temporal_pre_norm", .ffn_norm = "model.layers.%d.channel_pre_norm",
         .gate = "model.layers.%d.mlp_block.gate_proj", .up = "model.layers.%d.mlp_block.up_proj",
         .down = "model.layers.%d.mlp_block.down_proj",
     };
@@ -49,9 +48,8 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     for (int i = 0; i < a->n_layers; i++) {
         const char *t = bt ? json_string_value(json_array_get(bt, (size_t)(i % nt))) : def_types[i % 3];
         if (!t) return mx_set_err("%s: block_types[%d]: expected a string", c->file, i % nt);
-        if (!strcmp(t, "recurrent")) a->layers[i] = (mx_layer_spec){.mixer = &mx_block_rglru, .ffn = &mx_block_mlp};
-        else if (!strcmp(t, "attention"))
-            a->layers[i] = (mx_layer_spec){.window = window, .rope = true, .mixer = &mx_block_attention, .ffn = &mx_block_mlp};
+        if (!strcmp(t, "recurrent")) a->layers[i].mixer = &mx_block_rglru;
+        else if (!strcmp(t, "attention")) a->layers[i].window = window;
         else return mx_set_err("%s: block_types: unsupported block type '%s'", c->file, t);
     }
     return 0;

@@ -14,6 +14,15 @@ void mx_family_register(mx_family *f) {
 
 const mx_family *mx_family_list(void) { return g_families; }
 
+int mx_family_configure(const mx_family *f, mx_arch *a, const mx_cfg *c) {
+    mx_arch_free(a);
+    if (f->configure(a, c)) {
+        mx_arch_free(a);
+        return -1;
+    }
+    return 0;
+}
+
 const mx_family *mx_family_find(const char *model_type) {
     for (mx_family *f = g_families; f; f = f->next) {
         if (!strcasecmp(f->name, model_type)) return f;

@@ -13,14 +13,14 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     if (mx_arch_rope_defaults(a, c, 10000, 0.25)) return -1; /* StableLmConfig's partial_rotary_factor */
     a->norm.kind = MX_NORM_LAYER;
     a->norm.bias = true;
-    a->q_bias = a->k_bias = a->v_bias = qkv_bias;
-    a->o_bias = false;
+    a->attn->q_bias = a->attn->k_bias = a->attn->v_bias = qkv_bias;
+    a->attn->o_bias = false;
     if (qk_ln) {
-        a->qk_norm = MX_QKNORM_HEAD_EACH;
-        a->qk_norm_spec = a->norm;
-        a->qk_norm_spec.bias = false;
-        a->names.q_norm = "model.layers.%d.self_attn.q_layernorm.norms.%d";
-        a->names.k_norm = "model.layers.%d.self_attn.k_layernorm.norms.%d";
+        a->attn->qk_norm = MX_QKNORM_HEAD_EACH;
+        a->attn->qk_norm_spec = a->norm;
+        a->attn->qk_norm_spec.bias = false;
+        a->attn->names.q_norm = "model.layers.%d.self_attn.q_layernorm.norms.%d";
+        a->attn->names.k_norm = "model.layers.%d.self_attn.k_layernorm.norms.%d";
     }
     if (par) {
         a->residual = MX_RES_PARALLEL;

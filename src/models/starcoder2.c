@@ -12,7 +12,7 @@ static int configure(mx_arch *a, const mx_cfg *c) {
         return -1;
     a->norm.kind = MX_NORM_LAYER;
     a->norm.bias = true;
-    a->q_bias = a->k_bias = a->v_bias = a->o_bias = a->mlp_bias = bias;
+    a->attn->q_bias = a->attn->k_bias = a->attn->v_bias = a->attn->o_bias = a->mlp_bias = bias;
     a->tied = tied;
     a->mlp = MX_MLP_PLAIN;
     a->names.gate = NULL;

@@ -18,7 +18,7 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     float tmin;
     if (mx_arch_hf_defaults(a, c) || mx_cfg_bool(c, "tie_word_embeddings", true, &a->tied) ||
         mx_arch_act_default(a, c, "gelu") ||
-        mx_cfg_i32(c, "attention_head_dim", 2 * a->hidden / a->n_heads, 1, 1 << 14, &ahd) ||
+        mx_cfg_i32(c, "attention_head_dim", 2 * a->hidden / a->attn->n_heads, 1, 1 << 14, &ahd) ||
         mx_cfg_bool(c, "use_mem_rope", false, &rope) || mx_cfg_bool(c, "use_long_context", false, &longctx) ||
         mx_cfg_i32(c, "num_mem_blocks", 1, 1, 1 << 10, &b->n_blocks) ||
         mx_cfg_i32(c, "adapter_rank", 128, 1, 1 << 16, &b->adapter_rank) ||
@@ -30,8 +30,8 @@ static int configure(mx_arch *a, const mx_cfg *c) {
         mx_cfg_i32(c, "mamba_d_conv", 4, 1, 64, &s->d_conv) || mx_cfg_f32(c, "time_step_min", 0.001f, 0, 1e3f, &tmin))
         return -1;
     /* the shared attention */
-    b->heads = a->n_heads;
-    b->kv_heads = a->n_kv_heads;
+    b->heads = a->attn->n_heads;
+    b->kv_heads = a->attn->n_kv_heads;
     b->head_dim = ahd;
     b->attn_scale = 1.0f / sqrtf(ahd / 2.0f);
     b->ffn = a->ffn;
@@ -42,7 +42,7 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     b->mamba_norm = "model.layers.%d.mamba_decoder.input_layernorm";
     b->mamba = "model.layers.%d.mamba_decoder.mamba";
     if (b->heads * ahd != 2 * a->hidden) return mx_set_err("%s: attention heads * attention_head_dim must be 2 * hidden_size", c->file);
-    a->head_dim = ahd;
+    a->attn->head_dim = ahd;
     if (rope) {
         double theta;
         if (mx_cfg_float(c, "rope_theta", 10000.0, 1e-3, 1e15, &theta)) return -1;
@@ -75,8 +75,8 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     for (int i = 0; i < a->n_layers; i++) {
         const char *t = json_string_value(json_array_get(bt, (size_t)i));
         if (!t) return mx_set_err("%s: layers_block_type[%d]: expected a string", c->file, i);
-        if (!strcmp(t, "mamba")) a->layers[i] = (mx_layer_spec){.mixer = &mx_block_mamba2};
-        else if (!strcmp(t, "hybrid")) a->layers[i] = (mx_layer_spec){.mixer = &mx_block_zamba, .no_attn_norm = true};
+        if (!strcmp(t, "mamba")) a->layers[i] = (mx_layer_spec){.mixer = &mx_block_mamba2, .attn = a->attn};
+        else if (!strcmp(t, "hybrid")) a->layers[i] = (mx_layer_spec){.mixer = &mx_block_zamba, .attn = a->attn, .no_attn_norm = true};
         else return mx_set_err("%s: layers_block_type[%d]: unsupported '%s'", c->file, i, t);
     }
     return 0;

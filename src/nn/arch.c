@@ -1,18 +1,64 @@
 #include "arch.h"
 #include "../base/base.h"
 #include <float.h>
+#include <stddef.h>
+#include <stdlib.h>
 #include <math.h>
 #include <string.h>
 
 static const mx_names llama_names = {
     .embed = "model.embed_tokens", .final_norm = "model.norm", .lm_head = "lm_head",
     .attn_norm = "model.layers.%d.input_layernorm",
-    .q = "model.layers.%d.self_attn.q_proj", .k = "model.layers.%d.self_attn.k_proj",
-    .v = "model.layers.%d.self_attn.v_proj", .o = "model.layers.%d.self_attn.o_proj",
     .ffn_norm = "model.layers.%d.post_attention_layernorm",
     .gate = "model.layers.%d.mlp.gate_proj", .up = "model.layers.%d.mlp.up_proj",
     .down = "model.layers.%d.mlp.down_proj",
 };
+static const mx_attn_names llama_attn_names = {
+    .q = "model.layers.%d.self_attn.q_proj", .k = "model.layers.%d.self_attn.k_proj",
+    .v = "model.layers.%d.self_attn.v_proj", .o = "model.layers.%d.self_attn.o_proj",
+};
+
+/* Owned allocations: a singly linked list of blocks, each after its link. */
+struct mx_arch_mem {
+    mx_arch_mem *next;
+    max_align_t data[];
+};
+
+void *mx_arch_alloc(mx_arch *a, size_t bytes) {
+    if (bytes > ((size_t)1 << 32)) { mx_set_err("arch description of %zu bytes is too large", bytes); return NULL; }
+    mx_arch_mem *m = mx_calloc(1, sizeof *m + bytes);
+    if (!m) return NULL;
+    m->next = a->mem;
+    a->mem = m;
+    return m->data;
+}
+
+void mx_arch_free(mx_arch *a) {
+    for (mx_arch_mem *m = a->mem, *n; m; m = n) {
+        n = m->next;
+        free(m);
+    }
+    memset(a, 0, sizeof *a);
+}
+
+mx_attn_spec *mx_arch_add_attn(mx_arch *a, const mx_attn_spec *like) {
+    if (a->n_attn_specs >= MX_MAX_ATTN_SPECS) { mx_set_err("more than %d attention specs", MX_MAX_ATTN_SPECS); return NULL; }
+    mx_attn_spec *s = mx_arch_alloc(a, sizeof *s);
+    if (!s) return NULL;
+    if (like) *s = *like;
+    a->attn_specs[a->n_attn_specs++] = s;
+    return s;
+}
+
+int mx_arch_layers(mx_arch *a, int n) {
+    if (n < 1 || n > MX_MAX_LAYERS) return mx_set_err("%d layers is out of range (1 to %d)", n, MX_MAX_LAYERS);
+    if (!a->attn && !(a->attn = mx_arch_add_attn(a, NULL))) return MX_ERR;
+    if (!(a->layers = mx_arch_alloc(a, (size_t)n * sizeof *a->layers))) return MX_ERR;
+    a->n_layers = n;
+    for (int i = 0; i < n; i++)
+        a->layers[i] = (mx_layer_spec){.mixer = &mx_block_attention, .ffn = &mx_block_mlp, .attn = a->attn, .rope = true};
+    return MX_OK;
+}
 
 int mx_arch_ignore(mx_arch *a, const char *pattern) {
     if (a->n_ignore >= MX_MAX_IGNORE) return mx_set_err("too many ignore patterns");
@@ -44,7 +90,7 @@ int mx_arch_rope_defaults(mx_arch *a, const mx_cfg *c, double theta_def, double 
     if (mx_cfg_float(c, "rope_theta", theta_def, 1e-3, 1e15, &theta) ||
         mx_cfg_float(c, "partial_rotary_factor", partial_def, 1e-3, 1.0, &partial))
         return MX_ERR;
-    int rot = (int)(a->head_dim * partial);
+    int rot = (int)(a->attn->head_dim * partial);
     rot -= rot % 2;
     bool il = a->rope[0].interleaved;
     if (mx_rope_from_config(&a->rope[0], c, theta, rot, a->max_pos)) return MX_ERR;
@@ -74,29 +120,32 @@ int mx_ssm_time_step_limit(mx_ssm_spec *s, const mx_cfg *c) {
 }
 
 int mx_arch_hf_defaults(mx_arch *a, const mx_cfg *c) {
-    memset(a, 0, sizeof *a);
     a->names = llama_names;
+    int n_layers, heads, kv_heads;
     if (mx_cfg_i32(c, "hidden_size", 0, 1, 1 << 18, &a->hidden) ||
-        mx_cfg_i32(c, "num_hidden_layers", 0, 1, MX_MAX_LAYERS, &a->n_layers) ||
-        mx_cfg_i32(c, "num_attention_heads", 0, 1, 4096, &a->n_heads) ||
-        mx_cfg_i32(c, "num_key_value_heads", a->n_heads, 1, 4096, &a->n_kv_heads) ||
+        mx_cfg_i32(c, "num_hidden_layers", 0, 1, MX_MAX_LAYERS, &n_layers) ||
+        mx_cfg_i32(c, "num_attention_heads", 0, 1, 4096, &heads) ||
+        mx_cfg_i32(c, "num_key_value_heads", heads, 1, 4096, &kv_heads) ||
         mx_cfg_i32(c, "vocab_size", 0, 1, 1 << 24, &a->vocab) ||
         mx_cfg_i32(c, "max_position_embeddings", 4096, 1, 1 << 26, &a->max_pos))
         return MX_ERR;
     if (!a->hidden) return mx_set_err("%s: hidden_size is missing", c->file);
-    if (!a->n_layers) return mx_set_err("%s: num_hidden_layers is missing", c->file);
-    if (!a->n_heads) return mx_set_err("%s: num_attention_heads is missing", c->file);
+    if (!n_layers) return mx_set_err("%s: num_hidden_layers is missing", c->file);
+    if (!heads) return mx_set_err("%s: num_attention_heads is missing", c->file);
     if (!a->vocab) return mx_set_err("%s: vocab_size is missing", c->file);
-    if (a->n_heads % a->n_kv_heads)
-        return mx_set_err("%s: num_attention_heads %d is not a multiple of num_key_value_heads %d", c->file, a->n_heads, a->n_kv_heads);
-    int hd_def = a->hidden % a->n_heads == 0 ? a->hidden / a->n_heads : 0;
-    if (mx_cfg_i32(c, "head_dim", hd_def, 1, 1 << 14, &a->head_dim)) return MX_ERR;
-    if (!a->head_dim) return mx_set_err("%s: hidden_size %d is not divisible by num_attention_heads %d and head_dim is missing", c->file, a->hidden, a->n_heads);
+    if (heads % kv_heads)
+        return mx_set_err("%s: num_attention_heads %d is not a multiple of num_key_value_heads %d", c->file, heads, kv_heads);
+    if (mx_arch_layers(a, n_layers)) return MX_ERR;
+    mx_attn_spec *at = a->attn;
+    *at = (mx_attn_spec){.n_heads = heads, .n_kv_heads = kv_heads, .names = llama_attn_names};
+    int hd_def = a->hidden % at->n_heads == 0 ? a->hidden / at->n_heads : 0;
+    if (mx_cfg_i32(c, "head_dim", hd_def, 1, 1 << 14, &at->head_dim)) return MX_ERR;
+    if (!at->head_dim) return mx_set_err("%s: hidden_size %d is not divisible by num_attention_heads %d and head_dim is missing", c->file, a->hidden, at->n_heads);
     if (mx_cfg_i32(c, "intermediate_size", 4 * a->hidden, 1, 1 << 20, &a->ffn)) return MX_ERR;
     float eps;
     if (mx_cfg_f32(c, "rms_norm_eps", 1e-6f, 0, 1, &eps)) return MX_ERR;
     a->norm = (mx_norm_spec){MX_NORM_RMS, 0, true, false, eps};
-    a->qk_norm_spec = a->norm;
+    at->qk_norm_spec = a->norm;
     int err = 0;
     const char *act = mx_cfg_str(c, "hidden_act", "silu", &err);
     if (err) return MX_ERR;
@@ -105,24 +154,23 @@ int mx_arch_hf_defaults(mx_arch *a, const mx_cfg *c) {
     if (mx_cfg_bool(c, "attention_bias", false, &bias) || mx_cfg_bool(c, "mlp_bias", false, &a->mlp_bias) ||
         mx_cfg_bool(c, "tie_word_embeddings", false, &a->tied))
         return MX_ERR;
-    a->q_bias = a->k_bias = a->v_bias = a->o_bias = bias;
+    at->q_bias = at->k_bias = at->v_bias = at->o_bias = bias;
     double theta, partial;
     if (mx_cfg_float(c, "rope_theta", 10000.0, 1e-3, 1e15, &theta) ||
         mx_cfg_float(c, "partial_rotary_factor", 1.0, 1e-3, 1.0, &partial))
         return MX_ERR;
-    int rot = (int)(a->head_dim * partial);
+    int rot = (int)(at->head_dim * partial);
     rot -= rot % 2;
     if (mx_rope_from_config(&a->rope[0], c, theta, rot, a->max_pos)) return MX_ERR;
     a->n_rope = 1;
     a->pos = MX_POS_ROPE;
-    a->attn_scale = 1.0f / sqrtf((float)a->head_dim);
+    at->scale = 1.0f / sqrtf((float)at->head_dim);
     a->embed_scale = 1;
     a->logit_scale = 1;
     a->residual_scale = 1;
     a->mlp = MX_MLP_GATED;
     a->residual = MX_RES_SEQUENTIAL;
     if (mx_cfg_i32(c, "bos_token_id", -1, -1, 1 << 30, &a->bos_id)) a->bos_id = -1;
-    for (int i = 0; i < a->n_layers; i++) a->layers[i] = (mx_layer_spec){.rope = true, .mixer = &mx_block_attention, .ffn = &mx_block_mlp};
     mx_arch_ignore(a, "*rotary_emb.inv_freq");
     return MX_OK;
 }

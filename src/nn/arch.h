@@ -1,6 +1,12 @@
 /* arch: the description a family file fills in. The generic decoder in nn/
  * executes it; a family states only how it differs from the defaults that
- * mx_arch_hf_defaults() reads from the standard Hugging Face config keys. */
+ * mx_arch_hf_defaults() reads from the standard Hugging Face config keys.
+ *
+ * It grows by parts: model-level fields (sizes, norms, embeddings, head),
+ * one spec per kind of block (attention, MoE, MLA, SSM, ...), and one
+ * mx_layer_spec per layer saying which blocks the layer runs and which
+ * attention spec it uses. Layers and extra specs live in memory the
+ * description owns (mx_arch_alloc), freed by mx_arch_free. */
 #ifndef MX_ARCH_H
 #define MX_ARCH_H
 #include <stdbool.h>
@@ -35,12 +41,40 @@ typedef enum { MX_POS_ROPE, MX_POS_LEARNED, MX_POS_NONE } mx_pos_kind;
  * giving q|k|v), gate_up (gate|up). */
 typedef struct {
     const char *embed, *pos_embed, *final_norm, *lm_head;
-    const char *attn_norm, *q, *k, *v, *qkv, *o, *q_norm, *k_norm, *post_attn_norm;
+    const char *attn_norm, *post_attn_norm;
     const char *ffn_norm, *gate, *up, *gate_up, *down, *post_ffn_norm;
     const char *type_embed;  /* token type (segment) embeddings, added to the token embedding */
     const char *embed_norm;  /* norm on the summed embeddings (BERT, ModernBERT), spec arch.norm */
-    const char *sinks;       /* per-head attention sink logits (GPT-OSS): a full tensor name with "%d" */
 } mx_names;
+
+/* Attention (nn/attention.c): q/k/v projections (separate, or one fused qkv),
+ * optional clamp, q/k norm, rope, GQA/MQA, soft-capping, sinks, output gate,
+ * o. One spec describes one kind of attention; each layer points to the spec
+ * it runs (mx_layer_spec.attn). arch.attn is the default every layer starts
+ * with; mx_arch_add_attn makes another (a second head size, an encoder's
+ * bidirectional attention, a cross-attention). MLA (nn/mla.c) reads its
+ * heads, scale, biases and the q/o names from its layer's spec too.
+ * Names are module paths as in mx_names ("%d" = layer). */
+typedef struct {
+    const char *q, *k, *v, *qkv, *o, *q_norm, *k_norm;
+    const char *sinks;       /* per-head sink logits (GPT-OSS): a full tensor name with "%d" */
+} mx_attn_names;
+
+typedef struct mx_attn_spec {
+    int n_heads, n_kv_heads, head_dim;
+    float scale;              /* multiplies q·k (default 1/sqrt(head_dim)) */
+    float softcap;            /* tanh soft-cap of the scores; 0 = off */
+    float clip_qkv;           /* q, k, v clamped to +-clip_qkv; 0 = off */
+    mx_qknorm qk_norm;
+    mx_norm_spec qk_norm_spec;
+    mx_qkv_layout qkv_layout; /* row order of names.qkv */
+    bool q_bias, k_bias, v_bias, o_bias;
+    bool gate;                /* q gives per head [q | gate]; the output is multiplied
+                                 by sigmoid(gate) before o (Qwen3-Next) */
+    bool bidirectional;       /* every key of the sequence (encoders); a window W
+                                 then means |i - j| < W */
+    mx_attn_names names;
+} mx_attn_spec;
 
 /* Mixture of experts (nn/moe.c). The router picks top_k of n_experts per
  * token; the variant is data:
@@ -86,9 +120,10 @@ typedef struct {
  * low-rank bottleneck (q_a -> norm -> q_b; plain names.q when q_lora_rank is
  * 0), kv_a -> [latent (kv_lora_rank) | shared rope key (qk_rope_dim)],
  * latent -> norm -> kv_b gives per head [k_nope | v]. Rope (arch.rope[0],
- * dim qk_rope_dim) on the rope slices only; scale arch.attn_scale; o =
- * names.o; biases: q_bias on q_a/q, k_bias on kv_a, o_bias on o. The cache
- * holds the normed latent and the roped key per position. */
+ * dim qk_rope_dim) on the rope slices only. From the layer's attention spec:
+ * n_heads, scale, names.q and names.o, q_bias on q_a/q, k_bias on kv_a,
+ * o_bias on o. The cache holds the normed latent and the roped key per
+ * position. */
 typedef struct {
     int q_lora_rank, kv_lora_rank, qk_nope_dim, qk_rope_dim, v_head_dim;
     mx_norm_spec norm;          /* q_a / kv_a norms */
@@ -187,13 +222,20 @@ typedef struct {
     const char *shared, *linear, *mamba_norm, *mamba;
 } mx_shared_block_spec;
 
+/* One layer: its blocks, the attention spec it runs, and where it sits in
+ * the sequence (window, rope). Per-layer differences of a family are data
+ * here: a sliding layer has a window, a NoPE layer rope = false, a layer with
+ * another head size points to another attention spec. */
 typedef struct {
-    int window;     /* sliding window W (attend i-W < j <= i); 0 = global */
-    bool rope;      /* false: this layer applies no rotary embedding */
-    int rope_idx;   /* which of arch.rope[] this layer uses */
     const mx_block_ops *mixer, *ffn; /* default: attention and MLP */
     const mx_block_ops *mixer2; /* a second mixer on the same normed input, its output added
                                    to the mixer's (Falcon-H1 attention + Mamba2); NULL = none */
+    const mx_attn_spec *attn;   /* the attention spec of this layer (default arch.attn) */
+    int window;     /* sliding window W (attend i-W < j <= i); 0 = global. A causal
+                       layer with a window reads only its last W cached positions,
+                       so its cache can be a ring of W entries */
+    bool rope;      /* false: this layer applies no rotary embedding */
+    int rope_idx;   /* which of arch.rope[] this layer uses */
     bool no_attn_norm; /* this layer has no attention norm (ModernBERT layer 0) */
 } mx_layer_spec;
 
@@ -212,30 +254,27 @@ typedef struct {
     int n_labels;
 } mx_head_spec;
 
+/* Bounds on what a config may ask for (input is untrusted): layers, and
+ * distinct attention specs per model. */
 #define MX_MAX_LAYERS 1024
+#define MX_MAX_ATTN_SPECS 8
 #define MX_MAX_IGNORE 16
+typedef struct mx_arch_mem mx_arch_mem;
 typedef struct mx_arch {
     const char *family;
-    int n_layers, hidden, n_heads, n_kv_heads, head_dim, ffn, vocab, max_pos;
+    int n_layers, hidden, ffn, vocab, max_pos;
     mx_norm_spec norm;      /* block and final norms */
-    mx_qknorm qk_norm;
-    mx_norm_spec qk_norm_spec;
-    mx_qkv_layout qkv_layout; /* row order of names.qkv */
     mx_residual residual;
     bool parallel_two_norms; /* parallel block with separate attn/ffn norms (NeoX) */
-    bool attn_gate;         /* q projection gives per head [q | gate]; the attention output
-                               is multiplied by sigmoid(gate) before o (Qwen3-Next) */
     mx_mlp_kind mlp;
     mx_act act;
-    bool q_bias, k_bias, v_bias, o_bias, mlp_bias, lm_head_bias;
+    bool mlp_bias, lm_head_bias;
     bool tied;
     bool conv1d;            /* linear weights stored [in, out] (GPT-2 Conv1D) */
     mx_pos_kind pos;
     int pos_offset;         /* learned positions start here (RoBERTa: pad + 1) */
     mx_rope rope[2];
     int n_rope;
-    float attn_scale;       /* multiplies q·k (default 1/sqrt(head_dim)) */
-    float attn_softcap;     /* 0 = off */
     float final_softcap;    /* 0 = off */
     float embed_scale;      /* 1 = off */
     float logit_scale;      /* multiplies logits (1 = off) */
@@ -243,11 +282,8 @@ typedef struct mx_arch {
     float mixer_scale, mixer2_scale; /* multipliers of the mixer / mixer2 outputs (0 = 1) */
     float mlp_gate_scale, mlp_out_scale; /* dense MLP: gate projection output and MLP output
                                             multipliers (Falcon-H1 mlp_multipliers; 0 = 1) */
-    float clip_qkv;         /* 0 = off */
     int bos_id;
     /* encoders */
-    bool bidirectional;       /* attention sees every key of the sequence; a
-                                 window W then means |i - j| < W */
     bool norm_after_residual; /* post_attn_norm/post_ffn_norm normalise the
                                  residual sum (BERT post-norm), not the
                                  sublayer output (Gemma 2 sandwich) */
@@ -255,8 +291,10 @@ typedef struct mx_arch {
                                  take row pos_offset-1 and are not counted */
     int n_types;              /* rows of names.type_embed */
     mx_head_spec head;        /* classifier / pooler; dense = out = NULL: none */
-    mx_layer_spec layers[MX_MAX_LAYERS];
     mx_names names;
+    mx_attn_spec *attn;     /* the default attention spec (every layer's until a family
+                               points a layer elsewhere) */
+    mx_layer_spec *layers;  /* n_layers entries (mx_arch_layers) */
     mx_moe_spec moe;        /* for layers whose ffn is mx_block_moe */
     mx_mla_spec mla;        /* for layers whose mixer is mx_block_mla */
     mx_ssm_spec ssm;        /* for layers whose mixer is mx_block_mamba / mx_block_mamba2 */
@@ -266,12 +304,24 @@ typedef struct mx_arch {
     mx_shared_block_spec shared_block; /* for layers whose mixer is mx_block_zamba */
     const char *ignore[MX_MAX_IGNORE]; /* glob patterns of tensors not used */
     int n_ignore;
+    mx_attn_spec *attn_specs[MX_MAX_ATTN_SPECS]; /* every attention spec, arch.attn first */
+    int n_attn_specs;
+    mx_arch_mem *mem;       /* what the description owns */
 } mx_arch;
 
-/* Fills a from the keys most HF decoder configs share (hidden_size,
+/* Fills a (zeroed) from the keys most HF decoder configs share (hidden_size,
  * num_attention_heads, rope_theta, rope_scaling, ...), with Llama's names and
  * structure. Every value is range-checked. */
 int mx_arch_hf_defaults(mx_arch *a, const mx_cfg *c);
+/* Zeroed memory owned by a, freed by mx_arch_free (NULL + error on failure). */
+void *mx_arch_alloc(mx_arch *a, size_t bytes);
+/* Frees what a owns and zeroes it. */
+void mx_arch_free(mx_arch *a);
+/* Sets n_layers and allocates the layers, each attention (arch.attn, made
+ * here when a has none) + MLP with rope; 1 <= n <= MX_MAX_LAYERS. */
+int mx_arch_layers(mx_arch *a, int n);
+/* A new attention spec owned by a, a copy of `like` (zeroed when NULL). */
+mx_attn_spec *mx_arch_add_attn(mx_arch *a, const mx_attn_spec *like);
 /* Applies the per-layer window pattern: layer i is sliding when pattern says so. */
 void mx_arch_set_window_all(mx_arch *a, int window);
 int mx_arch_ignore(mx_arch *a, const char *pattern);

@@ -1,6 +1,8 @@
-/* Causal self-attention block: q/k/v projections (separate or fused, with
- * biases), optional clip, q/k norm, rope, a sliding window per layer,
- * soft-capping, GQA/MQA. Its per-sequence state is K then V, [cap][kv_dim]. */
+/* Self-attention block (causal, or bidirectional for encoders), run as the
+ * layer's attention spec (arch.h mx_attn_spec) says: q/k/v projections
+ * (separate or fused, with biases), optional clip, q/k norm, rope, the
+ * layer's sliding window, soft-capping, sinks, output gate, GQA/MQA. Its
+ * per-sequence state is K then V, [cap][kv_dim]. */
 #include "model.h"
 #include "../base/base.h"
 #include <math.h>
@@ -46,9 +48,9 @@ static int load_head_norm(mx_model *m, const mx_norm_spec *s, const char *pat, i
 }
 
 static int att_load(mx_model *m, int i, void **out) {
-    const mx_arch *a = &m->arch;
-    const mx_names *N = &a->names;
-    int H = a->hidden, hd = a->head_dim, qd = a->n_heads * hd, kvd = a->n_kv_heads * hd;
+    const mx_attn_spec *a = m->arch.layers[i].attn;
+    const mx_attn_names *N = &a->names;
+    int H = m->arch.hidden, hd = a->head_dim, qd = a->n_heads * hd, kvd = a->n_kv_heads * hd;
     att_w *w = mx_calloc(1, sizeof *w);
     if (!w) return MX_ERR;
     *out = w;
@@ -62,10 +64,10 @@ static int att_load(mx_model *m, int i, void **out) {
             mx_load_norm(m, &a->qk_norm_spec, N->k_norm, i, kn, &w->k_norm))
             return MX_ERR;
     }
-    if (N->qkv && a->attn_gate) return mx_set_err("%s: gated attention with a fused qkv projection is not supported", m->ck.dir);
+    if (N->qkv && a->gate) return mx_set_err("%s: gated attention with a fused qkv projection is not supported", m->ck.dir);
     if (N->qkv) {
         if (mx_load_lin(m, N->qkv, i, qd + 2 * kvd, H, a->q_bias, &w->qkv, &w->qkv_b)) return MX_ERR;
-    } else if (mx_load_lin(m, N->q, i, a->attn_gate ? 2 * qd : qd, H, a->q_bias, &w->q, &w->q_b) ||
+    } else if (mx_load_lin(m, N->q, i, a->gate ? 2 * qd : qd, H, a->q_bias, &w->q, &w->q_b) ||
                mx_load_lin(m, N->k, i, kvd, H, a->k_bias, &w->k, &w->k_b) ||
                mx_load_lin(m, N->v, i, kvd, H, a->v_bias, &w->v, &w->v_b))
         return MX_ERR;
@@ -85,11 +87,11 @@ static void att_free(void *p) {
     free(w);
 }
 
-static int qkv_dim(const mx_arch *a) { return (a->n_heads + 2 * a->n_kv_heads) * a->head_dim; }
+static int qkv_dim(const mx_attn_spec *a) { return (a->n_heads + 2 * a->n_kv_heads) * a->head_dim; }
 
 static size_t att_state(const mx_model *m, int layer, int cap) {
-    (void)layer;
-    return (size_t)2 * cap * m->arch.n_kv_heads * m->arch.head_dim;
+    const mx_attn_spec *a = m->arch.layers[layer].attn;
+    return (size_t)2 * cap * a->n_kv_heads * a->head_dim;
 }
 
 /* Query heads that share a kv head (GQA) run in one task, over blocks of
@@ -97,16 +99,16 @@ static size_t att_state(const mx_model *m, int layer, int cap) {
  * them: the K and V rows then come from memory once per group instead of
  * once per head. A group may be split (sub-groups of `per` heads) so that a
  * one-token step still has work for every thread. */
-static int att_group(const mx_arch *a) { return a->n_heads / a->n_kv_heads; }
+static int att_group(const mx_attn_spec *a) { return a->n_heads / a->n_kv_heads; }
 
 static _Atomic int g_key_block;
 void mx_attention_set_key_block(int keys) { g_key_block = keys > 0 ? keys : 0; }
 
-static size_t att_scratch(const mx_model *m, int max_tokens, int max_ctx, int nt) {
-    const mx_arch *a = &m->arch;
+static size_t att_scratch(const mx_model *m, int layer, int max_tokens, int max_ctx, int nt) {
+    const mx_attn_spec *a = m->arch.layers[layer].attn;
     return (size_t)max_tokens * (qkv_dim(a) + a->n_heads * a->head_dim) + (size_t)nt * att_group(a) * max_ctx +
            (a->qkv_layout == MX_QKV_GROUPED ? (size_t)qkv_dim(a) : 0) +
-           (a->attn_gate ? (size_t)max_tokens * 2 * a->n_heads * a->head_dim : 0);
+           (a->gate ? (size_t)max_tokens * 2 * a->n_heads * a->head_dim : 0);
 }
 
 typedef struct {
@@ -120,9 +122,8 @@ typedef struct {
 /* softcap, padding mask, and softmax (with a sink) of head h's n scores */
 static void att_probs(const att_job *j, int t, int h, int j0, int p, int n, float *sc) {
     mx_fwd *f = j->f;
-    const mx_arch *a = &f->m->arch;
     const mx_kv *kv = f->seqs[f->seq_of[t]].kv;
-    float cap = a->attn_softcap;
+    float cap = f->m->arch.layers[j->layer].attn->softcap;
     if (cap > 0)
         for (int k = 0; k < n; k++) sc[k] = tanhf(sc[k] / cap) * cap;
     if (f->key_mask) { /* padded keys of this segment (stacked at t + j - p) get no weight */
@@ -144,12 +145,13 @@ static void att_probs(const att_job *j, int t, int h, int j0, int p, int n, floa
 static void att_task(void *ctx, int i, int tid) {
     att_job *j = ctx;
     mx_fwd *f = j->f;
-    const mx_arch *a = &f->m->arch;
+    const mx_layer_spec *ls = &f->m->arch.layers[j->layer];
+    const mx_attn_spec *a = ls->attn;
     int hd = a->head_dim, qkvd = qkv_dim(a), kvd = a->n_kv_heads * hd;
     int t = i / (a->n_kv_heads * j->subs), kvh = i / j->subs % a->n_kv_heads;
     int h0 = kvh * att_group(a) + i % j->subs * j->per, nh = MX_MIN(j->per, (kvh + 1) * att_group(a) - h0);
     const mx_kv *kv = f->seqs[f->seq_of[t]].kv;
-    int p = f->pos[t], win = a->layers[j->layer].window;
+    int p = f->pos[t], win = ls->window;
     int j0 = win > 0 ? MX_MAX(0, p - win + 1) : 0, j1 = p; /* keys j0..j1 */
     if (a->bidirectional) { /* the whole sequence; a window is |p - j| < W */
         int last = kv->len + f->seqs[f->seq_of[t]].n - 1;
@@ -164,7 +166,7 @@ static void att_task(void *ctx, int i, int tid) {
     int n = j1 - j0 + 1, kb = g_key_block ? g_key_block : MX_MAX(16, 8192 / hd); /* 32 KiB of K at d = 64 */
     for (int k0 = 0; k0 < n; k0 += kb)
         for (int h = 0; h < nh; h++)
-            mx_attn_scores(q + (size_t)h * hd, K + (size_t)k0 * kvd, (size_t)kvd, MX_MIN(kb, n - k0), hd, a->attn_scale,
+            mx_attn_scores(q + (size_t)h * hd, K + (size_t)k0 * kvd, (size_t)kvd, MX_MIN(kb, n - k0), hd, a->scale,
                            sc + (size_t)h * f->max_ctx + k0);
     for (int h = 0; h < nh; h++) att_probs(j, t, h0 + h, j0, p, n, sc + (size_t)h * f->max_ctx);
     for (int k0 = 0; k0 < n; k0 += kb)
@@ -175,13 +177,15 @@ static void att_task(void *ctx, int i, int tid) {
 
 static void att_forward(mx_fwd *f, int layer, void *wp, const float *xn, float *out) {
     const att_w *w = wp;
-    const mx_arch *a = &f->m->arch;
-    int N = f->N, hd = a->head_dim, qd = a->n_heads * hd, kvd = a->n_kv_heads * hd, qkvd = qkv_dim(a);
+    const mx_arch *arch = &f->m->arch;
+    const mx_layer_spec *ls = &arch->layers[layer];
+    const mx_attn_spec *a = ls->attn;
+    int H = arch->hidden, N = f->N, hd = a->head_dim, qd = a->n_heads * hd, kvd = a->n_kv_heads * hd, qkvd = qkv_dim(a);
     float *qkv = f->scratch, *att = qkv + (size_t)f->max_tokens * qkvd, *scores = att + (size_t)f->max_tokens * qd;
     size_t sc_floats = (size_t)mx_pool_size(f->pool) * att_group(a) * f->max_ctx;
     float *gate = scores + sc_floats + (a->qkv_layout == MX_QKV_GROUPED ? (size_t)qkvd : 0);
     if (w->qkv.fmt) {
-        mx_linear(f, &w->qkv, w->qkv_b, xn, N, a->hidden, qkv, qkvd);
+        mx_linear(f, &w->qkv, w->qkv_b, xn, N, H, qkv, qkvd);
         if (a->qkv_layout == MX_QKV_GROUPED) { /* reorder each row to [q | k | v] */
             float *row = scores + sc_floats;
             int g = a->n_heads / a->n_kv_heads, gs = (g + 2) * hd;
@@ -197,26 +201,25 @@ static void att_forward(mx_fwd *f, int layer, void *wp, const float *xn, float *
             }
         }
     } else {
-        if (a->attn_gate) { /* per head [q | gate]: q into qkv, the gate stays in gate */
-            mx_linear(f, &w->q, w->q_b, xn, N, a->hidden, gate, 2 * qd);
+        if (a->gate) { /* per head [q | gate]: q into qkv, the gate stays in gate */
+            mx_linear(f, &w->q, w->q_b, xn, N, H, gate, 2 * qd);
             for (int t = 0; t < N; t++)
                 for (int h = 0; h < a->n_heads; h++)
                     memcpy(qkv + (size_t)t * qkvd + (size_t)h * hd, gate + (size_t)t * 2 * qd + (size_t)h * 2 * hd, (size_t)hd * 4);
             const mx_weight *kv[2] = {&w->k, &w->v};
             float *kvb[2] = {w->k_b, w->v_b}, *kvy[2] = {qkv + qd, qkv + qd + kvd};
-            mx_linear_multi(f, 2, kv, kvb, xn, N, a->hidden, kvy, qkvd);
+            mx_linear_multi(f, 2, kv, kvb, xn, N, H, kvy, qkvd);
         } else {
             const mx_weight *ws[3] = {&w->q, &w->k, &w->v};
             float *bs[3] = {w->q_b, w->k_b, w->v_b}, *ys[3] = {qkv, qkv + qd, qkv + qd + kvd};
-            mx_linear_multi(f, 3, ws, bs, xn, N, a->hidden, ys, qkvd);
+            mx_linear_multi(f, 3, ws, bs, xn, N, H, ys, qkvd);
         }
     }
     if (a->clip_qkv > 0) {
         float cl = a->clip_qkv;
         for (size_t i = 0; i < (size_t)N * qkvd; i++) qkv[i] = qkv[i] > cl ? cl : qkv[i] < -cl ? -cl : qkv[i];
     }
-    const mx_layer_spec *ls = &a->layers[layer];
-    const mx_rope *rope = &a->rope[ls->rope_idx];
+    const mx_rope *rope = &arch->rope[ls->rope_idx];
     for (int t = 0; t < N; t++) {
         float *q = qkv + (size_t)t * qkvd, *k = q + qd;
         if (a->qk_norm == MX_QKNORM_HEAD_EACH) {
@@ -233,7 +236,7 @@ static void att_forward(mx_fwd *f, int layer, void *wp, const float *xn, float *
             mx_norm_rows(&a->qk_norm_spec, &w->q_norm, q, q, 1, qd, qd);
             mx_norm_rows(&a->qk_norm_spec, &w->k_norm, k, k, 1, kvd, kvd);
         }
-        if (a->pos == MX_POS_ROPE && ls->rope) {
+        if (arch->pos == MX_POS_ROPE && ls->rope) {
             const float *cs = f->cs[ls->rope_idx] + (size_t)t * rope->dim;
             mx_rope_apply(rope, q, a->n_heads, hd, cs);
             mx_rope_apply(rope, k, a->n_kv_heads, hd, cs);
@@ -247,14 +250,14 @@ static void att_forward(mx_fwd *f, int layer, void *wp, const float *xn, float *
     int per = units >= want ? g : MX_MAX(1, g / ((want + units - 1) / units)), subs = (g + per - 1) / per;
     att_job j = {f, layer, per, subs, qkv, att, scores, w->sinks};
     mx_pool_run(f->pool, att_task, &j, units * subs);
-    if (a->attn_gate)
+    if (a->gate)
         for (int t = 0; t < N; t++)
             for (int h = 0; h < a->n_heads; h++) {
                 float *o = att + (size_t)t * qd + (size_t)h * hd;
                 const float *g = gate + (size_t)t * 2 * qd + (size_t)h * 2 * hd + hd;
                 for (int d = 0; d < hd; d++) o[d] *= 1.0f / (1.0f + expf(-g[d]));
             }
-    mx_linear(f, &w->o, w->o_b, att, N, qd, out, a->hidden);
+    mx_linear(f, &w->o, w->o_b, att, N, qd, out, H);
 }
 
 const mx_block_ops mx_block_attention = {

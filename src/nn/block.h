@@ -22,7 +22,7 @@ typedef struct mx_block_ops {
     int (*load)(mx_model *m, int layer, void **w);
     void (*free)(void *w);
     size_t (*state_floats)(const mx_model *m, int layer, int cap);         /* may be NULL: stateless */
-    size_t (*scratch_floats)(const mx_model *m, int max_tokens, int max_ctx, int n_threads);
+    size_t (*scratch_floats)(const mx_model *m, int layer, int max_tokens, int max_ctx, int n_threads);
     void (*forward)(mx_fwd *f, int layer, void *w, const float *in, float *out);
     /* State summarises the whole history (SSM, linear attention) rather than
      * one entry per position, so a cache cannot be cut back to a prefix. */

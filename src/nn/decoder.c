@@ -60,7 +60,7 @@ size_t mx_blocks_scratch_floats(const mx_model *m, int max_tokens, int max_ctx, 
     for (int l = 0; l < a->n_layers; l++) {
         const mx_block_ops *bs[3] = {a->layers[l].mixer, a->layers[l].ffn, a->layers[l].mixer2};
         for (int k = 0; k < 3; k++)
-            if (bs[k] && bs[k]->scratch_floats) scratch = MX_MAX(scratch, bs[k]->scratch_floats(m, max_tokens, max_ctx, n_threads));
+            if (bs[k] && bs[k]->scratch_floats) scratch = MX_MAX(scratch, bs[k]->scratch_floats(m, l, max_tokens, max_ctx, n_threads));
     }
     return scratch;
 }

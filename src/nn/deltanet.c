@@ -55,7 +55,8 @@ static size_t dn_state(const mx_model *m, int layer, int cap) {
     return (size_t)conv_ch(s) * (s->d_conv - 1) + (size_t)s->n_v_heads * s->dk * s->dv;
 }
 
-static size_t dn_scratch(const mx_model *m, int max_tokens, int max_ctx, int nt) {
+static size_t dn_scratch(const mx_model *m, int layer, int max_tokens, int max_ctx, int nt) {
+    (void)layer;
     (void)max_ctx;
     const mx_deltanet_spec *s = &m->arch.deltanet;
     size_t N = (size_t)max_tokens;

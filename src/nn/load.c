@@ -89,6 +89,7 @@ void mx_model_free(mx_model *m) {
     mx_normw_free(&m->final_norm);
     mx_encoder_free(m);
     mx_ckpt_close(&m->ck);
+    mx_arch_free(&m->arch);
     memset(m, 0, sizeof *m);
 }
 
@@ -97,7 +98,13 @@ void mx_model_free(mx_model *m) {
  * component ("model.") and has no output head. When the embedding is only
  * found that way, every name with that prefix is used without it and a
  * missing lm_head is allowed (the model then embeds but cannot generate).
- * mx_names holds only const char * members, walked here as an array. */
+ * mx_names and mx_attn_names hold only const char * members, walked here as
+ * arrays. */
+static void strip_prefix(const char **p, size_t n, const char *prefix, size_t pl) {
+    for (size_t i = 0; i < n; i++)
+        if (p[i] && !strncmp(p[i], prefix, pl)) p[i] += pl;
+}
+
 static void use_bare_names(mx_model *m) {
     mx_names *N = &m->arch.names;
     const char *dot = N->embed ? strchr(N->embed, '.') : NULL;
@@ -112,9 +119,9 @@ static void use_bare_names(mx_model *m) {
     if (pl >= sizeof prefix) return;
     memcpy(prefix, N->embed, pl);
     prefix[pl] = 0;
-    const char **p = (const char **)(void *)N;
-    for (size_t i = 0; i < sizeof *N / sizeof *p; i++)
-        if (p[i] && !strncmp(p[i], prefix, pl)) p[i] += pl;
+    strip_prefix((const char **)(void *)N, sizeof *N / sizeof(char *), prefix, pl);
+    for (int k = 0; k < m->arch.n_attn_specs; k++)
+        strip_prefix((const char **)(void *)&m->arch.attn_specs[k]->names, sizeof(mx_attn_names) / sizeof(char *), prefix, pl);
     char *head = N->lm_head ? mx_asprintf("%s.weight", N->lm_head) : NULL;
     if (head && !mx_ckpt_find(&m->ck, head)) N->lm_head = NULL;
     free(head);

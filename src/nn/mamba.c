@@ -115,7 +115,8 @@ static size_t ssm_state(const mx_model *m, int layer, int cap) {
     return (size_t)conv_dim(s) * (s->d_conv - 1) + (size_t)s->d_inner * s->d_state;
 }
 
-static size_t ssm_scratch(const mx_model *m, int max_tokens, int max_ctx, int nt) {
+static size_t ssm_scratch(const mx_model *m, int layer, int max_tokens, int max_ctx, int nt) {
+    (void)layer;
     (void)max_ctx; (void)nt;
     const mx_ssm_spec *s = &m->arch.ssm;
     size_t N = (size_t)max_tokens, D = (size_t)s->d_inner;

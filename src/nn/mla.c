@@ -36,7 +36,8 @@ static int qk_dim(const mx_mla_spec *s) { return s->qk_nope_dim + s->qk_rope_dim
 static int mla_load(mx_model *m, int layer, void **out) {
     const mx_arch *a = &m->arch;
     const mx_mla_spec *s = &a->mla;
-    int H = a->hidden, Hn = a->n_heads, qk = qk_dim(s), kvr = s->kv_lora_rank, dr = s->qk_rope_dim;
+    const mx_attn_spec *at = a->layers[layer].attn;
+    int H = a->hidden, Hn = at->n_heads, qk = qk_dim(s), kvr = s->kv_lora_rank, dr = s->qk_rope_dim;
     if (kvr < 1 || s->qk_nope_dim < 0 || dr < 2 || dr % 2 || s->v_head_dim < 1 || s->q_lora_rank < 0)
         return mx_set_err("%s: MLA dimensions (kv_lora_rank %d, qk_nope %d, qk_rope %d, v_head %d) are invalid", m->ck.dir, kvr,
                           s->qk_nope_dim, dr, s->v_head_dim);
@@ -47,14 +48,14 @@ static int mla_load(mx_model *m, int layer, void **out) {
     *out = w;
     w->n_heads = Hn;
     if (s->q_lora_rank > 0) {
-        if (mx_load_lin(m, s->q_a, layer, s->q_lora_rank, H, a->q_bias, &w->q_a, &w->q_a_b) ||
+        if (mx_load_lin(m, s->q_a, layer, s->q_lora_rank, H, at->q_bias, &w->q_a, &w->q_a_b) ||
             mx_load_norm(m, &s->norm, s->q_a_norm, layer, s->q_lora_rank, &w->q_a_norm) ||
             mx_load_lin(m, s->q_b, layer, Hn * qk, s->q_lora_rank, false, &w->q_b, &w->q_b_b))
             return MX_ERR;
-    } else if (mx_load_lin(m, a->names.q, layer, Hn * qk, H, a->q_bias, &w->q, &w->q_bias)) return MX_ERR;
-    if (mx_load_lin(m, s->kv_a, layer, kvr + dr, H, a->k_bias, &w->kv_a, &w->kv_a_b) ||
+    } else if (mx_load_lin(m, at->names.q, layer, Hn * qk, H, at->q_bias, &w->q, &w->q_bias)) return MX_ERR;
+    if (mx_load_lin(m, s->kv_a, layer, kvr + dr, H, at->k_bias, &w->kv_a, &w->kv_a_b) ||
         mx_load_norm(m, &s->norm, s->kv_a_norm, layer, kvr, &w->kv_a_norm) ||
-        mx_load_lin(m, a->names.o, layer, H, Hn * s->v_head_dim, a->o_bias, &w->o, &w->o_b))
+        mx_load_lin(m, at->names.o, layer, H, Hn * s->v_head_dim, at->o_bias, &w->o, &w->o_b))
         return MX_ERR;
     w->kb = mx_calloc((size_t)Hn, sizeof(mx_weight));
     w->vb = mx_calloc((size_t)Hn, sizeof(mx_weight));
@@ -108,10 +109,10 @@ static size_t mla_state(const mx_model *m, int layer, int cap) {
     return (size_t)cap * (m->arch.mla.kv_lora_rank + m->arch.mla.qk_rope_dim);
 }
 
-static size_t mla_scratch(const mx_model *m, int max_tokens, int max_ctx, int nt) {
+static size_t mla_scratch(const mx_model *m, int layer, int max_tokens, int max_ctx, int nt) {
     const mx_arch *a = &m->arch;
     const mx_mla_spec *s = &a->mla;
-    size_t N = (size_t)max_tokens, Hn = (size_t)a->n_heads, kvr = (size_t)s->kv_lora_rank;
+    size_t N = (size_t)max_tokens, Hn = (size_t)a->layers[layer].attn->n_heads, kvr = (size_t)s->kv_lora_rank;
     return N * (Hn * qk_dim(s) + (size_t)s->q_lora_rank + kvr + s->qk_rope_dim + 2 * Hn * kvr + Hn * s->v_head_dim) +
            (size_t)nt * ((size_t)max_ctx + kvr) + 64;
 }
@@ -130,7 +131,7 @@ static void absorb_task(void *ctx, int h, int tid) {
     mla_job *j = ctx;
     const mx_arch *a = &j->f->m->arch;
     const mx_mla_spec *s = &a->mla;
-    int N = j->f->N, Hn = a->n_heads, kvr = s->kv_lora_rank, qk = qk_dim(s);
+    int N = j->f->N, Hn = a->layers[j->layer].attn->n_heads, kvr = s->kv_lora_rank, qk = qk_dim(s);
     float *row = j->rows + (size_t)tid * kvr;
     for (int t = 0; t < N; t++) memset(j->qlat + ((size_t)t * Hn + h) * kvr, 0, (size_t)kvr * sizeof(float));
     for (int i = 0; i < s->qk_nope_dim; i++) {
@@ -145,11 +146,12 @@ static void attend_task(void *ctx, int i, int tid) {
     mx_fwd *f = j->f;
     const mx_arch *a = &f->m->arch;
     const mx_mla_spec *s = &a->mla;
-    int Hn = a->n_heads, t = i / Hn, h = i % Hn, kvr = s->kv_lora_rank, dr = s->qk_rope_dim, qk = qk_dim(s), ld = kvr + dr;
+    const mx_attn_spec *at = a->layers[j->layer].attn;
+    int Hn = at->n_heads, t = i / Hn, h = i % Hn, kvr = s->kv_lora_rank, dr = s->qk_rope_dim, qk = qk_dim(s), ld = kvr + dr;
     const mx_kv *kv = f->seqs[f->seq_of[t]].kv;
     const float *C = mx_kv_layer(kv, j->layer);
     const float *ql = j->qlat + ((size_t)t * Hn + h) * kvr, *qr = j->q + (size_t)t * Hn * qk + (size_t)h * qk + s->qk_nope_dim;
-    float *sc = j->scores + (size_t)tid * f->max_ctx, scale = a->attn_scale;
+    float *sc = j->scores + (size_t)tid * f->max_ctx, scale = at->scale;
     int n = f->pos[t] + 1;
     for (int k = 0; k < n; k++) {
         const float *c = C + (size_t)k * ld;
@@ -165,7 +167,7 @@ static void mla_forward(mx_fwd *f, int layer, void *wp, const float *xn, float *
     const mla_w *w = wp;
     const mx_arch *a = &f->m->arch;
     const mx_mla_spec *s = &a->mla;
-    int N = f->N, H = a->hidden, Hn = a->n_heads, qk = qk_dim(s), kvr = s->kv_lora_rank, dr = s->qk_rope_dim, dv = s->v_head_dim;
+    int N = f->N, H = a->hidden, Hn = a->layers[layer].attn->n_heads, qk = qk_dim(s), kvr = s->kv_lora_rank, dr = s->qk_rope_dim, dv = s->v_head_dim;
     int ld = kvr + dr, M = f->max_tokens;
     float *q = f->scratch, *qa = q + (size_t)M * Hn * qk, *kvx = qa + (size_t)M * s->q_lora_rank;
     float *qlat = kvx + (size_t)M * ld, *olat = qlat + (size_t)M * Hn * kvr, *vout = olat + (size_t)M * Hn * kvr;

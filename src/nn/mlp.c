@@ -40,7 +40,8 @@ static void mlp_free(void *p) {
  * shares its matmul, so slicing changes no result. */
 #define MLP_SLICE 128
 
-static size_t mlp_scratch(const mx_model *m, int max_tokens, int max_ctx, int nt) {
+static size_t mlp_scratch(const mx_model *m, int layer, int max_tokens, int max_ctx, int nt) {
+    (void)layer;
     (void)max_ctx; (void)nt;
     return (size_t)MX_MIN(max_tokens, MLP_SLICE) * 2 * m->arch.ffn;
 }

@@ -298,7 +298,8 @@ static int moe_load(mx_model *m, int layer, void **out) {
 
 static int max_width(const mx_moe_spec *s) { return s->ffn > s->shared_ffn ? s->ffn : s->shared_ffn; }
 
-static size_t moe_scratch(const mx_model *m, int max_tokens, int max_ctx, int nt) {
+static size_t moe_scratch(const mx_model *m, int layer, int max_tokens, int max_ctx, int nt) {
+    (void)layer;
     (void)max_ctx; (void)nt;
     const mx_moe_spec *s = &m->arch.moe;
     size_t N = (size_t)max_tokens, E = (size_t)s->n_experts, K = (size_t)s->top_k, H = (size_t)m->arch.hidden;

@@ -61,7 +61,8 @@ static size_t rg_state(const mx_model *m, int layer, int cap) {
     return (size_t)s->width * s->d_conv;
 }
 
-static size_t rg_scratch(const mx_model *m, int max_tokens, int max_ctx, int nt) {
+static size_t rg_scratch(const mx_model *m, int layer, int max_tokens, int max_ctx, int nt) {
+    (void)layer;
     (void)max_ctx;
     const mx_rglru_spec *s = &m->arch.rglru;
     return (size_t)max_tokens * 3 * s->width + (size_t)nt * 2 * (s->width / s->n_heads);

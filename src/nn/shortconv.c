@@ -42,7 +42,8 @@ static size_t sc_state(const mx_model *m, int layer, int cap) {
     return (size_t)m->arch.hidden * (m->arch.shortconv.d_conv - 1);
 }
 
-static size_t sc_scratch(const mx_model *m, int max_tokens, int max_ctx, int nt) {
+static size_t sc_scratch(const mx_model *m, int layer, int max_tokens, int max_ctx, int nt) {
+    (void)layer;
     (void)max_ctx; (void)nt;
     return (size_t)max_tokens * 3 * m->arch.hidden;
 }

@@ -142,9 +142,9 @@ static zb_lay layout(const mx_model *m, int N, int nt) {
     return L;
 }
 
-static size_t zb_scratch(const mx_model *m, int max_tokens, int max_ctx, int nt) {
+static size_t zb_scratch(const mx_model *m, int layer, int max_tokens, int max_ctx, int nt) {
     zb_lay L = layout(m, max_tokens, nt);
-    return mx_block_mamba2.scratch_floats(m, max_tokens, max_ctx, nt) + L.total - (size_t)nt + (size_t)nt * max_ctx;
+    return mx_block_mamba2.scratch_floats(m, layer, max_tokens, max_ctx, nt) + L.total - (size_t)nt + (size_t)nt * max_ctx;
 }
 
 typedef struct {
@@ -192,7 +192,7 @@ static void zb_forward(mx_fwd *f, int layer, void *wp, const float *in, float *o
     const mx_shared_block_spec *s = &a->shared_block;
     int N = f->N, H = a->hidden, H2 = 2 * H, hd = s->head_dim, AD = s->heads * hd, KD = s->kv_heads * hd, F = s->ffn;
     zb_lay L = layout(m, N, mx_pool_size(f->pool));
-    float *base = f->scratch + mx_block_mamba2.scratch_floats(m, f->max_tokens, f->max_ctx, mx_pool_size(f->pool));
+    float *base = f->scratch + mx_block_mamba2.scratch_floats(m, layer, f->max_tokens, f->max_ctx, mx_pool_size(f->pool));
     float *x2 = base + L.x2, *xn2 = base + L.xn2, *q = base + L.q, *k = base + L.k, *v = base + L.v, *lt = base + L.lt,
           *lo = base + L.lo, *att = base + L.att, *ab = base + L.a, *an = base + L.an, *gu = base + L.gu, *tb = base + L.t,
           *xm = base + L.xm, *scores = base + L.sc;

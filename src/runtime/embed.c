@@ -247,7 +247,7 @@ int mx_embedder_open(const char *dir, const mx_embed_opts *opts, mx_pool *pool, 
         if (pm >= 0 && e->n_dense) { mx_set_err("%s: --pooling cannot change the pooling of a pipeline with Dense modules", dir); goto fail; }
         memset(e->mode, 0, sizeof e->mode);
         e->include_prompt = true;
-        if (pm == MX_EMB_POOL_AUTO) pm = e->eng.model.arch.bidirectional ? MX_POOL_MEAN : MX_POOL_LAST;
+        if (pm == MX_EMB_POOL_AUTO) pm = e->eng.model.arch.attn->bidirectional ? MX_POOL_MEAN : MX_POOL_LAST;
         if (pm >= 0) e->mode[pm == MX_POOL_CLS ? PM_CLS : pm == MX_POOL_MEAN ? PM_MEAN : pm == MX_POOL_MAX ? PM_MAX : PM_LAST] = true;
     }
     e->out_dim = 0;

@@ -56,17 +56,21 @@ int mx_engine_open(const char *dir, mx_engine *e) {
     if (archs && json_is_array(archs) && json_is_string(json_array_get(archs, 0)))
         e->task = mx_task_from_arch(json_string_value(json_array_get(archs, 0)));
     mx_model *m = &e->model;
-    if (e->family->configure(&m->arch, &ck.cfg)) { mx_ckpt_close(&ck); return MX_ERR; }
+    if (mx_family_configure(e->family, &m->arch, &ck.cfg)) { mx_ckpt_close(&ck); return MX_ERR; }
     m->arch.family = e->family->name;
     m->bos = m->arch.bos_id;
     if (ck.gen_config) {
-        if (read_eos(json_object_get(ck.gen_config, "eos_token_id"), "generation_config.json", m)) { mx_ckpt_close(&ck); return MX_ERR; }
+        if (read_eos(json_object_get(ck.gen_config, "eos_token_id"), "generation_config.json", m)) goto fail;
         json_t *b = json_object_get(ck.gen_config, "bos_token_id");
         if (json_is_integer(b)) m->bos = (int32_t)json_integer_value(b);
     }
-    if (!m->n_eos && read_eos(mx_cfg_get(&ck.cfg, "eos_token_id"), ck.config_path, m)) { mx_ckpt_close(&ck); return MX_ERR; }
+    if (!m->n_eos && read_eos(mx_cfg_get(&ck.cfg, "eos_token_id"), ck.config_path, m)) goto fail;
     if (mx_model_bind(m, &ck)) return MX_ERR;
     return MX_OK;
+fail:
+    mx_arch_free(&m->arch);
+    mx_ckpt_close(&ck);
+    return MX_ERR;
 }
 
 void mx_engine_close(mx_engine *e) {

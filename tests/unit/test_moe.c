@@ -646,7 +646,7 @@ static void test_mla_cache(void) {
     mx_kv *kv = mx_kv_new(&e.model, cap);
     size_t per_pos = kv->offset[a->n_layers] / (size_t)cap; /* (each layer padded to 16 floats) */
     size_t latent = (size_t)a->n_layers * (s->kv_lora_rank + s->qk_rope_dim);
-    size_t full = (size_t)a->n_layers * a->n_heads * (s->qk_nope_dim + s->qk_rope_dim + s->v_head_dim); /* per-head K and V, as HF caches them */
+    size_t full = (size_t)a->n_layers * a->attn->n_heads * (s->qk_nope_dim + s->qk_rope_dim + s->v_head_dim); /* per-head K and V, as HF caches them */
     CHECK("mla_cache_is_latent", per_pos >= latent && per_pos < latent + 1, "%zu floats/position, latent %zu", per_pos, latent);
     printf("# mla cache: %zu floats per position (latent %d + rope %d per layer) vs %zu for full K/V (%.1fx smaller)\n", latent,
            s->kv_lora_rank, s->qk_rope_dim, full, (double)full / (double)latent);
