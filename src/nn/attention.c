@@ -104,11 +104,23 @@ static int att_group(const mx_attn_spec *a) { return a->n_heads / a->n_kv_heads;
 static _Atomic int g_key_block;
 void mx_attention_set_key_block(int keys) { g_key_block = keys > 0 ? keys : 0; }
 
+/* qkv [rows][q|k|v]; att [rows][q dim]; scores: per thread a group's rows of
+ * max_ctx; row: one fused qkv row being regrouped; gate [rows][2 q dim] */
+typedef struct { float *qkv, *att, *scores, *row, *gate; } att_bufs;
+static size_t att_plan(const mx_attn_spec *a, int rows, int max_ctx, int nt, float *base, att_bufs *b) {
+    mx_plan p = {base, 0};
+    size_t qd = (size_t)a->n_heads * a->head_dim;
+    b->qkv = mx_plan_take(&p, (size_t)rows * qkv_dim(a));
+    b->att = mx_plan_take(&p, (size_t)rows * qd);
+    b->scores = mx_plan_take(&p, (size_t)nt * att_group(a) * max_ctx);
+    b->row = mx_plan_take(&p, a->qkv_layout == MX_QKV_GROUPED ? (size_t)qkv_dim(a) : 0);
+    b->gate = mx_plan_take(&p, a->gate ? (size_t)rows * 2 * qd : 0);
+    return p.n;
+}
+
 static size_t att_scratch(const mx_model *m, int layer, int max_tokens, int max_ctx, int nt) {
-    const mx_attn_spec *a = m->arch.layers[layer].attn;
-    return (size_t)max_tokens * (qkv_dim(a) + a->n_heads * a->head_dim) + (size_t)nt * att_group(a) * max_ctx +
-           (a->qkv_layout == MX_QKV_GROUPED ? (size_t)qkv_dim(a) : 0) +
-           (a->gate ? (size_t)max_tokens * 2 * a->n_heads * a->head_dim : 0);
+    att_bufs b;
+    return att_plan(m->arch.layers[layer].attn, max_tokens, max_ctx, nt, NULL, &b);
 }
 
 typedef struct {
@@ -181,13 +193,13 @@ static void att_forward(mx_fwd *f, int layer, void *wp, const float *xn, float *
     const mx_layer_spec *ls = &arch->layers[layer];
     const mx_attn_spec *a = ls->attn;
     int H = arch->hidden, N = f->N, hd = a->head_dim, qd = a->n_heads * hd, kvd = a->n_kv_heads * hd, qkvd = qkv_dim(a);
-    float *qkv = f->scratch, *att = qkv + (size_t)f->max_tokens * qkvd, *scores = att + (size_t)f->max_tokens * qd;
-    size_t sc_floats = (size_t)mx_pool_size(f->pool) * att_group(a) * f->max_ctx;
-    float *gate = scores + sc_floats + (a->qkv_layout == MX_QKV_GROUPED ? (size_t)qkvd : 0);
+    att_bufs b;
+    att_plan(a, f->max_tokens, f->max_ctx, mx_pool_size(f->pool), f->scratch, &b);
+    float *qkv = b.qkv, *att = b.att, *gate = b.gate;
     if (w->qkv.fmt) {
         mx_linear(f, &w->qkv, w->qkv_b, xn, N, H, qkv, qkvd);
         if (a->qkv_layout == MX_QKV_GROUPED) { /* reorder each row to [q | k | v] */
-            float *row = scores + sc_floats;
+            float *row = b.row;
             int g = a->n_heads / a->n_kv_heads, gs = (g + 2) * hd;
             for (int t = 0; t < N; t++) {
                 float *r = qkv + (size_t)t * qkvd;
@@ -248,7 +260,7 @@ static void att_forward(mx_fwd *f, int layer, void *wp, const float *xn, float *
     }
     int g = att_group(a), want = 2 * mx_pool_size(f->pool), units = N * a->n_kv_heads;
     int per = units >= want ? g : MX_MAX(1, g / ((want + units - 1) / units)), subs = (g + per - 1) / per;
-    att_job j = {f, layer, per, subs, qkv, att, scores, w->sinks};
+    att_job j = {f, layer, per, subs, qkv, att, b.scores, w->sinks};
     mx_pool_run(f->pool, att_task, &j, units * subs);
     if (a->gate)
         for (int t = 0; t < N; t++)

@@ -6,7 +6,8 @@
  *
  * A block owns its weights (load/free), says how much per-sequence state it
  * keeps for a cache of `cap` positions (KV, recurrent state, ...) and how much
- * scratch a forward needs, and maps in[N, hidden] to out[N, hidden]. */
+ * scratch a forward of a layer needs (declared once with an mx_plan, model.h,
+ * which both sizes and carves it), and maps in[N, hidden] to out[N, hidden]. */
 #ifndef MX_BLOCK_H
 #define MX_BLOCK_H
 #include <stddef.h>

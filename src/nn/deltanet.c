@@ -55,13 +55,25 @@ static size_t dn_state(const mx_model *m, int layer, int cap) {
     return (size_t)conv_ch(s) * (s->d_conv - 1) + (size_t)s->n_v_heads * s->dk * s->dv;
 }
 
+/* qkvz [rows][qkvz rows]; ba [rows][2 v heads]; mixed, conv [rows][conv
+ * channels]; o [rows][v heads * dv]; tmp: per thread [2 dk + 2 dv] */
+typedef struct { float *qkvz, *ba, *mixed, *conv, *o, *tmp; } dn_bufs;
+static size_t dn_plan(const mx_deltanet_spec *s, int rows, int nt, float *base, dn_bufs *b) {
+    size_t N = (size_t)rows;
+    mx_plan p = {base, 0};
+    b->qkvz = mx_plan_take(&p, N * qkvz_rows(s));
+    b->ba = mx_plan_take(&p, N * 2 * s->n_v_heads);
+    b->mixed = mx_plan_take(&p, N * conv_ch(s));
+    b->conv = mx_plan_take(&p, N * conv_ch(s));
+    b->o = mx_plan_take(&p, N * s->n_v_heads * s->dv);
+    b->tmp = mx_plan_take(&p, (size_t)nt * (2 * (size_t)s->dk + 2 * (size_t)s->dv));
+    return p.n;
+}
+
 static size_t dn_scratch(const mx_model *m, int layer, int max_tokens, int max_ctx, int nt) {
-    (void)layer;
-    (void)max_ctx;
-    const mx_deltanet_spec *s = &m->arch.deltanet;
-    size_t N = (size_t)max_tokens;
-    return N * ((size_t)qkvz_rows(s) + 2 * (size_t)s->n_v_heads + 2 * (size_t)conv_ch(s) + (size_t)s->n_v_heads * s->dv) +
-           (size_t)nt * (2 * (size_t)s->dk + 2 * (size_t)s->dv);
+    (void)layer; (void)max_ctx;
+    dn_bufs b;
+    return dn_plan(&m->arch.deltanet, max_tokens, nt, NULL, &b);
 }
 
 #define DN_BLOCK 16
@@ -142,8 +154,9 @@ static void dn_forward(mx_fwd *f, int layer, void *wp, const float *in, float *o
     const mx_deltanet_spec *s = &f->m->arch.deltanet;
     int N = f->N, H = f->m->arch.hidden, C = conv_ch(s), Q = qkvz_rows(s), nk = s->n_k_heads, nv = s->n_v_heads;
     int dk = s->dk, dv = s->dv, r = nv / nk, G = 2 * dk + 2 * r * dv;
-    float *qkvz = f->scratch, *ba = qkvz + (size_t)N * Q, *mixed = ba + (size_t)N * 2 * nv, *conv = mixed + (size_t)N * C,
-          *o = conv + (size_t)N * C, *tmp = o + (size_t)N * nv * dv;
+    dn_bufs b;
+    dn_plan(s, N, mx_pool_size(f->pool), f->scratch, &b);
+    float *qkvz = b.qkvz, *ba = b.ba, *mixed = b.mixed, *conv = b.conv, *o = b.o, *tmp = b.tmp;
     mx_linear(f, &w->qkvz, NULL, in, N, H, qkvz, Q);
     mx_linear(f, &w->ba, NULL, in, N, H, ba, 2 * nv);
     for (int t = 0; t < N; t++) { /* grouped per key head -> [q | k | v] */

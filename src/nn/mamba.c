@@ -115,13 +115,26 @@ static size_t ssm_state(const mx_model *m, int layer, int cap) {
     return (size_t)conv_dim(s) * (s->d_conv - 1) + (size_t)s->d_inner * s->d_state;
 }
 
+/* Mamba1: xz [rows][2D], xc [rows][D], dbc [rows][dt_rank + 2S], dt [rows][D],
+ * y [rows][D]. Mamba2: proj [rows][in_proj rows] (as xz), xc [rows][conv
+ * channels], y [rows][D]. */
+typedef struct { float *xz, *xc, *dbc, *dt, *y; } ssm_bufs;
+static size_t ssm_plan(const mx_ssm_spec *s, int rows, float *base, ssm_bufs *b) {
+    size_t N = (size_t)rows, D = (size_t)s->d_inner;
+    bool m1 = s->kind == MX_SSM_MAMBA1;
+    mx_plan p = {base, 0};
+    b->xz = mx_plan_take(&p, N * (m1 ? 2 * D : (size_t)in_rows(s)));
+    b->xc = mx_plan_take(&p, N * (m1 ? D : (size_t)conv_dim(s)));
+    b->dbc = mx_plan_take(&p, m1 ? N * ((size_t)s->dt_rank + 2 * (size_t)s->d_state) : 0);
+    b->dt = mx_plan_take(&p, m1 ? N * D : 0);
+    b->y = mx_plan_take(&p, N * D);
+    return p.n;
+}
+
 static size_t ssm_scratch(const mx_model *m, int layer, int max_tokens, int max_ctx, int nt) {
-    (void)layer;
-    (void)max_ctx; (void)nt;
-    const mx_ssm_spec *s = &m->arch.ssm;
-    size_t N = (size_t)max_tokens, D = (size_t)s->d_inner;
-    if (s->kind == MX_SSM_MAMBA1) return N * (5 * D + (size_t)s->dt_rank + 2 * (size_t)s->d_state);
-    return N * ((size_t)in_rows(s) + (size_t)conv_dim(s) + D);
+    (void)layer; (void)max_ctx; (void)nt;
+    ssm_bufs b;
+    return ssm_plan(&m->arch.ssm, max_tokens, NULL, &b);
 }
 
 #define CH_BLOCK 16
@@ -193,8 +206,9 @@ static void m1_forward(mx_fwd *f, int layer, void *wp, const float *in, float *o
     const ssm_w *w = wp;
     const mx_ssm_spec *s = &f->m->arch.ssm;
     int N = f->N, H = f->m->arch.hidden, D = s->d_inner, S = s->d_state, R = s->dt_rank, W = R + 2 * S;
-    float *xz = f->scratch, *xc = xz + (size_t)N * 2 * D, *dbc = xc + (size_t)N * D, *dt = dbc + (size_t)N * W,
-          *y = dt + (size_t)N * D;
+    ssm_bufs b;
+    ssm_plan(s, N, f->scratch, &b);
+    float *xz = b.xz, *xc = b.xc, *dbc = b.dbc, *dt = b.dt, *y = b.y;
     mx_linear(f, &w->in, w->in_b, in, N, H, xz, 2 * D);
     ssm_job j = {.f = f, .layer = layer, .w = w, .self = &mx_block_mamba, .x = xz, .ldx = 2 * D, .xc = xc, .dbc = dbc, .dt = dt, .y = y};
     int nb = (D + CH_BLOCK - 1) / CH_BLOCK;
@@ -247,7 +261,9 @@ void mx_mamba2_run(mx_fwd *f, int layer, const void *wp, const mx_block_ops *sel
     const ssm_w *w = wp;
     const mx_ssm_spec *s = &f->m->arch.ssm;
     int N = f->N, H = f->m->arch.hidden, D = s->d_inner, CD = conv_dim(s), PR = in_rows(s);
-    float *proj = f->scratch, *xc = proj + (size_t)N * PR, *y = xc + (size_t)N * CD;
+    ssm_bufs b;
+    ssm_plan(s, N, f->scratch, &b);
+    float *proj = b.xz, *xc = b.xc, *y = b.y;
     bool scaled = s->in_scale != 0 && s->in_scale != 1.0f;
     for (int k = 0; k < 5; k++) scaled |= s->seg_scale[k] != 0 && s->seg_scale[k] != 1.0f;
     if (!scaled) mx_linear(f, &w->in, w->in_b, in, N, H, proj, PR);

@@ -109,12 +109,28 @@ static size_t mla_state(const mx_model *m, int layer, int cap) {
     return (size_t)cap * (m->arch.mla.kv_lora_rank + m->arch.mla.qk_rope_dim);
 }
 
+/* q [rows][heads][qk]; qa [rows][q_lora]; kvx [rows][latent | rope key];
+ * qlat, olat [rows][heads][latent]; vout [rows][heads][v]; per thread a
+ * scores row of max_ctx and a latent row */
+typedef struct { float *q, *qa, *kvx, *qlat, *olat, *vout, *scores, *rows; } mla_bufs;
+static size_t mla_plan(const mx_model *m, int layer, int rows, int max_ctx, int nt, float *base, mla_bufs *b) {
+    const mx_mla_spec *s = &m->arch.mla;
+    size_t M = (size_t)rows, Hn = (size_t)m->arch.layers[layer].attn->n_heads, kvr = (size_t)s->kv_lora_rank;
+    mx_plan p = {base, 0};
+    b->q = mx_plan_take(&p, M * Hn * qk_dim(s));
+    b->qa = mx_plan_take(&p, M * s->q_lora_rank);
+    b->kvx = mx_plan_take(&p, M * (kvr + s->qk_rope_dim));
+    b->qlat = mx_plan_take(&p, M * Hn * kvr);
+    b->olat = mx_plan_take(&p, M * Hn * kvr);
+    b->vout = mx_plan_take(&p, M * Hn * s->v_head_dim);
+    b->scores = mx_plan_take(&p, (size_t)nt * max_ctx);
+    b->rows = mx_plan_take(&p, (size_t)nt * kvr);
+    return p.n;
+}
+
 static size_t mla_scratch(const mx_model *m, int layer, int max_tokens, int max_ctx, int nt) {
-    const mx_arch *a = &m->arch;
-    const mx_mla_spec *s = &a->mla;
-    size_t N = (size_t)max_tokens, Hn = (size_t)a->layers[layer].attn->n_heads, kvr = (size_t)s->kv_lora_rank;
-    return N * (Hn * qk_dim(s) + (size_t)s->q_lora_rank + kvr + s->qk_rope_dim + 2 * Hn * kvr + Hn * s->v_head_dim) +
-           (size_t)nt * ((size_t)max_ctx + kvr) + 64;
+    mla_bufs b;
+    return mla_plan(m, layer, max_tokens, max_ctx, nt, NULL, &b);
 }
 
 typedef struct {
@@ -168,10 +184,10 @@ static void mla_forward(mx_fwd *f, int layer, void *wp, const float *xn, float *
     const mx_arch *a = &f->m->arch;
     const mx_mla_spec *s = &a->mla;
     int N = f->N, H = a->hidden, Hn = a->layers[layer].attn->n_heads, qk = qk_dim(s), kvr = s->kv_lora_rank, dr = s->qk_rope_dim, dv = s->v_head_dim;
-    int ld = kvr + dr, M = f->max_tokens;
-    float *q = f->scratch, *qa = q + (size_t)M * Hn * qk, *kvx = qa + (size_t)M * s->q_lora_rank;
-    float *qlat = kvx + (size_t)M * ld, *olat = qlat + (size_t)M * Hn * kvr, *vout = olat + (size_t)M * Hn * kvr;
-    float *scores = vout + (size_t)M * Hn * dv, *rows = scores + (size_t)mx_pool_size(f->pool) * f->max_ctx;
+    int ld = kvr + dr;
+    mla_bufs b;
+    mla_plan(f->m, layer, f->max_tokens, f->max_ctx, mx_pool_size(f->pool), f->scratch, &b);
+    float *q = b.q, *qa = b.qa, *kvx = b.kvx, *qlat = b.qlat, *olat = b.olat, *vout = b.vout;
     if (s->q_lora_rank > 0) {
         mx_linear(f, &w->q_a, w->q_a_b, xn, N, H, qa, s->q_lora_rank);
         mx_norm_rows(&s->norm, &w->q_a_norm, qa, qa, N, s->q_lora_rank, s->q_lora_rank);
@@ -190,7 +206,7 @@ static void mla_forward(mx_fwd *f, int layer, void *wp, const float *xn, float *
         const mx_kv *kv = f->seqs[f->seq_of[t]].kv;
         memcpy(mx_kv_layer(kv, layer) + (size_t)f->pos[t] * ld, kr, (size_t)ld * sizeof(float));
     }
-    mla_job j = {f, w, layer, q, qlat, olat, scores, rows};
+    mla_job j = {f, w, layer, q, qlat, olat, b.scores, b.rows};
     if (w->eq)
         for (int h = 0; h < Hn; h++)
             mx_matmul(&w->eq[h], q + (size_t)h * qk, N, Hn * qk, qlat + (size_t)h * kvr, Hn * kvr, f->pool);

@@ -112,6 +112,20 @@ struct mx_fwd {
                                 (encoder padding); NULL = none */
 };
 
+/* Scratch plan: a block declares its scratch buffers once, in one function
+ * that takes them in order from a plan. Run with base NULL it only sizes
+ * them (the block's scratch_floats returns p.n); run with base = f->scratch
+ * it carves them (the forward), so size and layout cannot disagree. */
+typedef struct {
+    float *base; /* NULL: sizing only */
+    size_t n;    /* floats taken so far */
+} mx_plan;
+static inline float *mx_plan_take(mx_plan *p, size_t floats) {
+    float *r = p->base ? p->base + p->n : NULL;
+    p->n += floats;
+    return r;
+}
+
 /* One layer (norms, mixer, ffn, residuals) over f->N stacked rows of x in
  * place; xn, tmp, tmp2 are [N, hidden] scratch. The decoder and the encoder
  * (nn/encoder.h) both run their layers through it. */

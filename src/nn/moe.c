@@ -298,13 +298,35 @@ static int moe_load(mx_model *m, int layer, void **out) {
 
 static int max_width(const mx_moe_spec *s) { return s->ffn > s->shared_ffn ? s->ffn : s->shared_ffn; }
 
-static size_t moe_scratch(const mx_model *m, int layer, int max_tokens, int max_ctx, int nt) {
-    (void)layer;
-    (void)max_ctx; (void)nt;
+/* logits [rows][E]; wts, sel, order [rows][K]; start [E + 1]; xg, yg
+ * [rows][H] (tokens gathered for one expert); gu [rows][2F]; row [2F];
+ * tmp [2E] (routing); sg [rows] (shared expert gate). The int buffers take
+ * float-sized slots. */
+typedef struct { float *logits, *wts, *xg, *yg, *gu, *row, *tmp, *sg; int *sel, *order, *start; } moe_bufs;
+_Static_assert(sizeof(int) == sizeof(float), "int buffers live in float scratch");
+static size_t moe_plan(const mx_model *m, int rows, float *base, moe_bufs *b) {
     const mx_moe_spec *s = &m->arch.moe;
-    size_t N = (size_t)max_tokens, E = (size_t)s->n_experts, K = (size_t)s->top_k, H = (size_t)m->arch.hidden;
+    size_t N = (size_t)rows, E = (size_t)s->n_experts, K = (size_t)s->top_k, H = (size_t)m->arch.hidden;
     size_t F2 = 2 * (size_t)max_width(s);
-    return N * E + 3 * N * K + (E + 1) + 2 * N * H + N * F2 + F2 + 2 * E + N + 64;
+    mx_plan p = {base, 0};
+    b->logits = mx_plan_take(&p, N * E);
+    b->wts = mx_plan_take(&p, N * K);
+    b->sel = (int *)mx_plan_take(&p, N * K);
+    b->order = (int *)mx_plan_take(&p, N * K);
+    b->start = (int *)mx_plan_take(&p, E + 1);
+    b->xg = mx_plan_take(&p, N * H);
+    b->yg = mx_plan_take(&p, N * H);
+    b->gu = mx_plan_take(&p, N * F2);
+    b->row = mx_plan_take(&p, F2);
+    b->tmp = mx_plan_take(&p, 2 * E);
+    b->sg = mx_plan_take(&p, N);
+    return p.n;
+}
+
+static size_t moe_scratch(const mx_model *m, int layer, int max_tokens, int max_ctx, int nt) {
+    (void)layer; (void)max_ctx; (void)nt;
+    moe_bufs b;
+    return moe_plan(m, max_tokens, NULL, &b);
 }
 
 /* x[n, H] -> y[n, H] through one expert of width F; gu: [n, 2F] scratch,
@@ -341,11 +363,11 @@ static void moe_forward(mx_fwd *f, int layer, void *wp, const float *in, float *
     moe_w *w = wp;
     const mx_arch *a = &f->m->arch;
     const mx_moe_spec *s = &a->moe;
-    int N = f->N, H = a->hidden, E = s->n_experts, K = s->top_k, F2 = 2 * max_width(s);
-    float *logits = f->scratch, *wts = logits + (size_t)N * E;
-    int *sel = (int *)(wts + (size_t)N * K), *order = sel + (size_t)N * K, *start = order + (size_t)N * K;
-    float *xg = (float *)(start + E + 1), *yg = xg + (size_t)N * H, *gu = yg + (size_t)N * H, *row = gu + (size_t)N * F2;
-    float *tmp = row + F2, *sg = tmp + 2 * E;
+    int N = f->N, H = a->hidden, E = s->n_experts, K = s->top_k;
+    moe_bufs b;
+    moe_plan(f->m, N, f->scratch, &b);
+    float *logits = b.logits, *wts = b.wts, *xg = b.xg, *yg = b.yg, *gu = b.gu, *row = b.row, *tmp = b.tmp, *sg = b.sg;
+    int *sel = b.sel, *order = b.order, *start = b.start;
     mx_linear(f, &w->router, w->router_b, in, N, H, logits, E);
     for (int t = 0; t < N; t++) mx_moe_route(s, logits + (size_t)t * E, w->score_bias, sel + (size_t)t * K, wts + (size_t)t * K, tmp);
     /* group the (token, k) pairs by expert, tokens in order within each */

@@ -61,11 +61,22 @@ static size_t rg_state(const mx_model *m, int layer, int cap) {
     return (size_t)s->width * s->d_conv;
 }
 
+/* xb, u, yb [rows][width]; gates: per thread [2 * block width] */
+typedef struct { float *xb, *u, *yb, *gates; } rg_bufs;
+static size_t rg_plan(const mx_rglru_spec *s, int rows, int nt, float *base, rg_bufs *b) {
+    size_t NW = (size_t)rows * s->width;
+    mx_plan p = {base, 0};
+    b->xb = mx_plan_take(&p, NW);
+    b->u = mx_plan_take(&p, NW);
+    b->yb = mx_plan_take(&p, NW);
+    b->gates = mx_plan_take(&p, (size_t)nt * 2 * (s->width / s->n_heads));
+    return p.n;
+}
+
 static size_t rg_scratch(const mx_model *m, int layer, int max_tokens, int max_ctx, int nt) {
-    (void)layer;
-    (void)max_ctx;
-    const mx_rglru_spec *s = &m->arch.rglru;
-    return (size_t)max_tokens * 3 * s->width + (size_t)nt * 2 * (s->width / s->n_heads);
+    (void)layer; (void)max_ctx;
+    rg_bufs b;
+    return rg_plan(&m->arch.rglru, max_tokens, nt, NULL, &b);
 }
 
 typedef struct {
@@ -123,7 +134,9 @@ static void rg_forward(mx_fwd *f, int layer, void *wp, const float *in, float *o
     const rg_w *w = wp;
     const mx_rglru_spec *s = &f->m->arch.rglru;
     int N = f->N, H = f->m->arch.hidden, W = s->width;
-    float *xb = f->scratch, *u = xb + (size_t)N * W, *yb = u + (size_t)N * W, *gates = yb + (size_t)N * W;
+    rg_bufs b;
+    rg_plan(s, N, mx_pool_size(f->pool), f->scratch, &b);
+    float *xb = b.xb, *u = b.u, *yb = b.yb, *gates = b.gates;
     mx_linear(f, &w->y, w->y_b, in, N, H, yb, W);
     mx_act_apply(s->act, yb, N * W);
     mx_linear(f, &w->x, w->x_b, in, N, H, xb, W);

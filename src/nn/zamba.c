@@ -117,34 +117,38 @@ static size_t zb_state(const mx_model *m, int layer, int cap) {
     return mx_block_mamba2.state_floats(m, layer, cap) + (size_t)2 * cap * s->kv_heads * s->head_dim;
 }
 
-/* the Mamba2 scratch comes first (mx_mamba2_run uses f->scratch from 0) */
-typedef struct { size_t x2, xn2, q, k, v, lt, lo, att, a, an, gu, t, xm, sc, total; } zb_lay;
-static zb_lay layout(const mx_model *m, int N, int nt) {
+/* The Mamba2 scratch comes first (mx_mamba2_run uses f->scratch from 0, for
+ * up to max_tokens rows); then x2, xn2 [rows][2H]; q, att [rows][heads *
+ * head_dim]; k, v [rows][kv dim]; lt, lo: LoRA [rows][rank], [rows][max(q
+ * dim, 2F)]; a, an, t, xm [rows][H]; gu [rows][2F]; per thread a scores row
+ * of max_ctx. */
+typedef struct { float *x2, *xn2, *q, *k, *v, *lt, *lo, *att, *a, *an, *gu, *t, *xm, *sc; } zb_bufs;
+static size_t zb_plan(const mx_model *m, int layer, int rows, int max_tokens, int max_ctx, int nt, float *base, zb_bufs *b) {
     const mx_shared_block_spec *s = &m->arch.shared_block;
     size_t H = (size_t)m->arch.hidden, AD = (size_t)s->heads * s->head_dim, KD = (size_t)s->kv_heads * s->head_dim;
-    size_t F2 = 2 * (size_t)s->ffn, n = (size_t)N, o = 0;
-    zb_lay L;
-    L.x2 = o; o += n * 2 * H;
-    L.xn2 = o; o += n * 2 * H;
-    L.q = o; o += n * AD;
-    L.k = o; o += n * KD;
-    L.v = o; o += n * KD;
-    L.lt = o; o += n * (size_t)s->adapter_rank;
-    L.lo = o; o += n * (AD > F2 ? AD : F2);
-    L.att = o; o += n * AD;
-    L.a = o; o += n * H;
-    L.an = o; o += n * H;
-    L.gu = o; o += n * F2;
-    L.t = o; o += n * H;
-    L.xm = o; o += n * H;
-    L.sc = o; o += (size_t)nt;
-    L.total = o;
-    return L;
+    size_t F2 = 2 * (size_t)s->ffn, n = (size_t)rows;
+    mx_plan p = {base, 0};
+    mx_plan_take(&p, mx_block_mamba2.scratch_floats(m, layer, max_tokens, max_ctx, nt));
+    b->x2 = mx_plan_take(&p, n * 2 * H);
+    b->xn2 = mx_plan_take(&p, n * 2 * H);
+    b->q = mx_plan_take(&p, n * AD);
+    b->k = mx_plan_take(&p, n * KD);
+    b->v = mx_plan_take(&p, n * KD);
+    b->lt = mx_plan_take(&p, n * (size_t)s->adapter_rank);
+    b->lo = mx_plan_take(&p, n * (AD > F2 ? AD : F2));
+    b->att = mx_plan_take(&p, n * AD);
+    b->a = mx_plan_take(&p, n * H);
+    b->an = mx_plan_take(&p, n * H);
+    b->gu = mx_plan_take(&p, n * F2);
+    b->t = mx_plan_take(&p, n * H);
+    b->xm = mx_plan_take(&p, n * H);
+    b->sc = mx_plan_take(&p, (size_t)nt * max_ctx);
+    return p.n;
 }
 
 static size_t zb_scratch(const mx_model *m, int layer, int max_tokens, int max_ctx, int nt) {
-    zb_lay L = layout(m, max_tokens, nt);
-    return mx_block_mamba2.scratch_floats(m, layer, max_tokens, max_ctx, nt) + L.total - (size_t)nt + (size_t)nt * max_ctx;
+    zb_bufs b;
+    return zb_plan(m, layer, max_tokens, max_tokens, max_ctx, nt, NULL, &b);
 }
 
 typedef struct {
@@ -191,11 +195,10 @@ static void zb_forward(mx_fwd *f, int layer, void *wp, const float *in, float *o
     const mx_arch *a = &m->arch;
     const mx_shared_block_spec *s = &a->shared_block;
     int N = f->N, H = a->hidden, H2 = 2 * H, hd = s->head_dim, AD = s->heads * hd, KD = s->kv_heads * hd, F = s->ffn;
-    zb_lay L = layout(m, N, mx_pool_size(f->pool));
-    float *base = f->scratch + mx_block_mamba2.scratch_floats(m, layer, f->max_tokens, f->max_ctx, mx_pool_size(f->pool));
-    float *x2 = base + L.x2, *xn2 = base + L.xn2, *q = base + L.q, *k = base + L.k, *v = base + L.v, *lt = base + L.lt,
-          *lo = base + L.lo, *att = base + L.att, *ab = base + L.a, *an = base + L.an, *gu = base + L.gu, *tb = base + L.t,
-          *xm = base + L.xm, *scores = base + L.sc;
+    zb_bufs b;
+    zb_plan(m, layer, N, f->max_tokens, f->max_ctx, mx_pool_size(f->pool), f->scratch, &b);
+    float *x2 = b.x2, *xn2 = b.xn2, *q = b.q, *k = b.k, *v = b.v, *lt = b.lt, *lo = b.lo, *att = b.att, *ab = b.a, *an = b.an,
+          *gu = b.gu, *tb = b.t, *xm = b.xm, *scores = b.sc;
     /* [h | e] */
     for (int t = 0; t < N; t++) {
         const mx_seq_in *sq = &f->seqs[f->seq_of[t]];
