@@ -10,7 +10,6 @@
 /* Reads the hybrid Mamba2 keys (mamba_n_heads, mamba_d_head, ...); d_inner
  * = mamba_d_ssm, or mamba_expand * hidden_size when absent; gated RMSNorm over d_inner
  * with eps rms_norm_eps; dt unclamped. */
-int hybrid_mamba2_config(mx_ssm_spec *s, const mx_cfg *c, const mx_arch *a, const char *prefix);
 int hybrid_mamba2_config(mx_ssm_spec *s, const mx_cfg *c, const mx_arch *a, const char *prefix) {
     int expand;
     if (mx_cfg_i32(c, "mamba_expand", 2, 1, 64, &expand) || mx_cfg_i32(c, "mamba_n_heads", 128, 1, 1 << 16, &s->n_heads) ||
@@ -39,7 +38,7 @@ int hybrid_mamba2_config(mx_ssm_spec *s, const mx_cfg *c, const mx_arch *a, cons
 }
 
 static int configure(mx_arch *a, const mx_cfg *c) {
-    if (mx_arch_hf_defaults(a, c) || mx_arch_rope_defaults(a, c, 10000.0, 0.5) ||
+    if (mx_arch_rope_defaults(a, c, 10000.0, 0.5) ||
         hybrid_mamba2_config(&a->ssm, c, a, "model.layers.%d.mamba"))
         return -1;
     a->names.ffn_norm = "model.layers.%d.pre_ff_layernorm";
@@ -59,5 +58,5 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     return 0;
 }
 
-MX_FAMILY(bamba, .name = "bamba", .features = "hybrid: mamba-2 + attention (partial rope) at attn_layer_indices, swiglu mlp",
+MX_FAMILY(bamba, .name = "bamba", .base = "llama", .features = "hybrid: mamba-2 + attention (partial rope) at attn_layer_indices, swiglu mlp",
           .configure = configure)

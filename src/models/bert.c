@@ -23,14 +23,11 @@
         .v = P "encoder.layer.%d.attention.self.value", .o = P "encoder.layer.%d.attention.output.dense",          \
     }
 
-int bert_configure(mx_arch *a, const mx_cfg *c, const char *prefix, bool *task_head);
-
 /* prefix: the encoder's module name in task checkpoints ("bert", "roberta"). */
 int bert_configure(mx_arch *a, const mx_cfg *c, const char *prefix, bool *task_head) {
     static const mx_names plain = BERT_NAMES(""), bert = BERT_NAMES("bert."), roberta = BERT_NAMES("roberta.");
     static const mx_attn_names attn[] = {BERT_ATTN_NAMES(""), BERT_ATTN_NAMES("bert."), BERT_ATTN_NAMES("roberta.")};
     static const char *const poolers[] = {"pooler.dense", "bert.pooler.dense", "roberta.pooler.dense"};
-    if (mx_arch_hf_defaults(a, c)) return -1;
     int err = 0;
     const char *pet = mx_cfg_str(c, "position_embedding_type", "absolute", &err);
     if (err) return -1;
@@ -70,7 +67,6 @@ int bert_configure(mx_arch *a, const mx_cfg *c, const char *prefix, bool *task_h
 }
 
 /* num_labels as HF derives it: the size of id2label (default 2). */
-int bert_num_labels(const mx_cfg *c, int *n);
 int bert_num_labels(const mx_cfg *c, int *n) {
     json_t *m = mx_cfg_get(c, "id2label");
     if (m && json_is_object(m)) { *n = (int)json_object_size(m); return 0; }
@@ -88,5 +84,5 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     return 0;
 }
 
-MX_FAMILY(bert, .name = "bert", .task = "embedding, sequence-classification", .features = "encoder: learned positions, token types, post-norm layernorm, gelu mlp, pooler, sequence classifier",
+MX_FAMILY(bert, .name = "bert", .base = "llama", .task = "embedding, sequence-classification", .features = "encoder: learned positions, token types, post-norm layernorm, gelu mlp, pooler, sequence classifier",
           .configure = configure)

@@ -1,13 +1,12 @@
 /* Cohere (Command-R): a parallel block on input_layernorm alone, LayerNorm
  * without bias, interleaved rope, optional per-head q/k LayerNorm with its own
  * weights per head ([heads, head_dim], use_qk_norm), logits times logit_scale,
- * tied head. Cohere 2 builds on cohere_configure. */
+ * tied head. Cohere 2 builds on it. */
 #include "family.h"
 
-int cohere_configure(mx_arch *a, const mx_cfg *c);
-int cohere_configure(mx_arch *a, const mx_cfg *c) {
+static int configure(mx_arch *a, const mx_cfg *c) {
     bool qk, tied;
-    if (mx_arch_hf_defaults(a, c) || mx_cfg_f32(c, "layer_norm_eps", 1e-5f, 0, 1, &a->norm.eps) ||
+    if (mx_cfg_f32(c, "layer_norm_eps", 1e-5f, 0, 1, &a->norm.eps) ||
         mx_cfg_f32(c, "logit_scale", 0.0625f, -1e6f, 1e6f, &a->logit_scale) || mx_cfg_bool(c, "use_qk_norm", false, &qk) ||
         mx_cfg_bool(c, "tie_word_embeddings", true, &tied))
         return -1;
@@ -26,5 +25,5 @@ int cohere_configure(mx_arch *a, const mx_cfg *c) {
     return 0;
 }
 
-MX_FAMILY(cohere, .name = "cohere", .features = "parallel block, layernorm without bias, interleaved rope, per-head q/k layernorm, logit scale",
-          .configure = cohere_configure)
+MX_FAMILY(cohere, .name = "cohere", .base = "llama", .features = "parallel block, layernorm without bias, interleaved rope, per-head q/k layernorm, logit scale",
+          .configure = configure)

@@ -3,11 +3,9 @@
  * use no positional encoding at all. */
 #include "family.h"
 
-int cohere_configure(mx_arch *a, const mx_cfg *c);
-
 static int configure(mx_arch *a, const mx_cfg *c) {
     int w, pattern;
-    if (cohere_configure(a, c) || mx_cfg_i32(c, "sliding_window", 4096, 1, 1 << 30, &w) ||
+    if (mx_cfg_i32(c, "sliding_window", 4096, 1, 1 << 30, &w) ||
         mx_cfg_i32(c, "sliding_window_pattern", 4, 1, 1 << 20, &pattern))
         return -1;
     int r = mx_arch_layer_types(a, c, w);
@@ -19,5 +17,5 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     return 0;
 }
 
-MX_FAMILY(cohere2, .name = "cohere2", .features = "cohere + sliding-window rope layers and global no-rope layers",
+MX_FAMILY(cohere2, .name = "cohere2", .base = "cohere", .features = "cohere + sliding-window rope layers and global no-rope layers",
           .configure = configure)

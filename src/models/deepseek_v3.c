@@ -19,7 +19,7 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     /* q_lora_rank: absent means the config class default 1536, null means a plain q_proj */
     bool q_null = (c->sub && json_is_null(json_object_get(c->sub, "q_lora_rank"))) ||
                   (c->root && json_is_null(json_object_get(c->root, "q_lora_rank")));
-    if (mx_arch_hf_defaults(a, c) || mx_cfg_i32(c, "q_lora_rank", q_null ? 0 : 1536, 0, 1 << 20, &m->q_lora_rank) ||
+    if (mx_cfg_i32(c, "q_lora_rank", q_null ? 0 : 1536, 0, 1 << 20, &m->q_lora_rank) ||
         mx_cfg_i32(c, "kv_lora_rank", 512, 1, 1 << 20, &m->kv_lora_rank) ||
         mx_cfg_i32(c, "qk_nope_head_dim", 128, 0, 1 << 14, &m->qk_nope_dim) ||
         mx_cfg_i32(c, "qk_rope_head_dim", 64, 2, 2 * MX_ROPE_MAX_HALF, &m->qk_rope_dim) ||
@@ -87,6 +87,6 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     return 0;
 }
 
-MX_FAMILY(deepseek_v3, .name = "deepseek_v3",
+MX_FAMILY(deepseek_v3, .name = "deepseek_v3", .base = "llama",
           .features = "mla (q lora, latent kv cache, rope slice), sigmoid group-limited moe with correction bias, routed scaling, shared experts, dense first layers",
           .configure = configure)

@@ -7,7 +7,7 @@
 
 static int configure(mx_arch *a, const mx_cfg *c) {
     bool bias;
-    if (mx_arch_hf_defaults(a, c) || mx_cfg_f32(c, "rms_norm_eps", 1e-5f, 0, 1, &a->norm.eps) ||
+    if (mx_cfg_f32(c, "rms_norm_eps", 1e-5f, 0, 1, &a->norm.eps) ||
         mx_cfg_bool(c, "tie_word_embeddings", true, &a->tied) || mx_cfg_bool(c, "use_bias", false, &bias))
         return -1;
     a->attn->qk_norm_spec = a->norm;
@@ -21,5 +21,5 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     return 0;
 }
 
-MX_FAMILY(ernie4_5, .name = "ernie4_5", .features = "llama + interleaved rope, theta 5e5, use_bias, head_dim",
+MX_FAMILY(ernie4_5, .name = "ernie4_5", .base = "llama", .features = "llama + interleaved rope, theta 5e5, use_bias, head_dim",
           .configure = configure)

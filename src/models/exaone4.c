@@ -7,11 +7,9 @@
 #include <jansson.h>
 #include <string.h>
 
-int olmo2_configure(mx_arch *a, const mx_cfg *c);
-
 static int configure(mx_arch *a, const mx_cfg *c) {
     int w;
-    if (olmo2_configure(a, c) || mx_cfg_i32(c, "sliding_window", 4096, 0, 1 << 30, &w)) return -1;
+    if (mx_cfg_i32(c, "sliding_window", 4096, 0, 1 << 30, &w)) return -1;
     a->attn->qk_norm = MX_QKNORM_HEAD; /* per head, where OLMo 2 norms the whole projection */
     json_t *sw = json_object_get(c->root, "sliding_window");
     if (sw && json_is_null(sw)) return 0; /* no sliding window: every layer global, with rope */
@@ -34,5 +32,5 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     return 0;
 }
 
-MX_FAMILY(exaone4, .name = "exaone4", .features = "post-norms, per-head q/k norm, sliding layers with rope, NoPE global layers",
+MX_FAMILY(exaone4, .name = "exaone4", .base = "olmo2", .features = "post-norms, per-head q/k norm, sliding layers with rope, NoPE global layers",
           .configure = configure)

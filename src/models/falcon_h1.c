@@ -8,9 +8,6 @@
 #include "family.h"
 #include "../base/base.h"
 #include <math.h>
-#include <string.h>
-
-int hybrid_mamba2_config(mx_ssm_spec *s, const mx_cfg *c, const mx_arch *a, const char *prefix);
 
 static int read_floats(const mx_cfg *c, const char *key, int n, float *out) {
     json_t *v = mx_cfg_get(c, key);
@@ -28,7 +25,7 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     mx_ssm_spec *s = &a->ssm;
     float att_in, att_out, key_mult, ssm_in, ssm_out, lm_mult, mlp_m[2];
     bool rms, before, pbias;
-    if (mx_arch_hf_defaults(a, c) || mx_arch_rope_defaults(a, c, 100000.0, 1.0) ||
+    if (mx_arch_rope_defaults(a, c, 100000.0, 1.0) ||
         hybrid_mamba2_config(s, c, a, "model.layers.%d.mamba") ||
         mx_cfg_f32(c, "embedding_multiplier", 1, -1e9f, 1e9f, &a->embed_scale) ||
         mx_cfg_f32(c, "lm_head_multiplier", 1, -1e9f, 1e9f, &lm_mult) ||
@@ -63,6 +60,6 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     return 0;
 }
 
-MX_FAMILY(falcon_h1, .name = "falcon_h1",
+MX_FAMILY(falcon_h1, .name = "falcon_h1", .base = "llama",
           .features = "hybrid: attention and mamba-2 in parallel per layer, muP multipliers (ssm mup vector, mlp, key)",
           .configure = configure)

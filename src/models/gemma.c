@@ -1,14 +1,10 @@
 /* Gemma: Llama with (1+w) RMSNorm, GeGLU, embeddings scaled by sqrt(hidden),
- * tied head. Gemma 2 and 3 build on gemma_configure. */
+ * tied head. Gemma 2 and RecurrentGemma build on it. */
 #include "family.h"
 #include "../base/base.h"
 #include <math.h>
-#include <string.h>
-#include <math.h>
 
-int gemma_configure(mx_arch *a, const mx_cfg *c);
-int gemma_configure(mx_arch *a, const mx_cfg *c) {
-    if (mx_arch_hf_defaults(a, c)) return -1;
+static int configure(mx_arch *a, const mx_cfg *c) {
     a->norm.offset = 1.0f;
     a->attn->qk_norm_spec = a->norm;
     int err = 0;
@@ -24,5 +20,5 @@ int gemma_configure(mx_arch *a, const mx_cfg *c) {
     return 0;
 }
 
-MX_FAMILY(gemma, .name = "gemma", .features = "rmsnorm (1+w), geglu, embedding scale, tied head",
-          .configure = gemma_configure)
+MX_FAMILY(gemma, .name = "gemma", .base = "llama", .features = "rmsnorm (1+w), geglu, embedding scale, tied head",
+          .configure = configure)

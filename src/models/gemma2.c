@@ -3,13 +3,8 @@
 #include "family.h"
 #include "../base/base.h"
 #include <math.h>
-#include <string.h>
-#include <math.h>
 
-int gemma_configure(mx_arch *a, const mx_cfg *c);
-int gemma2_configure(mx_arch *a, const mx_cfg *c);
-int gemma2_configure(mx_arch *a, const mx_cfg *c) {
-    if (gemma_configure(a, c)) return -1;
+static int configure(mx_arch *a, const mx_cfg *c) {
     a->names.post_attn_norm = "model.layers.%d.post_attention_layernorm";
     a->names.ffn_norm = "model.layers.%d.pre_feedforward_layernorm";
     a->names.post_ffn_norm = "model.layers.%d.post_feedforward_layernorm";
@@ -24,5 +19,5 @@ int gemma2_configure(mx_arch *a, const mx_cfg *c) {
     return 0;
 }
 
-MX_FAMILY(gemma2, .name = "gemma2", .features = "gemma + sandwich norms, attn/final softcap, alternating sliding window",
-          .configure = gemma2_configure)
+MX_FAMILY(gemma2, .name = "gemma2", .base = "gemma", .features = "gemma + sandwich norms, attn/final softcap, alternating sliding window",
+          .configure = configure)

@@ -4,12 +4,8 @@
 #include "family.h"
 #include "../base/base.h"
 #include <math.h>
-#include <string.h>
-
-int gemma2_configure(mx_arch *a, const mx_cfg *c);
 
 static int configure(mx_arch *a, const mx_cfg *c) {
-    if (gemma2_configure(a, c)) return -1;
     a->attn->qk_norm = MX_QKNORM_HEAD;
     a->attn->names.q_norm = "model.layers.%d.self_attn.q_norm";
     a->attn->names.k_norm = "model.layers.%d.self_attn.k_norm";
@@ -31,5 +27,5 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     return 0;
 }
 
-MX_FAMILY(gemma3_text, .name = "gemma3_text",
+MX_FAMILY(gemma3_text, .name = "gemma3_text", .base = "gemma2",
           .features = "gemma2 + per-head q/k norm, sliding/global pattern with two rope bases", .configure = configure)

@@ -5,8 +5,7 @@
 #include <math.h>
 #include <string.h>
 
-int gpt2_configure(mx_arch *a, const mx_cfg *c);
-int gpt2_configure(mx_arch *a, const mx_cfg *c) {
+static int configure(mx_arch *a, const mx_cfg *c) {
     float eps;
     int err = 0, n_layers, heads;
     if (mx_cfg_i32(c, "n_embd", 0, 1, 1 << 18, &a->hidden) || mx_cfg_i32(c, "n_layer", 0, 1, MX_MAX_LAYERS, &n_layers) ||
@@ -46,4 +45,4 @@ int gpt2_configure(mx_arch *a, const mx_cfg *c) {
 }
 
 MX_FAMILY(gpt2, .name = "gpt2", .features = "learned positions, layernorm, gelu mlp, fused qkv, Conv1D layout",
-          .configure = gpt2_configure)
+          .configure = configure)

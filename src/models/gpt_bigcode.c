@@ -4,11 +4,9 @@
  * out per head (unlike GPT-2). */
 #include "family.h"
 
-int gpt2_configure(mx_arch *a, const mx_cfg *c);
-
 static int configure(mx_arch *a, const mx_cfg *c) {
     bool mq, scale;
-    if (gpt2_configure(a, c) || mx_cfg_bool(c, "multi_query", true, &mq) || mx_cfg_bool(c, "scale_attn_weights", true, &scale))
+    if (mx_cfg_bool(c, "multi_query", true, &mq) || mx_cfg_bool(c, "scale_attn_weights", true, &scale))
         return -1;
     if (!scale) a->attn->scale = 1;
     a->conv1d = false;
@@ -17,5 +15,5 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     return 0;
 }
 
-MX_FAMILY(gpt_bigcode, .name = "gpt_bigcode", .features = "gpt2 + multi-query attention, Linear layout",
+MX_FAMILY(gpt_bigcode, .name = "gpt_bigcode", .base = "gpt2", .features = "gpt2 + multi-query attention, Linear layout",
           .configure = configure)

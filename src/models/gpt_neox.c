@@ -6,7 +6,7 @@
 
 static int configure(mx_arch *a, const mx_cfg *c) {
     bool par, bias;
-    if (mx_arch_hf_defaults(a, c) || mx_cfg_f32(c, "layer_norm_eps", 1e-5f, 0, 1, &a->norm.eps) ||
+    if (mx_cfg_f32(c, "layer_norm_eps", 1e-5f, 0, 1, &a->norm.eps) ||
         mx_cfg_bool(c, "use_parallel_residual", true, &par) || mx_cfg_bool(c, "attention_bias", true, &bias))
         return -1;
     a->attn->q_bias = a->attn->o_bias = bias;
@@ -35,5 +35,5 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     return 0;
 }
 
-MX_FAMILY(gpt_neox, .name = "gpt_neox", .features = "parallel residual with two norms, partial rotary, per-head fused qkv, biases",
+MX_FAMILY(gpt_neox, .name = "gpt_neox", .base = "llama", .features = "parallel residual with two norms, partial rotary, per-head fused qkv, biases",
           .configure = configure)

@@ -11,7 +11,7 @@
 static int configure(mx_arch *a, const mx_cfg *c) {
     mx_moe_spec *s = &a->moe;
     int w;
-    if (mx_arch_hf_defaults(a, c) || mx_cfg_i32(c, "sliding_window", 128, 0, 1 << 30, &w) ||
+    if (mx_cfg_i32(c, "sliding_window", 128, 0, 1 << 30, &w) ||
         mx_cfg_i32(c, "num_local_experts", 128, 1, MX_MAX_EXPERTS, &s->n_experts) ||
         mx_cfg_i32(c, "num_experts_per_tok", 4, 1, MX_MAX_EXPERTS, &s->top_k) ||
         mx_cfg_f32(c, "swiglu_limit", 7.0f, 1e-6f, 1e9f, &s->swiglu_limit))
@@ -36,5 +36,5 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     return 0;
 }
 
-MX_FAMILY(gpt_oss, .name = "gpt_oss", .features = "llama + attention sinks, sliding/full layers, moe with router/expert biases and clamped swiglu",
+MX_FAMILY(gpt_oss, .name = "gpt_oss", .base = "llama", .features = "llama + attention sinks, sliding/full layers, moe with router/expert biases and clamped swiglu",
           .configure = configure)

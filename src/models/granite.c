@@ -7,7 +7,7 @@
 
 static int configure(mx_arch *a, const mx_cfg *c) {
     float ls;
-    if (mx_arch_hf_defaults(a, c) || mx_cfg_f32(c, "embedding_multiplier", 1, 0, 1e9f, &a->embed_scale) ||
+    if (mx_cfg_f32(c, "embedding_multiplier", 1, 0, 1e9f, &a->embed_scale) ||
         mx_cfg_f32(c, "residual_multiplier", 1, 0, 1e9f, &a->residual_scale) ||
         mx_cfg_f32(c, "attention_multiplier", 1, 0, 1e9f, &a->attn->scale) ||
         mx_cfg_f32(c, "logits_scaling", 1, 1e-9f, 1e9f, &ls))
@@ -16,5 +16,5 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     return 0;
 }
 
-MX_FAMILY(granite, .name = "granite", .features = "llama + embedding/residual/attention multipliers, logits scaling",
+MX_FAMILY(granite, .name = "granite", .base = "llama", .features = "llama + embedding/residual/attention multipliers, logits scaling",
           .configure = configure)

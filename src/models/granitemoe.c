@@ -7,7 +7,6 @@
 
 /* Granite's sparse block: top-k then softmax, fused input_linear [gate|up],
  * output_linear (also Granite-MoE-Hybrid's). */
-void granite_moe_spec(mx_arch *a);
 void granite_moe_spec(mx_arch *a) {
     mx_moe_spec *s = &a->moe;
     s->ffn = a->ffn;
@@ -21,14 +20,9 @@ void granite_moe_spec(mx_arch *a) {
 
 static int configure(mx_arch *a, const mx_cfg *c) {
     mx_moe_spec *s = &a->moe;
-    float ls;
-    if (mx_arch_hf_defaults(a, c) || mx_cfg_f32(c, "embedding_multiplier", 1, 0, 1e9f, &a->embed_scale) ||
-        mx_cfg_f32(c, "residual_multiplier", 1, 0, 1e9f, &a->residual_scale) ||
-        mx_cfg_f32(c, "attention_multiplier", 1, 0, 1e9f, &a->attn->scale) || mx_cfg_f32(c, "logits_scaling", 1, 1e-9f, 1e9f, &ls) ||
-        mx_cfg_i32(c, "num_local_experts", 8, 1, MX_MAX_EXPERTS, &s->n_experts) ||
+    if (mx_cfg_i32(c, "num_local_experts", 8, 1, MX_MAX_EXPERTS, &s->n_experts) ||
         mx_cfg_i32(c, "num_experts_per_tok", 2, 1, MX_MAX_EXPERTS, &s->top_k))
         return -1;
-    a->logit_scale = 1.0f / ls;
     granite_moe_spec(a);
     s->alt = (mx_expert_names){.gate = "model.layers.%d.block_sparse_moe.switch_mlp.gate_proj",
                                .up = "model.layers.%d.block_sparse_moe.switch_mlp.up_proj",
@@ -37,5 +31,5 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     return 0;
 }
 
-MX_FAMILY(granitemoe, .name = "granitemoe", .features = "granite multipliers + sparse moe (top-k then softmax), stacked fused experts",
+MX_FAMILY(granitemoe, .name = "granitemoe", .base = "granite", .features = "granite multipliers + sparse moe (top-k then softmax), stacked fused experts",
           .configure = configure)

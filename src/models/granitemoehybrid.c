@@ -7,26 +7,16 @@
 #include "../base/base.h"
 #include <string.h>
 
-int hybrid_mamba2_config(mx_ssm_spec *s, const mx_cfg *c, const mx_arch *a, const char *prefix);
-
-void granite_moe_spec(mx_arch *a);
-
 static int configure(mx_arch *a, const mx_cfg *c) {
     mx_moe_spec *s = &a->moe;
-    float ls;
     int err = 0;
-    if (mx_arch_hf_defaults(a, c) || mx_cfg_f32(c, "embedding_multiplier", 1, 0, 1e9f, &a->embed_scale) ||
-        mx_cfg_f32(c, "residual_multiplier", 1, 0, 1e9f, &a->residual_scale) ||
-        mx_cfg_f32(c, "attention_multiplier", 1, 0, 1e9f, &a->attn->scale) ||
-        mx_cfg_f32(c, "logits_scaling", 1, 1e-9f, 1e9f, &ls) ||
-        mx_cfg_i32(c, "num_local_experts", 8, 0, MX_MAX_EXPERTS, &s->n_experts) ||
+    if (mx_cfg_i32(c, "num_local_experts", 8, 0, MX_MAX_EXPERTS, &s->n_experts) ||
         mx_cfg_i32(c, "num_experts_per_tok", 2, 1, MX_MAX_EXPERTS, &s->top_k) ||
         mx_cfg_i32(c, "shared_intermediate_size", 1024, 0, 1 << 20, &s->shared_ffn) ||
         hybrid_mamba2_config(&a->ssm, c, a, "model.layers.%d.mamba"))
         return -1;
     const char *pe = mx_cfg_str(c, "position_embedding_type", "nope", &err);
     if (err) return -1;
-    a->logit_scale = 1.0f / ls;
     a->names.ffn_norm = "model.layers.%d.post_attention_layernorm";
     bool rope = !strcmp(pe, "rope");
     if (!rope) { a->pos = MX_POS_NONE; a->n_rope = 0; }
@@ -52,6 +42,6 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     return 0;
 }
 
-MX_FAMILY(granitemoehybrid, .name = "granitemoehybrid",
+MX_FAMILY(granitemoehybrid, .name = "granitemoehybrid", .base = "granite",
           .features = "hybrid: mamba-2 / attention layers, top-k-softmax moe + shared swiglu, granite multipliers",
           .configure = configure)

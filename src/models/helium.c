@@ -3,11 +3,11 @@
 #include "family.h"
 
 static int configure(mx_arch *a, const mx_cfg *c) {
-    if (mx_arch_hf_defaults(a, c) || mx_cfg_f32(c, "rms_norm_eps", 1e-8f, 0, 1, &a->norm.eps)) return -1;
+    if (mx_cfg_f32(c, "rms_norm_eps", 1e-8f, 0, 1, &a->norm.eps)) return -1;
     a->attn->qk_norm_spec = a->norm;
     a->attn->o_bias = false;
     a->rope[0].interleaved = true;
     return 0;
 }
 
-MX_FAMILY(helium, .name = "helium", .features = "llama + interleaved rope, q/k/v bias", .configure = configure)
+MX_FAMILY(helium, .name = "helium", .base = "llama", .features = "llama + interleaved rope, q/k/v bias", .configure = configure)

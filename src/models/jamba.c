@@ -11,8 +11,7 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     int ap, ao, ep, eo, expand;
     mx_ssm_spec *s = &a->ssm;
     mx_moe_spec *moe = &a->moe;
-    if (mx_arch_hf_defaults(a, c) ||
-        mx_cfg_i32(c, "attn_layer_period", 8, 1, 1 << 20, &ap) || mx_cfg_i32(c, "attn_layer_offset", 4, 0, 1 << 20, &ao) ||
+    if (mx_cfg_i32(c, "attn_layer_period", 8, 1, 1 << 20, &ap) || mx_cfg_i32(c, "attn_layer_offset", 4, 0, 1 << 20, &ao) ||
         mx_cfg_i32(c, "expert_layer_period", 2, 1, 1 << 20, &ep) ||
         mx_cfg_i32(c, "expert_layer_offset", 1, 0, 1 << 20, &eo) ||
         mx_cfg_i32(c, "num_experts", 16, 1, MX_MAX_EXPERTS, &moe->n_experts) ||
@@ -58,6 +57,6 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     return 0;
 }
 
-MX_FAMILY(jamba, .name = "jamba",
+MX_FAMILY(jamba, .name = "jamba", .base = "llama",
           .features = "hybrid: mamba-1 (rmsnorm on dt/B/C) + attention without rope, dense mlp / softmax top-k moe",
           .configure = configure)

@@ -10,7 +10,7 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     bool adjust;
     int mult_of;
     float eps;
-    if (mx_arch_hf_defaults(a, c) || mx_arch_rope_defaults(a, c, 1000000.0, 1.0) ||
+    if (mx_arch_rope_defaults(a, c, 1000000.0, 1.0) ||
         mx_cfg_f32(c, "norm_eps", 1e-5f, 0, 1, &eps) ||
         mx_cfg_bool(c, "tie_word_embeddings", true, &a->tied) ||
         mx_cfg_bool(c, "tie_embedding", a->tied, &a->tied) || /* Lfm2Config's alias */
@@ -55,5 +55,5 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     return 0;
 }
 
-MX_FAMILY(lfm2, .name = "lfm2", .features = "hybrid: gated short-conv / attention (per-head qk rmsnorm), swiglu, tied",
+MX_FAMILY(lfm2, .name = "lfm2", .base = "llama", .features = "hybrid: gated short-conv / attention (per-head qk rmsnorm), swiglu, tied",
           .configure = configure)

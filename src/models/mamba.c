@@ -7,7 +7,6 @@
 
 /* The model-level part shared by the pure state-space families (Mamba,
  * FalconMamba, Mamba2): embeddings, layer norms, final norm, head. */
-int mamba_configure_base(mx_arch *a, const mx_cfg *c, const mx_block_ops *mixer);
 int mamba_configure_base(mx_arch *a, const mx_cfg *c, const mx_block_ops *mixer) {
     float eps;
     int n_layers;
@@ -29,8 +28,7 @@ int mamba_configure_base(mx_arch *a, const mx_cfg *c, const mx_block_ops *mixer)
     return MX_OK;
 }
 
-int mamba_configure(mx_arch *a, const mx_cfg *c);
-int mamba_configure(mx_arch *a, const mx_cfg *c) {
+static int configure(mx_arch *a, const mx_cfg *c) {
     if (mamba_configure_base(a, c, &mx_block_mamba)) return MX_ERR;
     mx_ssm_spec *s = &a->ssm;
     double expand;
@@ -51,4 +49,4 @@ int mamba_configure(mx_arch *a, const mx_cfg *c) {
 }
 
 MX_FAMILY(mamba, .name = "mamba", .features = "ssm: mamba-1 selective scan, rmsnorm, tied embeddings, no attention",
-          .configure = mamba_configure)
+          .configure = configure)

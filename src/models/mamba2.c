@@ -4,9 +4,6 @@
 #include "../base/base.h"
 #include <math.h>
 
-int mamba_configure_base(mx_arch *a, const mx_cfg *c, const mx_block_ops *mixer);
-int mamba2_ssm_config(mx_ssm_spec *s, const mx_cfg *c, int hidden, const char *eps_key);
-
 /* Reads the Mamba2 mixer keys shared by Mamba2 and the hybrids built on it. */
 int mamba2_ssm_config(mx_ssm_spec *s, const mx_cfg *c, int hidden, const char *eps_key) {
     double expand;

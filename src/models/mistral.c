@@ -3,9 +3,9 @@
 
 static int configure(mx_arch *a, const mx_cfg *c) {
     int w;
-    if (mx_arch_hf_defaults(a, c) || mx_cfg_i32(c, "sliding_window", 0, 0, 1 << 30, &w)) return -1;
+    if (mx_cfg_i32(c, "sliding_window", 0, 0, 1 << 30, &w)) return -1;
     mx_arch_set_window_all(a, w);
     return 0;
 }
 
-MX_FAMILY(mistral, .name = "mistral", .features = "llama + sliding-window attention", .configure = configure)
+MX_FAMILY(mistral, .name = "mistral", .base = "llama", .features = "llama + sliding-window attention", .configure = configure)

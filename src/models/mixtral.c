@@ -2,15 +2,11 @@
  * (w1 gate, w3 up, w2 down): softmax router, top-k renormalised. */
 #include "family.h"
 
-int mixtral_configure(mx_arch *a, const mx_cfg *c, int def_experts);
-int mixtral_configure(mx_arch *a, const mx_cfg *c, int def_experts) {
-    int w;
+static int configure(mx_arch *a, const mx_cfg *c) {
     mx_moe_spec *s = &a->moe;
-    if (mx_arch_hf_defaults(a, c) || mx_cfg_i32(c, "sliding_window", 0, 0, 1 << 30, &w) ||
-        mx_cfg_i32(c, "num_local_experts", def_experts, 1, MX_MAX_EXPERTS, &s->n_experts) ||
+    if (mx_cfg_i32(c, "num_local_experts", 8, 1, MX_MAX_EXPERTS, &s->n_experts) ||
         mx_cfg_i32(c, "num_experts_per_tok", 2, 1, MX_MAX_EXPERTS, &s->top_k))
         return -1;
-    mx_arch_set_window_all(a, w);
     s->ffn = a->ffn;
     s->route = MX_ROUTE_SOFTMAX;
     s->norm_p = 1;
@@ -27,6 +23,4 @@ int mixtral_configure(mx_arch *a, const mx_cfg *c, int def_experts) {
     return 0;
 }
 
-static int configure(mx_arch *a, const mx_cfg *c) { return mixtral_configure(a, c, 8); }
-
-MX_FAMILY(mixtral, .name = "mixtral", .features = "mistral + sparse moe (softmax top-k, renormalised)", .configure = configure)
+MX_FAMILY(mixtral, .name = "mixtral", .base = "mistral", .features = "mistral + sparse moe (softmax top-k, renormalised)", .configure = configure)

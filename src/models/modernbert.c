@@ -20,7 +20,6 @@
 static int configure(mx_arch *a, const mx_cfg *c) {
     static const mx_names plain = MB_NAMES(""), prefixed = MB_NAMES("model.");
     static const mx_attn_names attn_plain = MB_ATTN_NAMES(""), attn_prefixed = MB_ATTN_NAMES("model.");
-    if (mx_arch_hf_defaults(a, c)) return -1;
     float eps;
     bool nbias, abias, cbias;
     int every, local, err = 0;
@@ -72,6 +71,6 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     return 0;
 }
 
-MX_FAMILY(modernbert, .name = "modernbert", .task = "embedding, sequence-classification",
+MX_FAMILY(modernbert, .name = "modernbert", .base = "llama", .task = "embedding, sequence-classification",
           .features = "encoder: pre-norm layernorm without bias, geglu, alternating local (symmetric window)/global attention with two rope bases, embedding and final norms",
           .configure = configure)

@@ -7,7 +7,7 @@
 static int configure(mx_arch *a, const mx_cfg *c) {
     float eps;
     int err = 0;
-    if (mx_arch_hf_defaults(a, c) || mx_cfg_f32(c, "norm_eps", 1e-5f, 0, 1, &eps) ||
+    if (mx_cfg_f32(c, "norm_eps", 1e-5f, 0, 1, &eps) ||
         mx_arch_rope_defaults(a, c, 10000.0, 0.5))
         return -1;
     a->norm = (mx_norm_spec){MX_NORM_LAYER, 1.0f, true, true, eps};
@@ -20,5 +20,5 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     return 0;
 }
 
-MX_FAMILY(nemotron, .name = "nemotron", .features = "llama + layernorm1p, relu2 mlp without gate, partial rotary",
+MX_FAMILY(nemotron, .name = "nemotron", .base = "llama", .features = "llama + layernorm1p, relu2 mlp without gate, partial rotary",
           .configure = configure)

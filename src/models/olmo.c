@@ -3,10 +3,9 @@
 #include "family.h"
 
 static int configure(mx_arch *a, const mx_cfg *c) {
-    if (mx_arch_hf_defaults(a, c)) return -1;
     a->norm = (mx_norm_spec){MX_NORM_LAYER, 0, false, false, 1e-5f};
     a->attn->qk_norm_spec = a->norm;
     return mx_cfg_f32(c, "clip_qkv", 0, 0, 1e30f, &a->attn->clip_qkv);
 }
 
-MX_FAMILY(olmo, .name = "olmo", .features = "llama + non-parametric layernorm, clip_qkv", .configure = configure)
+MX_FAMILY(olmo, .name = "olmo", .base = "llama", .features = "llama + non-parametric layernorm, clip_qkv", .configure = configure)

@@ -1,12 +1,11 @@
 /* OLMo 2: Llama with post-norms only (RMSNorm on the attention and MLP
  * outputs before each residual add, no pre-norm) and an RMSNorm over the
- * whole q and k projections, before the head split and rope. OLMo 3 builds
- * on olmo2_configure. */
+ * whole q and k projections, before the head split and rope. OLMo 3 and
+ * EXAONE 4 build on it. */
 #include "family.h"
 
-int olmo2_configure(mx_arch *a, const mx_cfg *c);
-int olmo2_configure(mx_arch *a, const mx_cfg *c) {
-    if (mx_arch_hf_defaults(a, c) || mx_cfg_f32(c, "rms_norm_eps", 1e-5f, 0, 1, &a->norm.eps)) return -1;
+static int configure(mx_arch *a, const mx_cfg *c) {
+    if (mx_cfg_f32(c, "rms_norm_eps", 1e-5f, 0, 1, &a->norm.eps)) return -1;
     a->attn->qk_norm_spec = a->norm;
     a->attn->qk_norm = MX_QKNORM_FULL;
     a->attn->names.q_norm = "model.layers.%d.self_attn.q_norm";
@@ -18,5 +17,5 @@ int olmo2_configure(mx_arch *a, const mx_cfg *c) {
     return 0;
 }
 
-MX_FAMILY(olmo2, .name = "olmo2", .features = "llama + post-norms only, rmsnorm over the full q/k projections",
-          .configure = olmo2_configure)
+MX_FAMILY(olmo2, .name = "olmo2", .base = "llama", .features = "llama + post-norms only, rmsnorm over the full q/k projections",
+          .configure = configure)

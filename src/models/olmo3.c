@@ -4,11 +4,9 @@
 #include "family.h"
 #include <jansson.h>
 
-int olmo2_configure(mx_arch *a, const mx_cfg *c);
-
 static int configure(mx_arch *a, const mx_cfg *c) {
     int w;
-    if (olmo2_configure(a, c) || mx_cfg_i32(c, "sliding_window", 4096, 0, 1 << 30, &w)) return -1;
+    if (mx_cfg_i32(c, "sliding_window", 4096, 0, 1 << 30, &w)) return -1;
     json_t *sw = json_object_get(c->root, "sliding_window");
     if (sw && json_is_null(sw)) w = 0;
     int r = mx_arch_layer_types(a, c, w);
@@ -24,5 +22,5 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     return 0;
 }
 
-MX_FAMILY(olmo3, .name = "olmo3", .features = "olmo2 + sliding/global layer pattern (unscaled rope on sliding layers)",
+MX_FAMILY(olmo3, .name = "olmo3", .base = "olmo2", .features = "olmo2 + sliding/global layer pattern (unscaled rope on sliding layers)",
           .configure = configure)

@@ -3,11 +3,9 @@
 #include "family.h"
 #include "../base/base.h"
 
-int qwen_moe_configure(mx_arch *a, const mx_cfg *c, int def_experts, int def_topk, int def_ffn);
-
 static int configure(mx_arch *a, const mx_cfg *c) {
     /* experts are intermediate_size wide; Qwen-MoE's router and expert layout otherwise */
-    if (mx_arch_hf_defaults(a, c) || mx_cfg_f32(c, "rms_norm_eps", 1e-5f, 0, 1, &a->norm.eps) ||
+    if (mx_cfg_f32(c, "rms_norm_eps", 1e-5f, 0, 1, &a->norm.eps) ||
         qwen_moe_configure(a, c, 64, 8, a->ffn))
         return -1;
     /* OLMoE clamps q/k/v after the q/k norms; the attention block clamps before them */
@@ -19,4 +17,4 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     return 0;
 }
 
-MX_FAMILY(olmoe, .name = "olmoe", .features = "llama + full-projection q/k rmsnorm, sparse moe (softmax top-k)", .configure = configure)
+MX_FAMILY(olmoe, .name = "olmoe", .base = "llama", .features = "llama + full-projection q/k rmsnorm, sparse moe (softmax top-k)", .configure = configure)

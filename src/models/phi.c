@@ -5,7 +5,7 @@
 
 static int configure(mx_arch *a, const mx_cfg *c) {
     bool qk_ln;
-    if (mx_arch_hf_defaults(a, c) || mx_cfg_f32(c, "layer_norm_eps", 1e-5f, 0, 1, &a->norm.eps) ||
+    if (mx_cfg_f32(c, "layer_norm_eps", 1e-5f, 0, 1, &a->norm.eps) ||
         mx_cfg_bool(c, "qk_layernorm", false, &qk_ln) || mx_arch_act_default(a, c, "gelu_new") ||
         mx_arch_rope_defaults(a, c, 10000, 0.5))
         return -1;
@@ -28,5 +28,5 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     return 0;
 }
 
-MX_FAMILY(phi, .name = "phi", .features = "parallel block, layernorm, partial rotary, biases, gelu mlp, lm_head bias",
+MX_FAMILY(phi, .name = "phi", .base = "llama", .features = "parallel block, layernorm, partial rotary, biases, gelu mlp, lm_head bias",
           .configure = configure)

@@ -5,7 +5,7 @@
 
 static int configure(mx_arch *a, const mx_cfg *c) {
     int w;
-    if (mx_arch_hf_defaults(a, c) || mx_cfg_i32(c, "sliding_window", 0, 0, 1 << 30, &w) ||
+    if (mx_cfg_i32(c, "sliding_window", 0, 0, 1 << 30, &w) ||
         mx_cfg_f32(c, "rms_norm_eps", 1e-5f, 0, 1, &a->norm.eps))
         return -1;
     a->attn->names.q = a->attn->names.k = a->attn->names.v = NULL;
@@ -16,5 +16,5 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     return 0;
 }
 
-MX_FAMILY(phi3, .name = "phi3", .features = "llama + fused qkv and gate_up, sliding window, longrope",
+MX_FAMILY(phi3, .name = "phi3", .base = "llama", .features = "llama + fused qkv and gate_up, sliding window, longrope",
           .configure = configure)

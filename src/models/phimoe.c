@@ -4,11 +4,10 @@
 #include "family.h"
 #include "../base/base.h"
 
-int mixtral_configure(mx_arch *a, const mx_cfg *c, int def_experts);
-
 static int configure(mx_arch *a, const mx_cfg *c) {
     mx_moe_spec *s = &a->moe;
-    if (mixtral_configure(a, c, 16) || mx_cfg_f32(c, "rms_norm_eps", 1e-5f, 0, 1, &a->norm.eps) ||
+    if (mx_cfg_i32(c, "num_local_experts", 16, 1, MX_MAX_EXPERTS, &s->n_experts) ||
+        mx_cfg_f32(c, "rms_norm_eps", 1e-5f, 0, 1, &a->norm.eps) ||
         mx_cfg_bool(c, "lm_head_bias", false, &a->lm_head_bias) ||
         mx_cfg_f32(c, "router_jitter_noise", 0.01f, 0, 1, &s->jitter_eps))
         return -1;
@@ -29,5 +28,5 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     return 0;
 }
 
-MX_FAMILY(phimoe, .name = "phimoe", .features = "mixtral + layernorm, attention/lm-head biases, sparsemixer top-2 router",
+MX_FAMILY(phimoe, .name = "phimoe", .base = "mixtral", .features = "mixtral + layernorm, attention/lm-head biases, sparsemixer top-2 router",
           .configure = configure)

@@ -3,7 +3,6 @@
 #include "family.h"
 
 static int configure(mx_arch *a, const mx_cfg *c) {
-    if (mx_arch_hf_defaults(a, c)) return -1;
     a->attn->q_bias = a->attn->k_bias = a->attn->v_bias = true;
     a->attn->o_bias = false;
     bool use;
@@ -16,4 +15,4 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     return 0;
 }
 
-MX_FAMILY(qwen2, .name = "qwen2", .features = "llama + qkv bias, optional sliding window", .configure = configure)
+MX_FAMILY(qwen2, .name = "qwen2", .base = "llama", .features = "llama + qkv bias, optional sliding window", .configure = configure)

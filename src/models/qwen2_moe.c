@@ -7,7 +7,6 @@
 #include "family.h"
 #include "../base/base.h"
 
-int qwen_moe_configure(mx_arch *a, const mx_cfg *c, int def_experts, int def_topk, int def_ffn);
 int qwen_moe_configure(mx_arch *a, const mx_cfg *c, int def_experts, int def_topk, int def_ffn) {
     mx_moe_spec *s = &a->moe;
     bool norm;
@@ -41,22 +40,14 @@ int qwen_moe_configure(mx_arch *a, const mx_cfg *c, int def_experts, int def_top
 }
 
 static int configure(mx_arch *a, const mx_cfg *c) {
-    if (mx_arch_hf_defaults(a, c) || qwen_moe_configure(a, c, 60, 4, 1408)) return -1;
-    a->attn->q_bias = a->attn->k_bias = a->attn->v_bias = true;
-    a->attn->o_bias = false;
-    bool use;
-    int w, from;
-    if (mx_cfg_bool(c, "use_sliding_window", false, &use) || mx_cfg_i32(c, "sliding_window", 0, 0, 1 << 30, &w) ||
-        mx_cfg_i32(c, "max_window_layers", a->n_layers, 0, 1 << 20, &from) ||
+    if (qwen_moe_configure(a, c, 60, 4, 1408) ||
         mx_cfg_i32(c, "shared_expert_intermediate_size", 5632, 0, 1 << 20, &a->moe.shared_ffn))
         return -1;
-    if (use && w > 0)
-        for (int i = from; i < a->n_layers; i++) a->layers[i].window = w;
     a->moe.shared = (mx_expert_names){.gate = "model.layers.%d.mlp.shared_expert.gate_proj", .up = "model.layers.%d.mlp.shared_expert.up_proj",
                                       .down = "model.layers.%d.mlp.shared_expert.down_proj"};
     a->moe.shared_gate = "model.layers.%d.mlp.shared_expert_gate";
     return 0;
 }
 
-MX_FAMILY(qwen2_moe, .name = "qwen2_moe", .features = "qwen2 + sparse moe (softmax top-k), sigmoid-gated shared expert, dense-layer list",
+MX_FAMILY(qwen2_moe, .name = "qwen2_moe", .base = "qwen2", .features = "qwen2 + sparse moe (softmax top-k), sigmoid-gated shared expert, dense-layer list",
           .configure = configure)

@@ -1,9 +1,7 @@
 /* Qwen3: Llama with a per-head RMSNorm on q and k before rope. */
 #include "family.h"
 
-int qwen3_configure(mx_arch *a, const mx_cfg *c);
-int qwen3_configure(mx_arch *a, const mx_cfg *c) {
-    if (mx_arch_hf_defaults(a, c)) return -1;
+static int configure(mx_arch *a, const mx_cfg *c) {
     a->attn->qk_norm = MX_QKNORM_HEAD;
     a->attn->names.q_norm = "model.layers.%d.self_attn.q_norm";
     a->attn->names.k_norm = "model.layers.%d.self_attn.k_norm";
@@ -14,4 +12,4 @@ int qwen3_configure(mx_arch *a, const mx_cfg *c) {
     return 0;
 }
 
-MX_FAMILY(qwen3, .name = "qwen3", .features = "llama + per-head q/k rmsnorm", .configure = qwen3_configure)
+MX_FAMILY(qwen3, .name = "qwen3", .base = "llama", .features = "llama + per-head q/k rmsnorm", .configure = configure)

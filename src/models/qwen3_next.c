@@ -12,7 +12,7 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     mx_moe_spec *s = &a->moe;
     int interval, step;
     bool norm;
-    if (mx_arch_hf_defaults(a, c) || mx_arch_rope_defaults(a, c, 10000.0, 0.25) ||
+    if (mx_arch_rope_defaults(a, c, 10000.0, 0.25) ||
         mx_cfg_i32(c, "linear_num_key_heads", 16, 1, 4096, &d->n_k_heads) ||
         mx_cfg_i32(c, "linear_num_value_heads", 32, 1, 4096, &d->n_v_heads) ||
         mx_cfg_i32(c, "linear_key_head_dim", 128, 1, 4096, &d->dk) ||
@@ -65,6 +65,6 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     return 0;
 }
 
-MX_FAMILY(qwen3_next, .name = "qwen3_next",
+MX_FAMILY(qwen3_next, .name = "qwen3_next", .base = "llama",
           .features = "hybrid: gated deltanet / gated attention (partial rope, qk norm), (1+w) rmsnorm, moe + gated shared expert",
           .configure = configure)

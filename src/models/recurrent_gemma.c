@@ -10,10 +10,7 @@
 #include <math.h>
 #include <string.h>
 
-int gemma_configure(mx_arch *a, const mx_cfg *c);
-
 static int configure(mx_arch *a, const mx_cfg *c) {
-    if (gemma_configure(a, c)) return -1;
     mx_rglru_spec *s = &a->rglru;
     int window, inter;
     bool bias;
@@ -55,6 +52,6 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     return 0;
 }
 
-MX_FAMILY(recurrent_gemma, .name = "recurrent_gemma",
+MX_FAMILY(recurrent_gemma, .name = "recurrent_gemma", .base = "gemma",
           .features = "hybrid: rg-lru recurrent blocks + local mqa attention (partial rope), biased geglu, softcap",
           .configure = configure)

@@ -7,7 +7,7 @@
 static int configure(mx_arch *a, const mx_cfg *c) {
     int interval, w;
     bool use_sw;
-    if (mx_arch_hf_defaults(a, c) || mx_arch_rope_defaults(a, c, 2000000.0, 1.0) ||
+    if (mx_arch_rope_defaults(a, c, 2000000.0, 1.0) ||
         mx_cfg_bool(c, "tie_word_embeddings", true, &a->tied) ||
         mx_cfg_i32(c, "no_rope_layer_interval", 4, 1, 1 << 20, &interval) ||
         mx_cfg_bool(c, "use_sliding_window", false, &use_sw) || mx_cfg_i32(c, "sliding_window", 0, 0, 1 << 30, &w))
@@ -29,5 +29,5 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     return 0;
 }
 
-MX_FAMILY(smollm3, .name = "smollm3", .features = "llama + no-rope (NoPE) layers, optional sliding layers",
+MX_FAMILY(smollm3, .name = "smollm3", .base = "llama", .features = "llama + no-rope (NoPE) layers, optional sliding layers",
           .configure = configure)

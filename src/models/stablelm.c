@@ -6,7 +6,7 @@
 
 static int configure(mx_arch *a, const mx_cfg *c) {
     bool qkv_bias, qk_ln, par;
-    if (mx_arch_hf_defaults(a, c) || mx_cfg_f32(c, "layer_norm_eps", 1e-5f, 0, 1, &a->norm.eps) ||
+    if (mx_cfg_f32(c, "layer_norm_eps", 1e-5f, 0, 1, &a->norm.eps) ||
         mx_cfg_bool(c, "use_qkv_bias", false, &qkv_bias) || mx_cfg_bool(c, "qk_layernorm", false, &qk_ln) ||
         mx_cfg_bool(c, "use_parallel_residual", false, &par))
         return -1;
@@ -29,5 +29,5 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     return 0;
 }
 
-MX_FAMILY(stablelm, .name = "stablelm", .features = "layernorm, partial rotary, qkv bias, per-head q/k layernorm, optional parallel block",
+MX_FAMILY(stablelm, .name = "stablelm", .base = "llama", .features = "layernorm, partial rotary, qkv bias, per-head q/k layernorm, optional parallel block",
           .configure = configure)

@@ -6,7 +6,7 @@
 static int configure(mx_arch *a, const mx_cfg *c) {
     int w;
     bool bias, tied;
-    if (mx_arch_hf_defaults(a, c) || mx_cfg_i32(c, "sliding_window", 0, 0, 1 << 30, &w) ||
+    if (mx_cfg_i32(c, "sliding_window", 0, 0, 1 << 30, &w) ||
         mx_cfg_f32(c, "norm_epsilon", 1e-5f, 0, 1, &a->norm.eps) || mx_cfg_bool(c, "use_bias", true, &bias) ||
         mx_cfg_bool(c, "tie_word_embeddings", true, &tied) || mx_arch_act_default(a, c, "gelu_pytorch_tanh"))
         return -1;
@@ -22,5 +22,5 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     return 0;
 }
 
-MX_FAMILY(starcoder2, .name = "starcoder2", .features = "layernorm, biases, gelu mlp, sliding window, tied head",
+MX_FAMILY(starcoder2, .name = "starcoder2", .base = "llama", .features = "layernorm, biases, gelu mlp, sliding window, tied head",
           .configure = configure)

@@ -5,9 +5,6 @@
 #include "family.h"
 #include "../base/base.h"
 
-int bert_configure(mx_arch *a, const mx_cfg *c, const char *prefix, bool *task_head);
-int bert_num_labels(const mx_cfg *c, int *n);
-
 static int configure(mx_arch *a, const mx_cfg *c) {
     bool cls;
     int pad;
@@ -25,6 +22,6 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     return 0;
 }
 
-MX_FAMILY(xlm_roberta, .name = "xlm-roberta", .task = "embedding, sequence-classification", .aliases = MX_ALIASES("roberta", "xlm_roberta", "camembert"),
+MX_FAMILY(xlm_roberta, .name = "xlm-roberta", .base = "llama", .task = "embedding, sequence-classification", .aliases = MX_ALIASES("roberta", "xlm_roberta", "camembert"),
           .features = "bert + roberta positions (from pad_token_id + 1), classification head dense-tanh-out_proj",
           .configure = configure)

@@ -16,7 +16,7 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     int expand, ahd;
     bool rope, longctx;
     float tmin;
-    if (mx_arch_hf_defaults(a, c) || mx_cfg_bool(c, "tie_word_embeddings", true, &a->tied) ||
+    if (mx_cfg_bool(c, "tie_word_embeddings", true, &a->tied) ||
         mx_arch_act_default(a, c, "gelu") ||
         mx_cfg_i32(c, "attention_head_dim", 2 * a->hidden / a->attn->n_heads, 1, 1 << 14, &ahd) ||
         mx_cfg_bool(c, "use_mem_rope", false, &rope) || mx_cfg_bool(c, "use_long_context", false, &longctx) ||
@@ -82,6 +82,6 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     return 0;
 }
 
-MX_FAMILY(zamba2, .name = "zamba2",
+MX_FAMILY(zamba2, .name = "zamba2", .base = "llama",
           .features = "hybrid: mamba-2 layers + shared transformer block on [h | embeddings] with lora adapters",
           .configure = configure)
