@@ -38,9 +38,8 @@ int hybrid_mamba2_config(mx_ssm_spec *s, const mx_cfg *c, const mx_arch *a, cons
 }
 
 static int configure(mx_arch *a, const mx_cfg *c) {
-    if (mx_arch_rope_defaults(a, c, 10000.0, 0.5) ||
-        hybrid_mamba2_config(&a->ssm, c, a, "model.layers.%d.mamba"))
-        return -1;
+    if (hybrid_mamba2_config(&a->ssm, c, a, "model.layers.%d.mamba")) return -1;
+    a->rope_decl[0].partial = 0.5;
     a->names.ffn_norm = "model.layers.%d.pre_ff_layernorm";
     a->names.final_norm = "model.final_layernorm";
     a->names.gate = "model.layers.%d.feed_forward.gate_proj";

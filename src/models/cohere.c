@@ -14,7 +14,7 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     a->norm.bias = false;
     a->attn->qk_norm_spec = a->norm;
     a->tied = tied;
-    a->rope[0].interleaved = true;
+    a->rope_decl[0].interleaved = true;
     a->residual = MX_RES_PARALLEL;
     a->names.ffn_norm = NULL;
     if (qk) {

@@ -15,7 +15,7 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     if ((ja && !json_is_object(ja)) || (jf && !json_is_object(jf)))
         return mx_set_err("%s: attn_config and ffn_config must be objects", c->file);
     mx_cfg ac = {ja, NULL, c->file}, fc = {jf, NULL, c->file};
-    double theta, norm_p;
+    double norm_p;
     int n_layers;
     if (mx_cfg_i32(c, "n_layers", 24, 1, MX_MAX_LAYERS, &n_layers) || mx_arch_layers(a, n_layers)) return -1;
     mx_attn_spec *at = a->attn;
@@ -23,7 +23,6 @@ static int configure(mx_arch *a, const mx_cfg *c) {
         mx_cfg_i32(c, "max_seq_len", 2048, 1, 1 << 26, &a->max_pos) ||
         mx_cfg_i32(c, "vocab_size", 32000, 1, 1 << 24, &a->vocab) || mx_cfg_bool(c, "tie_word_embeddings", false, &a->tied) ||
         mx_cfg_i32(&ac, "kv_n_heads", 1, 1, 4096, &at->n_kv_heads) || mx_cfg_f32(&ac, "clip_qkv", 0, 0, 1e9f, &at->clip_qkv) ||
-        mx_cfg_float(&ac, "rope_theta", 10000.0, 1e-3, 1e15, &theta) ||
         mx_cfg_i32(&fc, "ffn_hidden_size", 3584, 1, 1 << 20, &s->ffn) ||
         mx_cfg_i32(&fc, "moe_num_experts", 4, 1, MX_MAX_EXPERTS, &s->n_experts) ||
         mx_cfg_i32(&fc, "moe_top_k", 1, 1, MX_MAX_EXPERTS, &s->top_k) ||
@@ -45,8 +44,8 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     a->act = s->act;
     a->norm = (mx_norm_spec){MX_NORM_LAYER, 0, true, false, 1e-5f};
     a->pos = MX_POS_ROPE;
-    if (mx_rope_from_config(&a->rope[0], &ac, theta, at->head_dim, a->max_pos)) return -1;
     a->n_rope = 1;
+    a->rope_decl[0].section = "attn_config";
     at->scale = 1.0f / sqrtf((float)at->head_dim);
     a->embed_scale = a->logit_scale = a->residual_scale = 1;
     a->mlp = MX_MLP_GATED;

@@ -15,7 +15,6 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     mx_mla_spec *m = &a->mla;
     int dense, n_shared, mtp;
     bool norm, il;
-    double theta;
     /* q_lora_rank: absent means the config class default 1536, null means a plain q_proj */
     bool q_null = (c->sub && json_is_null(json_object_get(c->sub, "q_lora_rank"))) ||
                   (c->root && json_is_null(json_object_get(c->root, "q_lora_rank")));
@@ -24,7 +23,6 @@ static int configure(mx_arch *a, const mx_cfg *c) {
         mx_cfg_i32(c, "qk_nope_head_dim", 128, 0, 1 << 14, &m->qk_nope_dim) ||
         mx_cfg_i32(c, "qk_rope_head_dim", 64, 2, 2 * MX_ROPE_MAX_HALF, &m->qk_rope_dim) ||
         mx_cfg_i32(c, "v_head_dim", 128, 1, 1 << 14, &m->v_head_dim) || mx_cfg_bool(c, "rope_interleave", true, &il) ||
-        mx_cfg_float(c, "rope_theta", 10000.0, 1e-3, 1e15, &theta) ||
         mx_cfg_i32(c, "first_k_dense_replace", 3, 0, MX_MAX_LAYERS, &dense) ||
         mx_cfg_i32(c, "n_routed_experts", 256, 1, MX_MAX_EXPERTS, &s->n_experts) ||
         mx_cfg_i32(c, "num_experts_per_tok", 8, 1, MX_MAX_EXPERTS, &s->top_k) ||
@@ -36,8 +34,7 @@ static int configure(mx_arch *a, const mx_cfg *c) {
         return -1;
     /* MLA */
     if (m->qk_rope_dim % 2) return mx_set_err("%s: qk_rope_head_dim %d must be even", c->file, m->qk_rope_dim);
-    if (mx_rope_from_config(&a->rope[0], c, theta, m->qk_rope_dim, a->max_pos)) return -1;
-    a->rope[0].interleaved = il;
+    a->rope_decl[0] = (mx_rope_decl){.dim = m->qk_rope_dim, .interleaved = il};
     m->norm = (mx_norm_spec){MX_NORM_RMS, 0, true, false, 1e-6f};
     m->q_a = "model.layers.%d.self_attn.q_a_proj";
     m->q_a_norm = "model.layers.%d.self_attn.q_a_layernorm";

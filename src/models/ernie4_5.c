@@ -15,8 +15,7 @@ static int configure(mx_arch *a, const mx_cfg *c) {
         a->attn->head_dim = 128;
         a->attn->scale = 1.0f / sqrtf((float)a->attn->head_dim);
     }
-    a->rope[0].interleaved = true;
-    if (mx_arch_rope_defaults(a, c, 500000.0, 1.0)) return -1;
+    a->rope_decl[0] = (mx_rope_decl){.theta = 500000.0, .interleaved = true};
     a->attn->q_bias = a->attn->k_bias = a->attn->v_bias = a->attn->o_bias = a->mlp_bias = bias;
     return 0;
 }

@@ -25,8 +25,7 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     mx_ssm_spec *s = &a->ssm;
     float att_in, att_out, key_mult, ssm_in, ssm_out, lm_mult, mlp_m[2];
     bool rms, before, pbias;
-    if (mx_arch_rope_defaults(a, c, 100000.0, 1.0) ||
-        hybrid_mamba2_config(s, c, a, "model.layers.%d.mamba") ||
+    if (hybrid_mamba2_config(s, c, a, "model.layers.%d.mamba") ||
         mx_cfg_f32(c, "embedding_multiplier", 1, -1e9f, 1e9f, &a->embed_scale) ||
         mx_cfg_f32(c, "lm_head_multiplier", 1, -1e9f, 1e9f, &lm_mult) ||
         mx_cfg_f32(c, "attention_in_multiplier", 1, -1e9f, 1e9f, &att_in) ||
@@ -40,6 +39,7 @@ static int configure(mx_arch *a, const mx_cfg *c) {
         return -1;
     if ((a->attn->q_bias || a->attn->k_bias || a->attn->v_bias) && att_in != 1.0f)
         return mx_set_err("%s: attention_in_multiplier with attention biases is not supported", c->file);
+    a->rope_decl[0].theta = 100000.0;
     s->gated_norm = rms;
     s->norm_before_gate = before;
     s->norm_groups = s->n_groups;

@@ -9,14 +9,10 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     a->attn->qk_norm = MX_QKNORM_HEAD;
     a->attn->names.q_norm = "model.layers.%d.self_attn.q_norm";
     a->attn->names.k_norm = "model.layers.%d.self_attn.k_norm";
-    double local_theta;
     int w, pattern;
-    if (mx_cfg_float(c, "rope_local_base_freq", 10000.0, 1e-3, 1e15, &local_theta) ||
-        mx_cfg_i32(c, "sliding_window", 4096, 1, 1 << 30, &w) || mx_cfg_i32(c, "sliding_window_pattern", 6, 1, 1 << 20, &pattern))
+    if (mx_cfg_i32(c, "sliding_window", 4096, 1, 1 << 30, &w) || mx_cfg_i32(c, "sliding_window_pattern", 6, 1, 1 << 20, &pattern))
         return -1;
-    /* the local rope has no scaling: parse it from a config view without rope_scaling */
-    mx_cfg plain = {NULL, NULL, c->file};
-    if (mx_rope_from_config(&a->rope[1], &plain, local_theta, a->rope[0].dim, a->max_pos)) return -1;
+    a->rope_decl[1] = (mx_rope_decl){.theta_key = "rope_local_base_freq", .plain = true}; /* the local rope has no scaling */
     a->n_rope = 2;
     int r = mx_arch_layer_types(a, c, w);
     if (r < 0) return -1;

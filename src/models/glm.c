@@ -6,12 +6,11 @@
 static int configure(mx_arch *a, const mx_cfg *c) {
     /* GlmConfig defaults: partial_rotary_factor 0.5, rms_norm_eps 1.5625e-7, attention_bias true */
     bool bias;
-    if (mx_arch_rope_defaults(a, c, 10000, 0.5) ||
-        mx_cfg_f32(c, "rms_norm_eps", 1.5625e-7f, 0, 1, &a->norm.eps) || mx_cfg_bool(c, "attention_bias", true, &bias))
+    if (mx_cfg_f32(c, "rms_norm_eps", 1.5625e-7f, 0, 1, &a->norm.eps) || mx_cfg_bool(c, "attention_bias", true, &bias))
         return -1;
     a->attn->q_bias = a->attn->k_bias = a->attn->v_bias = bias;
     a->attn->o_bias = false;
-    a->rope[0].interleaved = true;
+    a->rope_decl[0] = (mx_rope_decl){.partial = 0.5, .interleaved = true};
     a->names.gate = a->names.up = NULL;
     a->names.gate_up = "model.layers.%d.mlp.gate_up_proj";
     return 0;

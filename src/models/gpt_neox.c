@@ -10,10 +10,11 @@ static int configure(mx_arch *a, const mx_cfg *c) {
         mx_cfg_bool(c, "use_parallel_residual", true, &par) || mx_cfg_bool(c, "attention_bias", true, &bias))
         return -1;
     a->attn->q_bias = a->attn->o_bias = bias;
-    /* older configs name the rotary fraction and base rotary_pct / rotary_emb_base */
-    double pct, base;
-    if (mx_cfg_float(c, "rotary_pct", 0.25, 1e-3, 1, &pct) || mx_cfg_float(c, "rotary_emb_base", 10000, 1e-3, 1e15, &base) ||
-        mx_arch_rope_defaults(a, c, base, pct) || mx_arch_act_default(a, c, "gelu"))
+    /* older configs name the rotary fraction and base rotary_pct / rotary_emb_base:
+     * they are the defaults of partial_rotary_factor and rope_theta */
+    mx_rope_decl *r = &a->rope_decl[0];
+    if (mx_cfg_float(c, "rotary_pct", 0.25, 1e-3, 1, &r->partial) ||
+        mx_cfg_float(c, "rotary_emb_base", 10000, 1e-3, 1e15, &r->theta) || mx_arch_act_default(a, c, "gelu"))
         return -1;
     a->norm.kind = MX_NORM_LAYER;
     a->norm.bias = true;

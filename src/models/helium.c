@@ -6,7 +6,7 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     if (mx_cfg_f32(c, "rms_norm_eps", 1e-8f, 0, 1, &a->norm.eps)) return -1;
     a->attn->qk_norm_spec = a->norm;
     a->attn->o_bias = false;
-    a->rope[0].interleaved = true;
+    a->rope_decl[0].interleaved = true;
     return 0;
 }
 

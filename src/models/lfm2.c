@@ -10,8 +10,7 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     bool adjust;
     int mult_of;
     float eps;
-    if (mx_arch_rope_defaults(a, c, 1000000.0, 1.0) ||
-        mx_cfg_f32(c, "norm_eps", 1e-5f, 0, 1, &eps) ||
+    if (mx_cfg_f32(c, "norm_eps", 1e-5f, 0, 1, &eps) ||
         mx_cfg_bool(c, "tie_word_embeddings", true, &a->tied) ||
         mx_cfg_bool(c, "tie_embedding", a->tied, &a->tied) || /* Lfm2Config's alias */
         mx_cfg_i32(c, "conv_L_cache", 3, 1, 64, &a->shortconv.d_conv) ||
@@ -20,6 +19,7 @@ static int configure(mx_arch *a, const mx_cfg *c) {
         mx_cfg_i32(c, "block_multiple_of", 256, 1, 1 << 20, &mult_of))
         return -1;
     a->norm.eps = eps;
+    a->rope_decl[0].theta = 1000000.0;
     a->attn->qk_norm = MX_QKNORM_HEAD;
     a->attn->qk_norm_spec = a->norm;
     a->shortconv.prefix = "model.layers.%d.conv";

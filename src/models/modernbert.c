@@ -23,20 +23,15 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     float eps;
     bool nbias, abias, cbias;
     int every, local, err = 0;
-    double gtheta, ltheta;
     if (mx_cfg_f32(c, "norm_eps", 1e-5f, 0, 1, &eps) || mx_cfg_bool(c, "norm_bias", false, &nbias) ||
         mx_cfg_bool(c, "attention_bias", false, &abias) || mx_cfg_bool(c, "mlp_bias", false, &a->mlp_bias) ||
         mx_cfg_bool(c, "classifier_bias", false, &cbias) || mx_cfg_i32(c, "global_attn_every_n_layers", 3, 1, 1 << 20, &every) ||
-        mx_cfg_i32(c, "local_attention", 128, 0, 1 << 24, &local) || mx_cfg_i32(c, "max_position_embeddings", 8192, 1, 1 << 26, &a->max_pos) ||
-        mx_cfg_float(c, "global_rope_theta", 160000.0, 1e-3, 1e15, &gtheta) ||
-        mx_cfg_float(c, "local_rope_theta", 10000.0, 1e-3, 1e15, &ltheta))
+        mx_cfg_i32(c, "local_attention", 128, 0, 1 << 24, &local) || mx_cfg_i32(c, "max_position_embeddings", 8192, 1, 1 << 26, &a->max_pos))
         return -1;
     const char *act = mx_cfg_str(c, "hidden_activation", "gelu", &err);
     if (err || mx_act_parse(act, &a->act)) return err ? -1 : mx_set_err("%s: hidden_activation: unsupported '%s'", c->file, act);
-    mx_cfg plain_cfg = {NULL, NULL, c->file}; /* no rope_scaling */
-    if (mx_rope_from_config(&a->rope[0], &plain_cfg, gtheta, a->attn->head_dim, a->max_pos) ||
-        mx_rope_from_config(&a->rope[1], &plain_cfg, ltheta, a->attn->head_dim, a->max_pos))
-        return -1;
+    a->rope_decl[0] = (mx_rope_decl){.theta_key = "global_rope_theta", .theta = 160000.0, .plain = true};
+    a->rope_decl[1] = (mx_rope_decl){.theta_key = "local_rope_theta", .theta = 10000.0, .plain = true};
     a->n_rope = 2;
     json_t *archs = mx_cfg_get(c, "architectures");
     const char *an = archs && json_is_array(archs) ? json_string_value(json_array_get(archs, 0)) : NULL;

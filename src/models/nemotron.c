@@ -7,9 +7,8 @@
 static int configure(mx_arch *a, const mx_cfg *c) {
     float eps;
     int err = 0;
-    if (mx_cfg_f32(c, "norm_eps", 1e-5f, 0, 1, &eps) ||
-        mx_arch_rope_defaults(a, c, 10000.0, 0.5))
-        return -1;
+    if (mx_cfg_f32(c, "norm_eps", 1e-5f, 0, 1, &eps)) return -1;
+    a->rope_decl[0].partial = 0.5;
     a->norm = (mx_norm_spec){MX_NORM_LAYER, 1.0f, true, true, eps};
     a->attn->qk_norm_spec = a->norm;
     const char *act = mx_cfg_str(c, "hidden_act", "relu2", &err);

@@ -14,8 +14,7 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     if (!r)
         for (int i = 0; i < a->n_layers; i++) a->layers[i].window = (i + 1) % 4 ? w : 0;
     if (mx_cfg_has(c, "rope_scaling")) {
-        mx_cfg plain = {NULL, NULL, c->file};
-        if (mx_rope_from_config(&a->rope[1], &plain, a->rope[0].theta, a->rope[0].dim, a->max_pos)) return -1;
+        a->rope_decl[1] = (mx_rope_decl){.plain = true};
         a->n_rope = 2;
         for (int i = 0; i < a->n_layers; i++) a->layers[i].rope_idx = a->layers[i].window ? 1 : 0;
     }

@@ -6,9 +6,9 @@
 static int configure(mx_arch *a, const mx_cfg *c) {
     bool qk_ln;
     if (mx_cfg_f32(c, "layer_norm_eps", 1e-5f, 0, 1, &a->norm.eps) ||
-        mx_cfg_bool(c, "qk_layernorm", false, &qk_ln) || mx_arch_act_default(a, c, "gelu_new") ||
-        mx_arch_rope_defaults(a, c, 10000, 0.5))
+        mx_cfg_bool(c, "qk_layernorm", false, &qk_ln) || mx_arch_act_default(a, c, "gelu_new"))
         return -1;
+    a->rope_decl[0].partial = 0.5;
     a->norm.kind = MX_NORM_LAYER;
     a->norm.bias = true;
     a->attn->qk_norm_spec = a->norm;

@@ -19,10 +19,10 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     if (rs) { /* HF PhiMoE: cos/sin times short_mscale or long_mscale (by length), not longrope's own factor */
         mx_cfg r = {rs, NULL, c->file};
         double sm, lm;
-        if (mx_cfg_float(&r, "short_mscale", -1, 0, 1e6, &sm) || mx_cfg_float(&r, "long_mscale", -1, 0, 1e6, &lm)) return -1;
+        if (mx_cfg_float(&r, "short_mscale", -1, 1e-6, 1e6, &sm) || mx_cfg_float(&r, "long_mscale", -1, 1e-6, 1e6, &lm)) return -1;
         if (sm >= 0 || lm >= 0) {
             if (sm != lm) return mx_set_err("%s: rope_scaling: distinct short_mscale %g and long_mscale %g are not supported", c->file, sm, lm);
-            a->rope[0].attn_factor = sm;
+            a->rope_decl[0].attn_factor = sm;
         }
     }
     return 0;

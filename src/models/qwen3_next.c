@@ -12,8 +12,7 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     mx_moe_spec *s = &a->moe;
     int interval, step;
     bool norm;
-    if (mx_arch_rope_defaults(a, c, 10000.0, 0.25) ||
-        mx_cfg_i32(c, "linear_num_key_heads", 16, 1, 4096, &d->n_k_heads) ||
+    if (mx_cfg_i32(c, "linear_num_key_heads", 16, 1, 4096, &d->n_k_heads) ||
         mx_cfg_i32(c, "linear_num_value_heads", 32, 1, 4096, &d->n_v_heads) ||
         mx_cfg_i32(c, "linear_key_head_dim", 128, 1, 4096, &d->dk) ||
         mx_cfg_i32(c, "linear_value_head_dim", 128, 1, 4096, &d->dv) ||
@@ -26,6 +25,7 @@ static int configure(mx_arch *a, const mx_cfg *c) {
         mx_cfg_i32(c, "decoder_sparse_step", 1, 1, 1 << 20, &step) || mx_cfg_bool(c, "norm_topk_prob", true, &norm))
         return -1;
     if (d->n_v_heads % d->n_k_heads) return mx_set_err("%s: linear_num_value_heads must be a multiple of linear_num_key_heads", c->file);
+    a->rope_decl[0].partial = 0.25;
     a->norm.offset = 1;
     a->attn->qk_norm = MX_QKNORM_HEAD;
     a->attn->qk_norm_spec = a->norm;

@@ -19,9 +19,9 @@ static int configure(mx_arch *a, const mx_cfg *c) {
         mx_cfg_i32(c, "attention_window_size", 2048, 1, 1 << 30, &window) ||
         mx_cfg_i32(c, "intermediate_size", 3 * a->hidden, 2, 1 << 21, &inter) ||
         mx_cfg_f32(c, "logits_soft_cap", 30, 0, 1e9f, &a->final_softcap) ||
-        mx_cfg_bool(c, "attention_bias", false, &bias) ||
-        mx_arch_rope_defaults(a, c, 10000.0, 0.5))
+        mx_cfg_bool(c, "attention_bias", false, &bias))
         return -1;
+    a->rope_decl[0].partial = 0.5;
     s->n_heads = a->attn->n_heads;
     s->act = a->act;
     s->prefix = "model.layers.%d.temporal_block";

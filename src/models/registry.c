@@ -30,6 +30,10 @@ int mx_family_configure(const mx_family *f, mx_arch *a, const mx_cfg *c) {
             mx_arch_free(a);
             return -1;
         }
+    if (mx_arch_ropes(a, c)) {
+        mx_arch_free(a);
+        return -1;
+    }
     return 0;
 }
 

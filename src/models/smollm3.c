@@ -7,11 +7,11 @@
 static int configure(mx_arch *a, const mx_cfg *c) {
     int interval, w;
     bool use_sw;
-    if (mx_arch_rope_defaults(a, c, 2000000.0, 1.0) ||
-        mx_cfg_bool(c, "tie_word_embeddings", true, &a->tied) ||
+    if (mx_cfg_bool(c, "tie_word_embeddings", true, &a->tied) ||
         mx_cfg_i32(c, "no_rope_layer_interval", 4, 1, 1 << 20, &interval) ||
         mx_cfg_bool(c, "use_sliding_window", false, &use_sw) || mx_cfg_i32(c, "sliding_window", 0, 0, 1 << 30, &w))
         return -1;
+    a->rope_decl[0].theta = 2000000.0;
     json_t *nr = mx_cfg_get(c, "no_rope_layers");
     if (nr && (!json_is_array(nr) || (int)json_array_size(nr) < a->n_layers))
         return mx_set_err("%s: no_rope_layers: expected at least %d entries", c->file, a->n_layers);

@@ -10,7 +10,7 @@ static int configure(mx_arch *a, const mx_cfg *c) {
         mx_cfg_bool(c, "use_qkv_bias", false, &qkv_bias) || mx_cfg_bool(c, "qk_layernorm", false, &qk_ln) ||
         mx_cfg_bool(c, "use_parallel_residual", false, &par))
         return -1;
-    if (mx_arch_rope_defaults(a, c, 10000, 0.25)) return -1; /* StableLmConfig's partial_rotary_factor */
+    a->rope_decl[0].partial = 0.25; /* StableLmConfig's partial_rotary_factor */
     a->norm.kind = MX_NORM_LAYER;
     a->norm.bias = true;
     a->attn->q_bias = a->attn->k_bias = a->attn->v_bias = qkv_bias;

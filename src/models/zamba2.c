@@ -43,12 +43,8 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     b->mamba = "model.layers.%d.mamba_decoder.mamba";
     if (b->heads * ahd != 2 * a->hidden) return mx_set_err("%s: attention heads * attention_head_dim must be 2 * hidden_size", c->file);
     a->attn->head_dim = ahd;
-    if (rope) {
-        double theta;
-        if (mx_cfg_float(c, "rope_theta", 10000.0, 1e-3, 1e15, &theta)) return -1;
-        if (longctx) theta *= pow(8.0, ahd / (ahd - 2.0));
-        if (mx_rope_from_config(&a->rope[0], c, theta, ahd, a->max_pos)) return -1;
-    } else {
+    if (rope) a->rope_decl[0] = (mx_rope_decl){.dim = ahd, .theta_scale = longctx ? pow(8.0, ahd / (ahd - 2.0)) : 1};
+    else {
         a->pos = MX_POS_NONE;
         a->n_rope = 0;
     }

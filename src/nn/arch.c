@@ -85,16 +85,26 @@ int mx_arch_layer_types(mx_arch *a, const mx_cfg *c, int window) {
     return 1;
 }
 
-int mx_arch_rope_defaults(mx_arch *a, const mx_cfg *c, double theta_def, double partial_def) {
-    double theta, partial;
-    if (mx_cfg_float(c, "rope_theta", theta_def, 1e-3, 1e15, &theta) ||
-        mx_cfg_float(c, "partial_rotary_factor", partial_def, 1e-3, 1.0, &partial))
-        return MX_ERR;
-    int rot = (int)(a->attn->head_dim * partial);
-    rot -= rot % 2;
-    bool il = a->rope[0].interleaved;
-    if (mx_rope_from_config(&a->rope[0], c, theta, rot, a->max_pos)) return MX_ERR;
-    a->rope[0].interleaved = il;
+int mx_arch_ropes(mx_arch *a, const mx_cfg *c) {
+    for (int r = 0; a->pos == MX_POS_ROPE && r < a->n_rope; r++) {
+        const mx_rope_decl *d = &a->rope_decl[r];
+        mx_cfg src = *c, none = {NULL, NULL, c->file};
+        if (d->section) {
+            json_t *o = mx_cfg_get(c, d->section);
+            if (o && !json_is_object(o)) return mx_set_err("%s: %s must be an object", c->file, d->section);
+            src = (mx_cfg){o, NULL, c->file};
+        }
+        double theta, partial;
+        if (mx_cfg_float(&src, d->theta_key ? d->theta_key : "rope_theta", d->theta ? d->theta : 10000.0, 1e-3, 1e15, &theta) ||
+            mx_cfg_float(&src, "partial_rotary_factor", d->partial ? d->partial : 1.0, 1e-3, 1.0, &partial))
+            return MX_ERR;
+        int rot = d->dim ? d->dim : (int)(a->attn->head_dim * partial);
+        rot -= rot % 2;
+        if (mx_rope_from_config(&a->rope[r], d->plain ? &none : &src, theta * (d->theta_scale ? d->theta_scale : 1), rot, a->max_pos))
+            return MX_ERR;
+        a->rope[r].interleaved = d->interleaved;
+        if (d->attn_factor > 0) a->rope[r].attn_factor = d->attn_factor;
+    }
     return MX_OK;
 }
 
@@ -155,14 +165,7 @@ int mx_arch_hf_defaults(mx_arch *a, const mx_cfg *c) {
         mx_cfg_bool(c, "tie_word_embeddings", false, &a->tied))
         return MX_ERR;
     at->q_bias = at->k_bias = at->v_bias = at->o_bias = bias;
-    double theta, partial;
-    if (mx_cfg_float(c, "rope_theta", 10000.0, 1e-3, 1e15, &theta) ||
-        mx_cfg_float(c, "partial_rotary_factor", 1.0, 1e-3, 1.0, &partial))
-        return MX_ERR;
-    int rot = (int)(at->head_dim * partial);
-    rot -= rot % 2;
-    if (mx_rope_from_config(&a->rope[0], c, theta, rot, a->max_pos)) return MX_ERR;
-    a->n_rope = 1;
+    a->n_rope = 1; /* built by mx_arch_ropes after the family's configure */
     a->pos = MX_POS_ROPE;
     at->scale = 1.0f / sqrtf((float)at->head_dim);
     a->embed_scale = 1;

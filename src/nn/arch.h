@@ -222,6 +222,23 @@ typedef struct {
     const char *shared, *linear, *mamba_norm, *mamba;
 } mx_shared_block_spec;
 
+/* How arch.rope[r] is read from config.json. A family declares only its
+ * defaults here; mx_arch_ropes (run by the registry once every configure of
+ * the family chain is done, so it sees the final head_dim) builds the table
+ * from rope_theta, partial_rotary_factor and rope_scaling. Zero fields take
+ * the Hugging Face defaults. */
+typedef struct {
+    const char *theta_key;  /* key of the base frequency (NULL: "rope_theta") */
+    double theta;           /* its default (0: 10000) */
+    double theta_scale;     /* multiplies the base read (0 = 1; Zamba2's long context) */
+    double partial;         /* partial_rotary_factor's default (0: 1) */
+    int dim;                /* rotated dims (0: head_dim * partial_rotary_factor, even) */
+    bool plain;             /* ignore rope_scaling (Gemma 3's local rope) */
+    bool interleaved;       /* rotate pairs (2i, 2i+1), not halves (GLM, Cohere) */
+    const char *section;    /* read from this config object (DBRX's attn_config); NULL = top level */
+    double attn_factor;     /* > 0: replaces the scaling's attention factor (PhiMoE's mscale) */
+} mx_rope_decl;
+
 /* One layer: its blocks, the attention spec it runs, and where it sits in
  * the sequence (window, rope). Per-layer differences of a family are data
  * here: a sliding layer has a window, a NoPE layer rope = false, a layer with
@@ -273,7 +290,8 @@ typedef struct mx_arch {
     bool conv1d;            /* linear weights stored [in, out] (GPT-2 Conv1D) */
     mx_pos_kind pos;
     int pos_offset;         /* learned positions start here (RoBERTa: pad + 1) */
-    mx_rope rope[2];
+    mx_rope_decl rope_decl[2]; /* how each rope is read (mx_arch_ropes) */
+    mx_rope rope[2];        /* built from rope_decl[0 .. n_rope) */
     int n_rope;
     float final_softcap;    /* 0 = off */
     float embed_scale;      /* 1 = off */
@@ -328,10 +346,9 @@ int mx_arch_ignore(mx_arch *a, const char *pattern);
 /* Reads `layer_types` (sliding_attention / full_attention) when present;
  * returns 1 when it was present. */
 int mx_arch_layer_types(mx_arch *a, const mx_cfg *c, int window);
-/* Rebuilds rope[0] from rope_theta / partial_rotary_factor / rope_scaling
- * with a family's own defaults for absent keys (its config class defaults
- * differ from Llama's) and the current head_dim; keeps rope[0].interleaved. */
-int mx_arch_rope_defaults(mx_arch *a, const mx_cfg *c, double theta_def, double partial_def);
+/* Builds rope[r] from rope_decl[r] for r < n_rope (when pos is MX_POS_ROPE):
+ * the one place rope_theta, partial_rotary_factor and rope_scaling are read. */
+int mx_arch_ropes(mx_arch *a, const mx_cfg *c);
 /* Mamba2's "time_step_limit": [min, max] (when present) narrows the dt clamp
  * [s->dt_min, s->dt_max] the family set; a bound of +-1e38 or beyond is none. */
 int mx_ssm_time_step_limit(mx_ssm_spec *s, const mx_cfg *c);
