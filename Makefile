@@ -4,7 +4,7 @@ CC      ?= gcc
 OPT     ?= -O2
 CFLAGS  ?= $(OPT) -g
 CFLAGS  += -std=c17 -Wall -Wextra -pthread -fno-strict-aliasing
-LDLIBS  := -ljansson -lpcre2-8 -lutf8proc -lmicrohttpd -lm -lpthread
+LDLIBS  := -ljansson -lpcre2-8 -lutf8proc -lmicrohttpd -lcurl -lm -lpthread
 BUILD   ?= build
 # build with every core unless the caller chose -j (sub-makes share the jobserver)
 ifeq ($(MAKELEVEL),0)
@@ -26,7 +26,7 @@ CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC := $(sort $(wildcard tests/unit/test_*.c))
 TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
-DEB_PKGS := libjansson-dev libpcre2-dev libutf8proc-dev libmicrohttpd-dev pkg-config
+DEB_PKGS := libjansson-dev libpcre2-dev libutf8proc-dev libmicrohttpd-dev libcurl4-openssl-dev pkg-config
 
 .PHONY: all deps test test-deps unit asan clean fuzz demo
 all: deps $(BUILD)/mlxcel
@@ -53,6 +53,16 @@ $(BUILD)/libmlxcel.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
+# --version: the git commit and the flags of this build; main.o is rebuilt
+# when they change (the stamp is rewritten only then).
+GIT_COMMIT := $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)$(shell git diff --quiet HEAD -- 2>/dev/null || echo -dirty)
+BUILD_DESC := $(CC) $(CFLAGS)
+$(BUILD)/src/cli/main.o: CFLAGS += -DMX_GIT_COMMIT='"$(GIT_COMMIT)"' -DMX_BUILD_FLAGS='"$(BUILD_DESC)"'
+$(BUILD)/src/cli/main.o: $(BUILD)/version.stamp
+$(BUILD)/version.stamp: FORCE
+	@mkdir -p $(BUILD); echo '$(GIT_COMMIT) $(BUILD_DESC)' | cmp -s - $@ || echo '$(GIT_COMMIT) $(BUILD_DESC)' > $@
+FORCE:
+
 $(BUILD)/mlxcel: $(CLI_OBJ) $(BUILD)/libmlxcel.a
 	$(CC) $(CFLAGS) -o $@ $(CLI_OBJ) $(WHOLE_LIB) $(LDLIBS)
 	ln -sf mlxcel $(BUILD)/mlxcel-server
@@ -68,10 +78,12 @@ asan: deps
 	$(MAKE) BUILD=build/asan OPT=-O1 CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" unit $(BUILD)/asan/mlxcel
 
 # Test-only tools: node/npm (server tests drive the official openai npm
-# client) and python3 (a few CLI tests); installed from Debian when absent.
+# client), python3 (a few CLI tests, the imitation hub) and tmux (the chat
+# terminal test); installed from Debian when absent.
 test-deps:
 	@missing=""; command -v npm >/dev/null 2>&1 || missing="$$missing nodejs npm"; \
 	command -v python3 >/dev/null 2>&1 || missing="$$missing python3"; \
+	command -v tmux >/dev/null 2>&1 || missing="$$missing tmux"; \
 	if [ -n "$$missing" ]; then echo "installing:$$missing"; SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null; fi
 

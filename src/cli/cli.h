@@ -1,15 +1,34 @@
-/* cli: one function per subcommand, each in its own cmd_*.c file. They get
- * argv starting at the subcommand name and return the process exit code. */
+/* cli: one mx_cmd per subcommand, each in its own cmd_*.c file with its
+ * option table (opts.h); main.c dispatches, `mlxcel help` prints them. */
 #ifndef MX_CLI_H
 #define MX_CLI_H
-int cmd_arch(int argc, char **argv);
-int cmd_generate(int argc, char **argv);
-int cmd_bench(int argc, char **argv);
-int cmd_tokenize(int argc, char **argv);
-int cmd_template(int argc, char **argv);
-int cmd_chat(int argc, char **argv);
-int cmd_serve(int argc, char **argv);
-int cmd_convert(int argc, char **argv);
-int cmd_embed(int argc, char **argv);
-int cmd_rerank(int argc, char **argv);
+#include "opts.h"
+#include <stddef.h>
+
+extern const mx_cmd mx_cmd_generate, mx_cmd_chat, mx_cmd_serve, mx_cmd_bench, mx_cmd_tokenize, mx_cmd_template,
+    mx_cmd_convert, mx_cmd_embed, mx_cmd_rerank, mx_cmd_arch, mx_cmd_download, mx_cmd_list, mx_cmd_rm, mx_cmd_inspect,
+    mx_cmd_detect;
+
+/* The model folder -m names: a directory as is; a hub id (org/name, with
+ * :revision) from the Hugging Face cache, downloaded when missing (unless
+ * HF_HUB_OFFLINE=1). Returns a string to free, or NULL after printing one
+ * line ("mlxcel CMD: ..."): no such directory, a GGUF file, not cached. */
+char *cli_model_dir(const char *cmd, const char *spec);
+
+/* Progress bars on a terminal, plain lines otherwise (tasks shorter than
+ * min_seconds print nothing). */
+void cli_progress_init(double min_seconds);
+bool cli_progress_tty(void);
+void cli_fmt_bytes(double b, char *out, size_t n);
+
+/* Common option table entries (T: the command's options struct). */
+#define OPT_MODEL(T, f)                                                                                                      \
+    {"-m", "--model", NULL, OPT_STR, "MODEL", 0, 0, offsetof(T, f),                                                          \
+     "model folder, or a hub id ORG/NAME[:REVISION] (taken from the Hugging Face cache; downloaded when missing)", NULL, 0}
+#define OPT_THREADS(T, f)                                                                                                    \
+    {"-t", "--threads", NULL, OPT_INT, "N", 1, 1024, offsetof(T, f), "threads (default: the physical cores)", NULL, OPT_NODEF}
+#define OPT_TEMPLATES(T, name, file)                                                                                         \
+    {NULL, "--chat-template", NULL, OPT_STR, "NAME", 0, 0, offsetof(T, name),                                                \
+     "use a built-in chat template: plain, chatml, llama3, llama2, mistral, gemma, phi3, zephyr", NULL, 0},                  \
+    {NULL, "--chat-template-file", NULL, OPT_STR, "FILE", 0, 0, offsetof(T, file), "use the Jinja chat template in FILE", NULL, 0}
 #endif

@@ -6,9 +6,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-int cmd_arch(int argc, char **argv) {
-    bool json = argc > 1 && !strcmp(argv[1], "--json");
-    if (argc > 1 && !json) { fprintf(stderr, "usage: mlxcel arch [--json]\n"); return 2; }
+typedef struct {
+    bool json;
+} arch_opts;
+
+static const mx_opt arch_tab[] = {
+    {NULL, "--json", NULL, OPT_FLAG, NULL, 0, 0, offsetof(arch_opts, json), "a JSON list of {model_type, family, task, status, features}", NULL, 0},
+    {0},
+};
+
+static int arch_run(void *p) {
+    bool json = ((arch_opts *)p)->json;
     json_t *arr = json_array();
     if (!json) printf("%-20s %-20s %-10s %s\n", "model_type", "family", "status", "features");
     for (const mx_family *f = mx_family_list(); f; f = f->next) {
@@ -29,3 +37,14 @@ int cmd_arch(int argc, char **argv) {
     json_decref(arr);
     return 0;
 }
+
+const mx_cmd mx_cmd_arch = {
+    .name = "arch",
+    .summary = "list the architectures compiled in",
+    .usage = "[--json]",
+    .details = "The model_type -> family matrix of this binary.",
+    .opts = arch_tab,
+    .size = sizeof(arch_opts),
+    .samp_off = OPT_NO_SAMPLING,
+    .run = arch_run,
+};

@@ -2,7 +2,6 @@
  * speed, with the memory read bandwidth measured in the same run so decode
  * efficiency is a ratio of two numbers taken side by side. */
 #include "cli.h"
-#include "args.h"
 #include "../base/base.h"
 #include "../runtime/generate.h"
 #include "../quant/quant.h"
@@ -27,24 +26,61 @@ static int cmp_d(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-int cmd_bench(int argc, char **argv) {
-    const char *model = NULL;
-    int pp = 512, tg = 128, threads = mx_default_threads(), reps = 3, bw_mb = 0;
-    bool json = false;
-    mx_args a = {"bench", argc, 1, argv};
-    for (; a.i < argc; a.i++) {
-        bool ok = true;
-        if (mx_arg_is(&a, "-m", "--model")) ok = (model = mx_arg_val(&a)) != NULL;
-        else if (mx_arg_is(&a, "-p", "--n-prompt")) ok = mx_arg_int(&a, 0, 1 << 20, &pp);
-        else if (mx_arg_is(&a, "-n", "--n-gen")) ok = mx_arg_int(&a, 0, 1 << 20, &tg);
-        else if (mx_arg_is(&a, "-t", "--threads")) ok = mx_arg_int(&a, 1, 1024, &threads);
-        else if (mx_arg_is(&a, "-r", "--repetitions")) ok = mx_arg_int(&a, 1, 1000, &reps);
-        else if (mx_arg_is(&a, "--bw-mb", NULL)) ok = mx_arg_int(&a, 16, 1 << 16, &bw_mb);
-        else if (mx_arg_is(&a, "--json", NULL)) json = true;
-        else return mx_arg_unknown(&a);
-        if (!ok) return 2;
-    }
-    if (!model) { fprintf(stderr, "mlxcel bench: -m DIR is required\n"); return 2; }
+typedef struct {
+    const char *model;
+    int pp, tg, threads, reps, bw_mb;
+    bool json;
+} bench_opts;
+
+static void bench_init(void *p) {
+    bench_opts *o = p;
+    *o = (bench_opts){.pp = 512, .tg = 128, .threads = mx_default_threads(), .reps = 3};
+}
+
+static const mx_opt bench_tab[] = {
+    OPT_MODEL(bench_opts, model),
+    {"-p", "--n-prompt", NULL, OPT_INT, "N", 0, 1 << 20, offsetof(bench_opts, pp), "prompt tokens per prompt-processing run", NULL, 0},
+    {"-n", "--n-gen", NULL, OPT_INT, "N", 0, 1 << 20, offsetof(bench_opts, tg), "tokens per generation run", NULL, 0},
+    {"-r", "--repetitions", NULL, OPT_INT, "N", 1, 1000, offsetof(bench_opts, reps), "runs of each test", NULL, 0},
+    OPT_THREADS(bench_opts, threads),
+    {NULL, "--bw-mb", NULL, OPT_INT, "MB", 16, 1 << 16, offsetof(bench_opts, bw_mb),
+     "the bandwidth probe's buffer (default 1024, or a quarter of a smaller machine's memory; at most half)", NULL, 0},
+    {NULL, "--json", NULL, OPT_FLAG, NULL, 0, 0, offsetof(bench_opts, json),
+     "one JSON object: pp_tps, tg_tps (and _sd), threads, bytes_per_token, mem_read_gbs, tg_efficiency, peak_rss_mb, ttft_ms, ...", NULL, 0},
+    {0},
+};
+
+static int bench(const bench_opts *o, const char *model);
+
+static int bench_run(void *p) {
+    const bench_opts *o = p;
+    if (!o->model) { fprintf(stderr, "mlxcel bench: -m MODEL is required\n"); return 2; }
+    char *dir = cli_model_dir("bench", o->model);
+    if (!dir) return 1;
+    int rc = bench(o, dir);
+    free(dir);
+    return rc;
+}
+
+const mx_cmd mx_cmd_bench = {
+    .name = "bench",
+    .summary = "prompt processing and generation speed, with memory bandwidth",
+    .usage = "-m MODEL [options]",
+    .details = "llama-bench-style prompt processing (pp) and generation (tg) speed, with the memory read bandwidth measured in "
+               "the same run, decode efficiency (each quarter of a generation run rated against probes taken right before "
+               "and after it; median), peak RSS and time to first token.",
+    .opts = bench_tab,
+    .size = sizeof(bench_opts),
+    .init = bench_init,
+    .samp_off = OPT_NO_SAMPLING,
+    .run = bench_run,
+    .loads_model = true,
+};
+
+static int bench(const bench_opts *bo, const char *model) {
+    const char *label = bo->model;
+    int pp = bo->pp, tg = bo->tg, threads = bo->threads, reps = bo->reps, bw_mb = bo->bw_mb;
+    bool json = bo->json;
     /* the probe's buffer is faulted in whole: past the machine's memory that would be the OOM killer */
     long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
     double mem_mb = pages > 0 && psz > 0 ? (double)pages * (double)psz / 1048576.0 : 0;
@@ -143,7 +179,7 @@ int cmd_bench(int argc, char **argv) {
     double eff_lo = n_eff ? seg_eff[0] : 0, eff_hi = n_eff ? seg_eff[n_eff - 1] : 0;
     if (json) { /* jansson: the model path may hold any character */
         json_t *o = json_pack("{s:s,s:s,s:i,s:i,s:i,s:i,s:f,s:f,s:f,s:f,s:I,s:f,s:f,s:[f,f],s:[f,f],s:I,s:I,s:f,s:f,s:f,s:s,s:s}",
-                              "model", model, "family", ar->family, "threads", threads, "n_prompt", pp, "n_gen", tg, "reps", reps,
+                              "model", label, "family", ar->family, "threads", threads, "n_prompt", pp, "n_gen", tg, "reps", reps,
                               "pp_tps", pp_m, "pp_tps_sd", pp_sd, "tg_tps", tg_m, "tg_tps_sd", tg_sd, "bytes_per_token", (json_int_t)llround(bpt),
                               "mem_read_gbs", bw_med, "tg_efficiency", eff, "mem_read_gbs_range", bw[0], bw[n_bw - 1],
                               "tg_efficiency_range", eff_lo, eff_hi, "checkpoint_bytes", (json_int_t)ckpt, "kv_cache_bytes",
@@ -156,8 +192,8 @@ int cmd_bench(int argc, char **argv) {
         json_decref(o);
     } else {
         printf("| model | family | size | threads | test | t/s |\n|---|---|---|---|---|---|\n");
-        if (pp) printf("| %s | %s | %.2f GiB | %d | pp%d | %.2f ± %.2f |\n", model, ar->family, ckpt / 1073741824.0, threads, pp, pp_m, pp_sd);
-        if (tg) printf("| %s | %s | %.2f GiB | %d | tg%d | %.2f ± %.2f |\n", model, ar->family, ckpt / 1073741824.0, threads, tg, tg_m, tg_sd);
+        if (pp) printf("| %s | %s | %.2f GiB | %d | pp%d | %.2f ± %.2f |\n", label, ar->family, ckpt / 1073741824.0, threads, pp, pp_m, pp_sd);
+        if (tg) printf("| %s | %s | %.2f GiB | %d | tg%d | %.2f ± %.2f |\n", label, ar->family, ckpt / 1073741824.0, threads, tg, tg_m, tg_sd);
         printf("\nmemory read bandwidth (median of %d probes, %d threads): %.2f GB/s\n", n_bw, threads, bw_med);
         printf("bytes read per generated token: %.1f MB -> decode efficiency %.1f%% of the bandwidth probed around each stretch of decode (median of %d; %.1f-%.1f%%)\n",
                bpt / 1e6, eff * 100, n_eff, eff_lo * 100, eff_hi * 100);

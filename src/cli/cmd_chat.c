@@ -1,140 +1,295 @@
 #define _GNU_SOURCE
 /* mlxcel chat (also mlxcel run): an interactive multi-turn chat. The KV cache
  * is kept between turns: each turn renders the whole conversation, and only
- * the tokens after the longest common prefix with the cache are prefilled. */
+ * the tokens after the longest common prefix with the cache are prefilled.
+ * Ctrl-C stops a reply (the chat goes on); when the conversation outgrows
+ * the context the oldest turns are dropped, with a notice. */
 #include "cli.h"
-#include "args.h"
 #include "../base/base.h"
 #include "../runtime/generate.h"
 #include "../runtime/outparse.h"
 #include "../runtime/textmodel.h"
+#include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-int cmd_chat(int argc, char **argv) {
-    const char *model = NULL, *system = NULL, *tmpl_name = NULL, *tmpl_file = NULL;
-    int n_max = 1024, threads = mx_default_threads(), ctx = 4096;
+typedef struct {
+    const char *model, *system, *tmpl_name, *tmpl_file;
+    int n_max, threads, ctx;
+    bool verbose;
     mx_sampling samp;
-    mx_sampling_defaults(&samp);
-    samp.temperature = 0.7f;
-    samp.top_p = 0.95f;
-    mx_args a = {"chat", argc, 1, argv};
-    for (; a.i < argc; a.i++) {
-        bool ok = true;
-        if (mx_arg_is(&a, "-m", "--model")) ok = (model = mx_arg_val(&a)) != NULL;
-        else if (mx_arg_is(&a, "--system", NULL)) ok = (system = mx_arg_val(&a)) != NULL;
-        else if (mx_arg_is(&a, "-n", "--n-predict")) ok = mx_arg_int(&a, 1, 1 << 24, &n_max);
-        else if (mx_arg_is(&a, "-t", "--threads")) ok = mx_arg_int(&a, 1, 1024, &threads);
-        else if (mx_arg_is(&a, "-c", "--ctx-size")) ok = mx_arg_int(&a, 16, 1 << 24, &ctx);
-        else if (mx_arg_is(&a, "--temp", "--temperature")) ok = mx_arg_float(&a, 0, 100, &samp.temperature);
-        else if (mx_arg_is(&a, "--top-k", NULL)) ok = mx_arg_int(&a, 0, 1 << 24, &samp.top_k);
-        else if (mx_arg_is(&a, "--top-p", NULL)) ok = mx_arg_float(&a, 0, 1, &samp.top_p);
-        else if (mx_arg_is(&a, "--min-p", NULL)) ok = mx_arg_float(&a, 0, 1, &samp.min_p);
-        else if (mx_arg_is(&a, "--seed", "-s")) ok = mx_arg_u64(&a, &samp.seed);
-        else if (mx_arg_is(&a, "--chat-template", NULL)) ok = (tmpl_name = mx_arg_val(&a)) != NULL;
-        else if (mx_arg_is(&a, "--chat-template-file", NULL)) ok = (tmpl_file = mx_arg_val(&a)) != NULL;
-        else return mx_arg_unknown(&a);
-        if (!ok) return 2;
-    }
-    if (!model) { fprintf(stderr, "mlxcel chat: -m DIR is required\n"); return 2; }
-    if (tmpl_name && tmpl_file) { fprintf(stderr, "mlxcel chat: give --chat-template or --chat-template-file, not both\n"); return 2; }
+} chat_opts;
+
+static void chat_init(void *p) {
+    chat_opts *o = p;
+    o->n_max = 1024;
+    o->ctx = 4096;
+    o->threads = mx_default_threads();
+    mx_sampling_defaults(&o->samp);
+    o->samp.temperature = 0.7f;
+    o->samp.top_p = 0.95f;
+}
+
+static const mx_opt chat_tab[] = {
+    OPT_MODEL(chat_opts, model),
+    {NULL, "--system-prompt", "--system", OPT_STR, "TEXT", 0, 0, offsetof(chat_opts, system), "the system message", NULL, 0},
+    {"-n", "--max-tokens", "--n-predict", OPT_INT, "N", 1, 1 << 24, offsetof(chat_opts, n_max), "at most N tokens per reply", NULL, 0},
+    {"-c", "--ctx-size", NULL, OPT_INT, "N", 16, 1 << 24, offsetof(chat_opts, ctx),
+     "context size; past it the oldest turns are dropped", NULL, 0},
+    OPT_TEMPLATES(chat_opts, tmpl_name, tmpl_file),
+    OPT_THREADS(chat_opts, threads),
+    {"-v", "--verbose", NULL, OPT_FLAG, NULL, 0, 0, offsetof(chat_opts, verbose), "print each turn's prefill and decode times", NULL, 0},
+    {0},
+};
+
+static int chat_run(void *p);
+const mx_cmd mx_cmd_chat = {
+    .name = "chat",
+    .alias = "run",
+    .summary = "interactive multi-turn chat in the terminal",
+    .usage = "-m MODEL [options]",
+    .details = "Streams the reply; the KV cache is kept between turns, so a turn only prefills its new text. "
+               "In the chat: /help, /clear (start over), /system [TEXT] (show or set the system prompt), /exit; "
+               "Ctrl-C stops a reply, Ctrl-D quits. A model without a chat template gets a plain User:/Assistant: format.",
+    .opts = chat_tab,
+    .size = sizeof(chat_opts),
+    .init = chat_init,
+    .samp_off = offsetof(chat_opts, samp),
+    .run = chat_run,
+    .loads_model = true,
+};
+
+static volatile sig_atomic_t g_interrupt;
+static void on_sigint(int sig) {
+    (void)sig;
+    g_interrupt = 1;
+}
+
+static const char chat_help[] = "  /help           this list\n"
+                                "  /clear          forget the conversation (the system prompt stays)\n"
+                                "  /system [TEXT]  show the system prompt, or set it and start over\n"
+                                "  /exit, /quit    leave (also Ctrl-D)\n"
+                                "  Ctrl-C          stop the reply being written\n";
+
+typedef struct {
     mx_textmodel tm;
-    if (mx_textmodel_open(model, &tm)) { fprintf(stderr, "mlxcel chat: %s\n", mx_errmsg()); return 1; }
-    if (!tm.tok) { fprintf(stderr, "mlxcel chat: %s has no tokenizer (tokenizer.json or tokenizer.model)\n", model); mx_textmodel_close(&tm); return 1; }
-    if ((tmpl_name || tmpl_file) && mx_textmodel_set_template(&tm, tmpl_name, tmpl_file)) {
-        fprintf(stderr, "mlxcel chat: %s\n", mx_errmsg());
-        mx_textmodel_close(&tm);
-        return 1;
-    }
-    mx_textmodel_warn_plain(&tm, "mlxcel chat");
-    /* the plain format's next turn marks the end of a reply */
-    const char *plain_stop[] = {mx_textmodel_plain_stop};
-    bool plain = mx_textmodel_plain_chat(&tm);
-    mx_pool *pool = mx_pool_new(threads);
     mx_session s;
-    int V = tm.e.model.arch.vocab, rc = 1;
-    float *last = malloc(sizeof(float) * V);
-    mx_sampler *smp = mx_sampler_new(&samp, V);
-    json_t *msgs = json_array();
-    if (system) json_array_append_new(msgs, json_pack("{s:s,s:s}", "role", "system", "content", system));
-    if (!last || !smp || mx_session_init(&s, &tm.e, ctx, 512, pool)) { fprintf(stderr, "mlxcel chat: %s\n", mx_errmsg()); goto out_nosess; }
-    char *line = NULL;
-    size_t cap = 0;
+    mx_sampler *smp;
+    float *last;
+    json_t *msgs; /* the conversation, system message first when there is one */
+    char *system;
+    bool plain;
+    const chat_opts *o;
+} chat;
+
+static void reset(chat *c) {
+    json_array_clear(c->msgs);
+    if (c->system) json_array_append_new(c->msgs, json_pack("{s:s,s:s}", "role", "system", "content", c->system));
+}
+
+/* The oldest user turn and its replies (never the system message nor the last message). */
+static bool drop_oldest(chat *c) {
+    size_t first = c->system ? 1 : 0, n = json_array_size(c->msgs);
+    if (n <= first + 1) return false;
+    size_t end = first + 1;
+    while (end < n - 1 && strcmp(json_string_value(json_object_get(json_array_get(c->msgs, end), "role")), "user")) end++;
+    for (size_t i = first; i < end; i++) json_array_remove(c->msgs, first);
+    return true;
+}
+
+static int render(chat *c, int32_t **ids, int *n) {
+    json_t *ctx = json_pack("{s:O,s:b}", "messages", c->msgs, "add_generation_prompt", 1);
+    mx_buf text = {0};
+    int rc = mx_textmodel_render(&c->tm, ctx, &text);
+    if (!rc) rc = mx_textmodel_encode_chat(&c->tm, text.data ? text.data : "", text.len, ids, n);
+    json_decref(ctx);
+    mx_buf_free(&text);
+    return rc;
+}
+
+/* One reply to the conversation in c->msgs (which ends with the user's turn). */
+static int reply(chat *c) {
+    const chat_opts *o = c->o;
+    int32_t *ids = NULL;
+    int n = 0;
+    int room = MX_MIN(o->n_max, o->ctx / 4); /* a reply gets at least this much of the context */
     for (;;) {
-        fprintf(stderr, "> ");
-        ssize_t len = getline(&line, &cap, stdin);
-        if (len < 0) break;
-        while (len && (line[len - 1] == '\n' || line[len - 1] == '\r')) line[--len] = 0;
-        if (!strcmp(line, "/exit") || !strcmp(line, "/quit")) break;
-        if (!len) continue;
-        json_array_append_new(msgs, json_pack("{s:s,s:s%}", "role", "user", "content", line, (size_t)len));
-        json_t *c = json_pack("{s:O,s:b}", "messages", msgs, "add_generation_prompt", 1);
-        mx_buf text = {0};
-        int32_t *ids = NULL;
-        int n = 0;
-        if (mx_textmodel_render(&tm, c, &text) || mx_textmodel_encode_chat(&tm, text.data ? text.data : "", text.len, &ids, &n)) {
-            fprintf(stderr, "mlxcel chat: %s\n", mx_errmsg());
-            json_decref(c);
-            mx_buf_free(&text);
-            goto out;
-        }
-        json_decref(c);
-        mx_buf_free(&text);
-        int keep = 0;
-        while (keep < n - 1 && keep < s.n_history && s.history[keep] == ids[keep]) keep++;
-        mx_session_truncate(&s, keep);
-        keep = s.n_history; /* a recurrent model restarts from 0 */
-        if (n + n_max > ctx) { fprintf(stderr, "mlxcel chat: the conversation no longer fits the context (%d tokens)\n", ctx); free(ids); break; }
-        if (mx_session_feed(&s, ids + keep, n - keep, NULL, last)) { fprintf(stderr, "mlxcel chat: %s\n", mx_errmsg()); free(ids); goto out; }
+        if (render(c, &ids, &n)) return MX_ERR;
+        if (n + room <= o->ctx) break;
         free(ids);
-        mx_detok *dt = mx_detok_new(tm.tok, true);
-        mx_outparse op;
-        mx_out_init(&op, false, false, false, plain ? plain_stop : NULL, plain ? 1 : 0);
-        mx_buf reply = {0}, piece = {0}, vis = {0}, unused = {0};
-        for (int i = 0; i < n_max; i++) {
-            int32_t tok = mx_sampler_sample(smp, last, s.history, s.n_history);
-            if (mx_textmodel_is_eos(&tm, tok)) break;
-            piece.len = vis.len = 0;
-            mx_detok_push(dt, tok, &piece);
-            bool stop = piece.len && mx_out_push(&op, piece.data, piece.len, &vis, &unused);
-            if (vis.len) fwrite(vis.data, 1, vis.len, stdout);
-            fflush(stdout);
-            mx_buf_append(&reply, vis.data, vis.len);
-            if (stop) break;
-            if (mx_session_feed(&s, &tok, 1, NULL, last)) { fprintf(stderr, "\nmlxcel chat: %s\n", mx_errmsg()); break; }
+        ids = NULL;
+        if (!drop_oldest(c)) {
+            fprintf(stderr, "[this message is too long for the context: %d tokens of %d; it was not sent]\n", n, o->ctx);
+            json_array_remove(c->msgs, json_array_size(c->msgs) - 1);
+            return MX_OK;
         }
-        if (!op.stopped) {
-            piece.len = vis.len = 0;
-            mx_detok_flush(dt, &piece);
-            if (piece.len) mx_out_push(&op, piece.data, piece.len, &vis, &unused);
-            json_t *calls = NULL;
-            mx_out_finish(&op, &vis, &unused, &calls);
-            json_decref(calls);
-            if (vis.len) fwrite(vis.data, 1, vis.len, stdout);
-            mx_buf_append(&reply, vis.data, vis.len);
-        }
-        printf("\n");
-        mx_out_free(&op);
-        mx_buf_free(&vis);
-        mx_buf_free(&unused);
-        mx_detok_free(dt);
-        /* the plain format writes "Assistant: " itself: keep the reply without the space the model put after the colon */
-        size_t skip = 0;
-        while (plain && skip < reply.len && reply.data[skip] == ' ') skip++;
-        json_array_append_new(msgs, json_pack("{s:s,s:s%}", "role", "assistant", "content", reply.data ? reply.data + skip : "", reply.len - skip));
-        mx_buf_free(&reply);
-        mx_buf_free(&piece);
+        fprintf(stderr, "[context full (%d tokens): dropped the oldest turn]\n", o->ctx);
     }
+    int keep = 0;
+    while (keep < n - 1 && keep < c->s.n_history && c->s.history[keep] == ids[keep]) keep++;
+    mx_session_truncate(&c->s, keep);
+    keep = c->s.n_history; /* a recurrent model restarts from 0 */
+    double t0 = mx_now();
+    g_interrupt = 0;
+    int rc = mx_session_feed(&c->s, ids + keep, n - keep, NULL, c->last);
+    free(ids);
+    if (rc) return MX_ERR;
+    double t1 = mx_now();
+    const char *plain_stop[] = {mx_textmodel_plain_stop};
+    mx_detok *dt = mx_detok_new(c->tm.tok, true);
+    mx_outparse op;
+    mx_out_init(&op, false, false, false, c->plain ? plain_stop : NULL, c->plain ? 1 : 0);
+    mx_buf text = {0}, piece = {0}, vis = {0}, unused = {0};
+    int limit = MX_MIN(o->n_max, o->ctx - n), ng = 0;
+    bool stopped = false;
+    for (; ng < limit; ng++) {
+        if (g_interrupt) { stopped = true; break; }
+        int32_t tok = mx_sampler_sample(c->smp, c->last, c->s.history, c->s.n_history);
+        if (mx_textmodel_is_eos(&c->tm, tok)) break;
+        piece.len = vis.len = 0;
+        mx_detok_push(dt, tok, &piece);
+        bool stop = piece.len && mx_out_push(&op, piece.data, piece.len, &vis, &unused);
+        if (vis.len) fwrite(vis.data, 1, vis.len, stdout);
+        fflush(stdout);
+        mx_buf_append(&text, vis.data, vis.len);
+        if (stop) break;
+        if (ng + 1 < limit && mx_session_feed(&c->s, &tok, 1, NULL, c->last)) { rc = MX_ERR; break; }
+    }
+    if (!op.stopped && !rc) {
+        piece.len = vis.len = 0;
+        mx_detok_flush(dt, &piece);
+        if (piece.len) mx_out_push(&op, piece.data, piece.len, &vis, &unused);
+        json_t *calls = NULL;
+        mx_out_finish(&op, &vis, &unused, &calls);
+        json_decref(calls);
+        if (vis.len) fwrite(vis.data, 1, vis.len, stdout);
+        mx_buf_append(&text, vis.data, vis.len);
+    }
+    printf("\n");
+    fflush(stdout);
+    if (stopped) fprintf(stderr, "[stopped]\n");
+    if (o->verbose)
+        fprintf(stderr, "[prefill %d tokens in %.1f ms | %d tokens in %.1f ms, %.1f t/s | context %d/%d]\n", n - keep, (t1 - t0) * 1e3, ng,
+                (mx_now() - t1) * 1e3, ng > 1 ? (ng - 1) / (mx_now() - t1) : 0.0, c->s.n_history, o->ctx);
+    /* the plain format writes "Assistant: " itself: keep the reply without the space the model put after the colon */
+    size_t skip = 0;
+    while (c->plain && skip < text.len && text.data[skip] == ' ') skip++;
+    json_array_append_new(c->msgs, json_pack("{s:s,s:s%}", "role", "assistant", "content", text.data ? text.data + skip : "", text.len - skip));
+    mx_out_free(&op);
+    mx_detok_free(dt);
+    mx_buf_free(&text); mx_buf_free(&piece); mx_buf_free(&vis); mx_buf_free(&unused);
+    return rc;
+}
+
+static void banner(const chat *c, const char *spec) {
+    const mx_arch *a = &c->tm.e.model.arch;
+    fprintf(stderr, "mlxcel chat: %s (%s, %d layers), context %d tokens, temperature %g\n", spec, a->family, a->n_layers, c->o->ctx,
+            (double)c->o->samp.temperature);
+    fprintf(stderr, "/help for commands; Ctrl-C stops a reply; /exit or Ctrl-D quits.\n");
+}
+
+/* A line starting with '/': true when it was a command (handled here). */
+static bool command(chat *c, const char *line, bool *quit) {
+    if (line[0] != '/') return false;
+    if (!strcmp(line, "/exit") || !strcmp(line, "/quit")) { *quit = true; return true; }
+    if (!strcmp(line, "/help")) { fputs(chat_help, stderr); return true; }
+    if (!strcmp(line, "/clear")) {
+        reset(c);
+        mx_session_truncate(&c->s, 0);
+        fprintf(stderr, "[conversation cleared]\n");
+        return true;
+    }
+    if (!strncmp(line, "/system", 7) && (!line[7] || line[7] == ' ')) {
+        const char *t = line + 7;
+        while (*t == ' ') t++;
+        if (!*t) {
+            fprintf(stderr, c->system ? "[system prompt: %s]\n" : "[no system prompt]\n", c->system);
+            return true;
+        }
+        free(c->system);
+        c->system = strdup(t);
+        reset(c);
+        fprintf(stderr, "[system prompt set; conversation cleared]\n");
+        return true;
+    }
+    fprintf(stderr, "[unknown command %s: /help lists them]\n", line);
+    return true;
+}
+
+static int chat_run(void *p) {
+    const chat_opts *o = p;
+    if (!o->model) { fprintf(stderr, "mlxcel chat: -m MODEL is required\n"); return 2; }
+    if (o->tmpl_name && o->tmpl_file) { fprintf(stderr, "mlxcel chat: give --chat-template or --chat-template-file, not both\n"); return 2; }
+    char *dir = cli_model_dir("chat", o->model);
+    if (!dir) return 1;
+    chat c = {.o = o};
+    int rc = mx_textmodel_open(dir, &c.tm);
+    free(dir);
+    if (rc) { fprintf(stderr, "mlxcel chat: %s\n", mx_errmsg()); return 1; }
+    rc = 1;
+    mx_pool *pool = NULL;
+    char *line = NULL;
+    bool sess = false;
+    if (!c.tm.tok) { fprintf(stderr, "mlxcel chat: %s has no tokenizer (tokenizer.json or tokenizer.model)\n", o->model); goto out; }
+    if ((o->tmpl_name || o->tmpl_file) && mx_textmodel_set_template(&c.tm, o->tmpl_name, o->tmpl_file)) {
+        fprintf(stderr, "mlxcel chat: %s\n", mx_errmsg());
+        goto out;
+    }
+    mx_textmodel_warn_plain(&c.tm, "mlxcel chat");
+    c.plain = mx_textmodel_plain_chat(&c.tm);
+    int V = c.tm.e.model.arch.vocab;
+    pool = mx_pool_new(o->threads);
+    c.last = malloc(sizeof(float) * V);
+    c.smp = mx_sampler_new(&o->samp, V);
+    c.msgs = json_array();
+    c.system = o->system ? strdup(o->system) : NULL;
+    if (!c.last || !c.smp || !c.msgs || mx_session_init(&c.s, &c.tm.e, o->ctx, 512, pool)) {
+        fprintf(stderr, "mlxcel chat: %s\n", mx_errmsg());
+        goto out;
+    }
+    sess = true;
+    reset(&c);
+    banner(&c, o->model);
+    struct sigaction sa = {0}, old;
+    sa.sa_handler = on_sigint; /* no SA_RESTART: Ctrl-C at the prompt interrupts the read */
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old);
+    size_t cap = 0;
+    bool quit = false, warned = false;
     rc = 0;
+    while (!quit) {
+        fprintf(stderr, "> ");
+        g_interrupt = 0;
+        errno = 0;
+        ssize_t len = getline(&line, &cap, stdin);
+        if (len < 0) {
+            if (g_interrupt && errno == EINTR) {
+                clearerr(stdin);
+                if (warned) break; /* a second Ctrl-C at the prompt quits */
+                fprintf(stderr, "\n[Ctrl-C again, /exit or Ctrl-D quits]\n");
+                warned = true;
+                continue;
+            }
+            fputc('\n', stderr);
+            break;
+        }
+        warned = false;
+        while (len && (line[len - 1] == '\n' || line[len - 1] == '\r')) line[--len] = 0;
+        if (!len || command(&c, line, &quit)) continue;
+        json_array_append_new(c.msgs, json_pack("{s:s,s:s%}", "role", "user", "content", line, (size_t)len));
+        if (reply(&c)) { fprintf(stderr, "mlxcel chat: %s\n", mx_errmsg()); rc = 1; break; }
+    }
+    sigaction(SIGINT, &old, NULL);
 out:
     free(line);
-    mx_session_free(&s);
-out_nosess:
-    json_decref(msgs);
-    mx_sampler_free(smp);
-    free(last);
+    if (sess) mx_session_free(&c.s);
+    json_decref(c.msgs);
+    free(c.system);
+    mx_sampler_free(c.smp);
+    free(c.last);
     mx_pool_free(pool);
-    mx_textmodel_close(&tm);
+    mx_textmodel_close(&c.tm);
     return rc;
 }

@@ -22,11 +22,52 @@
 #define MAX_INPUTS 4096
 
 typedef struct {
-    const char *model, *format, *hidden_out;
-    const char *texts[MAX_INPUTS], *id_lists[MAX_INPUTS], *type_lists[MAX_INPUTS];
-    int n_texts, n_ids, n_types, threads, batch_tokens;
+    const char *model, *format, *hidden_out, *pooling;
+    mx_strlist texts, id_lists, type_lists;
+    int threads;
     mx_embed_opts eo;
+    const char *dir;
 } embed_opts;
+
+static void embed_init(void *p) {
+    embed_opts *o = p;
+    o->format = "text";
+    o->pooling = "auto";
+    o->threads = mx_default_threads();
+}
+
+#define E(f) offsetof(embed_opts, f)
+static const mx_opt embed_tab[] = {
+    OPT_MODEL(embed_opts, model),
+    {"-p", "--prompt", NULL, OPT_LIST, "TEXT", 0, 0, E(texts), "an input text (repeatable)", NULL, 0},
+    {NULL, "--prompt-ids", NULL, OPT_LIST, "IDS", 0, 0, E(id_lists), "an input as token ids 1,2,3 (repeatable)", NULL, 0},
+    {NULL, "--token-type-ids", NULL, OPT_LIST, "IDS", 0, 0, E(type_lists), "token type ids of each --prompt-ids input", NULL, 0},
+    {NULL, "--pooling", NULL, OPT_CHOICE, NULL, 0, 0, E(pooling), "auto: the model's sentence-transformers pipeline; none: per-token states",
+     "auto|mean|cls|last|max|none", 0},
+    {NULL, "--dimensions", NULL, OPT_INT, "D", 1, 1 << 20, E(eo.dimensions), "keep the first D dimensions (Matryoshka), renormalized", NULL, 0},
+    {NULL, "--no-truncate", NULL, OPT_FLAG, NULL, 0, 0, E(eo.no_truncate), "refuse inputs longer than the model's maximum instead of cutting them", NULL, 0},
+    {NULL, "--output-format", NULL, OPT_CHOICE, NULL, 0, 0, E(format), "text: one line per input; json: one object", "text|json", 0},
+    {NULL, "--hidden-out", NULL, OPT_STR, "FILE", 0, 0, E(hidden_out),
+     "(one input) write F32 last_hidden_state [T, H] and pooler_output [H] as safetensors", NULL, 0},
+    OPT_THREADS(embed_opts, threads),
+    {NULL, "--batch-tokens", NULL, OPT_INT, "N", 1, 1 << 24, E(eo.max_tokens), "tokens per forward pass", NULL, 0},
+    {0},
+};
+#undef E
+
+static int embed_run(void *p);
+const mx_cmd mx_cmd_embed = {
+    .name = "embed",
+    .summary = "sentence embeddings / hidden states of texts or token ids",
+    .usage = "-m MODEL (-p TEXT ... | --prompt-ids 1,2,3 ... [--token-type-ids 0,0,1 ...]) [options]",
+    .details = "For the encoder families (bert, xlm-roberta, modernbert), through the model's sentence-transformers pipeline.",
+    .opts = embed_tab,
+    .size = sizeof(embed_opts),
+    .init = embed_init,
+    .samp_off = OPT_NO_SAMPLING,
+    .run = embed_run,
+    .loads_model = true,
+};
 
 static int parse_pooling(const char *s, int *out) {
     static const struct { const char *n; int v; } map[] = {
@@ -60,68 +101,38 @@ static int write_hidden(const char *path, const float *h, int T, int H, const fl
     return mx_st_write(path, ts, pooler ? 2 : 1, "{\"format\":\"pt\"}");
 }
 
-int cmd_embed(int argc, char **argv) {
-    embed_opts o = {.format = "text", .eo = {.pooling = MX_EMB_POOL_AUTO}};
-    o.threads = mx_default_threads();
-    mx_args a = {"embed", argc, 1, argv};
-    for (; a.i < argc; a.i++) {
-        bool ok = true;
-        const char *v;
-        if (mx_arg_is(&a, "-m", "--model")) ok = (o.model = mx_arg_val(&a)) != NULL;
-        else if (mx_arg_is(&a, "-p", "--prompt")) {
-            ok = (v = mx_arg_val(&a)) != NULL && o.n_texts < MAX_INPUTS;
-            if (ok) o.texts[o.n_texts++] = v;
-        } else if (mx_arg_is(&a, "--prompt-ids", NULL)) {
-            ok = (v = mx_arg_val(&a)) != NULL && o.n_ids < MAX_INPUTS;
-            if (ok) o.id_lists[o.n_ids++] = v;
-        } else if (mx_arg_is(&a, "--token-type-ids", NULL)) {
-            ok = (v = mx_arg_val(&a)) != NULL && o.n_types < MAX_INPUTS;
-            if (ok) o.type_lists[o.n_types++] = v;
-        } else if (mx_arg_is(&a, "--pooling", NULL)) {
-            ok = (v = mx_arg_val(&a)) != NULL;
-            if (ok && parse_pooling(v, &o.eo.pooling)) {
-                fprintf(stderr, "mlxcel embed: --pooling: '%s' is not one of auto, mean, cls, last, max, none\n", v);
-                return 2;
-            }
-        } else if (mx_arg_is(&a, "--dimensions", NULL)) ok = mx_arg_int(&a, 1, 1 << 20, &o.eo.dimensions);
-        else if (mx_arg_is(&a, "--no-truncate", NULL)) o.eo.no_truncate = true;
-        else if (mx_arg_is(&a, "--output-format", NULL)) {
-            ok = (o.format = mx_arg_val(&a)) != NULL;
-            if (ok && strcmp(o.format, "text") && strcmp(o.format, "json")) {
-                fprintf(stderr, "mlxcel embed: --output-format: '%s' is not text or json\n", o.format);
-                return 2;
-            }
-        } else if (mx_arg_is(&a, "--hidden-out", NULL)) ok = (o.hidden_out = mx_arg_val(&a)) != NULL;
-        else if (mx_arg_is(&a, "-t", "--threads")) ok = mx_arg_int(&a, 1, 1024, &o.threads);
-        else if (mx_arg_is(&a, "--batch-tokens", NULL)) ok = mx_arg_int(&a, 1, 1 << 24, &o.eo.max_tokens);
-        else if (mx_arg_is(&a, "-h", "--help")) {
-            printf("usage: mlxcel embed -m DIR (-p TEXT ... | --prompt-ids 1,2,3 ... [--token-type-ids 0,0,1 ...])\n"
-                   "       [--pooling auto|mean|cls|last|max|none] [--dimensions D] [--no-truncate]\n"
-                   "       [--output-format text|json] [--hidden-out FILE] [-t N] [--batch-tokens N]\n");
-            return 0;
-        } else return mx_arg_unknown(&a);
-        if (!ok) {
-            if (o.n_texts >= MAX_INPUTS || o.n_ids >= MAX_INPUTS || o.n_types >= MAX_INPUTS)
-                fprintf(stderr, "mlxcel embed: at most %d inputs\n", MAX_INPUTS);
-            return 2;
-        }
-    }
+static int embed_main(embed_opts o);
+
+static int embed_run(void *p) {
+    embed_opts *o = p;
+    if (!o->model) { fprintf(stderr, "mlxcel embed: -m MODEL is required\n"); return 2; }
+    if (o->texts.n > MAX_INPUTS || o->id_lists.n > MAX_INPUTS) { fprintf(stderr, "mlxcel embed: at most %d inputs\n", MAX_INPUTS); return 2; }
+    parse_pooling(o->pooling, &o->eo.pooling);
+    char *dir = cli_model_dir("embed", o->model);
+    if (!dir) return 1;
+    o->dir = dir;
+    int rc = embed_main(*o);
+    free(dir);
+    return rc;
+}
+
+static int embed_main(embed_opts o) {
     if (!o.model) { fprintf(stderr, "mlxcel embed: -m DIR is required\n"); return 2; }
-    if (!o.n_texts == !o.n_ids) { fprintf(stderr, "mlxcel embed: give the inputs with -p TEXT or with --prompt-ids (one of them)\n"); return 2; }
-    if (o.n_types && o.n_types != o.n_ids) {
-        fprintf(stderr, "mlxcel embed: --token-type-ids: %d given for %d --prompt-ids (one per input)\n", o.n_types, o.n_ids);
+    if (!o.texts.n == !o.id_lists.n) { fprintf(stderr, "mlxcel embed: give the inputs with -p TEXT or with --prompt-ids (one of them)\n"); return 2; }
+    if (o.type_lists.n && o.type_lists.n != o.id_lists.n) {
+        fprintf(stderr, "mlxcel embed: --token-type-ids: %d given for %d --prompt-ids (one per input)\n", o.type_lists.n, o.id_lists.n);
         return 2;
     }
-    int n = o.n_texts + o.n_ids, rc = 1;
+    int n = o.texts.n + o.id_lists.n, rc = 1;
     if (o.hidden_out && n != 1) { fprintf(stderr, "mlxcel embed: --hidden-out takes exactly one input (%d given)\n", n); return 2; }
     int32_t **ids = calloc((size_t)n, sizeof *ids), **types = calloc((size_t)n, sizeof *types);
     int *lens = calloc((size_t)n, sizeof *lens);
     if (!ids || !types || !lens) { free(ids); free(types); free(lens); return 1; }
-    for (int i = 0; i < o.n_ids; i++) {
-        if (!mx_parse_ids("embed", "--prompt-ids", o.id_lists[i], &ids[i], &lens[i])) { rc = 2; goto out_ids; }
-        if (o.n_types) {
+    for (int i = 0; i < o.id_lists.n; i++) {
+        if (!mx_parse_ids("embed", "--prompt-ids", o.id_lists.v[i], &ids[i], &lens[i])) { rc = 2; goto out_ids; }
+        if (o.type_lists.n) {
             int nt;
-            if (!mx_parse_ids("embed", "--token-type-ids", o.type_lists[i], &types[i], &nt)) { rc = 2; goto out_ids; }
+            if (!mx_parse_ids("embed", "--token-type-ids", o.type_lists.v[i], &types[i], &nt)) { rc = 2; goto out_ids; }
             if (nt != lens[i]) {
                 fprintf(stderr, "mlxcel embed: --token-type-ids %d has %d ids for %d tokens\n", i + 1, nt, lens[i]);
                 rc = 2;
@@ -133,9 +144,9 @@ int cmd_embed(int argc, char **argv) {
     mx_embedder *e = NULL;
     float *out = NULL, *hidden = NULL, *pooler = NULL;
     mx_buf b = {0};
-    if (mx_embedder_open(o.model, &o.eo, pool, &e)) { fprintf(stderr, "mlxcel embed: %s\n", mx_errmsg()); goto out; }
-    for (int i = 0; i < o.n_texts; i++)
-        if (mx_embed_encode_text(e, o.texts[i], strlen(o.texts[i]), &ids[i], &lens[i])) {
+    if (mx_embedder_open(o.dir, &o.eo, pool, &e)) { fprintf(stderr, "mlxcel embed: %s\n", mx_errmsg()); goto out; }
+    for (int i = 0; i < o.texts.n; i++)
+        if (mx_embed_encode_text(e, o.texts.v[i], strlen(o.texts.v[i]), &ids[i], &lens[i])) {
             fprintf(stderr, "mlxcel embed: -p %d: %s\n", i + 1, mx_errmsg());
             goto out;
         }

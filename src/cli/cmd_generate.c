@@ -9,17 +9,66 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_STOPS 16
 typedef struct {
-    const char *model, *prompt, *prompt_ids, *logits_out, *format, *system, *tmpl_name, *tmpl_file;
-    const char *stops[MAX_STOPS];
-    int n_stops;
+    const char *model, *prompt, *prompt_file, *prompt_ids, *logits_out, *format, *system, *tmpl_name, *tmpl_file;
+    mx_strlist stops;
     int n_new, chunk, threads, ctx_size;
-    bool ignore_eos, no_template;
+    bool ignore_eos, no_template, verbose;
     mx_sampling samp;
+    char *prompt_buf; /* -p - or -f FILE */
 } gen_opts;
 
+static void gen_init(void *p) {
+    gen_opts *o = p;
+    o->n_new = 64;
+    o->chunk = 512;
+    o->format = "text";
+    o->threads = mx_default_threads();
+    mx_sampling_defaults(&o->samp);
+}
+
+static const mx_opt gen_tab[] = {
+    OPT_MODEL(gen_opts, model),
+    {"-p", "--prompt", NULL, OPT_STR, "TEXT", 0, 0, offsetof(gen_opts, prompt),
+     "the prompt ('-' reads it from standard input); through the chat template when the model has one", NULL, 0},
+    {"-f", "--file", NULL, OPT_STR, "FILE", 0, 0, offsetof(gen_opts, prompt_file), "read the prompt from FILE", NULL, 0},
+    {NULL, "--prompt-ids", NULL, OPT_STR, "IDS", 0, 0, offsetof(gen_opts, prompt_ids), "the prompt as token ids: 1,2,3", NULL, 0},
+    {"-n", "--max-tokens", "--n-predict", OPT_INT, "N", 0, 1 << 24, offsetof(gen_opts, n_new), "generate at most N tokens", NULL, 0},
+    {NULL, "--system-prompt", "--system", OPT_STR, "TEXT", 0, 0, offsetof(gen_opts, system), "a system message (needs a chat template)", NULL, 0},
+    {NULL, "--ignore-chat-template", "--no-chat-template", OPT_FLAG, NULL, 0, 0, offsetof(gen_opts, no_template),
+     "feed -p as raw text even when the model has a chat template", NULL, 0},
+    OPT_TEMPLATES(gen_opts, tmpl_name, tmpl_file),
+    {NULL, "--stop", NULL, OPT_LIST, "STR", 0, 0, offsetof(gen_opts, stops), "stop before STR (repeatable, at most 16)", NULL, 0},
+    {NULL, "--ignore-eos", NULL, OPT_FLAG, NULL, 0, 0, offsetof(gen_opts, ignore_eos), "go on past the end-of-sequence token", NULL, 0},
+    {"-c", "--ctx-size", NULL, OPT_INT, "N", 1, 1 << 24, offsetof(gen_opts, ctx_size), "context size (default: prompt + -n)", NULL, 0},
+    {NULL, "--prefill-chunk", NULL, OPT_INT, "K", 1, 1 << 16, offsetof(gen_opts, chunk),
+     "prompt tokens per forward pass (1 walks the prompt through the decode path)", NULL, 0},
+    OPT_THREADS(gen_opts, threads),
+    {NULL, "--output-format", NULL, OPT_CHOICE, NULL, 0, 0, offsetof(gen_opts, format),
+     "json: one object on the last line with prompt_ids, generated_ids, text and timings", "text|json", 0},
+    {NULL, "--logits-out", NULL, OPT_STR, "FILE", 0, 0, offsetof(gen_opts, logits_out),
+     "write F32 logits [T, V] for every prompt position and step_logits [N, V] for every generated token (safetensors)", NULL, 0},
+    {"-v", "--verbose", NULL, OPT_FLAG, NULL, 0, 0, offsetof(gen_opts, verbose), "print the time of each phase", NULL, 0},
+    {0},
+};
+
+static int gen_run(void *p);
+const mx_cmd mx_cmd_generate = {
+    .name = "generate",
+    .summary = "generate text from a prompt or prompt ids",
+    .usage = "-m MODEL (-p TEXT | -f FILE | --prompt-ids IDS) [options]",
+    .details = "Greedy unless sampling options say otherwise. Without a chat template (a base model) the prompt is raw text; "
+               "the statistics line goes to standard error after the text.",
+    .opts = gen_tab,
+    .size = sizeof(gen_opts),
+    .init = gen_init,
+    .samp_off = offsetof(gen_opts, samp),
+    .run = gen_run,
+    .loads_model = true,
+};
+
 /* Prompt ids from -p: through the chat template when the model has one. */
+static int generate(const gen_opts *go, const char *dir);
 static int encode_prompt(const mx_textmodel *tm, const gen_opts *o, int32_t **ids, int *n) {
     if (!tm->tok) return mx_set_err("%s has no tokenizer (tokenizer.json or tokenizer.model): use --prompt-ids", o->model);
     /* the model's template, or one the user named (the plain fallback too); else raw text */
@@ -55,54 +104,49 @@ static void print_ids(FILE *f, const int32_t *ids, int n) {
     fputc(']', f);
 }
 
-int cmd_generate(int argc, char **argv) {
-    gen_opts o = {.n_new = 64, .chunk = 512, .format = "text"};
-    mx_sampling_defaults(&o.samp);
-    o.threads = mx_default_threads();
-    mx_args a = {"generate", argc, 1, argv};
-    for (; a.i < argc; a.i++) {
-        bool ok = true;
-        if (mx_arg_is(&a, "-m", "--model")) ok = (o.model = mx_arg_val(&a)) != NULL;
-        else if (mx_arg_is(&a, "-p", "--prompt")) ok = (o.prompt = mx_arg_val(&a)) != NULL;
-        else if (mx_arg_is(&a, "--prompt-ids", NULL)) ok = (o.prompt_ids = mx_arg_val(&a)) != NULL;
-        else if (mx_arg_is(&a, "-n", "--n-predict")) ok = mx_arg_int(&a, 0, 1 << 24, &o.n_new);
-        else if (mx_arg_is(&a, "-t", "--threads")) ok = mx_arg_int(&a, 1, 1024, &o.threads);
-        else if (mx_arg_is(&a, "-c", "--ctx-size")) ok = mx_arg_int(&a, 1, 1 << 24, &o.ctx_size);
-        else if (mx_arg_is(&a, "--prefill-chunk", NULL)) ok = mx_arg_int(&a, 1, 1 << 16, &o.chunk);
-        else if (mx_arg_is(&a, "--temp", "--temperature")) ok = mx_arg_float(&a, 0, 100, &o.samp.temperature);
-        else if (mx_arg_is(&a, "--top-k", NULL)) ok = mx_arg_int(&a, 0, 1 << 24, &o.samp.top_k);
-        else if (mx_arg_is(&a, "--top-p", NULL)) ok = mx_arg_float(&a, 0, 1, &o.samp.top_p);
-        else if (mx_arg_is(&a, "--min-p", NULL)) ok = mx_arg_float(&a, 0, 1, &o.samp.min_p);
-        else if (mx_arg_is(&a, "--repeat-penalty", "--repetition-penalty")) ok = mx_arg_float(&a, 0.01, 100, &o.samp.repetition_penalty);
-        else if (mx_arg_is(&a, "--presence-penalty", NULL)) ok = mx_arg_float(&a, -100, 100, &o.samp.presence_penalty);
-        else if (mx_arg_is(&a, "--frequency-penalty", NULL)) ok = mx_arg_float(&a, -100, 100, &o.samp.frequency_penalty);
-        else if (mx_arg_is(&a, "--repeat-last-n", NULL)) ok = mx_arg_int(&a, -1, 1 << 24, &o.samp.penalty_last_n);
-        else if (mx_arg_is(&a, "--seed", "-s")) ok = mx_arg_u64(&a, &o.samp.seed);
-        else if (mx_arg_is(&a, "--ignore-eos", NULL)) o.ignore_eos = true;
-        else if (mx_arg_is(&a, "--no-chat-template", NULL)) o.no_template = true;
-        else if (mx_arg_is(&a, "--system", NULL)) ok = (o.system = mx_arg_val(&a)) != NULL;
-        else if (mx_arg_is(&a, "--chat-template", NULL)) ok = (o.tmpl_name = mx_arg_val(&a)) != NULL;
-        else if (mx_arg_is(&a, "--chat-template-file", NULL)) ok = (o.tmpl_file = mx_arg_val(&a)) != NULL;
-        else if (mx_arg_is(&a, "--stop", NULL)) {
-            if (o.n_stops == MAX_STOPS) { fprintf(stderr, "mlxcel generate: at most %d --stop strings\n", MAX_STOPS); return 2; }
-            ok = (o.stops[o.n_stops] = mx_arg_val(&a)) != NULL;
-            if (ok && !o.stops[o.n_stops][0]) { fprintf(stderr, "mlxcel generate: --stop needs a non-empty string\n"); return 2; }
-            o.n_stops++;
-        }
-        else if (mx_arg_is(&a, "--logits-out", NULL)) ok = (o.logits_out = mx_arg_val(&a)) != NULL;
-        else if (mx_arg_is(&a, "--output-format", NULL)) {
-            ok = (o.format = mx_arg_val(&a)) != NULL;
-            if (ok && strcmp(o.format, "text") && strcmp(o.format, "json")) {
-                fprintf(stderr, "mlxcel generate: --output-format must be text or json\n");
-                return 2;
-            }
-        } else return mx_arg_unknown(&a);
-        if (!ok) return 2;
-    }
-    if (!o.model) { fprintf(stderr, "mlxcel generate: -m DIR is required\n"); return 2; }
-    if (!o.prompt && !o.prompt_ids) { fprintf(stderr, "mlxcel generate: give -p TEXT or --prompt-ids IDS\n"); return 2; }
-    if (o.prompt && o.prompt_ids) { fprintf(stderr, "mlxcel generate: give either -p or --prompt-ids, not both\n"); return 2; }
+/* -p - (standard input) and -f FILE */
+static int read_prompt(gen_opts *o) {
+    size_t len;
+    if (o->prompt_file && o->prompt) { fprintf(stderr, "mlxcel generate: give -p or -f, not both\n"); return 2; }
+    if (o->prompt_file) {
+        if (mx_read_file(o->prompt_file, (size_t)1 << 30, &o->prompt_buf, &len)) { fprintf(stderr, "mlxcel generate: %s\n", mx_errmsg()); return 1; }
+    } else if (o->prompt && !strcmp(o->prompt, "-")) {
+        mx_buf b = {0};
+        char chunk[65536];
+        size_t r;
+        while ((r = fread(chunk, 1, sizeof chunk, stdin)) > 0)
+            if (mx_buf_append(&b, chunk, r)) { fprintf(stderr, "mlxcel generate: out of memory\n"); mx_buf_free(&b); return 1; }
+        if (mx_buf_append(&b, "", 1)) { mx_buf_free(&b); return 1; }
+        o->prompt_buf = b.data;
+        len = b.len - 1;
+    } else return 0;
+    if (strlen(o->prompt_buf) != len) { fprintf(stderr, "mlxcel generate: the prompt holds a NUL byte\n"); return 2; }
+    o->prompt = o->prompt_buf;
+    return 0;
+}
+
+static int gen_run(void *p) {
+    gen_opts *op = p, o = *op;
+    if (!o.model) { fprintf(stderr, "mlxcel generate: -m MODEL is required\n"); return 2; }
+    if (!o.prompt && !o.prompt_file && !o.prompt_ids) { fprintf(stderr, "mlxcel generate: give -p TEXT, -f FILE or --prompt-ids IDS\n"); return 2; }
+    if ((o.prompt || o.prompt_file) && o.prompt_ids) { fprintf(stderr, "mlxcel generate: give either a prompt or --prompt-ids, not both\n"); return 2; }
     if (o.tmpl_name && o.tmpl_file) { fprintf(stderr, "mlxcel generate: give --chat-template or --chat-template-file, not both\n"); return 2; }
+    if (o.stops.n > 16) { fprintf(stderr, "mlxcel generate: at most 16 --stop strings\n"); return 2; }
+    for (int i = 0; i < o.stops.n; i++)
+        if (!o.stops.v[i][0]) { fprintf(stderr, "mlxcel generate: --stop needs a non-empty string\n"); return 2; }
+    int prc = read_prompt(&o);
+    if (prc) return prc;
+    char *dir = cli_model_dir("generate", o.model);
+    if (!dir) { free(o.prompt_buf); return 1; }
+    int rc = generate(&o, dir);
+    free(dir);
+    free(o.prompt_buf);
+    return rc;
+}
+
+static int generate(const gen_opts *go, const char *dir) {
+    gen_opts o = *go;
+    o.model = dir;
     int32_t *ids = NULL;
     int T = 0;
     if (o.prompt_ids && !mx_parse_ids("generate", "--prompt-ids", o.prompt_ids, &ids, &T)) return 2;
@@ -116,13 +160,14 @@ int cmd_generate(int argc, char **argv) {
         return 1;
     }
     mx_engine *e = &tm.e;
-    double t_load = mx_now() - t0;
+    double t_load = mx_now() - t0, t_enc0 = mx_now();
     if (o.prompt && encode_prompt(&tm, &o, &ids, &T)) {
         fprintf(stderr, "mlxcel generate: %s\n", mx_errmsg());
         mx_textmodel_close(&tm);
         return 1;
     }
     if (T == 0) { fprintf(stderr, "mlxcel generate: the prompt is empty\n"); free(ids); mx_textmodel_close(&tm); return 2; }
+    double t_encode = mx_now() - t_enc0, t_init0 = 0, t_init = 0;
     int V = e->model.arch.vocab, rc = 1;
     int ctx = o.ctx_size ? o.ctx_size : T + o.n_new;
     mx_pool *pool = mx_pool_new(o.threads);
@@ -133,12 +178,13 @@ int cmd_generate(int argc, char **argv) {
     int ng = 0;
     mx_detok *dt = tm.tok ? mx_detok_new(tm.tok, true) : NULL;
     mx_outparse op;
-    mx_out_init(&op, false, false, false, o.stops, o.n_stops);
+    mx_out_init(&op, false, false, false, o.stops.v, o.stops.n);
     mx_buf all = {0}, piece = {0}, vis = {0}, unused = {0};
     if (T + o.n_new > ctx) {
         fprintf(stderr, "mlxcel generate: prompt (%d tokens) + %d new tokens exceed the context size %d\n", T, o.n_new, ctx);
         goto out_engine;
     }
+    t_init0 = mx_now();
     if (mx_session_init(&s, e, ctx, o.chunk, pool)) { fprintf(stderr, "mlxcel generate: %s\n", mx_errmsg()); goto out_engine; }
     smp = mx_sampler_new(&o.samp, V);
     last = malloc(sizeof(float) * V);
@@ -147,6 +193,7 @@ int cmd_generate(int argc, char **argv) {
         slog = malloc(sizeof(float) * (size_t)(o.n_new ? o.n_new : 1) * V);
     }
     if (!smp || !last || !gen || (o.logits_out && (!plog || !slog))) { fprintf(stderr, "mlxcel generate: out of memory\n"); goto out; }
+    t_init = mx_now() - t_init0;
     double t1 = mx_now();
     if (mx_session_feed(&s, ids, T, plog, last)) { fprintf(stderr, "mlxcel generate: %s\n", mx_errmsg()); goto out; }
     double t_prefill = mx_now() - t1, t2 = mx_now();
@@ -194,9 +241,15 @@ int cmd_generate(int argc, char **argv) {
                t_load * 1e3, t_prefill * 1e3, t_decode * 1e3, T / (t_prefill > 0 ? t_prefill : 1e-9),
                ng > 1 ? (ng - 1) / (t_decode > 0 ? t_decode : 1e-9) : 0.0);
     } else {
+        fflush(stdout); /* the text before the statistics, also when both go to one file */
         fprintf(stderr, "prompt: %d tokens, %.1f t/s | generation: %d tokens, %.1f t/s\n", T, T / (t_prefill > 0 ? t_prefill : 1e-9), ng,
                 ng > 1 ? (ng - 1) / (t_decode > 0 ? t_decode : 1e-9) : 0.0);
     }
+    if (o.verbose)
+        fprintf(stderr, "timings: load %.1f ms | template + tokenize %.2f ms | cache %.2f ms | prefill %.1f ms (%d tokens, %.2f ms each) | "
+                        "decode %.1f ms (%d tokens, %.2f ms each)\n",
+                t_load * 1e3, t_encode * 1e3, t_init * 1e3, t_prefill * 1e3, T, t_prefill * 1e3 / T, t_decode * 1e3, ng,
+                ng ? t_decode * 1e3 / ng : 0.0);
     rc = 0;
 out:
     mx_session_free(&s);

@@ -25,45 +25,66 @@ static int by_score(const void *x, const void *y) {
     return a - b;
 }
 
-int cmd_rerank(int argc, char **argv) {
-    const char *model = NULL, *query = NULL, *format = "text";
-    const char *docs[MAX_DOCS], *id_lists[MAX_DOCS], *type_lists[MAX_DOCS];
-    int n_docs = 0, n_ids = 0, n_types = 0, threads = mx_default_threads();
-    mx_embed_opts eo = {.pooling = MX_EMB_POOL_AUTO};
-    mx_args a = {"rerank", argc, 1, argv};
-    for (; a.i < argc; a.i++) {
-        bool ok = true;
-        const char *v;
-        if (mx_arg_is(&a, "-m", "--model")) ok = (model = mx_arg_val(&a)) != NULL;
-        else if (mx_arg_is(&a, "-q", "--query")) ok = (query = mx_arg_val(&a)) != NULL;
-        else if (mx_arg_is(&a, "-d", "--document")) {
-            ok = (v = mx_arg_val(&a)) != NULL && n_docs < MAX_DOCS;
-            if (ok) docs[n_docs++] = v;
-        } else if (mx_arg_is(&a, "--prompt-ids", NULL)) {
-            ok = (v = mx_arg_val(&a)) != NULL && n_ids < MAX_DOCS;
-            if (ok) id_lists[n_ids++] = v;
-        } else if (mx_arg_is(&a, "--token-type-ids", NULL)) {
-            ok = (v = mx_arg_val(&a)) != NULL && n_types < MAX_DOCS;
-            if (ok) type_lists[n_types++] = v;
-        } else if (mx_arg_is(&a, "--output-format", NULL)) {
-            ok = (format = mx_arg_val(&a)) != NULL;
-            if (ok && strcmp(format, "text") && strcmp(format, "json")) {
-                fprintf(stderr, "mlxcel rerank: --output-format: '%s' is not text or json\n", format);
-                return 2;
-            }
-        } else if (mx_arg_is(&a, "--no-truncate", NULL)) eo.no_truncate = true;
-        else if (mx_arg_is(&a, "-t", "--threads")) ok = mx_arg_int(&a, 1, 1024, &threads);
-        else if (mx_arg_is(&a, "-h", "--help")) {
-            printf("usage: mlxcel rerank -m DIR (-q QUERY -d DOC ... | --prompt-ids 1,2,3 ... [--token-type-ids 0,0,1 ...])\n"
-                   "       [--output-format text|json] [--no-truncate] [-t N]\n");
-            return 0;
-        } else return mx_arg_unknown(&a);
-        if (!ok) {
-            if (n_docs >= MAX_DOCS || n_ids >= MAX_DOCS || n_types >= MAX_DOCS) fprintf(stderr, "mlxcel rerank: at most %d documents\n", MAX_DOCS);
-            return 2;
-        }
-    }
-    if (!model) { fprintf(stderr, "mlxcel rerank: -m DIR is required\n"); return 2; }
+typedef struct {
+    const char *model, *query, *format;
+    mx_strlist docs, id_lists, type_lists;
+    int threads;
+    mx_embed_opts eo;
+} rerank_opts;
+
+static void rerank_init(void *p) {
+    rerank_opts *o = p;
+    o->format = "text";
+    o->threads = mx_default_threads();
+    o->eo.pooling = MX_EMB_POOL_AUTO;
+}
+
+#define R(f) offsetof(rerank_opts, f)
+static const mx_opt rerank_tab[] = {
+    OPT_MODEL(rerank_opts, model),
+    {"-q", "--query", NULL, OPT_STR, "TEXT", 0, 0, R(query), "the query", NULL, 0},
+    {"-d", "--document", NULL, OPT_LIST, "TEXT", 0, 0, R(docs), "a document to score (repeatable)", NULL, 0},
+    {NULL, "--prompt-ids", NULL, OPT_LIST, "IDS", 0, 0, R(id_lists), "a whole pair input as token ids (repeatable)", NULL, 0},
+    {NULL, "--token-type-ids", NULL, OPT_LIST, "IDS", 0, 0, R(type_lists), "token type ids of each --prompt-ids input", NULL, 0},
+    {NULL, "--output-format", NULL, OPT_CHOICE, NULL, 0, 0, R(format),
+     "text: RANK SCORE LOGIT INDEX DOCUMENT per line, best first; json: logits, scores, ranking", "text|json", 0},
+    {NULL, "--no-truncate", NULL, OPT_FLAG, NULL, 0, 0, R(eo.no_truncate), "refuse inputs longer than the model's maximum", NULL, 0},
+    OPT_THREADS(rerank_opts, threads),
+    {0},
+};
+#undef R
+
+static int rerank_main(const rerank_opts *o, const char *model);
+
+static int rerank_run(void *p) {
+    const rerank_opts *o = p;
+    if (!o->model) { fprintf(stderr, "mlxcel rerank: -m MODEL is required\n"); return 2; }
+    if (o->docs.n > MAX_DOCS || o->id_lists.n > MAX_DOCS) { fprintf(stderr, "mlxcel rerank: at most %d documents\n", MAX_DOCS); return 2; }
+    char *dir = cli_model_dir("rerank", o->model);
+    if (!dir) return 1;
+    int rc = rerank_main(o, dir);
+    free(dir);
+    return rc;
+}
+
+const mx_cmd mx_cmd_rerank = {
+    .name = "rerank",
+    .summary = "score documents against a query with a cross-encoder",
+    .usage = "-m MODEL (-q QUERY -d DOC ... | --prompt-ids 1,2,3 ... [--token-type-ids 0,0,1 ...]) [options]",
+    .details = "A one-label ...ForSequenceClassification model; score = sigmoid(logit).",
+    .opts = rerank_tab,
+    .size = sizeof(rerank_opts),
+    .init = rerank_init,
+    .samp_off = OPT_NO_SAMPLING,
+    .run = rerank_run,
+    .loads_model = true,
+};
+
+static int rerank_main(const rerank_opts *o, const char *model) {
+    const char *query = o->query, *format = o->format;
+    const char *const *docs = o->docs.v, *const *id_lists = o->id_lists.v, *const *type_lists = o->type_lists.v;
+    int n_docs = o->docs.n, n_ids = o->id_lists.n, n_types = o->type_lists.n, threads = o->threads;
+    mx_embed_opts eo = o->eo;
     if (n_ids && (query || n_docs)) { fprintf(stderr, "mlxcel rerank: give -q/-d texts or --prompt-ids, not both\n"); return 2; }
     if (!n_ids && (!query || !n_docs)) { fprintf(stderr, "mlxcel rerank: give -q QUERY and at least one -d DOC (or --prompt-ids)\n"); return 2; }
     if (n_types && n_types != n_ids) {
@@ -93,7 +114,7 @@ int cmd_rerank(int argc, char **argv) {
     pool = mx_pool_new(threads);
     if (mx_embedder_open(model, &eo, pool, &e)) { fprintf(stderr, "mlxcel rerank: %s\n", mx_errmsg()); goto out; }
     if (mx_embedder_labels(e) != 1) {
-        fprintf(stderr, "mlxcel rerank: %s is not a one-label cross-encoder (%d labels)\n", model, mx_embedder_labels(e));
+        fprintf(stderr, "mlxcel rerank: %s is not a one-label cross-encoder (%d labels)\n", o->model, mx_embedder_labels(e));
         goto out;
     }
     for (int i = 0; i < n_docs; i++)
@@ -110,7 +131,7 @@ int cmd_rerank(int argc, char **argv) {
     qsort(order, (size_t)n, sizeof(int), by_score);
     if (!strcmp(format, "json")) {
         json_t *j = json_object(), *jl = json_array(), *js = json_array(), *jr = json_array();
-        json_object_set_new(j, "model", json_string(model));
+        json_object_set_new(j, "model", json_string(o->model));
         for (int i = 0; i < n; i++) {
             json_array_append_new(jl, json_real(logits[i]));
             json_array_append_new(js, json_real(scores[i]));

@@ -1,34 +1,61 @@
 /* mlxcel serve (also run as mlxcel-server): the OpenAI-compatible server. */
 #include "cli.h"
-#include "args.h"
 #include "../base/threadpool.h"
 #include "../server/server.h"
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
-int cmd_serve(int argc, char **argv) {
-    mx_serve_opts o = {.host = "127.0.0.1", .port = 8080, .parallel = 4, .ctx_size = 4096, .step_tokens = 256,
-                       .threads = mx_default_threads(), .max_body = 8u << 20};
-    int body_mb = 8;
-    mx_args a = {"serve", argc, 1, argv};
-    for (; a.i < argc; a.i++) {
-        bool ok = true;
-        if (mx_arg_is(&a, "-m", "--model")) ok = (o.model_dir = mx_arg_val(&a)) != NULL;
-        else if (mx_arg_is(&a, "--host", NULL)) ok = (o.host = mx_arg_val(&a)) != NULL;
-        else if (mx_arg_is(&a, "--port", NULL)) ok = mx_arg_int(&a, 0, 65535, &o.port);
-        else if (mx_arg_is(&a, "-np", "--parallel")) ok = mx_arg_int(&a, 1, 256, &o.parallel);
-        else if (mx_arg_is(&a, "-c", "--ctx-size")) ok = mx_arg_int(&a, 16, 1 << 22, &o.ctx_size);
-        else if (mx_arg_is(&a, "--step-tokens", NULL)) ok = mx_arg_int(&a, 1, 1 << 16, &o.step_tokens);
-        else if (mx_arg_is(&a, "-t", "--threads")) ok = mx_arg_int(&a, 1, 1024, &o.threads);
-        else if (mx_arg_is(&a, "--api-key", NULL)) ok = (o.api_key = mx_arg_val(&a)) != NULL;
-        else if (mx_arg_is(&a, "--max-body-mb", NULL)) ok = mx_arg_int(&a, 1, 4096, &body_mb);
-        else if (mx_arg_is(&a, "--chat-template", NULL)) ok = (o.chat_template = mx_arg_val(&a)) != NULL;
-        else if (mx_arg_is(&a, "--chat-template-file", NULL)) ok = (o.chat_template_file = mx_arg_val(&a)) != NULL;
-        else return mx_arg_unknown(&a);
-        if (!ok) return 2;
-    }
-    if (!o.model_dir) { fprintf(stderr, "mlxcel serve: -m DIR is required\n"); return 2; }
-    if (o.chat_template && o.chat_template_file) { fprintf(stderr, "mlxcel serve: give --chat-template or --chat-template-file, not both\n"); return 2; }
-    o.max_body = (size_t)body_mb << 20;
-    return mx_serve(&o);
+typedef struct {
+    mx_serve_opts s;
+    int body_mb;
+} serve_opts;
+
+static void serve_init(void *p) {
+    serve_opts *o = p;
+    o->s = (mx_serve_opts){.host = "127.0.0.1", .port = 8080, .parallel = 4, .ctx_size = 4096, .step_tokens = 256,
+                           .threads = mx_default_threads()};
+    o->body_mb = 8;
 }
+
+#define S(f) offsetof(serve_opts, s.f)
+static const mx_opt serve_tab[] = {
+    OPT_MODEL(serve_opts, s.model_dir),
+    {NULL, "--host", NULL, OPT_STR, "ADDR", 0, 0, S(host), "address to listen on", NULL, 0},
+    {NULL, "--port", NULL, OPT_INT, "PORT", 0, 65535, S(port), "port to listen on", NULL, 0},
+    {"-np", "--parallel", NULL, OPT_INT, "N", 1, 256, S(parallel), "requests generated at once (slots)", NULL, 0},
+    {"-c", "--ctx-size", NULL, OPT_INT, "N", 16, 1 << 22, S(ctx_size), "context size of each slot", NULL, 0},
+    {NULL, "--step-tokens", NULL, OPT_INT, "N", 1, 1 << 16, S(step_tokens), "at most N tokens in one forward pass (decode + prompt chunks)", NULL, 0},
+    OPT_THREADS(serve_opts, s.threads),
+    {NULL, "--api-key", NULL, OPT_STR, "KEY", 0, 0, S(api_key), "require 'Authorization: Bearer KEY'", NULL, 0},
+    {NULL, "--max-body-mb", NULL, OPT_INT, "M", 1, 4096, offsetof(serve_opts, body_mb), "refuse request bodies over M MB (413)", NULL, 0},
+    OPT_TEMPLATES(serve_opts, s.chat_template, s.chat_template_file),
+    {0},
+};
+#undef S
+
+static int serve_run(void *p) {
+    serve_opts *o = p;
+    if (!o->s.model_dir) { fprintf(stderr, "mlxcel serve: -m MODEL is required\n"); return 2; }
+    if (o->s.chat_template && o->s.chat_template_file) { fprintf(stderr, "mlxcel serve: give --chat-template or --chat-template-file, not both\n"); return 2; }
+    o->s.max_body = (size_t)o->body_mb << 20;
+    char *dir = cli_model_dir("serve", o->s.model_dir);
+    if (!dir) return 1;
+    o->s.model_dir = dir;
+    int rc = mx_serve(&o->s);
+    free(dir);
+    return rc;
+}
+
+const mx_cmd mx_cmd_serve = {
+    .name = "serve",
+    .summary = "OpenAI-compatible HTTP server (also: mlxcel-server)",
+    .usage = "-m MODEL [options]",
+    .details = "Routes and request fields are listed under \"Server API\" below.",
+    .opts = serve_tab,
+    .size = sizeof(serve_opts),
+    .init = serve_init,
+    .samp_off = OPT_NO_SAMPLING,
+    .run = serve_run,
+    .loads_model = true,
+};

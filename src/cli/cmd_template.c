@@ -8,25 +8,44 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int usage(void) {
-    fprintf(stderr, "usage: mlxcel template (-m DIR | --template FILE.jinja) --context FILE.json\n"
-                    "  prints the rendered prompt; the context holds messages and optionally tools, documents,\n"
-                    "  add_generation_prompt, continue_final_message, special tokens and other variables.\n"
-                    "  With -m the template and special tokens come from the model directory.\n");
-    return 2;
+typedef struct {
+    const char *model, *tfile, *cfile;
+} tmpl_opts;
+
+static const mx_opt tmpl_tab[] = {
+    OPT_MODEL(tmpl_opts, model),
+    {NULL, "--template", NULL, OPT_STR, "FILE.jinja", 0, 0, offsetof(tmpl_opts, tfile), "a template file instead of the model's", NULL, 0},
+    {NULL, "--context", NULL, OPT_STR, "FILE.json", 0, 0, offsetof(tmpl_opts, cfile),
+     "messages and optionally tools, documents, add_generation_prompt, continue_final_message, special tokens, other variables", NULL, 0},
+    {0},
+};
+
+static int render(const tmpl_opts *o, const char *dir);
+
+static int tmpl_run(void *p) {
+    const tmpl_opts *o = p;
+    if (!o->model == !o->tfile || !o->cfile) { fprintf(stderr, "mlxcel template: give -m MODEL or --template FILE, and --context FILE\n"); return 2; }
+    char *dir = o->model ? cli_model_dir("template", o->model) : NULL;
+    if (o->model && !dir) return 1;
+    int rc = render(o, dir);
+    free(dir);
+    return rc;
 }
 
-int cmd_template(int argc, char **argv) {
-    const char *dir = NULL, *tfile = NULL, *cfile = NULL;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if ((!strcmp(a, "-m") || !strcmp(a, "--model")) && i + 1 < argc) dir = argv[++i];
-        else if (!strcmp(a, "--template") && i + 1 < argc) tfile = argv[++i];
-        else if (!strcmp(a, "--context") && i + 1 < argc) cfile = argv[++i];
-        else if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(); return 0; }
-        else return usage();
-    }
-    if ((!dir && !tfile) || (dir && tfile) || !cfile) return usage();
+const mx_cmd mx_cmd_template = {
+    .name = "template",
+    .summary = "render a chat template with a JSON context, as HF transformers does",
+    .usage = "(-m MODEL | --template FILE.jinja) --context FILE.json",
+    .details = "Prints the rendered prompt exactly as transformers' apply_chat_template(tokenize=False); with -m the template "
+               "and special tokens come from the model folder.",
+    .opts = tmpl_tab,
+    .size = sizeof(tmpl_opts),
+    .samp_off = OPT_NO_SAMPLING,
+    .run = tmpl_run,
+};
+
+static int render(const tmpl_opts *o, const char *dir) {
+    const char *tfile = o->tfile, *cfile = o->cfile;
     int rc = 1;
     char *src = NULL;
     size_t len = 0;

@@ -97,28 +97,49 @@ static int bench(const char *dir, const char *file) {
     return 0;
 }
 
-static void usage(void) {
-    fprintf(stderr, "usage: mlxcel tokenize -m DIR (-p TEXT | --jsonl FILE) [--no-special]\n"
-                    "       mlxcel tokenize -m DIR --bench FILE   (load time, encode MB/s)\n"
-                    "  DIR holds tokenizer.json (+ tokenizer_config.json) or tokenizer.model\n"
-                    "  prints {\"ids\", \"tokens\", \"decoded\"} per input, one JSON line each\n");
+typedef struct {
+    const char *model, *prompt, *jsonl, *bench;
+    bool no_special;
+} tok_opts;
+
+static const mx_opt tok_tab[] = {
+    OPT_MODEL(tok_opts, model),
+    {"-p", "--prompt", NULL, OPT_STR, "TEXT", 0, 0, offsetof(tok_opts, prompt), "the text to tokenize", NULL, 0},
+    {NULL, "--jsonl", NULL, OPT_STR, "FILE", 0, 0, offsetof(tok_opts, jsonl),
+     "one {\"text\": ..., \"add_special_tokens\": bool} object per line ('-': standard input)", NULL, 0},
+    {NULL, "--no-special", NULL, OPT_FLAG, NULL, 0, 0, offsetof(tok_opts, no_special), "do not add the special tokens (BOS/EOS)", NULL, 0},
+    {NULL, "--bench", NULL, OPT_STR, "FILE", 0, 0, offsetof(tok_opts, bench), "load time and encode MB/s on FILE's text", NULL, 0},
+    {0},
+};
+
+static int tok_main(const tok_opts *o, const char *dir);
+
+static int tok_run(void *p) {
+    const tok_opts *o = p;
+    if (!o->model) { fprintf(stderr, "mlxcel tokenize: -m MODEL is required\n"); return 2; }
+    if (!o->bench && !o->prompt == !o->jsonl) { fprintf(stderr, "mlxcel tokenize: give -p TEXT or --jsonl FILE (one of them)\n"); return 2; }
+    char *dir = cli_model_dir("tokenize", o->model);
+    if (!dir) return 1;
+    int rc = o->bench && !o->prompt && !o->jsonl ? bench(dir, o->bench) : tok_main(o, dir);
+    free(dir);
+    return rc;
 }
 
-int cmd_tokenize(int argc, char **argv) {
-    const char *dir = NULL, *prompt = NULL, *jsonl = NULL, *bfile = NULL;
-    bool special = true;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if ((!strcmp(a, "-m") || !strcmp(a, "--model")) && i + 1 < argc) dir = argv[++i];
-        else if ((!strcmp(a, "-p") || !strcmp(a, "--prompt")) && i + 1 < argc) prompt = argv[++i];
-        else if (!strcmp(a, "--jsonl") && i + 1 < argc) jsonl = argv[++i];
-        else if (!strcmp(a, "--no-special")) special = false;
-        else if (!strcmp(a, "--bench") && i + 1 < argc) bfile = argv[++i];
-        else if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(); return 0; }
-        else { fprintf(stderr, "mlxcel tokenize: unknown or incomplete option '%s'\n", a); usage(); return 2; }
-    }
-    if (dir && bfile && !prompt && !jsonl) return bench(dir, bfile);
-    if (!dir || (!prompt == !jsonl)) { usage(); return 2; }
+const mx_cmd mx_cmd_tokenize = {
+    .name = "tokenize",
+    .summary = "tokenize text with a tokenizer.json / tokenizer.model (ids, tokens, decoded)",
+    .usage = "-m MODEL (-p TEXT | --jsonl FILE | --bench FILE) [--no-special]",
+    .details = "Prints one JSON line per input with ids, tokens and decoded (the decode of ids with special tokens kept); "
+               "the folder may hold only tokenizer files.",
+    .opts = tok_tab,
+    .size = sizeof(tok_opts),
+    .samp_off = OPT_NO_SAMPLING,
+    .run = tok_run,
+};
+
+static int tok_main(const tok_opts *o, const char *dir) {
+    const char *prompt = o->prompt, *jsonl = o->jsonl;
+    bool special = !o->no_special;
     mx_tokenizer *t = mx_tok_load(dir);
     if (!t) { fprintf(stderr, "mlxcel tokenize: %s\n", mx_errmsg()); return 1; }
     int rc = 0;

@@ -1,5 +1,6 @@
 #define _GNU_SOURCE
 #include "safetensors.h"
+#include "../base/progress.h"
 #include "../base/base.h"
 #include "../base/half.h"
 #include "json.h"
@@ -222,6 +223,10 @@ static void *copy_file(const char *path, int fd, size_t len, size_t *alloc_len) 
 #ifdef MADV_HUGEPAGE
     madvise(base, need, MADV_HUGEPAGE);
 #endif
+    const char *slash = strrchr(path, '/');
+    char label[160];
+    snprintf(label, sizeof label, "reading %s", slash ? slash + 1 : path);
+    void *task = mx_progress_begin(label, len, true);
     size_t got = 0;
     while (got < len) {
         size_t want = MX_MIN(len - got, (size_t)64 << 20);
@@ -230,10 +235,13 @@ static void *copy_file(const char *path, int fd, size_t len, size_t *alloc_len) 
         if (r <= 0) {
             mx_set_err("%s: read failed at byte %zu: %s", path, got, r < 0 ? strerror(errno) : "unexpected end of file");
             munmap(base, need);
+            mx_progress_end(task, false);
             return NULL;
         }
         got += (size_t)r;
+        mx_progress_update(task, got);
     }
+    mx_progress_end(task, true);
     mprotect(base, need, PROT_READ);
     *alloc_len = need;
     return base;

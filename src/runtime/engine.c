@@ -31,46 +31,46 @@ static int read_eos(json_t *v, const char *file, mx_model *m) {
     return MX_OK;
 }
 
-int mx_engine_open(const char *dir, mx_engine *e) {
+int mx_engine_configure(mx_ckpt *ck, mx_engine *e) {
     memset(e, 0, sizeof *e);
-    mx_ckpt ck;
-    if (mx_ckpt_open(dir, true, &ck)) return MX_ERR;
     int err = 0;
-    const char *mt = mx_cfg_str(&ck.cfg, "model_type", NULL, &err);
+    const char *mt = mx_cfg_str(&ck->cfg, "model_type", NULL, &err);
     if (err || !mt) {
-        if (!err) mx_set_err("%s: model_type is missing", ck.config_path);
-        mx_ckpt_close(&ck);
+        if (!err) mx_set_err("%s: model_type is missing", ck->config_path);
         return MX_ERR;
     }
     size_t i = 0;
     for (; mt[i] && i < sizeof e->model_type - 1; i++) e->model_type[i] = (char)tolower((unsigned char)mt[i]);
     e->model_type[i] = 0;
     e->family = mx_family_find(e->model_type);
-    if (!e->family) {
-        mx_set_err("%s: model_type '%s' is not supported (see `mlxcel arch`)", ck.config_path, mt);
-        mx_ckpt_close(&ck);
-        return MX_ERR;
-    }
+    if (!e->family) return mx_set_err("%s: model_type '%s' is not supported (see `mlxcel arch`)", ck->config_path, mt);
     e->task = MX_TASK_CAUSAL_LM;
-    json_t *archs = mx_cfg_get(&ck.cfg, "architectures");
+    json_t *archs = mx_cfg_get(&ck->cfg, "architectures");
     if (archs && json_is_array(archs) && json_is_string(json_array_get(archs, 0)))
         e->task = mx_task_from_arch(json_string_value(json_array_get(archs, 0)));
     mx_model *m = &e->model;
-    if (mx_family_configure(e->family, &m->arch, &ck.cfg)) { mx_ckpt_close(&ck); return MX_ERR; }
+    if (mx_family_configure(e->family, &m->arch, &ck->cfg)) return MX_ERR;
     m->arch.family = e->family->name;
     m->bos = m->arch.bos_id;
-    if (ck.gen_config) {
-        if (read_eos(json_object_get(ck.gen_config, "eos_token_id"), "generation_config.json", m)) goto fail;
-        json_t *b = json_object_get(ck.gen_config, "bos_token_id");
+    if (ck->gen_config) {
+        if (read_eos(json_object_get(ck->gen_config, "eos_token_id"), "generation_config.json", m)) goto fail;
+        json_t *b = json_object_get(ck->gen_config, "bos_token_id");
         if (json_is_integer(b)) m->bos = (int32_t)json_integer_value(b);
     }
-    if (!m->n_eos && read_eos(mx_cfg_get(&ck.cfg, "eos_token_id"), ck.config_path, m)) goto fail;
-    if (mx_model_bind(m, &ck)) return MX_ERR;
+    if (!m->n_eos && read_eos(mx_cfg_get(&ck->cfg, "eos_token_id"), ck->config_path, m)) goto fail;
     return MX_OK;
 fail:
     mx_arch_free(&m->arch);
-    mx_ckpt_close(&ck);
     return MX_ERR;
+}
+
+int mx_engine_open(const char *dir, mx_engine *e) {
+    memset(e, 0, sizeof *e);
+    mx_ckpt ck;
+    if (mx_ckpt_open(dir, true, &ck)) return MX_ERR;
+    if (mx_engine_configure(&ck, e)) { mx_ckpt_close(&ck); return MX_ERR; }
+    if (mx_model_bind(&e->model, &ck)) return MX_ERR;
+    return MX_OK;
 }
 
 void mx_engine_close(mx_engine *e) {

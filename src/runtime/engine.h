@@ -15,6 +15,11 @@ typedef struct {
 
 /* Opens DIR; on failure returns MX_ERR with a message naming the file/field. */
 int mx_engine_open(const char *dir, mx_engine *e);
+/* Family detection and configuration from an opened checkpoint's config
+ * (model_type, architectures, EOS ids), binding no weights: what `mlxcel
+ * detect` shows. The arch is e->model.arch (the caller frees it with
+ * mx_arch_free when it binds no weights); ck stays the caller's. */
+int mx_engine_configure(mx_ckpt *ck, mx_engine *e);
 void mx_engine_close(mx_engine *e);
 bool mx_engine_is_eos(const mx_engine *e, int32_t tok);
 /* The task an `architectures` entry implies (…ForCausalLM, …Model, …ForSequenceClassification). */

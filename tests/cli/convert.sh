@@ -72,5 +72,5 @@ expect_err convert_bits7 "7 is not supported" -m "$T/src" -o "$T/bad3" -q --q-bi
 expect_err convert_out_exists "not empty" -m "$T/src" -o "$T/affine_b4_g64" -q
 expect_err convert_already_quantized "already quantized" -m "$T/affine_b4_g64" -o "$T/bad4" -q
 expect_err convert_bad_dtype "dtype" -m "$T/src" -o "$T/bad5" --dtype f8
-expect_err convert_missing_src "config.json" -m "$T/nonexistent" -o "$T/bad6"
+expect_err convert_missing_src "no such directory" -m "$T/nonexistent" -o "$T/bad6"
 exit 0

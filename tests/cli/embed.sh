@@ -186,7 +186,7 @@ err_case() { # name, expected message fragment, command...
   elif grep -q -- "$want" "$tmp/err"; then ok "$name"
   else fail "$name" "$(head -c 300 "$tmp/err")"; fi
 }
-err_case "embed without -m" "-m DIR is required" "$MLXCEL" embed --prompt-ids 1,2
+err_case "embed without -m" "-m MODEL is required" "$MLXCEL" embed --prompt-ids 1,2
 err_case "embed -p and --prompt-ids together" "one of them" "$MLXCEL" embed -m $B -p hi --prompt-ids 1,2
 err_case "embed token types count" "one per input" "$MLXCEL" embed -m $B --prompt-ids 2,3 --prompt-ids 2,3 --token-type-ids 0,0
 err_case "embed token types length" "has 3 ids for 2 tokens" "$MLXCEL" embed -m $B --prompt-ids 2,3 --token-type-ids 0,0,0
@@ -198,5 +198,5 @@ err_case "embed token id out of range" "outside the vocabulary" "$MLXCEL" embed 
 err_case "embed token type out of range" "token type id 2" "$MLXCEL" embed -m $B --prompt-ids 2,3 --token-type-ids 0,2
 err_case "rerank with an embedding model" "not a one-label cross-encoder" "$MLXCEL" rerank -m $B --prompt-ids 2,3
 err_case "rerank without documents" "at least one -d" "$MLXCEL" rerank -m $F/bert-cls -q "x"
-err_case "rerank bad output format" "is not text or json" "$MLXCEL" rerank -m $F/bert-cls --prompt-ids 2,3 --output-format xml
+err_case "rerank bad output format" "is not one of text|json" "$MLXCEL" rerank -m $F/bert-cls --prompt-ids 2,3 --output-format xml
 exit 0
