@@ -5,6 +5,7 @@
 #include "../base/threadpool.h"
 #include "../nn/block.h"
 #include "../runtime/engine.h"
+#include "../template/template.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,21 +50,34 @@ static void print_arch(const mx_engine *e) {
     printf("features    %s\n", e->family->features ? e->family->features : "-");
     printf("shape       %d layers (%s), hidden %d, heads %d (kv %d, head dim %d), ffn %d, vocab %d\n", a->n_layers, mix, a->hidden, a->n_heads,
            a->n_kv_heads, a->head_dim, a->ffn, a->vocab);
-    printf("context     %d positions (max_position_embeddings)%s\n", a->max_pos, windowed ? "" : "");
+    printf("context     %d positions (max_position_embeddings)\n", a->max_pos);
     if (windowed) printf("sliding     %d of %d layers attend to a window\n", windowed, a->n_layers);
     if (a->moe.n_experts) printf("experts     %d routed, %d per token\n", a->moe.n_experts, a->moe.top_k);
     printf("tied head   %s\n", yes(a->tied));
 }
 
 static void files_of(const char *dir) {
-    const char *names[] = {"tokenizer.json", "tokenizer.model", "chat_template.jinja", "chat_template.json", "generation_config.json"};
+    const char *names[] = {"tokenizer.json", "tokenizer.model", "tokenizer_config.json", "chat_template.jinja", "chat_template.json",
+                           "generation_config.json"};
     printf("files      ");
     for (size_t i = 0; i < MX_ARRAY_LEN(names); i++) {
         char *p = mx_path_join(dir, names[i]);
         if (p && mx_file_exists(p)) printf(" %s", names[i]);
         free(p);
     }
-    printf("\n");
+    char *src = NULL;
+    size_t len = 0;
+    json_t *special = NULL;
+    int rc = mx_chat_template_load(dir, false, &src, &len, &special);
+    printf("\ntemplate    %s\n", rc ? mx_errmsg() : src ? "the model's chat template" : "none: chats use the plain User:/Assistant: format");
+    free(src);
+    json_decref(special);
+}
+
+static void count_str(uint64_t n, char *out, size_t cap) {
+    if (n >= 1000000000ull) snprintf(out, cap, "%.2f B", n / 1e9);
+    else if (n >= 1000000) snprintf(out, cap, "%.1f M", n / 1e6);
+    else snprintf(out, cap, "%llu", (unsigned long long)n);
 }
 
 static int detect_run(void *p) {
@@ -140,7 +154,9 @@ static int inspect_run(void *p) {
     uint64_t params = count_params(ck, group);
     char b[32], c[32];
     cli_fmt_bytes((double)bytes, b, sizeof b);
-    printf("parameters  %.3f B (%.2f bits each on disk)\n", params / 1e9, params ? bytes * 8.0 / (double)params : 0.0);
+    char pc[32];
+    count_str(params, pc, sizeof pc);
+    printf("parameters  %s (%.2f bits each on disk)\n", pc, params ? bytes * 8.0 / (double)params : 0.0);
     printf("weights     %s in %d file%s:", b, ck->n_files, ck->n_files == 1 ? "" : "s");
     for (int d = 0; d < MX_DT_COUNT; d++)
         if (n_dt[d]) {

@@ -1,6 +1,7 @@
 #include "opts.h"
 #include "../base/base.h"
 #include "../runtime/sampling_opts.h"
+#include <ctype.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,7 +74,7 @@ static void unknown(const mx_cmd *c, const ent *e, int n, const char *arg) {
     char word[128];
     snprintf(word, sizeof word, "%s", arg);
     char *eq = strchr(word, '=');
-    if (eq && word[0] == '-') *eq = 0;
+    if (eq && word[1] == '-') *eq = 0;
     const char *s = mx_suggest(word, names, k);
     fprintf(stderr, "mlxcel %s: unknown option '%s'", c->name, word);
     if (s) fprintf(stderr, "; did you mean '%s'?", s);
@@ -247,14 +248,16 @@ void mx_cmd_help(const mx_cmd *c, FILE *f, bool md) {
     void *o = calloc(1, c->size ? c->size : 1);
     if (o && c->init) c->init(o);
     if (md) {
-        fprintf(f, "### `mlxcel %s`%s%s%s\n\n%s.", c->name, c->alias ? " (also `mlxcel " : "", c->alias ? c->alias : "", c->alias ? "`)" : "", c->summary);
+        fprintf(f, "### `mlxcel %s`%s%s%s\n\n%c%s.", c->name, c->alias ? " (also `mlxcel " : "", c->alias ? c->alias : "", c->alias ? "`)" : "",
+                toupper((unsigned char)c->summary[0]), c->summary + 1);
         if (c->details) fprintf(f, " %s", c->details);
         fprintf(f, "\n\n```\nmlxcel %s %s\n```\n\n", c->name, c->usage);
         if (n) fprintf(f, "| option | value | default | meaning |\n|---|---|---|---|\n");
     } else {
         fprintf(f, "usage: mlxcel %s %s\n\n", c->name, c->usage);
         char line[1024];
-        snprintf(line, sizeof line, "%s.%s%s", c->summary, c->details ? " " : "", c->details ? c->details : "");
+        snprintf(line, sizeof line, "%c%s.%s%s", toupper((unsigned char)c->summary[0]), c->summary + 1, c->details ? " " : "",
+                 c->details ? c->details : "");
         wrapped(f, line, 0, 0);
         fprintf(f, "\n");
         if (n) fprintf(f, "\noptions:\n");
