@@ -97,6 +97,14 @@ demo: all
 	@rm -rf $(BUILD)/demo-model && mkdir -p $(BUILD)/demo-model
 	@cp tests/server/tinymodel/*.json tests/fixtures/llama/model.safetensors $(BUILD)/demo-model/
 	$(BUILD)/mlxcel generate -m $(BUILD)/demo-model -p "Hello, who are you?" -n 32
+	@echo ""
+	@echo "That was a 2-layer Llama with random weights (tests/fixtures/llama), so the text is noise: the"
+	@echo "point is that the whole path ran (tokenizer, chat template, prefill, sampling, streaming)."
+	@echo "Next, with a real model (any folder from the Hugging Face hub, or its id):"
+	@echo "  $(BUILD)/mlxcel chat -m Qwen/Qwen3-0.6B                 # downloads it into ~/.cache/huggingface"
+	@echo "  $(BUILD)/mlxcel generate -m mlx-community/Llama-3.2-1B-Instruct-4bit -p \"Write a haiku about C\""
+	@echo "  $(BUILD)/mlxcel serve -m Qwen/Qwen3-0.6B --port 8080      # OpenAI API at http://127.0.0.1:8080/v1"
+	@echo "  $(BUILD)/mlxcel help                                     # every command; mlxcel help CMD for one"
 
 clean:
 	rm -rf build
@@ -119,7 +127,8 @@ all: $(BUILD)/mkmodel
 # Run e.g.: build/fuzz/fuzz_tokenizer -max_total_time=180 fuzz/corpus-tokenizer
 # (fuzz_model: from the repo root, seeds in fuzz/seeds-model, -dict=fuzz/model.dict)
 FUZZ_SRC := $(filter-out fuzz/fuzz_model.c,$(sort $(wildcard fuzz/fuzz_*.c)))
-FUZZ_LIB := src/base/base.c src/format/json.c src/format/safetensors.c $(wildcard src/tokenizer/*.c) $(wildcard src/template/*.c)
+FUZZ_LIB := src/base/base.c src/base/progress.c src/format/json.c src/format/safetensors.c $(wildcard src/tokenizer/*.c) $(wildcard src/template/*.c) \
+            src/hub/api.c src/hub/hub.c src/runtime/sampling_opts.c
 FUZZ_CFLAGS := -std=c17 -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 fuzz: deps
 	@mkdir -p build/fuzz
