@@ -9,6 +9,7 @@
 typedef struct {
     mx_serve_opts s;
     int body_mb;
+    mx_sampling samp; /* request defaults */
 } serve_opts;
 
 static void serve_init(void *p) {
@@ -16,6 +17,9 @@ static void serve_init(void *p) {
     o->s = (mx_serve_opts){.host = "127.0.0.1", .port = 8080, .parallel = 4, .ctx_size = 4096, .step_tokens = 256,
                            .threads = mx_default_threads()};
     o->body_mb = 8;
+    mx_sampling_defaults(&o->samp); /* OpenAI's defaults: temperature 1, a new seed per request */
+    o->samp.temperature = 1.0f;
+    o->samp.seed = MX_SEED_RANDOM;
 }
 
 #define S(f) offsetof(serve_opts, s.f)
@@ -41,7 +45,9 @@ static int serve_run(void *p) {
     o->s.max_body = (size_t)o->body_mb << 20;
     char *dir = cli_model_dir("serve", o->s.model_dir);
     if (!dir) return 1;
+    o->s.model_name = strcmp(dir, o->s.model_dir) ? o->s.model_dir : NULL; /* a hub id is the model's id */
     o->s.model_dir = dir;
+    o->s.sampling = &o->samp;
     int rc = mx_serve(&o->s);
     free(dir);
     return rc;
@@ -51,11 +57,12 @@ const mx_cmd mx_cmd_serve = {
     .name = "serve",
     .summary = "OpenAI-compatible HTTP server (also: mlxcel-server)",
     .usage = "-m MODEL [options]",
-    .details = "Routes and request fields are listed under \"Server API\" below.",
+    .details = "Routes and request fields are listed under \"Server API\" below; the sampling options set what a request's "
+               "absent sampling fields take (a field the request gives wins). A hub id given to -m is the model's id.",
     .opts = serve_tab,
     .size = sizeof(serve_opts),
     .init = serve_init,
-    .samp_off = OPT_NO_SAMPLING,
+    .samp_off = offsetof(serve_opts, samp),
     .run = serve_run,
     .loads_model = true,
 };

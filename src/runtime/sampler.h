@@ -15,8 +15,9 @@ typedef struct {
     float repetition_penalty; /* 1 = off (HF: divide positive, multiply negative logits) */
     float presence_penalty, frequency_penalty; /* OpenAI semantics, 0 = off */
     int penalty_last_n;  /* how many recent tokens penalties look at; -1 = all */
-    uint64_t seed;
+    uint64_t seed;       /* MX_SEED_RANDOM: a front end draws one per request */
 } mx_sampling;
+#define MX_SEED_RANDOM UINT64_MAX
 
 void mx_sampling_defaults(mx_sampling *s);
 

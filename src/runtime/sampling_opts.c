@@ -86,6 +86,7 @@ void mx_samp_format(const mx_sampling *s, const mx_samp_field *f, char *out, siz
     const void *p = (const char *)s + f->off;
     if (f->kind == MX_SF_FLOAT) snprintf(out, n, "%g", (double)*(const float *)p);
     else if (f->kind == MX_SF_INT) snprintf(out, n, "%d", *(const int *)p);
+    else if (*(const uint64_t *)p == MX_SEED_RANDOM) snprintf(out, n, "random");
     else snprintf(out, n, "%llu", (unsigned long long)*(const uint64_t *)p);
 }
 

@@ -4,6 +4,7 @@
 #define _GNU_SOURCE
 #include "server.h"
 #include "../runtime/outparse.h"
+#include "../runtime/sampling_opts.h"
 #include "../base/base.h"
 #include "../runtime/scheduler.h"
 #include "../runtime/textmodel.h"
@@ -91,17 +92,6 @@ static void gen_params_free(gen_params *g) {
 }
 
 /* Reads an optional number field with a range; false (and *err set) when bad. */
-static bool opt_num(json_t *req, const char *key, double lo, double hi, float *out, char *err, size_t errn) {
-    json_t *v = json_object_get(req, key);
-    if (!v || json_is_null(v)) return true;
-    if (!json_is_number(v) || json_number_value(v) < lo || json_number_value(v) > hi) {
-        snprintf(err, errn, "'%s' must be a number in [%g, %g]", key, lo, hi);
-        return false;
-    }
-    *out = (float)json_number_value(v);
-    return true;
-}
-
 static bool opt_int(json_t *req, const char *key, long lo, long hi, int *out, char *err, size_t errn) {
     json_t *v = json_object_get(req, key);
     if (!v || json_is_null(v)) return true;
@@ -123,11 +113,14 @@ static bool opt_bool(json_t *req, const char *key, bool *out, char *err, size_t 
 
 /* The sampling and limit fields both routes share. */
 static bool parse_common(server *sv, json_t *req, gen_params *g, char *err, size_t errn) {
-    mx_sampling_defaults(&g->p.samp);
-    g->p.samp.temperature = 1.0f;
-    g->p.samp.seed = (uint64_t)time(NULL) ^ (uint64_t)rand();
+    if (sv->o.sampling) g->p.samp = *sv->o.sampling;
+    else {
+        mx_sampling_defaults(&g->p.samp);
+        g->p.samp.temperature = 1.0f;
+        g->p.samp.seed = MX_SEED_RANDOM;
+    }
     g->p.top_logprobs = -1;
-    int max_tokens = -1, seed = -1, n = 1;
+    int max_tokens = -1, n = 1;
     json_t *model = json_object_get(req, "model");
     if (model && !json_is_null(model)) {
         if (!json_is_string(model)) { snprintf(err, errn, "'model' must be a string"); return false; }
@@ -138,18 +131,13 @@ static bool parse_common(server *sv, json_t *req, gen_params *g, char *err, size
     }
     if (!opt_int(req, "max_tokens", 1, 1 << 24, &max_tokens, err, errn) ||
         !opt_int(req, "max_completion_tokens", 1, 1 << 24, &max_tokens, err, errn) ||
-        !opt_num(req, "temperature", 0, 100, &g->p.samp.temperature, err, errn) ||
-        !opt_num(req, "top_p", 0, 1, &g->p.samp.top_p, err, errn) ||
-        !opt_int(req, "top_k", 0, 1 << 24, &g->p.samp.top_k, err, errn) ||
-        !opt_num(req, "min_p", 0, 1, &g->p.samp.min_p, err, errn) ||
-        !opt_num(req, "presence_penalty", -2, 2, &g->p.samp.presence_penalty, err, errn) ||
-        !opt_num(req, "frequency_penalty", -2, 2, &g->p.samp.frequency_penalty, err, errn) ||
-        !opt_num(req, "repetition_penalty", 0.01, 100, &g->p.samp.repetition_penalty, err, errn) ||
-        !opt_int(req, "seed", 0, 0x7fffffff, &seed, err, errn) || !opt_int(req, "n", 1, 1 << 20, &n, err, errn) ||
+        !opt_int(req, "n", 1, 1 << 20, &n, err, errn) ||
         !opt_bool(req, "stream", &g->stream, err, errn) || !opt_bool(req, "ignore_eos", &g->p.ignore_eos, err, errn))
         return false;
+    /* the sampling fields: the table the CLI's options come from, with the same ranges */
+    if (mx_sampling_from_json(&g->p.samp, req)) { snprintf(err, errn, "%s", mx_errmsg()); return false; }
+    if (g->p.samp.seed == MX_SEED_RANDOM) g->p.samp.seed = (uint64_t)time(NULL) ^ (uint64_t)rand();
     if (n != 1) { snprintf(err, errn, "'n' must be 1: this server returns one choice per request"); return false; }
-    if (seed >= 0) g->p.samp.seed = (uint64_t)seed;
     g->p.max_tokens = max_tokens > 0 ? max_tokens : sv->o.ctx_size;
     json_t *so = json_object_get(req, "stream_options");
     if (so && !json_is_null(so)) {
@@ -809,7 +797,7 @@ int mx_serve(const mx_serve_opts *o) {
             mx_textmodel_close(&sv.tm);
             return 1;
         }
-        snprintf(sv.name, sizeof sv.name, "%s", sv.tm.name);
+        snprintf(sv.name, sizeof sv.name, "%s", o->model_name ? o->model_name : sv.tm.name);
         sv.tok = sv.tm.tok;
         if (sv.tok) mx_textmodel_warn_plain(&sv.tm, "mlxcel serve");
     } else {
@@ -818,7 +806,8 @@ int mx_serve(const mx_serve_opts *o) {
             MHD_stop_daemon(d);
             return 1;
         }
-        mx_model_dir_name(o->model_dir, sv.name, sizeof sv.name);
+        if (o->model_name) snprintf(sv.name, sizeof sv.name, "%s", o->model_name);
+        else mx_model_dir_name(o->model_dir, sv.name, sizeof sv.name);
         sv.tok = mx_embed_batcher_tokenizer(sv.emb);
     }
     atomic_store(&sv.ready, true);

@@ -4,6 +4,7 @@
  * GET /v1/models, /health, /metrics. Stops cleanly on SIGINT/SIGTERM. */
 #ifndef MX_SERVER_H
 #define MX_SERVER_H
+#include "../runtime/sampler.h"
 #include <stddef.h>
 
 typedef struct {
@@ -17,6 +18,9 @@ typedef struct {
     const char *api_key;
     size_t max_body;   /* bytes */
     const char *chat_template, *chat_template_file; /* override the model's (built-in name / Jinja file) */
+    const mx_sampling *sampling; /* what a request's absent sampling fields take; NULL: temperature 1,
+                                    the rest off, a new seed per request */
+    const char *model_name;      /* the model id the API reports; NULL: the folder's name */
 } mx_serve_opts;
 
 /* Serves until SIGINT or SIGTERM; returns the process exit code. */

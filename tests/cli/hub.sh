@@ -89,6 +89,37 @@ check offline_not_cached bash -c "grep -q 'looks like a hub id and it is not cac
 HF_HUB_OFFLINE=1 "$M" download org/tiny >"$tmp/out" 2>"$tmp/err"
 check offline_download_refused bash -c "grep -q 'HF_HUB_OFFLINE' '$tmp/err'"
 
+# serve by hub id: the id is the model's; the CLI's sampling options are the
+# requests' defaults; request fields have the CLI's ranges (one table)
+sport=$((20000 + RANDOM % 20000))
+HF_HUB_OFFLINE=1 "$M" serve -m org/tiny --port $sport --temp 0 -t 1 --ctx-size 256 2>"$tmp/serve.log" & spid=$!
+python3 - $sport >"$tmp/err" 2>&1 <<'PY'
+import json, sys, time, urllib.request, urllib.error
+base = "http://127.0.0.1:%s" % sys.argv[1]
+for _ in range(200):
+    try:
+        if urllib.request.urlopen(base + "/health").status == 200: break
+    except Exception: time.sleep(0.05)
+def post(body):
+    r = urllib.request.Request(base + "/v1/completions", json.dumps(body).encode(), {"Content-Type": "application/json"})
+    try:
+        return 200, json.loads(urllib.request.urlopen(r).read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+m = json.loads(urllib.request.urlopen(base + "/v1/models").read())
+assert m["data"][0]["id"] == "org/tiny", m
+a = post({"prompt": "Once upon", "max_tokens": 12})
+b = post({"prompt": "Once upon", "max_tokens": 12, "temperature": 0})
+assert a[0] == 200 and a[1]["choices"][0]["text"] == b[1]["choices"][0]["text"], (a, b)
+c = post({"prompt": "Once upon", "max_tokens": 4, "presence_penalty": 3})
+assert c[0] == 400 and "'presence_penalty' must be a number in [-2, 2]" in c[1]["error"]["message"], c
+d = post({"prompt": "Once upon", "max_tokens": 4, "repeat_last_n": 8, "repetition_penalty": 1.3, "seed": 2**40})
+assert d[0] == 200, d
+print("ok")
+PY
+check serve_hub_id_and_defaults grep -q '^ok' "$tmp/err"
+kill $spid; wait $spid 2>/dev/null
+
 # 3. list / inspect / detect
 "$M" list >"$tmp/out" 2>"$tmp/err"
 check list grep -Eq '^org/tiny +[0-9.]+ [kKMG]?B +llama +0123456789ab' "$tmp/out"
