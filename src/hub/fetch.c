@@ -241,7 +241,7 @@ static int verify(const char *path, const char *file, const char *etag, uint64_t
         int k = snprintf(head, sizeof head, "blob %llu", (unsigned long long)size);
         mx_sha_update(&s, head, (size_t)k + 1);
     }
-    static char buf[1 << 16];
+    char buf[1 << 16];
     size_t r;
     while ((r = fread(buf, 1, sizeof buf, f)) > 0) mx_sha_update(&s, buf, r);
     fclose(f);

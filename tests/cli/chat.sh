@@ -38,7 +38,9 @@ tmux -L "$sock" send-keys -t t C-c
 if wait_for "\[stopped\]" 10; then ok ctrl_c_stops_reply; else fail ctrl_c_stops_reply "$(screen | tail -5)"; fi
 sleep 0.3
 screen | grep -q "CHAT-EXITED" && fail still_running "the chat exited" || ok still_running
-screen | tail -3 | grep -q "^> *$" && ok prompt_back || fail prompt_back "$(screen | tail -3)"
+back=0
+for _ in $(seq 50); do screen | grep -v '^ *$' | tail -1 | grep -q "^> *$" && { back=1; break; }; sleep 0.1; done
+[ $back = 1 ] && ok prompt_back || fail prompt_back "$(screen | tail -3)"
 tmux -L "$sock" send-keys -t t "/system be brief" Enter
 wait_for "system prompt set" 5 && ok system || fail system "$(screen | tail -3)"
 tmux -L "$sock" send-keys -t t "/system" Enter
