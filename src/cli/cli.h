@@ -20,6 +20,7 @@ char *cli_model_dir(const char *cmd, const char *spec);
 void cli_progress_init(double min_seconds);
 bool cli_progress_tty(void);
 void cli_fmt_bytes(double b, char *out, size_t n);
+void cli_fmt_count(double n, char *out, size_t cap); /* 1.23 B, 4.5 M, 6.7 K */
 
 /* Common option table entries (T: the command's options struct). */
 #define OPT_MODEL(T, f)                                                                                                      \

@@ -70,9 +70,10 @@ static void summary(const char *dst, double secs) {
     }
     if (d) closedir(d);
     json_decref(cfg);
-    char b[32];
+    char b[32], pc[32];
     cli_fmt_bytes((double)bytes, b, sizeof b);
-    fprintf(stderr, "mlxcel convert: wrote %s: %s, %.2f B parameters, %.2f bits per parameter, in %.1f s\n", dst, b, params / 1e9,
+    cli_fmt_count((double)params, pc, sizeof pc);
+    fprintf(stderr, "mlxcel convert: wrote %s: %s, %s parameters, %.2f bits per parameter, in %.1f s\n", dst, b, pc,
             params ? bytes * 8.0 / (double)params : 0.0, secs);
 }
 

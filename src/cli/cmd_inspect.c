@@ -74,11 +74,6 @@ static void files_of(const char *dir) {
     json_decref(special);
 }
 
-static void count_str(uint64_t n, char *out, size_t cap) {
-    if (n >= 1000000000ull) snprintf(out, cap, "%.2f B", n / 1e9);
-    else if (n >= 1000000) snprintf(out, cap, "%.1f M", n / 1e6);
-    else snprintf(out, cap, "%llu", (unsigned long long)n);
-}
 
 static int detect_run(void *p) {
     insp_opts *o = p;
@@ -155,7 +150,7 @@ static int inspect_run(void *p) {
     char b[32], c[32];
     cli_fmt_bytes((double)bytes, b, sizeof b);
     char pc[32];
-    count_str(params, pc, sizeof pc);
+    cli_fmt_count((double)params, pc, sizeof pc);
     printf("parameters  %s (%.2f bits each on disk)\n", pc, params ? bytes * 8.0 / (double)params : 0.0);
     printf("weights     %s in %d file%s:", b, ck->n_files, ck->n_files == 1 ? "" : "s");
     for (int d = 0; d < MX_DT_COUNT; d++)

@@ -28,6 +28,13 @@ void cli_fmt_bytes(double b, char *out, size_t n) {
     snprintf(out, n, i ? "%.1f %s" : "%.0f %s", b, u[i]);
 }
 
+void cli_fmt_count(double n, char *out, size_t cap) {
+    if (n >= 1e9) snprintf(out, cap, "%.2f B", n / 1e9);
+    else if (n >= 1e6) snprintf(out, cap, "%.1f M", n / 1e6);
+    else if (n >= 1e3) snprintf(out, cap, "%.1f K", n / 1e3);
+    else snprintf(out, cap, "%.0f", n);
+}
+
 static void *t_begin(const char *label, uint64_t total, bool bytes) {
     task *t = calloc(1, sizeof *t);
     if (!t) return NULL;

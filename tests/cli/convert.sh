@@ -56,6 +56,9 @@ else fail convert_bf16 "$(tail -1 "$T/err")"; fi
 if [ -d tests/fixtures/llama ]; then
   if "$MLXCEL" convert -m tests/fixtures/llama -o "$T/fx_llama_q4" -q >/dev/null 2>"$T/err"; then
     python3 $here/convert_check.py tests/fixtures/llama "$T/fx_llama_q4" affine 4 64 keep 1
+    # the closing summary: size, parameters, bits per parameter (4-bit codes + a scale and bias per 64), time
+    if grep -Eq "^mlxcel convert: wrote .*: [0-9.]+ [kKMG]?B, [0-9.]+( [KMB])? parameters, [4-7]\.[0-9]+ bits per parameter, in [0-9.]+ s$" "$T/err"; then
+      ok convert_summary; else fail convert_summary "$(tail -1 "$T/err")"; fi
   else fail convert_fixture_llama "$(tail -1 "$T/err")"; fi
 fi
 
