@@ -63,6 +63,13 @@ char *cli_model_dir(const char *cmd, const char *spec) {
         fprintf(stderr, "mlxcel %s: %s is not cached in %s: downloading it from %s\n", cmd, spec, h.cache, h.endpoint);
         mx_hub_filter f = {g_model_files, (int)MX_ARRAY_LEN(g_model_files)};
         if (mx_hub_download(&h, repo, rev, &f, &dir)) fprintf(stderr, "mlxcel %s: %s\n", cmd, mx_errmsg());
+        char *cfg = dir ? mx_path_join(dir, "config.json") : NULL;
+        if (cfg && !mx_file_exists(cfg)) {
+            fprintf(stderr, "mlxcel %s: %s has no config.json, so it is not a model folder mlxcel reads (%s)\n", cmd, spec, gguf_msg);
+            free(dir);
+            dir = NULL;
+        }
+        free(cfg);
     }
     mx_hub_free(&h);
     return dir;

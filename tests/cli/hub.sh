@@ -26,6 +26,7 @@ cp tests/server/tinymodel/*.json tests/fixtures/llama/model.safetensors "$R/org/
 echo "notes" >"$R/org/tiny/docs/notes.txt"
 cp -r "$R/org/tiny" "$R/org/private"
 cp -r "$R/org/tiny" "$R/org/corrupt"
+mkdir -p "$R/org/gguf" && echo '{}' >"$R/org/gguf/params.json" && : >"$R/org/gguf/model-Q4_K_M.gguf"
 
 port=$((20000 + RANDOM % 20000))
 python3 tests/hub/fakehub.py "$R" $port "$tmp/log" >"$tmp/hub.out" 2>"$tmp/hub.err" & pid=$!
@@ -163,6 +164,9 @@ check auto_download bash -c "grep -q 'downloading it from' '$tmp/err' && [ -e '$
 : >"$tmp/log"
 "$M" generate -m org/tiny -p "Hello" -n 2 >"$tmp/out" 2>"$tmp/err"
 check cached_no_network bash -c "[ ! -s '$tmp/log' ]"
+
+"$M" generate -m org/gguf -p "Hello" -n 2 >"$tmp/out" 2>"$tmp/err"
+check gguf_repo bash -c "grep -q 'has no config.json' '$tmp/err' && grep -q 'GGUF files are not supported' '$tmp/err' && [ ! -e '$HF_HOME/hub/models--org--gguf/snapshots/$COMMIT/model-Q4_K_M.gguf' ]"
 
 # 7. rm
 "$M" rm org/tiny >"$tmp/out" 2>"$tmp/err"
