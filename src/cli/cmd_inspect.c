@@ -48,8 +48,9 @@ static void print_arch(const mx_engine *e) {
     layer_mix(a, mix, sizeof mix);
     printf("family      %s (model_type %s), task %s\n", e->family->name, e->model_type, mx_task_name(e->task));
     printf("features    %s\n", e->family->features ? e->family->features : "-");
-    printf("shape       %d layers (%s), hidden %d, heads %d (kv %d, head dim %d), ffn %d, vocab %d\n", a->n_layers, mix, a->hidden, a->n_heads,
-           a->n_kv_heads, a->head_dim, a->ffn, a->vocab);
+    printf("shape       %d layers (%s), hidden %d", a->n_layers, mix, a->hidden);
+    if (a->attn && a->attn->n_heads) printf(", heads %d (kv %d, head dim %d)", a->attn->n_heads, a->attn->n_kv_heads, a->attn->head_dim);
+    printf(", ffn %d, vocab %d\n", a->ffn, a->vocab);
     printf("context     %d positions (max_position_embeddings)\n", a->max_pos);
     if (windowed) printf("sliding     %d of %d layers attend to a window\n", windowed, a->n_layers);
     if (a->moe.n_experts) printf("experts     %d routed, %d per token\n", a->moe.n_experts, a->moe.top_k);
@@ -94,6 +95,7 @@ static int detect_run(void *p) {
         if (qs) printf("quantized   %.200s\n", qs);
         free(qs);
         files_of(dir);
+        mx_arch_free(&e->model.arch);
         rc = 0;
     }
     mx_ckpt_close(&ck);
