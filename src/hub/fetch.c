@@ -233,20 +233,19 @@ static int verify(const char *path, const char *file, const char *etag, uint64_t
     if (!s256 && !s1) return MX_OK;
     FILE *f = fopen(path, "rb");
     if (!f) return mx_set_err("%s: cannot read back: %s", path, strerror(errno));
-    mx_sha s;
-    if (s256) mx_sha256_init(&s);
-    else {
-        mx_sha1_init(&s);
+    mx_sha *s = s256 ? mx_sha256_new() : mx_sha1_new();
+    if (!s) { fclose(f); return MX_ERR; }
+    if (!s256) {
         char head[48];
         int k = snprintf(head, sizeof head, "blob %llu", (unsigned long long)size);
-        mx_sha_update(&s, head, (size_t)k + 1);
+        mx_sha_update(s, head, (size_t)k + 1);
     }
     char buf[1 << 16];
     size_t r;
-    while ((r = fread(buf, 1, sizeof buf, f)) > 0) mx_sha_update(&s, buf, r);
+    while ((r = fread(buf, 1, sizeof buf, f)) > 0) mx_sha_update(s, buf, r);
     fclose(f);
     char hex[65];
-    mx_sha_hex(&s, hex);
+    mx_sha_hex_free(s, hex);
     if (strcasecmp(hex, etag))
         return mx_set_err("%s: checksum mismatch: the download's %s is %s, the hub's ETag is %s; the file was removed", file,
                           s256 ? "sha256" : "git blob sha1", hex, etag);

@@ -8,12 +8,11 @@
 #include "runtime/sampling_opts.h"
 
 static void hex(int sha1, const void *p, size_t n, size_t split, char out[65]) {
-    mx_sha s;
-    if (sha1) mx_sha1_init(&s);
-    else mx_sha256_init(&s);
-    mx_sha_update(&s, p, split); /* in two pieces: the streaming path */
-    mx_sha_update(&s, (const char *)p + split, n - split);
-    mx_sha_hex(&s, out);
+    mx_sha *s = sha1 ? mx_sha1_new() : mx_sha256_new();
+    if (!s) { out[0] = 0; return; }
+    mx_sha_update(s, p, split); /* in two pieces: the streaming path */
+    mx_sha_update(s, (const char *)p + split, n - split);
+    mx_sha_hex_free(s, out);
 }
 
 int main(void) {
