@@ -34,6 +34,7 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     a->attn->names.k_norm = "model.layers.%d.self_attn.k_norm";
     d->norm_eps = a->norm.eps;
     d->prefix = "model.layers.%d.linear_attn";
+    mx_arch_ignore(a, "mtp.*"); /* multi-token prediction head */
     s->route = MX_ROUTE_SOFTMAX;
     s->norm_p = norm ? 1 : 0;
     s->gated = true;

@@ -98,9 +98,23 @@ int mx_arch_ropes(mx_arch *a, const mx_cfg *c) {
         if (mx_cfg_float(&src, d->theta_key ? d->theta_key : "rope_theta", d->theta ? d->theta : 10000.0, 1e-3, 1e15, &theta) ||
             mx_cfg_float(&src, "partial_rotary_factor", d->partial ? d->partial : 1.0, 1e-3, 1.0, &partial))
             return MX_ERR;
+        /* transformers v5 keeps rope_theta, partial_rotary_factor and the scaling keys in one
+         * rope_parameters object (per layer type when params_key says which) */
+        json_t *rs = d->plain ? NULL : mx_cfg_get(&src, "rope_scaling"), *rp = d->plain ? NULL : mx_cfg_get(&src, "rope_parameters");
+        if (rp && !json_is_object(rp)) return mx_set_err("%s: rope_parameters: expected an object", c->file);
+        if (rp && d->params_key && !json_is_object(rp = json_object_get(rp, d->params_key)))
+            return mx_set_err("%s: rope_parameters.%s: expected an object", c->file, d->params_key);
+        if (!rp && d->params_key) return mx_set_err("%s: rope_parameters is missing", c->file);
+        if (rp) {
+            mx_cfg p = {rp, NULL, c->file};
+            if ((!d->theta_key && mx_cfg_float(&p, "rope_theta", theta, 1e-3, 1e15, &theta)) ||
+                mx_cfg_float(&p, "partial_rotary_factor", partial, 1e-3, 1.0, &partial))
+                return MX_ERR;
+            if (!rs) rs = rp;
+        }
         int rot = d->dim ? d->dim : (int)(a->attn->head_dim * partial);
         rot -= rot % 2;
-        if (mx_rope_from_config(&a->rope[r], d->plain ? &none : &src, theta * (d->theta_scale ? d->theta_scale : 1), rot, a->max_pos))
+        if (mx_rope_from_scaling(&a->rope[r], d->plain ? &none : &src, rs, theta * (d->theta_scale ? d->theta_scale : 1), rot, a->max_pos))
             return MX_ERR;
         a->rope[r].interleaved = d->interleaved;
         if (d->attn_factor > 0) a->rope[r].attn_factor = d->attn_factor;

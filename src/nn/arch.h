@@ -192,7 +192,8 @@ typedef struct {
 
 /* Gated DeltaNet linear attention (Qwen3-Next, nn/deltanet.c), tensors under
  * `prefix`: in_proj_qkvz per key head [q (dk) | k (dk) | v (r dv) | z (r dv)],
- * in_proj_ba per key head [b (r) | a (r)] (r = n_v_heads / n_k_heads); a
+ * in_proj_ba per key head [b (r) | a (r)] (r = n_v_heads / n_k_heads), or
+ * with split_proj the four projections below; a
  * causal depthwise conv (no bias) + silu over [q | k | v]; q, k L2-normed
  * (q also * dk^-0.5) and shared by the r value heads of their key head;
  * beta = sigmoid(b), g = -exp(A_log) softplus(a + dt_bias); per value head
@@ -203,6 +204,9 @@ typedef struct {
     int n_k_heads, n_v_heads, dk, dv, d_conv;
     float norm_eps;
     const char *prefix;
+    /* Qwen3.5: separate in_proj_qkv ([q | k | v], head-major in each part),
+     * in_proj_z, in_proj_b, in_proj_a instead of the per-key-head groups */
+    bool split_proj;
 } mx_deltanet_spec;
 
 /* Zamba2 hybrid layer (nn/zamba.c): a transformer block shared by several
@@ -237,6 +241,8 @@ typedef struct {
     bool interleaved;       /* rotate pairs (2i, 2i+1), not halves (GLM, Cohere) */
     const char *section;    /* read from this config object (DBRX's attn_config); NULL = top level */
     double attn_factor;     /* > 0: replaces the scaling's attention factor (PhiMoE's mscale) */
+    const char *params_key; /* rope_parameters holds one object per layer type: read this one
+                               (Gemma 4); NULL = rope_parameters itself, when present */
 } mx_rope_decl;
 
 /* One layer: its blocks, the attention spec it runs, and where it sits in

@@ -18,6 +18,10 @@ static int read_factors(json_t *arr, const char *file, const char *key, int half
 }
 
 int mx_rope_from_config(mx_rope *r, const mx_cfg *c, double theta, int rot_dim, int max_pos) {
+    return mx_rope_from_scaling(r, c, mx_cfg_get(c, "rope_scaling"), theta, rot_dim, max_pos);
+}
+
+int mx_rope_from_scaling(mx_rope *r, const mx_cfg *c, json_t *rs, double theta, int rot_dim, int max_pos) {
     memset(r, 0, sizeof *r);
     r->theta = theta;
     r->dim = rot_dim;
@@ -27,7 +31,6 @@ int mx_rope_from_config(mx_rope *r, const mx_cfg *c, double theta, int rot_dim, 
     r->attn_factor = 1;
     if (rot_dim < 2 || rot_dim % 2 || rot_dim / 2 > MX_ROPE_MAX_HALF) return mx_set_err("%s: rotary dimension %d is invalid", c->file, rot_dim);
     if (!(theta > 0) || !isfinite(theta)) return mx_set_err("%s: rope_theta must be positive", c->file);
-    json_t *rs = mx_cfg_get(c, "rope_scaling");
     if (!rs) return MX_OK;
     if (!json_is_object(rs)) return mx_set_err("%s: rope_scaling: expected an object", c->file);
     mx_cfg s = {rs, NULL, c->file};

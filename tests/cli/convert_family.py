@@ -1,0 +1,44 @@
+#!/usr/bin/env python3
+"""Writes a purpose-built float model of a family from its fixture (same
+config, tensor names and shapes) whose next-token choices have clear margins,
+so that a 4-bit conversion can be held to the float run's greedy ids: the
+embedding is N(0, 1), the untied head equals it, every other matrix is the
+fixture's scaled by SCALE (smaller residual updates), vectors are kept. EXTRA names tensors to add ([4, 64] zeros) that the family
+must ignore (multi-token-prediction layers real checkpoints carry).
+Usage: FIXTURE_DIR OUT_DIR [SCALE [EXTRA,...]]."""
+import array, json, os, random, shutil, struct, sys
+
+src, out = sys.argv[1], sys.argv[2]
+scale = float(sys.argv[3]) if len(sys.argv) > 3 else 0.3
+os.makedirs(out, exist_ok=True)
+b = open(os.path.join(src, "model.safetensors"), "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+hdr = json.loads(b[8:8 + n])
+data = b[8 + n:]
+rng = random.Random(11)
+t, emb_name = {}, None
+for name, v in hdr.items():
+    if name == "__metadata__": continue
+    if v["dtype"] != "F32": sys.exit("%s: %s is %s, expected F32" % (src, name, v["dtype"]))
+    a = array.array("f"); a.frombytes(data[v["data_offsets"][0]:v["data_offsets"][1]])
+    t[name] = (v["shape"], a)
+    if name.endswith("embed_tokens.weight"): emb_name = name
+emb = array.array("f", [rng.gauss(0, 1) for _ in range(len(t[emb_name][1]))])
+for name, (shape, a) in t.items():
+    if name == emb_name: t[name] = (shape, emb)
+    elif name == "lm_head.weight": t[name] = (shape, array.array("f", emb))
+    elif len(shape) >= 2 and shape[0] * (shape[1] if len(shape) > 1 else 1) > 1:
+        t[name] = (shape, array.array("f", [x * scale for x in a]))
+for name in (sys.argv[4].split(",") if len(sys.argv) > 4 and sys.argv[4] else []):
+    t[name] = ([4, 64], array.array("f", [0.0] * 256))
+out_hdr, blobs, off = {"__metadata__": {"format": "pt"}}, [], 0
+for name in sorted(t):
+    shape, a = t[name]
+    raw = a.tobytes()
+    out_hdr[name] = {"dtype": "F32", "shape": shape, "data_offsets": [off, off + len(raw)]}
+    blobs.append(raw); off += len(raw)
+h = json.dumps(out_hdr, separators=(",", ":")).encode()
+h += b" " * ((8 - len(h) % 8) % 8)
+with open(os.path.join(out, "model.safetensors"), "wb") as f:
+    f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+shutil.copy(os.path.join(src, "config.json"), os.path.join(out, "config.json"))
