@@ -93,7 +93,8 @@ static void run(const char *name) {
 
 int main(void) {
     const char *names[] = {"mamba", "falcon_mamba", "mamba2", "jamba", "recurrent_gemma", "bamba", "falcon_h1",
-                           "granitemoehybrid", "nemotron_h", "zamba2", "lfm2", "qwen3_next", "qwen3_5_text", "qwen3_5_moe_text"};
+                           "granitemoehybrid", "nemotron_h", "zamba2", "lfm2", "qwen3_next", "qwen3_5_text", "qwen3_5_moe_text",
+                           "lfm2_moe"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) run(names[i]);
     TEST_END();
 }
