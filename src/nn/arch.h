@@ -245,6 +245,20 @@ typedef struct {
                                (Gemma 4); NULL = rope_parameters itself, when present */
 } mx_rope_decl;
 
+/* MiniMax lightning attention (nn/lightning.c), tensors under `prefix`:
+ * per head [q | k | v] = act(qkv_proj(x)) (head h owns columns
+ * [3dh, 3dh + 3d)); per head a decay slope s_h (the stored slope_rate, or
+ * (2^(-8/H))^(h+1) (1 - l/(L-1+1e-5) + 1e-5) for layer l of L);
+ * KV = e^(-s_h) KV + k^T v, o = q KV (no softmax, no scale); the heads'
+ * outputs [H*d] -> RMSNorm (norm.weight, norm_eps) -> * sigmoid(output_gate(x))
+ * -> out_proj. The cache holds KV [H][d][d]. */
+typedef struct {
+    int n_heads, head_dim;
+    float norm_eps;
+    mx_act act;
+    const char *prefix;
+} mx_lightning_spec;
+
 /* One layer: its blocks, the attention spec it runs, and where it sits in
  * the sequence (window, rope). Per-layer differences of a family are data
  * here: a sliding layer has a window, a NoPE layer rope = false, a layer with
@@ -260,6 +274,10 @@ typedef struct {
     bool rope;      /* false: this layer applies no rotary embedding */
     int rope_idx;   /* which of arch.rope[] this layer uses */
     bool no_attn_norm; /* this layer has no attention norm (ModernBERT layer 0) */
+    /* MiniMax (DeepNorm-style): the residual is the normed sublayer input,
+     * h = xn * alpha + sublayer(xn) * beta; [0] the mixer, [1] the ffn;
+     * alpha 0 = the plain residual h += sublayer */
+    float res_alpha[2], res_beta[2];
 } mx_layer_spec;
 
 /* Sequence pooling: which hidden rows a head (or an embedder) reads. */
@@ -331,6 +349,7 @@ typedef struct mx_arch {
     mx_attn_spec *attn_specs[MX_MAX_ATTN_SPECS]; /* every attention spec, arch.attn first */
     int n_attn_specs;
     mx_arch_mem *mem;       /* what the description owns */
+    mx_lightning_spec lightning; /* for layers whose mixer is mx_block_lightning */
 } mx_arch;
 
 /* Fills a (zeroed) from the keys most HF decoder configs share (hidden_size,

@@ -159,6 +159,11 @@ static void add_scaled(float *x, const float *y, float s, size_t n) {
     else for (size_t i = 0; i < n; i++) x[i] += y[i] * s;
 }
 
+/* x = xn * alpha + y * beta: the residual is the normed input (MiniMax) */
+static void deep_residual(float *x, const float *xn, float alpha, const float *y, float beta, size_t n) {
+    for (size_t i = 0; i < n; i++) x[i] = xn[i] * alpha + y[i] * beta;
+}
+
 void mx_layer_forward(mx_fwd *f, int l, float *x, float *xn, float *tmp, float *tmp2) {
     const mx_model *m = f->m;
     const mx_arch *a = &m->arch;
@@ -187,13 +192,15 @@ void mx_layer_forward(mx_fwd *f, int l, float *x, float *xn, float *tmp, float *
         add_scaled(x, tmp, a->residual_scale, NH);
         add_scaled(x, tmp2, a->residual_scale, NH);
     } else {
-        add_scaled(x, tmp, a->residual_scale, NH);
+        if (ls->res_alpha[0]) deep_residual(x, xn, ls->res_alpha[0], tmp, ls->res_beta[0], NH);
+        else add_scaled(x, tmp, a->residual_scale, NH);
         if (a->names.post_attn_norm && res_norm) mx_norm_rows(&a->norm, &L->post_attn_norm, x, x, N, H, H);
         if (a->names.ffn_norm) mx_norm_rows(&a->norm, &L->ffn_norm, xn, x, N, H, H);
         else memcpy(xn, x, NH * 4);
         ls->ffn->forward(f, l, L->ffn_w, xn, tmp2);
         if (a->names.post_ffn_norm && !res_norm) mx_norm_rows(&a->norm, &L->post_ffn_norm, tmp2, tmp2, N, H, H);
-        add_scaled(x, tmp2, a->residual_scale, NH);
+        if (ls->res_alpha[1]) deep_residual(x, xn, ls->res_alpha[1], tmp2, ls->res_beta[1], NH);
+        else add_scaled(x, tmp2, a->residual_scale, NH);
         if (a->names.post_ffn_norm && res_norm) mx_norm_rows(&a->norm, &L->post_ffn_norm, x, x, N, H, H);
     }
 }

@@ -2,10 +2,11 @@
 """Writes a purpose-built float model of a family from its fixture (same
 config, tensor names and shapes) whose next-token choices have clear margins,
 so that a 4-bit conversion can be held to the float run's greedy ids: the
-embedding is N(0, 1), the untied head equals it, every other matrix is the
-fixture's scaled by SCALE (smaller residual updates), vectors are kept. EXTRA names tensors to add ([4, 64] zeros) that the family
-must ignore (multi-token-prediction layers real checkpoints carry).
-Usage: FIXTURE_DIR OUT_DIR [SCALE [EXTRA,...]]."""
+embedding is N(0, 1), the untied head equals it, every other matrix (and
+fused expert tensor) is the fixture's scaled by SCALE (smaller residual
+updates), vectors and buffers are kept. EXTRA names tensors to add ([4, 64]
+zeros) that the family must ignore (multi-token-prediction layers real
+checkpoints carry). Usage: FIXTURE_DIR OUT_DIR [SCALE [EXTRA,...]]."""
 import array, json, os, random, shutil, struct, sys
 
 src, out = sys.argv[1], sys.argv[2]
@@ -27,7 +28,7 @@ emb = array.array("f", [rng.gauss(0, 1) for _ in range(len(t[emb_name][1]))])
 for name, (shape, a) in t.items():
     if name == emb_name: t[name] = (shape, emb)
     elif name == "lm_head.weight": t[name] = (shape, array.array("f", emb))
-    elif len(shape) >= 2 and shape[0] * (shape[1] if len(shape) > 1 else 1) > 1:
+    elif len(shape) >= 2 and (name.endswith(".weight") or name.endswith("_proj")):  # matrices and fused experts, not buffers
         t[name] = (shape, array.array("f", [x * scale for x in a]))
 for name in (sys.argv[4].split(",") if len(sys.argv) > 4 and sys.argv[4] else []):
     t[name] = ([4, 64], array.array("f", [0.0] * 256))
