@@ -74,6 +74,9 @@ typedef struct mx_attn_spec {
     bool bidirectional;       /* every key of the sequence (encoders); a window W
                                  then means |i - j| < W */
     mx_attn_names names;
+    bool qk_norm_after_rope;  /* the q/k norms act on the rotated q/k (Llama 4) */
+    float temp_scale, temp_floor; /* temp_scale != 0: q *= 1 + temp_scale * log1p(floor((pos + 1) /
+                                     temp_floor)) (Llama 4's attention temperature tuning) */
 } mx_attn_spec;
 
 /* Mixture of experts (nn/moe.c). The router picks top_k of n_experts per
@@ -114,6 +117,8 @@ typedef struct {
     int shared_ffn;             /* shared expert width; 0 = none */
     const char *router, *score_bias, *shared_gate; /* router module; correction-bias tensor; sigmoid gate module of the shared expert */
     mx_expert_names experts, alt, shared;
+    bool scale_input;           /* the routing weight multiplies each expert's input and the
+                                   outputs are summed unweighted (Llama 4) */
 } mx_moe_spec;
 
 /* Multi-head latent attention (DeepSeek V2/V3, nn/mla.c): q through a
@@ -278,6 +283,8 @@ typedef struct {
      * h = xn * alpha + sublayer(xn) * beta; [0] the mixer, [1] the ffn;
      * alpha 0 = the plain residual h += sublayer */
     float res_alpha[2], res_beta[2];
+    int chunk;         /* chunked attention: query i sees only keys of its own chunk
+                          (j / chunk == i / chunk) (Llama 4); 0 = off */
 } mx_layer_spec;
 
 /* Sequence pooling: which hidden rows a head (or an embedder) reads. */

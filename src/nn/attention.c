@@ -165,6 +165,7 @@ static void att_task(void *ctx, int i, int tid) {
     const mx_kv *kv = f->seqs[f->seq_of[t]].kv;
     int p = f->pos[t], win = ls->window;
     int j0 = win > 0 ? MX_MAX(0, p - win + 1) : 0, j1 = p; /* keys j0..j1 */
+    if (ls->chunk > 0) j0 = MX_MAX(j0, p / ls->chunk * ls->chunk);
     if (a->bidirectional) { /* the whole sequence; a window is |p - j| < W */
         int last = kv->len + f->seqs[f->seq_of[t]].n - 1;
         j1 = win > 0 ? MX_MIN(last, p + win - 1) : last;
@@ -185,6 +186,25 @@ static void att_task(void *ctx, int i, int tid) {
         for (int h = 0; h < nh; h++)
             mx_attn_mix(out + (size_t)h * hd, sc + (size_t)h * f->max_ctx + k0, V + (size_t)k0 * kvd, (size_t)kvd,
                         MX_MIN(kb, n - k0), hd, k0 > 0);
+}
+
+/* q/k norms of one token's q (n_heads) and k (n_kv_heads) rows */
+static void qk_norm(const mx_attn_spec *a, const att_w *w, float *q, float *k) {
+    int hd = a->head_dim, qd = a->n_heads * hd, kvd = a->n_kv_heads * hd;
+    if (a->qk_norm == MX_QKNORM_HEAD_EACH) {
+        for (int h = 0; h < a->n_heads + a->n_kv_heads; h++) {
+            const mx_normw *nw = h < a->n_heads ? &w->q_norm : &w->k_norm;
+            size_t o = (size_t)(h < a->n_heads ? h : h - a->n_heads) * hd;
+            mx_normw hw = {nw->w ? nw->w + o : NULL, nw->b ? nw->b + o : NULL};
+            mx_norm_rows(&a->qk_norm_spec, &hw, q + (size_t)h * hd, q + (size_t)h * hd, 1, hd, hd);
+        }
+    } else if (a->qk_norm == MX_QKNORM_HEAD) {
+        mx_norm_rows(&a->qk_norm_spec, &w->q_norm, q, q, a->n_heads, hd, hd);
+        mx_norm_rows(&a->qk_norm_spec, &w->k_norm, k, k, a->n_kv_heads, hd, hd);
+    } else if (a->qk_norm == MX_QKNORM_FULL) {
+        mx_norm_rows(&a->qk_norm_spec, &w->q_norm, q, q, 1, qd, qd);
+        mx_norm_rows(&a->qk_norm_spec, &w->k_norm, k, k, 1, kvd, kvd);
+    }
 }
 
 static void att_forward(mx_fwd *f, int layer, void *wp, const float *xn, float *out) {
@@ -234,25 +254,15 @@ static void att_forward(mx_fwd *f, int layer, void *wp, const float *xn, float *
     const mx_rope *rope = &arch->rope[ls->rope_idx];
     for (int t = 0; t < N; t++) {
         float *q = qkv + (size_t)t * qkvd, *k = q + qd;
-        if (a->qk_norm == MX_QKNORM_HEAD_EACH) {
-            for (int h = 0; h < a->n_heads + a->n_kv_heads; h++) {
-                const mx_normw *nw = h < a->n_heads ? &w->q_norm : &w->k_norm;
-                size_t o = (size_t)(h < a->n_heads ? h : h - a->n_heads) * hd;
-                mx_normw hw = {nw->w ? nw->w + o : NULL, nw->b ? nw->b + o : NULL};
-                mx_norm_rows(&a->qk_norm_spec, &hw, q + (size_t)h * hd, q + (size_t)h * hd, 1, hd, hd);
-            }
-        } else if (a->qk_norm == MX_QKNORM_HEAD) {
-            mx_norm_rows(&a->qk_norm_spec, &w->q_norm, q, q, a->n_heads, hd, hd);
-            mx_norm_rows(&a->qk_norm_spec, &w->k_norm, k, k, a->n_kv_heads, hd, hd);
-        } else if (a->qk_norm == MX_QKNORM_FULL) {
-            mx_norm_rows(&a->qk_norm_spec, &w->q_norm, q, q, 1, qd, qd);
-            mx_norm_rows(&a->qk_norm_spec, &w->k_norm, k, k, 1, kvd, kvd);
-        }
+        if (!a->qk_norm_after_rope) qk_norm(a, w, q, k);
         if (arch->pos == MX_POS_ROPE && ls->rope) {
             const float *cs = f->cs[ls->rope_idx] + (size_t)t * rope->dim;
             mx_rope_apply(rope, q, a->n_heads, hd, cs);
             mx_rope_apply(rope, k, a->n_kv_heads, hd, cs);
         }
+        if (a->qk_norm_after_rope) qk_norm(a, w, q, k);
+        if (a->temp_scale) /* in f32 as HF: log1p(floor((pos + 1) / floor_scale)) * attn_scale + 1 */
+            mx_scale(q, log1pf(floorf(((float)f->pos[t] + 1.0f) / a->temp_floor)) * a->temp_scale + 1.0f, qd);
         const mx_kv *kv = f->seqs[f->seq_of[t]].kv;
         float *K = mx_kv_layer(kv, layer), *V = K + (size_t)kv->cap * kvd;
         memcpy(K + (size_t)f->pos[t] * kvd, k, (size_t)kvd * 4);

@@ -390,8 +390,10 @@ static void moe_forward(mx_fwd *f, int layer, void *wp, const float *in, float *
         if (!n) continue;
         const int *ord = order + start[e];
         for (int j = 0; j < n; j++) memcpy(xg + (size_t)j * H, in + (size_t)(ord[j] / K) * H, (size_t)H * sizeof(float));
+        if (s->scale_input) /* the weight scales the expert's input, not its output */
+            for (int j = 0; j < n; j++) mx_scale(xg + (size_t)j * H, wts[ord[j]], H);
         expert_run(f, s, &w->ex[e], s->ffn, xg, n, gu, row, yg);
-        for (int j = 0; j < n; j++) mx_axpy(out + (size_t)(ord[j] / K) * H, wts[ord[j]], yg + (size_t)j * H, H);
+        for (int j = 0; j < n; j++) mx_axpy(out + (size_t)(ord[j] / K) * H, s->scale_input ? 1.0f : wts[ord[j]], yg + (size_t)j * H, H);
         w->stats.expert_bytes += w->ex_bytes[e];
         w->stats.expert_groups++;
         w->stats.routed_pairs += (uint64_t)n;
