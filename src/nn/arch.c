@@ -102,8 +102,10 @@ int mx_arch_ropes(mx_arch *a, const mx_cfg *c) {
          * rope_parameters object (per layer type when params_key says which) */
         json_t *rs = d->plain ? NULL : mx_cfg_get(&src, "rope_scaling"), *rp = d->plain ? NULL : mx_cfg_get(&src, "rope_parameters");
         if (rp && !json_is_object(rp)) return mx_set_err("%s: rope_parameters: expected an object", c->file);
-        if (rp && d->params_key && !json_is_object(rp = json_object_get(rp, d->params_key)))
-            return mx_set_err("%s: rope_parameters.%s: expected an object", c->file, d->params_key);
+        if (rp && d->params_key) {
+            rp = json_object_get(rp, d->params_key);
+            if (!json_is_object(rp)) return mx_set_err("%s: rope_parameters.%s: expected an object", c->file, d->params_key);
+        }
         if (!rp && d->params_key) return mx_set_err("%s: rope_parameters is missing", c->file);
         if (rp) {
             mx_cfg p = {rp, NULL, c->file};

@@ -45,6 +45,7 @@ typedef struct {
     const char *ffn_norm, *gate, *up, *gate_up, *down, *post_ffn_norm;
     const char *type_embed;  /* token type (segment) embeddings, added to the token embedding */
     const char *embed_norm;  /* norm on the summed embeddings (BERT, ModernBERT), spec arch.norm */
+    const char *layer_scale; /* a stored scalar ([1]) that multiplies the layer's output (Gemma 4) */
 } mx_names;
 
 /* Attention (nn/attention.c): q/k/v projections (separate, or one fused qkv),
@@ -77,6 +78,8 @@ typedef struct mx_attn_spec {
     bool qk_norm_after_rope;  /* the q/k norms act on the rotated q/k (Llama 4) */
     float temp_scale, temp_floor; /* temp_scale != 0: q *= 1 + temp_scale * log1p(floor((pos + 1) /
                                      temp_floor)) (Llama 4's attention temperature tuning) */
+    bool v_norm;              /* v through a weightless RMSNorm over head_dim (eps qk_norm_spec.eps) (Gemma 4) */
+    bool k_eq_v;              /* no v projection: v is the k projection before its norm and rope (Gemma 4) */
 } mx_attn_spec;
 
 /* Mixture of experts (nn/moe.c). The router picks top_k of n_experts per
@@ -264,6 +267,20 @@ typedef struct {
     const char *prefix;
 } mx_lightning_spec;
 
+/* Per-layer inputs (Gemma 4, nn/ple.c). Model level: a second embedding
+ * table `embed` ([vocab, n_layers * dim], rows times sqrt(dim)) and a
+ * projection `proj` ([n_layers * dim, hidden]) of the scaled token embeddings
+ * h0, times hidden^-0.5 and RMS-normed over each layer's dim (`proj_norm`,
+ * arch.norm), give per token and layer pli = (proj + embed) * 2^-0.5. A layer
+ * whose `post` block is mx_block_ple adds norm(up(act(gate(h)) * pli_layer))
+ * to its output (`gate` [dim, hidden], `up` [hidden, dim], `norm`: "%d"). */
+typedef struct {
+    int dim, vocab;
+    mx_act act;
+    const char *embed, *proj, *proj_norm;
+    const char *gate, *up, *norm;
+} mx_ple_spec;
+
 /* One layer: its blocks, the attention spec it runs, and where it sits in
  * the sequence (window, rope). Per-layer differences of a family are data
  * here: a sliding layer has a window, a NoPE layer rope = false, a layer with
@@ -285,6 +302,12 @@ typedef struct {
     float res_alpha[2], res_beta[2];
     int chunk;         /* chunked attention: query i sees only keys of its own chunk
                           (j / chunk == i / chunk) (Llama 4); 0 = off */
+    bool kv_shared;    /* no K/V of its own: the layer attends over the cache of layer kv_from
+                          (earlier, same attention spec and window) (Gemma 4) */
+    int kv_from;
+    int ffn_width;     /* this layer's dense MLP width (0 = arch.ffn) (Gemma 4's double-wide MLP) */
+    const mx_block_ops *post; /* runs on the layer's output, which it adds to (Gemma 4's
+                                 per-layer input); NULL = none */
 } mx_layer_spec;
 
 /* Sequence pooling: which hidden rows a head (or an embedder) reads. */
@@ -357,6 +380,7 @@ typedef struct mx_arch {
     int n_attn_specs;
     mx_arch_mem *mem;       /* what the description owns */
     mx_lightning_spec lightning; /* for layers whose mixer is mx_block_lightning */
+    mx_ple_spec ple;             /* per-layer inputs (dim 0 = none), for layers whose post is mx_block_ple */
 } mx_arch;
 
 /* Fills a (zeroed) from the keys most HF decoder configs share (hidden_size,

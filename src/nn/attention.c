@@ -48,28 +48,36 @@ static int load_head_norm(mx_model *m, const mx_norm_spec *s, const char *pat, i
 }
 
 static int att_load(mx_model *m, int i, void **out) {
-    const mx_attn_spec *a = m->arch.layers[i].attn;
+    const mx_layer_spec *ls = &m->arch.layers[i];
+    const mx_attn_spec *a = ls->attn;
     const mx_attn_names *N = &a->names;
+    bool shared = ls->kv_shared; /* q and o only: K/V come from layer kv_from's cache */
+    if (shared && (ls->kv_from < 0 || ls->kv_from >= i || m->arch.layers[ls->kv_from].attn != a ||
+                   m->arch.layers[ls->kv_from].kv_shared || m->arch.layers[ls->kv_from].mixer != &mx_block_attention))
+        return mx_set_err("%s: layer %d: shares the K/V of layer %d, which is not an earlier attention layer of its kind", m->ck.dir, i,
+                          ls->kv_from);
+    if ((N->qkv || a->gate) && (shared || a->k_eq_v))
+        return mx_set_err("%s: layer %d: shared or k=v attention with a fused qkv or gated q is not supported", m->ck.dir, i);
     int H = m->arch.hidden, hd = a->head_dim, qd = a->n_heads * hd, kvd = a->n_kv_heads * hd;
     att_w *w = mx_calloc(1, sizeof *w);
     if (!w) return MX_ERR;
     *out = w;
     if (a->qk_norm == MX_QKNORM_HEAD_EACH) {
         if (load_head_norm(m, &a->qk_norm_spec, N->q_norm, i, a->n_heads, hd, &w->q_norm) ||
-            load_head_norm(m, &a->qk_norm_spec, N->k_norm, i, a->n_kv_heads, hd, &w->k_norm))
+            (!shared && load_head_norm(m, &a->qk_norm_spec, N->k_norm, i, a->n_kv_heads, hd, &w->k_norm)))
             return MX_ERR;
     } else if (a->qk_norm != MX_QKNORM_NONE) {
         int qn = a->qk_norm == MX_QKNORM_HEAD ? hd : qd, kn = a->qk_norm == MX_QKNORM_HEAD ? hd : kvd;
         if (mx_load_norm(m, &a->qk_norm_spec, N->q_norm, i, qn, &w->q_norm) ||
-            mx_load_norm(m, &a->qk_norm_spec, N->k_norm, i, kn, &w->k_norm))
+            (!shared && mx_load_norm(m, &a->qk_norm_spec, N->k_norm, i, kn, &w->k_norm)))
             return MX_ERR;
     }
     if (N->qkv && a->gate) return mx_set_err("%s: gated attention with a fused qkv projection is not supported", m->ck.dir);
     if (N->qkv) {
         if (mx_load_lin(m, N->qkv, i, qd + 2 * kvd, H, a->q_bias, &w->qkv, &w->qkv_b)) return MX_ERR;
     } else if (mx_load_lin(m, N->q, i, a->gate ? 2 * qd : qd, H, a->q_bias, &w->q, &w->q_b) ||
-               mx_load_lin(m, N->k, i, kvd, H, a->k_bias, &w->k, &w->k_b) ||
-               mx_load_lin(m, N->v, i, kvd, H, a->v_bias, &w->v, &w->v_b))
+               (!shared && mx_load_lin(m, N->k, i, kvd, H, a->k_bias, &w->k, &w->k_b)) ||
+               (!shared && !a->k_eq_v && mx_load_lin(m, N->v, i, kvd, H, a->v_bias, &w->v, &w->v_b)))
         return MX_ERR;
     if (N->sinks && mx_load_vec(m, N->sinks, i, a->n_heads, true, &w->sinks)) return MX_ERR;
     return mx_load_lin(m, N->o, i, H, qd, a->o_bias, &w->o, &w->o_b);
@@ -91,6 +99,7 @@ static int qkv_dim(const mx_attn_spec *a) { return (a->n_heads + 2 * a->n_kv_hea
 
 static size_t att_state(const mx_model *m, int layer, int cap) {
     const mx_attn_spec *a = m->arch.layers[layer].attn;
+    if (m->arch.layers[layer].kv_shared) return 0;
     return (size_t)2 * cap * a->n_kv_heads * a->head_dim;
 }
 
@@ -170,7 +179,7 @@ static void att_task(void *ctx, int i, int tid) {
         int last = kv->len + f->seqs[f->seq_of[t]].n - 1;
         j1 = win > 0 ? MX_MIN(last, p + win - 1) : last;
     }
-    const float *K = mx_kv_layer(kv, j->layer) + (size_t)j0 * kvd, *V = K + (size_t)kv->cap * kvd;
+    const float *K = mx_kv_layer(kv, ls->kv_shared ? ls->kv_from : j->layer) + (size_t)j0 * kvd, *V = K + (size_t)kv->cap * kvd;
     K += (size_t)kvh * hd;
     V += (size_t)kvh * hd;
     float *sc = j->scores + (size_t)tid * att_group(a) * f->max_ctx;
@@ -188,11 +197,11 @@ static void att_task(void *ctx, int i, int tid) {
                         MX_MIN(kb, n - k0), hd, k0 > 0);
 }
 
-/* q/k norms of one token's q (n_heads) and k (n_kv_heads) rows */
+/* q/k norms of one token's q (n_heads) and k (n_kv_heads; NULL: none) rows */
 static void qk_norm(const mx_attn_spec *a, const att_w *w, float *q, float *k) {
     int hd = a->head_dim, qd = a->n_heads * hd, kvd = a->n_kv_heads * hd;
     if (a->qk_norm == MX_QKNORM_HEAD_EACH) {
-        for (int h = 0; h < a->n_heads + a->n_kv_heads; h++) {
+        for (int h = 0; h < a->n_heads + (k ? a->n_kv_heads : 0); h++) {
             const mx_normw *nw = h < a->n_heads ? &w->q_norm : &w->k_norm;
             size_t o = (size_t)(h < a->n_heads ? h : h - a->n_heads) * hd;
             mx_normw hw = {nw->w ? nw->w + o : NULL, nw->b ? nw->b + o : NULL};
@@ -200,10 +209,10 @@ static void qk_norm(const mx_attn_spec *a, const att_w *w, float *q, float *k) {
         }
     } else if (a->qk_norm == MX_QKNORM_HEAD) {
         mx_norm_rows(&a->qk_norm_spec, &w->q_norm, q, q, a->n_heads, hd, hd);
-        mx_norm_rows(&a->qk_norm_spec, &w->k_norm, k, k, a->n_kv_heads, hd, hd);
+        if (k) mx_norm_rows(&a->qk_norm_spec, &w->k_norm, k, k, a->n_kv_heads, hd, hd);
     } else if (a->qk_norm == MX_QKNORM_FULL) {
         mx_norm_rows(&a->qk_norm_spec, &w->q_norm, q, q, 1, qd, qd);
-        mx_norm_rows(&a->qk_norm_spec, &w->k_norm, k, k, 1, kvd, kvd);
+        if (k) mx_norm_rows(&a->qk_norm_spec, &w->k_norm, k, k, 1, kvd, kvd);
     }
 }
 
@@ -242,9 +251,12 @@ static void att_forward(mx_fwd *f, int layer, void *wp, const float *xn, float *
             float *kvb[2] = {w->k_b, w->v_b}, *kvy[2] = {qkv + qd, qkv + qd + kvd};
             mx_linear_multi(f, 2, kv, kvb, xn, N, H, kvy, qkvd);
         } else {
+            /* a shared layer projects q alone; k = v projects q and k, and v is k's copy */
             const mx_weight *ws[3] = {&w->q, &w->k, &w->v};
             float *bs[3] = {w->q_b, w->k_b, w->v_b}, *ys[3] = {qkv, qkv + qd, qkv + qd + kvd};
-            mx_linear_multi(f, 3, ws, bs, xn, N, H, ys, qkvd);
+            mx_linear_multi(f, ls->kv_shared ? 1 : a->k_eq_v ? 2 : 3, ws, bs, xn, N, H, ys, qkvd);
+            if (a->k_eq_v && !ls->kv_shared)
+                for (int t = 0; t < N; t++) memcpy(qkv + (size_t)t * qkvd + qd + kvd, qkv + (size_t)t * qkvd + qd, (size_t)kvd * 4);
         }
     }
     if (a->clip_qkv > 0) {
@@ -253,16 +265,18 @@ static void att_forward(mx_fwd *f, int layer, void *wp, const float *xn, float *
     }
     const mx_rope *rope = &arch->rope[ls->rope_idx];
     for (int t = 0; t < N; t++) {
-        float *q = qkv + (size_t)t * qkvd, *k = q + qd;
+        float *q = qkv + (size_t)t * qkvd, *k = ls->kv_shared ? NULL : q + qd;
         if (!a->qk_norm_after_rope) qk_norm(a, w, q, k);
         if (arch->pos == MX_POS_ROPE && ls->rope) {
             const float *cs = f->cs[ls->rope_idx] + (size_t)t * rope->dim;
             mx_rope_apply(rope, q, a->n_heads, hd, cs);
-            mx_rope_apply(rope, k, a->n_kv_heads, hd, cs);
+            if (k) mx_rope_apply(rope, k, a->n_kv_heads, hd, cs);
         }
         if (a->qk_norm_after_rope) qk_norm(a, w, q, k);
         if (a->temp_scale) /* in f32 as HF: log1p(floor((pos + 1) / floor_scale)) * attn_scale + 1 */
             mx_scale(q, log1pf(floorf(((float)f->pos[t] + 1.0f) / a->temp_floor)) * a->temp_scale + 1.0f, qd);
+        if (!k) continue;
+        if (a->v_norm) mx_rmsnorm(k + kvd, k + kvd, NULL, 0, a->n_kv_heads, hd, hd, a->qk_norm_spec.eps);
         const mx_kv *kv = f->seqs[f->seq_of[t]].kv;
         float *K = mx_kv_layer(kv, layer), *V = K + (size_t)kv->cap * kvd;
         memcpy(K + (size_t)f->pos[t] * kvd, k, (size_t)kvd * 4);

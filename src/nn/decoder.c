@@ -58,8 +58,8 @@ size_t mx_blocks_scratch_floats(const mx_model *m, int max_tokens, int max_ctx, 
     const mx_arch *a = &m->arch;
     size_t scratch = 0;
     for (int l = 0; l < a->n_layers; l++) {
-        const mx_block_ops *bs[3] = {a->layers[l].mixer, a->layers[l].ffn, a->layers[l].mixer2};
-        for (int k = 0; k < 3; k++)
+        const mx_block_ops *bs[4] = {a->layers[l].mixer, a->layers[l].ffn, a->layers[l].mixer2, a->layers[l].post};
+        for (int k = 0; k < 4; k++)
             if (bs[k] && bs[k]->scratch_floats) scratch = MX_MAX(scratch, bs[k]->scratch_floats(m, l, max_tokens, max_ctx, n_threads));
     }
     return scratch;
@@ -78,7 +78,8 @@ int mx_fwd_bufs_alloc(mx_fwd_bufs *b, const mx_model *m, int max_tokens, int max
     b->scratch = mx_aligned_alloc((scratch ? scratch : 1) * 4);
     b->pos = mx_calloc(N, sizeof(int));
     b->seq_of = mx_calloc(N, sizeof(int));
-    if (!b->x || !b->xn || !b->tmp || !b->tmp2 || !b->cs || !b->scratch || !b->pos || !b->seq_of) {
+    if (a->ple.dim) b->ple = mx_aligned_alloc((N + 1) * (size_t)a->n_layers * a->ple.dim * 4);
+    if (!b->x || !b->xn || !b->tmp || !b->tmp2 || !b->cs || !b->scratch || !b->pos || !b->seq_of || (a->ple.dim && !b->ple)) {
         mx_fwd_bufs_free(b);
         return MX_ERR;
     }
@@ -86,7 +87,7 @@ int mx_fwd_bufs_alloc(mx_fwd_bufs *b, const mx_model *m, int max_tokens, int max
 }
 
 void mx_fwd_bufs_free(mx_fwd_bufs *b) {
-    float *bufs[] = {b->x, b->xn, b->tmp, b->tmp2, b->cs, b->scratch};
+    float *bufs[] = {b->x, b->xn, b->tmp, b->tmp2, b->cs, b->scratch, b->ple};
     for (size_t i = 0; i < MX_ARRAY_LEN(bufs); i++) mx_aligned_free(bufs[i]);
     free(b->pos);
     free(b->seq_of);
@@ -203,6 +204,11 @@ void mx_layer_forward(mx_fwd *f, int l, float *x, float *xn, float *tmp, float *
         else add_scaled(x, tmp2, a->residual_scale, NH);
         if (a->names.post_ffn_norm && res_norm) mx_norm_rows(&a->norm, &L->post_ffn_norm, x, x, N, H, H);
     }
+    if (ls->post) { /* reads the layer's output, adds to it */
+        ls->post->forward(f, l, L->post_w, x, tmp);
+        add_scaled(x, tmp, 1.0f, NH);
+    }
+    if (L->out_scale) mx_scale(x, L->out_scale, (int)NH);
 }
 
 int mx_forward(mx_ctx *c, const mx_seq_in *seqs, int n_seqs, float *logits, bool all) {
@@ -257,6 +263,7 @@ int mx_forward(mx_ctx *c, const mx_seq_in *seqs, int n_seqs, float *logits, bool
     mx_fwd f = {.m = m, .pool = c->pool, .seqs = seqs, .n_seqs = n_seqs, .N = N, .pos = c->b.pos, .seq_of = c->b.seq_of,
                 .scratch = c->b.scratch, .max_tokens = c->max_tokens, .max_ctx = c->max_ctx};
     for (int r = 0, off = 0; r < a->n_rope; off += N * a->rope[r].dim, r++) f.cs[r] = c->b.cs + off;
+    if (a->ple.dim) mx_ple_inputs(&f, c->b.x, c->b.ple);
     for (int l = 0; l < a->n_layers; l++) mx_layer_forward(&f, l, c->b.x, c->b.xn, c->b.tmp, c->b.tmp2);
     for (int s = 0; s < n_seqs; s++) seqs[s].kv->len += seqs[s].n;
     /* final norm and head on the rows that need logits */

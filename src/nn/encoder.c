@@ -22,6 +22,8 @@ struct mx_enc {
 mx_enc *mx_enc_new(const mx_model *m, int max_tokens, mx_pool *pool) {
     const mx_arch *a = &m->arch;
     if (max_tokens < 1 || max_tokens > (1 << 24)) { mx_set_err("encoder batch of %d tokens is out of range", max_tokens); return NULL; }
+    for (int l = 0; l < a->n_layers; l++) /* the pass keeps one layer's state at a time */
+        if (a->layers[l].kv_shared) { mx_set_err("the encoder pass does not run layers that share another layer's K/V"); return NULL; }
     mx_enc *c = mx_calloc(1, sizeof *c);
     if (!c) return NULL;
     c->m = m;
@@ -136,6 +138,7 @@ int mx_encode(mx_enc *c, const mx_enc_seq *seqs, int n_seqs, float *hidden) {
                 .scratch = c->b.scratch, .max_tokens = c->max_tokens, .max_ctx = c->max_tokens,
                 .key_mask = any_mask ? c->mask : NULL};
     for (int r = 0, ro = 0; r < a->n_rope; ro += N * a->rope[r].dim, r++) f.cs[r] = c->b.cs + ro;
+    if (a->ple.dim) mx_ple_inputs(&f, c->b.x, c->b.ple);
     for (int l = 0; l < a->n_layers; l++) {
         if (a->layers[l].mixer != &mx_block_attention) memset(c->state, 0, need * 4); /* recurrent state starts empty */
         mx_layer_forward(&f, l, c->b.x, c->b.xn, c->b.tmp, c->b.tmp2);

@@ -78,6 +78,7 @@ void mx_model_free(mx_model *m) {
             mx_normw_free(&L->ffn_norm); mx_normw_free(&L->post_ffn_norm);
             if (ls->mixer && L->mixer_w) ls->mixer->free(L->mixer_w);
             if (ls->mixer2 && L->mixer2_w) ls->mixer2->free(L->mixer2_w);
+            if (ls->post && L->post_w) ls->post->free(L->post_w);
             if (ls->ffn && L->ffn_w) ls->ffn->free(L->ffn_w);
         }
         free(m->layers);
@@ -88,6 +89,7 @@ void mx_model_free(mx_model *m) {
     free(m->lm_head_b);
     mx_normw_free(&m->final_norm);
     mx_encoder_free(m);
+    mx_ple_free(m);
     mx_ckpt_close(&m->ck);
     mx_arch_free(&m->arch);
     memset(m, 0, sizeof *m);
@@ -158,9 +160,18 @@ int mx_model_bind(mx_model *m, mx_ckpt *ck) {
             goto fail;
         if (ls->mixer && ls->mixer->load(m, i, &L->mixer_w)) goto fail;
         if (ls->mixer2 && ls->mixer2->load(m, i, &L->mixer2_w)) goto fail;
+        if (ls->post && (ls->post->state_floats ? mx_set_err("block %s keeps state: not a post block", ls->post->name)
+                                                : ls->post->load(m, i, &L->post_w)))
+            goto fail;
+        if (N->layer_scale) {
+            float *v = NULL;
+            if (mx_load_vec(m, N->layer_scale, i, 1, true, &v)) goto fail;
+            L->out_scale = v[0];
+            free(v);
+        }
         if (ls->ffn && ls->ffn->load(m, i, &L->ffn_w)) goto fail;
     }
-    if (mx_encoder_bind(m)) goto fail;
+    if (mx_encoder_bind(m) || mx_ple_bind(m)) goto fail;
     if (mx_ckpt_check_unused(&m->ck, a->ignore, a->n_ignore)) goto fail;
     return MX_OK;
 fail:

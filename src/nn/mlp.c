@@ -4,6 +4,9 @@
 #include "../base/base.h"
 #include <stdlib.h>
 
+/* this layer's width: arch.ffn unless the layer says otherwise */
+static int width(const mx_arch *a, int layer) { return a->layers[layer].ffn_width ? a->layers[layer].ffn_width : a->ffn; }
+
 typedef struct {
     mx_weight gate, up, gate_up, down;
     float *gate_b, *up_b, *gate_up_b, *down_b;
@@ -12,7 +15,7 @@ typedef struct {
 static int mlp_load(mx_model *m, int i, void **out) {
     const mx_arch *a = &m->arch;
     const mx_names *N = &a->names;
-    int H = a->hidden, F = a->ffn;
+    int H = a->hidden, F = width(a, i);
     mlp_w *w = mx_calloc(1, sizeof *w);
     if (!w) return MX_ERR;
     *out = w;
@@ -41,14 +44,13 @@ static void mlp_free(void *p) {
 #define MLP_SLICE 128
 
 static size_t mlp_scratch(const mx_model *m, int layer, int max_tokens, int max_ctx, int nt) {
-    (void)layer;
     (void)max_ctx; (void)nt;
-    return (size_t)MX_MIN(max_tokens, MLP_SLICE) * 2 * m->arch.ffn;
+    return (size_t)MX_MIN(max_tokens, MLP_SLICE) * 2 * width(&m->arch, layer);
 }
 
-static void mlp_slice(mx_fwd *f, const mlp_w *w, const float *in, int N, float *out) {
+static void mlp_slice(mx_fwd *f, int layer, const mlp_w *w, const float *in, int N, float *out) {
     const mx_arch *a = &f->m->arch;
-    int F = a->ffn, H = a->hidden, F2 = 2 * F;
+    int F = width(a, layer), H = a->hidden, F2 = 2 * F;
     float *gu = f->scratch;
     if (a->mlp == MX_MLP_GATED) {
         if (w->gate_up.fmt) mx_linear(f, &w->gate_up, w->gate_up_b, in, N, H, gu, F2);
@@ -69,10 +71,9 @@ static void mlp_slice(mx_fwd *f, const mlp_w *w, const float *in, int N, float *
 }
 
 static void mlp_forward(mx_fwd *f, int layer, void *wp, const float *in, float *out) {
-    (void)layer;
     size_t H = (size_t)f->m->arch.hidden;
     for (int t0 = 0; t0 < f->N; t0 += MLP_SLICE)
-        mlp_slice(f, wp, in + (size_t)t0 * H, MX_MIN(MLP_SLICE, f->N - t0), out + (size_t)t0 * H);
+        mlp_slice(f, layer, wp, in + (size_t)t0 * H, MX_MIN(MLP_SLICE, f->N - t0), out + (size_t)t0 * H);
 }
 
 const mx_block_ops mx_block_mlp = {

@@ -17,6 +17,8 @@ typedef struct {
     mx_normw attn_norm, post_attn_norm, ffn_norm, post_ffn_norm;
     void *mixer_w, *ffn_w; /* owned by the layer's blocks */
     void *mixer2_w;        /* layers with a second mixer */
+    void *post_w;          /* layers with a post block */
+    float out_scale;       /* names.layer_scale's value (0 = none) */
 } mx_layer_w;
 
 struct mx_model {
@@ -36,6 +38,9 @@ struct mx_model {
     mx_weight head_dense, head_out;
     float *head_dense_b, *head_out_b;
     mx_normw head_norm;
+    /* per-layer inputs (arch.ple, nn/ple.c) */
+    mx_weight ple_embed, ple_proj;
+    mx_normw ple_norm;
 };
 
 /* Binds every tensor the description names; fails on missing, misshapen or
@@ -46,6 +51,10 @@ void mx_model_free(mx_model *m);
  * nothing when the description names none (nn/encoder.c). */
 int mx_encoder_bind(mx_model *m);
 void mx_encoder_free(mx_model *m);
+/* Binds/frees the model-level per-layer-input tensors (arch.ple; nothing
+ * when ple.dim is 0), nn/ple.c. */
+int mx_ple_bind(mx_model *m);
+void mx_ple_free(mx_model *m);
 
 /* Per-sequence cache: every layer's state (attention K/V for `cap`
  * positions, recurrent state, ...), laid out by the layers' blocks. */
@@ -76,6 +85,7 @@ size_t mx_blocks_scratch_floats(const mx_model *m, int max_tokens, int max_ctx, 
 typedef struct {
     float *x, *xn, *tmp, *tmp2, *cs, *scratch;
     int *pos, *seq_of;
+    float *ple; /* per-layer inputs [tokens + 1][n_layers * ple.dim] (arch.ple) */
 } mx_fwd_bufs;
 int mx_fwd_bufs_alloc(mx_fwd_bufs *b, const mx_model *m, int max_tokens, int max_ctx, int n_threads);
 void mx_fwd_bufs_free(mx_fwd_bufs *b);
@@ -110,7 +120,11 @@ struct mx_fwd {
     int max_tokens, max_ctx;
     const uint8_t *key_mask; /* per stacked token, 0 = no query attends it
                                 (encoder padding); NULL = none */
+    const float *ple;        /* per-layer inputs [N][n_layers * ple.dim] (arch.ple); NULL = none */
 };
+/* Fills buf (mx_fwd_bufs.ple) with f's per-layer inputs from the scaled
+ * token embeddings h0 [N, hidden] and sets f->ple (nn/ple.c). */
+void mx_ple_inputs(mx_fwd *f, const float *h0, float *buf);
 
 /* Scratch plan: a block declares its scratch buffers once, in one function
  * that takes them in order from a plan. Run with base NULL it only sizes

@@ -81,6 +81,11 @@ int mx_rope_from_scaling(mx_rope *r, const mx_cfg *c, json_t *rs, double theta, 
         }
         if (af >= 0) r->attn_factor = af;
         else r->attn_factor = r->factor <= 1 ? 1.0 : sqrt(1 + log(r->factor) / log((double)r->orig_max_pos));
+    } else if (!strcmp(type, "proportional")) {
+        r->kind = MX_ROPE_PROPORTIONAL;
+        double partial;
+        if (mx_cfg_float(&s, "partial_rotary_factor", 1.0, 0, 1.0, &partial)) return MX_ERR;
+        r->n_freq = (int)(partial * rot_dim / 2);
     } else return mx_set_err("%s: rope_scaling: unsupported rope_type '%s'", c->file, type);
     return MX_OK;
 }
@@ -102,6 +107,9 @@ static void inv_freq(const mx_rope *r, int max_len, float *f) {
     switch (r->kind) {
     case MX_ROPE_LINEAR:
         for (int i = 0; i < half; i++) f[i] /= (float)r->factor;
+        break;
+    case MX_ROPE_PROPORTIONAL:
+        for (int i = 0; i < half; i++) f[i] = i < r->n_freq ? f[i] / (float)r->factor : 0.0f;
         break;
     case MX_ROPE_LLAMA3: {
         double lw = r->orig_max_pos / r->low_freq_factor, hw = r->orig_max_pos / r->high_freq_factor;

@@ -8,7 +8,11 @@
 #include <stdbool.h>
 #include "../format/json.h"
 
-typedef enum { MX_ROPE_DEFAULT, MX_ROPE_LINEAR, MX_ROPE_DYNAMIC, MX_ROPE_YARN, MX_ROPE_LLAMA3, MX_ROPE_LONGROPE } mx_rope_kind;
+/* PROPORTIONAL (Gemma 4): the whole head in rotate-half pairs, with the
+ * frequencies from n_freq on set to 0 (those pairs stay as they are) and the
+ * rest divided by factor */
+typedef enum { MX_ROPE_DEFAULT, MX_ROPE_LINEAR, MX_ROPE_DYNAMIC, MX_ROPE_YARN, MX_ROPE_LLAMA3, MX_ROPE_LONGROPE,
+               MX_ROPE_PROPORTIONAL } mx_rope_kind;
 
 #define MX_ROPE_MAX_HALF 512
 typedef struct {
@@ -21,6 +25,7 @@ typedef struct {
     double low_freq_factor, high_freq_factor, beta_fast, beta_slow;
     bool yarn_no_truncate; /* yarn "truncate": false (GPT-OSS): the correction range is not rounded to whole dims */
     float long_factor[MX_ROPE_MAX_HALF], short_factor[MX_ROPE_MAX_HALF];
+    int n_freq;         /* PROPORTIONAL: rotated pairs, int(partial_rotary_factor * dim // 2) */
 } mx_rope;
 
 /* Parses config keys rope_theta (or the given theta), rope_scaling, and the

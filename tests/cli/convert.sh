@@ -8,7 +8,7 @@ T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 here=tests/cli
 # fixture[:tensors the family must ignore]
-CONVERT_FAMILIES="qwen3_5_text:mtp.fc.weight,mtp.layers.0.mlp.up_proj.weight qwen3_5_moe_text:mtp.fc.weight lfm2_moe minimax llama4_text"
+CONVERT_FAMILIES="qwen3_5_text:mtp.fc.weight,mtp.layers.0.mlp.up_proj.weight qwen3_5_moe_text:mtp.fc.weight lfm2_moe minimax llama4_text gemma4_text"
 ok() { echo "ok $1"; }
 fail() { echo "FAIL $1: $2"; }
 

@@ -4,10 +4,11 @@ config, tensor names and shapes) whose next-token choices have clear margins,
 so that a 4-bit conversion can be held to the float run's greedy ids: the
 embedding is N(0, 1), the untied head equals it, every other matrix (and
 fused expert tensor) is the fixture's scaled by SCALE (smaller residual
-updates), vectors and buffers are kept. EXTRA names tensors to add ([4, 64]
+updates; with sandwich norms the post norms too), vectors and buffers are
+kept, a final logit soft-cap is set to 30. EXTRA names tensors to add ([4, 64]
 zeros) that the family must ignore (multi-token-prediction layers real
 checkpoints carry). Usage: FIXTURE_DIR OUT_DIR [SCALE [EXTRA,...]]."""
-import array, json, os, random, shutil, struct, sys
+import array, json, os, random, struct, sys
 
 src, out = sys.argv[1], sys.argv[2]
 scale = float(sys.argv[3]) if len(sys.argv) > 3 else 0.3
@@ -25,8 +26,12 @@ for name, v in hdr.items():
     t[name] = (v["shape"], a)
     if name.endswith("embed_tokens.weight"): emb_name = name
 emb = array.array("f", [rng.gauss(0, 1) for _ in range(len(t[emb_name][1]))])
+# sandwich-normed models (Gemma): the post norms set each sublayer's output size, so scale them too
+sandwich = any("post_feedforward_layernorm" in n for n in t)
+post_norms = ("post_attention_layernorm.weight", "post_feedforward_layernorm.weight", "post_per_layer_input_norm.weight")
 for name, (shape, a) in t.items():
     if name == emb_name: t[name] = (shape, emb)
+    elif sandwich and name.endswith(post_norms): t[name] = (shape, array.array("f", [x * scale for x in a]))
     elif name == "lm_head.weight": t[name] = (shape, array.array("f", emb))
     elif len(shape) >= 2 and (name.endswith(".weight") or name.endswith("_proj")):  # matrices and fused experts, not buffers
         t[name] = (shape, array.array("f", [x * scale for x in a]))
@@ -42,4 +47,7 @@ h = json.dumps(out_hdr, separators=(",", ":")).encode()
 h += b" " * ((8 - len(h) % 8) % 8)
 with open(os.path.join(out, "model.safetensors"), "wb") as f:
     f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
-shutil.copy(os.path.join(src, "config.json"), os.path.join(out, "config.json"))
+cfg = json.load(open(os.path.join(src, "config.json")))
+if cfg.get("final_logit_softcapping"): cfg["final_logit_softcapping"] = 30.0  # the fixture's tiny cap leaves no margins
+with open(os.path.join(out, "config.json"), "w") as f:
+    json.dump(cfg, f, indent=2)
