@@ -114,21 +114,33 @@ int mx_arch_ropes(mx_arch *a, const mx_cfg *c) {
                 return MX_ERR;
             if (!rs) rs = rp;
         }
+        json_t *def = NULL;
+        if (!d->plain && d->scaling_default && mx_cfg_absent(&src, "rope_scaling") && mx_cfg_absent(&src, "rope_parameters") &&
+            !(rs = def = json_loads(d->scaling_default, 0, NULL)))
+            return mx_set_err("%s: the family's default rope scaling does not parse", c->file);
         int rot = d->dim ? d->dim : (int)(a->attn->head_dim * partial);
         rot -= rot % 2;
-        if (mx_rope_from_scaling(&a->rope[r], d->plain ? &none : &src, rs, theta * (d->theta_scale ? d->theta_scale : 1), rot, a->max_pos))
-            return MX_ERR;
+        int rc = mx_rope_from_scaling(&a->rope[r], d->plain ? &none : &src, rs, theta * (d->theta_scale ? d->theta_scale : 1), rot, a->max_pos);
+        json_decref(def);
+        if (rc) return MX_ERR;
         a->rope[r].interleaved = d->interleaved;
         if (d->attn_factor > 0) a->rope[r].attn_factor = d->attn_factor;
     }
     return MX_OK;
 }
 
+/* hidden_act: the kernels' activations, or xIELU (its parameters are per
+ * layer; model binding refuses it where the family binds none). */
+static int parse_hidden_act(const char *s, mx_act *out) {
+    if (!strcmp(s, "xielu")) { *out = MX_ACT_XIELU; return 0; }
+    return mx_act_parse(s, out);
+}
+
 int mx_arch_act_default(mx_arch *a, const mx_cfg *c, const char *def) {
     int err = 0;
     const char *act = mx_cfg_str(c, "hidden_act", def, &err);
     if (err) return MX_ERR;
-    if (mx_act_parse(act, &a->act)) return mx_set_err("%s: hidden_act: unsupported activation '%s'", c->file, act);
+    if (parse_hidden_act(act, &a->act)) return mx_set_err("%s: hidden_act: unsupported activation '%s'", c->file, act);
     return MX_OK;
 }
 
@@ -175,7 +187,7 @@ int mx_arch_hf_defaults(mx_arch *a, const mx_cfg *c) {
     int err = 0;
     const char *act = mx_cfg_str(c, "hidden_act", "silu", &err);
     if (err) return MX_ERR;
-    if (mx_act_parse(act, &a->act)) return mx_set_err("%s: hidden_act: unsupported activation '%s'", c->file, act);
+    if (parse_hidden_act(act, &a->act)) return mx_set_err("%s: hidden_act: unsupported activation '%s'", c->file, act);
     bool bias;
     if (mx_cfg_bool(c, "attention_bias", false, &bias) || mx_cfg_bool(c, "mlp_bias", false, &a->mlp_bias) ||
         mx_cfg_bool(c, "tie_word_embeddings", false, &a->tied))

@@ -46,6 +46,8 @@ typedef struct {
     const char *type_embed;  /* token type (segment) embeddings, added to the token embedding */
     const char *embed_norm;  /* norm on the summed embeddings (BERT, ModernBERT), spec arch.norm */
     const char *layer_scale; /* a stored scalar ([1]) that multiplies the layer's output (Gemma 4) */
+    const char *ffn_act_norm;  /* norm (arch.norm) on the dense MLP's activation, before down (BitNet) */
+    const char *act_params;    /* module of a dense MLP activation's learned scalars (xIELU: alpha_p, alpha_n, beta, eps) */
 } mx_names;
 
 /* Attention (nn/attention.c): q/k/v projections (separate, or one fused qkv),
@@ -59,6 +61,7 @@ typedef struct {
 typedef struct {
     const char *q, *k, *v, *qkv, *o, *q_norm, *k_norm;
     const char *sinks;       /* per-head sink logits (GPT-OSS): a full tensor name with "%d" */
+    const char *out_norm;    /* norm (arch.norm) on the heads' output, concatenated, before o (BitNet) */
 } mx_attn_names;
 
 typedef struct mx_attn_spec {
@@ -80,6 +83,9 @@ typedef struct mx_attn_spec {
                                      temp_floor)) (Llama 4's attention temperature tuning) */
     bool v_norm;              /* v through a weightless RMSNorm over head_dim (eps qk_norm_spec.eps) (Gemma 4) */
     bool k_eq_v;              /* no v projection: v is the k projection before its norm and rope (Gemma 4) */
+    bool temp_pos0;           /* floor(pos / temp_floor) instead: Ministral 3's Llama-4 scaling
+                                 (rope_parameters.llama_4_scaling_beta) */
+    bool clip_after_qk_norm;  /* clip_qkv clamps q, k, v after the q/k norms (OLMoE) */
 } mx_attn_spec;
 
 /* Mixture of experts (nn/moe.c). The router picks top_k of n_experts per
@@ -251,6 +257,8 @@ typedef struct {
     double attn_factor;     /* > 0: replaces the scaling's attention factor (PhiMoE's mscale) */
     const char *params_key; /* rope_parameters holds one object per layer type: read this one
                                (Gemma 4); NULL = rope_parameters itself, when present */
+    const char *scaling_default; /* JSON of the rope scaling a config class applies when the config
+                                    has neither rope_scaling nor rope_parameters (not even null) */
 } mx_rope_decl;
 
 /* MiniMax lightning attention (nn/lightning.c), tensors under `prefix`:

@@ -1,8 +1,10 @@
 /* Self-attention block (causal, or bidirectional for encoders), run as the
  * layer's attention spec (arch.h mx_attn_spec) says: q/k/v projections
- * (separate or fused, with biases), optional clip, q/k norm, rope, the
- * layer's sliding window, soft-capping, sinks, output gate, GQA/MQA. Its
- * per-sequence state is K then V, [cap][kv_dim]. */
+ * (separate or fused, with biases), optional clip (before or after the q/k
+ * norms), q/k norm (before or after rope), rope, a position-dependent q
+ * scale, the layer's sliding window, soft-capping, sinks, output gate, a norm
+ * on the output before o, GQA/MQA. Its per-sequence state is K then V,
+ * [cap][kv_dim]. */
 #include "model.h"
 #include "../base/base.h"
 #include <math.h>
@@ -10,7 +12,7 @@
 #include <string.h>
 
 typedef struct {
-    mx_normw q_norm, k_norm;
+    mx_normw q_norm, k_norm, out_norm;
     mx_weight q, k, v, qkv, o;
     float *q_b, *k_b, *v_b, *qkv_b, *o_b;
     float *sinks; /* per-head sink logits (names.sinks, GPT-OSS) */
@@ -80,6 +82,7 @@ static int att_load(mx_model *m, int i, void **out) {
                (!shared && !a->k_eq_v && mx_load_lin(m, N->v, i, kvd, H, a->v_bias, &w->v, &w->v_b)))
         return MX_ERR;
     if (N->sinks && mx_load_vec(m, N->sinks, i, a->n_heads, true, &w->sinks)) return MX_ERR;
+    if (mx_load_norm(m, &m->arch.norm, N->out_norm, i, qd, &w->out_norm)) return MX_ERR;
     return mx_load_lin(m, N->o, i, H, qd, a->o_bias, &w->o, &w->o_b);
 }
 
@@ -88,6 +91,7 @@ static void att_free(void *p) {
     if (!w) return;
     mx_normw_free(&w->q_norm);
     mx_normw_free(&w->k_norm);
+    mx_normw_free(&w->out_norm);
     mx_weight *ws[] = {&w->q, &w->k, &w->v, &w->qkv, &w->o};
     for (size_t k = 0; k < MX_ARRAY_LEN(ws); k++) mx_weight_free(ws[k]);
     free(w->q_b); free(w->k_b); free(w->v_b); free(w->qkv_b); free(w->o_b);
@@ -197,6 +201,10 @@ static void att_task(void *ctx, int i, int tid) {
                         MX_MIN(kb, n - k0), hd, k0 > 0);
 }
 
+static void clip(float *x, size_t n, float cl) {
+    for (size_t i = 0; i < n; i++) x[i] = x[i] > cl ? cl : x[i] < -cl ? -cl : x[i];
+}
+
 /* q/k norms of one token's q (n_heads) and k (n_kv_heads; NULL: none) rows */
 static void qk_norm(const mx_attn_spec *a, const att_w *w, float *q, float *k) {
     int hd = a->head_dim, qd = a->n_heads * hd, kvd = a->n_kv_heads * hd;
@@ -259,14 +267,12 @@ static void att_forward(mx_fwd *f, int layer, void *wp, const float *xn, float *
                 for (int t = 0; t < N; t++) memcpy(qkv + (size_t)t * qkvd + qd + kvd, qkv + (size_t)t * qkvd + qd, (size_t)kvd * 4);
         }
     }
-    if (a->clip_qkv > 0) {
-        float cl = a->clip_qkv;
-        for (size_t i = 0; i < (size_t)N * qkvd; i++) qkv[i] = qkv[i] > cl ? cl : qkv[i] < -cl ? -cl : qkv[i];
-    }
+    if (a->clip_qkv > 0 && !a->clip_after_qk_norm) clip(qkv, (size_t)N * qkvd, a->clip_qkv);
     const mx_rope *rope = &arch->rope[ls->rope_idx];
     for (int t = 0; t < N; t++) {
         float *q = qkv + (size_t)t * qkvd, *k = ls->kv_shared ? NULL : q + qd;
         if (!a->qk_norm_after_rope) qk_norm(a, w, q, k);
+        if (a->clip_qkv > 0 && a->clip_after_qk_norm) clip(q, (size_t)(k ? qkvd : qd), a->clip_qkv);
         if (arch->pos == MX_POS_ROPE && ls->rope) {
             const float *cs = f->cs[ls->rope_idx] + (size_t)t * rope->dim;
             mx_rope_apply(rope, q, a->n_heads, hd, cs);
@@ -274,7 +280,7 @@ static void att_forward(mx_fwd *f, int layer, void *wp, const float *xn, float *
         }
         if (a->qk_norm_after_rope) qk_norm(a, w, q, k);
         if (a->temp_scale) /* in f32 as HF: log1p(floor((pos + 1) / floor_scale)) * attn_scale + 1 */
-            mx_scale(q, log1pf(floorf(((float)f->pos[t] + 1.0f) / a->temp_floor)) * a->temp_scale + 1.0f, qd);
+            mx_scale(q, log1pf(floorf(((float)f->pos[t] + (a->temp_pos0 ? 0.0f : 1.0f)) / a->temp_floor)) * a->temp_scale + 1.0f, qd);
         if (!k) continue;
         if (a->v_norm) mx_rmsnorm(k + kvd, k + kvd, NULL, 0, a->n_kv_heads, hd, hd, a->qk_norm_spec.eps);
         const mx_kv *kv = f->seqs[f->seq_of[t]].kv;
@@ -293,6 +299,7 @@ static void att_forward(mx_fwd *f, int layer, void *wp, const float *xn, float *
                 const float *g = gate + (size_t)t * 2 * qd + (size_t)h * 2 * hd + hd;
                 for (int d = 0; d < hd; d++) o[d] *= 1.0f / (1.0f + expf(-g[d]));
             }
+    if (w->out_norm.w || w->out_norm.b) mx_norm_rows(&arch->norm, &w->out_norm, att, att, N, qd, qd);
     mx_linear(f, &w->o, w->o_b, att, N, qd, out, H);
 }
 

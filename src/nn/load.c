@@ -138,7 +138,8 @@ int mx_model_bind(mx_model *m, mx_ckpt *ck) {
     m->layers = mx_calloc((size_t)a->n_layers, sizeof(mx_layer_w));
     if (!m->layers) goto fail;
     /* xIELU has learned per-layer scalars: only the dense MLP applies it */
-    if (a->moe.act == MX_ACT_XIELU || a->ssm.act == MX_ACT_XIELU || a->rglru.act == MX_ACT_XIELU || a->shared_block.act == MX_ACT_XIELU) {
+    if (a->moe.act == MX_ACT_XIELU || a->ssm.act == MX_ACT_XIELU || a->rglru.act == MX_ACT_XIELU || a->shared_block.act == MX_ACT_XIELU ||
+        a->lightning.act == MX_ACT_XIELU) {
         mx_set_err("%s: the xielu activation is supported in dense MLPs only", m->ck.dir);
         goto fail;
     }
