@@ -56,4 +56,24 @@ int mamba_configure_base(mx_arch *a, const mx_cfg *c, const mx_block_ops *mixer)
 int mamba2_ssm_config(mx_ssm_spec *s, const mx_cfg *c, int hidden, const char *eps_key);
 /* bamba.c: the hybrids' mamba_* keys (Bamba, Granite-MoE-Hybrid, Falcon-H1). */
 int hybrid_mamba2_config(mx_ssm_spec *s, const mx_cfg *c, const mx_arch *a, const char *prefix);
+/* deepseek_v3.c: DeepSeek-style MoE layers, shared by the families built on
+ * DeepSeek's MoE: n_routed_experts / num_experts_per_tok /
+ * moe_intermediate_size / n_shared_experts / n_group / topk_group /
+ * norm_topk_prob / routed_scaling_factor / first_k_dense_replace /
+ * moe_layer_freq with each family's config class defaults; sigmoid router with
+ * mlp.gate.e_score_correction_bias, experts mlp.experts.<e>.* (or MLX
+ * switch_mlp), shared experts fused as mlp.shared_experts; layer i is a MoE
+ * when i >= first_k_dense_replace and i % moe_layer_freq == 0; MTP layers
+ * (num_nextn_predict_layers) ignored. A family changes the router after. */
+typedef struct {
+    int experts, top_k, ffn, shared, n_group, topk_group, dense;
+    float scale;
+    bool norm;
+} mx_dsmoe_defaults;
+int deepseek_moe_configure(mx_arch *a, const mx_cfg *c, const mx_dsmoe_defaults *d);
+/* deepseek_v3.c: latent attention in every layer: q_lora_rank (absent:
+ * def_q_lora; null: a plain q_proj), kv_lora_rank, qk_nope / qk_rope / v head
+ * dims, rope on the rope slices (interleaved unless rope_interleave is false),
+ * scale qk_head_dim^-0.5 times mscale^2 under yarn with mscale_all_dim. */
+int deepseek_mla_configure(mx_arch *a, const mx_cfg *c, int def_q_lora);
 #endif

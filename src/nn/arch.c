@@ -66,6 +66,18 @@ int mx_arch_ignore(mx_arch *a, const char *pattern) {
     return MX_OK;
 }
 
+int mx_arch_ignore_mtp(mx_arch *a, const mx_cfg *c, const char *key) {
+    int n;
+    if (mx_cfg_i32(c, key, 0, 0, 8, &n)) return MX_ERR;
+    for (int i = a->n_layers; i < a->n_layers + n; i++) {
+        char *pat = mx_arch_alloc(a, 32);
+        if (!pat) return MX_ERR;
+        snprintf(pat, 32, "model.layers.%d.*", i);
+        if (mx_arch_ignore(a, pat)) return MX_ERR;
+    }
+    return MX_OK;
+}
+
 void mx_arch_set_window_all(mx_arch *a, int window) {
     for (int i = 0; i < a->n_layers; i++) a->layers[i].window = window;
 }

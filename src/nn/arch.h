@@ -90,10 +90,11 @@ typedef struct mx_attn_spec {
 
 /* Mixture of experts (nn/moe.c). The router picks top_k of n_experts per
  * token; the variant is data:
- *   SOFTMAX       softmax over all experts, top-k of the probabilities
+ *   SOFTMAX       softmax over all experts, weights = the probabilities
  *   TOPK_SOFTMAX  top-k of the logits, softmax over those k
- *   SIGMOID       sigmoid scores; selection on score + correction bias
- *                 (score_bias), optionally group-limited; weights = scores
+ *   SIGMOID       sigmoid scores, weights = the scores
+ * (SOFTMAX and SIGMOID select on score + correction bias (score_bias),
+ * optionally group-limited; the weights leave the bias out)
  *   SPARSEMIXER   PhiMoE's masked-softmax top-2 (jitter_eps threshold)
  * then optional renormalisation (weights / (p-norm(weights) + norm_eps)) and
  * routed_scale. Experts are gated (down(act(gate x) * up x)) or not, with
@@ -128,6 +129,8 @@ typedef struct {
     mx_expert_names experts, alt, shared;
     bool scale_input;           /* the routing weight multiplies each expert's input and the
                                    outputs are summed unweighted (Llama 4) */
+    bool group_max;             /* a group's score is its best expert's (DeepSeek-V2 group_limited_greedy), not its top-2 sum */
+    float norm_min;             /* renormalisation denominator at least this (ERNIE's moe_norm_min); 0 = off */
 } mx_moe_spec;
 
 /* Multi-head latent attention (DeepSeek V2/V3, nn/mla.c): q through a
@@ -407,6 +410,11 @@ mx_attn_spec *mx_arch_add_attn(mx_arch *a, const mx_attn_spec *like);
 /* Applies the per-layer window pattern: layer i is sliding when pattern says so. */
 void mx_arch_set_window_all(mx_arch *a, int window);
 int mx_arch_ignore(mx_arch *a, const char *pattern);
+/* Multi-token-prediction (next-n) layers stored after the last decoder layer
+ * as model.layers.<n_layers + i>.* (DeepSeek V3, GLM-4.5, ...): the config
+ * key `key` (num_nextn_predict_layers) says how many; they are not used for
+ * generation and are ignored by name. */
+int mx_arch_ignore_mtp(mx_arch *a, const mx_cfg *c, const char *key);
 /* Reads `layer_types` (sliding_attention / full_attention) when present;
  * returns 1 when it was present. */
 int mx_arch_layer_types(mx_arch *a, const mx_cfg *c, int window);

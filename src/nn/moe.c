@@ -84,28 +84,25 @@ static void sparsemixer(const float *s, int E, float eps, int *idx, float *w, fl
 void mx_moe_route(const mx_moe_spec *s, const float *logits, const float *score_bias, int *idx, float *w, float *tmp) {
     int E = s->n_experts, K = s->top_k;
     switch (s->route) {
-    case MX_ROUTE_SOFTMAX:
-        memcpy(tmp, logits, (size_t)E * sizeof(float));
-        mx_softmax(tmp, E);
-        topk(tmp, E, K, idx);
-        for (int k = 0; k < K; k++) w[k] = tmp[idx[k]];
-        break;
     case MX_ROUTE_TOPK_SOFTMAX:
         topk(logits, E, K, idx);
         for (int k = 0; k < K; k++) w[k] = logits[idx[k]];
         mx_softmax(w, K);
         break;
+    case MX_ROUTE_SOFTMAX:
     case MX_ROUTE_SIGMOID: {
         float *sc = tmp, *choice = tmp + E;
-        for (int i = 0; i < E; i++) {
-            sc[i] = sigmoidf(logits[i]);
-            choice[i] = sc[i] + (score_bias ? score_bias[i] : 0.0f);
-        }
+        if (s->route == MX_ROUTE_SOFTMAX) {
+            memcpy(sc, logits, (size_t)E * sizeof(float));
+            mx_softmax(sc, E);
+        } else
+            for (int i = 0; i < E; i++) sc[i] = sigmoidf(logits[i]);
+        for (int i = 0; i < E; i++) choice[i] = sc[i] + (score_bias ? score_bias[i] : 0.0f);
         if (s->n_group > 1 && s->topk_group < s->n_group) {
             int G = s->n_group, gs = E / G, gsel[64], top2[2];
             float gscore[64];
             for (int g = 0; g < G; g++) {
-                int nt = gs < 2 ? gs : 2;
+                int nt = s->group_max ? 1 : gs < 2 ? gs : 2;
                 topk(choice + g * gs, gs, nt, top2);
                 gscore[g] = 0;
                 for (int q = 0; q < nt; q++) gscore[g] += choice[g * gs + top2[q]];
@@ -134,6 +131,7 @@ void mx_moe_route(const mx_moe_spec *s, const float *logits, const float *score_
             d = powf(d, 1.0f / s->norm_p);
         }
         d += s->norm_eps;
+        if (d < s->norm_min) d = s->norm_min;
         for (int k = 0; k < K; k++) w[k] /= d;
     }
     if (s->routed_scale != 0.0f && s->routed_scale != 1.0f)
@@ -171,6 +169,18 @@ static int load_stacked_bias(mx_ckpt *ck, const char *mod, int E, int rows, floa
     free(a);
     free(b);
     return rc;
+}
+
+/* The selection bias: [E], or [1, E] (ERNIE's moe_statics). */
+static int load_score_bias(mx_model *m, const char *pat, int layer, int E, float **out) {
+    char nm[512];
+    snprintf(nm, sizeof nm, pat, layer);
+    mx_tensor *t = mx_ckpt_require(&m->ck, nm);
+    if (!t) return MX_ERR;
+    if (t->numel != E || t->ndim < 1 || t->ndim > 2 || (t->ndim == 2 && t->shape[0] != 1))
+        return mx_set_err("%s: tensor '%s' has %lld elements, expected [%d] or [1, %d]", m->ck.dir, nm, (long long)t->numel, E, E);
+    if (!(*out = mx_malloc((size_t)E * sizeof(float)))) return MX_ERR;
+    return mx_tensor_to_f32(t, *out) ? mx_err_prefix("%s", m->ck.dir) : MX_OK;
 }
 
 /* Binds projection p of every routed expert from pattern pat. */
@@ -265,7 +275,7 @@ static int moe_load(mx_model *m, int layer, void **out) {
     w->ex_bytes = mx_calloc((size_t)E, sizeof(size_t));
     if (!w->ex || !w->ex_bytes) return MX_ERR;
     if (mx_load_lin(m, s->router, layer, E, H, s->router_bias, &w->router, &w->router_b)) return MX_ERR;
-    if (s->score_bias && mx_load_vec(m, s->score_bias, layer, E, true, &w->score_bias)) return MX_ERR;
+    if (s->score_bias && load_score_bias(m, s->score_bias, layer, E, &w->score_bias)) return MX_ERR;
     /* routed experts: primary names, or the alternative layout when absent */
     const mx_expert_names *nm = &s->experts;
     const char *probe = nm->gate_up ? nm->gate_up : nm->gate ? nm->gate : nm->up;
@@ -282,13 +292,14 @@ static int moe_load(mx_model *m, int layer, void **out) {
     if (s->shared_ffn > 0) {
         int Fs = s->shared_ffn;
         const mx_expert_names *sh = &s->shared;
+        bool eb = s->expert_bias; /* the shared expert has biases iff the routed ones do */
         w->has_shared = true;
         if (sh->gate_up) {
-            if (mx_load_lin(m, sh->gate_up, layer, 2 * Fs, H, false, &w->shared.w[P_GATE_UP], &w->shared.b[P_GATE_UP])) return MX_ERR;
-        } else if ((s->gated && mx_load_lin(m, sh->gate, layer, Fs, H, false, &w->shared.w[P_GATE], &w->shared.b[P_GATE])) ||
-                   mx_load_lin(m, sh->up, layer, Fs, H, false, &w->shared.w[P_UP], &w->shared.b[P_UP]))
+            if (mx_load_lin(m, sh->gate_up, layer, 2 * Fs, H, eb, &w->shared.w[P_GATE_UP], &w->shared.b[P_GATE_UP])) return MX_ERR;
+        } else if ((s->gated && mx_load_lin(m, sh->gate, layer, Fs, H, eb, &w->shared.w[P_GATE], &w->shared.b[P_GATE])) ||
+                   mx_load_lin(m, sh->up, layer, Fs, H, eb, &w->shared.w[P_UP], &w->shared.b[P_UP]))
             return MX_ERR;
-        if (mx_load_lin(m, sh->down, layer, H, Fs, false, &w->shared.w[P_DOWN], &w->shared.b[P_DOWN])) return MX_ERR;
+        if (mx_load_lin(m, sh->down, layer, H, Fs, eb, &w->shared.w[P_DOWN], &w->shared.b[P_DOWN])) return MX_ERR;
         if (s->shared_gate && mx_load_lin(m, s->shared_gate, layer, 1, H, false, &w->shared_gate, &w->shared_gate_b)) return MX_ERR;
     }
     return MX_OK;

@@ -81,6 +81,36 @@ static void test_routing(void) {
     mx_moe_route(&g, ln, bn, idx, w, tmp);
     CHECK("route_sigmoid_masked_zero", idx[0] == 0, "got %d", idx[0]);
 
+    /* softmax with a selection bias (ERNIE 4.5): logits {1, 3, 2, 0}, bias
+     * e3 += 0.9 -> choice p + b: e3 (.032 + .9) then e1; weights are the plain
+     * probabilities, renormalised over max(sum, norm_min) */
+    float be[4] = {0, 0, 0, 0.9f};
+    mx_moe_spec e = {.n_experts = 4, .top_k = 2, .route = MX_ROUTE_SOFTMAX, .norm_p = 1, .norm_min = 1e-12f};
+    mx_moe_route(&e, l4, be, idx, w, tmp);
+    double p3 = 1 / z, p1b = exp(3.0) / z;
+    CHECK("route_softmax_bias", idx[0] == 3 && idx[1] == 1 && near(w[0], (float)(p3 / (p3 + p1b)), 1e-6f) &&
+                                    near(w[1], (float)(p1b / (p3 + p1b)), 1e-6f),
+          "got %d %d %g %g", idx[0], idx[1], w[0], w[1]);
+    /* the clamp: weights over max(sum, norm_min) when the sum is smaller */
+    e.norm_min = 10.0f;
+    mx_moe_route(&e, l4, be, idx, w, tmp);
+    CHECK("route_norm_min", near(w[0], (float)(p3 / 10), 1e-7f) && near(w[1], (float)(p1b / 10), 1e-7f), "got %g %g", w[0], w[1]);
+
+    /* DeepSeek-V2 group_limited_greedy: a group scores its best probability.
+     * logits {2, -5, 1.5, 1.5, 0, 0, 0, 0}, 4 groups of 2, 1 group kept, top-2:
+     * g0 (max e0) beats g1 (1.5 each: sum of top-2 would win) -> e0, e1 */
+    float lg[8] = {2, -5, 1.5f, 1.5f, 0, 0, 0, 0};
+    mx_moe_spec v2 = {.n_experts = 8, .top_k = 2, .route = MX_ROUTE_SOFTMAX, .n_group = 4, .topk_group = 1, .group_max = true,
+                      .routed_scale = 2};
+    mx_moe_route(&v2, lg, NULL, idx, w, tmp);
+    double zg = exp(2.0) + exp(-5.0) + 2 * exp(1.5) + 4;
+    CHECK("route_group_max", idx[0] == 0 && idx[1] == 1 && near(w[0], (float)(2 * exp(2.0) / zg), 1e-6f) &&
+                                 near(w[1], (float)(2 * exp(-5.0) / zg), 1e-6f),
+          "got %d %d %g %g", idx[0], idx[1], w[0], w[1]);
+    v2.group_max = false;
+    mx_moe_route(&v2, lg, NULL, idx, w, tmp);
+    CHECK("route_group_top2", idx[0] == 2 && idx[1] == 3, "got %d %d (top-2 sums pick group 1)", idx[0], idx[1]);
+
     /* sparsemixer (PhiMoE), eps 0.01: logits {2, 1.99, 0, 1}. Round 1: max 2
      * (e0); masked where (2 - s) / max(|s|, 2) > 0.02 -> e2, e3; weight =
      * softmax over {2, 1.99} at e0. Round 2 (e0 out): max 1.99 (e1); e2, e3
