@@ -76,4 +76,7 @@ int deepseek_moe_configure(mx_arch *a, const mx_cfg *c, const mx_dsmoe_defaults 
  * dims, rope on the rope slices (interleaved unless rope_interleave is false),
  * scale qk_head_dim^-0.5 times mscale^2 under yarn with mscale_all_dim. */
 int deepseek_mla_configure(mx_arch *a, const mx_cfg *c, int def_q_lora);
+/* ernie4_5_moe.c: ERNIE 4.5 MoE on top of llama's defaults (also ERNIE 4.5
+ * MoE configs that say model_type ernie4_5). */
+int ernie4_5_moe_configure(mx_arch *a, const mx_cfg *c);
 #endif
