@@ -4,11 +4,13 @@
  * from the config, greedy) and model.safetensors with the Hugging Face tensor
  * names of the family: llama/mistral/qwen2/qwen3 decoders, BERT encoders,
  * mixtral (llama attention + block_sparse_moe: router gate, per expert
- * w1/w3/w2) and deepseek_v3 (MLA with q lora or plain q_proj, dense MLPs in
+ * w1/w3/w2), deepseek_v3 (MLA with q lora or plain q_proj, dense MLPs in
  * the first first_k_dense_replace layers, then MoE: router with
- * e_score_correction_bias, per expert gate/up/down, fused shared experts).
- * Matrices and embeddings are N(0, 0.02), biases N(0, 0.02), norm weights 1
- * and norm biases 0. Tensors are generated and written in chunks, so a 1B
+ * e_score_correction_bias, per expert gate/up/down, fused shared experts),
+ * deepseek (DeepSeek-MoE: Llama attention with that MoE, softmax router
+ * without bias, moe_layer_freq) and glm4_moe (GLM-4.5: q/k/v biases, q/k
+ * norms, that MoE). Matrices and embeddings are N(0, SD) (--std, default
+ * 0.02), biases likewise, norm weights 1 and norm biases 0. Tensors are generated and written in chunks, so a 1B
  * model needs a few MB of memory, not the model's size. */
 #define _GNU_SOURCE
 #include "base/base.h"
@@ -128,25 +130,60 @@ static int mlp_specs(specs *s, int H, int I, const char *prefix) {
     return ok ? MX_OK : MX_ERR;
 }
 
-/* DeepSeek V3 (HF names as src/models/deepseek_v3.c binds them; defaults as
- * the HF config class). MTP layers are not written (the loader ignores them). */
+/* DeepSeek-style MoE ffn of layer l (names as src/models/deepseek_v3.c binds
+ * them): router with e_score_correction_bias when `bias`, per expert
+ * gate/up/down, fused shared experts; a dense MLP of I for the layers before
+ * first_k_dense_replace or off the moe_layer_freq grid. */
+typedef struct { int I, E, moeI, nsh, dense, freq; bool bias; } ds_moe;
+
+static int ds_moe_read(const mx_cfg *c, int I, const ds_moe *def, ds_moe *m) {
+    *m = *def;
+    m->I = I;
+    if (mx_cfg_i32(c, "first_k_dense_replace", def->dense, 0, 1024, &m->dense) || mx_cfg_i32(c, "moe_layer_freq", 1, 1, 1024, &m->freq) ||
+        mx_cfg_i32(c, "n_routed_experts", def->E, 0, 1 << 12, &m->E) || mx_cfg_i32(c, "moe_intermediate_size", def->moeI, 1, 1 << 20, &m->moeI) ||
+        mx_cfg_i32(c, "n_shared_experts", def->nsh, 0, 1 << 10, &m->nsh))
+        return MX_ERR;
+    return MX_OK;
+}
+
+static int ds_moe_specs(specs *s, const ds_moe *m, int H, int l) {
+    char pre[64];
+    if (!m->E || l < m->dense || l % m->freq) {
+        snprintf(pre, sizeof pre, "model.layers.%d.mlp", l);
+        return mlp_specs(s, H, m->I, pre);
+    }
+    int ok = add(s, INIT_NORMAL, m->E, H, "model.layers.%d.mlp.gate.weight", l) == MX_OK;
+    if (m->bias) ok &= add(s, INIT_ZEROS, m->E, 0, "model.layers.%d.mlp.gate.e_score_correction_bias", l) == MX_OK;
+    for (int e = 0; e < m->E && ok; e++) {
+        snprintf(pre, sizeof pre, "model.layers.%d.mlp.experts.%d", l, e);
+        ok &= mlp_specs(s, H, m->moeI, pre) == MX_OK;
+    }
+    if (ok && m->nsh > 0) {
+        snprintf(pre, sizeof pre, "model.layers.%d.mlp.shared_experts", l);
+        ok &= mlp_specs(s, H, m->moeI * m->nsh, pre) == MX_OK;
+    }
+    return ok ? MX_OK : MX_ERR;
+}
+
+/* DeepSeek V3 (MLA; defaults as the HF config class). MTP layers are not
+ * written (the loader ignores them). */
 static int deepseek_specs(const mx_cfg *c, specs *s) {
-    int H, I, L, nh, V, qlr, kvr, nope, rope, vhd, dense, E, moeI, nsh;
+    int H, I, L, nh, V, qlr, kvr, nope, rope, vhd;
     bool tie, attn_bias;
+    ds_moe m;
+    static const ds_moe def = {.E = 256, .moeI = 2048, .nsh = 1, .dense = 3, .bias = true};
     bool q_null = json_is_null(json_object_get(c->root, "q_lora_rank"));
     if (mx_cfg_i32(c, "hidden_size", 0, 1, 1 << 16, &H) || mx_cfg_i32(c, "intermediate_size", 0, 1, 1 << 20, &I) ||
         mx_cfg_i32(c, "num_hidden_layers", 0, 1, 1024, &L) || mx_cfg_i32(c, "num_attention_heads", 0, 1, 1024, &nh) ||
         mx_cfg_i32(c, "vocab_size", 0, 1, 1 << 22, &V) || mx_cfg_i32(c, "q_lora_rank", q_null ? 0 : 1536, 0, 1 << 20, &qlr) ||
         mx_cfg_i32(c, "kv_lora_rank", 512, 1, 1 << 20, &kvr) || mx_cfg_i32(c, "qk_nope_head_dim", 128, 0, 1 << 14, &nope) ||
         mx_cfg_i32(c, "qk_rope_head_dim", 64, 2, 1 << 14, &rope) || mx_cfg_i32(c, "v_head_dim", 128, 1, 1 << 14, &vhd) ||
-        mx_cfg_i32(c, "first_k_dense_replace", 3, 0, 1024, &dense) || mx_cfg_i32(c, "n_routed_experts", 256, 1, 1 << 12, &E) ||
-        mx_cfg_i32(c, "moe_intermediate_size", 2048, 1, 1 << 20, &moeI) || mx_cfg_i32(c, "n_shared_experts", 1, 0, 1 << 10, &nsh) ||
-        mx_cfg_bool(c, "tie_word_embeddings", false, &tie) || mx_cfg_bool(c, "attention_bias", false, &attn_bias))
+        mx_cfg_bool(c, "tie_word_embeddings", false, &tie) || mx_cfg_bool(c, "attention_bias", false, &attn_bias) ||
+        ds_moe_read(c, I, &def, &m))
         return MX_ERR;
     if (!H || !I || !L || !nh || !V) return mx_set_err("%s: hidden_size, intermediate_size, num_hidden_layers, num_attention_heads and vocab_size are required", c->file);
     if (attn_bias) return mx_set_err("%s: attention_bias is not supported for deepseek_v3", c->file);
     int64_t qk = (int64_t)nope + rope;
-    char pre[64];
     int ok = add(s, INIT_NORMAL, V, H, "model.embed_tokens.weight") == MX_OK;
     for (int l = 0; l < L && ok; l++) {
         ok &= add(s, INIT_ONES, H, 0, "model.layers.%d.input_layernorm.weight", l) == MX_OK;
@@ -160,21 +197,52 @@ static int deepseek_specs(const mx_cfg *c, specs *s) {
         ok &= add(s, INIT_NORMAL, (int64_t)nh * (nope + vhd), kvr, "model.layers.%d.self_attn.kv_b_proj.weight", l) == MX_OK;
         ok &= add(s, INIT_NORMAL, H, (int64_t)nh * vhd, "model.layers.%d.self_attn.o_proj.weight", l) == MX_OK;
         ok &= add(s, INIT_ONES, H, 0, "model.layers.%d.post_attention_layernorm.weight", l) == MX_OK;
-        if (l < dense) {
-            snprintf(pre, sizeof pre, "model.layers.%d.mlp", l);
-            ok &= mlp_specs(s, H, I, pre) == MX_OK;
-            continue;
+        ok &= ds_moe_specs(s, &m, H, l) == MX_OK;
+    }
+    ok &= add(s, INIT_ONES, H, 0, "model.norm.weight") == MX_OK;
+    if (!tie) ok &= add(s, INIT_NORMAL, V, H, "lm_head.weight") == MX_OK;
+    return ok ? MX_OK : mx_set_err("out of memory");
+}
+
+/* GQA attention + DeepSeek-style MoE: deepseek (DeepSeek-MoE: Llama attention,
+ * softmax router) and glm4_moe (GLM-4.5: q/k/v biases with attention_bias,
+ * per-head q/k norms with use_qk_norm, router correction bias). Defaults as
+ * each HF config class. */
+static int gqa_moe_specs(const mx_cfg *c, const char *mt, specs *s) {
+    int H, I, L, nh, nkv, hd, V;
+    bool tie, bias, qk;
+    bool glm = !strcmp(mt, "glm4_moe");
+    ds_moe m;
+    static const ds_moe def_ds = {.E = 0, .moeI = 1407, .nsh = 0, .dense = 0}, def_glm = {.E = 128, .moeI = 1408, .nsh = 1, .dense = 1, .bias = true};
+    if (mx_cfg_i32(c, "hidden_size", 0, 1, 1 << 16, &H) || mx_cfg_i32(c, "intermediate_size", 0, 1, 1 << 20, &I) ||
+        mx_cfg_i32(c, "num_hidden_layers", 0, 1, 1024, &L) || mx_cfg_i32(c, "num_attention_heads", 0, 1, 1024, &nh) ||
+        mx_cfg_i32(c, "vocab_size", 0, 1, 1 << 22, &V) || ds_moe_read(c, I, glm ? &def_glm : &def_ds, &m))
+        return MX_ERR;
+    if (!H || !I || !L || !nh || !V) return mx_set_err("%s: hidden_size, intermediate_size, num_hidden_layers, num_attention_heads and vocab_size are required", c->file);
+    if (mx_cfg_i32(c, "num_key_value_heads", nh, 1, 1024, &nkv) || mx_cfg_i32(c, "head_dim", H / nh, 1, 1 << 14, &hd) ||
+        mx_cfg_bool(c, "tie_word_embeddings", false, &tie) || mx_cfg_bool(c, "attention_bias", false, &bias) ||
+        mx_cfg_bool(c, "use_qk_norm", false, &qk))
+        return MX_ERR;
+    int ok = add(s, INIT_NORMAL, V, H, "model.embed_tokens.weight") == MX_OK;
+    for (int l = 0; l < L && ok; l++) {
+        const char *a = "self_attn";
+        ok &= add(s, INIT_ONES, H, 0, "model.layers.%d.input_layernorm.weight", l) == MX_OK;
+        ok &= add(s, INIT_NORMAL, (int64_t)nh * hd, H, "model.layers.%d.%s.q_proj.weight", l, a) == MX_OK;
+        ok &= add(s, INIT_NORMAL, (int64_t)nkv * hd, H, "model.layers.%d.%s.k_proj.weight", l, a) == MX_OK;
+        ok &= add(s, INIT_NORMAL, (int64_t)nkv * hd, H, "model.layers.%d.%s.v_proj.weight", l, a) == MX_OK;
+        ok &= add(s, INIT_NORMAL, H, (int64_t)nh * hd, "model.layers.%d.%s.o_proj.weight", l, a) == MX_OK;
+        if (bias) { /* GLM-4.5: q/k/v only; DeepSeek-MoE: o too */
+            ok &= add(s, INIT_NORMAL, (int64_t)nh * hd, 0, "model.layers.%d.%s.q_proj.bias", l, a) == MX_OK;
+            ok &= add(s, INIT_NORMAL, (int64_t)nkv * hd, 0, "model.layers.%d.%s.k_proj.bias", l, a) == MX_OK;
+            ok &= add(s, INIT_NORMAL, (int64_t)nkv * hd, 0, "model.layers.%d.%s.v_proj.bias", l, a) == MX_OK;
+            if (!glm) ok &= add(s, INIT_NORMAL, H, 0, "model.layers.%d.%s.o_proj.bias", l, a) == MX_OK;
         }
-        ok &= add(s, INIT_NORMAL, E, H, "model.layers.%d.mlp.gate.weight", l) == MX_OK;
-        ok &= add(s, INIT_ZEROS, E, 0, "model.layers.%d.mlp.gate.e_score_correction_bias", l) == MX_OK;
-        for (int e = 0; e < E && ok; e++) {
-            snprintf(pre, sizeof pre, "model.layers.%d.mlp.experts.%d", l, e);
-            ok &= mlp_specs(s, H, moeI, pre) == MX_OK;
+        if (glm && qk) {
+            ok &= add(s, INIT_ONES, hd, 0, "model.layers.%d.%s.q_norm.weight", l, a) == MX_OK;
+            ok &= add(s, INIT_ONES, hd, 0, "model.layers.%d.%s.k_norm.weight", l, a) == MX_OK;
         }
-        if (nsh > 0) {
-            snprintf(pre, sizeof pre, "model.layers.%d.mlp.shared_experts", l);
-            ok &= mlp_specs(s, H, moeI * nsh, pre) == MX_OK;
-        }
+        ok &= add(s, INIT_ONES, H, 0, "model.layers.%d.post_attention_layernorm.weight", l) == MX_OK;
+        ok &= ds_moe_specs(s, &m, H, l) == MX_OK;
     }
     ok &= add(s, INIT_ONES, H, 0, "model.norm.weight") == MX_OK;
     if (!tie) ok &= add(s, INIT_NORMAL, V, H, "lm_head.weight") == MX_OK;
@@ -251,7 +319,7 @@ static int write_text(const char *dir, const char *name, const char *text, size_
     return rc;
 }
 
-static int write_safetensors(const char *path, const specs *s, mx_dtype dt) {
+static int write_safetensors(const char *path, const specs *s, mx_dtype dt, float sd) {
     size_t es = mx_dtype_size(dt);
     mx_st_out *ts = calloc((size_t)s->n + 1, sizeof *ts);
     if (!ts) return mx_set_err("out of memory");
@@ -273,7 +341,7 @@ static int write_safetensors(const char *path, const specs *s, mx_dtype dt) {
         size_t numel = (size_t)e->shape[0] * (e->ndim == 2 ? (size_t)e->shape[1] : 1);
         for (size_t done = 0; ok && done < numel; done += CH) {
             size_t m = MX_MIN((size_t)CH, numel - done);
-            if (e->init == INIT_NORMAL) normals(buf, m, 0.02f);
+            if (e->init == INIT_NORMAL) normals(buf, m, sd);
             else for (size_t j = 0; j < m; j++) buf[j] = e->init == INIT_ONES ? 1.0f : 0.0f;
             if (dt == MX_DT_F32) memcpy(obuf, buf, m * 4);
             else
@@ -291,18 +359,24 @@ static int write_safetensors(const char *path, const specs *s, mx_dtype dt) {
 }
 
 static int usage(void) {
-    fprintf(stderr, "usage: mkmodel --config CONFIG.json -o DIR [--dtype f32|bf16|f16] [--seed S]\n");
+    fprintf(stderr, "usage: mkmodel --config CONFIG.json -o DIR [--dtype f32|bf16|f16] [--seed S] [--std SD]\n");
     return 2;
 }
 
 int main(int argc, char **argv) {
     const char *cfg_path = NULL, *out = NULL, *dts = "bf16";
+    float sd = 0.02f;
     unsigned long long seed = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--config") && i + 1 < argc) cfg_path = argv[++i];
         else if ((!strcmp(argv[i], "-o") || !strcmp(argv[i], "--out")) && i + 1 < argc) out = argv[++i];
         else if (!strcmp(argv[i], "--dtype") && i + 1 < argc) dts = argv[++i];
         else if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = strtoull(argv[++i], NULL, 0);
+        else if (!strcmp(argv[i], "--std") && i + 1 < argc) {
+            char *end;
+            sd = strtof(argv[++i], &end);
+            if (*end || !(sd > 0 && sd < 100)) { fprintf(stderr, "mkmodel: --std must be a number in (0, 100)\n"); return 2; }
+        }
         else return usage();
     }
     if (!cfg_path || !out) return usage();
@@ -328,7 +402,8 @@ int main(int argc, char **argv) {
     else if (!strcmp(mt, "llama") || !strcmp(mt, "mistral") || !strcmp(mt, "qwen2") || !strcmp(mt, "qwen3") || !strcmp(mt, "mixtral"))
         rc = llama_specs(&c, mt, &s);
     else if (!strcmp(mt, "deepseek_v3")) rc = deepseek_specs(&c, &s);
-    else rc = mx_set_err("%s: model_type \"%s\" not supported (llama, mistral, qwen2, qwen3, mixtral, deepseek_v3, bert)", cfg_path, mt);
+    else if (!strcmp(mt, "deepseek") || !strcmp(mt, "glm4_moe")) rc = gqa_moe_specs(&c, mt, &s);
+    else rc = mx_set_err("%s: model_type \"%s\" not supported (llama, mistral, qwen2, qwen3, mixtral, deepseek_v3, deepseek, glm4_moe, bert)", cfg_path, mt);
     if (rc) goto done;
     rc = MX_ERR;
     if (mkdir(out, 0755) != 0 && errno != EEXIST) { mx_set_err("%s: cannot create: %s", out, strerror(errno)); goto done; }
@@ -352,7 +427,7 @@ int main(int argc, char **argv) {
     char *st = mx_path_join(out, "model.safetensors");
     if (!st) goto done;
     double t0 = mx_now();
-    rc = write_safetensors(st, &s, dt);
+    rc = write_safetensors(st, &s, dt, sd);
     if (rc == MX_OK) {
         uint64_t params = 0;
         for (int i = 0; i < s.n; i++) params += (uint64_t)s.v[i].shape[0] * (s.v[i].ndim == 2 ? (uint64_t)s.v[i].shape[1] : 1);
