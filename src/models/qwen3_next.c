@@ -66,6 +66,6 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     return 0;
 }
 
-MX_FAMILY(qwen3_next, .name = "qwen3_next", .base = "llama",
+MX_FAMILY(qwen3_next, .name = "qwen3_next", .aliases = MX_ALIASES("qwen3next"), .base = "llama",
           .features = "hybrid: gated deltanet / gated attention (partial rope, qk norm), (1+w) rmsnorm, moe + gated shared expert",
           .configure = configure)
