@@ -5,7 +5,7 @@ so that a 4-bit conversion can be held to the float run's greedy ids: the
 embedding is N(0, 1), the untied head equals it, every other matrix (and
 fused expert tensor) is the fixture's scaled by SCALE (smaller residual
 updates; with sandwich norms the post norms too), vectors and buffers are
-kept, a final logit soft-cap is set to 30. EXTRA names tensors to add ([4, 64]
+kept (in their dtype), a final logit soft-cap is set to 30. EXTRA names tensors to add ([4, 64]
 zeros) that the family must ignore (multi-token-prediction layers real
 checkpoints carry). Usage: FIXTURE_DIR OUT_DIR [SCALE [EXTRA,...]]."""
 import array, json, os, random, struct, sys
@@ -18,10 +18,13 @@ n = struct.unpack("<Q", b[:8])[0]
 hdr = json.loads(b[8:8 + n])
 data = b[8 + n:]
 rng = random.Random(11)
-t, emb_name = {}, None
+t, emb_name, raw = {}, None, {}
 for name, v in hdr.items():
     if name == "__metadata__": continue
-    if v["dtype"] != "F32": sys.exit("%s: %s is %s, expected F32" % (src, name, v["dtype"]))
+    if v["dtype"] != "F32":  # vectors and scalars of other dtypes (Apertus' BF16 xIELU scalars) are copied as they are
+        if len(v["shape"]) >= 2: sys.exit("%s: %s is %s, expected F32" % (src, name, v["dtype"]))
+        raw[name] = (v["dtype"], v["shape"], data[v["data_offsets"][0]:v["data_offsets"][1]])
+        continue
     a = array.array("f"); a.frombytes(data[v["data_offsets"][0]:v["data_offsets"][1]])
     t[name] = (v["shape"], a)
     if name.endswith("embed_tokens.weight"): emb_name = name
@@ -38,11 +41,10 @@ for name, (shape, a) in t.items():
 for name in (sys.argv[4].split(",") if len(sys.argv) > 4 and sys.argv[4] else []):
     t[name] = ([4, 64], array.array("f", [0.0] * 256))
 out_hdr, blobs, off = {"__metadata__": {"format": "pt"}}, [], 0
-for name in sorted(t):
-    shape, a = t[name]
-    raw = a.tobytes()
-    out_hdr[name] = {"dtype": "F32", "shape": shape, "data_offsets": [off, off + len(raw)]}
-    blobs.append(raw); off += len(raw)
+for name in sorted(list(t) + list(raw)):
+    dt, shape, b = raw[name] if name in raw else ("F32", t[name][0], t[name][1].tobytes())
+    out_hdr[name] = {"dtype": dt, "shape": shape, "data_offsets": [off, off + len(b)]}
+    blobs.append(b); off += len(b)
 h = json.dumps(out_hdr, separators=(",", ":")).encode()
 h += b" " * ((8 - len(h) % 8) % 8)
 with open(os.path.join(out, "model.safetensors"), "wb") as f:
