@@ -11,6 +11,7 @@
 #define MX_ARCH_H
 #include <stdbool.h>
 #include "../format/json.h"
+#include "../format/checkpoint.h"
 #include "../kernels/kernels.h"
 #include "rope.h"
 #include "block.h"
@@ -131,6 +132,8 @@ typedef struct {
                                    outputs are summed unweighted (Llama 4) */
     bool group_max;             /* a group's score is its best expert's (DeepSeek-V2 group_limited_greedy), not its top-2 sum */
     float norm_min;             /* renormalisation denominator at least this (ERNIE's moe_norm_min); 0 = off */
+    int n_zero;                 /* identity ("zero-computation") experts after the routed ones: the
+                                   router scores n_experts + n_zero; a chosen one adds w * x (LongCat) */
 } mx_moe_spec;
 
 /* Multi-head latent attention (DeepSeek V2/V3, nn/mla.c): q through a
@@ -149,6 +152,8 @@ typedef struct {
      * embed_q [heads, kv_lora_rank, qk_nope] (W_k^T) and unembed_out
      * [heads, v_head, kv_lora_rank] (W_v) */
     const char *embed_q, *unembed_out;
+    float q_scale, kv_scale;    /* LongCat's LoRA scales: q times q_scale, the normed latent times
+                                   kv_scale (so k_nope and v too); 0 = 1 */
 } mx_mla_spec;
 
 /* State-space mixers (nn/mamba.c). Tensors live under `prefix` (a module
@@ -319,6 +324,9 @@ typedef struct {
     int ffn_width;     /* this layer's dense MLP width (0 = arch.ffn) (Gemma 4's double-wide MLP) */
     const mx_block_ops *post; /* runs on the layer's output, which it adds to (Gemma 4's
                                  per-layer input); NULL = none */
+    const mx_block_ops *shortcut; /* a second ffn block on this layer's normed ffn input whose
+                                     output joins the residual at the end of the NEXT layer
+                                     (LongCat's shortcut MoE); NULL = none */
 } mx_layer_spec;
 
 /* Sequence pooling: which hidden rows a head (or an embedder) reads. */
@@ -392,6 +400,8 @@ typedef struct mx_arch {
     mx_arch_mem *mem;       /* what the description owns */
     mx_lightning_spec lightning; /* for layers whose mixer is mx_block_lightning */
     mx_ple_spec ple;             /* per-layer inputs (dim 0 = none), for layers whose post is mx_block_ple */
+    const mx_rename *renames; /* tensor-name rewrites applied before binding (format/checkpoint.h) */
+    int n_renames;
 } mx_arch;
 
 /* Fills a (zeroed) from the keys most HF decoder configs share (hidden_size,

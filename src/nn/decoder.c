@@ -31,6 +31,7 @@ mx_kv *mx_kv_new(const mx_model *m, int cap) {
         if (ls->mixer && ls->mixer->state_floats) n += ls->mixer->state_floats(m, l, cap);
         if (ls->mixer2 && ls->mixer2->state_floats) n += ls->mixer2->state_floats(m, l, cap);
         if (ls->ffn && ls->ffn->state_floats) n += ls->ffn->state_floats(m, l, cap);
+        if (ls->shortcut && ls->shortcut->state_floats) n += ls->shortcut->state_floats(m, l, cap);
         n = (n + 15) & ~(size_t)15;
         if (total + n < total || (total + n) > ((size_t)1 << 40) / sizeof(float)) {
             mx_set_err("cache of %d positions is too large", cap);
@@ -58,8 +59,8 @@ size_t mx_blocks_scratch_floats(const mx_model *m, int max_tokens, int max_ctx, 
     const mx_arch *a = &m->arch;
     size_t scratch = 0;
     for (int l = 0; l < a->n_layers; l++) {
-        const mx_block_ops *bs[4] = {a->layers[l].mixer, a->layers[l].ffn, a->layers[l].mixer2, a->layers[l].post};
-        for (int k = 0; k < 4; k++)
+        const mx_block_ops *bs[5] = {a->layers[l].mixer, a->layers[l].ffn, a->layers[l].mixer2, a->layers[l].post, a->layers[l].shortcut};
+        for (int k = 0; k < 5; k++)
             if (bs[k] && bs[k]->scratch_floats) scratch = MX_MAX(scratch, bs[k]->scratch_floats(m, l, max_tokens, max_ctx, n_threads));
     }
     return scratch;
@@ -79,7 +80,11 @@ int mx_fwd_bufs_alloc(mx_fwd_bufs *b, const mx_model *m, int max_tokens, int max
     b->pos = mx_calloc(N, sizeof(int));
     b->seq_of = mx_calloc(N, sizeof(int));
     if (a->ple.dim) b->ple = mx_aligned_alloc((N + 1) * (size_t)a->n_layers * a->ple.dim * 4);
-    if (!b->x || !b->xn || !b->tmp || !b->tmp2 || !b->cs || !b->scratch || !b->pos || !b->seq_of || (a->ple.dim && !b->ple)) {
+    bool shortcut = false;
+    for (int l = 0; l < a->n_layers; l++) shortcut |= a->layers[l].shortcut != NULL;
+    if (shortcut) b->carry = mx_aligned_alloc(N * H * 4);
+    if (!b->x || !b->xn || !b->tmp || !b->tmp2 || !b->cs || !b->scratch || !b->pos || !b->seq_of || (a->ple.dim && !b->ple) ||
+        (shortcut && !b->carry)) {
         mx_fwd_bufs_free(b);
         return MX_ERR;
     }
@@ -87,7 +92,7 @@ int mx_fwd_bufs_alloc(mx_fwd_bufs *b, const mx_model *m, int max_tokens, int max
 }
 
 void mx_fwd_bufs_free(mx_fwd_bufs *b) {
-    float *bufs[] = {b->x, b->xn, b->tmp, b->tmp2, b->cs, b->scratch, b->ple};
+    float *bufs[] = {b->x, b->xn, b->tmp, b->tmp2, b->cs, b->scratch, b->ple, b->carry};
     for (size_t i = 0; i < MX_ARRAY_LEN(bufs); i++) mx_aligned_free(bufs[i]);
     free(b->pos);
     free(b->seq_of);
@@ -121,7 +126,8 @@ int mx_ctx_max_tokens(const mx_ctx *c) { return c->max_tokens; }
 bool mx_model_recurrent(const mx_model *m) {
     for (int l = 0; l < m->arch.n_layers; l++) {
         const mx_layer_spec *ls = &m->arch.layers[l];
-        if ((ls->mixer && ls->mixer->recurrent) || (ls->mixer2 && ls->mixer2->recurrent) || (ls->ffn && ls->ffn->recurrent))
+        if ((ls->mixer && ls->mixer->recurrent) || (ls->mixer2 && ls->mixer2->recurrent) || (ls->ffn && ls->ffn->recurrent) ||
+            (ls->shortcut && ls->shortcut->recurrent))
             return true;
     }
     return false;
@@ -198,11 +204,13 @@ void mx_layer_forward(mx_fwd *f, int l, float *x, float *xn, float *tmp, float *
         if (a->names.post_attn_norm && res_norm) mx_norm_rows(&a->norm, &L->post_attn_norm, x, x, N, H, H);
         if (a->names.ffn_norm) mx_norm_rows(&a->norm, &L->ffn_norm, xn, x, N, H, H);
         else memcpy(xn, x, NH * 4);
+        if (ls->shortcut) ls->shortcut->forward(f, l, L->shortcut_w, xn, f->carry); /* joins at the next layer's end */
         ls->ffn->forward(f, l, L->ffn_w, xn, tmp2);
         if (a->names.post_ffn_norm && !res_norm) mx_norm_rows(&a->norm, &L->post_ffn_norm, tmp2, tmp2, N, H, H);
         if (ls->res_alpha[1]) deep_residual(x, xn, ls->res_alpha[1], tmp2, ls->res_beta[1], NH);
         else add_scaled(x, tmp2, a->residual_scale, NH);
         if (a->names.post_ffn_norm && res_norm) mx_norm_rows(&a->norm, &L->post_ffn_norm, x, x, N, H, H);
+        if (l > 0 && a->layers[l - 1].shortcut) add_scaled(x, f->carry, 1.0f, NH);
     }
     if (ls->post) { /* reads the layer's output, adds to it */
         ls->post->forward(f, l, L->post_w, x, tmp);
@@ -261,7 +269,7 @@ int mx_forward(mx_ctx *c, const mx_seq_in *seqs, int n_seqs, float *logits, bool
         }
     }
     mx_fwd f = {.m = m, .pool = c->pool, .seqs = seqs, .n_seqs = n_seqs, .N = N, .pos = c->b.pos, .seq_of = c->b.seq_of,
-                .scratch = c->b.scratch, .max_tokens = c->max_tokens, .max_ctx = c->max_ctx};
+                .scratch = c->b.scratch, .max_tokens = c->max_tokens, .max_ctx = c->max_ctx, .carry = c->b.carry};
     for (int r = 0, off = 0; r < a->n_rope; off += N * a->rope[r].dim, r++) f.cs[r] = c->b.cs + off;
     if (a->ple.dim) mx_ple_inputs(&f, c->b.x, c->b.ple);
     for (int l = 0; l < a->n_layers; l++) mx_layer_forward(&f, l, c->b.x, c->b.xn, c->b.tmp, c->b.tmp2);

@@ -79,6 +79,7 @@ void mx_model_free(mx_model *m) {
             if (ls->mixer && L->mixer_w) ls->mixer->free(L->mixer_w);
             if (ls->mixer2 && L->mixer2_w) ls->mixer2->free(L->mixer2_w);
             if (ls->post && L->post_w) ls->post->free(L->post_w);
+            if (ls->shortcut && L->shortcut_w) ls->shortcut->free(L->shortcut_w);
             if (ls->ffn && L->ffn_w) ls->ffn->free(L->ffn_w);
         }
         free(m->layers);
@@ -143,6 +144,13 @@ int mx_model_bind(mx_model *m, mx_ckpt *ck) {
         mx_set_err("%s: the xielu activation is supported in dense MLPs only", m->ck.dir);
         goto fail;
     }
+    /* a shortcut's output joins the next layer's residual after its ffn */
+    for (int i = 0; i < a->n_layers; i++)
+        if (a->layers[i].shortcut && (i + 1 == a->n_layers || a->residual != MX_RES_SEQUENTIAL || !a->layers[i].ffn || !a->layers[i + 1].ffn)) {
+            mx_set_err("%s: layer %d: a shortcut block needs a sequential layer with an ffn after it", m->ck.dir, i);
+            goto fail;
+        }
+    if (mx_ckpt_rename(&m->ck, a->renames, a->n_renames)) goto fail;
     use_bare_names(m);
     /* Embedding tables are never transposed, whatever the linear layout. */
     bool conv = a->conv1d;
@@ -175,6 +183,7 @@ int mx_model_bind(mx_model *m, mx_ckpt *ck) {
             L->out_scale = v[0];
             free(v);
         }
+        if (ls->shortcut && ls->shortcut->load(m, i, &L->shortcut_w)) goto fail;
         if (ls->ffn && ls->ffn->load(m, i, &L->ffn_w)) goto fail;
     }
     if (mx_encoder_bind(m) || mx_ple_bind(m)) goto fail;

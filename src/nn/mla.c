@@ -13,7 +13,8 @@
  * and never rebuilds K/V. With rope_interleave DeepSeek de-interleaves the
  * rope slice of q and k before a rotate-half rope; rotating the pairs
  * (2i, 2i+1) in place instead (rope.interleaved) permutes q and k alike and
- * leaves every q.k unchanged. */
+ * leaves every q.k unchanged. LongCat scales q and the normed latent by
+ * constants (mla.q_scale, kv_scale) before rope and caching. */
 #include "model.h"
 #include "../base/base.h"
 #include "../quant/quant.h"
@@ -195,6 +196,9 @@ static void mla_forward(mx_fwd *f, int layer, void *wp, const float *xn, float *
     } else mx_linear(f, &w->q, w->q_bias, xn, N, H, q, Hn * qk);
     mx_linear(f, &w->kv_a, w->kv_a_b, xn, N, H, kvx, ld);
     mx_norm_rows(&s->norm, &w->kv_a_norm, kvx, kvx, N, kvr, ld);
+    if (s->q_scale && s->q_scale != 1.0f) mx_scale(q, s->q_scale, N * Hn * qk);
+    if (s->kv_scale && s->kv_scale != 1.0f) /* the latent only: k_nope and v scale with it, the rope key does not */
+        for (int t = 0; t < N; t++) mx_scale(kvx + (size_t)t * ld, s->kv_scale, kvr);
     const mx_rope *rope = &a->rope[a->layers[layer].rope_idx];
     for (int t = 0; t < N; t++) {
         float *kr = kvx + (size_t)t * ld;

@@ -19,6 +19,7 @@ typedef struct {
     void *mixer2_w;        /* layers with a second mixer */
     void *post_w;          /* layers with a post block */
     float out_scale;       /* names.layer_scale's value (0 = none) */
+    void *shortcut_w;      /* layers with a shortcut block */
 } mx_layer_w;
 
 struct mx_model {
@@ -86,6 +87,7 @@ typedef struct {
     float *x, *xn, *tmp, *tmp2, *cs, *scratch;
     int *pos, *seq_of;
     float *ple; /* per-layer inputs [tokens + 1][n_layers * ple.dim] (arch.ple) */
+    float *carry; /* [N, hidden]: a shortcut block's output until the next layer ends (NULL when no layer has one) */
 } mx_fwd_bufs;
 int mx_fwd_bufs_alloc(mx_fwd_bufs *b, const mx_model *m, int max_tokens, int max_ctx, int n_threads);
 void mx_fwd_bufs_free(mx_fwd_bufs *b);
@@ -121,6 +123,7 @@ struct mx_fwd {
     const uint8_t *key_mask; /* per stacked token, 0 = no query attends it
                                 (encoder padding); NULL = none */
     const float *ple;        /* per-layer inputs [N][n_layers * ple.dim] (arch.ple); NULL = none */
+    float *carry;           /* mx_fwd_bufs.carry */
 };
 /* Fills buf (mx_fwd_bufs.ple) with f's per-layer inputs from the scaled
  * token embeddings h0 [N, hidden] and sets f->ple (nn/ple.c). */

@@ -82,7 +82,7 @@ static void sparsemixer(const float *s, int E, float eps, int *idx, float *w, fl
 }
 
 void mx_moe_route(const mx_moe_spec *s, const float *logits, const float *score_bias, int *idx, float *w, float *tmp) {
-    int E = s->n_experts, K = s->top_k;
+    int E = s->n_experts + s->n_zero, K = s->top_k; /* identity experts are routed like the others */
     switch (s->route) {
     case MX_ROUTE_TOPK_SOFTMAX:
         topk(logits, E, K, idx);
@@ -211,9 +211,18 @@ static int load_proj(mx_model *m, moe_w *w, const char *pat, int layer, int p, i
         return MX_OK;
     }
     snprintf(mod, sizeof mod, pat, layer);
-    mx_weight *views = mx_calloc((size_t)E, sizeof(mx_weight));
+    /* a stacked tensor may also hold rows for the identity experts (LongCat's gate_up_proj): unused */
+    int n = E;
+    if (s->n_zero > 0) {
+        char *wn = mx_asprintf("%s.weight", mod);
+        const mx_tensor *t = wn ? mx_ckpt_find(&m->ck, wn) : NULL;
+        free(wn);
+        if (!t) t = mx_ckpt_find(&m->ck, mod);
+        if (t && t->ndim == 3 && t->shape[0] == (int64_t)E + s->n_zero) n = E + s->n_zero;
+    }
+    mx_weight *views = mx_calloc((size_t)n, sizeof(mx_weight));
     if (!views) return MX_ERR;
-    int rc = mx_load_weight_stacked(&m->ck, mod, E, rows, cols, fl, &w->whole[p], views);
+    int rc = mx_load_weight_stacked(&m->ck, mod, n, rows, cols, fl, &w->whole[p], views);
     if (!rc) for (int e = 0; e < E; e++) w->ex[e].w[p] = views[e];
     free(views);
     if (!rc && bias) rc = load_stacked_bias(&m->ck, mod, E, rows, w->bias[p]);
@@ -257,15 +266,15 @@ static void moe_free(void *p) {
 static int moe_load(mx_model *m, int layer, void **out) {
     const mx_arch *a = &m->arch;
     const mx_moe_spec *s = &a->moe;
-    int H = a->hidden, E = s->n_experts;
-    if (E < 1 || E > MX_MAX_EXPERTS) return mx_set_err("%s: %d experts is out of range (1..%d)", m->ck.dir, E, MX_MAX_EXPERTS);
-    if (s->top_k < 1 || s->top_k > E) return mx_set_err("%s: %d experts per token with %d experts", m->ck.dir, s->top_k, E);
+    int H = a->hidden, E = s->n_experts, Et = E + s->n_zero; /* routed: the real experts and the identity ones */
+    if (E < 1 || s->n_zero < 0 || Et > MX_MAX_EXPERTS) return mx_set_err("%s: %d experts (+%d identity) is out of range (1..%d)", m->ck.dir, E, s->n_zero, MX_MAX_EXPERTS);
+    if (s->top_k < 1 || s->top_k > Et) return mx_set_err("%s: %d experts per token with %d experts", m->ck.dir, s->top_k, Et);
     if (s->ffn < 1) return mx_set_err("%s: expert intermediate size %d is invalid", m->ck.dir, s->ffn);
     if (s->route == MX_ROUTE_SPARSEMIXER && s->top_k != 2) return mx_set_err("%s: sparsemixer routing needs 2 experts per token, not %d", m->ck.dir, s->top_k);
-    if (s->n_group > 1 && (s->n_group > 64 || E % s->n_group || s->topk_group < 1 || s->topk_group > s->n_group ||
-                           s->top_k > s->topk_group * (E / s->n_group)))
+    if (s->n_group > 1 && (s->n_group > 64 || Et % s->n_group || s->topk_group < 1 || s->topk_group > s->n_group ||
+                           s->top_k > s->topk_group * (Et / s->n_group)))
         return mx_set_err("%s: group-limited routing with %d groups (top %d) of %d experts, %d per token is inconsistent", m->ck.dir,
-                          s->n_group, s->topk_group, E, s->top_k);
+                          s->n_group, s->topk_group, Et, s->top_k);
     if (!s->router || !s->experts.down) return mx_set_err("%s: MoE layer without router or expert names", m->ck.dir);
     moe_w *w = mx_calloc(1, sizeof *w);
     if (!w) return MX_ERR;
@@ -274,8 +283,8 @@ static int moe_load(mx_model *m, int layer, void **out) {
     w->ex = mx_calloc((size_t)E, sizeof(expert_w));
     w->ex_bytes = mx_calloc((size_t)E, sizeof(size_t));
     if (!w->ex || !w->ex_bytes) return MX_ERR;
-    if (mx_load_lin(m, s->router, layer, E, H, s->router_bias, &w->router, &w->router_b)) return MX_ERR;
-    if (s->score_bias && load_score_bias(m, s->score_bias, layer, E, &w->score_bias)) return MX_ERR;
+    if (mx_load_lin(m, s->router, layer, Et, H, s->router_bias, &w->router, &w->router_b)) return MX_ERR;
+    if (s->score_bias && load_score_bias(m, s->score_bias, layer, Et, &w->score_bias)) return MX_ERR;
     /* routed experts: primary names, or the alternative layout when absent */
     const mx_expert_names *nm = &s->experts;
     const char *probe = nm->gate_up ? nm->gate_up : nm->gate ? nm->gate : nm->up;
@@ -317,7 +326,7 @@ typedef struct { float *logits, *wts, *xg, *yg, *gu, *row, *tmp, *sg; int *sel, 
 _Static_assert(sizeof(int) == sizeof(float), "int buffers live in float scratch");
 static size_t moe_plan(const mx_model *m, int rows, float *base, moe_bufs *b) {
     const mx_moe_spec *s = &m->arch.moe;
-    size_t N = (size_t)rows, E = (size_t)s->n_experts, K = (size_t)s->top_k, H = (size_t)m->arch.hidden;
+    size_t N = (size_t)rows, E = (size_t)s->n_experts + (size_t)s->n_zero, K = (size_t)s->top_k, H = (size_t)m->arch.hidden;
     size_t F2 = 2 * (size_t)max_width(s);
     mx_plan p = {base, 0};
     b->logits = mx_plan_take(&p, N * E);
@@ -374,7 +383,7 @@ static void moe_forward(mx_fwd *f, int layer, void *wp, const float *in, float *
     moe_w *w = wp;
     const mx_arch *a = &f->m->arch;
     const mx_moe_spec *s = &a->moe;
-    int N = f->N, H = a->hidden, E = s->n_experts, K = s->top_k;
+    int N = f->N, H = a->hidden, E = s->n_experts + s->n_zero, K = s->top_k; /* E: routed, identity ones included */
     moe_bufs b;
     moe_plan(f->m, N, f->scratch, &b);
     float *logits = b.logits, *wts = b.wts, *xg = b.xg, *yg = b.yg, *gu = b.gu, *row = b.row, *tmp = b.tmp, *sg = b.sg;
@@ -400,6 +409,10 @@ static void moe_forward(mx_fwd *f, int layer, void *wp, const float *in, float *
         int n = start[e + 1] - start[e];
         if (!n) continue;
         const int *ord = order + start[e];
+        if (e >= s->n_experts) { /* an identity expert: out += w * x */
+            for (int j = 0; j < n; j++) mx_axpy(out + (size_t)(ord[j] / K) * H, wts[ord[j]], in + (size_t)(ord[j] / K) * H, H);
+            continue;
+        }
         for (int j = 0; j < n; j++) memcpy(xg + (size_t)j * H, in + (size_t)(ord[j] / K) * H, (size_t)H * sizeof(float));
         if (s->scale_input) /* the weight scales the expert's input, not its output */
             for (int j = 0; j < n; j++) mx_scale(xg + (size_t)j * H, wts[ord[j]], H);
@@ -414,8 +427,9 @@ static void moe_forward(mx_fwd *f, int layer, void *wp, const float *in, float *
 void mx_moe_stats_get(const mx_model *m, mx_moe_stats *out, bool reset) {
     memset(out, 0, sizeof *out);
     for (int l = 0; l < m->arch.n_layers; l++) {
-        if (m->arch.layers[l].ffn != &mx_block_moe || !m->layers[l].ffn_w) continue;
-        moe_w *w = m->layers[l].ffn_w;
+        const mx_layer_spec *ls = &m->arch.layers[l];
+        moe_w *w = ls->ffn == &mx_block_moe ? m->layers[l].ffn_w : ls->shortcut == &mx_block_moe ? m->layers[l].shortcut_w : NULL;
+        if (!w) continue;
         out->expert_bytes += w->stats.expert_bytes;
         out->expert_groups += w->stats.expert_groups;
         out->routed_pairs += w->stats.routed_pairs;

@@ -307,6 +307,8 @@ int main(void) {
         {"config/deepseek_v2_norm_topk", "{\"model_type\":\"deepseek_v2\",\"hidden_size\":8,\"num_hidden_layers\":1,"
                                          "\"num_attention_heads\":2,\"vocab_size\":16,\"num_experts_per_tok\":2,\"norm_topk_prob\":true}",
          "norm_topk_prob"},
+        {"config/longcat_layers", "{\"model_type\":\"longcat_flash\",\"hidden_size\":8,\"num_layers\":2,\"num_hidden_layers\":3,"
+                                  "\"num_attention_heads\":2,\"vocab_size\":16}", "is not 2 * num_layers"},
         {"config/deepseek_sigmoid", "{\"model_type\":\"deepseek\",\"hidden_size\":8,\"num_hidden_layers\":1,\"num_attention_heads\":2,"
                                     "\"vocab_size\":16,\"scoring_func\":\"sigmoid\"}", "scoring_func 'sigmoid'"},
     };
