@@ -11,6 +11,15 @@
 #include "../base/base.h"
 #include <math.h>
 
+void deepseek_moe_names(mx_moe_spec *s) {
+    s->experts = (mx_expert_names){.gate = "model.layers.%d.mlp.experts.%d.gate_proj", .up = "model.layers.%d.mlp.experts.%d.up_proj",
+                                   .down = "model.layers.%d.mlp.experts.%d.down_proj"};
+    s->alt = (mx_expert_names){.gate = "model.layers.%d.mlp.switch_mlp.gate_proj", .up = "model.layers.%d.mlp.switch_mlp.up_proj",
+                               .down = "model.layers.%d.mlp.switch_mlp.down_proj"};
+    s->shared = (mx_expert_names){.gate = "model.layers.%d.mlp.shared_experts.gate_proj", .up = "model.layers.%d.mlp.shared_experts.up_proj",
+                                  .down = "model.layers.%d.mlp.shared_experts.down_proj"};
+}
+
 int deepseek_moe_configure(mx_arch *a, const mx_cfg *c, const mx_dsmoe_defaults *d) {
     mx_moe_spec *s = &a->moe;
     int dense, n_shared, freq;
@@ -34,12 +43,7 @@ int deepseek_moe_configure(mx_arch *a, const mx_cfg *c, const mx_dsmoe_defaults 
     s->shared_ffn = s->ffn * n_shared;
     s->router = "model.layers.%d.mlp.gate";
     s->score_bias = "model.layers.%d.mlp.gate.e_score_correction_bias";
-    s->experts = (mx_expert_names){.gate = "model.layers.%d.mlp.experts.%d.gate_proj", .up = "model.layers.%d.mlp.experts.%d.up_proj",
-                                   .down = "model.layers.%d.mlp.experts.%d.down_proj"};
-    s->alt = (mx_expert_names){.gate = "model.layers.%d.mlp.switch_mlp.gate_proj", .up = "model.layers.%d.mlp.switch_mlp.up_proj",
-                               .down = "model.layers.%d.mlp.switch_mlp.down_proj"};
-    s->shared = (mx_expert_names){.gate = "model.layers.%d.mlp.shared_experts.gate_proj", .up = "model.layers.%d.mlp.shared_experts.up_proj",
-                                  .down = "model.layers.%d.mlp.shared_experts.down_proj"};
+    deepseek_moe_names(s);
     for (int i = 0; i < a->n_layers; i++) a->layers[i].ffn = i >= dense && i % freq == 0 ? &mx_block_moe : &mx_block_mlp;
     return 0;
 }

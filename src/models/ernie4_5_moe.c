@@ -40,12 +40,7 @@ int ernie4_5_moe_configure(mx_arch *a, const mx_cfg *c) {
     s->shared_ffn = s->ffn * n_shared;
     s->router = "model.layers.%d.mlp.gate";
     s->score_bias = "model.layers.%d.mlp.moe_statics.e_score_correction_bias";
-    s->experts = (mx_expert_names){.gate = "model.layers.%d.mlp.experts.%d.gate_proj", .up = "model.layers.%d.mlp.experts.%d.up_proj",
-                                   .down = "model.layers.%d.mlp.experts.%d.down_proj"};
-    s->alt = (mx_expert_names){.gate = "model.layers.%d.mlp.switch_mlp.gate_proj", .up = "model.layers.%d.mlp.switch_mlp.up_proj",
-                               .down = "model.layers.%d.mlp.switch_mlp.down_proj"};
-    s->shared = (mx_expert_names){.gate = "model.layers.%d.mlp.shared_experts.gate_proj", .up = "model.layers.%d.mlp.shared_experts.up_proj",
-                                  .down = "model.layers.%d.mlp.shared_experts.down_proj"};
+    deepseek_moe_names(s);
     for (int i = 0; i < a->n_layers; i++)
         a->layers[i].ffn = (i + 1) % interval == 0 && i >= start && i <= end ? &mx_block_moe : &mx_block_mlp;
     return 0;

@@ -71,6 +71,9 @@ typedef struct {
     bool norm;
 } mx_dsmoe_defaults;
 int deepseek_moe_configure(mx_arch *a, const mx_cfg *c, const mx_dsmoe_defaults *d);
+/* deepseek_v3.c: the expert names of that layout alone (per expert
+ * mlp.experts.<e>.{gate,up,down}_proj, MLX mlp.switch_mlp.*, mlp.shared_experts.*). */
+void deepseek_moe_names(mx_moe_spec *s);
 /* deepseek_v3.c: latent attention in every layer: q_lora_rank (absent:
  * def_q_lora; null: a plain q_proj), kv_lora_rank, qk_nope / qk_rope / v head
  * dims, rope on the rope slices (interleaved unless rope_interleave is false),
