@@ -128,7 +128,7 @@ all: $(BUILD)/mkmodel
 # (fuzz_model: from the repo root, seeds in fuzz/seeds-model, -dict=fuzz/model.dict)
 FUZZ_SRC := $(filter-out fuzz/fuzz_model.c,$(sort $(wildcard fuzz/fuzz_*.c)))
 FUZZ_LIB := src/base/base.c src/base/progress.c src/format/json.c src/format/safetensors.c $(wildcard src/tokenizer/*.c) $(wildcard src/template/*.c) \
-            src/hub/api.c src/hub/hub.c src/runtime/sampling_opts.c
+            src/hub/api.c src/hub/hub.c src/runtime/sampling_opts.c $(wildcard src/grammar/*.c)
 FUZZ_CFLAGS := -std=c17 -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 fuzz: deps
 	@mkdir -p build/fuzz
@@ -141,4 +141,9 @@ fuzz: deps
 # embed_bench: embeddings/s of an encoder checkpoint through the library API
 # (docs/embed-bench.md; the MiniLM-shaped checkpoint comes from mkmodel).
 $(BUILD)/embed_bench: tools/embed_bench.c $(BUILD)/libmlxcel.a
+	$(CC) $(CFLAGS) -Isrc -o $@ $< $(WHOLE_LIB) $(LDLIBS)
+
+# grammar_bench: constrained decoding's cost per token against the decode
+# step (BENCHMARKS.md, "Constrained decoding").
+$(BUILD)/grammar_bench: tools/grammar_bench.c $(BUILD)/libmlxcel.a
 	$(CC) $(CFLAGS) -Isrc -o $@ $< $(WHOLE_LIB) $(LDLIBS)

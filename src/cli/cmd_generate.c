@@ -2,6 +2,7 @@
 #include "cli.h"
 #include "args.h"
 #include "../base/base.h"
+#include "../runtime/constrain.h"
 #include "../runtime/generate.h"
 #include "../runtime/outparse.h"
 #include "../runtime/textmodel.h"
@@ -10,7 +11,7 @@
 #include <string.h>
 
 typedef struct {
-    const char *model, *prompt, *prompt_file, *prompt_ids, *logits_out, *format, *system, *tmpl_name, *tmpl_file;
+    const char *model, *prompt, *prompt_file, *prompt_ids, *logits_out, *format, *system, *tmpl_name, *tmpl_file, *json_schema, *grammar;
     mx_strlist stops;
     int n_new, chunk, threads, ctx_size;
     bool ignore_eos, no_template, verbose;
@@ -40,6 +41,10 @@ static const mx_opt gen_tab[] = {
     OPT_TEMPLATES(gen_opts, tmpl_name, tmpl_file),
     {NULL, "--stop", NULL, OPT_LIST, "STR", 0, 0, offsetof(gen_opts, stops), "stop before STR (repeatable, at most 16)", NULL, 0},
     {NULL, "--ignore-eos", NULL, OPT_FLAG, NULL, 0, 0, offsetof(gen_opts, ignore_eos), "go on past the end-of-sequence token", NULL, 0},
+    {NULL, "--json-schema", NULL, OPT_STR, "FILE", 0, 0, offsetof(gen_opts, json_schema),
+     "constrain the output to JSON valid against the JSON Schema in FILE (see Structured output)", NULL, 0},
+    {NULL, "--grammar", "--grammar-file", OPT_STR, "FILE", 0, 0, offsetof(gen_opts, grammar),
+     "constrain the output to the GBNF grammar in FILE (llama.cpp's format)", NULL, 0},
     {"-c", "--ctx-size", NULL, OPT_INT, "N", 1, 1 << 24, offsetof(gen_opts, ctx_size), "context size (default: prompt + -n)", NULL, 0},
     {NULL, "--prefill-chunk", NULL, OPT_INT, "K", 1, 1 << 16, offsetof(gen_opts, chunk),
      "prompt tokens per forward pass (1 walks the prompt through the decode path)", NULL, 0},
@@ -131,6 +136,7 @@ static int gen_run(void *p) {
     if (!o.prompt && !o.prompt_file && !o.prompt_ids) { fprintf(stderr, "mlxcel generate: give -p TEXT, -f FILE or --prompt-ids IDS\n"); return 2; }
     if ((o.prompt || o.prompt_file) && o.prompt_ids) { fprintf(stderr, "mlxcel generate: give either a prompt or --prompt-ids, not both\n"); return 2; }
     if (o.tmpl_name && o.tmpl_file) { fprintf(stderr, "mlxcel generate: give --chat-template or --chat-template-file, not both\n"); return 2; }
+    if (o.json_schema && o.grammar) { fprintf(stderr, "mlxcel generate: give --json-schema or --grammar, not both\n"); return 2; }
     if (o.stops.n > 16) { fprintf(stderr, "mlxcel generate: at most 16 --stop strings\n"); return 2; }
     for (int i = 0; i < o.stops.n; i++)
         if (!o.stops.v[i][0]) { fprintf(stderr, "mlxcel generate: --stop needs a non-empty string\n"); return 2; }
@@ -169,6 +175,19 @@ static int generate(const gen_opts *go, const char *dir) {
     if (T == 0) { fprintf(stderr, "mlxcel generate: the prompt is empty\n"); free(ids); mx_textmodel_close(&tm); return 2; }
     double t_encode = mx_now() - t_enc0, t_init0 = 0, t_init = 0;
     int V = e->model.arch.vocab, rc = 1;
+    /* the output constraint (--json-schema / --grammar) */
+    mx_gvocab *gv = NULL;
+    mx_grammar *gram = NULL;
+    mx_constraint con = {0};
+    if ((o.json_schema || o.grammar) &&
+        (!(gv = mx_textmodel_gvocab(&tm)) || !(gram = mx_grammar_load_file(gv, o.json_schema, o.grammar)) || mx_constraint_init(&con, gram, V))) {
+        fprintf(stderr, "mlxcel generate: %s\n", mx_errmsg());
+        mx_grammar_unref(gram);
+        mx_gvocab_free(gv);
+        free(ids);
+        mx_textmodel_close(&tm);
+        return 1;
+    }
     int ctx = o.ctx_size ? o.ctx_size : T + o.n_new;
     mx_pool *pool = mx_pool_new(o.threads);
     mx_session s;
@@ -200,7 +219,13 @@ static int generate(const gen_opts *go, const char *dir) {
     bool text = !strcmp(o.format, "text");
     for (ng = 0; ng < o.n_new;) {
         if (slog) memcpy(slog + (size_t)ng * V, last, sizeof(float) * V);
+        if (con.m) {
+            int allowed = mx_constraint_mask(&con, last);
+            if (allowed < 0) { fprintf(stderr, "mlxcel generate: %s\n", mx_errmsg()); goto out; }
+            if (!allowed) break; /* the grammar is complete and the model has no end token */
+        }
         int32_t tok = mx_sampler_sample(smp, last, s.history, s.n_history);
+        if (con.m && mx_constraint_accept(&con, tok)) { fprintf(stderr, "mlxcel generate: %s\n", mx_errmsg()); goto out; }
         gen[ng++] = tok;
         bool eos = !o.ignore_eos && mx_textmodel_is_eos(&tm, tok);
         if (dt && !eos) {
@@ -211,7 +236,7 @@ static int generate(const gen_opts *go, const char *dir) {
             if (text && vis.len) { fwrite(vis.data, 1, vis.len, stdout); fflush(stdout); }
             if (stop) break;
         } else if (!dt && text) { printf("%s%d", ng > 1 ? " " : "", tok); fflush(stdout); }
-        if (eos || ng == o.n_new) break;
+        if (eos || ng == o.n_new || (con.m && mx_constraint_done(&con))) break;
         if (mx_session_feed(&s, &tok, 1, NULL, last)) { fprintf(stderr, "mlxcel generate: %s\n", mx_errmsg()); goto out; }
     }
     if (dt && !op.stopped) {
@@ -260,6 +285,9 @@ out_engine:
     mx_sampler_free(smp);
     free(plog); free(slog); free(last); free(gen); free(ids);
     mx_pool_free(pool);
+    mx_constraint_free(&con);
+    mx_grammar_unref(gram);
+    mx_gvocab_free(gv);
     mx_textmodel_close(&tm);
     return rc;
 }

@@ -278,7 +278,7 @@ static int cmp_range(const void *a, const void *b) {
 /* Sorts and merges; negate: the complement within the scalar values. The
  * surrogates are always removed. */
 static int cp_normalize(cpset *s, bool negate) {
-    qsort(s->v, (size_t)s->n, sizeof *s->v, cmp_range);
+    if (s->n > 1) qsort(s->v, (size_t)s->n, sizeof *s->v, cmp_range);
     int m = 0;
     for (int i = 0; i < s->n; i++) {
         if (m && s->v[i].lo <= s->v[m - 1].hi + 1) {
@@ -473,7 +473,7 @@ static int repeat(gb *b, evec *seq, int start, long min, long max) {
     int n = seq->n - start;
     g_elem *item = mx_malloc((size_t)(n ? n : 1) * sizeof *item);
     if (!item) return MX_ERR;
-    memcpy(item, seq->v + start, (size_t)n * sizeof *item);
+    if (n) memcpy(item, seq->v + start, (size_t)n * sizeof *item);
     seq->n = start;
     b->total -= (size_t)n;
     int rc = MX_OK;
@@ -674,7 +674,7 @@ static mx_grammar *flatten(gb *b, int root) {
     g->bs = mx_malloc((size_t)(b->n_bs ? b->n_bs : 1) * sizeof *g->bs);
     if (!g->el || !g->rule_of || !g->alt_start || !g->rule_alt || !g->ret_site || !g->bs || g_ctab_init(&g->pre)) goto fail;
     g->pre.dense = true;
-    memcpy(g->bs, b->bs, (size_t)b->n_bs * sizeof *g->bs);
+    if (b->n_bs) memcpy(g->bs, b->bs, (size_t)b->n_bs * sizeof *g->bs);
     g->n_bs = b->n_bs;
     g->el[G_ACCEPT] = (g_elem){GE_BYTES, 0};
     g->el[G_START] = (g_elem){GE_RULE, 0};

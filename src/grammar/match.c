@@ -296,7 +296,7 @@ static int g_advance(const mx_grammar *g, g_ctab *t, const uint64_t *in, int n, 
         const uint64_t *c = g_closure(g, t, p + 1, G_CTX(in[i]), &m, esc);
         if (!c || g_vec_reserve(out, out->n + m)) return MX_ERR;
         /* the pool may have moved while out grew? no: out is separate */
-        memcpy(out->v + out->n, c, (size_t)m * sizeof *c);
+        if (m) memcpy(out->v + out->n, c, (size_t)m * sizeof *c);
         out->n += m;
         sources++;
     }

@@ -105,10 +105,13 @@ static const char *prim(sc *s, const char *name) {
     int i = prim_index(name);
     if (json_object_get(s->rules, name)) return PRIMS[i][0];
     if (set_rule(s, name, PRIMS[i][1])) return NULL;
-    char deps[128];
-    snprintf(deps, sizeof deps, "%s", PRIMS[i][2]);
-    for (char *save = NULL, *d = strtok_r(deps, " ", &save); d; d = strtok_r(NULL, " ", &save))
-        if (!prim(s, d)) return NULL;
+    for (const char *d = PRIMS[i][2]; *d;) {
+        char dep[32];
+        size_t n = strcspn(d, " ");
+        snprintf(dep, sizeof dep, "%.*s", (int)n, d);
+        if (!prim(s, dep)) return NULL;
+        d += n + (d[n] == ' ');
+    }
     return PRIMS[i][0];
 }
 
@@ -676,7 +679,7 @@ static int cmp_cr(const void *a, const void *b) {
 }
 
 static void cs_norm(cset *c, bool negate) {
-    qsort(c->v, (size_t)c->n, sizeof *c->v, cmp_cr);
+    if (c->n > 1) qsort(c->v, (size_t)c->n, sizeof *c->v, cmp_cr);
     int m = 0;
     for (int i = 0; i < c->n; i++) {
         if (m && c->v[i].lo <= c->v[m - 1].hi + 1) { if (c->v[i].hi > c->v[m - 1].hi) c->v[m - 1].hi = c->v[i].hi; }

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const mx_gvocab *g_sort_v; /* qsort has no context argument; built under no lock: see below */
+static const mx_gvocab *g_sort_v; /* qsort has no context argument: set under g_sort_mu */
 static pthread_mutex_t g_sort_mu = PTHREAD_MUTEX_INITIALIZER;
 
 static int cmp_tok(const void *a, const void *b) {
@@ -113,7 +113,7 @@ mx_gvocab *mx_gvocab_new(const mx_tokenizer *t, int n_vocab, const int32_t *eos,
     if (!v->bytes) goto fail;
     pthread_mutex_lock(&g_sort_mu);
     g_sort_v = v;
-    qsort(v->order, (size_t)v->n_order, sizeof *v->order, cmp_tok);
+    if (v->n_order > 1) qsort(v->order, (size_t)v->n_order, sizeof *v->order, cmp_tok);
     pthread_mutex_unlock(&g_sort_mu);
     if (build_trie(v)) goto fail;
     mx_buf_free(&one);

@@ -7,6 +7,7 @@
  * read token events from their request and may cancel it at any time. */
 #ifndef MX_SCHEDULER_H
 #define MX_SCHEDULER_H
+#include "constrain.h"
 #include "engine.h"
 #include "sampler.h"
 
@@ -24,6 +25,7 @@ typedef struct {
     const int32_t *bias_ids; /* logit_bias */
     const float *bias_vals;
     int n_bias;
+    mx_grammar *grammar;    /* constrains the output (NULL: none); the request holds a reference */
 } mx_req_params;
 
 typedef struct {
