@@ -27,10 +27,13 @@ static inline bool g_bset_has(const g_bset *s, unsigned b) { return (s->w[b >> 6
  * stack there matches nothing more: the text may end); START is the
  * alternative "root END" every parse begins with. */
 enum { G_ACCEPT = 0, G_START = 1 };
-/* Continuation ids: ROOT is the empty stack; BASE is "unknown" (used when
- * precomputing a position's tokens: popping past it continues at the
- * rule's return site when it has only one, else escapes the rule). */
+/* Continuation ids: ROOT is the empty stack. When a position's tokens are
+ * precomputed the bottom of the stack is unknown: a continuation whose
+ * return position is G_BASE_OF(X) (and parent BASE) stands for "the
+ * unknown callers of rule X". Popping it continues at X's return site when
+ * X has only one, else the token escapes (depends on the context). */
 enum { G_CTX_ROOT = 0, G_CTX_BASE = 1 };
+#define G_BASE_OF(x) (-3 - (x)) /* rule <-> its base marker (an involution) */
 #define G_KEY(pos, ctx) (((uint64_t)(uint32_t)(ctx) << 32) | (uint32_t)(pos))
 #define G_POS(k) ((int32_t)(uint32_t)(k))
 #define G_CTX(k) ((int32_t)((k) >> 32))
@@ -82,10 +85,13 @@ static inline const uint64_t *g_keys(const g_ctab *t, int32_t s, int *n) {
  * error; *esc set when a stack popped past G_CTX_BASE. */
 int32_t g_step(const struct mx_grammar *g, g_ctab *t, int32_t s, uint8_t b, bool *esc);
 
-/* For a position and the return position of the frame above it: the
- * tokens accepted whatever lies deeper in the stack (acc), and those that
- * depend on it (unc, checked against the real stack each step). */
+/* For a parser state reduced to its stacks' positions and the return
+ * positions of the frames above them (pairs): the tokens accepted whatever
+ * lies deeper in the stacks (acc), and those that depend on it (unc,
+ * checked against the real stacks each step). */
 typedef struct {
+    uint64_t *pairs;
+    int n_pairs;
     uint32_t *acc_bits; /* bitmap form, or NULL */
     int32_t *acc;       /* list form */
     int n_acc;
@@ -106,27 +112,25 @@ struct mx_grammar {
     int n_rules;
     const mx_gvocab *vocab;
     pthread_mutex_t mu; /* guards the cache and `pre` */
-    uint64_t *pckey;    /* (position, return position) -> cache, filled lazily */
+    uint32_t *pckey;    /* hash of a state's pairs -> cache, filled lazily */
     g_pcache **pcval;
     uint32_t pccap, pcn;
     g_ctab pre;
 };
 
-/* Vocabulary trie: tokens sorted by their bytes; a node's subtree holds the
- * tokens [lo, hi) of `order`, its own (those ending there) [lo, own_hi). */
-typedef struct {
-    int32_t first_child, next_sibling;
-    int32_t lo, own_hi, hi;
-    uint8_t byte;
-} g_tnode;
-
+/* Vocabulary trie, nodes in depth-first order (node 0 is the root): the
+ * children of n are n + 1 .. end[n] - 1, each child c followed by its
+ * subtree up to end[c]. Tokens are sorted by their bytes (`order`); node n's
+ * subtree holds the tokens [lo[n], lo[end[n]]) and those ending at n come
+ * first: [lo[n], lo[n] + own[n]). lo has a sentinel at n_nodes. */
 struct mx_gvocab {
     int n_vocab, n_words;
     char *bytes;
     uint32_t *off, *len; /* per token id; len 0: never allowed */
     int32_t *order;
     int n_order;
-    g_tnode *nodes;
+    uint8_t *byte;
+    int32_t *end, *lo, *own;
     int n_nodes;
     int32_t *eos;
     int n_eos;

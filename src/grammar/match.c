@@ -16,7 +16,6 @@
  * is checked against the real stack at each step. */
 #include "gram_int.h"
 #include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -211,15 +210,18 @@ static int closure_raw(const mx_grammar *g, g_ctab *t, int32_t pos, int32_t ctx,
             if (e.kind == GE_BYTES) { rc = g_vec_push(out, G_KEY(p, c)); break; }
             if (e.kind == GE_END) {
                 if (c == G_CTX_ROOT) { rc = g_vec_push(out, G_KEY(G_ACCEPT, G_CTX_ROOT)); break; }
-                if (c == G_CTX_BASE) {
-                    /* past the base: known only when the rule returns to one place */
-                    int32_t site = g->rule_of[p] >= 0 ? g->ret_site[g->rule_of[p]] : -2;
+                if (c == G_CTX_BASE) { *esc = true; break; }
+                int32_t r = t->ret[c];
+                if (r <= G_BASE_OF(0)) {
+                    /* the unknown bottom of the stack, below rule X: known only when X returns to one place */
+                    int32_t site = g->ret_site[G_BASE_OF(r)];
                     if (site < 0 || ++hops > g->n_el) { *esc = true; break; }
                     p = site;
-                    c = site == G_START + 1 ? G_CTX_ROOT : G_CTX_BASE;
+                    c = site == G_START + 1 ? G_CTX_ROOT : intern(t, G_BASE_OF(g->rule_of[site]), G_CTX_BASE);
+                    if (c < 0) { rc = MX_ERR; break; }
                     continue;
                 }
-                p = t->ret[c];
+                p = r;
                 c = t->parent[c];
                 continue;
             }
@@ -427,6 +429,7 @@ compute:;
 
 static void pcache_free(g_pcache *c) {
     if (!c) return;
+    free(c->pairs);
     free(c->acc_bits);
     free(c->acc);
     free(c->unc);
@@ -435,8 +438,7 @@ static void pcache_free(g_pcache *c) {
 
 void g_grammar_free(mx_grammar *g) {
     if (!g) return;
-    for (uint32_t i = 0; i < g->pccap; i++)
-        if (g->pckey[i] != EMPTY_KEY) pcache_free(g->pcval[i]);
+    for (uint32_t i = 0; i < g->pccap; i++) pcache_free(g->pcval[i]);
     free(g->pckey);
     free(g->pcval);
     g_ctab_free(&g->pre);
@@ -463,72 +465,100 @@ void mx_grammar_unref(mx_grammar *g) {
 
 typedef struct {
     const mx_gvocab *v;
-    uint32_t *acc; /* bitmap being built */
-    int n_acc;
-    g_vec unc;     /* token ids (as u64) */
+    uint32_t *acc; /* accepted, by index into v->order */
+    g_vec unc;     /* context-dependent: ranges [lo, hi) of v->order, packed */
 } pwalk;
 
-static int mark_range(pwalk *w, int lo, int hi, bool accepted) {
-    for (int i = lo; i < hi; i++) {
-        int32_t t = w->v->order[i];
-        if (accepted) {
-            w->acc[t >> 5] |= 1u << (t & 31);
-            w->n_acc++;
-        } else if (g_vec_push(&w->unc, (uint64_t)t)) return MX_ERR;
-    }
-    return MX_OK;
+static void set_range(uint32_t *b, int lo, int hi) {
+    for (; lo < hi && (lo & 31); lo++) b[lo >> 5] |= 1u << (lo & 31);
+    for (; lo + 32 <= hi; lo += 32) b[lo >> 5] = UINT32_MAX;
+    for (; lo < hi; lo++) b[lo >> 5] |= 1u << (lo & 31);
 }
 
-/* Depth-first walk of the trie below node, in state s; esc: a stack popped
- * past BASE on this path already. */
-static int walk(mx_grammar *g, pwalk *w, int node, int32_t s, bool esc) {
+static int unc_range(pwalk *w, int lo, int hi) {
+    return lo < hi ? g_vec_push(&w->unc, G_KEY(lo, hi)) : MX_OK;
+}
+
+/* Depth-first walk of the trie from the root in state s0 (iterative: the
+ * depth is the longest token). esc: a stack escaped the known part of the
+ * state on this path (the rest of a token then depends on the context). */
+static int walk(mx_grammar *g, pwalk *w, int32_t s0) {
     const mx_gvocab *v = w->v;
-    for (int c = v->nodes[node].first_child; c >= 0; c = v->nodes[c].next_sibling) {
-        const g_tnode *tn = &v->nodes[c];
+    typedef struct { int32_t child, end, state; bool esc; } frame;
+    frame *st = mx_malloc((size_t)(v->max_len + 2) * sizeof *st);
+    if (!st) return MX_ERR;
+    int sp = 0, rc = MX_OK;
+    st[0] = (frame){1, v->end[0], s0, false};
+    while (sp >= 0 && !rc) {
+        frame *f = &st[sp];
+        if (f->child >= f->end) { sp--; continue; }
+        int32_t c = f->child;
+        f->child = v->end[c];
         bool e = false;
-        int32_t ns = g_step(g, &g->pre, s, tn->byte, &e);
-        if (ns == G_FAIL) return MX_ERR;
-        bool live = ns >= 0;
-        /* tokens ending here: accepted when a stack survives or the rule just ended */
-        if (live || e) { if (mark_range(w, tn->lo, tn->own_hi, true)) return MX_ERR; }
-        else if (esc && mark_range(w, tn->lo, tn->own_hi, false)) return MX_ERR;
+        int32_t ns = g_step(g, &g->pre, f->state, v->byte[c], &e);
+        if (ns == G_FAIL) { rc = MX_ERR; break; }
+        bool live = ns >= 0, esc = f->esc || e;
+        int32_t lo = v->lo[c], own = lo + v->own[c], hi = v->lo[v->end[c]];
+        /* tokens ending here: accepted when a stack survives or the known part just ended */
+        if (live || e) set_range(w->acc, lo, own);
+        else if (f->esc) rc = unc_range(w, lo, own);
         if (live) {
-            if (walk(g, w, c, ns, esc || e)) return MX_ERR;
-        } else if ((esc || e) && mark_range(w, tn->own_hi, tn->hi, false)) return MX_ERR;
+            if (c + 1 < v->end[c]) st[++sp] = (frame){c + 1, v->end[c], ns, esc};
+        } else if (esc && !rc) rc = unc_range(w, own, hi);
     }
-    return MX_OK;
+    free(st);
+    return rc;
 }
 
-/* ret1: the return position of the frame above pos, 0 when pos is at the
- * bottom of the stack (the root rule's level). */
-static g_pcache *precompute(mx_grammar *g, int32_t pos, int32_t ret1) {
+/* The tokens a parser state accepts, keyed by its stacks reduced to (position,
+ * return position of the frame above it; 0 at the bottom of the stack):
+ * what lies deeper is unknown when the walk is made (see G_BASE_OF). */
+static g_pcache *precompute(mx_grammar *g, const uint64_t *pairs, int n) {
     const mx_gvocab *v = g->vocab;
     g_pcache *pc = mx_calloc(1, sizeof *pc);
-    pwalk w = {v, mx_calloc((size_t)v->n_words, sizeof(uint32_t)), 0, {0}};
-    int32_t ctx = ret1 ? intern(&g->pre, ret1, G_CTX_BASE) : G_CTX_ROOT;
-    uint64_t k0 = G_KEY(pos, ctx);
-    int32_t s0;
-    if (!pc || !w.acc || ctx < 0 || (s0 = g_state(&g->pre, &k0, 1)) == G_FAIL || walk(g, &w, 0, s0, false)) goto fail;
-    /* a short list beats a bitmap when few tokens pass */
-    if ((size_t)w.n_acc * 32 < (size_t)v->n_vocab) {
-        pc->acc = mx_malloc((size_t)(w.n_acc ? w.n_acc : 1) * sizeof *pc->acc);
-        if (!pc->acc) goto fail;
-        for (int i = 0; i < v->n_words; i++)
-            for (uint32_t m = w.acc[i]; m; m &= m - 1) pc->acc[pc->n_acc++] = i * 32 + __builtin_ctz(m);
-        free(w.acc);
-    } else {
-        pc->acc_bits = w.acc;
-        pc->n_acc = w.n_acc;
+    pwalk w = {v, mx_calloc(((size_t)v->n_order + 31) / 32 + 1, sizeof(uint32_t)), {0}};
+    uint64_t *keys = mx_malloc((size_t)n * sizeof *keys);
+    int32_t s0 = G_FAIL;
+    if (!pc || !w.acc || !keys) goto fail;
+    for (int i = 0; i < n; i++) {
+        int32_t pos = G_POS(pairs[i]), ret1 = G_CTX(pairs[i]), ctx = G_CTX_ROOT;
+        if (ret1) {
+            /* the frame above pos returns into ret1's rule, whose own caller is unknown */
+            int32_t base = intern(&g->pre, G_BASE_OF(g->rule_of[ret1]), G_CTX_BASE);
+            ctx = base < 0 ? -1 : intern(&g->pre, ret1, base);
+            if (ctx < 0) goto fail;
+        }
+        keys[i] = G_KEY(pos, ctx);
     }
-    w.acc = NULL;
-    pc->unc = mx_malloc((size_t)(w.unc.n ? w.unc.n : 1) * sizeof *pc->unc);
+    g_vec kv = {keys, n, n};
+    sort_unique(&kv);
+    if ((s0 = g_state(&g->pre, kv.v, kv.n)) == G_FAIL || walk(g, &w, s0)) goto fail;
+    free(keys);
+    keys = NULL;
+    /* to token ids; a short list beats a bitmap when few tokens pass */
+    int n_acc = 0;
+    for (int i = 0; i < (v->n_order + 31) / 32; i++) n_acc += __builtin_popcount(w.acc[i]);
+    if ((size_t)n_acc * 32 < (size_t)v->n_vocab) pc->acc = mx_malloc((size_t)(n_acc ? n_acc : 1) * sizeof *pc->acc);
+    else pc->acc_bits = mx_calloc((size_t)v->n_words, sizeof *pc->acc_bits);
+    if (!pc->acc && !pc->acc_bits) goto fail;
+    for (int i = 0; i < (v->n_order + 31) / 32; i++)
+        for (uint32_t m = w.acc[i]; m; m &= m - 1) {
+            int32_t t = v->order[i * 32 + __builtin_ctz(m)];
+            if (pc->acc_bits) pc->acc_bits[t >> 5] |= 1u << (t & 31);
+            else pc->acc[pc->n_acc] = t;
+            pc->n_acc++;
+        }
+    int n_unc = 0;
+    for (int i = 0; i < w.unc.n; i++) n_unc += G_CTX(w.unc.v[i]) - G_POS(w.unc.v[i]);
+    pc->unc = mx_malloc((size_t)(n_unc ? n_unc : 1) * sizeof *pc->unc);
     if (!pc->unc) goto fail;
-    for (int i = 0; i < w.unc.n; i++) pc->unc[i] = (int32_t)w.unc.v[i];
-    pc->n_unc = w.unc.n;
+    for (int i = 0; i < w.unc.n; i++)
+        for (int k = G_POS(w.unc.v[i]); k < G_CTX(w.unc.v[i]); k++) pc->unc[pc->n_unc++] = v->order[k];
+    free(w.acc);
     g_vec_free(&w.unc);
-    if (getenv("MX_GDEBUG")) fprintf(stderr, "precompute pos %d/%d (rule %d): acc %d unc %d, pre states %d\n", pos, ret1, g->rule_of[pos], pc->n_acc, pc->n_unc, g->pre.ns);
     return pc;
 fail:
+    free(keys);
     free(w.acc);
     g_vec_free(&w.unc);
     pcache_free(pc);
@@ -537,14 +567,14 @@ fail:
 
 static int pc_grow(mx_grammar *g) {
     uint32_t nc = g->pccap ? g->pccap * 2 : 256;
-    uint64_t *nk = mx_malloc(nc * sizeof *nk);
+    uint32_t *nk = mx_malloc(nc * sizeof *nk);
     g_pcache **nv = mx_malloc(nc * sizeof *nv);
     if (!nk || !nv) { free(nk); free(nv); return MX_ERR; }
-    memset(nk, 0xff, nc * sizeof *nk);
+    memset(nv, 0, nc * sizeof *nv);
     for (uint32_t i = 0; i < g->pccap; i++) {
-        if (g->pckey[i] == EMPTY_KEY) continue;
-        uint32_t k = mix(g->pckey[i]) & (nc - 1);
-        while (nk[k] != EMPTY_KEY) k = (k + 1) & (nc - 1);
+        if (!g->pcval[i]) continue;
+        uint32_t k = g->pckey[i] & (nc - 1);
+        while (nv[k]) k = (k + 1) & (nc - 1);
         nk[k] = g->pckey[i];
         nv[k] = g->pcval[i];
     }
@@ -556,21 +586,29 @@ static int pc_grow(mx_grammar *g) {
     return MX_OK;
 }
 
-static const g_pcache *pcache_get(mx_grammar *g, int32_t pos, int32_t ret1) {
-    uint64_t key = G_KEY(pos, ret1);
+/* The cache entry of a state's sorted (position, return position) pairs. */
+static const g_pcache *pcache_get(mx_grammar *g, const uint64_t *pairs, int n) {
+    uint32_t h = hash_keys(pairs, n);
     g_pcache *pc = NULL;
     pthread_mutex_lock(&g->mu);
     if (g->pccap) {
-        uint32_t k = mix(key) & (g->pccap - 1);
-        for (; g->pckey[k] != EMPTY_KEY; k = (k + 1) & (g->pccap - 1))
-            if (g->pckey[k] == key) { pc = g->pcval[k]; break; }
+        for (uint32_t k = h & (g->pccap - 1); g->pcval[k]; k = (k + 1) & (g->pccap - 1))
+            if (g->pckey[k] == h && g->pcval[k]->n_pairs == n && !memcmp(g->pcval[k]->pairs, pairs, (size_t)n * sizeof *pairs)) {
+                pc = g->pcval[k];
+                break;
+            }
     }
-    if (!pc && (g->pcn * 2 < g->pccap || !pc_grow(g)) && (pc = precompute(g, pos, ret1))) {
-        uint32_t k = mix(key) & (g->pccap - 1);
-        while (g->pckey[k] != EMPTY_KEY) k = (k + 1) & (g->pccap - 1);
-        g->pckey[k] = key;
-        g->pcval[k] = pc;
-        g->pcn++;
+    if (!pc && (g->pcn * 2 < g->pccap || !pc_grow(g)) && (pc = precompute(g, pairs, n))) {
+        if (!(pc->pairs = mx_malloc((size_t)n * sizeof *pairs))) { pcache_free(pc); pc = NULL; }
+        else {
+            memcpy(pc->pairs, pairs, (size_t)n * sizeof *pairs);
+            pc->n_pairs = n;
+            uint32_t k = h & (g->pccap - 1);
+            while (g->pcval[k]) k = (k + 1) & (g->pccap - 1);
+            g->pckey[k] = h;
+            g->pcval[k] = pc;
+            g->pcn++;
+        }
     }
     pthread_mutex_unlock(&g->mu);
     return pc;
@@ -582,8 +620,7 @@ struct mx_gmatch {
     mx_grammar *g;
     g_ctab t;
     int32_t cur; /* state */
-    uint64_t *done_pos; /* cache keys whose accepted set is in the mask already */
-    int n_done, cap_done;
+    g_vec pairs; /* the current state as cache key */
     int32_t *hist; /* state before each accepted token (rollback) */
     int n_hist, cap_hist;
     bool ended;
@@ -628,7 +665,7 @@ mx_gmatch *mx_gmatch_new(mx_grammar *g) {
 void mx_gmatch_free(mx_gmatch *m) {
     if (!m) return;
     g_ctab_free(&m->t);
-    free(m->done_pos);
+    g_vec_free(&m->pairs);
     free(m->hist);
     mx_grammar_unref(m->g);
     free(m);
@@ -693,45 +730,28 @@ int mx_gmatch_mask(mx_gmatch *m, uint32_t *bits) {
     memset(bits, 0, (size_t)v->n_words * sizeof *bits);
     if (m->ended) return 0;
     bool complete = false;
-    m->n_done = 0;
     int ns;
-    g_keys(&m->t, m->cur, &ns);
+    const uint64_t *st = g_keys(&m->t, m->cur, &ns);
+    m->pairs.n = 0;
+    if (g_vec_reserve(&m->pairs, ns)) return MX_ERR;
     for (int i = 0; i < ns; i++) {
-        int n;
-        uint64_t key = g_keys(&m->t, m->cur, &n)[i]; /* spool may move: reread */
-        int32_t p = G_POS(key), c = G_CTX(key);
+        int32_t p = G_POS(st[i]), c = G_CTX(st[i]);
         if (p == G_ACCEPT) { complete = true; continue; }
-        int32_t ret1 = c == G_CTX_ROOT ? 0 : m->t.ret[c];
-        const g_pcache *pc = pcache_get(m->g, p, ret1);
+        m->pairs.v[m->pairs.n++] = G_KEY(p, c == G_CTX_ROOT ? 0 : m->t.ret[c]);
+    }
+    sort_unique(&m->pairs);
+    if (m->pairs.n) {
+        const g_pcache *pc = pcache_get(m->g, m->pairs.v, m->pairs.n);
         if (!pc) return MX_ERR;
-        bool seen = false;
-        uint64_t dkey = G_KEY(p, ret1);
-        for (int j = 0; j < m->n_done; j++)
-            if (m->done_pos[j] == dkey) { seen = true; break; }
-        if (!seen) {
-            if (m->n_done == m->cap_done) {
-                int nc = m->cap_done ? m->cap_done * 2 : 16;
-                uint64_t *nd = mx_realloc(m->done_pos, (size_t)nc * sizeof *nd);
-                if (!nd) return MX_ERR;
-                m->done_pos = nd;
-                m->cap_done = nc;
-            }
-            m->done_pos[m->n_done++] = dkey;
-            if (pc->acc_bits)
-                for (int w = 0; w < v->n_words; w++) bits[w] |= pc->acc_bits[w];
-            else
-                for (int j = 0; j < pc->n_acc; j++) bits[pc->acc[j] >> 5] |= 1u << (pc->acc[j] & 31);
-        }
-        if (!pc->n_unc) continue;
-        /* the context-dependent tokens, from this stack alone */
-        int32_t one = ns == 1 ? m->cur : g_state(&m->t, &key, 1);
-        if (one == G_FAIL) return MX_ERR;
+        if (pc->acc_bits) memcpy(bits, pc->acc_bits, (size_t)v->n_words * sizeof *bits);
+        else
+            for (int j = 0; j < pc->n_acc; j++) bits[pc->acc[j] >> 5] |= 1u << (pc->acc[j] & 31);
+        /* the context-dependent tokens, against the real stacks */
         for (int j = 0; j < pc->n_unc; j++) {
             int32_t t = pc->unc[j];
-            if ((bits[t >> 5] >> (t & 31)) & 1) continue;
-            int32_t st = run_bytes(m, one, (const uint8_t *)v->bytes + v->off[t], v->len[t]);
-            if (st == G_FAIL) return MX_ERR;
-            if (st >= 0) bits[t >> 5] |= 1u << (t & 31);
+            int32_t s2 = run_bytes(m, m->cur, (const uint8_t *)v->bytes + v->off[t], v->len[t]);
+            if (s2 == G_FAIL) return MX_ERR;
+            if (s2 >= 0) bits[t >> 5] |= 1u << (t & 31);
         }
     }
     if (complete)

@@ -16,64 +16,44 @@ static int cmp_tok(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-static int new_node(mx_gvocab *v, int *cap, uint8_t byte, int lo) {
-    if (v->n_nodes == *cap) {
-        int nc = *cap * 2;
-        g_tnode *nn = mx_realloc(v->nodes, (size_t)nc * sizeof *nn);
-        if (!nn) return -1;
-        v->nodes = nn;
-        *cap = nc;
-    }
-    v->nodes[v->n_nodes] = (g_tnode){-1, -1, lo, lo, lo, byte};
-    return v->n_nodes++;
-}
-
 static int build_trie(mx_gvocab *v) {
-    int cap = 1024;
-    v->nodes = mx_malloc((size_t)cap * sizeof *v->nodes);
+    /* at most one node per token byte, plus the root and the sentinel */
+    size_t cap = 2;
+    for (int i = 0; i < v->n_order; i++) cap += v->len[v->order[i]];
+    v->byte = mx_malloc(cap);
+    v->end = mx_malloc(cap * sizeof *v->end);
+    v->lo = mx_malloc(cap * sizeof *v->lo);
+    v->own = mx_calloc(cap, sizeof *v->own);
     int32_t *path = mx_malloc((size_t)(v->max_len + 1) * sizeof *path);
-    int32_t *last = NULL; /* last child of each node, while building */
-    int lcap = cap;
-    last = mx_malloc((size_t)lcap * sizeof *last);
-    if (!v->nodes || !path || !last) { free(path); free(last); return MX_ERR; }
-    new_node(v, &cap, 0, 0);
-    last[0] = -1;
-    path[0] = 0;
-    int depth = 0;
+    if (!v->byte || !v->end || !v->lo || !v->own || !path) { free(path); return MX_ERR; }
+    int n = 0, depth = 0;
+    v->byte[0] = 0;
+    v->lo[0] = 0;
+    path[0] = n++;
     const uint8_t *prev = NULL;
     uint32_t prev_len = 0;
     for (int i = 0; i < v->n_order; i++) {
         int32_t t = v->order[i];
         const uint8_t *s = (const uint8_t *)v->bytes + v->off[t];
-        uint32_t n = v->len[t], l = 0;
-        while (l < n && l < prev_len && s[l] == prev[l]) l++;
+        uint32_t len = v->len[t], l = 0;
+        while (l < len && l < prev_len && s[l] == prev[l]) l++;
         /* close the nodes deeper than the common prefix */
-        for (; depth > (int)l; depth--) v->nodes[path[depth]].hi = i;
-        for (uint32_t d = l; d < n; d++) {
-            int c = new_node(v, &cap, s[d], i);
-            if (c < 0) { free(path); free(last); return MX_ERR; }
-            if (v->n_nodes > lcap) {
-                lcap = cap;
-                int32_t *nl = mx_realloc(last, (size_t)lcap * sizeof *nl);
-                if (!nl) { free(path); free(last); return MX_ERR; }
-                last = nl;
-            }
-            last[c] = -1;
-            int p = path[d];
-            if (last[p] < 0) v->nodes[p].first_child = c;
-            else v->nodes[last[p]].next_sibling = c;
-            last[p] = c;
-            path[d + 1] = c;
+        for (; depth > (int)l; depth--) v->end[path[depth]] = n;
+        for (uint32_t d = l; d < len; d++) {
+            v->byte[n] = s[d];
+            v->lo[n] = i;
+            path[d + 1] = n++;
             depth = (int)d + 1;
         }
-        /* tokens ending at this node come first in its range */
-        if (v->nodes[path[n]].own_hi == i) v->nodes[path[n]].own_hi = i + 1;
+        /* tokens ending at a node sort before the longer ones below it */
+        v->own[path[len]]++;
         prev = s;
-        prev_len = n;
+        prev_len = len;
     }
-    for (; depth >= 0; depth--) v->nodes[path[depth]].hi = v->n_order;
+    for (; depth >= 0; depth--) v->end[path[depth]] = n;
+    v->lo[n] = v->n_order; /* sentinel */
+    v->n_nodes = n;
     free(path);
-    free(last);
     return MX_OK;
 }
 
@@ -131,7 +111,10 @@ void mx_gvocab_free(mx_gvocab *v) {
     free(v->off);
     free(v->len);
     free(v->order);
-    free(v->nodes);
+    free(v->byte);
+    free(v->end);
+    free(v->lo);
+    free(v->own);
     free(v->eos);
     free(v);
 }
