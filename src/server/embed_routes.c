@@ -202,44 +202,44 @@ static bool check_model(server *sv, json_t *req, char *err, size_t n) {
     return true;
 }
 
-enum MHD_Result mx_route_embeddings(server *sv, struct MHD_Connection *c, json_t *req) {
+int mx_route_embeddings(server *sv, mx_srv_req *rq, json_t *req) {
     char err[512];
     mx_embed_batcher *b = sv->emb;
-    if (!b) return mx_srv_bad_request(sv, c, "this server runs a text-generation model; start it with an embedding model for /v1/embeddings");
-    if (!check_model(sv, req, err, sizeof err)) return mx_srv_bad_request(sv, c, "%s", err);
+    if (!b) return mx_srv_bad_request(sv, rq, "this server runs a text-generation model; start it with an embedding model for /v1/embeddings");
+    if (!check_model(sv, req, err, sizeof err)) return mx_srv_bad_request(sv, rq, "%s", err);
     json_t *input = json_object_get(req, "input");
     /* string | [string] | [int] | [[int]] */
     bool one = json_is_string(input) || (json_is_array(input) && json_array_size(input) && json_is_integer(json_array_get(input, 0)));
     size_t n = one ? 1 : json_is_array(input) ? json_array_size(input) : 0;
-    if (!n) return mx_srv_bad_request(sv, c, "'input' must be a non-empty string, list of strings, list of token ids or list of lists of token ids");
-    if (n > MAX_INPUTS) return mx_srv_bad_request(sv, c, "'input' has %zu items; at most %d per request", n, MAX_INPUTS);
+    if (!n) return mx_srv_bad_request(sv, rq, "'input' must be a non-empty string, list of strings, list of token ids or list of lists of token ids");
+    if (n > MAX_INPUTS) return mx_srv_bad_request(sv, rq, "'input' has %zu items; at most %d per request", n, MAX_INPUTS);
     json_t *fmt = json_object_get(req, "encoding_format");
     bool b64 = false;
     if (fmt && !json_is_null(fmt)) {
         if (!json_is_string(fmt) || (strcmp(json_string_value(fmt), "float") && strcmp(json_string_value(fmt), "base64")))
-            return mx_srv_bad_request(sv, c, "'encoding_format' must be \"float\" or \"base64\"");
+            return mx_srv_bad_request(sv, rq, "'encoding_format' must be \"float\" or \"base64\"");
         b64 = !strcmp(json_string_value(fmt), "base64");
     }
     int dim = mx_embedder_dim(b->e), dims = dim;
     json_t *jd = json_object_get(req, "dimensions");
     if (jd && !json_is_null(jd)) {
         if (!json_is_integer(jd) || json_integer_value(jd) < 1 || json_integer_value(jd) > dim)
-            return mx_srv_bad_request(sv, c, "'dimensions' must be an integer in [1, %d]", dim);
+            return mx_srv_bad_request(sv, rq, "'dimensions' must be an integer in [1, %d]", dim);
         dims = (int)json_integer_value(jd);
     }
     job *j = job_new((int)n, false, dim);
-    if (!j) return mx_srv_send_error(sv, c, 500, "server_error", "out of memory");
+    if (!j) return mx_srv_error(sv, rq, 500, "server_error", "out of memory");
     j->n = (int)n;
     long total = 0;
     for (size_t i = 0; i < n; i++) {
         json_t *it = one ? input : json_array_get(input, i);
         int len = 0;
         if (json_is_string(it)) {
-            if (!json_string_length(it)) { job_free(j); return mx_srv_bad_request(sv, c, "input[%zu] is an empty string", i); }
+            if (!json_string_length(it)) { job_free(j); return mx_srv_bad_request(sv, rq, "input[%zu] is an empty string", i); }
             if (mx_embed_encode_text(b->e, json_string_value(it), json_string_length(it), &j->ids[i], &len)) {
                 snprintf(err, sizeof err, "input[%zu]: %s", i, mx_errmsg());
                 job_free(j);
-                return mx_srv_bad_request(sv, c, "%s", err);
+                return mx_srv_bad_request(sv, rq, "%s", err);
             }
         } else if (json_is_array(it) && json_array_size(it)) {
             size_t m = json_array_size(it);
@@ -248,14 +248,14 @@ enum MHD_Result mx_route_embeddings(server *sv, struct MHD_Connection *c, json_t
                 json_t *v = json_array_get(it, k);
                 if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) >= mx_embedder_engine(b->e)->model.arch.vocab) {
                     job_free(j);
-                    return mx_srv_bad_request(sv, c, "input[%zu][%zu] is not a token id of this vocabulary", i, k);
+                    return mx_srv_bad_request(sv, rq, "input[%zu][%zu] is not a token id of this vocabulary", i, k);
                 }
                 j->ids[i][k] = (int32_t)json_integer_value(v);
             }
             len = (int)m;
         } else {
             job_free(j);
-            return mx_srv_bad_request(sv, c, "input[%zu] must be a non-empty string or list of token ids", i);
+            return mx_srv_bad_request(sv, rq, "input[%zu] must be a non-empty string or list of token ids", i);
         }
         j->lens[i] = len;
         total += len;
@@ -264,7 +264,7 @@ enum MHD_Result mx_route_embeddings(server *sv, struct MHD_Connection *c, json_t
     if (j->rc) {
         snprintf(err, sizeof err, "%s", j->err);
         job_free(j);
-        return mx_srv_bad_request(sv, c, "%s", err);
+        return mx_srv_bad_request(sv, rq, "%s", err);
     }
     json_t *data = json_array();
     for (size_t i = 0; i < n; i++) {
@@ -287,7 +287,7 @@ enum MHD_Result mx_route_embeddings(server *sv, struct MHD_Connection *c, json_t
         json_array_append_new(data, json_pack("{s:s,s:i,s:o}", "object", "embedding", "index", (json_int_t)i, "embedding", emb));
     }
     job_free(j);
-    return mx_srv_send_json(c, 200, json_pack("{s:s,s:o,s:s,s:{s:I,s:I}}", "object", "list", "data", data, "model", sv->name, "usage",
+    return mx_srv_json(rq, 200, json_pack("{s:s,s:o,s:s,s:{s:I,s:I}}", "object", "list", "data", data, "model", sv->name, "usage",
                                              "prompt_tokens", (json_int_t)total, "total_tokens", (json_int_t)total));
 }
 
@@ -297,37 +297,37 @@ static int by_score(const void *a, const void *b) {
     return x < y ? 1 : x > y ? -1 : ((const ranked *)a)->index - ((const ranked *)b)->index;
 }
 
-enum MHD_Result mx_route_rerank(server *sv, struct MHD_Connection *c, json_t *req) {
+int mx_route_rerank(server *sv, mx_srv_req *rq, json_t *req) {
     char err[512];
     mx_embed_batcher *b = sv->emb;
-    if (!b || !mx_embed_batcher_reranks(b)) return mx_srv_bad_request(sv, c, "this server does not run a reranker (a *ForSequenceClassification model)");
-    if (!check_model(sv, req, err, sizeof err)) return mx_srv_bad_request(sv, c, "%s", err);
+    if (!b || !mx_embed_batcher_reranks(b)) return mx_srv_bad_request(sv, rq, "this server does not run a reranker (a *ForSequenceClassification model)");
+    if (!check_model(sv, req, err, sizeof err)) return mx_srv_bad_request(sv, rq, "%s", err);
     json_t *q = json_object_get(req, "query"), *docs = json_object_get(req, "documents");
-    if (!json_is_string(q) || !json_string_length(q)) return mx_srv_bad_request(sv, c, "'query' must be a non-empty string");
-    if (!json_is_array(docs) || !json_array_size(docs)) return mx_srv_bad_request(sv, c, "'documents' must be a non-empty list");
+    if (!json_is_string(q) || !json_string_length(q)) return mx_srv_bad_request(sv, rq, "'query' must be a non-empty string");
+    if (!json_is_array(docs) || !json_array_size(docs)) return mx_srv_bad_request(sv, rq, "'documents' must be a non-empty list");
     size_t n = json_array_size(docs);
-    if (n > MAX_INPUTS) return mx_srv_bad_request(sv, c, "'documents' has %zu items; at most %d per request", n, MAX_INPUTS);
+    if (n > MAX_INPUTS) return mx_srv_bad_request(sv, rq, "'documents' has %zu items; at most %d per request", n, MAX_INPUTS);
     int top_n = (int)n;
     json_t *tn = json_object_get(req, "top_n");
     if (tn && !json_is_null(tn)) {
-        if (!json_is_integer(tn) || json_integer_value(tn) < 1) return mx_srv_bad_request(sv, c, "'top_n' must be a positive integer");
+        if (!json_is_integer(tn) || json_integer_value(tn) < 1) return mx_srv_bad_request(sv, rq, "'top_n' must be a positive integer");
         if (json_integer_value(tn) < top_n) top_n = (int)json_integer_value(tn);
     }
     json_t *rd = json_object_get(req, "return_documents");
-    if (rd && !json_is_null(rd) && !json_is_boolean(rd)) return mx_srv_bad_request(sv, c, "'return_documents' must be a boolean");
+    if (rd && !json_is_null(rd) && !json_is_boolean(rd)) return mx_srv_bad_request(sv, rq, "'return_documents' must be a boolean");
     int labels = mx_embedder_labels(b->e);
     job *j = job_new((int)n, true, labels);
-    if (!j) return mx_srv_send_error(sv, c, 500, "server_error", "out of memory");
+    if (!j) return mx_srv_error(sv, rq, 500, "server_error", "out of memory");
     j->n = (int)n;
     long total = 0;
     for (size_t i = 0; i < n; i++) {
         json_t *d = json_array_get(docs, i);
         if (json_is_object(d)) d = json_object_get(d, "text");
-        if (!json_is_string(d)) { job_free(j); return mx_srv_bad_request(sv, c, "documents[%zu] must be a string or an object with 'text'", i); }
+        if (!json_is_string(d)) { job_free(j); return mx_srv_bad_request(sv, rq, "documents[%zu] must be a string or an object with 'text'", i); }
         if (mx_rerank_encode_pair(b->e, json_string_value(q), json_string_value(d), &j->ids[i], &j->types[i], &j->lens[i])) {
             snprintf(err, sizeof err, "documents[%zu]: %s", i, mx_errmsg());
             job_free(j);
-            return mx_srv_bad_request(sv, c, "%s", err);
+            return mx_srv_bad_request(sv, rq, "%s", err);
         }
         total += j->lens[i];
     }
@@ -335,7 +335,7 @@ enum MHD_Result mx_route_rerank(server *sv, struct MHD_Connection *c, json_t *re
     if (j->rc) {
         snprintf(err, sizeof err, "%s", j->err);
         job_free(j);
-        return mx_srv_bad_request(sv, c, "%s", err);
+        return mx_srv_bad_request(sv, rq, "%s", err);
     }
     ranked *r = calloc(n, sizeof *r);
     for (size_t i = 0; i < n; i++) r[i] = (ranked){(int)i, j->scores[i]};
@@ -353,7 +353,7 @@ enum MHD_Result mx_route_rerank(server *sv, struct MHD_Connection *c, json_t *re
     job_free(j);
     char id[40];
     snprintf(id, sizeof id, "rerank-%08x%08x", (unsigned)rand(), (unsigned)rand());
-    return mx_srv_send_json(c, 200, json_pack("{s:s,s:s,s:o,s:{s:I,s:I},s:{s:{s:i}}}", "id", id, "model", sv->name, "results", results,
+    return mx_srv_json(rq, 200, json_pack("{s:s,s:s,s:o,s:{s:I,s:I},s:{s:{s:i}}}", "id", id, "model", sv->name, "results", results,
                                              "usage", "prompt_tokens", (json_int_t)total, "total_tokens", (json_int_t)total, "meta",
                                              "billed_units", "search_units", 1));
 }

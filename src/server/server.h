@@ -1,7 +1,6 @@
-/* server: the OpenAI-compatible HTTP server (libmicrohttpd, one thread per
- * connection) in front of the continuous-batching scheduler. Routes:
- * POST /v1/chat/completions, /v1/completions, /tokenize, /detokenize;
- * GET /v1/models, /health, /metrics. Stops cleanly on SIGINT/SIGTERM. */
+/* server: the OpenAI-compatible HTTP server (libmicrohttpd) in front of the
+ * continuous-batching scheduler or the embedding batcher. The routes are
+ * listed in routes.c. Stops cleanly on SIGINT/SIGTERM. */
 #ifndef MX_SERVER_H
 #define MX_SERVER_H
 #include "../runtime/sampler.h"

@@ -1,5 +1,11 @@
-/* Internal to server/: the server state and reply helpers shared by the
- * generation routes (http.c) and the embedding routes (embed_routes.c). */
+/* Internal to server/: the server state, the transport's request/reply API
+ * that routes use, and the route table.
+ *
+ * Layers: transport.c owns HTTP (libmicrohttpd, body collection, auth,
+ * limits, replies, SSE); routes.c maps method + path to a handler; each
+ * handler lives in its own file (route_*.c, embed_routes.c) and never sees
+ * libmicrohttpd. Generation routes build an mx_gen_params and hand it to
+ * gen.c with the reply format of their API family (gen.h). */
 #ifndef MX_SERVER_INT_H
 #define MX_SERVER_INT_H
 #include "server.h"
@@ -7,12 +13,12 @@
 #include "../runtime/scheduler.h"
 #include "../runtime/textmodel.h"
 #include <jansson.h>
-#include <microhttpd.h>
 #include <stdatomic.h>
+#include <sys/types.h>
 
 typedef struct mx_embed_batcher mx_embed_batcher;
 
-typedef struct {
+typedef struct server {
     mx_serve_opts o;
     mx_textmodel tm;          /* generation mode */
     mx_sched *sched;
@@ -23,16 +29,53 @@ typedef struct {
     atomic_ullong n_http, n_errors, n_completions;
 } server;
 
-enum MHD_Result mx_srv_send_json(struct MHD_Connection *c, unsigned code, json_t *j);
-enum MHD_Result mx_srv_send_error(server *sv, struct MHD_Connection *c, unsigned code, const char *type, const char *msg);
-enum MHD_Result mx_srv_bad_request(server *sv, struct MHD_Connection *c, const char *fmt, ...) MX_PRINTF(3, 4);
+/* ---- one HTTP request, as a route sees it (transport.c) ---- */
+typedef struct mx_srv_req mx_srv_req;
 
-/* Embedding mode: a worker that runs the queued inputs of all waiting
- * requests as one batch. */
+/* Replies. Each returns MX_OK, or MX_ERR when the connection must close.
+ * mx_srv_json takes j. */
+int mx_srv_json(mx_srv_req *rq, unsigned code, json_t *j);
+int mx_srv_error(server *sv, mx_srv_req *rq, unsigned code, const char *type, const char *msg);
+int mx_srv_bad_request(server *sv, mx_srv_req *rq, const char *fmt, ...) MX_PRINTF(3, 4);
+/* A text body (takes b's memory). */
+int mx_srv_text(mx_srv_req *rq, unsigned code, const char *content_type, mx_buf *b);
+/* A server-sent-event stream: read fills buf with up to max bytes and
+ * returns their count, or -1 at the end; done frees arg when the stream is
+ * over (finished or the client left). */
+typedef ssize_t (*mx_srv_read_fn)(void *arg, char *buf, size_t max);
+int mx_srv_stream(mx_srv_req *rq, mx_srv_read_fn read, void (*done)(void *arg), void *arg);
+/* The client closed its side of the connection. */
+bool mx_srv_client_gone(mx_srv_req *rq);
+
+/* ---- routes (routes.c) ---- */
+/* A handler; body is the request's JSON object for POST routes, NULL for GET. */
+typedef int mx_route_fn(server *sv, mx_srv_req *rq, json_t *body);
+enum { MX_HTTP_GET = 1, MX_HTTP_POST = 2 };
+enum {
+    MX_RT_OPEN = 1,       /* answered without the API key and while loading (/health) */
+    MX_RT_GENERATES = 2,  /* needs a text-generation model (refused in embedding mode) */
+};
+typedef struct {
+    const char *paths[4];    /* the path and its aliases */
+    unsigned methods;        /* MX_HTTP_GET / MX_HTTP_POST */
+    unsigned flags;
+    mx_route_fn *fn;
+} mx_http_route;
+/* The route whose paths hold url; NULL when none. */
+const mx_http_route *mx_route_find(const char *url);
+
+/* ---- embedding mode (embed_routes.c) ---- */
+/* A worker that runs the queued inputs of all waiting requests as one batch. */
 int mx_embed_batcher_new(const char *dir, int threads, mx_embed_batcher **out);
 void mx_embed_batcher_free(mx_embed_batcher *b);
 bool mx_embed_batcher_reranks(const mx_embed_batcher *b);
 const mx_tokenizer *mx_embed_batcher_tokenizer(const mx_embed_batcher *b);
-enum MHD_Result mx_route_embeddings(server *sv, struct MHD_Connection *c, json_t *req);
-enum MHD_Result mx_route_rerank(server *sv, struct MHD_Connection *c, json_t *req);
+
+/* ---- transport lifetime (transport.c), used by serve.c ---- */
+typedef struct mx_srv_transport mx_srv_transport;
+/* Listens on o->host:o->port; else prints why and returns the exit code
+ * (2: a bad --host, 1: cannot listen). */
+int mx_srv_transport_start(server *sv, mx_srv_transport **out);
+/* Stops listening and waits for the handlers to return. */
+void mx_srv_transport_stop(mx_srv_transport *t);
 #endif

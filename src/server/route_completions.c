@@ -1,0 +1,44 @@
+/* POST /v1/completions: a raw prompt (text or token ids), generated in the
+ * OpenAI text_completion shape. */
+#include "gen.h"
+#include "../base/base.h"
+#include <stdint.h>
+#include <stdlib.h>
+
+int mx_route_completions(server *sv, mx_srv_req *rq, json_t *req) {
+    char err[512] = "";
+    mx_gen_params g = {0};
+    if (!mx_gen_parse_common(sv, req, &g, err, sizeof err)) { mx_gen_params_free(&g); return mx_srv_bad_request(sv, rq, "%s", err); }
+    int lp = -1;
+    if (!mx_opt_int(req, "logprobs", 0, MX_MAX_TOP_LOGPROBS, &lp, err, sizeof err)) { mx_gen_params_free(&g); return mx_srv_bad_request(sv, rq, "%s", err); }
+    if (lp >= 0) { g.logprobs = true; g.p.top_logprobs = lp; }
+    json_t *prompt = json_object_get(req, "prompt");
+    if (json_is_array(prompt) && json_array_size(prompt) == 1 && json_is_string(json_array_get(prompt, 0))) prompt = json_array_get(prompt, 0);
+    if (json_is_string(prompt)) {
+        if (!sv->tm.tok) { mx_gen_params_free(&g); return mx_srv_bad_request(sv, rq, "this model has no tokenizer: send 'prompt' as a list of token ids"); }
+        int n = 0;
+        if (mx_textmodel_encode(&sv->tm, json_string_value(prompt), json_string_length(prompt), true, &g.prompt, &n)) {
+            mx_gen_params_free(&g);
+            return mx_srv_bad_request(sv, rq, "%s", mx_errmsg());
+        }
+        g.p.n_prompt = n;
+    } else if (json_is_array(prompt) && json_array_size(prompt)) {
+        size_t n = json_array_size(prompt);
+        g.prompt = calloc(n, sizeof(int32_t));
+        if (!g.prompt) { mx_gen_params_free(&g); return mx_srv_error(sv, rq, 500, "server_error", "out of memory"); }
+        for (size_t i = 0; i < n; i++) {
+            json_t *v = json_array_get(prompt, i);
+            if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > INT32_MAX) {
+                mx_gen_params_free(&g);
+                return mx_srv_bad_request(sv, rq, "'prompt' must be a string or a list of token ids");
+            }
+            g.prompt[i] = (int32_t)json_integer_value(v);
+        }
+        g.p.n_prompt = (int)n;
+    } else {
+        mx_gen_params_free(&g);
+        return mx_srv_bad_request(sv, rq, "'prompt' must be a non-empty string or list of token ids");
+    }
+    if (!sv->tm.tok) { mx_gen_params_free(&g); return mx_srv_bad_request(sv, rq, "this model has no tokenizer to turn generated ids into text"); }
+    return mx_gen_run(sv, rq, &g, &mx_oai_completion_format);
+}
