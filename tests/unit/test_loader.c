@@ -5,6 +5,8 @@
 #include "base/base.h"
 #include "runtime/engine.h"
 #include "format/safetensors.h"
+#include "template/template.h"
+#include "tokenizer/tokenizer.h"
 #include <stdint.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -200,6 +202,67 @@ int main(void) {
         fclose(f);
         free(p);
         expect("loader/huge_header_len", "header length", NULL);
+    }
+
+    /* the streaming header reader: what the JSON reader refused is still refused */
+    patch_header("{\"a\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]},"
+                 "\"a\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[16,32]}}", 32);
+    expect("loader/duplicate_tensor", "tensor 'a' appears twice", NULL);
+    patch_header("{\"a\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]}} x", 16);
+    expect("loader/text_after_header", "not valid JSON", NULL);
+    patch_header("{\"a\":{\"dtype\":\"F32\",\"shape\":[4.0],\"data_offsets\":[0,16]}}", 16);
+    expect("loader/float_dimension", "shape[0] is not a valid dimension", NULL);
+    patch_header("{\"a\\u0000\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]}}", 16);
+    expect("loader/nul_in_name", "not valid JSON", NULL);
+    patch_header("{\"__metadata__\":{\"format\":\"pt\",\"x\":[1,{\"y\":null}]},"
+                 "\"model.embed_tokens.weight\":{\"dtype\":\"F32\",\"shape\":[16,8],\"data_offsets\":[0,512],\"extra\":{}}}", 512);
+    expect("loader/metadata_and_extra_keys_read", "missing", NULL); /* parsed; the loader then misses the other tensors */
+    {
+        /* a header of empty tensors: refused after a bounded count, in a pass */
+        mx_buf h = {0};
+        mx_buf_puts(&h, "{");
+        for (int i = 0; i < 5000; i++) mx_buf_printf(&h, "%s\"t%d\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]}", i ? "," : "", i);
+        mx_buf_puts(&h, "}");
+        patch_header(h.data, 0);
+        mx_buf_free(&h);
+        double t0 = mx_now();
+        expect("loader/empty_tensor_flood", "tensors hold no data", NULL);
+        CHECK("loader/empty_tensor_flood_fast", mx_now() - t0 < 1.0, "%.3f s", mx_now() - t0);
+    }
+
+    /* only regular files are opened: a FIFO in place of any model file is
+     * refused at once, not waited on (a child process would hang on open) */
+    {
+        const char *names[] = {"config.json", "model.safetensors", "tokenizer.json", "chat_template.jinja", "tokenizer_config.json"};
+        for (size_t i = 0; i < MX_ARRAY_LEN(names); i++) {
+            reset(NULL);
+            write_model(NULL, NULL, NULL);
+            char *p = mx_path_join(g_dir, names[i]);
+            unlink(p);
+            int mk = mkfifo(p, 0600);
+            double t0 = mx_now();
+            int rc;
+            if (i < 2) {
+                mx_engine e;
+                rc = mx_engine_open(g_dir, &e);
+                if (!rc) mx_engine_close(&e);
+            } else if (i == 2) {
+                mx_tokenizer *tk = mx_tok_load(g_dir);
+                rc = tk ? 0 : -1;
+                mx_tok_free(tk);
+            } else {
+                char *src = NULL;
+                size_t len = 0;
+                json_t *sp = NULL;
+                rc = mx_chat_template_load(g_dir, false, &src, &len, &sp);
+                free(src);
+                json_decref(sp);
+            }
+            char name[64];
+            snprintf(name, sizeof name, "loader/fifo_%s", names[i]);
+            CHECK(name, mk == 0 && rc != 0 && strstr(mx_errmsg(), "not a regular file") && mx_now() - t0 < 1.0, "mkfifo=%d rc=%d %s", mk, rc, mx_errmsg());
+            free(p);
+        }
     }
 
     /* sharded: the index names a shard that is missing */
