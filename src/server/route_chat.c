@@ -38,13 +38,46 @@ static bool normalize_messages(json_t *msgs, char *err, size_t errn) {
     return true;
 }
 
-/* The template's variables: messages, tools, documents, chat_template_kwargs
- * and the generation prompt (or continue_final_message when the last message
- * is the assistant's). NULL with err set. */
-static json_t *chat_context(json_t *req, mx_gen_params *g, bool *cont, char *err, size_t errn) {
-    json_t *msgs = json_deep_copy(json_object_get(req, "messages"));
+/* chat_template_kwargs: extra template variables (enable_thinking, ...);
+ * they may not replace what the server sets (messages, tools, the
+ * generation prompt), the special tokens or the template's globals. */
+static bool check_kwargs(json_t *kw, char *err, size_t errn) {
+    static const char *const reserved[] = {"messages", "tools", "documents", "add_generation_prompt", "continue_final_message", "tool_choice",
+                                           "bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token",
+                                           "additional_special_tokens", "raise_exception", "strftime_now", "range", "namespace", "dict",
+                                           "lipsum", "cycler", "joiner", "loop", "self", "caller", "varargs", "kwargs", NULL};
+    if (!json_is_object(kw)) { snprintf(err, errn, "'chat_template_kwargs' must be an object"); return false; }
+    if (json_object_size(kw) > 64) { snprintf(err, errn, "'chat_template_kwargs' has more than 64 keys"); return false; }
+    const char *k;
+    json_t *v;
+    json_object_foreach(kw, k, v) {
+        bool ident = (*k == '_' || (*k >= 'a' && *k <= 'z') || (*k >= 'A' && *k <= 'Z')) && strlen(k) <= 64;
+        for (const char *p = k; ident && *p; p++) ident = *p == '_' || (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9');
+        if (!ident) { snprintf(err, errn, "'chat_template_kwargs': '%.64s' is not a variable name", k); return false; }
+        for (int i = 0; reserved[i]; i++)
+            if (!strcmp(k, reserved[i])) { snprintf(err, errn, "'chat_template_kwargs' may not set '%s'", k); return false; }
+    }
+    return true;
+}
+
+/* The template's variables: chat_template_kwargs, documents, messages,
+ * tools and the generation prompt (or continue_final_message when the last
+ * message is the assistant's); what the server sets goes in last. NULL with
+ * err set. */
+static json_t *chat_context(server *sv, json_t *req, mx_gen_params *g, bool *cont, char *err, size_t errn) {
+    json_t *msgs = json_object_get(req, "messages");
+    if (json_is_array(msgs) && json_array_size(msgs) > (size_t)sv->o.max_messages) {
+        snprintf(err, errn, "'messages' has %zu entries; at most %d are accepted", json_array_size(msgs), sv->o.max_messages);
+        return NULL;
+    }
+    json_t *kw = json_object_get(req, "chat_template_kwargs");
+    if (kw && !json_is_null(kw) && !check_kwargs(kw, err, errn)) return NULL;
+    msgs = json_deep_copy(msgs);
     if (!normalize_messages(msgs, err, errn)) { json_decref(msgs); return NULL; }
     json_t *ctx = json_object();
+    if (json_is_object(kw)) json_object_update(ctx, kw);
+    json_t *docs = json_object_get(req, "documents");
+    if (docs) json_object_set(ctx, "documents", docs);
     json_object_set_new(ctx, "messages", msgs);
     json_t *tools = json_object_get(req, "tools");
     if (tools && !json_is_null(tools)) {
@@ -52,13 +85,6 @@ static json_t *chat_context(json_t *req, mx_gen_params *g, bool *cont, char *err
         json_t *tc = json_object_get(req, "tool_choice");
         bool none = json_is_string(tc) && !strcmp(json_string_value(tc), "none");
         if (json_array_size(tools) && !none) { json_object_set(ctx, "tools", tools); g->tools = true; }
-    }
-    const char *pass[] = {"documents", "chat_template_kwargs"};
-    for (size_t i = 0; i < 2; i++) {
-        json_t *v = json_object_get(req, pass[i]);
-        if (!v) continue;
-        if (i == 1 && json_is_object(v)) json_object_update(ctx, v);
-        else json_object_set(ctx, pass[i], v);
     }
     json_t *last = json_array_get(msgs, json_array_size(msgs) - 1);
     json_t *role = json_object_get(last, "role");
@@ -79,15 +105,22 @@ int mx_route_chat(server *sv, mx_srv_req *rq, json_t *req) {
     if (!mx_opt_int(req, "top_logprobs", 0, MX_MAX_TOP_LOGPROBS, &top, err, sizeof err)) { mx_gen_params_free(&g); return mx_srv_bad_request(sv, rq, "%s", err); }
     if (g.logprobs) g.p.top_logprobs = top;
     bool cont = false;
-    json_t *ctx = chat_context(req, &g, &cont, err, sizeof err);
+    json_t *ctx = chat_context(sv, req, &g, &cont, err, sizeof err);
     if (!ctx) { mx_gen_params_free(&g); return mx_srv_bad_request(sv, rq, "%s", err); }
+    /* the prompt's budgets: time, template memory, and no tokenizing of what cannot fit */
+    mx_chat_opts co = {.content_as_text = !sv->o.allow_special_in_content, .deadline = mx_now() + sv->o.prompt_budget,
+                       .max_memory = ((size_t)64 << 20) + 8 * mx_srv_body_len(rq), .max_tokens = sv->o.ctx_size};
     mx_buf text = {0};
-    if (mx_textmodel_render(&sv->tm, ctx, &text)) {
-        json_decref(ctx);
-        mx_gen_params_free(&g);
-        return mx_srv_bad_request(sv, rq, "chat template: %s", mx_errmsg());
-    }
+    int n = 0;
+    int rc = mx_textmodel_chat_ids(&sv->tm, ctx, &co, &text, &g.prompt, &n);
     json_decref(ctx);
+    if (rc) {
+        /* nothing rendered: the template failed */
+        snprintf(err, sizeof err, "%s%s", text.len ? "" : "chat template: ", mx_errmsg());
+        mx_buf_free(&text);
+        mx_gen_params_free(&g);
+        return mx_srv_bad_request(sv, rq, "%s", err);
+    }
     g.reasoning = sv->tm.reasoning;
     /* a template that leaves the reply inside an open <think> block */
     if (sv->tm.reasoning && text.len) {
@@ -95,12 +128,12 @@ int mx_route_chat(server *sv, mx_srv_req *rq, json_t *req) {
         while (e && (text.data[e - 1] == '\n' || text.data[e - 1] == ' ')) e--;
         g.starts_in_think = e >= 7 && !memcmp(text.data + e - 7, "<think>", 7);
     }
-    int n = 0;
-    int rc = mx_textmodel_encode_chat(&sv->tm, text.data ? text.data : "", text.len, &g.prompt, &n);
-    /* the plain format's next turn marks the end of the reply */
-    if (!rc && mx_textmodel_plain_chat(&sv->tm) && !cont) rc = mx_gen_add_stop(&g, mx_textmodel_plain_stop);
     mx_buf_free(&text);
-    if (rc) { mx_gen_params_free(&g); return mx_srv_bad_request(sv, rq, "%s", mx_errmsg()); }
+    /* the plain format's next turn marks the end of the reply */
+    if (mx_textmodel_plain_chat(&sv->tm) && !cont && mx_gen_add_stop(&g, mx_textmodel_plain_stop)) {
+        mx_gen_params_free(&g);
+        return mx_srv_error(sv, rq, 500, "server_error", mx_errmsg());
+    }
     g.p.n_prompt = n;
     return mx_gen_run(sv, rq, &g, &mx_oai_chat_format);
 }

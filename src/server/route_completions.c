@@ -16,8 +16,16 @@ int mx_route_completions(server *sv, mx_srv_req *rq, json_t *req) {
     if (json_is_array(prompt) && json_array_size(prompt) == 1 && json_is_string(json_array_get(prompt, 0))) prompt = json_array_get(prompt, 0);
     if (json_is_string(prompt)) {
         if (!sv->tm.tok) { mx_gen_params_free(&g); return mx_srv_bad_request(sv, rq, "this model has no tokenizer: send 'prompt' as a list of token ids"); }
+        /* what cannot fit is refused before it is tokenized; tokenizing has the prompt's time budget */
+        int64_t least = mx_textmodel_min_tokens(&sv->tm, json_string_length(prompt));
+        if (least >= sv->o.ctx_size) {
+            mx_gen_params_free(&g);
+            return mx_srv_bad_request(sv, rq, "the prompt has at least %lld tokens (%zu bytes); the context size is %d", (long long)least,
+                                      json_string_length(prompt), sv->o.ctx_size);
+        }
         int n = 0;
-        if (mx_textmodel_encode(&sv->tm, json_string_value(prompt), json_string_length(prompt), true, &g.prompt, &n)) {
+        mx_tok_opts to = {.add_special = true, .deadline = mx_now() + sv->o.prompt_budget};
+        if (mx_tok_encode_ex(sv->tm.tok, json_string_value(prompt), json_string_length(prompt), &to, &g.prompt, &n)) {
             mx_gen_params_free(&g);
             return mx_srv_bad_request(sv, rq, "%s", mx_errmsg());
         }

@@ -1,4 +1,5 @@
-/* POST /tokenize and /detokenize (llama.cpp server's shapes). */
+/* POST /tokenize and /detokenize (llama.cpp server's shapes: content,
+ * add_special, parse_special; tokens). */
 #include "server_int.h"
 #include "../base/base.h"
 #include <stdlib.h>
@@ -7,12 +8,15 @@ int mx_route_tokenize(server *sv, mx_srv_req *rq, json_t *req) {
     json_t *content = json_object_get(req, "content");
     if (!content) content = json_object_get(req, "text");
     if (!json_is_string(content)) return mx_srv_bad_request(sv, rq, "'content' must be a string");
-    json_t *as = json_object_get(req, "add_special");
+    json_t *as = json_object_get(req, "add_special"), *ps = json_object_get(req, "parse_special");
     if (as && !json_is_boolean(as)) return mx_srv_bad_request(sv, rq, "'add_special' must be a boolean");
+    if (ps && !json_is_boolean(ps)) return mx_srv_bad_request(sv, rq, "'parse_special' must be a boolean");
     if (!sv->tok) return mx_srv_bad_request(sv, rq, "this model has no tokenizer");
     int32_t *ids = NULL;
     int n = 0;
-    if (mx_tok_encode(sv->tok, json_string_value(content), json_string_length(content), as ? json_is_true(as) : false, &ids, &n))
+    /* parse_special false: special tokens' text is read as text (llama-server's option) */
+    mx_tok_opts o = {.add_special = json_is_true(as), .split_special = json_is_false(ps), .deadline = mx_now() + sv->o.prompt_budget};
+    if (mx_tok_encode_ex(sv->tok, json_string_value(content), json_string_length(content), &o, &ids, &n))
         return mx_srv_bad_request(sv, rq, "%s", mx_errmsg());
     json_t *arr = json_array();
     for (int i = 0; i < n; i++) json_array_append_new(arr, json_integer(ids[i]));

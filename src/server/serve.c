@@ -4,12 +4,19 @@
 #define _GNU_SOURCE
 #include "server_int.h"
 #include "../base/base.h"
+#include "../base/threadpool.h"
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+void mx_serve_opts_defaults(mx_serve_opts *o) {
+    *o = (mx_serve_opts){.host = "127.0.0.1", .port = 8080, .parallel = 4, .ctx_size = 4096, .step_tokens = 256, .threads = mx_default_threads(),
+                         .max_body = 8u << 20, .max_conns_per_ip = 64, .max_queue = 64, .header_timeout = 10, .body_timeout = 60,
+                         .shutdown_grace = 10, .max_messages = 2048, .prompt_budget = 2};
+}
 
 int mx_serve(const mx_serve_opts *o) {
     static server sv;

@@ -44,6 +44,8 @@ int mx_srv_text(mx_srv_req *rq, unsigned code, const char *content_type, mx_buf 
  * over (finished or the client left). */
 typedef ssize_t (*mx_srv_read_fn)(void *arg, char *buf, size_t max);
 int mx_srv_stream(mx_srv_req *rq, mx_srv_read_fn read, void (*done)(void *arg), void *arg);
+/* Bytes of the request body. */
+size_t mx_srv_body_len(const mx_srv_req *rq);
 /* The client closed its side of the connection. */
 bool mx_srv_client_gone(mx_srv_req *rq);
 

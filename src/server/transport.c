@@ -98,6 +98,8 @@ int mx_srv_stream(mx_srv_req *rq, mx_srv_read_fn read, void (*done)(void *arg), 
     return queue(rq, 200, r);
 }
 
+size_t mx_srv_body_len(const mx_srv_req *rq) { return rq->body.len; }
+
 bool mx_srv_client_gone(mx_srv_req *rq) {
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(rq->c, MHD_CONNECTION_INFO_CONNECTION_FD);
     if (!ci) return false;
