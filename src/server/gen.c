@@ -1,8 +1,15 @@
 /* The generation runner: submits a request to the scheduler, turns its
  * token events into content, reasoning and tool calls (detokenizer + output
  * parser), and drives the reply in the request's format — streamed as
- * server-sent events or as one body at the end. Generation itself runs in
- * the scheduler's engine thread; this side only waits on its request. */
+ * server-sent events or as one body at the end. Generation runs in the
+ * scheduler's engine thread, which wakes the connection for each token
+ * (mx_req_set_notify -> mx_srv_wake); the reply is built on the I/O thread
+ * from what has arrived, never waiting.
+ *
+ * A generation ends normally (finish_reason "stop", "length",
+ * "tool_calls") only when the model ended it (EOS, a stop string, the
+ * token limit). A cancelled or failed one ends with an explicit error: an
+ * error event and [DONE] on a stream, a 503/500 error body otherwise. */
 #include "gen.h"
 #include "../base/base.h"
 #include <stdio.h>
@@ -11,7 +18,8 @@
 #include <time.h>
 
 static void gen_free(mx_gen *x) {
-    if (x->req) mx_req_release(x->req);
+    if (x->req) mx_req_release(x->req); /* after this the scheduler no longer wakes x->rq */
+    if (x->rq) mx_srv_drop(x->rq);
     mx_detok_free(x->dt);
     mx_out_free(&x->op);
     mx_buf_free(&x->content); mx_buf_free(&x->reasoning); mx_buf_free(&x->piece);
@@ -47,20 +55,29 @@ void mx_gen_sse_put(mx_gen *x, json_t *chunk) {
     free(s);
 }
 
+/* How it ended: a finish reason, or an error when it was cut. */
 static void set_finish(mx_gen *x) {
     mx_finish f = mx_req_finish(x->req);
-    if (x->op.stopped) x->finish = "stop";
+    x->finish = NULL;
+    if (x->op.stopped || f == MX_FIN_STOP) x->finish = "stop";
     else if (f == MX_FIN_LENGTH) x->finish = "length";
-    else x->finish = "stop";
-    if (x->calls) x->finish = "tool_calls";
+    else if (f == MX_FIN_CANCELLED) {
+        x->err_type = "unavailable_error";
+        x->err_msg = atomic_load(&x->sv->stopping) ? "the server is shutting down; the generation was cut" : "the generation was cancelled";
+    } else {
+        x->err_type = "server_error";
+        x->err_msg = "the generation failed";
+    }
+    if (x->finish && x->calls) x->finish = "tool_calls";
 }
 
-/* Waits for and handles one event. Returns false once generation is over. */
-static bool gen_step(mx_gen *x, int timeout_ms) {
+/* Handles one event when one is there. Returns false when there was none
+ * (or generation is over). */
+static bool gen_step(mx_gen *x) {
     if (x->finished) return false;
     mx_tok_event ev;
-    int r = mx_req_next(x->req, &ev, timeout_ms);
-    if (r == 0) return true;
+    int r = mx_req_next(x->req, &ev, 0);
+    if (r == 0) return false;
     x->dc.len = x->dr.len = 0;
     json_t *lp = NULL;
     if (r > 0) {
@@ -88,8 +105,11 @@ static bool gen_step(mx_gen *x, int timeout_ms) {
     mx_buf_append(&x->reasoning, x->dr.data, x->dr.len);
     if (x->g.stream && (x->dc.len || x->dr.len || lp)) x->fmt->delta(x, x->dc.data, x->dc.len, x->dr.data, x->dr.len, lp);
     else json_decref(lp);
-    if (x->finished && x->g.stream) x->fmt->final(x);
-    return !x->finished;
+    if (x->finished && x->g.stream) {
+        if (x->finish) x->fmt->final(x);
+        else x->fmt->fail(x, x->err_type, x->err_msg);
+    }
+    return true;
 }
 
 static ssize_t sse_read(void *arg, char *buf, size_t max) {
@@ -100,20 +120,42 @@ static ssize_t sse_read(void *arg, char *buf, size_t max) {
             memcpy(buf, x->sse.data + x->sse_off, n);
             x->sse_off += n;
             if (x->sse_off == x->sse.len) x->sse.len = x->sse_off = 0;
+            x->last_out = mx_now();
             return (ssize_t)n;
         }
-        if (x->done) return -1;
-        if (x->finished) { x->done = true; continue; }
-        int before = x->n_gen;
-        gen_step(x, 1000);
-        /* an idle second: a comment line keeps proxies open and detects a gone client */
-        if (x->n_gen == before && !x->finished) mx_buf_puts(&x->sse, ": keep-alive\n\n");
+        if (x->finished) return -1;
+        /* everything that has arrived, in as few writes as the buffer takes */
+        while (x->sse.len < max && gen_step(x)) {}
+        if (x->sse.len) continue;
+        if (x->finished) return -1;
+        /* an idle second: a comment line keeps proxies open and finds a gone client */
+        if (mx_now() - x->last_out >= 1.0) { mx_buf_puts(&x->sse, ": keep-alive\n\n"); continue; }
+        return 0;
     }
 }
 
-static void sse_done(void *arg) { gen_free(arg); }
+static void gen_done(void *arg) { gen_free(arg); }
+
+static bool blocking_poll(void *arg, mx_srv_req *rq) {
+    mx_gen *x = arg;
+    while (gen_step(x)) {}
+    if (!x->finished) {
+        if (mx_srv_client_gone(rq)) mx_req_cancel(x->req);
+        return false;
+    }
+    if (x->finish) mx_srv_json(rq, 200, x->fmt->reply(x));
+    else if (!strcmp(x->err_type, "unavailable_error")) mx_srv_unavailable(x->sv, rq, x->err_msg);
+    else mx_srv_error(x->sv, rq, 500, x->err_type, x->err_msg);
+    return true;
+}
+
+static void wake(void *arg) { mx_srv_wake(arg); }
 
 int mx_gen_run(server *sv, mx_srv_req *rq, mx_gen_params *g, const mx_gen_format *fmt) {
+    if (atomic_load(&sv->stopping)) {
+        mx_gen_params_free(g);
+        return mx_srv_unavailable(sv, rq, "the server is shutting down");
+    }
     mx_gen *x = calloc(1, sizeof *x);
     if (!x) { mx_gen_params_free(g); return mx_srv_error(sv, rq, 500, "server_error", "out of memory"); }
     x->sv = sv;
@@ -126,18 +168,17 @@ int mx_gen_run(server *sv, mx_srv_req *rq, mx_gen_params *g, const mx_gen_format
         char msg[512];
         snprintf(msg, sizeof msg, "%s", mx_errmsg());
         gen_free(x);
-        return mx_srv_bad_request(sv, rq, "%s", msg);
+        return atomic_load(&sv->stopping) ? mx_srv_unavailable(sv, rq, msg) : mx_srv_bad_request(sv, rq, "%s", msg);
     }
     atomic_fetch_add(&sv->n_completions, 1);
     x->dt = mx_detok_new(sv->tm.tok, true);
     mx_out_init(&x->op, x->g.reasoning, x->g.starts_in_think, x->g.tools, (const char *const *)x->g.stops, x->g.n_stops);
     snprintf(x->id, sizeof x->id, "%s-%08x%08x", fmt->id_prefix, (unsigned)rand(), (unsigned)rand());
     x->created = (long)time(NULL);
-    if (x->g.stream) return mx_srv_stream(rq, sse_read, sse_done, x);
-    while (gen_step(x, 200)) {
-        if (mx_srv_client_gone(rq)) mx_req_cancel(x->req);
-    }
-    json_t *reply = fmt->reply(x);
-    gen_free(x);
-    return mx_srv_json(rq, 200, reply);
+    x->last_out = mx_now();
+    x->rq = rq;
+    mx_srv_hold(rq);
+    mx_req_set_notify(x->req, wake, rq);
+    if (x->g.stream) return mx_srv_stream(rq, sse_read, gen_done, x);
+    return mx_srv_defer(rq, blocking_poll, gen_done, x);
 }

@@ -49,10 +49,14 @@ typedef struct {
     void (*final)(mx_gen *x);
     /* Blocking: the reply body. */
     json_t *(*reply)(mx_gen *x);
+    /* Streaming: appends the closing events of a generation that failed or
+     * was cut (an error event; never a normal finish). */
+    void (*fail)(mx_gen *x, const char *type, const char *msg);
 } mx_gen_format;
 
 struct mx_gen {
     server *sv;
+    mx_srv_req *rq;            /* held: woken by the scheduler */
     const mx_gen_format *fmt;
     mx_gen_params g;
     mx_req *req;
@@ -63,11 +67,14 @@ struct mx_gen {
     json_t *lp;                /* the format's logprobs record */
     json_t *calls;             /* tool calls, at the end */
     int n_gen;
-    const char *finish;        /* "stop", "length", "tool_calls" */
+    const char *finish;        /* "stop", "length", "tool_calls"; NULL: failed (see error) */
+    const char *err_type;      /* why it failed: "unavailable_error" (shutdown), "server_error" */
+    const char *err_msg;
     char id[48];
     long created;
     mx_buf sse;                /* streaming bytes not yet sent */
     size_t sse_off;
+    double last_out;           /* when bytes last went out (keep-alives) */
     bool done, finished, sent_role;
 };
 

@@ -84,7 +84,13 @@ static json_t *chat_reply(mx_gen *x) {
     return reply_base(x, "chat.completion", choice);
 }
 
-const mx_gen_format mx_oai_chat_format = {"chatcmpl", chat_logprob, chat_delta, chat_final, chat_reply};
+/* A stream that cannot finish normally ends with an error object, then [DONE]. */
+static void oai_fail(mx_gen *x, const char *type, const char *msg) {
+    mx_gen_sse_put(x, json_pack("{s:{s:s,s:s,s:n,s:n}}", "error", "message", msg, "type", type, "param", "code"));
+    mx_buf_puts(&x->sse, "data: [DONE]\n\n");
+}
+
+const mx_gen_format mx_oai_chat_format = {"chatcmpl", chat_logprob, chat_delta, chat_final, chat_reply, oai_fail};
 
 /* ---- text_completion ---- */
 
@@ -126,4 +132,4 @@ static json_t *text_reply(mx_gen *x) {
     return reply_base(x, "text_completion", choice);
 }
 
-const mx_gen_format mx_oai_completion_format = {"cmpl", text_logprob, text_delta, text_final, text_reply};
+const mx_gen_format mx_oai_completion_format = {"cmpl", text_logprob, text_delta, text_final, text_reply, oai_fail};

@@ -5,8 +5,9 @@
 
 int mx_route_health(server *sv, mx_srv_req *rq, json_t *req) {
     (void)req;
-    return atomic_load(&sv->ready) ? mx_srv_json(rq, 200, json_pack("{s:s}", "status", "ok"))
-                                   : mx_srv_json(rq, 503, json_pack("{s:{s:s,s:s}}", "error", "message", "loading model", "type", "unavailable_error"));
+    if (atomic_load(&sv->ready)) return mx_srv_json(rq, 200, json_pack("{s:s}", "status", "ok"));
+    const char *why = atomic_load(&sv->draining) ? "shutting down" : "loading model";
+    return mx_srv_json(rq, 503, json_pack("{s:{s:s,s:s}}", "error", "message", why, "type", "unavailable_error"));
 }
 
 int mx_route_models(server *sv, mx_srv_req *rq, json_t *req) {
