@@ -445,7 +445,10 @@ void mx_req_set_notify(mx_req *r, void (*fn)(void *), void *arg) {
 
 void mx_req_release(mx_req *r) {
     mx_sched *s = r->s;
-    if (r->fin == MX_FIN_NONE) mx_req_cancel(r);
+    pthread_mutex_lock(&s->mu);
+    bool running = r->fin == MX_FIN_NONE;
+    pthread_mutex_unlock(&s->mu);
+    if (running) mx_req_cancel(r);
     pthread_mutex_lock(&s->mu);
     r->notify = NULL;
     req_unref(r);

@@ -34,6 +34,13 @@ bool mx_opt_bool(json_t *req, const char *key, bool *out, char *err, size_t errn
 /* Adds a stop string (copied). */
 int mx_gen_add_stop(mx_gen_params *g, const char *s);
 
+/* The OpenAI requests parsed into generation parameters, prompt ids
+ * included (what the routes submit; fuzz/fuzz_http.c checks them). false
+ * with err set when the request is bad. body_len: the request's size (the
+ * template's memory budget grows with it). */
+bool mx_chat_parse(server *sv, json_t *req, size_t body_len, mx_gen_params *g, char *err, size_t errn);
+bool mx_completion_parse(server *sv, json_t *req, mx_gen_params *g, char *err, size_t errn);
+
 typedef struct mx_gen mx_gen;
 
 /* How an API family shapes a generation's reply. */

@@ -93,47 +93,53 @@ static json_t *chat_context(server *sv, json_t *req, mx_gen_params *g, bool *con
     return ctx;
 }
 
-int mx_route_chat(server *sv, mx_srv_req *rq, json_t *req) {
-    char err[512] = "";
-    mx_gen_params g = {0};
-    if (!mx_gen_parse_common(sv, req, &g, err, sizeof err)) { mx_gen_params_free(&g); return mx_srv_bad_request(sv, rq, "%s", err); }
-    if (!sv->tm.tok) { mx_gen_params_free(&g); return mx_srv_bad_request(sv, rq, "this model has no tokenizer; use /v1/completions with token ids"); }
+bool mx_chat_parse(server *sv, json_t *req, size_t body_len, mx_gen_params *g, char *err, size_t errn) {
+    if (!mx_gen_parse_common(sv, req, g, err, errn)) return false;
+    if (!sv->tm.tok) { snprintf(err, errn, "this model has no tokenizer; use /v1/completions with token ids"); return false; }
     json_t *lp = json_object_get(req, "logprobs");
-    if (lp && !json_is_null(lp) && !json_is_boolean(lp)) { mx_gen_params_free(&g); return mx_srv_bad_request(sv, rq, "'logprobs' must be a boolean"); }
-    g.logprobs = json_is_true(lp);
+    if (lp && !json_is_null(lp) && !json_is_boolean(lp)) { snprintf(err, errn, "'logprobs' must be a boolean"); return false; }
+    g->logprobs = json_is_true(lp);
     int top = 0;
-    if (!mx_opt_int(req, "top_logprobs", 0, MX_MAX_TOP_LOGPROBS, &top, err, sizeof err)) { mx_gen_params_free(&g); return mx_srv_bad_request(sv, rq, "%s", err); }
-    if (g.logprobs) g.p.top_logprobs = top;
+    if (!mx_opt_int(req, "top_logprobs", 0, MX_MAX_TOP_LOGPROBS, &top, err, errn)) return false;
+    if (g->logprobs) g->p.top_logprobs = top;
     bool cont = false;
-    json_t *ctx = chat_context(sv, req, &g, &cont, err, sizeof err);
-    if (!ctx) { mx_gen_params_free(&g); return mx_srv_bad_request(sv, rq, "%s", err); }
+    json_t *ctx = chat_context(sv, req, g, &cont, err, errn);
+    if (!ctx) return false;
     /* the prompt's budgets: time, template memory, and no tokenizing of what cannot fit */
     mx_chat_opts co = {.content_as_text = !sv->o.allow_special_in_content, .deadline = mx_now() + sv->o.prompt_budget,
-                       .max_memory = ((size_t)64 << 20) + 8 * mx_srv_body_len(rq), .max_tokens = sv->o.ctx_size};
+                       .max_memory = ((size_t)64 << 20) + 8 * body_len, .max_tokens = sv->o.ctx_size};
     mx_buf text = {0};
     int n = 0;
-    int rc = mx_textmodel_chat_ids(&sv->tm, ctx, &co, &text, &g.prompt, &n);
+    int rc = mx_textmodel_chat_ids(&sv->tm, ctx, &co, &text, &g->prompt, &n);
     json_decref(ctx);
     if (rc) {
-        /* nothing rendered: the template failed */
-        snprintf(err, sizeof err, "%s%s", text.len ? "" : "chat template: ", mx_errmsg());
+        snprintf(err, errn, "%s%s", text.len ? "" : "chat template: ", mx_errmsg()); /* nothing rendered: the template failed */
         mx_buf_free(&text);
-        mx_gen_params_free(&g);
-        return mx_srv_bad_request(sv, rq, "%s", err);
+        return false;
     }
-    g.reasoning = sv->tm.reasoning;
+    g->p.n_prompt = n;
+    g->reasoning = sv->tm.reasoning;
     /* a template that leaves the reply inside an open <think> block */
     if (sv->tm.reasoning && text.len) {
         size_t e = text.len;
         while (e && (text.data[e - 1] == '\n' || text.data[e - 1] == ' ')) e--;
-        g.starts_in_think = e >= 7 && !memcmp(text.data + e - 7, "<think>", 7);
+        g->starts_in_think = e >= 7 && !memcmp(text.data + e - 7, "<think>", 7);
     }
     mx_buf_free(&text);
     /* the plain format's next turn marks the end of the reply */
-    if (mx_textmodel_plain_chat(&sv->tm) && !cont && mx_gen_add_stop(&g, mx_textmodel_plain_stop)) {
-        mx_gen_params_free(&g);
-        return mx_srv_error(sv, rq, 500, "server_error", mx_errmsg());
+    if (mx_textmodel_plain_chat(&sv->tm) && !cont && mx_gen_add_stop(g, mx_textmodel_plain_stop)) {
+        snprintf(err, errn, "%s", mx_errmsg());
+        return false;
     }
-    g.p.n_prompt = n;
+    return true;
+}
+
+int mx_route_chat(server *sv, mx_srv_req *rq, json_t *req) {
+    char err[1024] = "";
+    mx_gen_params g = {0};
+    if (!mx_chat_parse(sv, req, mx_srv_body_len(rq), &g, err, sizeof err)) {
+        mx_gen_params_free(&g);
+        return mx_srv_bad_request(sv, rq, "%s", err);
+    }
     return mx_gen_run(sv, rq, &g, &mx_oai_chat_format);
 }

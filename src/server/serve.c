@@ -68,8 +68,7 @@ static bool wait_signals(int n, double deadline) {
     return got;
 }
 
-/* Loads the model folder (generation or embedding). */
-static int load(server *sv, mx_task *task) {
+int mx_srv_load(server *sv, mx_task *task) {
     const mx_serve_opts *o = &sv->o;
     *task = MX_TASK_CAUSAL_LM;
     mx_ckpt probe;
@@ -120,7 +119,7 @@ int mx_serve(const mx_serve_opts *o) {
     if (rc) return rc;
     fprintf(stderr, "mlxcel serve: listening on http://%s:%d, loading %s\n", o->host, o->port, o->model_dir);
     mx_task task;
-    if (load(&sv, &task)) {
+    if (mx_srv_load(&sv, &task)) {
         fprintf(stderr, "mlxcel serve: %s\n", mx_errmsg());
         mx_srv_transport_stop(tr);
         mx_embed_batcher_free(sv.emb);

@@ -94,11 +94,16 @@ void mx_embed_batcher_free(mx_embed_batcher *b);
 bool mx_embed_batcher_reranks(const mx_embed_batcher *b);
 const mx_tokenizer *mx_embed_batcher_tokenizer(const mx_embed_batcher *b);
 
-/* ---- transport lifetime (transport.c), used by serve.c ---- */
+/* ---- lifetime (serve.c, transport.c) ---- */
+/* Loads sv->o.model_dir: a text-generation model (tm, sched) or an
+ * embedding / rerank model (emb); *task says which. */
+int mx_srv_load(server *sv, mx_task *task);
 typedef struct mx_srv_transport mx_srv_transport;
 /* Listens on o->host:o->port; else prints why and returns the exit code
  * (2: a bad --host, 1: cannot listen). */
 int mx_srv_transport_start(server *sv, mx_srv_transport **out);
+/* The port it listens on (o->port 0: the one the system chose). */
+int mx_srv_transport_port(mx_srv_transport *t);
 /* Stops accepting connections (SIGTERM). */
 void mx_srv_transport_quiesce(mx_srv_transport *t);
 /* Requests accepted and not yet fully answered. */

@@ -435,6 +435,11 @@ int mx_srv_transport_start(server *sv, mx_srv_transport **out) {
     return 0;
 }
 
+int mx_srv_transport_port(mx_srv_transport *t) {
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(t->d, MHD_DAEMON_INFO_BIND_PORT);
+    return di ? di->port : -1;
+}
+
 void mx_srv_transport_quiesce(mx_srv_transport *t) {
     if (!t || !t->d) return;
     MHD_socket s = MHD_quiesce_daemon(t->d);

@@ -60,7 +60,8 @@ struct mx_srv_transport {
     mx_srv_req *wq_head, *wq_tail;
     pthread_t workers[WORKERS], sweeper;
     int n_workers;
-    bool sweeper_on, quit;
+    bool sweeper_on;
+    atomic_bool quit;           /* stopping: workers leave, callbacks stop suspending */
     pthread_cond_t quit_cv;
 };
 
