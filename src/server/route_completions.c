@@ -44,6 +44,7 @@ bool mx_completion_parse(server *sv, json_t *req, mx_gen_params *g, char *err, s
         snprintf(err, errn, "'prompt' must be a non-empty string or list of token ids");
         return false;
     }
+    if (!g->p.n_prompt) { snprintf(err, errn, "the prompt is empty"); return false; }
     if (!sv->tm.tok) { snprintf(err, errn, "this model has no tokenizer to turn generated ids into text"); return false; }
     return true;
 }

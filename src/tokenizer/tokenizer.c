@@ -193,11 +193,15 @@ int mx_tok_encode_ex(const mx_tokenizer *t, const char *text, size_t len, const 
     int n = 0, cap = 0, rc = MX_OK;
     if (!text) text = "";
     special_ok sp = {o, false, false};
+    size_t len0 = len;
     if (!tk_u8_valid(text, len)) {
         rc = tk_u8_lossy(text, len, &clean);
         text = clean.data;
         len = clean.len;
-        sp.none = true; /* markup offsets refer to the original bytes */
+        /* markup offsets refer to the original bytes: only all-or-nothing survives */
+        bool whole = o->n_markup == 1 && o->markup[0] == 0 && o->markup[1] >= len0;
+        sp.all = whole;
+        sp.none = !whole;
     }
     for (int i = 0; !rc && add_special && i < t->npost_pre; i++) rc = tk_push_id(&ids, &n, &cap, t->post_pre[i]);
     if (!rc) rc = split_added(t, &t->raw_trie, &sp, text, len, &segs);
