@@ -362,6 +362,11 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
     set_phase(rq, C_HEADERS); /* a kept-alive connection waits for its next request's headers */
     if (rq->done) rq->done(rq->arg); /* a deferred reply whose client left */
     rq->done = NULL;
+    /* a reply the connection ended before it was sent (a stream's frees its
+     * generation, which holds rq: this holds it too until below) */
+    struct MHD_Response *unsent = rq->resp;
+    rq->resp = NULL;
+    if (unsent) MHD_destroy_response(unsent);
     pthread_mutex_lock(&t->mu);
     rq->dead = true;
     if (rq->counted) t->inflight--;

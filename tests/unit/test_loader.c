@@ -180,19 +180,28 @@ int main(void) {
     expect("loader/truncated_header", "truncated", NULL);
     free(mp);
 
-    patch_header("{\"a\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]},"
-                 "\"b\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[8,24]}}", 24);
-    expect("loader/overlap", "overlapping data", NULL);
-    patch_header("{\"a\":{\"dtype\":\"Q9\",\"shape\":[4],\"data_offsets\":[0,16]}}", 16);
-    expect("loader/unknown_dtype", "unknown dtype 'Q9'", NULL);
-    patch_header("{\"a\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,160]}}", 16);
-    expect("loader/offset_past_end", "truncated", "'a'");
-    patch_header("{\"a\":{\"dtype\":\"F32\",\"shape\":[5],\"data_offsets\":[0,16]}}", 16);
-    expect("loader/size_mismatch", "need 20", NULL);
-    patch_header("{\"a\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]}", 16);
-    expect("loader/bad_json", "not valid JSON", NULL);
-    patch_header("{\"a\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296],\"data_offsets\":[0,16]}}", 16);
-    expect("loader/huge_shape", "'a'", NULL);
+    /* bad headers: each is refused with its reason */
+    static const struct { const char *name, *header; size_t data; const char *needle, *needle2; } bad[] = {
+        {"loader/overlap", "{\"a\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]},\"b\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[8,24]}}", 24, "overlapping data", NULL},
+        {"loader/unknown_dtype", "{\"a\":{\"dtype\":\"Q9\",\"shape\":[4],\"data_offsets\":[0,16]}}", 16, "unknown dtype 'Q9'", NULL},
+        {"loader/offset_past_end", "{\"a\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,160]}}", 16, "truncated", "'a'"},
+        {"loader/size_mismatch", "{\"a\":{\"dtype\":\"F32\",\"shape\":[5],\"data_offsets\":[0,16]}}", 16, "need 20", NULL},
+        {"loader/bad_json", "{\"a\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]}", 16, "not valid JSON", NULL},
+        {"loader/huge_shape", "{\"a\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296],\"data_offsets\":[0,16]}}", 16, "'a'", NULL},
+        /* the streaming header reader refuses what the JSON tree did */
+        {"loader/duplicate_tensor", "{\"a\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]},\"a\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[16,32]}}", 32,
+         "tensor 'a' appears twice", NULL},
+        {"loader/text_after_header", "{\"a\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]}} x", 16, "not valid JSON", NULL},
+        {"loader/float_dimension", "{\"a\":{\"dtype\":\"F32\",\"shape\":[4.0],\"data_offsets\":[0,16]}}", 16, "shape[0] is not a valid dimension", NULL},
+        {"loader/nul_in_name", "{\"a\\u0000\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]}}", 16, "not valid JSON", NULL},
+        /* parsed (metadata and extra keys skipped); the loader then misses the other tensors */
+        {"loader/metadata_and_extra_keys_read", "{\"__metadata__\":{\"format\":\"pt\",\"x\":[1,{\"y\":null}]},"
+         "\"model.embed_tokens.weight\":{\"dtype\":\"F32\",\"shape\":[16,8],\"data_offsets\":[0,512],\"extra\":{}}}", 512, "missing", NULL},
+    };
+    for (size_t i = 0; i < MX_ARRAY_LEN(bad); i++) {
+        patch_header(bad[i].header, bad[i].data);
+        expect(bad[i].name, bad[i].needle, bad[i].needle2);
+    }
     {
         char *p = mx_path_join(g_dir, "model.safetensors");
         FILE *f = fopen(p, "wb");
@@ -204,19 +213,6 @@ int main(void) {
         expect("loader/huge_header_len", "header length", NULL);
     }
 
-    /* the streaming header reader: what the JSON reader refused is still refused */
-    patch_header("{\"a\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]},"
-                 "\"a\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[16,32]}}", 32);
-    expect("loader/duplicate_tensor", "tensor 'a' appears twice", NULL);
-    patch_header("{\"a\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]}} x", 16);
-    expect("loader/text_after_header", "not valid JSON", NULL);
-    patch_header("{\"a\":{\"dtype\":\"F32\",\"shape\":[4.0],\"data_offsets\":[0,16]}}", 16);
-    expect("loader/float_dimension", "shape[0] is not a valid dimension", NULL);
-    patch_header("{\"a\\u0000\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]}}", 16);
-    expect("loader/nul_in_name", "not valid JSON", NULL);
-    patch_header("{\"__metadata__\":{\"format\":\"pt\",\"x\":[1,{\"y\":null}]},"
-                 "\"model.embed_tokens.weight\":{\"dtype\":\"F32\",\"shape\":[16,8],\"data_offsets\":[0,512],\"extra\":{}}}", 512);
-    expect("loader/metadata_and_extra_keys_read", "missing", NULL); /* parsed; the loader then misses the other tensors */
     {
         /* a header of empty tensors: refused after a bounded count, in a pass */
         mx_buf h = {0};
