@@ -121,11 +121,17 @@ bool mx_textmodel_is_eos(const mx_textmodel *tm, int32_t tok) {
     return tm->tok && mx_tok_eos(tm->tok) == tok;
 }
 
-int mx_textmodel_render(const mx_textmodel *tm, json_t *ctx, mx_buf *out) {
+static const mx_tmpl *chat_template(const mx_textmodel *tm, json_t *ctx) {
     json_t *tools = json_object_get(ctx, "tools");
     const mx_tmpl *t = (tm->tmpl_tools && json_is_array(tools) && json_array_size(tools)) ? tm->tmpl_tools : tm->tmpl;
     if (!t) t = tm->plain;
-    if (!t) return mx_set_err("this model folder has no tokenizer, so no chat can be rendered");
+    if (!t) mx_set_err("this model folder has no tokenizer, so no chat can be rendered");
+    return t;
+}
+
+int mx_textmodel_render(const mx_textmodel *tm, json_t *ctx, mx_buf *out) {
+    const mx_tmpl *t = chat_template(tm, ctx);
+    if (!t) return MX_ERR;
     json_t *c = json_copy(ctx);
     if (!c) return mx_set_err("out of memory");
     const char *k;
@@ -144,4 +150,30 @@ int mx_textmodel_encode(const mx_textmodel *tm, const char *text, size_t len, bo
 
 int mx_textmodel_encode_chat(const mx_textmodel *tm, const char *text, size_t len, int32_t **ids, int *n) {
     return mx_textmodel_encode(tm, text, len, mx_textmodel_plain_chat(tm), ids, n);
+}
+
+int64_t mx_textmodel_min_tokens(const mx_textmodel *tm, size_t len) {
+    size_t m = tm->tok ? mx_tok_max_token_bytes(tm->tok) : 0;
+    return m ? (int64_t)(len / (4 * m)) : 0;
+}
+
+int mx_textmodel_chat_ids(const mx_textmodel *tm, json_t *ctx, const mx_chat_opts *o, mx_buf *text, int32_t **ids, int *n) {
+    *ids = NULL;
+    *n = 0;
+    const mx_tmpl *t = chat_template(tm, ctx);
+    if (!t) return MX_ERR;
+    if (text->len) return mx_set_err("mx_textmodel_chat_ids: the text buffer must be empty");
+    mx_buf marks = {0};
+    mx_tmpl_opts to = {.deadline = o->deadline, .max_memory = o->max_memory, .trusted = tm->special, .markup = o->content_as_text ? &marks : NULL};
+    int rc = mx_tmpl_render_chat_ex(t, ctx, &to, text);
+    int64_t least = rc ? 0 : mx_textmodel_min_tokens(tm, text->len);
+    if (!rc && o->max_tokens > 0 && least >= o->max_tokens)
+        rc = mx_set_err("the prompt has at least %lld tokens (%zu bytes); the context size is %d", (long long)least, text->len, o->max_tokens);
+    if (!rc) {
+        mx_tok_opts ko = {.add_special = mx_textmodel_plain_chat(tm), .split_special = o->content_as_text, .markup = (const size_t *)(void *)marks.data,
+                          .n_markup = marks.len / (2 * sizeof(size_t)), .deadline = o->deadline};
+        rc = mx_tok_encode_ex(tm->tok, text->data ? text->data : "", text->len, &ko, ids, n);
+    }
+    mx_buf_free(&marks);
+    return rc;
 }

@@ -117,7 +117,11 @@ typedef struct {
     pcre2_match_data *md;
     pcre2_match_context *mc;
     mx_buf b[4];
+    double deadline;  /* mx_now() time past which encoding fails (0: none) */
+    unsigned tick;
 } tk_ctx;
+/* MX_ERR once c's deadline has passed (checked every 64th call). */
+int tk_over_budget(tk_ctx *c);
 int tk_ctx_init(tk_ctx *c);
 void tk_ctx_free(tk_ctx *c);
 /* Parses {"String": s} or {"Regex": r} (or a plain string); `what` names the
@@ -261,6 +265,7 @@ struct mx_tokenizer {
     char **tmpl_name, **tmpl_text;
     int ntmpl;
     int64_t model_max_length;
+    size_t max_token_bytes; /* longest string of the vocabulary and added tokens */
     int32_t bos, eos, pad;
     char *name;
     pthread_mutex_t cache_mu;

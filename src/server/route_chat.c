@@ -1,0 +1,145 @@
+/* POST /v1/chat/completions: messages rendered through the model's chat
+ * template, then generated in the OpenAI chat shape. */
+#include "gen.h"
+#include "../base/base.h"
+#include <stdio.h>
+#include <string.h>
+
+/* Message content: a string, or a list of {"type":"text","text":...} parts. */
+static bool normalize_messages(json_t *msgs, char *err, size_t errn) {
+    if (!json_is_array(msgs) || !json_array_size(msgs)) { snprintf(err, errn, "'messages' must be a non-empty list"); return false; }
+    size_t i;
+    json_t *m;
+    json_array_foreach(msgs, i, m) {
+        if (!json_is_object(m)) { snprintf(err, errn, "messages[%zu] must be an object", i); return false; }
+        json_t *role = json_object_get(m, "role");
+        if (!json_is_string(role)) { snprintf(err, errn, "messages[%zu].role must be a string", i); return false; }
+        json_t *c = json_object_get(m, "content");
+        if (json_is_array(c)) {
+            mx_buf t = {0};
+            size_t k;
+            json_t *part;
+            json_array_foreach(c, k, part) {
+                json_t *type = json_object_get(part, "type"), *text = json_object_get(part, "text");
+                if (!json_is_string(type) || strcmp(json_string_value(type), "text") || !json_is_string(text)) {
+                    mx_buf_free(&t);
+                    snprintf(err, errn, "messages[%zu].content[%zu]: only text parts are supported", i, k);
+                    return false;
+                }
+                mx_buf_append(&t, json_string_value(text), json_string_length(text));
+            }
+            json_object_set_new(m, "content", json_stringn(t.data ? t.data : "", t.len));
+            mx_buf_free(&t);
+        } else if (c && !json_is_string(c) && !json_is_null(c)) {
+            snprintf(err, errn, "messages[%zu].content must be a string or a list of text parts", i);
+            return false;
+        }
+    }
+    return true;
+}
+
+/* chat_template_kwargs: extra template variables (enable_thinking, ...);
+ * they may not replace what the server sets (messages, tools, the
+ * generation prompt), the special tokens or the template's globals. */
+static bool check_kwargs(json_t *kw, char *err, size_t errn) {
+    static const char *const reserved[] = {"messages", "tools", "documents", "add_generation_prompt", "continue_final_message", "tool_choice",
+                                           "bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token",
+                                           "additional_special_tokens", "raise_exception", "strftime_now", "range", "namespace", "dict",
+                                           "lipsum", "cycler", "joiner", "loop", "self", "caller", "varargs", "kwargs", NULL};
+    if (!json_is_object(kw)) { snprintf(err, errn, "'chat_template_kwargs' must be an object"); return false; }
+    if (json_object_size(kw) > 64) { snprintf(err, errn, "'chat_template_kwargs' has more than 64 keys"); return false; }
+    const char *k;
+    json_t *v;
+    json_object_foreach(kw, k, v) {
+        bool ident = (*k == '_' || (*k >= 'a' && *k <= 'z') || (*k >= 'A' && *k <= 'Z')) && strlen(k) <= 64;
+        for (const char *p = k; ident && *p; p++) ident = *p == '_' || (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9');
+        if (!ident) { snprintf(err, errn, "'chat_template_kwargs': '%.64s' is not a variable name", k); return false; }
+        for (int i = 0; reserved[i]; i++)
+            if (!strcmp(k, reserved[i])) { snprintf(err, errn, "'chat_template_kwargs' may not set '%s'", k); return false; }
+    }
+    return true;
+}
+
+/* The template's variables: chat_template_kwargs, documents, messages,
+ * tools and the generation prompt (or continue_final_message when the last
+ * message is the assistant's); what the server sets goes in last. NULL with
+ * err set. */
+static json_t *chat_context(server *sv, json_t *req, mx_gen_params *g, bool *cont, char *err, size_t errn) {
+    json_t *msgs = json_object_get(req, "messages");
+    if (json_is_array(msgs) && json_array_size(msgs) > (size_t)sv->o.max_messages) {
+        snprintf(err, errn, "'messages' has %zu entries; at most %d are accepted", json_array_size(msgs), sv->o.max_messages);
+        return NULL;
+    }
+    json_t *kw = json_object_get(req, "chat_template_kwargs");
+    if (kw && !json_is_null(kw) && !check_kwargs(kw, err, errn)) return NULL;
+    msgs = json_deep_copy(msgs);
+    if (!normalize_messages(msgs, err, errn)) { json_decref(msgs); return NULL; }
+    json_t *ctx = json_object();
+    if (json_is_object(kw)) json_object_update(ctx, kw);
+    json_t *docs = json_object_get(req, "documents");
+    if (docs) json_object_set(ctx, "documents", docs);
+    json_object_set_new(ctx, "messages", msgs);
+    json_t *tools = json_object_get(req, "tools");
+    if (tools && !json_is_null(tools)) {
+        if (!json_is_array(tools)) { json_decref(ctx); snprintf(err, errn, "'tools' must be a list"); return NULL; }
+        json_t *tc = json_object_get(req, "tool_choice");
+        bool none = json_is_string(tc) && !strcmp(json_string_value(tc), "none");
+        if (json_array_size(tools) && !none) { json_object_set(ctx, "tools", tools); g->tools = true; }
+    }
+    json_t *last = json_array_get(msgs, json_array_size(msgs) - 1);
+    json_t *role = json_object_get(last, "role");
+    *cont = json_is_string(role) && !strcmp(json_string_value(role), "assistant");
+    json_object_set_new(ctx, *cont ? "continue_final_message" : "add_generation_prompt", json_true());
+    return ctx;
+}
+
+bool mx_chat_parse(server *sv, json_t *req, size_t body_len, mx_gen_params *g, char *err, size_t errn) {
+    if (!mx_gen_parse_common(sv, req, g, err, errn)) return false;
+    if (!sv->tm.tok) { snprintf(err, errn, "this model has no tokenizer; use /v1/completions with token ids"); return false; }
+    json_t *lp = json_object_get(req, "logprobs");
+    if (lp && !json_is_null(lp) && !json_is_boolean(lp)) { snprintf(err, errn, "'logprobs' must be a boolean"); return false; }
+    g->logprobs = json_is_true(lp);
+    int top = 0;
+    if (!mx_opt_int(req, "top_logprobs", 0, MX_MAX_TOP_LOGPROBS, &top, err, errn)) return false;
+    if (g->logprobs) g->p.top_logprobs = top;
+    bool cont = false;
+    json_t *ctx = chat_context(sv, req, g, &cont, err, errn);
+    if (!ctx) return false;
+    /* the prompt's budgets: time, template memory, and no tokenizing of what cannot fit */
+    mx_chat_opts co = {.content_as_text = !sv->o.allow_special_in_content, .deadline = mx_now() + sv->o.prompt_budget,
+                       .max_memory = ((size_t)64 << 20) + 8 * body_len, .max_tokens = sv->o.ctx_size};
+    mx_buf text = {0};
+    int n = 0;
+    int rc = mx_textmodel_chat_ids(&sv->tm, ctx, &co, &text, &g->prompt, &n);
+    json_decref(ctx);
+    if (rc) {
+        snprintf(err, errn, "%s%s", text.len ? "" : "chat template: ", mx_errmsg()); /* nothing rendered: the template failed */
+        mx_buf_free(&text);
+        return false;
+    }
+    g->p.n_prompt = n;
+    g->reasoning = sv->tm.reasoning;
+    /* a template that leaves the reply inside an open <think> block */
+    if (sv->tm.reasoning && text.len) {
+        size_t e = text.len;
+        while (e && (text.data[e - 1] == '\n' || text.data[e - 1] == ' ')) e--;
+        g->starts_in_think = e >= 7 && !memcmp(text.data + e - 7, "<think>", 7);
+    }
+    mx_buf_free(&text);
+    /* the plain format's next turn marks the end of the reply */
+    if (mx_textmodel_plain_chat(&sv->tm) && !cont && mx_gen_add_stop(g, mx_textmodel_plain_stop)) {
+        snprintf(err, errn, "%s", mx_errmsg());
+        return false;
+    }
+    return true;
+}
+
+int mx_route_chat(server *sv, mx_srv_req *rq, json_t *req) {
+    char err[1024] = "";
+    mx_gen_params g = {0};
+    if (!mx_chat_parse(sv, req, mx_srv_body_len(rq), &g, err, sizeof err)) {
+        mx_gen_params_free(&g);
+        return mx_srv_bad_request(sv, rq, "%s", err);
+    }
+    return mx_gen_run(sv, rq, &g, &mx_oai_chat_format);
+}
