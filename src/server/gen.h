@@ -31,6 +31,11 @@ bool mx_gen_parse_common(server *sv, json_t *req, mx_gen_params *g, char *err, s
 /* Optional fields with a range: absent or null leaves *out; false with err. */
 bool mx_opt_int(json_t *req, const char *key, long lo, long hi, int *out, char *err, size_t errn);
 bool mx_opt_bool(json_t *req, const char *key, bool *out, char *err, size_t errn);
+/* The output constraint: response_format (json_object, json_schema),
+ * llama-server's json_schema or grammar (GBNF) -> g->p.grammar (owned).
+ * Call after the prompt is known (g->starts_in_think). false with err set
+ * (an unsupported schema keyword is named). */
+bool mx_gen_parse_grammar(server *sv, json_t *req, mx_gen_params *g, char *err, size_t errn);
 /* Adds a stop string (copied). */
 int mx_gen_add_stop(mx_gen_params *g, const char *s);
 

@@ -15,6 +15,7 @@ void mx_gen_params_free(mx_gen_params *g) {
     free(g->bias_vals);
     for (int i = 0; i < g->n_stops; i++) free(g->stops[i]);
     free(g->stops);
+    mx_grammar_unref(g->p.grammar);
     memset(g, 0, sizeof *g);
 }
 

@@ -131,7 +131,7 @@ bool mx_chat_parse(server *sv, json_t *req, size_t body_len, mx_gen_params *g, c
         snprintf(err, errn, "%s", mx_errmsg());
         return false;
     }
-    return true;
+    return mx_gen_parse_grammar(sv, req, g, err, errn);
 }
 
 int mx_route_chat(server *sv, mx_srv_req *rq, json_t *req) {

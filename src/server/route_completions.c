@@ -46,7 +46,7 @@ bool mx_completion_parse(server *sv, json_t *req, mx_gen_params *g, char *err, s
     }
     if (!g->p.n_prompt) { snprintf(err, errn, "the prompt is empty"); return false; }
     if (!sv->tm.tok) { snprintf(err, errn, "this model has no tokenizer to turn generated ids into text"); return false; }
-    return true;
+    return mx_gen_parse_grammar(sv, req, g, err, errn);
 }
 
 int mx_route_completions(server *sv, mx_srv_req *rq, json_t *req) {
