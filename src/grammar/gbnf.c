@@ -778,3 +778,33 @@ out:
     gb_free(&b);
     return g;
 }
+
+int mx_gbnf_prefix(const char *text, size_t len, const char *prefix, mx_buf *out) {
+    const char *p = text, *end = text + len;
+    while (p < end) {
+        char c = *p;
+        if (c == '"' || c == '[') { /* a literal or a class: copied with its escapes */
+            char close = c == '"' ? '"' : ']';
+            const char *q = p + 1;
+            while (q < end && *q != close) q += *q == '\\' && q + 1 < end ? 2 : 1;
+            if (q >= end) return mx_set_err("grammar: an unterminated %s", c == '"' ? "string" : "character class");
+            mx_buf_append(out, p, (size_t)(q + 1 - p));
+            p = q + 1;
+        } else if (c == '{' || c == '#') { /* a repetition count or a comment */
+            const char *q = memchr(p, c == '{' ? '}' : '\n', (size_t)(end - p));
+            q = q ? q + 1 : end;
+            mx_buf_append(out, p, (size_t)(q - p));
+            p = q;
+        } else if (is_word(c)) {
+            const char *q = p;
+            while (q < end && is_word(*q)) q++;
+            mx_buf_puts(out, prefix);
+            mx_buf_append(out, p, (size_t)(q - p));
+            p = q;
+        } else {
+            mx_buf_append(out, p, 1);
+            p++;
+        }
+    }
+    return MX_OK;
+}

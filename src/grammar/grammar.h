@@ -44,6 +44,9 @@ mx_grammar *mx_grammar_from_gbnf(const char *text, size_t len, const mx_gvocab *
  * any JSON object (response_format json_object). */
 int mx_schema_to_gbnf(json_t *schema, mx_buf *out);
 mx_grammar *mx_grammar_from_schema(json_t *schema, const mx_gvocab *v);
+/* Copies GBNF text with every rule name (definitions and references)
+ * prefixed, so that several grammars combine into one ("t0-" + "root"). */
+int mx_gbnf_prefix(const char *text, size_t len, const char *prefix, mx_buf *out);
 mx_grammar *mx_grammar_ref(mx_grammar *g);
 void mx_grammar_unref(mx_grammar *g);
 

@@ -1,5 +1,6 @@
 #include "constrain.h"
 #include "../format/json.h"
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -55,3 +56,52 @@ int mx_constraint_mask(mx_constraint *c, float *logits) {
 int mx_constraint_accept(mx_constraint *c, int32_t tok) { return mx_gmatch_accept_token(c->m, tok); }
 
 bool mx_constraint_done(const mx_constraint *c) { return mx_gmatch_finished(c->m); }
+
+mx_tool_format mx_textmodel_tool_format(const mx_textmodel *tm) {
+    const char *t = tm->tmpl_src;
+    if (!t) return MX_TOOLFMT_NONE;
+    if (strstr(t, "<tool_call>")) return MX_TOOLFMT_HERMES;
+    if (strstr(t, "[TOOL_CALLS]")) return strstr(t, "[ARGS]") ? MX_TOOLFMT_MISTRAL_ARGS : MX_TOOLFMT_MISTRAL;
+    if (strstr(t, "ipython")) return MX_TOOLFMT_LLAMA3; /* Llama 3.1+: JSON calls, tool results in "ipython" turns */
+    return MX_TOOLFMT_NONE;
+}
+
+mx_grammar *mx_tool_call_grammar(mx_tool_format f, json_t *fns, const mx_gvocab *v) {
+    if (f == MX_TOOLFMT_NONE) { mx_set_err("this model's chat template has no known tool-call format"); return NULL; }
+    mx_buf g = {0}, one = {0}, calls = {0};
+    mx_grammar *gr = NULL;
+    const char *akey = f == MX_TOOLFMT_LLAMA3 ? "parameters" : "arguments";
+    size_t i;
+    json_t *fn;
+    json_array_foreach(fns, i, fn) {
+        const char *name = json_string_value(json_object_get(fn, "name"));
+        json_t *params = json_object_get(fn, "parameters"), *empty = NULL;
+        if (!params || json_is_null(params)) params = empty = json_pack("{s:s,s:{},s:b}", "type", "object", "properties", "additionalProperties", 0);
+        one.len = 0;
+        int rc = mx_schema_to_gbnf(params, &one);
+        json_decref(empty);
+        if (rc) { mx_err_prefix("tool '%s' parameters", name); goto out; }
+        char pfx[32];
+        snprintf(pfx, sizeof pfx, "t%zu-", i);
+        if (mx_gbnf_prefix(one.data, one.len, pfx, &g)) goto out;
+        /* the call's text around the arguments (names need no escaping) */
+        if (f == MX_TOOLFMT_MISTRAL_ARGS) mx_buf_printf(&g, "call%zu ::= \"%s[ARGS]\" t%zu-root\n", i, name, i);
+        else mx_buf_printf(&g, "call%zu ::= \"{\\\"name\\\": \\\"%s\\\", \\\"%s\\\": \" t%zu-root \"}\"\n", i, name, akey, i);
+        mx_buf_printf(&calls, "%scall%zu", i ? " | " : "", i);
+    }
+    if (!calls.len) { mx_set_err("no function to call"); goto out; }
+    switch (f) {
+    case MX_TOOLFMT_HERMES: mx_buf_printf(&g, "root ::= \"<tool_call>\\n\" (%s) \"\\n</tool_call>\"\n", calls.data); break;
+    case MX_TOOLFMT_MISTRAL: mx_buf_printf(&g, "root ::= \"[TOOL_CALLS][\" (%s) \"]\"\n", calls.data); break;
+    case MX_TOOLFMT_MISTRAL_ARGS: mx_buf_printf(&g, "root ::= \"[TOOL_CALLS]\" (%s)\n", calls.data); break;
+    default: mx_buf_printf(&g, "root ::= %s\n", calls.data); break;
+    }
+    if (!g.data) { mx_set_err("out of memory"); goto out; }
+    gr = mx_grammar_from_gbnf(g.data, g.len, v);
+    if (!gr) mx_err_prefix("tool-call grammar (a bug: please report the tools)");
+out:
+    mx_buf_free(&g);
+    mx_buf_free(&one);
+    mx_buf_free(&calls);
+    return gr;
+}

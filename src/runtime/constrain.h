@@ -14,6 +14,18 @@ mx_gvocab *mx_textmodel_gvocab(const mx_textmodel *tm);
  * errors name the file. */
 mx_grammar *mx_grammar_load_file(const mx_gvocab *v, const char *schema_file, const char *gbnf_file);
 
+/* How the model's chat template writes a tool call (what outparse reads
+ * back): Hermes/Qwen <tool_call>{"name", "arguments"}</tool_call>, Mistral
+ * [TOOL_CALLS][{"name", "arguments"}], Mistral v11 [TOOL_CALLS]name[ARGS]{...},
+ * Llama 3 {"name", "parameters"}; NONE when the template shows none. */
+typedef enum { MX_TOOLFMT_NONE, MX_TOOLFMT_HERMES, MX_TOOLFMT_MISTRAL, MX_TOOLFMT_MISTRAL_ARGS, MX_TOOLFMT_LLAMA3 } mx_tool_format;
+mx_tool_format mx_textmodel_tool_format(const mx_textmodel *tm);
+/* A grammar for exactly one call, in format f, of one of the functions in
+ * fns (a list of {"name", "parameters"}; names [A-Za-z0-9_-], checked by
+ * the caller), its arguments valid against the function's parameters
+ * schema (absent: an empty object). Errors name the function. */
+mx_grammar *mx_tool_call_grammar(mx_tool_format f, json_t *fns, const mx_gvocab *v);
+
 typedef struct {
     mx_gmatch *m;
     uint32_t *bits;

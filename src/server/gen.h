@@ -18,6 +18,7 @@ typedef struct {
     char **stops;
     int n_stops;
     bool stream, include_usage, logprobs, tools;
+    bool one_call;           /* parallel_tool_calls false: at most one tool call */
     bool starts_in_think;    /* the prompt leaves the reply inside <think> */
     bool reasoning;          /* split <think> blocks into reasoning text */
 } mx_gen_params;
@@ -36,6 +37,10 @@ bool mx_opt_bool(json_t *req, const char *key, bool *out, char *err, size_t errn
  * Call after the prompt is known (g->starts_in_think). false with err set
  * (an unsupported schema keyword is named). */
 bool mx_gen_parse_grammar(server *sv, json_t *req, mx_gen_params *g, char *err, size_t errn);
+/* tool_choice "required" or a named function: g->p.grammar holds the
+ * reply to one call, in the template's format, of one of fns ({"name",
+ * "parameters"} each), its arguments valid against the parameters. */
+bool mx_gen_tool_grammar(server *sv, json_t *fns, mx_gen_params *g, char *err, size_t errn);
 /* Adds a stop string (copied). */
 int mx_gen_add_stop(mx_gen_params *g, const char *s);
 

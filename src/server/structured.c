@@ -34,11 +34,13 @@ void mx_srv_grammars_free(server *sv) {
     sv->grammars = NULL;
 }
 
-/* The compiled grammar for key (a kind letter + schema or GBNF text); a new
+/* The compiled grammar for key (a kind letter + its canonical text; build
+ * makes it on a miss); a new
  * reference, or NULL + mx_errmsg(). Compiling happens under the lock: it is
  * quick next to a generation, and two requests with a new schema should
  * not both compile it. */
-static mx_grammar *grammar_get(server *sv, const char *key, json_t *schema, const char *gbnf, size_t gbnf_len) {
+typedef mx_grammar *grammar_build_fn(const void *arg, const mx_gvocab *v);
+static mx_grammar *grammar_get(server *sv, const char *key, grammar_build_fn *build, const void *arg) {
     pthread_mutex_lock(&g_mu);
     mx_grammar *g = NULL;
     mx_srv_grammars *c = sv->grammars;
@@ -48,7 +50,7 @@ static mx_grammar *grammar_get(server *sv, const char *key, json_t *schema, cons
     for (int i = 0; i < CACHE_N && c->e[i].key; i++)
         if (!strcmp(c->e[i].key, key)) { hit = i; break; }
     if (hit < 0) {
-        g = schema || !gbnf ? mx_grammar_from_schema(schema, c->v) : mx_grammar_from_gbnf(gbnf, gbnf_len, c->v);
+        g = build(arg, c->v);
         char *k = g ? mx_strdup(key) : NULL;
         if (!k) { mx_grammar_unref(g); g = NULL; goto out; }
         free(c->e[CACHE_N - 1].key);
@@ -67,6 +69,17 @@ static mx_grammar *grammar_get(server *sv, const char *key, json_t *schema, cons
 out:
     pthread_mutex_unlock(&g_mu);
     return g;
+}
+
+static mx_grammar *build_schema(const void *arg, const mx_gvocab *v) { return mx_grammar_from_schema((json_t *)arg, v); }
+static mx_grammar *build_gbnf(const void *arg, const mx_gvocab *v) {
+    const char *t = json_string_value(arg);
+    return mx_grammar_from_gbnf(t, strlen(t), v);
+}
+typedef struct { mx_tool_format f; json_t *fns; } tool_arg;
+static mx_grammar *build_tools(const void *arg, const mx_gvocab *v) {
+    const tool_arg *a = arg;
+    return mx_tool_call_grammar(a->f, a->fns, v);
 }
 
 /* Fields of an object other than those in ok[]: the first one, or NULL. */
@@ -155,7 +168,31 @@ bool mx_gen_parse_grammar(server *sv, json_t *req, mx_gen_params *g, char *err, 
         free(s);
     }
     if (!key.data) { snprintf(err, errn, "out of memory"); return false; }
-    g->p.grammar = grammar_get(sv, key.data, schema, gr ? json_string_value(gr) : NULL, gr ? json_string_length(gr) : 0);
+    g->p.grammar = gr ? grammar_get(sv, key.data, build_gbnf, gr) : grammar_get(sv, key.data, build_schema, schema);
+    mx_buf_free(&key);
+    if (!g->p.grammar) { snprintf(err, errn, "%s", mx_errmsg()); return false; }
+    return true;
+}
+
+bool mx_gen_tool_grammar(server *sv, json_t *fns, mx_gen_params *g, char *err, size_t errn) {
+    if (g->p.grammar) { snprintf(err, errn, "'tool_choice' that requires a call cannot go with 'response_format', 'json_schema' or 'grammar'"); return false; }
+    if (g->starts_in_think) {
+        snprintf(err, errn, "'tool_choice' that requires a call with a prompt that opens a <think> block is not supported: "
+                            "turn thinking off (chat_template_kwargs {\"enable_thinking\": false})");
+        return false;
+    }
+    tool_arg a = {mx_textmodel_tool_format(&sv->tm), fns};
+    if (a.f == MX_TOOLFMT_NONE) {
+        snprintf(err, errn, "'tool_choice' that requires a call: this model's chat template has no known tool-call format "
+                            "(Hermes/Qwen <tool_call>, Mistral [TOOL_CALLS], Llama 3 JSON)");
+        return false;
+    }
+    char *s = json_dumps(fns, JSON_COMPACT | JSON_SORT_KEYS);
+    mx_buf key = {0};
+    mx_buf_printf(&key, "t%d%s", (int)a.f, s ? s : "");
+    free(s);
+    if (!key.data) { snprintf(err, errn, "out of memory"); return false; }
+    g->p.grammar = grammar_get(sv, key.data, build_tools, &a);
     mx_buf_free(&key);
     if (!g->p.grammar) { snprintf(err, errn, "%s", mx_errmsg()); return false; }
     return true;

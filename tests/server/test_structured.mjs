@@ -5,10 +5,12 @@
 // validate against its schema because of the grammar alone. Schemas come
 // from a seeded random generator over the supported subset; a small
 // validator below checks the replies. Prints ok/FAIL lines.
-// usage: node test_structured.mjs PORT
+// Tool calls that tool_choice requires go through the same engine, on a
+// second server whose chat template writes Hermes/Qwen <tool_call> blocks.
+// usage: node test_structured.mjs PORT TOOLS_PORT
 import OpenAI from 'openai';
 
-const [port] = process.argv.slice(2);
+const [port, toolsPort] = process.argv.slice(2);
 const base = `http://127.0.0.1:${port}`;
 const client = new OpenAI({ baseURL: `${base}/v1`, apiKey: 'unused', maxRetries: 0, timeout: 120000 });
 let failed = 0;
@@ -203,6 +205,77 @@ await attempt('structured/refused', async () => {
   check('structured/refused_two_constraints', both.status === 400 && /one of/.test(both.json?.error?.message), both.text);
   const badg = await raw('/v1/completions', { prompt: 'x', grammar: 'root ::= missing' });
   check('structured/refused_bad_gbnf', badg.status === 400 && /undefined rule 'missing'/.test(badg.json?.error?.message), badg.text);
+});
+
+// ---- tool calls: tool_choice "required" / a named function ----
+const tclient = new OpenAI({ baseURL: `http://127.0.0.1:${toolsPort}/v1`, apiKey: 'unused', maxRetries: 0, timeout: 120000 });
+const tmodel = (await tclient.models.list()).data[0].id;
+const weather = { type: 'object', properties: { city: { type: 'string', minLength: 1, maxLength: 8 }, unit: { enum: ['c', 'f'] } }, required: ['city', 'unit'], additionalProperties: false };
+const toolList = (params) => [{ type: 'function', function: { name: 'get_weather', description: 'the weather', parameters: weather } },
+                              { type: 'function', function: { name: 'lookup', parameters: params } },
+                              { type: 'function', function: { name: 'now' } }];
+const checkCalls = (r, tools, want) => {
+  const c = r.choices[0], calls = c.message.tool_calls;
+  if (c.finish_reason !== 'tool_calls' || !Array.isArray(calls) || calls.length !== 1) return `finish ${c.finish_reason}, calls ${JSON.stringify(calls)}, content ${JSON.stringify(c.message.content)}`;
+  const f = calls[0].function, t = tools.find(t => t.function.name === f.name);
+  if (!t || (want && f.name !== want)) return `called ${f.name}`;
+  return parseOk(f.arguments, t.function.parameters ?? { type: 'object', properties: {}, additionalProperties: false });
+};
+
+await attempt('tools/required', async () => {
+  const errs = [];
+  for (let k = 0; k < 16; k += 8) {
+    const rs = await Promise.all(Array.from({ length: 8 }, async (_, j) => {
+      const i = k + j, tools = toolList(genRoot());
+      const choice = i % 3 === 0 ? 'required' : { type: 'function', function: { name: ['get_weather', 'lookup', 'now'][i % 3] } };
+      const r = await tclient.chat.completions.create({ model: tmodel, messages: msgs(`Call a tool ${i}`), tools, tool_choice: choice, temperature: 0.9, seed: 500 + i, max_tokens: 400 });
+      const e = checkCalls(r, tools, typeof choice === 'object' ? choice.function.name : null);
+      return e ? `request ${i}: ${e}` : null;
+    }));
+    errs.push(...rs.filter(Boolean));
+  }
+  check('tools/required_and_named_calls_validate (16)', errs.length === 0, `${errs.length} bad; first: ${errs[0]}`);
+});
+
+await attempt('tools/stream', async () => {
+  const tools = toolList({ type: 'object', properties: { q: { type: 'string', maxLength: 6 } }, required: ['q'] });
+  const st = await tclient.chat.completions.create({ model: tmodel, messages: msgs('Stream a call'), tools, tool_choice: { type: 'function', function: { name: 'lookup' } },
+                                                      temperature: 0.7, seed: 3, max_tokens: 300, stream: true });
+  const calls = [];
+  let finish = null;
+  for await (const ch of st) {
+    const d = ch.choices[0]?.delta;
+    for (const tc of d?.tool_calls ?? []) {
+      const c = calls[tc.index] ??= { name: '', arguments: '' };
+      c.name += tc.function?.name ?? '';
+      c.arguments += tc.function?.arguments ?? '';
+    }
+    finish = ch.choices[0]?.finish_reason ?? finish;
+  }
+  const e = calls.length === 1 && calls[0].name === 'lookup' ? parseOk(calls[0].arguments, tools[1].function.parameters) : `calls ${JSON.stringify(calls)}`;
+  check('tools/stream_named_call', finish === 'tool_calls' && !e, `finish ${finish}: ${e}`);
+});
+
+await attempt('tools/refused', async () => {
+  const tools = toolList({ type: 'object' });
+  const cases = [
+    ['unknown_function', tclient, { tools, tool_choice: { type: 'function', function: { name: 'nope' } } }, /'nope', which is not in 'tools'/],
+    ['tool_type', tclient, { tools: [{ type: 'web_search' }], tool_choice: 'auto' }, /'tools\[0\].type' must be "function"/],
+    ['required_without_tools', tclient, { tool_choice: 'required' }, /needs 'tools'/],
+    ['choice_value', tclient, { tools, tool_choice: 'sometimes' }, /'tool_choice' "sometimes" is not supported/],
+    ['function_field', tclient, { tools: [{ type: 'function', function: { name: 'f', returns: {} } }] }, /'tools\[0\].function.returns' is not supported/],
+    ['bad_name', tclient, { tools: [{ type: 'function', function: { name: 'a b' } }] }, /name' must be 1 to 64/],
+    ['with_response_format', tclient, { tools, tool_choice: 'required', response_format: { type: 'json_object' } }, /cannot go with 'response_format'/],
+    ['unsupported_parameter_keyword', tclient, { tools: toolList({ type: 'object', properties: { a: { type: 'string', not: { const: 'x' } } } }), tool_choice: 'required' }, /tool 'lookup' parameters: .*'not' is not supported/],
+    ['template_without_tool_format', client, { tools, tool_choice: 'required' }, /no known tool-call format/],
+    ['parallel_tool_calls_type', tclient, { tools, parallel_tool_calls: 'yes' }, /'parallel_tool_calls' must be a boolean/],
+  ];
+  for (const [name, cl, extra, re] of cases) {
+    let status = 0, msg = '';
+    try { await cl.chat.completions.create({ model: cl === client ? modelId : tmodel, messages: msgs('x'), max_tokens: 4, ...extra }); }
+    catch (e) { status = e.status; msg = e.error?.message ?? e.message; }
+    check(`tools/refused_${name}`, status === 400 && re.test(msg), `status ${status}: ${msg}`);
+  }
 });
 
 process.exit(failed ? 1 : 0);

@@ -15,7 +15,9 @@
 #include "test.h"
 #include "base/base.h"
 #include "grammar/grammar.h"
+#include "runtime/constrain.h"
 #include "runtime/generate.h"
+#include "runtime/outparse.h"
 #include "runtime/textmodel.h"
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
@@ -745,8 +747,68 @@ static void check_model(void) {
     if (system(cmd)) {}
 }
 
+/* ---------- tool calls ---------- */
+
+/* The call grammar of each template format accepts exactly a call the
+ * output parser reads back, with arguments held to the parameters. */
+static void check_tool_calls(void) {
+    mx_buf p = {0};
+    const char *g = "root ::= a \"root\" [r-t] x{2} # root\nx ::= \"a\" | root-2\nroot-2 ::= \"b\"\n";
+    CHECK("tools/gbnf_prefix", !mx_gbnf_prefix(g, strlen(g), "t0-", &p) &&
+          !strcmp(p.data, "t0-root ::= t0-a \"root\" [r-t] t0-x{2} # root\nt0-x ::= \"a\" | t0-root-2\nt0-root-2 ::= \"b\"\n"), "%s", p.data);
+    mx_buf_free(&p);
+    json_t *fns = json_loads("[{\"name\": \"get_weather\", \"parameters\": {\"type\": \"object\", \"properties\": {\"city\": {\"type\": \"string\"},"
+                             " \"days\": {\"type\": \"integer\", \"minimum\": 1, \"maximum\": 7}}, \"required\": [\"city\", \"days\"]}},"
+                             " {\"name\": \"now\"}]", 0, NULL);
+    static const struct { mx_tool_format f; const char *text; bool ok; } cases[] = {
+        {MX_TOOLFMT_HERMES, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\", \"days\": 3}}\n</tool_call>", true},
+        {MX_TOOLFMT_HERMES, "<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call>", true},
+        {MX_TOOLFMT_HERMES, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\", \"days\": 9}}\n</tool_call>", false},
+        {MX_TOOLFMT_HERMES, "<tool_call>\n{\"name\": \"now\", \"arguments\": {\"x\": 1}}\n</tool_call>", false},
+        {MX_TOOLFMT_HERMES, "<tool_call>\n{\"name\": \"other\", \"arguments\": {}}\n</tool_call>", false},
+        {MX_TOOLFMT_MISTRAL, "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"city\": \"A\", \"days\": 1}}]", true},
+        {MX_TOOLFMT_MISTRAL_ARGS, "[TOOL_CALLS]get_weather[ARGS]{\"city\": \"A\", \"days\": 7}", true},
+        {MX_TOOLFMT_MISTRAL_ARGS, "[TOOL_CALLS]get_weather[ARGS]{\"days\": 7}", false},
+        {MX_TOOLFMT_LLAMA3, "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"A\", \"days\": 2}}", true},
+        {MX_TOOLFMT_LLAMA3, "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"A\", \"days\": 2}}", false},
+    };
+    for (size_t i = 0; i < MX_ARRAY_LEN(cases); i++) {
+        char name[64];
+        snprintf(name, sizeof name, "tools/format%d_case%zu", (int)cases[i].f, i);
+        mx_grammar *gr = mx_tool_call_grammar(cases[i].f, fns, NULL);
+        mx_gmatch *m = gr ? mx_gmatch_new(gr) : NULL;
+        bool ok = m && !mx_gmatch_accept_bytes(m, cases[i].text, strlen(cases[i].text)) && mx_gmatch_complete(m);
+        /* what the grammar accepts comes back from the output parser as that call */
+        bool parsed = true;
+        if (ok) {
+            mx_outparse op;
+            mx_buf c = {0}, r = {0};
+            json_t *calls = NULL;
+            mx_out_init(&op, false, false, true, NULL, 0);
+            mx_out_push(&op, cases[i].text, strlen(cases[i].text), &c, &r);
+            mx_out_finish(&op, &c, &r, &calls);
+            const char *fn = json_string_value(json_object_get(json_object_get(json_array_get(calls, 0), "function"), "name"));
+            parsed = json_array_size(calls) == 1 && fn && strstr(cases[i].text, fn) && !c.len;
+            json_decref(calls);
+            mx_out_free(&op);
+            mx_buf_free(&c);
+            mx_buf_free(&r);
+        }
+        CHECK(name, gr && ok == cases[i].ok && parsed, "%s: %s%s", cases[i].text, gr ? (ok ? "accepted" : "refused") : mx_errmsg(), parsed ? "" : ", not parsed back");
+        mx_gmatch_free(m);
+        mx_grammar_unref(gr);
+    }
+    json_t *bad = json_loads("[{\"name\": \"f\", \"parameters\": {\"type\": \"object\", \"properties\": {\"a\": {\"not\": {}}}}}]", 0, NULL);
+    mx_grammar *gr = mx_tool_call_grammar(MX_TOOLFMT_HERMES, bad, NULL);
+    CHECK("tools/unsupported_keyword_named", !gr && strstr(mx_errmsg(), "tool 'f'") && strstr(mx_errmsg(), "'not'"), "%s", gr ? "a grammar" : mx_errmsg());
+    mx_grammar_unref(gr);
+    json_decref(bad);
+    json_decref(fns);
+}
+
 int main(void) {
     check_gbnf();
+    check_tool_calls();
     check_schema_cases();
     /* a byte-level vocabulary of 314 tokens: the mask checked against every token at every step */
     check_random("tiny", "tests/server/tinymodel", 150, 1 << 20, 7);
