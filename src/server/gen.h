@@ -93,6 +93,8 @@ struct mx_gen {
     size_t sse_off;
     double last_out;           /* when bytes last went out (keep-alives) */
     bool done, finished, sent_role;
+    int block;                 /* the Anthropic stream's open content block (its index; -1: none) */
+    const char *block_kind;    /* "text" or "thinking" */
 };
 
 /* Submits g (taken) and answers rq with fmt's reply, streamed when g->stream. */
