@@ -94,7 +94,8 @@ struct mx_gen {
     double last_out;           /* when bytes last went out (keep-alives) */
     bool done, finished, sent_role;
     int block;                 /* the Anthropic stream's open content block (its index; -1: none) */
-    const char *block_kind;    /* "text" or "thinking" */
+    const char *block_kind;    /* its kind ("text", "thinking"; Responses: the open output item's) */
+    int n_events;              /* Responses: the stream's sequence_number */
 };
 
 /* Submits g (taken) and answers rq with fmt's reply, streamed when g->stream. */
