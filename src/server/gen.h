@@ -29,6 +29,10 @@ void mx_gen_params_free(mx_gen_params *g);
  * server's --temp etc. are their defaults), stream, stop, logit_bias. false
  * with err set when a field is bad. */
 bool mx_gen_parse_common(server *sv, json_t *req, mx_gen_params *g, char *err, size_t errn);
+/* Every field of req is one the routes read: the common ones, the
+ * sampling table's, or extra (NULL-terminated); else false with err naming
+ * it (a field not implemented is refused, never ignored). */
+bool mx_gen_check_fields(json_t *req, const char *const *extra, char *err, size_t errn);
 /* Optional fields with a range: absent or null leaves *out; false with err. */
 bool mx_opt_int(json_t *req, const char *key, long lo, long hi, int *out, char *err, size_t errn);
 bool mx_opt_bool(json_t *req, const char *key, bool *out, char *err, size_t errn);

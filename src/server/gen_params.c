@@ -47,6 +47,23 @@ bool mx_opt_bool(json_t *req, const char *key, bool *out, char *err, size_t errn
     return true;
 }
 
+bool mx_gen_check_fields(json_t *req, const char *const *extra, char *err, size_t errn) {
+    /* what every generation route reads (the sampling fields come from their table) */
+    static const char *const common[] = {"model", "max_tokens", "max_completion_tokens", "n", "stream", "stream_options", "ignore_eos", "stop",
+                                         "logit_bias", "response_format", "json_schema", "grammar", "user", NULL};
+    const char *k;
+    json_t *v;
+    json_object_foreach(req, k, v) {
+        bool ok = mx_samp_find_json(k) != NULL;
+        for (int i = 0; !ok && common[i]; i++) ok = !strcmp(k, common[i]);
+        for (int i = 0; !ok && extra[i]; i++) ok = !strcmp(k, extra[i]);
+        if (!ok) { snprintf(err, errn, "'%.64s' is not supported", k); return false; }
+    }
+    json_t *u = json_object_get(req, "user"); /* the client's end-user id: for its records */
+    if (u && !json_is_null(u) && !json_is_string(u)) { snprintf(err, errn, "'user' must be a string"); return false; }
+    return true;
+}
+
 bool mx_gen_parse_common(server *sv, json_t *req, mx_gen_params *g, char *err, size_t errn) {
     if (sv->o.sampling) g->p.samp = *sv->o.sampling;
     else {
