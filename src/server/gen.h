@@ -33,6 +33,13 @@ bool mx_gen_parse_common(server *sv, json_t *req, mx_gen_params *g, char *err, s
  * sampling table's, or extra (NULL-terminated); else false with err naming
  * it (a field not implemented is refused, never ignored). */
 bool mx_gen_check_fields(json_t *req, const char *const *extra, char *err, size_t errn);
+/* o has no keys beyond ok[] (NULL-terminated); else false with err
+ * "'what.key' is not supported" ("'key' ..." when what is ""). */
+bool mx_only_fields(json_t *o, const char *const *ok, const char *what, char *err, size_t errn);
+/* Message content as one string: a string, or a list of parts whose type
+ * is one of types[] (NULL-terminated, at most two) with a string text,
+ * joined. NULL with err naming the part otherwise. */
+json_t *mx_text_parts(json_t *c, const char *const *types, const char *what, char *err, size_t errn);
 /* Optional fields with a range: absent or null leaves *out; false with err. */
 bool mx_opt_int(json_t *req, const char *key, long lo, long hi, int *out, char *err, size_t errn);
 bool mx_opt_bool(json_t *req, const char *key, bool *out, char *err, size_t errn);

@@ -16,20 +16,12 @@ static bool normalize_messages(json_t *msgs, char *err, size_t errn) {
         if (!json_is_string(role)) { snprintf(err, errn, "messages[%zu].role must be a string", i); return false; }
         json_t *c = json_object_get(m, "content");
         if (json_is_array(c)) {
-            mx_buf t = {0};
-            size_t k;
-            json_t *part;
-            json_array_foreach(c, k, part) {
-                json_t *type = json_object_get(part, "type"), *text = json_object_get(part, "text");
-                if (!json_is_string(type) || strcmp(json_string_value(type), "text") || !json_is_string(text)) {
-                    mx_buf_free(&t);
-                    snprintf(err, errn, "messages[%zu].content[%zu]: only text parts are supported", i, k);
-                    return false;
-                }
-                mx_buf_append(&t, json_string_value(text), json_string_length(text));
-            }
-            json_object_set_new(m, "content", json_stringn(t.data ? t.data : "", t.len));
-            mx_buf_free(&t);
+            static const char *const text_only[] = {"text", NULL};
+            char what[48];
+            snprintf(what, sizeof what, "messages[%zu].content", i);
+            json_t *t = mx_text_parts(c, text_only, what, err, errn);
+            if (!t) return false;
+            json_object_set_new(m, "content", t);
         } else if (c && !json_is_string(c) && !json_is_null(c)) {
             snprintf(err, errn, "messages[%zu].content must be a string or a list of text parts", i);
             return false;
@@ -60,17 +52,6 @@ static bool check_kwargs(json_t *kw, char *err, size_t errn) {
     return true;
 }
 
-static bool only_keys(json_t *o, const char *const *ok, const char *what, char *err, size_t errn) {
-    const char *k;
-    json_t *v;
-    json_object_foreach(o, k, v) {
-        bool known = false;
-        for (int i = 0; ok[i] && !known; i++) known = !strcmp(k, ok[i]);
-        if (!known) { snprintf(err, errn, "'%s.%.64s' is not supported", what, k); return false; }
-    }
-    return true;
-}
-
 /* tools, tool_choice and parallel_tool_calls. *offer: the tools the
  * template shows (borrowed; NULL: none); *required: the functions one of
  * which the reply must call ({"name", "parameters"} each; new reference,
@@ -92,7 +73,7 @@ static bool parse_tools(json_t *req, mx_gen_params *g, json_t **offer, json_t **
     json_array_foreach(tools, i, t) {
         char what[64];
         snprintf(what, sizeof what, "tools[%zu]", i);
-        if (!json_is_object(t) || !only_keys(t, tool_keys, what, err, errn)) {
+        if (!json_is_object(t) || !mx_only_fields(t, tool_keys, what, err, errn)) {
             if (!err[0]) snprintf(err, errn, "'%s' must be an object", what);
             goto bad;
         }
@@ -100,7 +81,7 @@ static bool parse_tools(json_t *req, mx_gen_params *g, json_t **offer, json_t **
         json_t *fn = json_object_get(t, "function");
         if (!type || strcmp(type, "function")) { snprintf(err, errn, "'%s.type' must be \"function\" (the only tool type supported)", what); goto bad; }
         snprintf(what, sizeof what, "tools[%zu].function", i);
-        if (!json_is_object(fn) || !only_keys(fn, fn_keys, what, err, errn)) {
+        if (!json_is_object(fn) || !mx_only_fields(fn, fn_keys, what, err, errn)) {
             if (!err[0]) snprintf(err, errn, "'%s' must be an object", what);
             goto bad;
         }

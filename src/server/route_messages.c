@@ -13,33 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static bool known(const char *k, const char *const *ok) {
-    for (int i = 0; ok[i]; i++)
-        if (!strcmp(k, ok[i])) return true;
-    return false;
-}
-
-/* The text of a string or of a list of text blocks; NULL with err. */
-static json_t *block_text(json_t *c, const char *what, char *err, size_t errn) {
-    if (json_is_string(c)) return json_incref(c);
-    if (!json_is_array(c)) { snprintf(err, errn, "'%s' must be a string or a list of text blocks", what); return NULL; }
-    mx_buf t = {0};
-    size_t i;
-    json_t *b;
-    json_array_foreach(c, i, b) {
-        const char *type = json_string_value(json_object_get(b, "type"));
-        json_t *text = json_object_get(b, "text");
-        if (!type || strcmp(type, "text") || !json_is_string(text)) {
-            mx_buf_free(&t);
-            snprintf(err, errn, "'%s[%zu]': only text blocks are supported here", what, i);
-            return NULL;
-        }
-        mx_buf_append(&t, json_string_value(text), json_string_length(text));
-    }
-    json_t *s = json_stringn(t.data ? t.data : "", t.len);
-    mx_buf_free(&t);
-    return s;
-}
+static const char *const text_only[] = {"text", NULL};
 
 /* One Anthropic message -> OpenAI messages appended to out. */
 static bool add_message(json_t *m, size_t i, json_t *out, char *err, size_t errn) {
@@ -47,10 +21,9 @@ static bool add_message(json_t *m, size_t i, json_t *out, char *err, size_t errn
     static const char *const tu_keys[] = {"type", "id", "name", "input", "cache_control", NULL};
     static const char *const tr_keys[] = {"type", "tool_use_id", "content", "is_error", "cache_control", NULL};
     if (!json_is_object(m)) { snprintf(err, errn, "messages[%zu] must be an object", i); return false; }
-    const char *k;
-    json_t *v;
-    json_object_foreach(m, k, v)
-        if (!known(k, msg_keys)) { snprintf(err, errn, "'messages[%zu].%.64s' is not supported", i, k); return false; }
+    char mw[32];
+    snprintf(mw, sizeof mw, "messages[%zu]", i);
+    if (!mx_only_fields(m, msg_keys, mw, err, errn)) return false;
     const char *role = json_string_value(json_object_get(m, "role"));
     if (!role || (strcmp(role, "user") && strcmp(role, "assistant"))) { snprintf(err, errn, "messages[%zu].role must be \"user\" or \"assistant\"", i); return false; }
     json_t *c = json_object_get(m, "content");
@@ -71,8 +44,7 @@ static bool add_message(json_t *m, size_t i, json_t *out, char *err, size_t errn
             if (!json_is_string(t)) { snprintf(err, errn, "'%s.text' must be a string", what); ok = false; break; }
             mx_buf_append(&text, json_string_value(t), json_string_length(t));
         } else if (!strcmp(type, "tool_use") && !strcmp(role, "assistant")) {
-            json_object_foreach(b, k, v)
-                if (!known(k, tu_keys)) { snprintf(err, errn, "'%s.%.64s' is not supported", what, k); ok = false; break; }
+            if (!mx_only_fields(b, tu_keys, what, err, errn)) { ok = false; break; }
             json_t *id = json_object_get(b, "id"), *name = json_object_get(b, "name"), *input = json_object_get(b, "input");
             if (ok && (!json_is_string(id) || !json_is_string(name) || !json_is_object(input))) {
                 snprintf(err, errn, "'%s' needs a string id and name and an object input", what);
@@ -82,14 +54,13 @@ static bool add_message(json_t *m, size_t i, json_t *out, char *err, size_t errn
             /* arguments as the object: what chat templates render with tojson */
             json_array_append_new(calls, json_pack("{s:O,s:s,s:{s:O,s:O}}", "id", id, "type", "function", "function", "name", name, "arguments", input));
         } else if (!strcmp(type, "tool_result") && !strcmp(role, "user")) {
-            json_object_foreach(b, k, v)
-                if (!known(k, tr_keys)) { snprintf(err, errn, "'%s.%.64s' is not supported", what, k); ok = false; break; }
+            if (!mx_only_fields(b, tr_keys, what, err, errn)) { ok = false; break; }
             json_t *id = json_object_get(b, "tool_use_id"), *rc = json_object_get(b, "content"), *ie = json_object_get(b, "is_error");
             if (ok && !json_is_string(id)) { snprintf(err, errn, "'%s.tool_use_id' must be a string", what); ok = false; }
             if (ok && ie && !json_is_boolean(ie)) { snprintf(err, errn, "'%s.is_error' must be a boolean", what); ok = false; }
             if (!ok) break;
             snprintf(what + strlen(what), sizeof what - strlen(what), ".content");
-            json_t *rt = rc ? block_text(rc, what, err, errn) : json_string("");
+            json_t *rt = rc ? mx_text_parts(rc, text_only, what, err, errn) : json_string("");
             if (!rt) { ok = false; break; }
             if (json_is_true(ie)) { /* the template has no error flag: say it in the text */
                 mx_buf e = {0};
@@ -121,10 +92,8 @@ static bool add_message(json_t *m, size_t i, json_t *out, char *err, size_t errn
 static json_t *translate(server *sv, json_t *req, bool count_only, char *err, size_t errn) {
     static const char *const keys[] = {"model", "max_tokens", "messages", "system", "stop_sequences", "temperature", "top_p", "top_k",
                                        "stream", "tools", "tool_choice", "metadata", "thinking", NULL};
-    const char *k;
+    if (!mx_only_fields(req, keys, "", err, errn)) return NULL;
     json_t *v;
-    json_object_foreach(req, k, v)
-        if (!known(k, keys)) { snprintf(err, errn, "'%.64s' is not supported", k); return NULL; }
     json_t *o = json_object(), *msgs = json_array();
     json_object_set_new(o, "messages", msgs);
     /* the same fields under the same names (validated by the chat parser) */
@@ -145,7 +114,7 @@ static json_t *translate(server *sv, json_t *req, bool count_only, char *err, si
     }
     json_t *sys = json_object_get(req, "system");
     if (sys && !json_is_null(sys)) {
-        json_t *t = block_text(sys, "system", err, errn);
+        json_t *t = mx_text_parts(sys, text_only, "system", err, errn);
         if (!t) goto bad;
         json_array_append_new(msgs, json_pack("{s:s,s:o}", "role", "system", "content", t));
     }
@@ -173,8 +142,9 @@ static json_t *translate(server *sv, json_t *req, bool count_only, char *err, si
         json_t *t;
         json_array_foreach(tools, i, t) {
             if (!json_is_object(t)) { snprintf(err, errn, "tools[%zu] must be an object", i); goto bad; }
-            json_object_foreach(t, k, v)
-                if (!known(k, tool_keys)) { snprintf(err, errn, "'tools[%zu].%.64s' is not supported", i, k); goto bad; }
+            char what[32];
+            snprintf(what, sizeof what, "tools[%zu]", i);
+            if (!mx_only_fields(t, tool_keys, what, err, errn)) goto bad;
             const char *type = json_string_value(json_object_get(t, "type"));
             if (type && strcmp(type, "custom")) { snprintf(err, errn, "'tools[%zu].type' \"%.64s\" is not supported (server tools are not)", i, type); goto bad; }
             json_t *f = json_object();
@@ -190,8 +160,7 @@ static json_t *translate(server *sv, json_t *req, bool count_only, char *err, si
         static const char *const tc_keys[] = {"type", "name", "disable_parallel_tool_use", NULL};
         const char *type = json_string_value(json_object_get(tc, "type"));
         if (!json_is_object(tc) || !type) { snprintf(err, errn, "'tool_choice' must be an object with a type"); goto bad; }
-        json_object_foreach(tc, k, v)
-            if (!known(k, tc_keys)) { snprintf(err, errn, "'tool_choice.%.64s' is not supported", k); goto bad; }
+        if (!mx_only_fields(tc, tc_keys, "tool_choice", err, errn)) goto bad;
         json_t *name = json_object_get(tc, "name"), *dp = json_object_get(tc, "disable_parallel_tool_use");
         if (!strcmp(type, "auto") || !strcmp(type, "none")) json_object_set_new(o, "tool_choice", json_string(type));
         else if (!strcmp(type, "any")) json_object_set_new(o, "tool_choice", json_string("required"));

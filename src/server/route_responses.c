@@ -14,42 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static bool known(const char *k, const char *const *ok) {
-    for (int i = 0; ok[i]; i++)
-        if (!strcmp(k, ok[i])) return true;
-    return false;
-}
-
-static bool only(json_t *o, const char *const *ok, const char *what, char *err, size_t errn) {
-    const char *k;
-    json_t *v;
-    json_object_foreach(o, k, v)
-        if (!known(k, ok)) { snprintf(err, errn, "'%s%s%.64s' is not supported", what, *what ? "." : "", k); return false; }
-    return true;
-}
-
-/* A message item's content: a string or input_text / output_text parts. */
-static json_t *item_text(json_t *c, size_t i, char *err, size_t errn) {
-    if (json_is_string(c)) return json_incref(c);
-    if (!json_is_array(c)) { snprintf(err, errn, "input[%zu].content must be a string or a list of parts", i); return NULL; }
-    mx_buf t = {0};
-    size_t j;
-    json_t *p;
-    json_array_foreach(c, j, p) {
-        const char *type = json_string_value(json_object_get(p, "type"));
-        json_t *text = json_object_get(p, "text");
-        if (!type || (strcmp(type, "input_text") && strcmp(type, "output_text")) || !json_is_string(text)) {
-            mx_buf_free(&t);
-            snprintf(err, errn, "input[%zu].content[%zu]: %s parts are not supported (input_text and output_text are)", i, j, type ? type : "untyped");
-            return NULL;
-        }
-        mx_buf_append(&t, json_string_value(text), json_string_length(text));
-    }
-    json_t *s = json_stringn(t.data ? t.data : "", t.len);
-    mx_buf_free(&t);
-    return s;
-}
-
 static bool add_items(json_t *input, json_t *msgs, char *err, size_t errn) {
     if (json_is_string(input)) { json_array_append_new(msgs, json_pack("{s:s,s:O}", "role", "user", "content", input)); return true; }
     if (!json_is_array(input) || !json_array_size(input)) { snprintf(err, errn, "'input' must be a string or a non-empty list of items"); return false; }
@@ -63,19 +27,21 @@ static bool add_items(json_t *input, json_t *msgs, char *err, size_t errn) {
         snprintf(what, sizeof what, "input[%zu]", i);
         if (!type || !strcmp(type, "message")) {
             static const char *const keys[] = {"type", "role", "content", "id", "status", NULL};
-            if (!only(it, keys, what, err, errn)) goto bad;
+            if (!mx_only_fields(it, keys, what, err, errn)) goto bad;
             const char *role = json_string_value(json_object_get(it, "role"));
             if (!role || (strcmp(role, "user") && strcmp(role, "assistant") && strcmp(role, "system") && strcmp(role, "developer"))) {
                 snprintf(err, errn, "input[%zu].role must be user, assistant, system or developer", i);
                 goto bad;
             }
-            json_t *t = item_text(json_object_get(it, "content"), i, err, errn);
+            static const char *const parts[] = {"input_text", "output_text", NULL};
+            snprintf(what + strlen(what), sizeof what - strlen(what), ".content");
+            json_t *t = mx_text_parts(json_object_get(it, "content"), parts, what, err, errn);
             if (!t) goto bad;
             pending = NULL;
             json_array_append_new(msgs, json_pack("{s:s,s:o}", "role", !strcmp(role, "developer") ? "system" : role, "content", t));
         } else if (!strcmp(type, "function_call")) {
             static const char *const keys[] = {"type", "call_id", "name", "arguments", "id", "status", NULL};
-            if (!only(it, keys, what, err, errn)) goto bad;
+            if (!mx_only_fields(it, keys, what, err, errn)) goto bad;
             json_t *cid = json_object_get(it, "call_id"), *name = json_object_get(it, "name"), *args = json_object_get(it, "arguments");
             if (!json_is_string(cid) || !json_is_string(name) || !json_is_string(args)) {
                 snprintf(err, errn, "input[%zu]: a function_call needs string call_id, name and arguments", i);
@@ -93,7 +59,7 @@ static bool add_items(json_t *input, json_t *msgs, char *err, size_t errn) {
             json_array_append_new(pending, call);
         } else if (!strcmp(type, "function_call_output")) {
             static const char *const keys[] = {"type", "call_id", "output", "id", "status", NULL};
-            if (!only(it, keys, what, err, errn)) goto bad;
+            if (!mx_only_fields(it, keys, what, err, errn)) goto bad;
             json_t *cid = json_object_get(it, "call_id"), *out = json_object_get(it, "output");
             if (!json_is_string(cid) || !json_is_string(out)) { snprintf(err, errn, "input[%zu]: a function_call_output needs string call_id and output", i); goto bad; }
             pending = NULL;
@@ -114,7 +80,7 @@ static json_t *translate(json_t *req, char *err, size_t errn) {
     static const char *const keys[] = {"model", "input", "instructions", "max_output_tokens", "temperature", "top_p", "stream", "tools", "tool_choice",
                                        "parallel_tool_calls", "text", "store", "metadata", "reasoning", "truncation", "user", "previous_response_id",
                                        "include", NULL};
-    if (!only(req, keys, "", err, errn)) return NULL;
+    if (!mx_only_fields(req, keys, "", err, errn)) return NULL;
     json_t *v = json_object_get(req, "store");
     if (!json_is_false(v)) {
         snprintf(err, errn, "stored responses are not kept here: send 'store': false (and the whole conversation as 'input')");
@@ -158,7 +124,7 @@ static json_t *translate(json_t *req, char *err, size_t errn) {
             snprintf(what, sizeof what, "tools[%zu]", i);
             const char *type = json_string_value(json_object_get(t, "type"));
             if (!json_is_object(t) || !type || strcmp(type, "function")) { snprintf(err, errn, "'%s.type' must be \"function\" (built-in tools are not supported)", what); goto bad; }
-            if (!only(t, tool_keys, what, err, errn)) goto bad;
+            if (!mx_only_fields(t, tool_keys, what, err, errn)) goto bad;
             json_t *f = json_deep_copy(t);
             json_object_del(f, "type");
             json_array_append_new(fns, json_pack("{s:s,s:o}", "type", "function", "function", f));
@@ -167,7 +133,7 @@ static json_t *translate(json_t *req, char *err, size_t errn) {
     json_t *text = json_object_get(req, "text");
     if (text && !json_is_null(text)) {
         static const char *const text_keys[] = {"format", "verbosity", NULL};
-        if (!json_is_object(text) || !only(text, text_keys, "text", err, errn)) {
+        if (!json_is_object(text) || !mx_only_fields(text, text_keys, "text", err, errn)) {
             if (!err[0]) snprintf(err, errn, "'text' must be an object");
             goto bad;
         }

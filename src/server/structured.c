@@ -82,26 +82,13 @@ static mx_grammar *build_tools(const void *arg, const mx_gvocab *v) {
     return mx_tool_call_grammar(a->f, a->fns, v);
 }
 
-/* Fields of an object other than those in ok[]: the first one, or NULL. */
-static const char *unknown_key(json_t *o, const char *const *ok) {
-    const char *k;
-    json_t *v;
-    json_object_foreach(o, k, v) {
-        bool known = false;
-        for (int i = 0; ok[i] && !known; i++) known = !strcmp(k, ok[i]);
-        if (!known) return k;
-    }
-    return NULL;
-}
-
 /* response_format -> *schema (borrowed; NULL with *json true: any JSON
  * object) or nothing (type "text"). */
 static bool parse_response_format(json_t *rf, json_t **schema, bool *json, char *err, size_t errn) {
     static const char *const rf_keys[] = {"type", "json_schema", NULL};
     static const char *const js_keys[] = {"name", "description", "schema", "strict", NULL};
     if (!json_is_object(rf)) { snprintf(err, errn, "'response_format' must be an object"); return false; }
-    const char *bad = unknown_key(rf, rf_keys);
-    if (bad) { snprintf(err, errn, "'response_format.%.64s' is not supported", bad); return false; }
+    if (!mx_only_fields(rf, rf_keys, "response_format", err, errn)) return false;
     json_t *type = json_object_get(rf, "type");
     const char *t = json_string_value(type);
     if (!t) { snprintf(err, errn, "'response_format.type' must be a string"); return false; }
@@ -114,7 +101,7 @@ static bool parse_response_format(json_t *rf, json_t **schema, bool *json, char 
         return false;
     }
     if (!json_is_object(js)) { snprintf(err, errn, "'response_format.json_schema' must be an object"); return false; }
-    if ((bad = unknown_key(js, js_keys))) { snprintf(err, errn, "'response_format.json_schema.%.64s' is not supported", bad); return false; }
+    if (!mx_only_fields(js, js_keys, "response_format.json_schema", err, errn)) return false;
     json_t *name = json_object_get(js, "name"), *strict = json_object_get(js, "strict"), *s = json_object_get(js, "schema");
     if (!json_is_string(name)) { snprintf(err, errn, "'response_format.json_schema.name' must be a string"); return false; }
     /* strict or not, the output is held to the schema: a constraint is never a hint */

@@ -36,7 +36,7 @@ for i in $(seq 1 100); do
   sleep 0.1
 done
 if [ $up = 1 ]; then echo "ok server/health_ready"; else echo "FAIL server/health_ready: no 200 from /health"; cat "$tmp"/server*.log; exit 1; fi
-cp tests/server/test_server.mjs tests/server/test_structured.mjs tests/server/test_messages.mjs tests/server/test_responses.mjs "$node_dir/"
+cp tests/server/check.mjs tests/server/test_server.mjs tests/server/test_structured.mjs tests/server/test_messages.mjs tests/server/test_responses.mjs "$node_dir/"
 timeout 300 node "$node_dir/test_server.mjs" $port $port2 $port3 $port4 "$(realpath "$MLXCEL")" "$tmp/bert-embed" "$tmp/bert-cls"
 timeout 300 node "$node_dir/test_structured.mjs" $port $port5
 timeout 300 node "$node_dir/test_messages.mjs" $port $port2 $port5

@@ -6,18 +6,11 @@
 // supported. Prints ok/FAIL lines.
 // usage: node test_messages.mjs PORT KEYED_PORT TOOLS_PORT   (KEYED_PORT's key: s3cret)
 import Anthropic from '@anthropic-ai/sdk';
+import { check, attempt, exitCode } from './check.mjs';
 
 const [port, keyedPort, toolsPort] = process.argv.slice(2);
 const mk = (p, key = 'unused') => new Anthropic({ baseURL: `http://127.0.0.1:${p}`, apiKey: key, maxRetries: 0, timeout: 120000 });
 const client = mk(port), tclient = mk(toolsPort);
-let failed = 0;
-const check = (name, cond, why = '') => {
-  if (cond) console.log(`ok ${name}`);
-  else { console.log(`FAIL ${name}: ${why}`); failed++; }
-};
-const attempt = async (name, fn) => {
-  try { await fn(); } catch (e) { check(name, false, `threw ${e && e.stack ? e.stack.split('\n').slice(0, 3).join(' | ') : e}`); }
-};
 const modelOf = async (p) => (await (await fetch(`http://127.0.0.1:${p}/v1/models`)).json()).data[0].id;
 const model = await modelOf(port), tmodel = await modelOf(toolsPort);
 const user = (s) => [{ role: 'user', content: s }];
@@ -115,4 +108,4 @@ await attempt('messages/refused', async () => {
   }
 });
 
-process.exit(failed ? 1 : 0);
+process.exit(exitCode());

@@ -6,18 +6,11 @@
 // and 400s for what is not supported. Prints ok/FAIL lines.
 // usage: node test_responses.mjs PORT TOOLS_PORT
 import OpenAI from 'openai';
+import { check, attempt, exitCode } from './check.mjs';
 
 const [port, toolsPort] = process.argv.slice(2);
 const mk = (p) => new OpenAI({ baseURL: `http://127.0.0.1:${p}/v1`, apiKey: 'unused', maxRetries: 0, timeout: 120000 });
 const client = mk(port), tclient = mk(toolsPort);
-let failed = 0;
-const check = (name, cond, why = '') => {
-  if (cond) console.log(`ok ${name}`);
-  else { console.log(`FAIL ${name}: ${why}`); failed++; }
-};
-const attempt = async (name, fn) => {
-  try { await fn(); } catch (e) { check(name, false, `threw ${e && e.stack ? e.stack.split('\n').slice(0, 3).join(' | ') : e}`); }
-};
 const model = (await client.models.list()).data[0].id, tmodel = (await tclient.models.list()).data[0].id;
 const base = { model, store: false, temperature: 0 };
 
@@ -98,4 +91,4 @@ await attempt('responses/refused', async () => {
   }
 });
 
-process.exit(failed ? 1 : 0);
+process.exit(exitCode());

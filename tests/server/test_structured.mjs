@@ -9,18 +9,11 @@
 // second server whose chat template writes Hermes/Qwen <tool_call> blocks.
 // usage: node test_structured.mjs PORT TOOLS_PORT
 import OpenAI from 'openai';
+import { check, attempt, exitCode } from './check.mjs';
 
 const [port, toolsPort] = process.argv.slice(2);
 const base = `http://127.0.0.1:${port}`;
 const client = new OpenAI({ baseURL: `${base}/v1`, apiKey: 'unused', maxRetries: 0, timeout: 120000 });
-let failed = 0;
-const check = (name, cond, why = '') => {
-  if (cond) console.log(`ok ${name}`);
-  else { console.log(`FAIL ${name}: ${why}`); failed++; }
-};
-const attempt = async (name, fn) => {
-  try { await fn(); } catch (e) { check(name, false, `threw ${e && e.stack ? e.stack.split('\n').slice(0, 3).join(' | ') : e}`); }
-};
 const raw = async (path, body) => {
   const r = await fetch(base + path, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
   const text = await r.text();
@@ -278,4 +271,4 @@ await attempt('tools/refused', async () => {
   }
 });
 
-process.exit(failed ? 1 : 0);
+process.exit(exitCode());
