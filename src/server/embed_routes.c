@@ -284,8 +284,7 @@ static bool check_model(server *sv, json_t *req, char *err, size_t n) {
 
 int mx_route_embeddings(server *sv, mx_srv_req *rq, json_t *req) {
     char err[512];
-    mx_embed_batcher *b = sv->emb;
-    if (!b) return mx_srv_bad_request(sv, rq, "this server runs a text-generation model; start it with an embedding model for /v1/embeddings");
+    mx_embed_batcher *b = sv->emb; /* the route table's MX_RT_EMBEDS */
     if (!check_model(sv, req, err, sizeof err)) return mx_srv_bad_request(sv, rq, "%s", err);
     json_t *input = json_object_get(req, "input");
     /* string | [string] | [int] | [[int]] */
@@ -380,7 +379,7 @@ static int by_score(const void *a, const void *b) {
 int mx_route_rerank(server *sv, mx_srv_req *rq, json_t *req) {
     char err[512];
     mx_embed_batcher *b = sv->emb;
-    if (!b || !mx_embed_batcher_reranks(b)) return mx_srv_bad_request(sv, rq, "this server does not run a reranker (a *ForSequenceClassification model)");
+    if (!mx_embed_batcher_reranks(b)) return mx_srv_bad_request(sv, rq, "this server does not run a reranker (a *ForSequenceClassification model)");
     if (!check_model(sv, req, err, sizeof err)) return mx_srv_bad_request(sv, rq, "%s", err);
     json_t *q = json_object_get(req, "query"), *docs = json_object_get(req, "documents");
     if (!json_is_string(q) || !json_string_length(q)) return mx_srv_bad_request(sv, rq, "'query' must be a non-empty string");

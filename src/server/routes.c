@@ -17,8 +17,8 @@ static const mx_http_route g_routes[] = {
     {{"/v1/completions", "/completions"}, MX_HTTP_POST, MX_RT_GENERATES, mx_route_completions},
     {{"/tokenize"}, MX_HTTP_POST, 0, mx_route_tokenize},
     {{"/detokenize"}, MX_HTTP_POST, 0, mx_route_detokenize},
-    {{"/v1/embeddings", "/embeddings"}, MX_HTTP_POST, 0, mx_route_embeddings},
-    {{"/v1/rerank", "/rerank", "/v2/rerank"}, MX_HTTP_POST, 0, mx_route_rerank},
+    {{"/v1/embeddings", "/embeddings"}, MX_HTTP_POST, MX_RT_EMBEDS, mx_route_embeddings},
+    {{"/v1/rerank", "/rerank", "/v2/rerank"}, MX_HTTP_POST, MX_RT_EMBEDS, mx_route_rerank},
 };
 
 const mx_http_route *mx_route_find(const char *url) {

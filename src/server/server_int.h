@@ -23,6 +23,7 @@ typedef struct server {
     mx_textmodel tm;          /* generation mode */
     mx_sched *sched;
     mx_embed_batcher *emb;    /* embedding / rerank mode */
+    struct mx_speech *speech; /* speech-to-text mode (the /v1/audio routes) */
     char name[256];           /* model id */
     const mx_tokenizer *tok;  /* for /tokenize and /detokenize; may be NULL */
     atomic_bool ready;
@@ -64,16 +65,27 @@ void mx_srv_hold(mx_srv_req *rq);
 void mx_srv_drop(mx_srv_req *rq);
 /* Bytes of the request body. */
 size_t mx_srv_body_len(const mx_srv_req *rq);
+/* For MX_RT_RAW_BODY handlers: the body's bytes, moved to the caller (who
+ * frees them; the request no longer has them), and its Content-Type (NULL
+ * when absent; valid as long as rq). */
+mx_buf mx_srv_take_body(mx_srv_req *rq);
+const char *mx_srv_content_type(const mx_srv_req *rq);
 /* The client closed its side of the connection. */
 bool mx_srv_client_gone(mx_srv_req *rq);
 
 /* ---- routes (routes.c) ---- */
-/* A handler; body is the request's JSON object for POST routes, NULL for GET. */
+/* A handler; body is the request's JSON object for POST routes, NULL for GET
+ * and MX_RT_RAW_BODY routes. */
 typedef int mx_route_fn(server *sv, mx_srv_req *rq, json_t *body);
 enum { MX_HTTP_GET = 1, MX_HTTP_POST = 2 };
 enum {
     MX_RT_OPEN = 1,       /* answered without the API key and while loading (/health) */
-    MX_RT_GENERATES = 2,  /* needs a text-generation model (refused in embedding mode) */
+    /* the kind of model the route needs; a server of another kind answers
+     * 400 naming its own routes (none of these: any kind) */
+    MX_RT_GENERATES = 2,  /* text generation (sv->sched) */
+    MX_RT_EMBEDS = 4,     /* embedding / rerank (sv->emb) */
+    MX_RT_SPEECH = 8,     /* speech-to-text (sv->speech) */
+    MX_RT_RAW_BODY = 16,  /* the body is not JSON: the handler reads it (mx_srv_take_body) */
 };
 typedef struct {
     const char *paths[4];    /* the path and its aliases */
