@@ -10,7 +10,7 @@ const [mlxcel, work, portBase] = process.argv.slice(2);
 let nextPort = Number(portBase);
 let failed = 0;
 const check = (name, cond, why = '') => {
-  if (cond) console.log(`ok ${name}`);
+  if (cond) console.log(`ok ${name}${why ? ` (${why.replace(/\s+/g, ' ').slice(0, 160)})` : ''}`); /* the measurement, for the log */
   else { console.log(`FAIL ${name}: ${why}`); failed++; }
 };
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -257,7 +257,7 @@ await attempt('sigterm', async () => {
   check('sigterm/every_client_answered_or_told', res.every(ok), JSON.stringify(res));
   check('sigterm/no_stop_for_cut', res.every((x) => x.finish !== 'stop'), JSON.stringify(res.map((x) => x.finish)));
   check('sigterm/some_finished_some_cut', res.some((x) => x.finish) && res.some((x) => x.error), JSON.stringify(res.map((x) => x.finish || x.error)));
-  check('sigterm/stops_accepting', refused, 'a new connection was accepted after SIGTERM');
+  check('sigterm/stops_accepting', refused, refused ? 'a new connection was refused' : 'a new connection was accepted after SIGTERM');
   check('sigterm/exit_after_grace', ex.code === 0 && ex.t - t0 < 4000, `${JSON.stringify(ex)} ${ex.t - t0} ms after the signal`);
 });
 
