@@ -4,7 +4,7 @@ CC      ?= gcc
 OPT     ?= -O2
 CFLAGS  ?= $(OPT) -g
 CFLAGS  += -std=c17 -Wall -Wextra -pthread -fno-strict-aliasing
-LDLIBS  := -ljansson -lpcre2-8 -lutf8proc -lmicrohttpd -lcurl -lcrypto -lm -lpthread
+LDLIBS  := -ljansson -lpcre2-8 -lutf8proc -lmicrohttpd -lcurl -lcrypto -lsndfile -lsoxr -lm -lpthread
 BUILD   ?= build
 # build with every core unless the caller chose -j (sub-makes share the jobserver)
 ifeq ($(MAKELEVEL),0)
@@ -26,7 +26,7 @@ CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC := $(sort $(wildcard tests/unit/test_*.c))
 TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
-DEB_PKGS := libjansson-dev libpcre2-dev libutf8proc-dev libmicrohttpd-dev libcurl4-openssl-dev libssl-dev pkg-config
+DEB_PKGS := libjansson-dev libpcre2-dev libutf8proc-dev libmicrohttpd-dev libcurl4-openssl-dev libssl-dev libsndfile1-dev libsoxr-dev pkg-config
 
 .PHONY: all deps test test-deps unit asan clean fuzz demo
 all: deps $(BUILD)/mlxcel
@@ -128,7 +128,8 @@ all: $(BUILD)/mkmodel
 # (fuzz_model: from the repo root, seeds in fuzz/seeds-model, -dict=fuzz/model.dict)
 FUZZ_SRC := $(filter-out fuzz/fuzz_model.c,$(sort $(wildcard fuzz/fuzz_*.c)))
 FUZZ_LIB := src/base/base.c src/base/progress.c src/format/json.c src/format/safetensors.c $(wildcard src/tokenizer/*.c) $(wildcard src/template/*.c) \
-            src/hub/api.c src/hub/hub.c src/runtime/sampling_opts.c
+            src/hub/api.c src/hub/hub.c src/runtime/sampling_opts.c \
+            src/base/threadpool.c $(wildcard src/audio/*.c)
 FUZZ_CFLAGS := -std=c17 -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 fuzz: deps
 	@mkdir -p build/fuzz
