@@ -1,10 +1,10 @@
 /* audio: untrusted audio files in, mono float samples at one rate out.
  *
  * Containers: WAV (RIFF / RIFX / RF64 / WAVE_FORMAT_EXTENSIBLE; PCM 8-32 bit,
- * float, A-law, mu-law, IMA/MS ADPCM), AIFF, FLAC, Ogg (Vorbis, Opus) and MP3,
- * decoded by libsndfile (Debian's 1.2 reads MP3 through libmpg123); the
- * container is recognised from its magic bytes before libsndfile sees the
- * file, so its many other readers stay unreachable. Channels are averaged to
+ * float, A-law, mu-law, IMA/MS ADPCM), AIFF and FLAC decoded by libsndfile,
+ * MP3 by libmpg123, Ogg Vorbis by libvorbisfile and Ogg Opus by libopusfile;
+ * the container is recognised from its magic bytes first, so libsndfile's
+ * many other readers stay unreachable. Channels are averaged to
  * mono; other rates are resampled with libsoxr (HQ). Integer PCM is scaled as
  * libsndfile normalises it (16-bit: x / 32768), which is exactly what
  * Whisper's feature extractor is fed.
