@@ -34,6 +34,7 @@ void *mx_arch_alloc(mx_arch *a, size_t bytes) {
 }
 
 void mx_arch_free(mx_arch *a) {
+    if (a->encoder) mx_arch_free(a->encoder); /* lives in a's memory; its own memory first */
     for (mx_arch_mem *m = a->mem, *n; m; m = n) {
         n = m->next;
         free(m);

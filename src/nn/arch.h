@@ -49,6 +49,7 @@ typedef struct {
     const char *layer_scale; /* a stored scalar ([1]) that multiplies the layer's output (Gemma 4) */
     const char *ffn_act_norm;  /* norm (arch.norm) on the dense MLP's activation, before down (BitNet) */
     const char *act_params;    /* module of a dense MLP activation's learned scalars (xIELU: alpha_p, alpha_n, beta, eps) */
+    const char *xattn_norm;  /* norm before a layer's cross-attention sub-layer (encoder-decoders) */
 } mx_names;
 
 /* Attention (nn/attention.c): q/k/v projections (separate, or one fused qkv),
@@ -327,7 +328,23 @@ typedef struct {
     const mx_block_ops *shortcut; /* a second ffn block on this layer's normed ffn input whose
                                      output joins the residual at the end of the NEXT layer
                                      (LongCat's shortcut MoE); NULL = none */
+    /* encoder-decoders: a cross-attention sub-layer between the mixer and the
+     * ffn, x += xattn(norm_xattn(x)), reading the encoder memory (arch.mem_len
+     * rows) through the spec xattn_attn (its q/k/v/o names and biases) */
+    const mx_block_ops *xattn;
+    const mx_attn_spec *xattn_attn;
 } mx_layer_spec;
+
+/* An input stem (speech encoders, nn/stem.c): features [n_in][frames]
+ * through n_conv 1-D convolutions (kernel 3, padding 1, stride[i]; weight
+ * [out, in, 3] and bias), each followed by act, giving the encoder's rows;
+ * the stored position table names.pos_embed is added by the encoder. */
+typedef struct {
+    int n_in, frames, n_conv;
+    int stride[2];
+    const char *conv[2];
+    mx_act act;
+} mx_stem_spec;
 
 /* Sequence pooling: which hidden rows a head (or an embedder) reads. */
 typedef enum { MX_POOL_CLS, MX_POOL_MEAN, MX_POOL_LAST, MX_POOL_MAX } mx_pooling;
@@ -395,6 +412,11 @@ typedef struct mx_arch {
     mx_shared_block_spec shared_block; /* for layers whose mixer is mx_block_zamba */
     const char *ignore[MX_MAX_IGNORE]; /* glob patterns of tensors not used */
     int n_ignore;
+    /* encoder-decoders: the decoder's description holds the encoder's (owned,
+     * bound as mx_model.encoder); an encoder may have an input stem */
+    struct mx_arch *encoder;
+    int mem_len;            /* rows of encoder memory the cross-attention layers read */
+    mx_stem_spec stem;      /* n_conv = 0: the encoder takes token ids */
     mx_attn_spec *attn_specs[MX_MAX_ATTN_SPECS]; /* every attention spec, arch.attn first */
     int n_attn_specs;
     mx_arch_mem *mem;       /* what the description owns */

@@ -30,6 +30,7 @@ mx_kv *mx_kv_new(const mx_model *m, int cap) {
         size_t n = 0;
         if (ls->mixer && ls->mixer->state_floats) n += ls->mixer->state_floats(m, l, cap);
         if (ls->mixer2 && ls->mixer2->state_floats) n += ls->mixer2->state_floats(m, l, cap);
+        if (ls->xattn && ls->xattn->state_floats) n += ls->xattn->state_floats(m, l, cap);
         if (ls->ffn && ls->ffn->state_floats) n += ls->ffn->state_floats(m, l, cap);
         if (ls->shortcut && ls->shortcut->state_floats) n += ls->shortcut->state_floats(m, l, cap);
         n = (n + 15) & ~(size_t)15;
@@ -59,8 +60,9 @@ size_t mx_blocks_scratch_floats(const mx_model *m, int max_tokens, int max_ctx, 
     const mx_arch *a = &m->arch;
     size_t scratch = 0;
     for (int l = 0; l < a->n_layers; l++) {
-        const mx_block_ops *bs[5] = {a->layers[l].mixer, a->layers[l].ffn, a->layers[l].mixer2, a->layers[l].post, a->layers[l].shortcut};
-        for (int k = 0; k < 5; k++)
+        const mx_block_ops *bs[6] = {a->layers[l].mixer, a->layers[l].ffn, a->layers[l].mixer2, a->layers[l].post, a->layers[l].shortcut,
+                                     a->layers[l].xattn};
+        for (int k = 0; k < 6; k++)
             if (bs[k] && bs[k]->scratch_floats) scratch = MX_MAX(scratch, bs[k]->scratch_floats(m, l, max_tokens, max_ctx, n_threads));
     }
     return scratch;
@@ -140,6 +142,8 @@ float *mx_kv_block(const mx_model *m, const mx_kv *kv, int layer, const mx_block
     if (ls->mixer && ls->mixer->state_floats) p += ls->mixer->state_floats(m, layer, kv->cap);
     if (b == ls->mixer2) return p;
     if (ls->mixer2 && ls->mixer2->state_floats) p += ls->mixer2->state_floats(m, layer, kv->cap);
+    if (b == ls->xattn) return p;
+    if (ls->xattn && ls->xattn->state_floats) p += ls->xattn->state_floats(m, layer, kv->cap);
     return p;
 }
 
@@ -202,6 +206,11 @@ void mx_layer_forward(mx_fwd *f, int l, float *x, float *xn, float *tmp, float *
         if (ls->res_alpha[0]) deep_residual(x, xn, ls->res_alpha[0], tmp, ls->res_beta[0], NH);
         else add_scaled(x, tmp, a->residual_scale, NH);
         if (a->names.post_attn_norm && res_norm) mx_norm_rows(&a->norm, &L->post_attn_norm, x, x, N, H, H);
+        if (ls->xattn) { /* encoder-decoders: attend to the encoder memory */
+            mx_norm_rows(&a->norm, &L->xattn_norm, xn, x, N, H, H);
+            ls->xattn->forward(f, l, L->xattn_w, xn, tmp);
+            add_scaled(x, tmp, a->residual_scale, NH);
+        }
         if (a->names.ffn_norm) mx_norm_rows(&a->norm, &L->ffn_norm, xn, x, N, H, H);
         else memcpy(xn, x, NH * 4);
         if (ls->shortcut) ls->shortcut->forward(f, l, L->shortcut_w, xn, f->carry); /* joins at the next layer's end */

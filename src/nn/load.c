@@ -81,8 +81,14 @@ void mx_model_free(mx_model *m) {
             if (ls->post && L->post_w) ls->post->free(L->post_w);
             if (ls->shortcut && L->shortcut_w) ls->shortcut->free(L->shortcut_w);
             if (ls->ffn && L->ffn_w) ls->ffn->free(L->ffn_w);
+            mx_normw_free(&L->xattn_norm);
+            if (ls->xattn && L->xattn_w) ls->xattn->free(L->xattn_w);
         }
         free(m->layers);
+    }
+    if (m->encoder) {
+        mx_model_free(m->encoder);
+        free(m->encoder);
     }
     mx_weight_free(&m->embed);
     mx_weight_free(&m->pos_embed);
@@ -185,9 +191,21 @@ int mx_model_bind(mx_model *m, mx_ckpt *ck) {
         }
         if (ls->shortcut && ls->shortcut->load(m, i, &L->shortcut_w)) goto fail;
         if (ls->ffn && ls->ffn->load(m, i, &L->ffn_w)) goto fail;
+        if (ls->xattn) {
+            if (a->residual != MX_RES_SEQUENTIAL) { mx_set_err("%s: a cross-attention layer needs the sequential residual", m->ck.dir); goto fail; }
+            if (mx_load_norm(m, &a->norm, N->xattn_norm, i, H, &L->xattn_norm) || ls->xattn->load(m, i, &L->xattn_w)) goto fail;
+        }
     }
     if (mx_encoder_bind(m) || mx_ple_bind(m)) goto fail;
     if (mx_ckpt_check_unused(&m->ck, a->ignore, a->n_ignore)) goto fail;
+    if (a->encoder) { /* an encoder-decoder: the encoder's description over the same folder */
+        mx_ckpt eck;
+        if (mx_ckpt_open(m->ck.dir, true, &eck)) goto fail;
+        if (!(m->encoder = mx_calloc(1, sizeof *m->encoder))) { mx_ckpt_close(&eck); goto fail; }
+        m->encoder->arch = *a->encoder; /* the encoder model owns its description from here */
+        memset(a->encoder, 0, sizeof *a->encoder);
+        if (mx_model_bind(m->encoder, &eck)) { free(m->encoder); m->encoder = NULL; goto fail; }
+    }
     return MX_OK;
 fail:
     mx_model_free(m);

@@ -20,6 +20,8 @@ typedef struct {
     void *post_w;          /* layers with a post block */
     float out_scale;       /* names.layer_scale's value (0 = none) */
     void *shortcut_w;      /* layers with a shortcut block */
+    mx_normw xattn_norm;   /* layers with a cross-attention sub-layer */
+    void *xattn_w;
 } mx_layer_w;
 
 struct mx_model {
@@ -42,6 +44,10 @@ struct mx_model {
     /* per-layer inputs (arch.ple, nn/ple.c) */
     mx_weight ple_embed, ple_proj;
     mx_normw ple_norm;
+    /* encoder-decoders: the encoder (arch.encoder bound to the same folder) */
+    struct mx_model *encoder;
+    mx_weight stem_w[2];      /* an encoder's input stem (nn/stem.c) */
+    float *stem_b[2];
 };
 
 /* Binds every tensor the description names; fails on missing, misshapen or
@@ -69,7 +75,7 @@ mx_kv *mx_kv_new(const mx_model *m, int cap);
 void mx_kv_free(mx_kv *kv);
 static inline float *mx_kv_layer(const mx_kv *kv, int layer) { return kv->data + kv->offset[layer]; }
 /* The state of block b of a layer: a layer's blocks keep their states one
- * after the other (mixer, mixer2, ffn); the mixer's is at mx_kv_layer. */
+ * after the other (mixer, mixer2, xattn, ffn); the mixer's is at mx_kv_layer. */
 float *mx_kv_block(const mx_model *m, const mx_kv *kv, int layer, const mx_block_ops *b);
 /* Some block keeps recurrent state: a cache can then only be extended or
  * restarted from length 0, never cut back to a prefix. */
@@ -108,6 +114,11 @@ typedef struct {
  * gives one row per token in order, all=false one row per sequence (its last
  * token). The total token count must be <= max_tokens. */
 int mx_forward(mx_ctx *c, const mx_seq_in *seqs, int n_seqs, float *logits, bool all);
+
+/* Encoder-decoders: every cross-attention layer of m keeps the K/V of the
+ * encoder memory mem [n rows of the encoder's width] (n = arch.mem_len) in
+ * kv, for the decoder tokens fed after it (nn/xattn.c). */
+int mx_xattn_remember(const mx_model *m, mx_kv *kv, const float *mem, int n, mx_pool *pool);
 
 /* ---- for block implementations ---- */
 struct mx_fwd {

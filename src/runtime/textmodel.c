@@ -16,6 +16,11 @@ int mx_textmodel_open(const char *dir, mx_textmodel *tm) {
     memset(tm, 0, sizeof *tm);
     mx_model_dir_name(dir, tm->name, sizeof tm->name);
     if (mx_engine_open(dir, &tm->e)) return MX_ERR;
+    if (tm->e.model.encoder) { /* an encoder-decoder decodes after its encoder, never from text alone */
+        mx_set_err("%s: %s is a speech-to-text model: use mlxcel transcribe (or generate --audio FILE)", dir, tm->e.model_type);
+        mx_engine_close(&tm->e);
+        return MX_ERR;
+    }
     char *tj = mx_path_join(dir, "tokenizer.json"), *tmod = mx_path_join(dir, "tokenizer.model");
     bool has_tok = (tj && mx_file_exists(tj)) || (tmod && mx_file_exists(tmod));
     free(tj);
