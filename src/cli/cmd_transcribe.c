@@ -3,7 +3,7 @@
  * channel count; audio over 30 s is transcribed window by window.
  * --temperature-fallback: transformers' ladder 0.0, 0.2, ... 1.0 with its
  * thresholds (compression ratio 1.35 over token bytes, average log-probability
- * -1.0, no-speech 0.6). Also
+ * -1.0, no-speech 0.6). -v: timings and the real-time factor on stderr. Also
  * `mlxcel generate -m DIR --audio FILE --prompt-ids ...`: the raw
  * encoder-decoder (cli_generate_audio, called by generate). */
 #include "cli.h"
@@ -53,6 +53,7 @@ static const mx_opt tr_tab[] = {
     {NULL, "--max-seconds", NULL, OPT_FLOAT, "S", 1, 24 * 3600, offsetof(tr_opts, max_s), "refuse audio longer than S seconds (default 4 h)", NULL, 0},
     {"-s", "--seed", NULL, OPT_INT, "N", 0, 2147483647, offsetof(tr_opts, seed), "random seed for sampling", NULL, 0},
     OPT_THREADS(tr_opts, threads),
+    {"-v", "--verbose", NULL, OPT_FLAG, NULL, 0, 0, offsetof(tr_opts, verbose), "print the timings and the real-time factor", NULL, 0},
     {0},
 };
 
@@ -110,7 +111,9 @@ static int tr_main(const tr_opts *op, const char *dir) {
     mx_audio_opts ao = {mx_speech_rate(sp), op->max_s};
     mx_audio_info inf;
     const char *file = op->files.v[0];
+    double t0 = mx_now();
     if (mx_audio_load_file(file, &ao, &pcm, &n, &inf)) { fprintf(stderr, "mlxcel transcribe: %s\n", mx_errmsg()); goto done; }
+    double t_audio = mx_now() - t0;
     if (op->prompt && mx_speech_prompt_ids(sp, op->prompt, &pids, &np)) { fprintf(stderr, "mlxcel transcribe: --prompt: %s\n", mx_errmsg()); goto done; }
     o.prompt = pids;
     o.n_prompt = np;
@@ -124,7 +127,15 @@ static int tr_main(const tr_opts *op, const char *dir) {
         o.temperatures = &temp;
         o.n_temperatures = 1;
     }
+    double t1 = mx_now();
     if (mx_speech_transcribe(sp, pcm, n, &o, &r)) { fprintf(stderr, "mlxcel transcribe: %s\n", mx_errmsg()); goto done; }
+    double t_run = mx_now() - t1;
+    if (op->verbose)
+        fprintf(stderr, "audio: %s %d Hz %d ch, %.2f s (decoded in %.0f ms) | %d windows: encoder %.0f ms, decoder %d tokens in %.0f ms "
+                        "(%.1f ms/token) | features and rest %.0f ms | total %.2f s, real-time factor %.3f\n",
+                inf.format, inf.src_rate, inf.channels, inf.seconds, t_audio * 1e3, r.n_windows, r.t_encode * 1e3, r.n_decoded,
+                r.t_decode * 1e3, r.n_decoded ? r.t_decode * 1e3 / r.n_decoded : 0.0, (t_run - r.t_encode - r.t_decode) * 1e3,
+                t_audio + t_run, (t_audio + t_run) / inf.seconds);
     if (mx_wout_write(&r, fmt, op->task, &out)) { fprintf(stderr, "mlxcel transcribe: %s\n", mx_errmsg()); goto done; }
     fwrite(out.data, 1, out.len, stdout);
     rc = 0;

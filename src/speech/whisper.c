@@ -514,7 +514,11 @@ int mx_whisper_transcribe(const mx_s2t_model *m, const mx_whisper_cfg *g, const 
             memcpy(win + (size_t)b * NF, mel + (size_t)b * frames + seek, sizeof(float) * (size_t)nf);
             memset(win + (size_t)b * NF + nf, 0, sizeof(float) * (size_t)(NF - nf));
         }
+        double t0 = mx_now();
         if (m->encode(m->self, win)) goto done;
+        r->t_encode += mx_now() - t0;
+        r->n_windows++;
+        t0 = mx_now();
         if (lang_pending) { /* detect_language on the first window: the logits after <|startoftranscript|> */
             m->restart(m->self);
             if (m->feed(m->self, &g->sot, 1, w.logits)) goto done;
@@ -548,6 +552,7 @@ int mx_whisper_transcribe(const mx_s2t_model *m, const mx_whisper_cfg *g, const 
         for (int ti = 0; ti < n_temps; ti++) {
             w.n = begin;
             if (run_window(m, g, ts, temps[ti], sot_at, max_total, &w)) goto done;
+            r->n_decoded += w.n;
             gen = w.seq + begin;
             gen_n = w.n - begin;
             if (seek + NF < frames && gen_n && gen[gen_n - 1] == g->eot) gen_n--; /* an EOS before the last window is dropped */
@@ -561,6 +566,7 @@ int mx_whisper_transcribe(const mx_s2t_model *m, const mx_whisper_cfg *g, const 
                    sc.nsp > o->no_speech_threshold;
             if (skip || !fallback) break;
         }
+        r->t_decode += mx_now() - t0;
         if (skip) { seek += nf; n_prev = 0; continue; }
         if (append_tokens(r, &sc.tok_cap, gen, gen_n)) goto done;
         int nseg0 = r->n_seg, advance = nf;

@@ -101,6 +101,9 @@ typedef struct {
     double duration;        /* seconds of audio */
     int32_t *tokens;        /* every generated token of every window, in order */
     int n_tokens;
+    /* work done: windows encoded, decoder tokens run (fallback runs too) and their seconds */
+    int n_windows, n_decoded;
+    double t_encode, t_decode;
 } mx_whisper_result;
 void mx_whisper_result_free(mx_whisper_result *r);
 
