@@ -99,7 +99,6 @@ int mx_whisper_cfg_load(mx_whisper_cfg *g, const mx_cfg *config, json_t *gc, con
         return MX_ERR;
     g->vocab = V;
     g->max_target = T;
-    int32_t d;
     int rc = gid(gc, "decoder_start_token_id", V, dst, &g->sot);
     int ceos;
     if (!rc) rc = mx_cfg_i32(config, "eos_token_id", tok_id(tok, "<|endoftext|>") >= 0 ? tok_id(tok, "<|endoftext|>") : 50257, 0, V - 1, &ceos);
@@ -161,7 +160,6 @@ int mx_whisper_cfg_load(mx_whisper_cfg *g, const mx_cfg *config, json_t *gc, con
     json_t *tk = gc ? json_object_get(gc, "top_k") : NULL;
     g->top_k = json_is_integer(tk) && json_integer_value(tk) >= 0 && json_integer_value(tk) <= V ? (int)json_integer_value(tk) : 50;
     if (g->sot < 0 || g->eot < 0) return mx_set_err("whisper: the start and end tokens are unknown");
-    (void)d;
     return MX_OK;
 }
 
