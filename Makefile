@@ -46,7 +46,7 @@ $(BUILD)/%_avx512.o: %_avx512.c | deps
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(SIMD_AVX512) -MMD -MP -c $< -o $@
 # opusfile.h includes <opus_multistream.h> from the opus include folder
-$(BUILD)/src/audio/audio.o: CFLAGS += -I/usr/include/opus
+$(BUILD)/src/audio/audio.o: override CFLAGS += -I/usr/include/opus
 $(BUILD)/%.o: %.c | deps
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
