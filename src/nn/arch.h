@@ -141,7 +141,8 @@ typedef struct {
  * 0), kv_a -> [latent (kv_lora_rank) | shared rope key (qk_rope_dim)],
  * latent -> norm -> kv_b gives per head [k_nope | v]. Rope (arch.rope[0],
  * dim qk_rope_dim) on the rope slices only. From the layer's attention spec:
- * n_heads, scale, names.q and names.o, q_bias on q_a/q, k_bias on kv_a,
+ * n_heads, scale, the Llama-4 position scale of q (temp_scale), names.q
+ * and names.o, q_bias on q_a (a plain q_proj has none), k_bias on kv_a,
  * o_bias on o. The cache holds the normed latent and the roped key per
  * position. */
 typedef struct {

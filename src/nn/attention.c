@@ -224,6 +224,10 @@ static void qk_norm(const mx_attn_spec *a, const att_w *w, float *q, float *k) {
     }
 }
 
+float mx_attn_q_temp(const mx_attn_spec *a, int pos) { /* in f32 as HF: log1p(floor((pos + 1) / floor_scale)) * attn_scale + 1 */
+    return log1pf(floorf(((float)pos + (a->temp_pos0 ? 0.0f : 1.0f)) / a->temp_floor)) * a->temp_scale + 1.0f;
+}
+
 static void att_forward(mx_fwd *f, int layer, void *wp, const float *xn, float *out) {
     const att_w *w = wp;
     const mx_arch *arch = &f->m->arch;
@@ -279,8 +283,7 @@ static void att_forward(mx_fwd *f, int layer, void *wp, const float *xn, float *
             if (k) mx_rope_apply(rope, k, a->n_kv_heads, hd, cs);
         }
         if (a->qk_norm_after_rope) qk_norm(a, w, q, k);
-        if (a->temp_scale) /* in f32 as HF: log1p(floor((pos + 1) / floor_scale)) * attn_scale + 1 */
-            mx_scale(q, log1pf(floorf(((float)f->pos[t] + (a->temp_pos0 ? 0.0f : 1.0f)) / a->temp_floor)) * a->temp_scale + 1.0f, qd);
+        if (a->temp_scale) mx_scale(q, mx_attn_q_temp(a, f->pos[t]), qd);
         if (!k) continue;
         if (a->v_norm) mx_rmsnorm(k + kvd, k + kvd, NULL, 0, a->n_kv_heads, hd, hd, a->qk_norm_spec.eps);
         const mx_kv *kv = f->seqs[f->seq_of[t]].kv;

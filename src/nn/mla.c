@@ -53,7 +53,7 @@ static int mla_load(mx_model *m, int layer, void **out) {
             mx_load_norm(m, &s->norm, s->q_a_norm, layer, s->q_lora_rank, &w->q_a_norm) ||
             mx_load_lin(m, s->q_b, layer, Hn * qk, s->q_lora_rank, false, &w->q_b, &w->q_b_b))
             return MX_ERR;
-    } else if (mx_load_lin(m, at->names.q, layer, Hn * qk, H, at->q_bias, &w->q, &w->q_bias)) return MX_ERR;
+    } else if (mx_load_lin(m, at->names.q, layer, Hn * qk, H, false, &w->q, &w->q_bias)) return MX_ERR; /* q_proj never has a bias */
     if (mx_load_lin(m, s->kv_a, layer, kvr + dr, H, at->k_bias, &w->kv_a, &w->kv_a_b) ||
         mx_load_norm(m, &s->norm, s->kv_a_norm, layer, kvr, &w->kv_a_norm) ||
         mx_load_lin(m, at->names.o, layer, H, Hn * s->v_head_dim, at->o_bias, &w->o, &w->o_b))
@@ -184,7 +184,8 @@ static void mla_forward(mx_fwd *f, int layer, void *wp, const float *xn, float *
     const mla_w *w = wp;
     const mx_arch *a = &f->m->arch;
     const mx_mla_spec *s = &a->mla;
-    int N = f->N, H = a->hidden, Hn = a->layers[layer].attn->n_heads, qk = qk_dim(s), kvr = s->kv_lora_rank, dr = s->qk_rope_dim, dv = s->v_head_dim;
+    const mx_attn_spec *at = a->layers[layer].attn;
+    int N = f->N, H = a->hidden, Hn = at->n_heads, qk = qk_dim(s), kvr = s->kv_lora_rank, dr = s->qk_rope_dim, dv = s->v_head_dim;
     int ld = kvr + dr;
     mla_bufs b;
     mla_plan(f->m, layer, f->max_tokens, f->max_ctx, mx_pool_size(f->pool), f->scratch, &b);
@@ -197,6 +198,8 @@ static void mla_forward(mx_fwd *f, int layer, void *wp, const float *xn, float *
     mx_linear(f, &w->kv_a, w->kv_a_b, xn, N, H, kvx, ld);
     mx_norm_rows(&s->norm, &w->kv_a_norm, kvx, kvx, N, kvr, ld);
     if (s->q_scale && s->q_scale != 1.0f) mx_scale(q, s->q_scale, N * Hn * qk);
+    if (at->temp_scale) /* Llama-4 position scale of q, both slices (Mistral 4) */
+        for (int t = 0; t < N; t++) mx_scale(q + (size_t)t * Hn * qk, mx_attn_q_temp(at, f->pos[t]), Hn * qk);
     if (s->kv_scale && s->kv_scale != 1.0f) /* the latent only: k_nope and v scale with it, the rope key does not */
         for (int t = 0; t < N; t++) mx_scale(kvx + (size_t)t * ld, s->kv_scale, kvr);
     const mx_rope *rope = &a->rope[a->layers[layer].rope_idx];
