@@ -134,6 +134,9 @@ typedef struct {
     float norm_min;             /* renormalisation denominator at least this (ERNIE's moe_norm_min); 0 = off */
     int n_zero;                 /* identity ("zero-computation") experts after the routed ones: the
                                    router scores n_experts + n_zero; a chosen one adds w * x (LongCat) */
+    bool group_mask_inf;        /* experts of the groups left out score -inf, not 0 (GLM-4.7-Flash,
+                                   DeepSeek-V3.2: a corrected score may be negative) */
+    mx_expert_names alt2;       /* a third layout, tried when neither `experts` nor `alt` is present */
 } mx_moe_spec;
 
 /* Multi-head latent attention (DeepSeek V2/V3, nn/mla.c): q through a
@@ -429,6 +432,9 @@ int mx_arch_ignore_mtp(mx_arch *a, const mx_cfg *c, const char *key);
 /* Reads `layer_types` (sliding_attention / full_attention) when present;
  * returns 1 when it was present. */
 int mx_arch_layer_types(mx_arch *a, const mx_cfg *c, int window);
+/* Reads `mlp_layer_types` when present: "dense" layers run the dense MLP,
+ * "sparse" ones `sparse`; returns 1 when it was present. */
+int mx_arch_mlp_layer_types(mx_arch *a, const mx_cfg *c, const mx_block_ops *sparse);
 /* Builds rope[r] from rope_decl[r] for r < n_rope (when pos is MX_POS_ROPE):
  * the one place rope_theta, partial_rotary_factor and rope_scaling are read. */
 int mx_arch_ropes(mx_arch *a, const mx_cfg *c);
