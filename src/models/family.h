@@ -91,4 +91,9 @@ int deepseek_mla_configure(mx_arch *a, const mx_cfg *c, const mx_mla_defaults *d
 /* ernie4_5_moe.c: ERNIE 4.5 MoE on top of llama's defaults (also ERNIE 4.5
  * MoE configs that say model_type ernie4_5). */
 int ernie4_5_moe_configure(mx_arch *a, const mx_cfg *c);
+/* ministral3.c: Llama 4's position scale of q, 1 + beta * log(1 + floor(pos /
+ * div)), with beta = rope_parameters.llama_4_scaling_beta and div its
+ * original_max_position_embeddings (def_beta, def_div: the class's when the
+ * config has no rope settings); none when beta is 0. */
+int llama4_q_scale_configure(mx_attn_spec *at, const mx_cfg *c, double def_beta, int def_div);
 #endif

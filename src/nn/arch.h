@@ -271,6 +271,7 @@ typedef struct {
                                (Gemma 4); NULL = rope_parameters itself, when present */
     const char *scaling_default; /* JSON of the rope scaling a config class applies when the config
                                     has neither rope_scaling nor rope_parameters (not even null) */
+    bool yarn_factor_given; /* yarn's factor as given, not max_position_embeddings / original_... (v5) */
 } mx_rope_decl;
 
 /* MiniMax lightning attention (nn/lightning.c), tensors under `prefix`:
