@@ -87,6 +87,8 @@ typedef struct mx_attn_spec {
     bool temp_pos0;           /* floor(pos / temp_floor) instead: Ministral 3's Llama-4 scaling
                                  (rope_parameters.llama_4_scaling_beta) */
     bool clip_after_qk_norm;  /* clip_qkv clamps q, k, v after the q/k norms (OLMoE) */
+    int v_head_dim;           /* values' head size when it differs from q/k's (MiMo-V2-Flash); 0 = head_dim */
+    float v_scale;            /* v multiplied by this before caching (MiMo's attention_value_scale); 0 = 1 */
 } mx_attn_spec;
 
 /* Mixture of experts (nn/moe.c). The router picks top_k of n_experts per
