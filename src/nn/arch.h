@@ -160,6 +160,15 @@ typedef struct {
     const char *embed_q, *unembed_out;
     float q_scale, kv_scale;    /* LongCat's LoRA scales: q times q_scale, the normed latent times
                                    kv_scale (so k_nope and v too); 0 = 1 */
+    /* DeepSeek sparse attention (V3.2, nn/dsa.c): a lightning indexer scores the causal keys of
+     * each query: q_i = index_q(the normed q LoRA latent) [index_heads][index_dim], one key head
+     * k = index_norm(index_k(x)) [index_dim] (cached per position), both rotated rotate-half on
+     * their first qk_rope_dim dims; value(key t) = sum_h index_w(x)_h / sqrt(index_heads) *
+     * relu(q_i,h . k_t / sqrt(index_dim)); the query attends only the index_topk keys of highest
+     * value (all its keys when it has no more). index_topk 0 = off. */
+    int index_heads, index_dim, index_topk;
+    mx_norm_spec index_norm;
+    const char *index_q, *index_k, *index_k_norm, *index_w;
 } mx_mla_spec;
 
 /* State-space mixers (nn/mamba.c). Tensors live under `prefix` (a module
