@@ -164,6 +164,11 @@ void mx_linear(const mx_fwd *f, const mx_weight *w, const float *b, const float 
 /* mx_linear for count (<= 4) weights reading the same x, into y[i] with the
  * same ldy (q/k/v, gate/up): one pass over the pool where the kernels allow. */
 void mx_linear_multi(const mx_fwd *f, int count, const mx_weight *const *w, float *const *b, const float *x, int n, int ldx, float *const *y, int ldy);
+/* The position scale of q when a->temp_scale is set (Llama 4's attention
+ * temperature, Ministral 3's / Mistral 4's Llama-4 scaling). */
+float mx_attn_q_temp(const mx_attn_spec *a, int pos);
+/* The values' head size of an attention spec (v_head_dim, or head_dim). */
+int mx_attn_vdim(const mx_attn_spec *a);
 void mx_norm_rows(const mx_norm_spec *s, const mx_normw *w, float *y, const float *x, int n, int d, int ld);
 /* Loaders used by blocks: patterns have "%d" for the layer. */
 int mx_load_lin(mx_model *m, const char *pat, int layer, int rows, int cols, bool bias, mx_weight *w, float **b);

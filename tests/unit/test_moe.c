@@ -80,6 +80,9 @@ static void test_routing(void) {
     mx_moe_spec g = {.n_experts = 4, .top_k = 1, .route = MX_ROUTE_SIGMOID, .n_group = 2, .topk_group = 1};
     mx_moe_route(&g, ln, bn, idx, w, tmp);
     CHECK("route_sigmoid_masked_zero", idx[0] == 0, "got %d", idx[0]);
+    g.group_mask_inf = true; /* GLM-4.7-Flash, DeepSeek-V3.2: masked to -inf, the eligible group's best wins */
+    mx_moe_route(&g, ln, bn, idx, w, tmp);
+    CHECK("route_sigmoid_masked_inf", idx[0] == 2, "got %d", idx[0]);
 
     /* softmax with a selection bias (ERNIE 4.5): logits {1, 3, 2, 0}, bias
      * e3 += 0.9 -> choice p + b: e3 (.032 + .9) then e1; weights are the plain
