@@ -200,10 +200,7 @@ static void float_row(const mx_weight *w, int r, float *out) {
 }
 
 static int float_slice(const mx_weight *w, int r0, int n, mx_weight *out) {
-    *out = *w;
-    out->owned = out->prep = NULL;
-    out->rows = n;
-    out->data = w->data + (size_t)r0 * w->row_bytes;
+    mx_weight_view_rows(w, r0, n, out);
     return MX_OK;
 }
 

@@ -64,10 +64,15 @@ int mx_weight_slice_rows(const mx_weight *w, int r0, int n, mx_weight *out) {
     if (r0 < 0 || n < 1 || r0 + n > w->rows) return mx_set_err("row slice [%d, %d) outside a weight of %d rows", r0, r0 + n, w->rows);
     const mx_wformat *f = mx_wformat_of(w->fmt);
     if (f->slice) return f->slice(w, r0, n, out);
-    *out = *w; /* nothing but rows: a format without slice (none) */
+    mx_weight_view_rows(w, r0, n, out); /* a format without slice (none) */
+    return MX_OK;
+}
+
+void mx_weight_view_rows(const mx_weight *w, int r0, int n, mx_weight *out) {
+    *out = *w;
     out->owned = out->prep = NULL;
     out->rows = n;
-    return MX_OK;
+    if (out->data) out->data = w->data + (size_t)r0 * w->row_bytes;
 }
 
 void mx_matmul(const mx_weight *w, const float *x, int n, int ldx, float *y, int ldy, const mx_kpolicy *kp) {

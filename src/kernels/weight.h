@@ -87,6 +87,9 @@ int mx_weight_prepare(mx_weight *w, const mx_kpolicy *kp);
  * 128-row block), prepared as w is. It owns no storage of w's: free it with
  * mx_weight_free (for what it prepared itself) before w. */
 int mx_weight_slice_rows(const mx_weight *w, int r0, int n, mx_weight *out);
+/* For the records' slice: out = w's fields with rows [r0, r0+n) of data,
+ * owning and prepared nothing (the format then moves its scales). */
+void mx_weight_view_rows(const mx_weight *w, int r0, int n, mx_weight *out);
 
 /* Rows [0, rows) of a product split into pool tasks, in units of `unit`
  * rows. Prefill (lanes 1, streams 1): `want` equal contiguous tasks.

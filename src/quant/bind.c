@@ -120,10 +120,7 @@ size_t mxq_bytes(const mx_weight *w) {
 }
 
 int mxq_slice(const mx_weight *w, int r0, int n, mx_weight *out) {
-    *out = *w;
-    out->owned = out->prep = NULL;
-    out->rows = n;
-    out->data = w->data + (size_t)r0 * w->row_bytes;
+    mx_weight_view_rows(w, r0, n, out);
     size_t off = (size_t)r0 * (size_t)mxq_ngroups(w) * mx_dtype_size(w->scale_dtype);
     out->scales = w->scales + off;
     if (w->biases) out->biases = w->biases + off;

@@ -64,10 +64,7 @@ static size_t fp8b_bytes(const mx_weight *w) {
 
 static int fp8b_slice(const mx_weight *w, int r0, int n, mx_weight *out) {
     if (r0 % 128) return mx_set_err("row slice at %d of an FP8 block-scaled weight is not on a 128-row block", r0);
-    *out = *w;
-    out->owned = out->prep = NULL;
-    out->rows = n;
-    out->data = w->data + (size_t)r0 * w->row_bytes;
+    mx_weight_view_rows(w, r0, n, out);
     out->scales = w->scales + (size_t)(r0 / 128) * (size_t)mxq_ngroups(w) * 4;
     mxq_slice_prep(w, r0, out);
     return MX_OK;
