@@ -12,7 +12,7 @@ ifeq (,$(filter -j%,$(MAKEFLAGS)))
 MAKEFLAGS += -j$(shell nproc 2>/dev/null || echo 2)
 endif
 endif
-# whole archive: family files register themselves from constructors
+# whole archive: family and weight-format files register themselves from constructors
 WHOLE_LIB = -Wl,--whole-archive $(BUILD)/libmlxcel.a -Wl,--no-whole-archive
 
 SIMD_AVX2   := -mavx2 -mfma -mf16c
@@ -115,13 +115,13 @@ clean:
 
 # Tools: random-weight benchmark checkpoints and the kernel microbenchmark.
 $(BUILD)/mkmodel: tools/mkmodel.c $(BUILD)/libmlxcel.a
-	$(CC) $(CFLAGS) -Isrc -o $@ $< $(BUILD)/libmlxcel.a $(LDLIBS)
+	$(CC) $(CFLAGS) -Isrc -o $@ $< $(WHOLE_LIB) $(LDLIBS)
 $(BUILD)/kbench: tools/kbench.c $(BUILD)/libmlxcel.a
-	$(CC) $(CFLAGS) -Isrc -o $@ $< $(BUILD)/libmlxcel.a $(LDLIBS)
+	$(CC) $(CFLAGS) -Isrc -o $@ $< $(WHOLE_LIB) $(LDLIBS)
 $(BUILD)/qcold: tools/qcold.c $(BUILD)/libmlxcel.a
-	$(CC) $(CFLAGS) -Isrc -o $@ $< $(BUILD)/libmlxcel.a $(LDLIBS)
+	$(CC) $(CFLAGS) -Isrc -o $@ $< $(WHOLE_LIB) $(LDLIBS)
 $(BUILD)/isa_bounds: tools/isa_bounds.c $(BUILD)/libmlxcel.a
-	$(CC) $(CFLAGS) -Isrc -o $@ $< $(BUILD)/libmlxcel.a $(LDLIBS)
+	$(CC) $(CFLAGS) -Isrc -o $@ $< $(WHOLE_LIB) $(LDLIBS)
 all: $(BUILD)/mkmodel
 
 # libFuzzer targets (fuzz/fuzz_*.c), built with clang, ASan/UBSan and

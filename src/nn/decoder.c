@@ -14,6 +14,7 @@ struct mx_ctx {
     int max_tokens, max_ctx;
     mx_fwd_bufs b;
     int *max_len;
+    mx_kpolicy kp;
 };
 
 mx_kv *mx_kv_new(const mx_model *m, int cap) {
@@ -106,6 +107,8 @@ mx_ctx *mx_ctx_new(const mx_model *m, int max_tokens, int max_ctx, mx_pool *pool
     if (!c) return NULL;
     c->m = m;
     c->pool = pool;
+    c->kp = m->kp;
+    c->kp.pool = pool;
     c->max_tokens = max_tokens;
     c->max_ctx = max_ctx;
     c->max_len = mx_calloc((size_t)max_tokens, sizeof(int));
@@ -124,6 +127,8 @@ void mx_ctx_free(mx_ctx *c) {
 }
 
 int mx_ctx_max_tokens(const mx_ctx *c) { return c->max_tokens; }
+
+mx_kpolicy *mx_ctx_policy(mx_ctx *c) { return &c->kp; }
 
 bool mx_model_recurrent(const mx_model *m) {
     for (int l = 0; l < m->arch.n_layers; l++) {
@@ -152,14 +157,23 @@ void mx_norm_rows(const mx_norm_spec *s, const mx_normw *w, float *y, const floa
     else mx_layernorm(y, x, w->w, s->bias ? w->b : NULL, s->offset, n, d, ld, s->eps);
 }
 
+static const mx_kpolicy *fwd_kp(const mx_fwd *f, mx_kpolicy *tmp) {
+    if (f->kp) return f->kp;
+    *tmp = f->m->kp;
+    tmp->pool = f->pool;
+    return tmp;
+}
+
 void mx_linear(const mx_fwd *f, const mx_weight *w, const float *b, const float *x, int n, int ldx, float *y, int ldy) {
-    mx_matmul(w, x, n, ldx, y, ldy, f->pool);
+    mx_kpolicy tmp;
+    mx_matmul(w, x, n, ldx, y, ldy, fwd_kp(f, &tmp));
     if (b)
         for (int t = 0; t < n; t++) mx_add(y + (size_t)t * ldy, b, w->rows);
 }
 
 void mx_linear_multi(const mx_fwd *f, int count, const mx_weight *const *w, float *const *b, const float *x, int n, int ldx, float *const *y, int ldy) {
-    mx_matmul_multi(count, w, x, n, ldx, y, ldy, f->pool);
+    mx_kpolicy tmp;
+    mx_matmul_multi(count, w, x, n, ldx, y, ldy, fwd_kp(f, &tmp));
     for (int i = 0; i < count; i++)
         if (b[i])
             for (int t = 0; t < n; t++) mx_add(y[i] + (size_t)t * ldy, b[i], w[i]->rows);
@@ -278,7 +292,8 @@ int mx_forward(mx_ctx *c, const mx_seq_in *seqs, int n_seqs, float *logits, bool
         }
     }
     mx_fwd f = {.m = m, .pool = c->pool, .seqs = seqs, .n_seqs = n_seqs, .N = N, .pos = c->b.pos, .seq_of = c->b.seq_of,
-                .scratch = c->b.scratch, .max_tokens = c->max_tokens, .max_ctx = c->max_ctx, .carry = c->b.carry};
+                .scratch = c->b.scratch, .max_tokens = c->max_tokens, .max_ctx = c->max_ctx, .carry = c->b.carry,
+                .kp = &c->kp};
     for (int r = 0, off = 0; r < a->n_rope; off += N * a->rope[r].dim, r++) f.cs[r] = c->b.cs + off;
     if (a->ple.dim) mx_ple_inputs(&f, c->b.x, c->b.ple);
     for (int l = 0; l < a->n_layers; l++) mx_layer_forward(&f, l, c->b.x, c->b.xn, c->b.tmp, c->b.tmp2);

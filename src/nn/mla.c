@@ -77,9 +77,9 @@ static int mla_load(mx_model *m, int layer, void **out) {
         w->eq = mx_calloc((size_t)Hn, sizeof(mx_weight));
         if (!w->eq) return MX_ERR;
         snprintf(mod, sizeof mod, s->embed_q, layer);
-        if (mx_load_weight_stacked(&m->ck, mod, Hn, kvr, s->qk_nope_dim, 0, &w->eq_whole, w->eq)) return MX_ERR;
+        if (mx_load_weight_stacked(&m->ck, mod, Hn, kvr, s->qk_nope_dim, 0, &m->kp, &w->eq_whole, w->eq)) return MX_ERR;
         snprintf(mod, sizeof mod, s->unembed_out, layer);
-        if (mx_load_weight_stacked(&m->ck, mod, Hn, s->v_head_dim, kvr, 0, &w->vb_whole, w->vb)) return MX_ERR;
+        if (mx_load_weight_stacked(&m->ck, mod, Hn, s->v_head_dim, kvr, 0, &m->kp, &w->vb_whole, w->vb)) return MX_ERR;
         m->weight_bytes += mx_weight_bytes(&w->eq_whole) + mx_weight_bytes(&w->vb_whole);
         return MX_OK;
     }
@@ -248,11 +248,11 @@ static void mla_forward(mx_fwd *f, int layer, void *wp, const float *xn, float *
     mla_job j = {f, w, layer, per, subs, q, &b};
     if (w->eq)
         for (int h = 0; h < Hn; h++)
-            mx_matmul(&w->eq[h], q + (size_t)h * qk, N, Hn * qk, qc + (size_t)h * ld, Hn * ld, f->pool);
+            mx_linear(f, &w->eq[h], NULL, q + (size_t)h * qk, N, Hn * qk, qc + (size_t)h * ld, Hn * ld);
     else mx_pool_run(f->pool, absorb_task, &j, Hn);
     mx_pool_run(f->pool, attend_task, &j, N * subs);
     for (int h = 0; h < Hn; h++)
-        mx_matmul(&w->vb[h], olat + (size_t)h * kvr, N, Hn * kvr, vout + (size_t)h * dv, Hn * dv, f->pool);
+        mx_linear(f, &w->vb[h], NULL, olat + (size_t)h * kvr, N, Hn * kvr, vout + (size_t)h * dv, Hn * dv);
     mx_linear(f, &w->o, w->o_b, vout, N, Hn * dv, out, H);
 }
 

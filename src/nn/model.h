@@ -48,6 +48,7 @@ struct mx_model {
     struct mx_model *encoder;
     mx_weight stem_w[2];      /* an encoder's input stem (nn/stem.c) */
     float *stem_b[2];
+    mx_kpolicy kp; /* the kernel policy: the weights are prepared for it at bind, contexts start from it */
 };
 
 /* Binds every tensor the description names; fails on missing, misshapen or
@@ -99,6 +100,10 @@ int mx_fwd_bufs_alloc(mx_fwd_bufs *b, const mx_model *m, int max_tokens, int max
 void mx_fwd_bufs_free(mx_fwd_bufs *b);
 void mx_ctx_free(mx_ctx *c);
 int mx_ctx_max_tokens(const mx_ctx *c);
+/* The context's kernel policy (the model's, on the context's pool), which
+ * its forward passes carry: a caller may change it between passes (the
+ * scheduler's qmode per pass; tests). */
+mx_kpolicy *mx_ctx_policy(mx_ctx *c);
 
 typedef struct {
     mx_kv *kv;
@@ -135,6 +140,7 @@ struct mx_fwd {
                                 (encoder padding); NULL = none */
     const float *ple;        /* per-layer inputs [N][n_layers * ple.dim] (arch.ple); NULL = none */
     float *carry;           /* mx_fwd_bufs.carry */
+    const mx_kpolicy *kp;    /* the products' policy (its pool is `pool`); NULL: the model's on `pool` */
 };
 /* Fills buf (mx_fwd_bufs.ple) with f's per-layer inputs from the scaled
  * token embeddings h0 [N, hidden] and sets f->ple (nn/ple.c). */
@@ -159,7 +165,7 @@ static inline float *mx_plan_take(mx_plan *p, size_t floats) {
  * (nn/encoder.h) both run their layers through it. */
 void mx_layer_forward(mx_fwd *f, int layer, float *x, float *xn, float *tmp, float *tmp2);
 
-/* y = x W^T (+ b), threaded. */
+/* y = x W^T (+ b), threaded, under the pass's policy. */
 void mx_linear(const mx_fwd *f, const mx_weight *w, const float *b, const float *x, int n, int ldx, float *y, int ldy);
 /* mx_linear for count (<= 4) weights reading the same x, into y[i] with the
  * same ldy (q/k/v, gate/up): one pass over the pool where the kernels allow. */
