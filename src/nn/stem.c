@@ -36,7 +36,7 @@ int mx_stem_bind(mx_model *m) {
             t->ndim = 2; /* the [out, in*3] matrix of the im2col rows */
             t->shape[1] = (int64_t)in * 3;
             m->stem_b[i] = mx_malloc(sizeof(float) * (size_t)H);
-            rc = !m->stem_b[i] || mx_tensor_to_f32(bt, m->stem_b[i]) || mx_load_weight(&m->ck, s->conv[i], H, in * 3, 0, &m->stem_w[i]) ? MX_ERR : MX_OK;
+            rc = !m->stem_b[i] || mx_tensor_to_f32(bt, m->stem_b[i]) || mx_load_weight(&m->ck, s->conv[i], H, in * 3, 0, &m->kp, &m->stem_w[i]) ? MX_ERR : MX_OK;
         }
         free(nm);
         free(bn);
