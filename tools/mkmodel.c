@@ -9,7 +9,8 @@
  * e_score_correction_bias, per expert gate/up/down, fused shared experts),
  * deepseek (DeepSeek-MoE: Llama attention with that MoE, softmax router
  * without bias, moe_layer_freq) and glm4_moe (GLM-4.5: q/k/v biases, q/k
- * norms, that MoE).
+ * norms, that MoE), qwen3_5_text (DeltaNet / gated attention) and gemma4_text
+ * (sliding / full layers, per-layer inputs).
  * whisper: the encoder-decoder (conv stem, sinusoidal-position table, encoder
  * and decoder stacks with cross-attention) plus what a hub folder holds beside
  * it: generation_config.json (the token ids, lang_to_id, task_to_id, the
@@ -257,6 +258,116 @@ static int gqa_moe_specs(const mx_cfg *c, const char *mt, specs *s) {
         }
         ok &= add(s, INIT_ONES, H, 0, "model.layers.%d.post_attention_layernorm.weight", l) == MX_OK;
         ok &= ds_moe_specs(s, &m, H, l) == MX_OK;
+    }
+    ok &= add(s, INIT_ONES, H, 0, "model.norm.weight") == MX_OK;
+    if (!tie) ok &= add(s, INIT_NORMAL, V, H, "lm_head.weight") == MX_OK;
+    return ok ? MX_OK : mx_set_err("out of memory");
+}
+
+/* layer_types[i] when the config has it, else the family's default */
+static int layer_type(const mx_cfg *c, int i, const char *def, const char **out) {
+    json_t *lt = mx_cfg_get(c, "layer_types");
+    *out = lt ? json_string_value(json_array_get(lt, (size_t)i)) : def;
+    return *out ? MX_OK : mx_set_err("%s: layer_types[%d]: expected a string", c->file, i);
+}
+
+/* Qwen3.5 (text, dense): gated DeltaNet layers with split projections and
+ * gated-attention layers (defaults as Qwen3_5TextConfig, the 9B shape). The
+ * (1+w) norms are written as zeros, the DeltaNet output norm as ones. */
+static int qwen3_5_specs(const mx_cfg *c, specs *s) {
+    int H, I, L, nh, nkv, hd, V, nk, nv, dk, dv, K, interval;
+    bool tie;
+    if (mx_cfg_i32(c, "hidden_size", 4096, 1, 1 << 16, &H) || mx_cfg_i32(c, "intermediate_size", 12288, 1, 1 << 20, &I) ||
+        mx_cfg_i32(c, "num_hidden_layers", 32, 1, 1024, &L) || mx_cfg_i32(c, "num_attention_heads", 16, 1, 1024, &nh) ||
+        mx_cfg_i32(c, "num_key_value_heads", 4, 1, 1024, &nkv) || mx_cfg_i32(c, "head_dim", 256, 1, 1 << 14, &hd) ||
+        mx_cfg_i32(c, "vocab_size", 248320, 1, 1 << 22, &V) || mx_cfg_i32(c, "linear_num_key_heads", 16, 1, 1024, &nk) ||
+        mx_cfg_i32(c, "linear_num_value_heads", 32, 1, 1024, &nv) || mx_cfg_i32(c, "linear_key_head_dim", 128, 1, 4096, &dk) ||
+        mx_cfg_i32(c, "linear_value_head_dim", 128, 1, 4096, &dv) || mx_cfg_i32(c, "linear_conv_kernel_dim", 4, 1, 64, &K) ||
+        mx_cfg_i32(c, "full_attention_interval", 4, 1, 1024, &interval) || mx_cfg_bool(c, "tie_word_embeddings", false, &tie))
+        return MX_ERR;
+    int64_t C = 2 * (int64_t)nk * dk + (int64_t)nv * dv;
+    int ok = add(s, INIT_NORMAL, V, H, "model.embed_tokens.weight") == MX_OK;
+    for (int l = 0; l < L && ok; l++) {
+        const char *t;
+        if (layer_type(c, l, (l + 1) % interval ? "linear_attention" : "full_attention", &t)) return MX_ERR;
+        ok &= add(s, INIT_ZEROS, H, 0, "model.layers.%d.input_layernorm.weight", l) == MX_OK;
+        ok &= add(s, INIT_ZEROS, H, 0, "model.layers.%d.post_attention_layernorm.weight", l) == MX_OK;
+        if (!strcmp(t, "linear_attention")) {
+            const char *p = "linear_attn";
+            ok &= add(s, INIT_NORMAL, C, H, "model.layers.%d.%s.in_proj_qkv.weight", l, p) == MX_OK;
+            ok &= add(s, INIT_NORMAL, (int64_t)nv * dv, H, "model.layers.%d.%s.in_proj_z.weight", l, p) == MX_OK;
+            ok &= add(s, INIT_NORMAL, nv, H, "model.layers.%d.%s.in_proj_b.weight", l, p) == MX_OK;
+            ok &= add(s, INIT_NORMAL, nv, H, "model.layers.%d.%s.in_proj_a.weight", l, p) == MX_OK;
+            ok &= add(s, INIT_NORMAL, C, K, "model.layers.%d.%s.conv1d.weight", l, p) == MX_OK;
+            ok &= add(s, INIT_NORMAL, nv, 0, "model.layers.%d.%s.A_log", l, p) == MX_OK;
+            ok &= add(s, INIT_NORMAL, nv, 0, "model.layers.%d.%s.dt_bias", l, p) == MX_OK;
+            ok &= add(s, INIT_ONES, dv, 0, "model.layers.%d.%s.norm.weight", l, p) == MX_OK;
+            ok &= add(s, INIT_NORMAL, H, (int64_t)nv * dv, "model.layers.%d.%s.out_proj.weight", l, p) == MX_OK;
+        } else {
+            ok &= add(s, INIT_NORMAL, 2 * (int64_t)nh * hd, H, "model.layers.%d.self_attn.q_proj.weight", l) == MX_OK;
+            ok &= add(s, INIT_NORMAL, (int64_t)nkv * hd, H, "model.layers.%d.self_attn.k_proj.weight", l) == MX_OK;
+            ok &= add(s, INIT_NORMAL, (int64_t)nkv * hd, H, "model.layers.%d.self_attn.v_proj.weight", l) == MX_OK;
+            ok &= add(s, INIT_NORMAL, H, (int64_t)nh * hd, "model.layers.%d.self_attn.o_proj.weight", l) == MX_OK;
+            ok &= add(s, INIT_ZEROS, hd, 0, "model.layers.%d.self_attn.q_norm.weight", l) == MX_OK;
+            ok &= add(s, INIT_ZEROS, hd, 0, "model.layers.%d.self_attn.k_norm.weight", l) == MX_OK;
+        }
+        char pre[64];
+        snprintf(pre, sizeof pre, "model.layers.%d.mlp", l);
+        ok &= mlp_specs(s, H, I, pre) == MX_OK;
+    }
+    ok &= add(s, INIT_ZEROS, H, 0, "model.norm.weight") == MX_OK;
+    if (!tie) ok &= add(s, INIT_NORMAL, V, H, "lm_head.weight") == MX_OK;
+    return ok ? MX_OK : mx_set_err("out of memory");
+}
+
+/* Gemma 4 (text, dense): sliding / full layers (full ones with global_head_dim
+ * and, with attention_k_eq_v, num_global_key_value_heads heads and no v_proj),
+ * KV-shared last layers without k/v (double-wide MLP when asked), per-layer
+ * inputs, layer scalars; defaults as Gemma4TextConfig. */
+static int gemma4_specs(const mx_cfg *c, specs *s) {
+    int H, I, L, nh, nkv, hd, V, ghd, gkv, shared, P, VP;
+    bool tie, k_eq_v, wide;
+    if (mx_cfg_i32(c, "hidden_size", 2304, 1, 1 << 16, &H) || mx_cfg_i32(c, "intermediate_size", 9216, 1, 1 << 20, &I) ||
+        mx_cfg_i32(c, "num_hidden_layers", 30, 1, 1024, &L) || mx_cfg_i32(c, "num_attention_heads", 8, 1, 1024, &nh) ||
+        mx_cfg_i32(c, "num_key_value_heads", 4, 1, 1024, &nkv) || mx_cfg_i32(c, "head_dim", 256, 1, 1 << 14, &hd) ||
+        mx_cfg_i32(c, "vocab_size", 262144, 1, 1 << 22, &V) || mx_cfg_i32(c, "global_head_dim", 512, 0, 1 << 14, &ghd) ||
+        mx_cfg_i32(c, "num_global_key_value_heads", nkv, 1, 1024, &gkv) || mx_cfg_i32(c, "num_kv_shared_layers", 0, 0, 1024, &shared) ||
+        mx_cfg_i32(c, "hidden_size_per_layer_input", 256, 0, 1 << 16, &P) ||
+        mx_cfg_i32(c, "vocab_size_per_layer_input", 262144, 1, 1 << 22, &VP) || mx_cfg_bool(c, "tie_word_embeddings", true, &tie) ||
+        mx_cfg_bool(c, "attention_k_eq_v", false, &k_eq_v) || mx_cfg_bool(c, "use_double_wide_mlp", false, &wide))
+        return MX_ERR;
+    if (!ghd) ghd = hd;
+    int ok = add(s, INIT_NORMAL, V, H, "model.embed_tokens.weight") == MX_OK;
+    if (P) {
+        ok &= add(s, INIT_NORMAL, VP, (int64_t)L * P, "model.embed_tokens_per_layer.weight") == MX_OK;
+        ok &= add(s, INIT_NORMAL, (int64_t)L * P, H, "model.per_layer_model_projection.weight") == MX_OK;
+        ok &= add(s, INIT_ONES, P, 0, "model.per_layer_projection_norm.weight") == MX_OK;
+    }
+    for (int l = 0; l < L && ok; l++) {
+        const char *t;
+        if (layer_type(c, l, (l + 1) % 6 ? "sliding_attention" : "full_attention", &t)) return MX_ERR;
+        bool full = l == L - 1 || !strcmp(t, "full_attention"), kv_own = l < L - shared;
+        int d = full ? ghd : hd, kv = full && k_eq_v ? gkv : nkv;
+        static const char *norms[] = {"input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm",
+                                      "post_feedforward_layernorm"};
+        for (int k = 0; k < 4; k++) ok &= add(s, INIT_ONES, H, 0, "model.layers.%d.%s.weight", l, norms[k]) == MX_OK;
+        ok &= add(s, INIT_NORMAL, (int64_t)nh * d, H, "model.layers.%d.self_attn.q_proj.weight", l) == MX_OK;
+        ok &= add(s, INIT_ONES, d, 0, "model.layers.%d.self_attn.q_norm.weight", l) == MX_OK;
+        if (kv_own) {
+            ok &= add(s, INIT_NORMAL, (int64_t)kv * d, H, "model.layers.%d.self_attn.k_proj.weight", l) == MX_OK;
+            if (!(full && k_eq_v)) ok &= add(s, INIT_NORMAL, (int64_t)kv * d, H, "model.layers.%d.self_attn.v_proj.weight", l) == MX_OK;
+            ok &= add(s, INIT_ONES, d, 0, "model.layers.%d.self_attn.k_norm.weight", l) == MX_OK;
+        }
+        ok &= add(s, INIT_NORMAL, H, (int64_t)nh * d, "model.layers.%d.self_attn.o_proj.weight", l) == MX_OK;
+        char pre[64];
+        snprintf(pre, sizeof pre, "model.layers.%d.mlp", l);
+        ok &= mlp_specs(s, H, !kv_own && wide ? 2 * I : I, pre) == MX_OK;
+        if (P) {
+            ok &= add(s, INIT_NORMAL, P, H, "model.layers.%d.per_layer_input_gate.weight", l) == MX_OK;
+            ok &= add(s, INIT_NORMAL, H, P, "model.layers.%d.per_layer_projection.weight", l) == MX_OK;
+            ok &= add(s, INIT_ONES, H, 0, "model.layers.%d.post_per_layer_input_norm.weight", l) == MX_OK;
+        }
+        ok &= add(s, INIT_ONES, 1, 0, "model.layers.%d.layer_scalar", l) == MX_OK;
     }
     ok &= add(s, INIT_ONES, H, 0, "model.norm.weight") == MX_OK;
     if (!tie) ok &= add(s, INIT_NORMAL, V, H, "lm_head.weight") == MX_OK;
@@ -528,7 +639,9 @@ int main(int argc, char **argv) {
     else if (!strcmp(mt, "deepseek_v3")) rc = deepseek_specs(&c, &s);
     else if (!strcmp(mt, "deepseek") || !strcmp(mt, "glm4_moe")) rc = gqa_moe_specs(&c, mt, &s);
     else if (!strcmp(mt, "whisper")) rc = whisper_specs(&c, &s);
-    else rc = mx_set_err("%s: model_type \"%s\" not supported (llama, mistral, qwen2, qwen3, mixtral, deepseek_v3, deepseek, glm4_moe, bert, whisper)", cfg_path, mt);
+    else if (!strcmp(mt, "qwen3_5_text")) rc = qwen3_5_specs(&c, &s);
+    else if (!strcmp(mt, "gemma4_text")) rc = gemma4_specs(&c, &s);
+    else rc = mx_set_err("%s: model_type \"%s\" not supported (llama, mistral, qwen2, qwen3, mixtral, deepseek_v3, deepseek, glm4_moe, qwen3_5_text, gemma4_text, bert, whisper)", cfg_path, mt);
     if (rc) goto done;
     rc = MX_ERR;
     if (mkdir(out, 0755) != 0 && errno != EEXIST) { mx_set_err("%s: cannot create: %s", out, strerror(errno)); goto done; }

@@ -246,6 +246,9 @@ int mx_forward(mx_ctx *c, const mx_seq_in *seqs, int n_seqs, float *logits, bool
     const mx_model *m = c->m;
     const mx_arch *a = &m->arch;
     if (!a->tied && !m->lm_head.fmt) return mx_set_err("the checkpoint has no output head (lm_head): the model can embed (mlxcel embed) but not generate");
+    bool bidir = a->shortconv.centered; /* a step would need tokens that come later */
+    for (int k = 0; k < a->n_attn_specs; k++) bidir |= a->attn_specs[k]->bidirectional;
+    if (bidir) return mx_set_err("the model attends bidirectionally (an embedding model): it can embed (mlxcel embed) but not generate");
     int N = 0, H = a->hidden;
     for (int s = 0; s < n_seqs; s++) {
         const mx_kv *kv = seqs[s].kv;
