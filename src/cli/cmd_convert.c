@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include "../base/base.h"
 #include "../base/threadpool.h"
-#include "../quant/quant.h"
+#include "../convert/convert.h"
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>

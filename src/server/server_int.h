@@ -17,13 +17,14 @@
 #include <sys/types.h>
 
 typedef struct mx_embed_batcher mx_embed_batcher;
+typedef struct mx_speech_runner mx_speech_runner;
 
 typedef struct server {
     mx_serve_opts o;
     mx_textmodel tm;          /* generation mode */
     mx_sched *sched;
     mx_embed_batcher *emb;    /* embedding / rerank mode */
-    struct mx_speech *speech; /* speech-to-text mode (the /v1/audio routes) */
+    mx_speech_runner *speech; /* speech-to-text mode (the /v1/audio routes) */
     char name[256];           /* model id */
     const mx_tokenizer *tok;  /* for /tokenize and /detokenize; may be NULL */
     atomic_bool ready;
@@ -106,9 +107,21 @@ void mx_embed_batcher_free(mx_embed_batcher *b);
 bool mx_embed_batcher_reranks(const mx_embed_batcher *b);
 const mx_tokenizer *mx_embed_batcher_tokenizer(const mx_embed_batcher *b);
 
+/* ---- speech-to-text mode (route_audio.c) ---- */
+/* Opens a Whisper folder and starts the thread that runs its transcriptions
+ * one at a time. */
+int mx_speech_runner_new(const char *dir, int threads, mx_speech_runner **out);
+/* What is queued fails ("shutting down"); the transcription running
+ * finishes; later submissions get 503. */
+void mx_speech_runner_stop(mx_speech_runner *r);
+void mx_speech_runner_free(mx_speech_runner *r);
+const char *mx_speech_runner_name(const mx_speech_runner *r);
+const mx_tokenizer *mx_speech_runner_tokenizer(const mx_speech_runner *r);
+
 /* ---- lifetime (serve.c, transport.c) ---- */
-/* Loads sv->o.model_dir: a text-generation model (tm, sched) or an
- * embedding / rerank model (emb); *task says which. */
+/* Loads sv->o.model_dir: a text-generation model (tm, sched), an
+ * embedding / rerank model (emb) or a speech-to-text model (speech); *task
+ * says which of the first two. */
 int mx_srv_load(server *sv, mx_task *task);
 typedef struct mx_srv_transport mx_srv_transport;
 /* Listens on o->host:o->port; else prints why and returns the exit code

@@ -6,7 +6,7 @@
  * {"format":"mlx"} metadata (5 GB shards), model.safetensors.index.json, and
  * the other files of the source folder copied. */
 #define _GNU_SOURCE
-#include "quant_impl.h"
+#include "convert.h"
 #include "../base/base.h"
 #include "../base/half.h"
 #include <dirent.h>
