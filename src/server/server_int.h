@@ -97,6 +97,36 @@ typedef struct {
 /* The route whose paths hold url; NULL when none. */
 const mx_http_route *mx_route_find(const char *url);
 
+/* ---- a route's own worker thread (jobs.c) ----
+ * For work that takes long and is not a generation: the handler fills a
+ * job (a struct that starts with mx_srv_job) and submits it; the thread runs
+ * queued jobs and wakes their requests, which reply with ops->reply on
+ * their I/O thread. On stop, what waits gets 503; a job whose request
+ * ended first is freed without reply (and not run when still queued). */
+typedef struct mx_srv_job mx_srv_job;
+typedef struct {
+    void (*reply)(mx_srv_job *j, server *sv, mx_srv_req *rq); /* one reply from the finished job */
+    void (*free)(mx_srv_job *j);
+} mx_srv_job_ops;
+struct mx_srv_job {
+    const mx_srv_job_ops *ops;
+    /* the queue's */
+    mx_srv_req *rq;
+    atomic_bool done;
+    bool orphaned, stopped;
+    mx_srv_job *next;
+};
+typedef struct mx_srv_jobs mx_srv_jobs;
+/* Runs the jobs of list (linked by next) and leaves their results in them. */
+typedef void mx_srv_jobs_run_fn(void *ctx, mx_srv_job *list);
+/* batch: jobs per run (0: all queued). */
+int mx_srv_jobs_new(mx_srv_jobs_run_fn *run, void *ctx, int batch, mx_srv_jobs **out);
+/* What is queued gets 503; waits for the run in progress. */
+void mx_srv_jobs_stop(mx_srv_jobs *q);
+void mx_srv_jobs_free(mx_srv_jobs *q);
+/* Queues j (taking it) and defers rq's reply to it. */
+int mx_srv_jobs_submit(mx_srv_jobs *q, server *sv, mx_srv_req *rq, mx_srv_job *j);
+
 /* ---- embedding mode (embed_routes.c) ---- */
 /* A worker that runs the queued inputs of all waiting requests as one batch. */
 int mx_embed_batcher_new(const char *dir, int threads, mx_embed_batcher **out);
