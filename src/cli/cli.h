@@ -25,6 +25,7 @@ int cli_generate_audio(const char *model_dir, const char *audio, const char *pro
  * min_seconds print nothing). */
 void cli_progress_init(double min_seconds);
 bool cli_progress_tty(void);
+void cli_progress_force_bar(void); /* --progress: a bar even when stderr is not a terminal */
 void cli_fmt_bytes(double b, char *out, size_t n);
 void cli_fmt_count(double n, char *out, size_t cap); /* 1.23 B, 4.5 M, 6.7 K */
 

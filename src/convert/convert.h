@@ -14,7 +14,6 @@ typedef struct {
     const char *mode;  /* affine (default) | mxfp4 | nvfp4 | mxfp8 */
     int bits, group;   /* 0: the mode's default (affine 4/64, mxfp4 4/32, nvfp4 4/16, mxfp8 8/32) */
     int threads;       /* 0: default */
-    bool progress;     /* progress bar on stderr */
 } mx_convert_opts;
 /* Writes dst in the layout mlx_lm.convert writes (convert.c). */
 int mx_convert(const char *src, const char *dst, const mx_convert_opts *o);
