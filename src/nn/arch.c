@@ -34,6 +34,7 @@ void *mx_arch_alloc(mx_arch *a, size_t bytes) {
 }
 
 void mx_arch_free(mx_arch *a) {
+    if (a->encoder) mx_arch_free(a->encoder); /* lives in a's memory; its own memory first */
     for (mx_arch_mem *m = a->mem, *n; m; m = n) {
         n = m->next;
         free(m);
@@ -97,6 +98,21 @@ int mx_arch_layer_types(mx_arch *a, const mx_cfg *c, int window) {
     return 1;
 }
 
+int mx_arch_mlp_layer_types(mx_arch *a, const mx_cfg *c, const mx_block_ops *sparse) {
+    json_t *lt = mx_cfg_get(c, "mlp_layer_types");
+    if (!lt) return 0;
+    if (!json_is_array(lt) || (int)json_array_size(lt) != a->n_layers)
+        return mx_set_err("%s: mlp_layer_types: expected %d entries", c->file, a->n_layers);
+    for (int i = 0; i < a->n_layers; i++) {
+        const char *s = json_string_value(json_array_get(lt, (size_t)i));
+        if (!s) return mx_set_err("%s: mlp_layer_types[%d]: expected a string", c->file, i);
+        if (!strcmp(s, "dense")) a->layers[i].ffn = &mx_block_mlp;
+        else if (!strcmp(s, "sparse")) a->layers[i].ffn = sparse;
+        else return mx_set_err("%s: mlp_layer_types[%d]: unsupported type '%s' (dense, sparse)", c->file, i, s);
+    }
+    return 1;
+}
+
 int mx_arch_ropes(mx_arch *a, const mx_cfg *c) {
     for (int r = 0; a->pos == MX_POS_ROPE && r < a->n_rope; r++) {
         const mx_rope_decl *d = &a->rope_decl[r];
@@ -132,7 +148,8 @@ int mx_arch_ropes(mx_arch *a, const mx_cfg *c) {
             return mx_set_err("%s: the family's default rope scaling does not parse", c->file);
         int rot = d->dim ? d->dim : (int)(a->attn->head_dim * partial);
         rot -= rot % 2;
-        int rc = mx_rope_from_scaling(&a->rope[r], d->plain ? &none : &src, rs, theta * (d->theta_scale ? d->theta_scale : 1), rot, a->max_pos);
+        int rc = mx_rope_from_scaling(&a->rope[r], d->plain ? &none : &src, rs, theta * (d->theta_scale ? d->theta_scale : 1), rot, a->max_pos,
+                                      d->yarn_factor_given);
         json_decref(def);
         if (rc) return MX_ERR;
         a->rope[r].interleaved = d->interleaved;

@@ -49,6 +49,7 @@ typedef struct {
     const char *layer_scale; /* a stored scalar ([1]) that multiplies the layer's output (Gemma 4) */
     const char *ffn_act_norm;  /* norm (arch.norm) on the dense MLP's activation, before down (BitNet) */
     const char *act_params;    /* module of a dense MLP activation's learned scalars (xIELU: alpha_p, alpha_n, beta, eps) */
+    const char *xattn_norm;  /* norm before a layer's cross-attention sub-layer (encoder-decoders) */
 } mx_names;
 
 /* Attention (nn/attention.c): q/k/v projections (separate, or one fused qkv),
@@ -87,6 +88,8 @@ typedef struct mx_attn_spec {
     bool temp_pos0;           /* floor(pos / temp_floor) instead: Ministral 3's Llama-4 scaling
                                  (rope_parameters.llama_4_scaling_beta) */
     bool clip_after_qk_norm;  /* clip_qkv clamps q, k, v after the q/k norms (OLMoE) */
+    int v_head_dim;           /* values' head size when it differs from q/k's (MiMo-V2-Flash); 0 = head_dim */
+    float v_scale;            /* v multiplied by this before caching (MiMo's attention_value_scale); 0 = 1 */
 } mx_attn_spec;
 
 /* Mixture of experts (nn/moe.c). The router picks top_k of n_experts per
@@ -134,6 +137,9 @@ typedef struct {
     float norm_min;             /* renormalisation denominator at least this (ERNIE's moe_norm_min); 0 = off */
     int n_zero;                 /* identity ("zero-computation") experts after the routed ones: the
                                    router scores n_experts + n_zero; a chosen one adds w * x (LongCat) */
+    bool group_mask_inf;        /* experts of the groups left out score -inf, not 0 (GLM-4.7-Flash,
+                                   DeepSeek-V3.2: a corrected score may be negative) */
+    mx_expert_names alt2;       /* a third layout, tried when neither `experts` nor `alt` is present */
 } mx_moe_spec;
 
 /* Multi-head latent attention (DeepSeek V2/V3, nn/mla.c): q through a
@@ -141,7 +147,8 @@ typedef struct {
  * 0), kv_a -> [latent (kv_lora_rank) | shared rope key (qk_rope_dim)],
  * latent -> norm -> kv_b gives per head [k_nope | v]. Rope (arch.rope[0],
  * dim qk_rope_dim) on the rope slices only. From the layer's attention spec:
- * n_heads, scale, names.q and names.o, q_bias on q_a/q, k_bias on kv_a,
+ * n_heads, scale, the Llama-4 position scale of q (temp_scale), names.q
+ * and names.o, q_bias on q_a (a plain q_proj has none), k_bias on kv_a,
  * o_bias on o. The cache holds the normed latent and the roped key per
  * position. */
 typedef struct {
@@ -154,6 +161,15 @@ typedef struct {
     const char *embed_q, *unembed_out;
     float q_scale, kv_scale;    /* LongCat's LoRA scales: q times q_scale, the normed latent times
                                    kv_scale (so k_nope and v too); 0 = 1 */
+    /* DeepSeek sparse attention (V3.2, nn/dsa.c): a lightning indexer scores the causal keys of
+     * each query: q_i = index_q(the normed q LoRA latent) [index_heads][index_dim], one key head
+     * k = index_norm(index_k(x)) [index_dim] (cached per position), both rotated rotate-half on
+     * their first qk_rope_dim dims; value(key t) = sum_h index_w(x)_h / sqrt(index_heads) *
+     * relu(q_i,h . k_t / sqrt(index_dim)); the query attends only the index_topk keys of highest
+     * value (all its keys when it has no more). index_topk 0 = off. */
+    int index_heads, index_dim, index_topk;
+    mx_norm_spec index_norm;
+    const char *index_q, *index_k, *index_k_norm, *index_w;
 } mx_mla_spec;
 
 /* State-space mixers (nn/mamba.c). Tensors live under `prefix` (a module
@@ -210,6 +226,8 @@ typedef struct {
     int d_conv;
     bool bias;
     const char *prefix;
+    bool centered; /* non-causal (bidirectional LFM2 encoders): y_t = sum_k w_k (B x)_{t - d_conv/2 + k}
+                      over the sequence, zeros outside it; no state (encoder pass only) */
 } mx_shortconv_spec;
 
 /* Gated DeltaNet linear attention (Qwen3-Next, nn/deltanet.c), tensors under
@@ -267,6 +285,7 @@ typedef struct {
                                (Gemma 4); NULL = rope_parameters itself, when present */
     const char *scaling_default; /* JSON of the rope scaling a config class applies when the config
                                     has neither rope_scaling nor rope_parameters (not even null) */
+    bool yarn_factor_given; /* yarn's factor as given, not max_position_embeddings / original_... (v5) */
 } mx_rope_decl;
 
 /* MiniMax lightning attention (nn/lightning.c), tensors under `prefix`:
@@ -327,7 +346,23 @@ typedef struct {
     const mx_block_ops *shortcut; /* a second ffn block on this layer's normed ffn input whose
                                      output joins the residual at the end of the NEXT layer
                                      (LongCat's shortcut MoE); NULL = none */
+    /* encoder-decoders: a cross-attention sub-layer between the mixer and the
+     * ffn, x += xattn(norm_xattn(x)), reading the encoder memory (arch.mem_len
+     * rows) through the spec xattn_attn (its q/k/v/o names and biases) */
+    const mx_block_ops *xattn;
+    const mx_attn_spec *xattn_attn;
 } mx_layer_spec;
+
+/* An input stem (speech encoders, nn/stem.c): features [n_in][frames]
+ * through n_conv 1-D convolutions (kernel 3, padding 1, stride[i]; weight
+ * [out, in, 3] and bias), each followed by act, giving the encoder's rows;
+ * the stored position table names.pos_embed is added by the encoder. */
+typedef struct {
+    int n_in, frames, n_conv;
+    int stride[2];
+    const char *conv[2];
+    mx_act act;
+} mx_stem_spec;
 
 /* Sequence pooling: which hidden rows a head (or an embedder) reads. */
 typedef enum { MX_POOL_CLS, MX_POOL_MEAN, MX_POOL_LAST, MX_POOL_MAX } mx_pooling;
@@ -395,6 +430,11 @@ typedef struct mx_arch {
     mx_shared_block_spec shared_block; /* for layers whose mixer is mx_block_zamba */
     const char *ignore[MX_MAX_IGNORE]; /* glob patterns of tensors not used */
     int n_ignore;
+    /* encoder-decoders: the decoder's description holds the encoder's (owned,
+     * bound as mx_model.encoder); an encoder may have an input stem */
+    struct mx_arch *encoder;
+    int mem_len;            /* rows of encoder memory the cross-attention layers read */
+    mx_stem_spec stem;      /* n_conv = 0: the encoder takes token ids */
     mx_attn_spec *attn_specs[MX_MAX_ATTN_SPECS]; /* every attention spec, arch.attn first */
     int n_attn_specs;
     mx_arch_mem *mem;       /* what the description owns */
@@ -428,6 +468,9 @@ int mx_arch_ignore_mtp(mx_arch *a, const mx_cfg *c, const char *key);
 /* Reads `layer_types` (sliding_attention / full_attention) when present;
  * returns 1 when it was present. */
 int mx_arch_layer_types(mx_arch *a, const mx_cfg *c, int window);
+/* Reads `mlp_layer_types` when present: "dense" layers run the dense MLP,
+ * "sparse" ones `sparse`; returns 1 when it was present. */
+int mx_arch_mlp_layer_types(mx_arch *a, const mx_cfg *c, const mx_block_ops *sparse);
 /* Builds rope[r] from rope_decl[r] for r < n_rope (when pos is MX_POS_ROPE):
  * the one place rope_theta, partial_rotary_factor and rope_scaling are read. */
 int mx_arch_ropes(mx_arch *a, const mx_cfg *c);

@@ -113,6 +113,14 @@ int mx_srv_defer(mx_srv_req *rq, bool (*poll)(void *arg, mx_srv_req *rq), void (
 
 size_t mx_srv_body_len(const mx_srv_req *rq) { return rq->body.len; }
 
+mx_buf mx_srv_take_body(mx_srv_req *rq) {
+    mx_buf b = rq->body;
+    memset(&rq->body, 0, sizeof rq->body);
+    return b;
+}
+
+const char *mx_srv_content_type(const mx_srv_req *rq) { return rq->ctype; }
+
 bool mx_srv_client_gone(mx_srv_req *rq) {
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(rq->c, MHD_CONNECTION_INFO_CONNECTION_FD);
     if (!ci) return false;

@@ -9,6 +9,7 @@ mx_route_fn mx_route_chat, mx_route_completions;
 mx_route_fn mx_route_tokenize, mx_route_detokenize;
 mx_route_fn mx_route_embeddings, mx_route_rerank;
 mx_route_fn mx_route_messages, mx_route_count_tokens, mx_route_responses;
+mx_route_fn mx_route_transcriptions, mx_route_translations;
 
 static const mx_http_route g_routes[] = {
     {{"/health"}, MX_HTTP_GET, MX_RT_OPEN, mx_route_health},
@@ -21,8 +22,10 @@ static const mx_http_route g_routes[] = {
     {{"/v1/responses", "/responses"}, MX_HTTP_POST, MX_RT_GENERATES, mx_route_responses},
     {{"/tokenize"}, MX_HTTP_POST, 0, mx_route_tokenize},
     {{"/detokenize"}, MX_HTTP_POST, 0, mx_route_detokenize},
-    {{"/v1/embeddings", "/embeddings"}, MX_HTTP_POST, 0, mx_route_embeddings},
-    {{"/v1/rerank", "/rerank", "/v2/rerank"}, MX_HTTP_POST, 0, mx_route_rerank},
+    {{"/v1/embeddings", "/embeddings"}, MX_HTTP_POST, MX_RT_EMBEDS, mx_route_embeddings},
+    {{"/v1/rerank", "/rerank", "/v2/rerank"}, MX_HTTP_POST, MX_RT_EMBEDS, mx_route_rerank},
+    {{"/v1/audio/transcriptions", "/audio/transcriptions"}, MX_HTTP_POST, MX_RT_SPEECH | MX_RT_RAW_BODY, mx_route_transcriptions},
+    {{"/v1/audio/translations", "/audio/translations"}, MX_HTTP_POST, MX_RT_SPEECH | MX_RT_RAW_BODY, mx_route_translations},
 };
 
 const mx_http_route *mx_route_find(const char *url) {

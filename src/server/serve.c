@@ -8,6 +8,7 @@
 #include "server_int.h"
 #include "../base/base.h"
 #include "../base/threadpool.h"
+#include "../runtime/speech.h"
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -71,6 +72,12 @@ static bool wait_signals(int n, double deadline) {
 int mx_srv_load(server *sv, mx_task *task) {
     const mx_serve_opts *o = &sv->o;
     *task = MX_TASK_CAUSAL_LM;
+    if (mx_speech_folder(o->model_dir)) {
+        if (mx_speech_runner_new(o->model_dir, o->threads, &sv->speech)) return MX_ERR;
+        snprintf(sv->name, sizeof sv->name, "%s", o->model_name ? o->model_name : mx_speech_runner_name(sv->speech));
+        sv->tok = mx_speech_runner_tokenizer(sv->speech);
+        return MX_OK;
+    }
     mx_ckpt probe;
     if (mx_ckpt_open(o->model_dir, false, &probe)) return MX_ERR;
     json_t *archs = mx_cfg_get(&probe.cfg, "architectures");
@@ -123,6 +130,7 @@ int mx_serve(const mx_serve_opts *o) {
         fprintf(stderr, "mlxcel serve: %s\n", mx_errmsg());
         mx_srv_transport_stop(tr);
         mx_embed_batcher_free(sv.emb);
+        mx_speech_runner_free(sv.speech);
         mx_sched_free(sv.sched);
         mx_textmodel_close(&sv.tm);
         return 1;
@@ -131,7 +139,8 @@ int mx_serve(const mx_serve_opts *o) {
     g_sig.serving = true;
     pthread_mutex_unlock(&g_sig.mu);
     atomic_store(&sv.ready, true);
-    if (sv.sched) fprintf(stderr, "mlxcel serve: ready (model '%s', %d slots of %d tokens)\n", sv.name, o->parallel, o->ctx_size);
+    if (sv.speech) fprintf(stderr, "mlxcel serve: ready (speech-to-text model '%s')\n", sv.name);
+    else if (sv.sched) fprintf(stderr, "mlxcel serve: ready (model '%s', %d slots of %d tokens)\n", sv.name, o->parallel, o->ctx_size);
     else fprintf(stderr, "mlxcel serve: ready (embedding model '%s')\n", sv.name);
     wait_signals(1, 0);
     /* drain: no new connections, new requests on open ones get 503 */
@@ -146,6 +155,7 @@ int mx_serve(const mx_serve_opts *o) {
         atomic_store(&sv.stopping, true);
         if (sv.sched) mx_sched_stop(sv.sched);
         mx_embed_batcher_stop(sv.emb);
+        mx_speech_runner_stop(sv.speech); /* after the transcription running now */
         mx_srv_transport_wake_all(tr);
         drained(tr, mx_now() + 2.0, 1 << 30); /* their replies go out */
     }
@@ -155,6 +165,8 @@ int mx_serve(const mx_serve_opts *o) {
     mx_srv_grammars_free(&sv);
     mx_embed_batcher_free(sv.emb);
     sv.emb = NULL;
+    mx_speech_runner_free(sv.speech);
+    sv.speech = NULL;
     if (task == MX_TASK_CAUSAL_LM) mx_textmodel_close(&sv.tm);
     return 0;
 }

@@ -18,12 +18,14 @@
 
 typedef struct mx_embed_batcher mx_embed_batcher;
 typedef struct mx_srv_grammars mx_srv_grammars;
+typedef struct mx_speech_runner mx_speech_runner;
 
 typedef struct server {
     mx_serve_opts o;
     mx_textmodel tm;          /* generation mode */
     mx_sched *sched;
     mx_embed_batcher *emb;    /* embedding / rerank mode */
+    mx_speech_runner *speech; /* speech-to-text mode (the /v1/audio routes) */
     char name[256];           /* model id */
     const mx_tokenizer *tok;  /* for /tokenize and /detokenize; may be NULL */
     mx_srv_grammars *grammars; /* structured output: the vocabulary and recent grammars (structured.c) */
@@ -66,16 +68,27 @@ void mx_srv_hold(mx_srv_req *rq);
 void mx_srv_drop(mx_srv_req *rq);
 /* Bytes of the request body. */
 size_t mx_srv_body_len(const mx_srv_req *rq);
+/* For MX_RT_RAW_BODY handlers: the body's bytes, moved to the caller (who
+ * frees them; the request no longer has them), and its Content-Type (NULL
+ * when absent; valid as long as rq). */
+mx_buf mx_srv_take_body(mx_srv_req *rq);
+const char *mx_srv_content_type(const mx_srv_req *rq);
 /* The client closed its side of the connection. */
 bool mx_srv_client_gone(mx_srv_req *rq);
 
 /* ---- routes (routes.c) ---- */
-/* A handler; body is the request's JSON object for POST routes, NULL for GET. */
+/* A handler; body is the request's JSON object for POST routes, NULL for GET
+ * and MX_RT_RAW_BODY routes. */
 typedef int mx_route_fn(server *sv, mx_srv_req *rq, json_t *body);
 enum { MX_HTTP_GET = 1, MX_HTTP_POST = 2 };
 enum {
     MX_RT_OPEN = 1,       /* answered without the API key and while loading (/health) */
-    MX_RT_GENERATES = 2,  /* needs a text-generation model (refused in embedding mode) */
+    /* the kind of model the route needs; a server of another kind answers
+     * 400 naming its own routes (none of these: any kind) */
+    MX_RT_GENERATES = 2,  /* text generation (sv->sched) */
+    MX_RT_EMBEDS = 4,     /* embedding / rerank (sv->emb) */
+    MX_RT_SPEECH = 8,     /* speech-to-text (sv->speech) */
+    MX_RT_RAW_BODY = 16,  /* the body is not JSON: the handler reads it (mx_srv_take_body) */
 };
 typedef struct {
     const char *paths[4];    /* the path and its aliases */
@@ -85,6 +98,36 @@ typedef struct {
 } mx_http_route;
 /* The route whose paths hold url; NULL when none. */
 const mx_http_route *mx_route_find(const char *url);
+
+/* ---- a route's own worker thread (jobs.c) ----
+ * For work that takes long and is not a generation: the handler fills a
+ * job (a struct that starts with mx_srv_job) and submits it; the thread runs
+ * queued jobs and wakes their requests, which reply with ops->reply on
+ * their I/O thread. On stop, what waits gets 503; a job whose request
+ * ended first is freed without reply (and not run when still queued). */
+typedef struct mx_srv_job mx_srv_job;
+typedef struct {
+    void (*reply)(mx_srv_job *j, server *sv, mx_srv_req *rq); /* one reply from the finished job */
+    void (*free)(mx_srv_job *j);
+} mx_srv_job_ops;
+struct mx_srv_job {
+    const mx_srv_job_ops *ops;
+    /* the queue's */
+    mx_srv_req *rq;
+    atomic_bool done;
+    bool orphaned, stopped;
+    mx_srv_job *next;
+};
+typedef struct mx_srv_jobs mx_srv_jobs;
+/* Runs the jobs of list (linked by next) and leaves their results in them. */
+typedef void mx_srv_jobs_run_fn(void *ctx, mx_srv_job *list);
+/* batch: jobs per run (0: all queued). */
+int mx_srv_jobs_new(mx_srv_jobs_run_fn *run, void *ctx, int batch, mx_srv_jobs **out);
+/* What is queued gets 503; waits for the run in progress. */
+void mx_srv_jobs_stop(mx_srv_jobs *q);
+void mx_srv_jobs_free(mx_srv_jobs *q);
+/* Queues j (taking it) and defers rq's reply to it. */
+int mx_srv_jobs_submit(mx_srv_jobs *q, server *sv, mx_srv_req *rq, mx_srv_job *j);
 
 /* ---- embedding mode (embed_routes.c) ---- */
 /* A worker that runs the queued inputs of all waiting requests as one batch. */
@@ -96,9 +139,21 @@ void mx_embed_batcher_free(mx_embed_batcher *b);
 bool mx_embed_batcher_reranks(const mx_embed_batcher *b);
 const mx_tokenizer *mx_embed_batcher_tokenizer(const mx_embed_batcher *b);
 
+/* ---- speech-to-text mode (route_audio.c) ---- */
+/* Opens a Whisper folder and starts the thread that runs its transcriptions
+ * one at a time. */
+int mx_speech_runner_new(const char *dir, int threads, mx_speech_runner **out);
+/* What is queued fails ("shutting down"); the transcription running
+ * finishes; later submissions get 503. */
+void mx_speech_runner_stop(mx_speech_runner *r);
+void mx_speech_runner_free(mx_speech_runner *r);
+const char *mx_speech_runner_name(const mx_speech_runner *r);
+const mx_tokenizer *mx_speech_runner_tokenizer(const mx_speech_runner *r);
+
 /* ---- lifetime (serve.c, transport.c) ---- */
-/* Loads sv->o.model_dir: a text-generation model (tm, sched) or an
- * embedding / rerank model (emb); *task says which. */
+/* Loads sv->o.model_dir: a text-generation model (tm, sched), an
+ * embedding / rerank model (emb) or a speech-to-text model (speech); *task
+ * says which of the first two. */
 int mx_srv_load(server *sv, mx_task *task);
 typedef struct mx_srv_transport mx_srv_transport;
 /* Listens on o->host:o->port; else prints why and returns the exit code

@@ -25,6 +25,7 @@
 
 static void rq_free(mx_srv_req *rq) {
     mx_buf_free(&rq->body);
+    free(rq->ctype);
     if (rq->resp) MHD_destroy_response(rq->resp);
     free(rq);
 }
@@ -115,15 +116,28 @@ static bool rate_ok(mx_srv_transport *t, struct MHD_Connection *c, unsigned *wai
 
 /* ---------- workers ---------- */
 
+/* Whether the server runs the kind of model the route needs (MX_RT_GENERATES, ...). */
+static bool kind_ok(const server *sv, unsigned flags) {
+    unsigned need = flags & (MX_RT_GENERATES | MX_RT_EMBEDS | MX_RT_SPEECH);
+    return !need || (sv->sched && (need & MX_RT_GENERATES)) || (sv->emb && (need & MX_RT_EMBEDS)) || (sv->speech && (need & MX_RT_SPEECH));
+}
+
+static void wrong_kind(server *sv, mx_srv_req *rq) {
+    if (sv->sched) mx_srv_bad_request(sv, rq, "this server runs a text-generation model: use /v1/chat/completions or /v1/completions");
+    else if (sv->emb)
+        mx_srv_bad_request(sv, rq, "this server runs an embedding model: use /v1/embeddings%s", mx_embed_batcher_reranks(sv->emb) ? " or /v1/rerank" : "");
+    else mx_srv_bad_request(sv, rq, "this server runs a speech-to-text model: use /v1/audio/transcriptions or /v1/audio/translations");
+}
+
 static void run_handler(mx_srv_req *rq) {
     server *sv = rq->sv;
     json_error_t je;
-    json_t *req = json_loadb(rq->body.data ? rq->body.data : "", rq->body.len, 0, &je);
-    if (!req) mx_srv_bad_request(sv, rq, "request body is not valid JSON: %s (line %d, column %d)", je.text, je.line, je.column);
-    else if (!json_is_object(req)) mx_srv_bad_request(sv, rq, "request body must be a JSON object");
-    else if ((rq->rt->flags & MX_RT_GENERATES) && !sv->sched)
-        mx_srv_bad_request(sv, rq, "this server runs an embedding model: use /v1/embeddings%s",
-                           sv->emb && mx_embed_batcher_reranks(sv->emb) ? " or /v1/rerank" : "");
+    json_t *req = NULL;
+    bool raw = rq->rt->flags & MX_RT_RAW_BODY;
+    if (!kind_ok(sv, rq->rt->flags)) wrong_kind(sv, rq);
+    else if (!raw && !(req = json_loadb(rq->body.data ? rq->body.data : "", rq->body.len, 0, &je)))
+        mx_srv_bad_request(sv, rq, "request body is not valid JSON: %s (line %d, column %d)", je.text, je.line, je.column);
+    else if (!raw && !json_is_object(req)) mx_srv_bad_request(sv, rq, "request body must be a JSON object");
     else if (atomic_load(&sv->stopping)) mx_srv_unavailable(sv, rq, "the server is shutting down");
     else rq->rt->fn(sv, rq, req);
     json_decref(req);
@@ -263,6 +277,8 @@ static bool screen(server *sv, mx_srv_req *rq, const char *url, const char *meth
     if (!rt) return mx_srv_error(sv, rq, 404, "not_found_error", "no such route"), true;
     if (!(rt->methods & m)) return mx_srv_error(sv, rq, 405, "invalid_request_error", use), true;
     if (!(rt->methods & MX_HTTP_POST)) return rt->fn(sv, rq, NULL), true;
+    const char *ct = MHD_lookup_connection_value(rq->c, MHD_HEADER_KIND, "Content-Type");
+    if (ct && !(rq->ctype = strdup(ct))) return mx_srv_error(sv, rq, 500, "server_error", "out of memory"), true;
     rq->rt = rt;
     return false;
 }

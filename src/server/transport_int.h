@@ -25,6 +25,7 @@ struct mx_srv_req {
     conn *cn;
     const mx_http_route *rt;
     mx_buf body;
+    char *ctype;                   /* Content-Type of a POST */
     bool too_big, started, counted;
     /* the reply, from any thread; queued by the I/O thread */
     struct MHD_Response *resp;

