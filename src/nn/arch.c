@@ -136,6 +136,7 @@ int mx_arch_ropes(mx_arch *a, const mx_cfg *c) {
         json_decref(def);
         if (rc) return MX_ERR;
         a->rope[r].interleaved = d->interleaved;
+        a->rope[r].reversed = d->reversed;
         if (d->attn_factor > 0) a->rope[r].attn_factor = d->attn_factor;
     }
     return MX_OK;

@@ -267,6 +267,7 @@ typedef struct {
                                (Gemma 4); NULL = rope_parameters itself, when present */
     const char *scaling_default; /* JSON of the rope scaling a config class applies when the config
                                     has neither rope_scaling nor rope_parameters (not even null) */
+    bool reversed;          /* rotate in the opposite direction (NanoChat) */
 } mx_rope_decl;
 
 /* MiniMax lightning attention (nn/lightning.c), tensors under `prefix`:

@@ -256,6 +256,7 @@ int mx_forward(mx_ctx *c, const mx_seq_in *seqs, int n_seqs, float *logits, bool
             mx_add(row, c->b.tmp, H);
         }
     }
+    if (a->names.embed_norm) mx_norm_rows(&a->norm, &m->embed_norm, c->b.x, c->b.x, N, H, H); /* NanoChat */
     /* rope tables per spec, per sequence (dynamic variants depend on length) */
     if (a->pos == MX_POS_ROPE) {
         size_t off = 0;
