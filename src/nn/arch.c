@@ -97,6 +97,31 @@ int mx_arch_layer_types(mx_arch *a, const mx_cfg *c, int window) {
     return 1;
 }
 
+int mx_arch_mlp_layer_types(mx_arch *a, const mx_cfg *c, const mx_block_ops *sparse) {
+    json_t *lt = mx_cfg_get(c, "mlp_layer_types");
+    if (!lt) return 0;
+    if (!json_is_array(lt) || (int)json_array_size(lt) != a->n_layers)
+        return mx_set_err("%s: mlp_layer_types: expected %d entries", c->file, a->n_layers);
+    for (int i = 0; i < a->n_layers; i++) {
+        const char *s = json_string_value(json_array_get(lt, (size_t)i));
+        if (!s) return mx_set_err("%s: mlp_layer_types[%d]: expected a string", c->file, i);
+        if (!strcmp(s, "dense")) a->layers[i].ffn = &mx_block_mlp;
+        else if (!strcmp(s, "sparse")) a->layers[i].ffn = sparse;
+        else return mx_set_err("%s: mlp_layer_types[%d]: unsupported type '%s' (dense, sparse)", c->file, i, s);
+    }
+    return 1;
+}
+
+void mx_arch_rope_per_type(mx_arch *a, const mx_cfg *c, double full_theta, double sliding_theta) {
+    json_t *rp = mx_cfg_get(c, "rope_parameters");
+    static const char *const key[2] = {"full_attention", "sliding_attention"};
+    for (int r = 0; r < 2; r++)
+        a->rope_decl[r] = (mx_rope_decl){.theta = r ? sliding_theta : full_theta,
+                                         .params_key = json_is_object(json_object_get(rp, key[r])) ? key[r] : NULL};
+    a->n_rope = 2;
+    for (int i = 0; i < a->n_layers; i++) a->layers[i].rope_idx = a->layers[i].window ? 1 : 0;
+}
+
 int mx_arch_ropes(mx_arch *a, const mx_cfg *c) {
     for (int r = 0; a->pos == MX_POS_ROPE && r < a->n_rope; r++) {
         const mx_rope_decl *d = &a->rope_decl[r];

@@ -429,6 +429,15 @@ int mx_arch_ignore_mtp(mx_arch *a, const mx_cfg *c, const char *key);
 /* Reads `layer_types` (sliding_attention / full_attention) when present;
  * returns 1 when it was present. */
 int mx_arch_layer_types(mx_arch *a, const mx_cfg *c, int window);
+/* Reads `mlp_layer_types` when present: "dense" layers run the dense MLP,
+ * "sparse" ones `sparse`; returns 1 when it was present. */
+int mx_arch_mlp_layer_types(mx_arch *a, const mx_cfg *c, const mx_block_ops *sparse);
+/* A rope per layer type (transformers v5's rope_parameters keyed by
+ * full_attention / sliding_attention): rope[0] for the full layers, rope[1]
+ * for the sliding ones (by window, so call it after the windows are set),
+ * each read from its rope_parameters entry when there is one, else with the
+ * theta default given. */
+void mx_arch_rope_per_type(mx_arch *a, const mx_cfg *c, double full_theta, double sliding_theta);
 /* Builds rope[r] from rope_decl[r] for r < n_rope (when pos is MX_POS_ROPE):
  * the one place rope_theta, partial_rotary_factor and rope_scaling are read. */
 int mx_arch_ropes(mx_arch *a, const mx_cfg *c);
