@@ -18,6 +18,8 @@ void deepseek_moe_names(mx_moe_spec *s) {
                                .down = "model.layers.%d.mlp.switch_mlp.down_proj"};
     s->shared = (mx_expert_names){.gate = "model.layers.%d.mlp.shared_experts.gate_proj", .up = "model.layers.%d.mlp.shared_experts.up_proj",
                                   .down = "model.layers.%d.mlp.shared_experts.down_proj"};
+    /* transformers v5 saves the experts fused: gate_up_proj [E, 2F, H] ([gate | up]), down_proj [E, H, F] */
+    s->alt2 = (mx_expert_names){.gate_up = "model.layers.%d.mlp.experts.gate_up_proj", .down = "model.layers.%d.mlp.experts.down_proj"};
 }
 
 int deepseek_moe_configure(mx_arch *a, const mx_cfg *c, const mx_dsmoe_defaults *d) {

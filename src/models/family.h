@@ -62,7 +62,7 @@ int hybrid_mamba2_config(mx_ssm_spec *s, const mx_cfg *c, const mx_arch *a, cons
  * norm_topk_prob / routed_scaling_factor / first_k_dense_replace /
  * moe_layer_freq with each family's config class defaults; sigmoid router with
  * mlp.gate.e_score_correction_bias, experts mlp.experts.<e>.* (or MLX
- * switch_mlp), shared experts fused as mlp.shared_experts; layer i is a MoE
+ * switch_mlp, or v5 fused), shared experts fused as mlp.shared_experts; layer i is a MoE
  * when i >= first_k_dense_replace and i % moe_layer_freq == 0; MTP layers
  * (num_nextn_predict_layers) ignored. A family changes the router after. */
 typedef struct {
@@ -72,7 +72,8 @@ typedef struct {
 } mx_dsmoe_defaults;
 int deepseek_moe_configure(mx_arch *a, const mx_cfg *c, const mx_dsmoe_defaults *d);
 /* deepseek_v3.c: the expert names of that layout alone (per expert
- * mlp.experts.<e>.{gate,up,down}_proj, MLX mlp.switch_mlp.*, mlp.shared_experts.*). */
+ * mlp.experts.<e>.{gate,up,down}_proj, MLX mlp.switch_mlp.*, transformers
+ * v5's fused mlp.experts.{gate_up,down}_proj, mlp.shared_experts.*). */
 void deepseek_moe_names(mx_moe_spec *s);
 /* deepseek_v3.c: latent attention in every layer: q_lora_rank (absent:
  * def_q_lora; null: a plain q_proj), kv_lora_rank, qk_nope / qk_rope / v head

@@ -3,8 +3,9 @@
  * with its own rope from rope_parameters (theta 5e5 full, 1e4 sliding by
  * default), and mlp_layer_types dense (SwiGLU) / sparse (all sparse by
  * default): softmax router over num_experts, top-k renormalised iff
- * norm_topk_prob, experts fused into 3-D tensors (experts.gate_up_proj
- * [E, 2F, H], experts.down_proj [E, H, F]), no shared expert. */
+ * norm_topk_prob, experts per expert, MLX's switch_mlp or fused into 3-D
+ * tensors as transformers v5 saves them (experts.gate_up_proj [E, 2F, H],
+ * experts.down_proj [E, H, F]), no shared expert. */
 #include "family.h"
 
 static int configure(mx_arch *a, const mx_cfg *c) {
@@ -25,9 +26,7 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     s->gated = true;
     s->act = a->act;
     s->router = "model.layers.%d.mlp.gate";
-    s->experts = (mx_expert_names){.gate_up = "model.layers.%d.mlp.experts.gate_up_proj", .down = "model.layers.%d.mlp.experts.down_proj"};
-    s->alt = (mx_expert_names){.gate = "model.layers.%d.mlp.switch_mlp.gate_proj", .up = "model.layers.%d.mlp.switch_mlp.up_proj",
-                               .down = "model.layers.%d.mlp.switch_mlp.down_proj"};
+    deepseek_moe_names(s);
     int r = mx_arch_mlp_layer_types(a, c, &mx_block_moe);
     if (r < 0) return -1;
     if (!r)

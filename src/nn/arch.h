@@ -134,6 +134,9 @@ typedef struct {
     float norm_min;             /* renormalisation denominator at least this (ERNIE's moe_norm_min); 0 = off */
     int n_zero;                 /* identity ("zero-computation") experts after the routed ones: the
                                    router scores n_experts + n_zero; a chosen one adds w * x (LongCat) */
+    bool group_mask_inf;        /* experts of the groups left out score -inf, not 0 (GLM-4.7-Flash,
+                                   DeepSeek-V3.2: a corrected score may be negative) */
+    mx_expert_names alt2;       /* a third layout, tried when neither `experts` nor `alt` is present */
 } mx_moe_spec;
 
 /* Multi-head latent attention (DeepSeek V2/V3, nn/mla.c): q through a

@@ -112,7 +112,7 @@ void mx_moe_route(const mx_moe_spec *s, const float *logits, const float *score_
                 bool keep = false;
                 for (int q = 0; q < s->topk_group; q++) keep |= gsel[q] == g;
                 if (!keep)
-                    for (int i = 0; i < gs; i++) choice[g * gs + i] = 0.0f; /* as HF: masked to 0, not -inf */
+                    for (int i = 0; i < gs; i++) choice[g * gs + i] = s->group_mask_inf ? -INFINITY : 0.0f; /* as HF: 0 (V3) or -inf */
             }
         }
         topk(choice, E, K, idx);
@@ -285,10 +285,12 @@ static int moe_load(mx_model *m, int layer, void **out) {
     if (!w->ex || !w->ex_bytes) return MX_ERR;
     if (mx_load_lin(m, s->router, layer, Et, H, s->router_bias, &w->router, &w->router_b)) return MX_ERR;
     if (s->score_bias && load_score_bias(m, s->score_bias, layer, Et, &w->score_bias)) return MX_ERR;
-    /* routed experts: primary names, or the alternative layout when absent */
-    const mx_expert_names *nm = &s->experts;
-    const char *probe = nm->gate_up ? nm->gate_up : nm->gate ? nm->gate : nm->up;
-    if (s->alt.down && probe && !module_exists(&m->ck, probe, layer)) nm = &s->alt;
+    /* routed experts: primary names, or the first alternative layout present */
+    const mx_expert_names *nm = &s->experts, *cand[3] = {&s->experts, &s->alt, &s->alt2};
+    for (int k = 0; k < 3; k++) {
+        const char *probe = cand[k]->gate_up ? cand[k]->gate_up : cand[k]->gate ? cand[k]->gate : cand[k]->up;
+        if (cand[k]->down && probe && module_exists(&m->ck, probe, layer)) { nm = cand[k]; break; }
+    }
     if (load_experts(m, w, nm, layer, s->expert_bias)) return MX_ERR;
     size_t all = 0;
     for (int e = 0; e < E; e++) {
