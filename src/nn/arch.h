@@ -52,8 +52,8 @@ typedef struct {
 } mx_names;
 
 /* Attention (nn/attention.c): q/k/v projections (separate, or one fused qkv),
- * optional clamp, q/k norm, rope, GQA/MQA, soft-capping, sinks, output gate,
- * o. One spec describes one kind of attention; each layer points to the spec
+ * optional clamp, q/k norm, rope, GQA/MQA, soft-capping, sinks, output gate
+ * (from q, or a projection of its own), o. One spec describes one kind of attention; each layer points to the spec
  * it runs (mx_layer_spec.attn). arch.attn is the default every layer starts
  * with; mx_arch_add_attn makes another (a second head size, an encoder's
  * bidirectional attention, a cross-attention). MLA (nn/mla.c) reads its
@@ -63,6 +63,8 @@ typedef struct {
     const char *q, *k, *v, *qkv, *o, *q_norm, *k_norm;
     const char *sinks;       /* per-head sink logits (GPT-OSS): a full tensor name with "%d" */
     const char *out_norm;    /* norm (arch.norm) on the heads' output, concatenated, before o (BitNet) */
+    const char *gate;        /* a separate output-gate projection of the layer input: the heads' output is
+                                multiplied by sigmoid (or softplus) of it before o (AFMoE, Laguna) */
 } mx_attn_names;
 
 typedef struct mx_attn_spec {
@@ -87,6 +89,9 @@ typedef struct mx_attn_spec {
     bool temp_pos0;           /* floor(pos / temp_floor) instead: Ministral 3's Llama-4 scaling
                                  (rope_parameters.llama_4_scaling_beta) */
     bool clip_after_qk_norm;  /* clip_qkv clamps q, k, v after the q/k norms (OLMoE) */
+    bool gate_per_head;       /* names.gate gives one value per head, broadcast over head_dim
+                                 (else one per (head, dim)) */
+    bool gate_softplus;       /* names.gate through softplus, not sigmoid (Laguna) */
 } mx_attn_spec;
 
 /* Mixture of experts (nn/moe.c). The router picks top_k of n_experts per
