@@ -142,6 +142,7 @@ typedef struct {
     bool group_mask_inf;        /* experts of the groups left out score -inf, not 0 (GLM-4.7-Flash,
                                    DeepSeek-V3.2: a corrected score may be negative) */
     mx_expert_names alt2;       /* a third layout, tried when neither `experts` nor `alt` is present */
+    float router_softcap;       /* router logits soft-capped c * tanh(logits / c) before routing (Laguna); 0 = off */
 } mx_moe_spec;
 
 /* Multi-head latent attention (DeepSeek V2/V3, nn/mla.c): q through a

@@ -1,7 +1,8 @@
-/* Mixture-of-experts ffn block (arch.moe): a router picks top_k experts per
- * token (softmax, top-k-then-softmax, sigmoid with correction bias and group
- * limit, sparsemixer), the chosen experts' outputs are summed with their
- * weights, plus an optional shared expert with an optional sigmoid gate.
+/* Mixture-of-experts ffn block (arch.moe): a router (its logits optionally
+ * soft-capped) picks top_k experts per token (softmax, top-k-then-softmax,
+ * sigmoid with correction bias and group limit, sparsemixer), the chosen
+ * experts' outputs are summed with their weights, plus an optional shared
+ * expert with an optional sigmoid gate.
  *
  * Tokens are grouped by expert: the rows routed to expert e are gathered into
  * one block and run through e's weights with one matmul per projection, so a
@@ -391,6 +392,8 @@ static void moe_forward(mx_fwd *f, int layer, void *wp, const float *in, float *
     float *logits = b.logits, *wts = b.wts, *xg = b.xg, *yg = b.yg, *gu = b.gu, *row = b.row, *tmp = b.tmp, *sg = b.sg;
     int *sel = b.sel, *order = b.order, *start = b.start;
     mx_linear(f, &w->router, w->router_b, in, N, H, logits, E);
+    if (s->router_softcap > 0)
+        for (size_t i = 0; i < (size_t)N * E; i++) logits[i] = tanhf(logits[i] / s->router_softcap) * s->router_softcap;
     for (int t = 0; t < N; t++) mx_moe_route(s, logits + (size_t)t * E, w->score_bias, sel + (size_t)t * K, wts + (size_t)t * K, tmp);
     /* group the (token, k) pairs by expert, tokens in order within each */
     memset(start, 0, (size_t)(E + 1) * sizeof(int));
