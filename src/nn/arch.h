@@ -143,6 +143,8 @@ typedef struct {
                                    DeepSeek-V3.2: a corrected score may be negative) */
     mx_expert_names alt2;       /* a third layout, tried when neither `experts` nor `alt` is present */
     float router_softcap;       /* router logits soft-capped c * tanh(logits / c) before routing (Laguna); 0 = off */
+    float shared_scale;         /* the shared expert's output multiplier (0 = 1; Cohere2-MoE's "average":
+                                   0.5, with routed_scale 0.5) */
 } mx_moe_spec;
 
 /* Multi-head latent attention (DeepSeek V2/V3, nn/mla.c): q through a

@@ -2,7 +2,7 @@
  * soft-capped) picks top_k experts per token (softmax, top-k-then-softmax,
  * sigmoid with correction bias and group limit, sparsemixer), the chosen
  * experts' outputs are summed with their weights, plus an optional shared
- * expert with an optional sigmoid gate.
+ * expert with an optional sigmoid gate and scale.
  *
  * Tokens are grouped by expert: the rows routed to expert e are gathered into
  * one block and run through e's weights with one matmul per projection, so a
@@ -409,6 +409,7 @@ static void moe_forward(mx_fwd *f, int layer, void *wp, const float *in, float *
             mx_linear(f, &w->shared_gate, w->shared_gate_b, in, N, H, sg, 1);
             for (int t = 0; t < N; t++) mx_scale(out + (size_t)t * H, sigmoidf(sg[t]), H);
         }
+        if (s->shared_scale && s->shared_scale != 1.0f) mx_scale(out, s->shared_scale, N * H);
     } else memset(out, 0, (size_t)N * H * sizeof(float));
     for (int e = 0; e < E; e++) {
         int n = start[e + 1] - start[e];

@@ -753,7 +753,7 @@ int main(void) {
     test_routing();
     mx_pool *pool = mx_pool_new(2);
     const char *fx[] = {"mixtral", "qwen2_moe", "qwen3_moe", "olmoe", "phimoe", "dbrx", "granitemoe", "gpt_oss", "deepseek_v3",
-                        "qwen3_5_moe_text", "lfm2_moe", "minimax", "llama4_text", "mellum", "solar_open", "exaone_moe", "afmoe", "laguna"};
+                        "qwen3_5_moe_text", "lfm2_moe", "minimax", "llama4_text", "mellum", "solar_open", "exaone_moe", "afmoe", "laguna", "cohere2_moe"};
     for (size_t i = 0; i < MX_ARRAY_LEN(fx); i++) {
         char dir[128];
         snprintf(dir, sizeof dir, "tests/fixtures/%s", fx[i]);
