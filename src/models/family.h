@@ -83,4 +83,10 @@ int deepseek_mla_configure(mx_arch *a, const mx_cfg *c, int def_q_lora);
 /* ernie4_5_moe.c: ERNIE 4.5 MoE on top of llama's defaults (also ERNIE 4.5
  * MoE configs that say model_type ernie4_5). */
 int ernie4_5_moe_configure(mx_arch *a, const mx_cfg *c);
+/* gemma4.c: Gemma 4 / 3n KV sharing: layers first_shared.. attend over the
+ * cache of the last earlier layer of their type (sliding or full). */
+int gemma_kv_shared(mx_arch *a, const mx_cfg *c, int first_shared);
+/* gemma4.c: Gemma 4 / 3n per-layer inputs of `dim` (a post block in every
+ * layer) under their transformers names. */
+void gemma_ple_spec(mx_arch *a, int dim, int vocab);
 #endif

@@ -309,6 +309,33 @@ typedef struct {
     const char *gate, *up, *norm;
 } mx_ple_spec;
 
+/* AltUp (Gemma 3n, nn/altup.c): the residual is n streams. Before the first
+ * layer s_0 = the embeddings, s_j = proj_j(s_0) rescaled to s_0's RMS (j >= 1,
+ * `proj` "%d" = j - 1). Each layer: predict s_i += sum_j P_ij s_j with
+ * P = predict(tanh(router(router_norm(s_active) / hidden))) [n x n]; the
+ * layer runs on s_active; its output y corrects
+ * s_i += (correct(tanh(router(router_norm(y) / hidden))) + 1)_i (y - s_active)
+ * (correct's weights clamped to +-coef_clip); the layer's post block then
+ * reads s_active (times out_scale when correct_scale) and its output is added
+ * to every stream but s_0. After the last layer h = mean(s_0,
+ * unembed_j(s_j) rescaled to s_0's RMS). n = 0: off. */
+#define MX_ALTUP_MAX 16
+typedef struct {
+    int n, active;
+    float coef_clip;
+    bool correct_scale;
+    const char *proj, *unembed;                                    /* model level, "%d" = stream - 1 */
+    const char *router_norm, *router, *predict, *correct, *out_scale; /* per layer */
+} mx_altup_spec;
+
+/* LAuReL (Gemma 3n, nn/laurel.c), a layer's branch block:
+ * out = x + norm(right(left(x))) (left [rank, hidden], right [hidden, rank],
+ * norm arch.norm). */
+typedef struct {
+    int rank;
+    const char *left, *right, *norm;
+} mx_laurel_spec;
+
 /* One layer: its blocks, the attention spec it runs, and where it sits in
  * the sequence (window, rope). Per-layer differences of a family are data
  * here: a sliding layer has a window, a NoPE layer rope = false, a layer with
@@ -339,6 +366,11 @@ typedef struct {
     const mx_block_ops *shortcut; /* a second ffn block on this layer's normed ffn input whose
                                      output joins the residual at the end of the NEXT layer
                                      (LongCat's shortcut MoE); NULL = none */
+    const mx_block_ops *branch; /* a block on the mixer's normed input whose output joins the
+                                   residual beside the mixer's (post-normed) one:
+                                   x = (x + mixer + branch) * arch.branch_scale (Gemma 3n's LAuReL) */
+    float gate_sparsity; /* dense MLP: the gate keeps only values above mean + std * Phi^-1(p)
+                            of its row, relu(g - that) (Gemma 3n's gaussian top-k); p = 0: off */
 } mx_layer_spec;
 
 /* Sequence pooling: which hidden rows a head (or an embedder) reads. */
@@ -414,6 +446,9 @@ typedef struct mx_arch {
     mx_ple_spec ple;             /* per-layer inputs (dim 0 = none), for layers whose post is mx_block_ple */
     const mx_rename *renames; /* tensor-name rewrites applied before binding (format/checkpoint.h) */
     int n_renames;
+    mx_altup_spec altup;      /* AltUp streams (n 0 = none) */
+    mx_laurel_spec laurel;    /* for layers whose branch is mx_block_laurel */
+    float branch_scale;       /* see mx_layer_spec.branch (0 = 1) */
 } mx_arch;
 
 /* Fills a (zeroed) from the keys most HF decoder configs share (hidden_size,
