@@ -9,8 +9,16 @@
  * e_score_correction_bias, per expert gate/up/down, fused shared experts),
  * deepseek (DeepSeek-MoE: Llama attention with that MoE, softmax router
  * without bias, moe_layer_freq) and glm4_moe (GLM-4.5: q/k/v biases, q/k
- * norms, that MoE). Matrices and embeddings are N(0, SD) (--std, default
- * 0.02), biases likewise, norm weights 1 and norm biases 0. Tensors are generated and written in chunks, so a 1B
+ * norms, that MoE), qwen3_5_text (DeltaNet / gated attention) and gemma4_text
+ * (sliding / full layers, per-layer inputs).
+ * whisper: the encoder-decoder (conv stem, sinusoidal-position table, encoder
+ * and decoder stacks with cross-attention) plus what a hub folder holds beside
+ * it: generation_config.json (the token ids, lang_to_id, task_to_id, the
+ * suppress lists, max_length 448), preprocessor_config.json and a slow
+ * byte-level tokenizer (vocab.json, merges.txt, tokenizer_config.json) with
+ * Whisper's special, language and timestamp tokens at their real ids.
+ * Matrices and embeddings are N(0, SD) (--std, default 0.02), biases
+ * likewise, norm weights 1 and norm biases 0. Tensors are generated and written in chunks, so a 1B
  * model needs a few MB of memory, not the model's size. */
 #define _GNU_SOURCE
 #include "base/base.h"
@@ -30,9 +38,15 @@ typedef enum { INIT_NORMAL, INIT_ONES, INIT_ZEROS } init_kind;
 typedef struct {
     char *name;
     int ndim;
-    int64_t shape[2];
+    int64_t shape[3];
     init_kind init;
 } spec;
+
+static size_t numel_of(const spec *e) {
+    size_t n = 1;
+    for (int d = 0; d < e->ndim; d++) n *= (size_t)e->shape[d];
+    return n;
+}
 
 typedef struct {
     spec *v;
@@ -59,6 +73,7 @@ static int add(specs *s, init_kind init, int64_t d0, int64_t d1, const char *fmt
     e->ndim = d1 > 0 ? 2 : 1;
     e->shape[0] = d0;
     e->shape[1] = d1;
+    e->shape[2] = 0;
     e->init = init;
     return MX_OK;
 }
@@ -249,6 +264,116 @@ static int gqa_moe_specs(const mx_cfg *c, const char *mt, specs *s) {
     return ok ? MX_OK : mx_set_err("out of memory");
 }
 
+/* layer_types[i] when the config has it, else the family's default */
+static int layer_type(const mx_cfg *c, int i, const char *def, const char **out) {
+    json_t *lt = mx_cfg_get(c, "layer_types");
+    *out = lt ? json_string_value(json_array_get(lt, (size_t)i)) : def;
+    return *out ? MX_OK : mx_set_err("%s: layer_types[%d]: expected a string", c->file, i);
+}
+
+/* Qwen3.5 (text, dense): gated DeltaNet layers with split projections and
+ * gated-attention layers (defaults as Qwen3_5TextConfig, the 9B shape). The
+ * (1+w) norms are written as zeros, the DeltaNet output norm as ones. */
+static int qwen3_5_specs(const mx_cfg *c, specs *s) {
+    int H, I, L, nh, nkv, hd, V, nk, nv, dk, dv, K, interval;
+    bool tie;
+    if (mx_cfg_i32(c, "hidden_size", 4096, 1, 1 << 16, &H) || mx_cfg_i32(c, "intermediate_size", 12288, 1, 1 << 20, &I) ||
+        mx_cfg_i32(c, "num_hidden_layers", 32, 1, 1024, &L) || mx_cfg_i32(c, "num_attention_heads", 16, 1, 1024, &nh) ||
+        mx_cfg_i32(c, "num_key_value_heads", 4, 1, 1024, &nkv) || mx_cfg_i32(c, "head_dim", 256, 1, 1 << 14, &hd) ||
+        mx_cfg_i32(c, "vocab_size", 248320, 1, 1 << 22, &V) || mx_cfg_i32(c, "linear_num_key_heads", 16, 1, 1024, &nk) ||
+        mx_cfg_i32(c, "linear_num_value_heads", 32, 1, 1024, &nv) || mx_cfg_i32(c, "linear_key_head_dim", 128, 1, 4096, &dk) ||
+        mx_cfg_i32(c, "linear_value_head_dim", 128, 1, 4096, &dv) || mx_cfg_i32(c, "linear_conv_kernel_dim", 4, 1, 64, &K) ||
+        mx_cfg_i32(c, "full_attention_interval", 4, 1, 1024, &interval) || mx_cfg_bool(c, "tie_word_embeddings", false, &tie))
+        return MX_ERR;
+    int64_t C = 2 * (int64_t)nk * dk + (int64_t)nv * dv;
+    int ok = add(s, INIT_NORMAL, V, H, "model.embed_tokens.weight") == MX_OK;
+    for (int l = 0; l < L && ok; l++) {
+        const char *t;
+        if (layer_type(c, l, (l + 1) % interval ? "linear_attention" : "full_attention", &t)) return MX_ERR;
+        ok &= add(s, INIT_ZEROS, H, 0, "model.layers.%d.input_layernorm.weight", l) == MX_OK;
+        ok &= add(s, INIT_ZEROS, H, 0, "model.layers.%d.post_attention_layernorm.weight", l) == MX_OK;
+        if (!strcmp(t, "linear_attention")) {
+            const char *p = "linear_attn";
+            ok &= add(s, INIT_NORMAL, C, H, "model.layers.%d.%s.in_proj_qkv.weight", l, p) == MX_OK;
+            ok &= add(s, INIT_NORMAL, (int64_t)nv * dv, H, "model.layers.%d.%s.in_proj_z.weight", l, p) == MX_OK;
+            ok &= add(s, INIT_NORMAL, nv, H, "model.layers.%d.%s.in_proj_b.weight", l, p) == MX_OK;
+            ok &= add(s, INIT_NORMAL, nv, H, "model.layers.%d.%s.in_proj_a.weight", l, p) == MX_OK;
+            ok &= add(s, INIT_NORMAL, C, K, "model.layers.%d.%s.conv1d.weight", l, p) == MX_OK;
+            ok &= add(s, INIT_NORMAL, nv, 0, "model.layers.%d.%s.A_log", l, p) == MX_OK;
+            ok &= add(s, INIT_NORMAL, nv, 0, "model.layers.%d.%s.dt_bias", l, p) == MX_OK;
+            ok &= add(s, INIT_ONES, dv, 0, "model.layers.%d.%s.norm.weight", l, p) == MX_OK;
+            ok &= add(s, INIT_NORMAL, H, (int64_t)nv * dv, "model.layers.%d.%s.out_proj.weight", l, p) == MX_OK;
+        } else {
+            ok &= add(s, INIT_NORMAL, 2 * (int64_t)nh * hd, H, "model.layers.%d.self_attn.q_proj.weight", l) == MX_OK;
+            ok &= add(s, INIT_NORMAL, (int64_t)nkv * hd, H, "model.layers.%d.self_attn.k_proj.weight", l) == MX_OK;
+            ok &= add(s, INIT_NORMAL, (int64_t)nkv * hd, H, "model.layers.%d.self_attn.v_proj.weight", l) == MX_OK;
+            ok &= add(s, INIT_NORMAL, H, (int64_t)nh * hd, "model.layers.%d.self_attn.o_proj.weight", l) == MX_OK;
+            ok &= add(s, INIT_ZEROS, hd, 0, "model.layers.%d.self_attn.q_norm.weight", l) == MX_OK;
+            ok &= add(s, INIT_ZEROS, hd, 0, "model.layers.%d.self_attn.k_norm.weight", l) == MX_OK;
+        }
+        char pre[64];
+        snprintf(pre, sizeof pre, "model.layers.%d.mlp", l);
+        ok &= mlp_specs(s, H, I, pre) == MX_OK;
+    }
+    ok &= add(s, INIT_ZEROS, H, 0, "model.norm.weight") == MX_OK;
+    if (!tie) ok &= add(s, INIT_NORMAL, V, H, "lm_head.weight") == MX_OK;
+    return ok ? MX_OK : mx_set_err("out of memory");
+}
+
+/* Gemma 4 (text, dense): sliding / full layers (full ones with global_head_dim
+ * and, with attention_k_eq_v, num_global_key_value_heads heads and no v_proj),
+ * KV-shared last layers without k/v (double-wide MLP when asked), per-layer
+ * inputs, layer scalars; defaults as Gemma4TextConfig. */
+static int gemma4_specs(const mx_cfg *c, specs *s) {
+    int H, I, L, nh, nkv, hd, V, ghd, gkv, shared, P, VP;
+    bool tie, k_eq_v, wide;
+    if (mx_cfg_i32(c, "hidden_size", 2304, 1, 1 << 16, &H) || mx_cfg_i32(c, "intermediate_size", 9216, 1, 1 << 20, &I) ||
+        mx_cfg_i32(c, "num_hidden_layers", 30, 1, 1024, &L) || mx_cfg_i32(c, "num_attention_heads", 8, 1, 1024, &nh) ||
+        mx_cfg_i32(c, "num_key_value_heads", 4, 1, 1024, &nkv) || mx_cfg_i32(c, "head_dim", 256, 1, 1 << 14, &hd) ||
+        mx_cfg_i32(c, "vocab_size", 262144, 1, 1 << 22, &V) || mx_cfg_i32(c, "global_head_dim", 512, 0, 1 << 14, &ghd) ||
+        mx_cfg_i32(c, "num_global_key_value_heads", nkv, 1, 1024, &gkv) || mx_cfg_i32(c, "num_kv_shared_layers", 0, 0, 1024, &shared) ||
+        mx_cfg_i32(c, "hidden_size_per_layer_input", 256, 0, 1 << 16, &P) ||
+        mx_cfg_i32(c, "vocab_size_per_layer_input", 262144, 1, 1 << 22, &VP) || mx_cfg_bool(c, "tie_word_embeddings", true, &tie) ||
+        mx_cfg_bool(c, "attention_k_eq_v", false, &k_eq_v) || mx_cfg_bool(c, "use_double_wide_mlp", false, &wide))
+        return MX_ERR;
+    if (!ghd) ghd = hd;
+    int ok = add(s, INIT_NORMAL, V, H, "model.embed_tokens.weight") == MX_OK;
+    if (P) {
+        ok &= add(s, INIT_NORMAL, VP, (int64_t)L * P, "model.embed_tokens_per_layer.weight") == MX_OK;
+        ok &= add(s, INIT_NORMAL, (int64_t)L * P, H, "model.per_layer_model_projection.weight") == MX_OK;
+        ok &= add(s, INIT_ONES, P, 0, "model.per_layer_projection_norm.weight") == MX_OK;
+    }
+    for (int l = 0; l < L && ok; l++) {
+        const char *t;
+        if (layer_type(c, l, (l + 1) % 6 ? "sliding_attention" : "full_attention", &t)) return MX_ERR;
+        bool full = l == L - 1 || !strcmp(t, "full_attention"), kv_own = l < L - shared;
+        int d = full ? ghd : hd, kv = full && k_eq_v ? gkv : nkv;
+        static const char *norms[] = {"input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm",
+                                      "post_feedforward_layernorm"};
+        for (int k = 0; k < 4; k++) ok &= add(s, INIT_ONES, H, 0, "model.layers.%d.%s.weight", l, norms[k]) == MX_OK;
+        ok &= add(s, INIT_NORMAL, (int64_t)nh * d, H, "model.layers.%d.self_attn.q_proj.weight", l) == MX_OK;
+        ok &= add(s, INIT_ONES, d, 0, "model.layers.%d.self_attn.q_norm.weight", l) == MX_OK;
+        if (kv_own) {
+            ok &= add(s, INIT_NORMAL, (int64_t)kv * d, H, "model.layers.%d.self_attn.k_proj.weight", l) == MX_OK;
+            if (!(full && k_eq_v)) ok &= add(s, INIT_NORMAL, (int64_t)kv * d, H, "model.layers.%d.self_attn.v_proj.weight", l) == MX_OK;
+            ok &= add(s, INIT_ONES, d, 0, "model.layers.%d.self_attn.k_norm.weight", l) == MX_OK;
+        }
+        ok &= add(s, INIT_NORMAL, H, (int64_t)nh * d, "model.layers.%d.self_attn.o_proj.weight", l) == MX_OK;
+        char pre[64];
+        snprintf(pre, sizeof pre, "model.layers.%d.mlp", l);
+        ok &= mlp_specs(s, H, !kv_own && wide ? 2 * I : I, pre) == MX_OK;
+        if (P) {
+            ok &= add(s, INIT_NORMAL, P, H, "model.layers.%d.per_layer_input_gate.weight", l) == MX_OK;
+            ok &= add(s, INIT_NORMAL, H, P, "model.layers.%d.per_layer_projection.weight", l) == MX_OK;
+            ok &= add(s, INIT_ONES, H, 0, "model.layers.%d.post_per_layer_input_norm.weight", l) == MX_OK;
+        }
+        ok &= add(s, INIT_ONES, 1, 0, "model.layers.%d.layer_scalar", l) == MX_OK;
+    }
+    ok &= add(s, INIT_ONES, H, 0, "model.norm.weight") == MX_OK;
+    if (!tie) ok &= add(s, INIT_NORMAL, V, H, "lm_head.weight") == MX_OK;
+    return ok ? MX_OK : mx_set_err("out of memory");
+}
+
 /* sentence-transformers layout (all-MiniLM-L6-v2): no "bert." prefix. */
 static int bert_specs(const mx_cfg *c, specs *s) {
     int H, I, L, V, P, T;
@@ -325,8 +450,7 @@ static int write_safetensors(const char *path, const specs *s, mx_dtype dt, floa
     if (!ts) return mx_set_err("out of memory");
     for (int i = 0; i < s->n; i++) {
         const spec *e = &s->v[i];
-        ts[i] = (mx_st_out){e->name, dt, e->ndim, {e->shape[0], e->shape[1]}, NULL,
-                            (size_t)e->shape[0] * (e->ndim == 2 ? (size_t)e->shape[1] : 1) * es};
+        ts[i] = (mx_st_out){e->name, dt, e->ndim, {e->shape[0], e->shape[1], e->shape[2]}, NULL, numel_of(e) * es};
     }
     FILE *f = mx_st_create(path, ts, s->n, "{\"format\":\"pt\"}");
     free(ts);
@@ -338,7 +462,7 @@ static int write_safetensors(const char *path, const specs *s, mx_dtype dt, floa
     if (!buf || !obuf) ok = 0;
     for (int i = 0; ok && i < s->n; i++) {
         const spec *e = &s->v[i];
-        size_t numel = (size_t)e->shape[0] * (e->ndim == 2 ? (size_t)e->shape[1] : 1);
+        size_t numel = numel_of(e);
         for (size_t done = 0; ok && done < numel; done += CH) {
             size_t m = MX_MIN((size_t)CH, numel - done);
             if (e->init == INIT_NORMAL) normals(buf, m, sd);
@@ -356,6 +480,117 @@ static int write_safetensors(const char *path, const specs *s, mx_dtype dt, floa
     free(obuf);
     ok = (fclose(f) == 0) && ok;
     return ok ? MX_OK : mx_set_err("%s: write failed: %s", path, strerror(errno));
+}
+
+/* ---- whisper ---- */
+static void attn4(specs *s, int *ok, int H, const char *pre, int l, const char *kind) {
+    static const char *pr[] = {"q_proj", "k_proj", "v_proj", "out_proj"};
+    for (int i = 0; i < 4; i++) {
+        *ok &= add(s, INIT_NORMAL, H, H, "%s.layers.%d.%s.%s.weight", pre, l, kind, pr[i]) == MX_OK;
+        if (i != 1) *ok &= add(s, INIT_NORMAL, H, 0, "%s.layers.%d.%s.%s.bias", pre, l, kind, pr[i]) == MX_OK;
+    }
+}
+static void ln(specs *s, int *ok, int H, const char *fmt, const char *pre, int l) {
+    char nm[160];
+    snprintf(nm, sizeof nm, fmt, pre, l);
+    *ok &= add(s, INIT_ONES, H, 0, "%s.weight", nm) == MX_OK;
+    *ok &= add(s, INIT_ZEROS, H, 0, "%s.bias", nm) == MX_OK;
+}
+
+static int whisper_specs(const mx_cfg *c, specs *s) {
+    int H, V, M, src, tgt, Le, Ld, Fe, Fd;
+    if (mx_cfg_i32(c, "d_model", 0, 1, 1 << 16, &H) || mx_cfg_i32(c, "vocab_size", 0, 1, 1 << 22, &V) ||
+        mx_cfg_i32(c, "num_mel_bins", 80, 1, 512, &M) || mx_cfg_i32(c, "max_source_positions", 1500, 1, 1 << 16, &src) ||
+        mx_cfg_i32(c, "max_target_positions", 448, 1, 1 << 16, &tgt) || mx_cfg_i32(c, "encoder_layers", 0, 1, 1024, &Le) ||
+        mx_cfg_i32(c, "decoder_layers", 0, 1, 1024, &Ld) || mx_cfg_i32(c, "encoder_ffn_dim", 0, 1, 1 << 20, &Fe) ||
+        mx_cfg_i32(c, "decoder_ffn_dim", 0, 1, 1 << 20, &Fd))
+        return MX_ERR;
+    if (!H || !V || !Le || !Ld || !Fe || !Fd) return mx_set_err("%s: d_model, vocab_size, the layer counts and the ffn sizes are required", c->file);
+    int ok = 1;
+    ok &= add(s, INIT_NORMAL, H, M, "model.encoder.conv1.weight") == MX_OK;
+    s->v[s->n - 1].ndim = 3, s->v[s->n - 1].shape[2] = 3;
+    ok &= add(s, INIT_NORMAL, H, 0, "model.encoder.conv1.bias") == MX_OK;
+    ok &= add(s, INIT_NORMAL, H, H, "model.encoder.conv2.weight") == MX_OK;
+    s->v[s->n - 1].ndim = 3, s->v[s->n - 1].shape[2] = 3;
+    ok &= add(s, INIT_NORMAL, H, 0, "model.encoder.conv2.bias") == MX_OK;
+    ok &= add(s, INIT_NORMAL, src, H, "model.encoder.embed_positions.weight") == MX_OK;
+    ok &= add(s, INIT_NORMAL, V, H, "model.decoder.embed_tokens.weight") == MX_OK;
+    ok &= add(s, INIT_NORMAL, tgt, H, "model.decoder.embed_positions.weight") == MX_OK;
+    for (int d = 0; d < 2; d++) {
+        const char *pre = d ? "model.decoder" : "model.encoder";
+        int L = d ? Ld : Le, F = d ? Fd : Fe;
+        for (int l = 0; l < L && ok; l++) {
+            attn4(s, &ok, H, pre, l, "self_attn");
+            ln(s, &ok, H, "%s.layers.%d.self_attn_layer_norm", pre, l);
+            if (d) {
+                attn4(s, &ok, H, pre, l, "encoder_attn");
+                ln(s, &ok, H, "%s.layers.%d.encoder_attn_layer_norm", pre, l);
+            }
+            ok &= add(s, INIT_NORMAL, F, H, "%s.layers.%d.fc1.weight", pre, l) == MX_OK;
+            ok &= add(s, INIT_NORMAL, F, 0, "%s.layers.%d.fc1.bias", pre, l) == MX_OK;
+            ok &= add(s, INIT_NORMAL, H, F, "%s.layers.%d.fc2.weight", pre, l) == MX_OK;
+            ok &= add(s, INIT_NORMAL, H, 0, "%s.layers.%d.fc2.bias", pre, l) == MX_OK;
+            ln(s, &ok, H, "%s.layers.%d.final_layer_norm", pre, l);
+        }
+        ok &= add(s, INIT_ONES, H, 0, "%s.layer_norm.weight", pre) == MX_OK;
+        ok &= add(s, INIT_ZEROS, H, 0, "%s.layer_norm.bias", pre) == MX_OK;
+    }
+    return ok ? MX_OK : mx_set_err("out of memory");
+}
+
+/* Whisper's token layout for a vocabulary of V: <|endoftext|> 50257, then
+ * <|startoftranscript|>, the languages (99, or 100 from large-v3's 51866 on),
+ * translate, transcribe, startoflm, startofprev, nospeech, notimestamps and
+ * 1501 timestamps. Lower ids are byte-level filler tokens. */
+static const char *const WLANG[] = {"en", "zh", "de", "es", "ru", "ko", "fr", "ja", "pt", "tr", "pl", "ca", "nl", "ar", "sv", "it", "id",
+    "hi", "fi", "vi", "he", "uk", "el", "ms", "cs", "ro", "da", "hu", "ta", "no", "th", "ur", "hr", "bg", "lt", "la", "mi", "ml", "cy",
+    "sk", "te", "fa", "lv", "bn", "sr", "az", "sl", "kn", "et", "mk", "br", "eu", "is", "hy", "ne", "mn", "bs", "kk", "sq", "sw", "gl",
+    "mr", "pa", "si", "km", "sn", "yo", "so", "af", "oc", "ka", "be", "tg", "sd", "gu", "am", "yi", "lo", "uz", "fo", "ht", "ps", "tk",
+    "nn", "mt", "sa", "lb", "my", "bo", "tl", "mg", "as", "tt", "haw", "ln", "ha", "ba", "jw", "su", "yue"};
+
+static int whisper_files(const char *dir, const mx_cfg *c) {
+    int V, M;
+    if (mx_cfg_i32(c, "vocab_size", 0, 1, 1 << 22, &V) || mx_cfg_i32(c, "num_mel_bins", 80, 1, 512, &M)) return MX_ERR;
+    int eot = 50257, nl = V - 51865 + 99;
+    if (nl < 1 || nl > 100) return mx_set_err("%s: vocab_size %d is not a Whisper vocabulary (51865 or 51866)", c->file, V);
+    int sot = eot + 1, trl = sot + 1 + nl, trs = trl + 1, notsi = trs + 4, tb = notsi + 1;
+    mx_buf v = {0}, t = {0}, g = {0}, p = {0};
+    /* vocab.json: the 256 byte-level characters, then fillers up to <|endoftext|> */
+    mx_buf_puts(&v, "{");
+    for (int b = 0, extra = 0; b < 256; b++) { /* GPT-2's bytes_to_unicode */
+        int cp = (b >= 33 && b <= 126) || (b >= 161 && b <= 255 && b != 173) ? b : 256 + extra++;
+        if (cp == '"' || cp == '\\') mx_buf_printf(&v, "%s\"\\%c\": %d", b ? ", " : "", cp, b);
+        else mx_buf_printf(&v, "%s\"\\u%04x\": %d", b ? ", " : "", cp, b);
+    }
+    for (int i = 256; i < eot; i++) mx_buf_printf(&v, ", \"t%d\": %d", i, i);
+    mx_buf_printf(&v, ", \"<|endoftext|>\": %d}", eot);
+    mx_buf_puts(&t, "{\"tokenizer_class\": \"WhisperTokenizer\", \"bos_token\": \"<|endoftext|>\", \"eos_token\": \"<|endoftext|>\", "
+                    "\"unk_token\": \"<|endoftext|>\", \"pad_token\": \"<|endoftext|>\", \"added_tokens_decoder\": {");
+    for (int id = eot; id < V; id++) {
+        char nm[32];
+        if (id == eot) snprintf(nm, sizeof nm, "<|endoftext|>");
+        else if (id == sot) snprintf(nm, sizeof nm, "<|startoftranscript|>");
+        else if (id < trl) snprintf(nm, sizeof nm, "<|%s|>", WLANG[id - sot - 1]);
+        else if (id < tb) snprintf(nm, sizeof nm, "%s", (const char *[]){"<|translate|>", "<|transcribe|>", "<|startoflm|>", "<|startofprev|>", "<|nospeech|>", "<|notimestamps|>"}[id - trl]);
+        else snprintf(nm, sizeof nm, "<|%.2f|>", (id - tb) * 0.02);
+        mx_buf_printf(&t, "%s\"%d\": {\"content\": \"%s\", \"special\": %s}", id > eot ? ", " : "", id, nm, id < tb ? "true" : "false");
+    }
+    mx_buf_puts(&t, "}}");
+    mx_buf_printf(&g, "{\"decoder_start_token_id\": %d, \"bos_token_id\": %d, \"eos_token_id\": %d, \"pad_token_id\": %d, "
+                      "\"no_timestamps_token_id\": %d, \"prev_sot_token_id\": %d, \"is_multilingual\": true, \"max_length\": 448, "
+                      "\"max_initial_timestamp_index\": 50, \"begin_suppress_tokens\": [220, %d], \"suppress_tokens\": [1, 2, 7, 8, 9, 10, 14, 25], "
+                      "\"task_to_id\": {\"translate\": %d, \"transcribe\": %d}, \"lang_to_id\": {",
+                  sot, eot, eot, eot, notsi, trs + 2, eot, trl, trs);
+    for (int i = 0; i < nl; i++) mx_buf_printf(&g, "%s\"<|%s|>\": %d", i ? ", " : "", WLANG[i], sot + 1 + i);
+    mx_buf_puts(&g, "}}");
+    mx_buf_printf(&p, "{\"feature_extractor_type\": \"WhisperFeatureExtractor\", \"feature_size\": %d, \"sampling_rate\": 16000, "
+                      "\"hop_length\": 160, \"n_fft\": 400, \"chunk_length\": 30, \"n_samples\": 480000, \"nb_max_frames\": 3000}", M);
+    int rc = !v.data || !t.data || !g.data || !p.data ? mx_set_err("out of memory")
+             : write_text(dir, "vocab.json", v.data, v.len) || write_text(dir, "merges.txt", "#version: 0.2\n", 14) ||
+               write_text(dir, "tokenizer_config.json", t.data, t.len) || write_text(dir, "generation_config.json", g.data, g.len) ||
+               write_text(dir, "preprocessor_config.json", p.data, p.len);
+    mx_buf_free(&v); mx_buf_free(&t); mx_buf_free(&g); mx_buf_free(&p);
+    return rc;
 }
 
 static int usage(void) {
@@ -403,12 +638,17 @@ int main(int argc, char **argv) {
         rc = llama_specs(&c, mt, &s);
     else if (!strcmp(mt, "deepseek_v3")) rc = deepseek_specs(&c, &s);
     else if (!strcmp(mt, "deepseek") || !strcmp(mt, "glm4_moe")) rc = gqa_moe_specs(&c, mt, &s);
-    else rc = mx_set_err("%s: model_type \"%s\" not supported (llama, mistral, qwen2, qwen3, mixtral, deepseek_v3, deepseek, glm4_moe, bert)", cfg_path, mt);
+    else if (!strcmp(mt, "whisper")) rc = whisper_specs(&c, &s);
+    else if (!strcmp(mt, "qwen3_5_text")) rc = qwen3_5_specs(&c, &s);
+    else if (!strcmp(mt, "gemma4_text")) rc = gemma4_specs(&c, &s);
+    else rc = mx_set_err("%s: model_type \"%s\" not supported (llama, mistral, qwen2, qwen3, mixtral, deepseek_v3, deepseek, glm4_moe, qwen3_5_text, gemma4_text, bert, whisper)", cfg_path, mt);
     if (rc) goto done;
     rc = MX_ERR;
     if (mkdir(out, 0755) != 0 && errno != EEXIST) { mx_set_err("%s: cannot create: %s", out, strerror(errno)); goto done; }
     if (write_text(out, "config.json", text, tlen)) goto done;
-    if (strcmp(mt, "bert") != 0) {
+    if (!strcmp(mt, "whisper")) {
+        if (whisper_files(out, &c)) goto done;
+    } else if (strcmp(mt, "bert") != 0) {
         mx_buf g = {0};
         mx_buf_puts(&g, "{\n");
         static const char *keys[] = {"bos_token_id", "eos_token_id", "pad_token_id"};
@@ -430,7 +670,7 @@ int main(int argc, char **argv) {
     rc = write_safetensors(st, &s, dt, sd);
     if (rc == MX_OK) {
         uint64_t params = 0;
-        for (int i = 0; i < s.n; i++) params += (uint64_t)s.v[i].shape[0] * (s.v[i].ndim == 2 ? (uint64_t)s.v[i].shape[1] : 1);
+        for (int i = 0; i < s.n; i++) params += numel_of(&s.v[i]);
         printf("%s: %d tensors, %.3f B parameters, %s, %.2f GB, %.1f s\n", st, s.n, params / 1e9, mx_dtype_name(dt),
                params * (double)mx_dtype_size(dt) / 1e9, mx_now() - t0);
     }

@@ -50,17 +50,25 @@ int deepseek_moe_configure(mx_arch *a, const mx_cfg *c, const mx_dsmoe_defaults 
     return 0;
 }
 
-int deepseek_mla_configure(mx_arch *a, const mx_cfg *c, int def_q_lora) {
+const mx_mla_defaults deepseek_mla_defaults = {.q_lora = 1536, .kv_lora = 512, .nope = 128, .rope = 64, .v = 128, .interleave = true};
+
+/* A key present with JSON null (a config class then applies its null meaning). */
+static bool cfg_null(const mx_cfg *c, const char *key) { return !mx_cfg_absent(c, key) && !mx_cfg_get(c, key); }
+
+int deepseek_mla_configure(mx_arch *a, const mx_cfg *c, const mx_mla_defaults *d) {
     mx_mla_spec *m = &a->mla;
-    bool il;
-    bool q_null = (c->sub && json_is_null(json_object_get(c->sub, "q_lora_rank"))) ||
-                  (c->root && json_is_null(json_object_get(c->root, "q_lora_rank")));
-    if (mx_cfg_i32(c, "q_lora_rank", q_null ? 0 : def_q_lora, 0, 1 << 20, &m->q_lora_rank) ||
-        mx_cfg_i32(c, "kv_lora_rank", 512, 1, 1 << 20, &m->kv_lora_rank) ||
-        mx_cfg_i32(c, "qk_nope_head_dim", 128, 0, 1 << 14, &m->qk_nope_dim) ||
-        mx_cfg_i32(c, "qk_rope_head_dim", 64, 2, 2 * MX_ROPE_MAX_HALF, &m->qk_rope_dim) ||
-        mx_cfg_i32(c, "v_head_dim", 128, 1, 1 << 14, &m->v_head_dim) || mx_cfg_bool(c, "rope_interleave", true, &il))
+    bool il = d->interleave;
+    bool q_null = cfg_null(c, "q_lora_rank"), v_null = cfg_null(c, "v_head_dim");
+    int v_def = d->v ? d->v : a->hidden / a->attn->n_heads;
+    if (mx_cfg_i32(c, "q_lora_rank", q_null ? 0 : d->q_lora, 0, 1 << 20, &m->q_lora_rank) ||
+        mx_cfg_i32(c, "kv_lora_rank", d->kv_lora, 1, 1 << 20, &m->kv_lora_rank) ||
+        mx_cfg_i32(c, "qk_nope_head_dim", d->nope, 0, 1 << 14, &m->qk_nope_dim) ||
+        mx_cfg_i32(c, "qk_rope_head_dim", d->rope, 2, 2 * MX_ROPE_MAX_HALF, &m->qk_rope_dim) ||
+        (!v_null && mx_cfg_i32(c, "v_head_dim", v_def, 1, 1 << 14, &m->v_head_dim)) ||
+        (!d->fixed_rope && mx_cfg_bool(c, "rope_interleave", d->interleave, &il)))
         return -1;
+    if (v_null) m->v_head_dim = v_def;
+    if (m->v_head_dim < 1) return mx_set_err("%s: v_head_dim (hidden_size / num_attention_heads) is 0", c->file);
     if (m->qk_rope_dim % 2) return mx_set_err("%s: qk_rope_head_dim %d must be even", c->file, m->qk_rope_dim);
     a->rope_decl[0] = (mx_rope_decl){.dim = m->qk_rope_dim, .interleaved = il};
     m->norm = (mx_norm_spec){MX_NORM_RMS, 0, true, false, 1e-6f};
@@ -91,7 +99,7 @@ int deepseek_mla_configure(mx_arch *a, const mx_cfg *c, int def_q_lora) {
 static int configure(mx_arch *a, const mx_cfg *c) {
     static const mx_dsmoe_defaults d = {.experts = 256, .top_k = 8, .ffn = 2048, .shared = 1, .n_group = 8, .topk_group = 4,
                                         .dense = 3, .scale = 2.5f, .norm = true};
-    return deepseek_mla_configure(a, c, 1536) || deepseek_moe_configure(a, c, &d) ? -1 : 0;
+    return deepseek_mla_configure(a, c, &deepseek_mla_defaults) || deepseek_moe_configure(a, c, &d) ? -1 : 0;
 }
 
 MX_FAMILY(deepseek_v3, .name = "deepseek_v3", .base = "llama",

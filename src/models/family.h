@@ -75,11 +75,19 @@ int deepseek_moe_configure(mx_arch *a, const mx_cfg *c, const mx_dsmoe_defaults 
  * mlp.experts.<e>.{gate,up,down}_proj, MLX mlp.switch_mlp.*, transformers
  * v5's fused mlp.experts.{gate_up,down}_proj, mlp.shared_experts.*). */
 void deepseek_moe_names(mx_moe_spec *s);
-/* deepseek_v3.c: latent attention in every layer: q_lora_rank (absent:
- * def_q_lora; null: a plain q_proj), kv_lora_rank, qk_nope / qk_rope / v head
- * dims, rope on the rope slices (interleaved unless rope_interleave is false),
- * scale qk_head_dim^-0.5 times mscale^2 under yarn with mscale_all_dim. */
-int deepseek_mla_configure(mx_arch *a, const mx_cfg *c, int def_q_lora);
+/* deepseek_v3.c: latent attention in every layer: q_lora_rank (null: a plain
+ * q_proj), kv_lora_rank, qk_nope / qk_rope / v head dims (v null:
+ * hidden / heads), rope on the rope slices (interleaved unless
+ * rope_interleave is false), scale qk_head_dim^-0.5 times mscale^2 under
+ * yarn with mscale_all_dim; each family's config class defaults for absent
+ * keys. */
+typedef struct {
+    int q_lora, kv_lora, nope, rope, v; /* v 0: hidden_size / num_attention_heads */
+    bool interleave;                   /* rope_interleave's default */
+    bool fixed_rope;                   /* the class has no rope_interleave key: always `interleave` */
+} mx_mla_defaults;
+extern const mx_mla_defaults deepseek_mla_defaults; /* DeepSeek-V3's: 1536, 512, 128, 64, 128, interleaved */
+int deepseek_mla_configure(mx_arch *a, const mx_cfg *c, const mx_mla_defaults *d);
 /* ernie4_5_moe.c: ERNIE 4.5 MoE on top of llama's defaults (also ERNIE 4.5
  * MoE configs that say model_type ernie4_5). */
 int ernie4_5_moe_configure(mx_arch *a, const mx_cfg *c);
@@ -89,4 +97,9 @@ int gemma_kv_shared(mx_arch *a, const mx_cfg *c, int first_shared);
 /* gemma4.c: Gemma 4 / 3n per-layer inputs of `dim` (a post block in every
  * layer) under their transformers names. */
 void gemma_ple_spec(mx_arch *a, int dim, int vocab);
+/* ministral3.c: Llama 4's position scale of q, 1 + beta * log(1 + floor(pos /
+ * div)), with beta = rope_parameters.llama_4_scaling_beta and div its
+ * original_max_position_embeddings (def_beta, def_div: the class's when the
+ * config has no rope settings); none when beta is 0. */
+int llama4_q_scale_configure(mx_attn_spec *at, const mx_cfg *c, double def_beta, int def_div);
 #endif

@@ -55,6 +55,7 @@ static int configure(mx_arch *a, const mx_cfg *c) {
         return mx_set_err("%s: use_bidirectional_attention: '%s' is not supported for Gemma 4", c->file, bidir);
     if (!global_hd) global_hd = s->head_dim;
     a->norm.offset = 0;
+    s->bidirectional = false; /* Gemma 3's reading of use_bidirectional_attention does not apply */
     s->qk_norm_spec = a->norm;
     s->scale = 1.0f;
     s->softcap = 0;

@@ -19,9 +19,13 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     a->rope_decl[0] = (mx_rope_decl){.theta = 1e6,
                                      .scaling_default = "{\"rope_type\": \"yarn\", \"factor\": 16.0, \"original_max_position_embeddings\": 16384, "
                                                         "\"beta_fast\": 32.0, \"beta_slow\": 1.0, \"mscale\": 1.0, \"mscale_all_dim\": 1.0}"};
+    return llama4_q_scale_configure(a->attn, c, no_rope ? 0.1 : 0, no_rope ? 16384 : 0);
+}
+
+int llama4_q_scale_configure(mx_attn_spec *at, const mx_cfg *c, double def_beta, int def_div) {
     json_t *rp = mx_cfg_get(c, "rope_parameters");
-    double beta = no_rope ? 0.1 : 0;
-    int div = no_rope ? 16384 : 0;
+    double beta = def_beta;
+    int div = def_div;
     if (rp) {
         mx_cfg r = {rp, NULL, c->file};
         if (mx_cfg_float(&r, "llama_4_scaling_beta", 0, 0, 1e3, &beta) || mx_cfg_i32(&r, "original_max_position_embeddings", 0, 0, 1 << 30, &div))
@@ -29,9 +33,9 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     }
     if (beta > 0) {
         if (!div) return mx_set_err("%s: rope_parameters: llama_4_scaling_beta needs original_max_position_embeddings", c->file);
-        a->attn->temp_scale = (float)beta;
-        a->attn->temp_floor = (float)div;
-        a->attn->temp_pos0 = true;
+        at->temp_scale = (float)beta;
+        at->temp_floor = (float)div;
+        at->temp_pos0 = true;
     }
     return 0;
 }

@@ -34,6 +34,7 @@ void *mx_arch_alloc(mx_arch *a, size_t bytes) {
 }
 
 void mx_arch_free(mx_arch *a) {
+    if (a->encoder) mx_arch_free(a->encoder); /* lives in a's memory; its own memory first */
     for (mx_arch_mem *m = a->mem, *n; m; m = n) {
         n = m->next;
         free(m);
@@ -157,7 +158,8 @@ int mx_arch_ropes(mx_arch *a, const mx_cfg *c) {
             return mx_set_err("%s: the family's default rope scaling does not parse", c->file);
         int rot = d->dim ? d->dim : (int)(a->attn->head_dim * partial);
         rot -= rot % 2;
-        int rc = mx_rope_from_scaling(&a->rope[r], d->plain ? &none : &src, rs, theta * (d->theta_scale ? d->theta_scale : 1), rot, a->max_pos);
+        int rc = mx_rope_from_scaling(&a->rope[r], d->plain ? &none : &src, rs, theta * (d->theta_scale ? d->theta_scale : 1), rot, a->max_pos,
+                                      d->yarn_factor_given);
         json_decref(def);
         if (rc) return MX_ERR;
         a->rope[r].interleaved = d->interleaved;

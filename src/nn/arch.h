@@ -49,6 +49,7 @@ typedef struct {
     const char *layer_scale; /* a stored scalar ([1]) that multiplies the layer's output (Gemma 4) */
     const char *ffn_act_norm;  /* norm (arch.norm) on the dense MLP's activation, before down (BitNet) */
     const char *act_params;    /* module of a dense MLP activation's learned scalars (xIELU: alpha_p, alpha_n, beta, eps) */
+    const char *xattn_norm;  /* norm before a layer's cross-attention sub-layer (encoder-decoders) */
 } mx_names;
 
 /* Attention (nn/attention.c): q/k/v projections (separate, or one fused qkv),
@@ -92,6 +93,8 @@ typedef struct mx_attn_spec {
     bool gate_per_head;       /* names.gate gives one value per head, broadcast over head_dim
                                  (else one per (head, dim)) */
     bool gate_softplus;       /* names.gate through softplus, not sigmoid (Laguna) */
+    int v_head_dim;           /* values' head size when it differs from q/k's (MiMo-V2-Flash); 0 = head_dim */
+    float v_scale;            /* v multiplied by this before caching (MiMo's attention_value_scale); 0 = 1 */
 } mx_attn_spec;
 
 /* Mixture of experts (nn/moe.c). The router picks top_k of n_experts per
@@ -152,7 +155,8 @@ typedef struct {
  * 0), kv_a -> [latent (kv_lora_rank) | shared rope key (qk_rope_dim)],
  * latent -> norm -> kv_b gives per head [k_nope | v]. Rope (arch.rope[0],
  * dim qk_rope_dim) on the rope slices only. From the layer's attention spec:
- * n_heads, scale, names.q and names.o, q_bias on q_a/q, k_bias on kv_a,
+ * n_heads, scale, the Llama-4 position scale of q (temp_scale), names.q
+ * and names.o, q_bias on q_a (a plain q_proj has none), k_bias on kv_a,
  * o_bias on o. The cache holds the normed latent and the roped key per
  * position. */
 typedef struct {
@@ -165,6 +169,15 @@ typedef struct {
     const char *embed_q, *unembed_out;
     float q_scale, kv_scale;    /* LongCat's LoRA scales: q times q_scale, the normed latent times
                                    kv_scale (so k_nope and v too); 0 = 1 */
+    /* DeepSeek sparse attention (V3.2, nn/dsa.c): a lightning indexer scores the causal keys of
+     * each query: q_i = index_q(the normed q LoRA latent) [index_heads][index_dim], one key head
+     * k = index_norm(index_k(x)) [index_dim] (cached per position), both rotated rotate-half on
+     * their first qk_rope_dim dims; value(key t) = sum_h index_w(x)_h / sqrt(index_heads) *
+     * relu(q_i,h . k_t / sqrt(index_dim)); the query attends only the index_topk keys of highest
+     * value (all its keys when it has no more). index_topk 0 = off. */
+    int index_heads, index_dim, index_topk;
+    mx_norm_spec index_norm;
+    const char *index_q, *index_k, *index_k_norm, *index_w;
 } mx_mla_spec;
 
 /* State-space mixers (nn/mamba.c). Tensors live under `prefix` (a module
@@ -221,6 +234,8 @@ typedef struct {
     int d_conv;
     bool bias;
     const char *prefix;
+    bool centered; /* non-causal (bidirectional LFM2 encoders): y_t = sum_k w_k (B x)_{t - d_conv/2 + k}
+                      over the sequence, zeros outside it; no state (encoder pass only) */
 } mx_shortconv_spec;
 
 /* Gated DeltaNet linear attention (Qwen3-Next, nn/deltanet.c), tensors under
@@ -279,6 +294,7 @@ typedef struct {
     const char *scaling_default; /* JSON of the rope scaling a config class applies when the config
                                     has neither rope_scaling nor rope_parameters (not even null) */
     bool reversed;          /* rotate in the opposite direction (NanoChat) */
+    bool yarn_factor_given; /* yarn's factor as given, not max_position_embeddings / original_... (v5) */
 } mx_rope_decl;
 
 /* MiniMax lightning attention (nn/lightning.c), tensors under `prefix`:
@@ -371,7 +387,23 @@ typedef struct {
                                    x = (x + mixer + branch) * arch.branch_scale (Gemma 3n's LAuReL) */
     float gate_sparsity; /* dense MLP: the gate keeps only values above mean + std * Phi^-1(p)
                             of its row, relu(g - that) (Gemma 3n's gaussian top-k); p = 0: off */
+    /* encoder-decoders: a cross-attention sub-layer between the mixer and the
+     * ffn, x += xattn(norm_xattn(x)), reading the encoder memory (arch.mem_len
+     * rows) through the spec xattn_attn (its q/k/v/o names and biases) */
+    const mx_block_ops *xattn;
+    const mx_attn_spec *xattn_attn;
 } mx_layer_spec;
+
+/* An input stem (speech encoders, nn/stem.c): features [n_in][frames]
+ * through n_conv 1-D convolutions (kernel 3, padding 1, stride[i]; weight
+ * [out, in, 3] and bias), each followed by act, giving the encoder's rows;
+ * the stored position table names.pos_embed is added by the encoder. */
+typedef struct {
+    int n_in, frames, n_conv;
+    int stride[2];
+    const char *conv[2];
+    mx_act act;
+} mx_stem_spec;
 
 /* Sequence pooling: which hidden rows a head (or an embedder) reads. */
 typedef enum { MX_POOL_CLS, MX_POOL_MEAN, MX_POOL_LAST, MX_POOL_MAX } mx_pooling;
@@ -439,6 +471,11 @@ typedef struct mx_arch {
     mx_shared_block_spec shared_block; /* for layers whose mixer is mx_block_zamba */
     const char *ignore[MX_MAX_IGNORE]; /* glob patterns of tensors not used */
     int n_ignore;
+    /* encoder-decoders: the decoder's description holds the encoder's (owned,
+     * bound as mx_model.encoder); an encoder may have an input stem */
+    struct mx_arch *encoder;
+    int mem_len;            /* rows of encoder memory the cross-attention layers read */
+    mx_stem_spec stem;      /* n_conv = 0: the encoder takes token ids */
     mx_attn_spec *attn_specs[MX_MAX_ATTN_SPECS]; /* every attention spec, arch.attn first */
     int n_attn_specs;
     mx_arch_mem *mem;       /* what the description owns */

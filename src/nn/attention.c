@@ -4,8 +4,9 @@
  * norms), q/k norm (before or after rope), rope, a position-dependent q
  * scale, the layer's sliding window, soft-capping, sinks, output gate (from
  * q, or a sigmoid / softplus gate projection of its own, per element or per
- * head), a norm on the output before o, GQA/MQA. Its per-sequence state is K then V,
- * [cap][kv_dim]. */
+ * head), a norm on the output before o, GQA/MQA, a value head size of its own
+ * and a value scale. Its per-sequence state is K [cap][kv heads * head_dim] then V
+ * [cap][kv heads * v head dim]. */
 #include "model.h"
 #include "ssm.h"
 #include "../base/base.h"
@@ -51,9 +52,8 @@ static int load_head_norm(mx_model *m, const mx_norm_spec *s, const char *pat, i
     return MX_OK;
 }
 
-static int qkv_dim(const mx_attn_spec *a) { return (a->n_heads + 2 * a->n_kv_heads) * a->head_dim; }
 /* values per token of names.gate's projection */
-static int gate_rows(const mx_attn_spec *a) { return a->gate_per_head ? a->n_heads : a->n_heads * a->head_dim; }
+static int gate_rows(const mx_attn_spec *a) { return a->gate_per_head ? a->n_heads : a->n_heads * mx_attn_vdim(a); }
 
 static int att_load(mx_model *m, int i, void **out) {
     const mx_layer_spec *ls = &m->arch.layers[i];
@@ -81,17 +81,20 @@ static int att_load(mx_model *m, int i, void **out) {
             return MX_ERR;
     }
     if (N->qkv && a->gate) return mx_set_err("%s: gated attention with a fused qkv projection is not supported", m->ck.dir);
+    int vd = mx_attn_vdim(a), ovd = a->n_heads * vd;
+    if (vd != hd && (N->qkv || a->gate || a->k_eq_v))
+        return mx_set_err("%s: layer %d: a value head size of its own with a fused qkv, gated q or k = v is not supported", m->ck.dir, i);
     if (N->qkv) {
         if (mx_load_lin(m, N->qkv, i, qd + 2 * kvd, H, a->q_bias, &w->qkv, &w->qkv_b)) return MX_ERR;
     } else if (mx_load_lin(m, N->q, i, a->gate ? 2 * qd : qd, H, a->q_bias, &w->q, &w->q_b) ||
                (!shared && mx_load_lin(m, N->k, i, kvd, H, a->k_bias, &w->k, &w->k_b)) ||
-               (!shared && !a->k_eq_v && mx_load_lin(m, N->v, i, kvd, H, a->v_bias, &w->v, &w->v_b)))
+               (!shared && !a->k_eq_v && mx_load_lin(m, N->v, i, a->n_kv_heads * vd, H, a->v_bias, &w->v, &w->v_b)))
         return MX_ERR;
     if (N->sinks && mx_load_vec(m, N->sinks, i, a->n_heads, true, &w->sinks)) return MX_ERR;
-    if (mx_load_norm(m, &m->arch.norm, N->out_norm, i, qd, &w->out_norm)) return MX_ERR;
     if (N->gate && a->gate) return mx_set_err("%s: layer %d: an output gate from q and from a projection of its own", m->ck.dir, i);
     if (mx_load_lin(m, N->gate, i, gate_rows(a), H, false, &w->gate, NULL)) return MX_ERR;
-    return mx_load_lin(m, N->o, i, H, qd, a->o_bias, &w->o, &w->o_b);
+    if (mx_load_norm(m, &m->arch.norm, N->out_norm, i, ovd, &w->out_norm)) return MX_ERR;
+    return mx_load_lin(m, N->o, i, H, ovd, a->o_bias, &w->o, &w->o_b);
 }
 
 static void att_free(void *p) {
@@ -107,11 +110,13 @@ static void att_free(void *p) {
     free(w);
 }
 
+int mx_attn_vdim(const mx_attn_spec *a) { return a->v_head_dim ? a->v_head_dim : a->head_dim; }
+static int qkv_dim(const mx_attn_spec *a) { return (a->n_heads + a->n_kv_heads) * a->head_dim + a->n_kv_heads * mx_attn_vdim(a); }
 
 static size_t att_state(const mx_model *m, int layer, int cap) {
     const mx_attn_spec *a = m->arch.layers[layer].attn;
     if (m->arch.layers[layer].kv_shared) return 0;
-    return (size_t)2 * cap * a->n_kv_heads * a->head_dim;
+    return (size_t)cap * a->n_kv_heads * (a->head_dim + mx_attn_vdim(a));
 }
 
 /* Query heads that share a kv head (GQA) run in one task, over blocks of
@@ -124,7 +129,7 @@ static int att_group(const mx_attn_spec *a) { return a->n_heads / a->n_kv_heads;
 static _Atomic int g_key_block;
 void mx_attention_set_key_block(int keys) { g_key_block = keys > 0 ? keys : 0; }
 
-/* qkv [rows][q|k|v]; att [rows][q dim]; scores: per thread a group's rows of
+/* qkv [rows][q|k|v]; att [rows][heads * v head dim]; scores: per thread a group's rows of
  * max_ctx; row: one fused qkv row being regrouped; gate [rows][2 q dim] (q
  * with its gate) or [rows][gate_rows] (names.gate) */
 typedef struct { float *qkv, *att, *scores, *row, *gate; } att_bufs;
@@ -132,7 +137,7 @@ static size_t att_plan(const mx_attn_spec *a, int rows, int max_ctx, int nt, flo
     mx_plan p = {base, 0};
     size_t qd = (size_t)a->n_heads * a->head_dim;
     b->qkv = mx_plan_take(&p, (size_t)rows * qkv_dim(a));
-    b->att = mx_plan_take(&p, (size_t)rows * qd);
+    b->att = mx_plan_take(&p, (size_t)rows * a->n_heads * mx_attn_vdim(a));
     b->scores = mx_plan_take(&p, (size_t)nt * att_group(a) * max_ctx);
     b->row = mx_plan_take(&p, a->qkv_layout == MX_QKV_GROUPED ? (size_t)qkv_dim(a) : 0);
     b->gate = mx_plan_take(&p, a->gate ? (size_t)rows * 2 * qd : a->names.gate ? (size_t)rows * gate_rows(a) : 0);
@@ -180,7 +185,7 @@ static void att_task(void *ctx, int i, int tid) {
     mx_fwd *f = j->f;
     const mx_layer_spec *ls = &f->m->arch.layers[j->layer];
     const mx_attn_spec *a = ls->attn;
-    int hd = a->head_dim, qkvd = qkv_dim(a), kvd = a->n_kv_heads * hd;
+    int hd = a->head_dim, vd = mx_attn_vdim(a), qkvd = qkv_dim(a), kvd = a->n_kv_heads * hd, kvvd = a->n_kv_heads * vd;
     int t = i / (a->n_kv_heads * j->subs), kvh = i / j->subs % a->n_kv_heads;
     int h0 = kvh * att_group(a) + i % j->subs * j->per, nh = MX_MIN(j->per, (kvh + 1) * att_group(a) - h0);
     const mx_kv *kv = f->seqs[f->seq_of[t]].kv;
@@ -191,12 +196,12 @@ static void att_task(void *ctx, int i, int tid) {
         int last = kv->len + f->seqs[f->seq_of[t]].n - 1;
         j1 = win > 0 ? MX_MIN(last, p + win - 1) : last;
     }
-    const float *K = mx_kv_layer(kv, ls->kv_shared ? ls->kv_from : j->layer) + (size_t)j0 * kvd, *V = K + (size_t)kv->cap * kvd;
-    K += (size_t)kvh * hd;
-    V += (size_t)kvh * hd;
+    const float *K = mx_kv_layer(kv, ls->kv_shared ? ls->kv_from : j->layer), *V = K + (size_t)kv->cap * kvd;
+    K += (size_t)j0 * kvd + (size_t)kvh * hd;
+    V += (size_t)j0 * kvvd + (size_t)kvh * vd;
     float *sc = j->scores + (size_t)tid * att_group(a) * f->max_ctx;
     const float *q = j->qkv + (size_t)t * qkvd + (size_t)h0 * hd;
-    float *out = j->att + (size_t)t * a->n_heads * hd + (size_t)h0 * hd;
+    float *out = j->att + (size_t)t * a->n_heads * vd + (size_t)h0 * vd;
     int n = j1 - j0 + 1, kb = g_key_block ? g_key_block : MX_MAX(16, 8192 / hd); /* 32 KiB of K at d = 64 */
     for (int k0 = 0; k0 < n; k0 += kb)
         for (int h = 0; h < nh; h++)
@@ -205,8 +210,8 @@ static void att_task(void *ctx, int i, int tid) {
     for (int h = 0; h < nh; h++) att_probs(j, t, h0 + h, j0, p, n, sc + (size_t)h * f->max_ctx);
     for (int k0 = 0; k0 < n; k0 += kb)
         for (int h = 0; h < nh; h++)
-            mx_attn_mix(out + (size_t)h * hd, sc + (size_t)h * f->max_ctx + k0, V + (size_t)k0 * kvd, (size_t)kvd,
-                        MX_MIN(kb, n - k0), hd, k0 > 0);
+            mx_attn_mix(out + (size_t)h * vd, sc + (size_t)h * f->max_ctx + k0, V + (size_t)k0 * kvvd, (size_t)kvvd,
+                        MX_MIN(kb, n - k0), vd, k0 > 0);
 }
 
 static void clip(float *x, size_t n, float cl) {
@@ -232,12 +237,17 @@ static void qk_norm(const mx_attn_spec *a, const att_w *w, float *q, float *k) {
     }
 }
 
+float mx_attn_q_temp(const mx_attn_spec *a, int pos) { /* in f32 as HF: log1p(floor((pos + 1) / floor_scale)) * attn_scale + 1 */
+    return log1pf(floorf(((float)pos + (a->temp_pos0 ? 0.0f : 1.0f)) / a->temp_floor)) * a->temp_scale + 1.0f;
+}
+
 static void att_forward(mx_fwd *f, int layer, void *wp, const float *xn, float *out) {
     const att_w *w = wp;
     const mx_arch *arch = &f->m->arch;
     const mx_layer_spec *ls = &arch->layers[layer];
     const mx_attn_spec *a = ls->attn;
     int H = arch->hidden, N = f->N, hd = a->head_dim, qd = a->n_heads * hd, kvd = a->n_kv_heads * hd, qkvd = qkv_dim(a);
+    int vd = mx_attn_vdim(a), kvvd = a->n_kv_heads * vd, ovd = a->n_heads * vd;
     att_bufs b;
     att_plan(a, f->max_tokens, f->max_ctx, mx_pool_size(f->pool), f->scratch, &b);
     float *qkv = b.qkv, *att = b.att, *gate = b.gate;
@@ -288,14 +298,14 @@ static void att_forward(mx_fwd *f, int layer, void *wp, const float *xn, float *
             if (k) mx_rope_apply(rope, k, a->n_kv_heads, hd, cs);
         }
         if (a->qk_norm_after_rope) qk_norm(a, w, q, k);
-        if (a->temp_scale) /* in f32 as HF: log1p(floor((pos + 1) / floor_scale)) * attn_scale + 1 */
-            mx_scale(q, log1pf(floorf(((float)f->pos[t] + (a->temp_pos0 ? 0.0f : 1.0f)) / a->temp_floor)) * a->temp_scale + 1.0f, qd);
+        if (a->temp_scale) mx_scale(q, mx_attn_q_temp(a, f->pos[t]), qd);
         if (!k) continue;
-        if (a->v_norm) mx_rmsnorm(k + kvd, k + kvd, NULL, 0, a->n_kv_heads, hd, hd, a->qk_norm_spec.eps);
+        if (a->v_norm) mx_rmsnorm(k + kvd, k + kvd, NULL, 0, a->n_kv_heads, vd, vd, a->qk_norm_spec.eps);
+        if (a->v_scale && a->v_scale != 1.0f) mx_scale(k + kvd, a->v_scale, kvvd);
         const mx_kv *kv = f->seqs[f->seq_of[t]].kv;
         float *K = mx_kv_layer(kv, layer), *V = K + (size_t)kv->cap * kvd;
         memcpy(K + (size_t)f->pos[t] * kvd, k, (size_t)kvd * 4);
-        memcpy(V + (size_t)f->pos[t] * kvd, k + kvd, (size_t)kvd * 4);
+        memcpy(V + (size_t)f->pos[t] * kvvd, k + kvd, (size_t)kvvd * 4);
     }
     int g = att_group(a), want = 2 * mx_pool_size(f->pool), units = N * a->n_kv_heads;
     int per = units >= want ? g : MX_MAX(1, g / ((want + units - 1) / units)), subs = (g + per - 1) / per;
@@ -312,16 +322,16 @@ static void att_forward(mx_fwd *f, int layer, void *wp, const float *xn, float *
         int gr = gate_rows(a);
         for (int t = 0; t < N; t++)
             for (int h = 0; h < a->n_heads; h++) {
-                float *o = att + (size_t)t * qd + (size_t)h * hd;
-                const float *g = gate + (size_t)t * gr + (size_t)h * (a->gate_per_head ? 1 : hd);
-                for (int d = 0; d < hd; d++) {
+                float *o = att + (size_t)t * ovd + (size_t)h * vd;
+                const float *g = gate + (size_t)t * gr + (size_t)h * (a->gate_per_head ? 1 : vd);
+                for (int d = 0; d < vd; d++) {
                     float gv = g[a->gate_per_head ? 0 : d];
                     o[d] *= a->gate_softplus ? mx_softplus(gv) : 1.0f / (1.0f + expf(-gv));
                 }
             }
     }
-    if (w->out_norm.w || w->out_norm.b) mx_norm_rows(&arch->norm, &w->out_norm, att, att, N, qd, qd);
-    mx_linear(f, &w->o, w->o_b, att, N, qd, out, H);
+    if (w->out_norm.w || w->out_norm.b) mx_norm_rows(&arch->norm, &w->out_norm, att, att, N, ovd, ovd);
+    mx_linear(f, &w->o, w->o_b, att, N, ovd, out, H);
 }
 
 const mx_block_ops mx_block_attention = {

@@ -46,12 +46,13 @@ int mx_load_norm(mx_model *m, const mx_norm_spec *s, const char *pat, int layer,
     return rc;
 }
 
-int mx_load_lin(mx_model *m, const char *pat, int layer, int rows, int cols, bool bias, mx_weight *w, float **b) {
+/* kp: what the weight is prepared for (NULL: rows looked up, never multiplied) */
+static int load_lin(mx_model *m, const char *pat, int layer, int rows, int cols, bool bias, const mx_kpolicy *kp, mx_weight *w, float **b) {
     if (!pat) return MX_OK;
     char mod[512];
     snprintf(mod, sizeof mod, pat, layer);
     unsigned fl = m->arch.conv1d ? MX_LOAD_TRANSPOSED : 0;
-    if (mx_load_weight(&m->ck, mod, rows, cols, fl, w)) return MX_ERR;
+    if (mx_load_weight(&m->ck, mod, rows, cols, fl, kp, w)) return MX_ERR;
     m->weight_bytes += mx_weight_bytes(w);
     if (bias) {
         char *nm = mx_asprintf("%s.bias", mod);
@@ -60,6 +61,10 @@ int mx_load_lin(mx_model *m, const char *pat, int layer, int rows, int cols, boo
         return rc;
     }
     return MX_OK;
+}
+
+int mx_load_lin(mx_model *m, const char *pat, int layer, int rows, int cols, bool bias, mx_weight *w, float **b) {
+    return load_lin(m, pat, layer, rows, cols, bias, &m->kp, w, b);
 }
 
 void mx_normw_free(mx_normw *n) {
@@ -82,8 +87,14 @@ void mx_model_free(mx_model *m) {
             if (ls->shortcut && L->shortcut_w) ls->shortcut->free(L->shortcut_w);
             if (ls->branch && L->branch_w) ls->branch->free(L->branch_w);
             if (ls->ffn && L->ffn_w) ls->ffn->free(L->ffn_w);
+            mx_normw_free(&L->xattn_norm);
+            if (ls->xattn && L->xattn_w) ls->xattn->free(L->xattn_w);
         }
         free(m->layers);
+    }
+    if (m->encoder) {
+        mx_model_free(m->encoder);
+        free(m->encoder);
     }
     mx_weight_free(&m->embed);
     mx_weight_free(&m->pos_embed);
@@ -157,10 +168,10 @@ int mx_model_bind(mx_model *m, mx_ckpt *ck) {
     /* Embedding tables are never transposed, whatever the linear layout. */
     bool conv = a->conv1d;
     a->conv1d = false;
-    if (mx_load_lin(m, N->embed, 0, a->vocab, H, false, &m->embed, NULL)) goto fail;
+    if (load_lin(m, N->embed, 0, a->vocab, H, false, a->tied ? &m->kp : NULL, &m->embed, NULL)) goto fail;
     if (!a->tied) m->weight_bytes -= mx_weight_bytes(&m->embed); /* a lookup reads one row */
     if (a->pos == MX_POS_LEARNED) {
-        if (mx_load_lin(m, N->pos_embed, 0, a->max_pos + a->pos_offset, H, false, &m->pos_embed, NULL)) goto fail;
+        if (load_lin(m, N->pos_embed, 0, a->max_pos + a->pos_offset, H, false, NULL, &m->pos_embed, NULL)) goto fail;
         m->weight_bytes -= mx_weight_bytes(&m->pos_embed);
     }
     if (!a->tied && mx_load_lin(m, N->lm_head, 0, a->vocab, H, a->lm_head_bias, &m->lm_head, &m->lm_head_b)) goto fail;
@@ -190,9 +201,21 @@ int mx_model_bind(mx_model *m, mx_ckpt *ck) {
         }
         if (ls->shortcut && ls->shortcut->load(m, i, &L->shortcut_w)) goto fail;
         if (ls->ffn && ls->ffn->load(m, i, &L->ffn_w)) goto fail;
+        if (ls->xattn) {
+            if (a->residual != MX_RES_SEQUENTIAL) { mx_set_err("%s: a cross-attention layer needs the sequential residual", m->ck.dir); goto fail; }
+            if (mx_load_norm(m, &a->norm, N->xattn_norm, i, H, &L->xattn_norm) || ls->xattn->load(m, i, &L->xattn_w)) goto fail;
+        }
     }
     if (mx_encoder_bind(m) || mx_ple_bind(m) || mx_altup_bind(m)) goto fail;
     if (mx_ckpt_check_unused(&m->ck, a->ignore, a->n_ignore)) goto fail;
+    if (a->encoder) { /* an encoder-decoder: the encoder's description over the same folder */
+        mx_ckpt eck;
+        if (mx_ckpt_open(m->ck.dir, true, &eck)) goto fail;
+        if (!(m->encoder = mx_calloc(1, sizeof *m->encoder))) { mx_ckpt_close(&eck); goto fail; }
+        m->encoder->arch = *a->encoder; /* the encoder model owns its description from here */
+        memset(a->encoder, 0, sizeof *a->encoder);
+        if (mx_model_bind(m->encoder, &eck)) { free(m->encoder); m->encoder = NULL; goto fail; }
+    }
     return MX_OK;
 fail:
     mx_model_free(m);

@@ -21,6 +21,8 @@ typedef struct {
     float out_scale;       /* names.layer_scale's value (0 = none) */
     void *shortcut_w;      /* layers with a shortcut block */
     void *branch_w;        /* layers with a branch block */
+    mx_normw xattn_norm;   /* layers with a cross-attention sub-layer */
+    void *xattn_w;
 } mx_layer_w;
 
 struct mx_model {
@@ -44,6 +46,11 @@ struct mx_model {
     mx_weight ple_embed, ple_proj;
     mx_normw ple_norm;
     struct mx_altup_w *altup; /* AltUp weights (arch.altup), nn/altup.c */
+    /* encoder-decoders: the encoder (arch.encoder bound to the same folder) */
+    struct mx_model *encoder;
+    mx_weight stem_w[2];      /* an encoder's input stem (nn/stem.c) */
+    float *stem_b[2];
+    mx_kpolicy kp; /* the kernel policy: the weights are prepared for it at bind, contexts start from it */
 };
 
 /* Binds every tensor the description names; fails on missing, misshapen or
@@ -74,7 +81,7 @@ mx_kv *mx_kv_new(const mx_model *m, int cap);
 void mx_kv_free(mx_kv *kv);
 static inline float *mx_kv_layer(const mx_kv *kv, int layer) { return kv->data + kv->offset[layer]; }
 /* The state of block b of a layer: a layer's blocks keep their states one
- * after the other (mixer, mixer2, ffn); the mixer's is at mx_kv_layer. */
+ * after the other (mixer, mixer2, xattn, ffn); the mixer's is at mx_kv_layer. */
 float *mx_kv_block(const mx_model *m, const mx_kv *kv, int layer, const mx_block_ops *b);
 /* Some block keeps recurrent state: a cache can then only be extended or
  * restarted from length 0, never cut back to a prefix. */
@@ -99,6 +106,10 @@ int mx_fwd_bufs_alloc(mx_fwd_bufs *b, const mx_model *m, int max_tokens, int max
 void mx_fwd_bufs_free(mx_fwd_bufs *b);
 void mx_ctx_free(mx_ctx *c);
 int mx_ctx_max_tokens(const mx_ctx *c);
+/* The context's kernel policy (the model's, on the context's pool), which
+ * its forward passes carry: a caller may change it between passes (the
+ * scheduler's qmode per pass; tests). */
+mx_kpolicy *mx_ctx_policy(mx_ctx *c);
 
 typedef struct {
     mx_kv *kv;
@@ -115,6 +126,11 @@ typedef struct {
  * token). The total token count must be <= max_tokens. */
 int mx_forward(mx_ctx *c, const mx_seq_in *seqs, int n_seqs, float *logits, bool all);
 
+/* Encoder-decoders: every cross-attention layer of m keeps the K/V of the
+ * encoder memory mem [n rows of the encoder's width] (n = arch.mem_len) in
+ * kv, for the decoder tokens fed after it (nn/xattn.c). */
+int mx_xattn_remember(const mx_model *m, mx_kv *kv, const float *mem, int n, mx_pool *pool);
+
 /* ---- for block implementations ---- */
 struct mx_fwd {
     const mx_model *m;
@@ -130,6 +146,7 @@ struct mx_fwd {
                                 (encoder padding); NULL = none */
     const float *ple;        /* per-layer inputs [N][n_layers * ple.dim] (arch.ple); NULL = none */
     float *carry;           /* mx_fwd_bufs.carry */
+    const mx_kpolicy *kp;    /* the products' policy (its pool is `pool`); NULL: the model's on `pool` */
 };
 /* Fills buf (mx_fwd_bufs.ple) with f's per-layer inputs from the scaled
  * token embeddings h0 [N, hidden] and sets f->ple (nn/ple.c). */
@@ -164,11 +181,16 @@ static inline float *mx_plan_take(mx_plan *p, size_t floats) {
  * (nn/encoder.h) both run their layers through it. */
 void mx_layer_forward(mx_fwd *f, int layer, float *x, float *xn, float *tmp, float *tmp2);
 
-/* y = x W^T (+ b), threaded. */
+/* y = x W^T (+ b), threaded, under the pass's policy. */
 void mx_linear(const mx_fwd *f, const mx_weight *w, const float *b, const float *x, int n, int ldx, float *y, int ldy);
 /* mx_linear for count (<= 4) weights reading the same x, into y[i] with the
  * same ldy (q/k/v, gate/up): one pass over the pool where the kernels allow. */
 void mx_linear_multi(const mx_fwd *f, int count, const mx_weight *const *w, float *const *b, const float *x, int n, int ldx, float *const *y, int ldy);
+/* The position scale of q when a->temp_scale is set (Llama 4's attention
+ * temperature, Ministral 3's / Mistral 4's Llama-4 scaling). */
+float mx_attn_q_temp(const mx_attn_spec *a, int pos);
+/* The values' head size of an attention spec (v_head_dim, or head_dim). */
+int mx_attn_vdim(const mx_attn_spec *a);
 void mx_norm_rows(const mx_norm_spec *s, const mx_normw *w, float *y, const float *x, int n, int d, int ld);
 /* Loaders used by blocks: patterns have "%d" for the layer. */
 int mx_load_lin(mx_model *m, const char *pat, int layer, int rows, int cols, bool bias, mx_weight *w, float **b);

@@ -198,7 +198,7 @@ static int load_proj(mx_model *m, moe_w *w, const char *pat, int layer, int p, i
     if (count_d(pat) >= 2) {
         for (int e = 0; e < E; e++) {
             snprintf(mod, sizeof mod, pat, layer, e);
-            if (mx_load_weight(&m->ck, mod, rows, cols, fl, &w->ex[e].w[p])) return MX_ERR;
+            if (mx_load_weight(&m->ck, mod, rows, cols, fl, &m->kp, &w->ex[e].w[p])) return MX_ERR;
             if (bias) {
                 float *b;
                 char *nm = mx_asprintf("%s.bias", mod);
@@ -223,8 +223,9 @@ static int load_proj(mx_model *m, moe_w *w, const char *pat, int layer, int p, i
     }
     mx_weight *views = mx_calloc((size_t)n, sizeof(mx_weight));
     if (!views) return MX_ERR;
-    int rc = mx_load_weight_stacked(&m->ck, mod, n, rows, cols, fl, &w->whole[p], views);
+    int rc = mx_load_weight_stacked(&m->ck, mod, n, rows, cols, fl, &m->kp, &w->whole[p], views);
     if (!rc) for (int e = 0; e < E; e++) w->ex[e].w[p] = views[e];
+    for (int e = E; e < n; e++) mx_weight_free(&views[e]); /* the zero experts' views: what prepare made for them */
     free(views);
     if (!rc && bias) rc = load_stacked_bias(&m->ck, mod, E, rows, w->bias[p]);
     return rc;

@@ -18,10 +18,10 @@ static int read_factors(json_t *arr, const char *file, const char *key, int half
 }
 
 int mx_rope_from_config(mx_rope *r, const mx_cfg *c, double theta, int rot_dim, int max_pos) {
-    return mx_rope_from_scaling(r, c, mx_cfg_get(c, "rope_scaling"), theta, rot_dim, max_pos);
+    return mx_rope_from_scaling(r, c, mx_cfg_get(c, "rope_scaling"), theta, rot_dim, max_pos, false);
 }
 
-int mx_rope_from_scaling(mx_rope *r, const mx_cfg *c, json_t *rs, double theta, int rot_dim, int max_pos) {
+int mx_rope_from_scaling(mx_rope *r, const mx_cfg *c, json_t *rs, double theta, int rot_dim, int max_pos, bool factor_given) {
     memset(r, 0, sizeof *r);
     r->theta = theta;
     r->dim = rot_dim;
@@ -62,7 +62,7 @@ int mx_rope_from_scaling(mx_rope *r, const mx_cfg *c, json_t *rs, double theta, 
             return MX_ERR;
         if (mx_cfg_has(&s, "original_max_position_embeddings")) {
             if (mx_cfg_i32(&s, "original_max_position_embeddings", max_pos, 1, 1 << 30, &r->orig_max_pos)) return MX_ERR;
-            r->factor = (double)max_pos / r->orig_max_pos;
+            if (!factor_given) r->factor = (double)max_pos / r->orig_max_pos;
         }
 #define YARN_MSCALE(scale, m) ((scale) <= 1 ? 1.0 : 0.1 * (m) * log(scale) + 1.0)
         if (af >= 0) r->attn_factor = af;

@@ -33,8 +33,11 @@ typedef struct {
  * partial rotary fraction into r. head_dim and rot_dim must be set by caller. */
 int mx_rope_from_config(mx_rope *r, const mx_cfg *c, double theta, int rot_dim, int max_pos);
 /* The same with the scaling object given (rope_scaling, or a transformers v5
- * rope_parameters object; NULL = none); c gives the top-level keys. */
-int mx_rope_from_scaling(mx_rope *r, const mx_cfg *c, json_t *rs, double theta, int rot_dim, int max_pos);
+ * rope_parameters object; NULL = none); c gives the top-level keys. Yarn's
+ * factor is max_pos / original_max_position_embeddings when the latter is
+ * given (transformers 4.x), or with factor_given the config's factor as it
+ * is (transformers v5). */
+int mx_rope_from_scaling(mx_rope *r, const mx_cfg *c, json_t *rs, double theta, int rot_dim, int max_pos, bool factor_given);
 /* cos/sin for positions pos[0..n) into cs[n][dim] (cos in the first dim/2,
  * sin in the second). max_len = the sequence length this forward reaches. */
 void mx_rope_table(const mx_rope *r, const int *pos, int n, int max_len, float *cs);

@@ -317,6 +317,14 @@ int main(void) {
                                     "\"vocab_size\":16,\"activation_sparsity_pattern\":[0.5,1.0]}", "activation_sparsity_pattern"},
         {"config/gemma3n_altup_idx", "{\"model_type\":\"gemma3n_text\",\"hidden_size\":8,\"num_hidden_layers\":2,\"num_attention_heads\":2,"
                                      "\"vocab_size\":16,\"altup_num_inputs\":2,\"altup_active_idx\":2}", "altup_active_idx 2"},
+        {"config/deepseek_v32_no_q_lora", "{\"model_type\":\"deepseek_v32\",\"hidden_size\":8,\"num_hidden_layers\":1,"
+                                          "\"num_attention_heads\":2,\"vocab_size\":16,\"q_lora_rank\":null}", "q_lora_rank is required"},
+        {"config/deepseek_v32_layer_types", "{\"model_type\":\"deepseek_v32\",\"hidden_size\":8,\"num_hidden_layers\":1,"
+                                            "\"num_attention_heads\":2,\"vocab_size\":16,\"layer_types\":[\"full_attention\"]}",
+         "only deepseek_sparse_attention"},
+        {"config/mlp_layer_types", "{\"model_type\":\"glm4_moe_lite\",\"hidden_size\":8,\"num_hidden_layers\":2,"
+                                   "\"num_attention_heads\":2,\"vocab_size\":16,\"mlp_layer_types\":[\"dense\",\"moe\"]}",
+         "mlp_layer_types[1]: unsupported type 'moe'"},
     };
     for (size_t i = 0; i < MX_ARRAY_LEN(refuse); i++) {
         reset(NULL);

@@ -11,6 +11,7 @@
 #include "nn/moe.h"
 #include "quant/quant.h"
 #include "quant/quant_impl.h"
+#include "convert/convert.h"
 #include "runtime/engine.h"
 #include <signal.h>
 #include <sys/mman.h>
@@ -80,6 +81,9 @@ static void test_routing(void) {
     mx_moe_spec g = {.n_experts = 4, .top_k = 1, .route = MX_ROUTE_SIGMOID, .n_group = 2, .topk_group = 1};
     mx_moe_route(&g, ln, bn, idx, w, tmp);
     CHECK("route_sigmoid_masked_zero", idx[0] == 0, "got %d", idx[0]);
+    g.group_mask_inf = true; /* GLM-4.7-Flash, DeepSeek-V3.2: masked to -inf, the eligible group's best wins */
+    mx_moe_route(&g, ln, bn, idx, w, tmp);
+    CHECK("route_sigmoid_masked_inf", idx[0] == 2, "got %d", idx[0]);
 
     /* softmax with a selection bias (ERNIE 4.5): logits {1, 3, 2, 0}, bias
      * e3 += 0.9 -> choice p + b: e3 (.032 + .9) then e1; weights are the plain
@@ -156,7 +160,7 @@ static void prefill_vs_decode(const char *name, const char *dir, mx_pool *pool) 
     mx_seq_in s1 = {k1, toks, T, 0};
     /* grouping is what is compared: both passes with f32 activations (the
      * int8 decode path is checked against the fixtures in test_fixtures) */
-    mx_qmatmul_set_int8(false);
+    mx_ctx_policy(c)->act12 = false;
     int rc = mx_forward(c, &s1, 1, a, true);
     mx_moe_stats pre;
     mx_moe_stats_get(m, &pre, true);
@@ -172,7 +176,6 @@ static void prefill_vs_decode(const char *name, const char *dir, mx_pool *pool) 
             st.expert_bytes != per_expert * (uint64_t)(K * L))
             step_ok = false;
     }
-    mx_qmatmul_set_int8(true);
     snprintf(label, sizeof label, "%s_forward", name);
     CHECK(label, !rc, "%s", mx_errmsg());
     float mx = 1;
@@ -413,6 +416,8 @@ static int convert(const char *src, const char *dst, bool stacked, bool quant, b
     return rc;
 }
 
+static bool g_act12 = true; /* the activation path of prompt_logits' passes */
+
 static float *prompt_logits(const char *dir, int T, const int32_t *toks, mx_pool *pool, int *V, uint64_t *bytes) {
     mx_engine e;
     if (mx_engine_open(dir, &e)) { printf("# %s: %s\n", dir, mx_errmsg()); return NULL; }
@@ -422,6 +427,7 @@ static float *prompt_logits(const char *dir, int T, const int32_t *toks, mx_pool
     mx_ctx *c = mx_ctx_new(&e.model, T, T, pool);
     mx_kv *kv = mx_kv_new(&e.model, T);
     mx_seq_in s = {kv, toks, T, 0};
+    if (c) mx_ctx_policy(c)->act12 = g_act12;
     if (mx_forward(c, &s, 1, lg, true)) { free(lg); lg = NULL; }
     mx_kv_free(kv);
     mx_ctx_free(c);
@@ -565,10 +571,10 @@ static void test_mla_layout(mx_pool *pool) {
     uint64_t by[4];
     /* the layouts are compared with f32 activations: int8 coding of the
      * differently factored products would differ by its own rounding */
-    mx_qmatmul_set_int8(false);
+    g_act12 = false;
     float *r = prompt_logits(src, T, toks, pool, &V, &by[0]), *a = ok ? prompt_logits(da, T, toks, pool, &V, &by[1]) : NULL;
     float *b = ok ? prompt_logits(db, T, toks, pool, &V, &by[2]) : NULL, *c = ok ? prompt_logits(dc, T, toks, pool, &V, &by[3]) : NULL;
-    mx_qmatmul_set_int8(true);
+    g_act12 = true;
     CHECK("mla_layout_load", r && a && b && c, "load/forward failed");
     if (r && a && b && c) {
         size_t n = (size_t)T * V;
