@@ -160,14 +160,14 @@ void mx_rope_table(const mx_rope *r, const int *pos, int n, int max_len, float *
     float f[MX_ROPE_MAX_HALF];
     int half = r->dim / 2;
     inv_freq(r, max_len, f);
-    float af = (float)r->attn_factor;
+    float af = (float)r->attn_factor, sa = r->reversed ? -af : af;
     for (int t = 0; t < n; t++) {
         float *row = cs + (size_t)t * r->dim;
         float p = (float)pos[t];
         for (int i = 0; i < half; i++) {
             float a = p * f[i];
             row[i] = cosf(a) * af;
-            row[half + i] = sinf(a) * af;
+            row[half + i] = sinf(a) * sa;
         }
     }
 }

@@ -26,6 +26,7 @@ typedef struct {
     bool yarn_no_truncate; /* yarn "truncate": false (GPT-OSS): the correction range is not rounded to whole dims */
     float long_factor[MX_ROPE_MAX_HALF], short_factor[MX_ROPE_MAX_HALF];
     int n_freq;         /* PROPORTIONAL: rotated pairs, int(partial_rotary_factor * dim // 2) */
+    bool reversed;      /* rotate the other way (sin negated): NanoChat's rotate_half(x) = [x2, -x1] */
 } mx_rope;
 
 /* Parses config keys rope_theta (or the given theta), rope_scaling, and the

@@ -370,6 +370,12 @@ int main(void) {
                                   "\"num_attention_heads\":2,\"vocab_size\":16}", "is not 2 * num_layers"},
         {"config/deepseek_sigmoid", "{\"model_type\":\"deepseek\",\"hidden_size\":8,\"num_hidden_layers\":1,\"num_attention_heads\":2,"
                                     "\"vocab_size\":16,\"scoring_func\":\"sigmoid\"}", "scoring_func 'sigmoid'"},
+        {"config/ffn_list_length", "{\"model_type\":\"gemma3n_text\",\"hidden_size\":8,\"num_hidden_layers\":2,\"num_attention_heads\":2,"
+                                   "\"vocab_size\":16,\"intermediate_size\":[8]}", "intermediate_size: 1 entries for 2 layers"},
+        {"config/gemma3n_sparsity", "{\"model_type\":\"gemma3n_text\",\"hidden_size\":8,\"num_hidden_layers\":2,\"num_attention_heads\":2,"
+                                    "\"vocab_size\":16,\"activation_sparsity_pattern\":[0.5,1.0]}", "activation_sparsity_pattern"},
+        {"config/gemma3n_altup_idx", "{\"model_type\":\"gemma3n_text\",\"hidden_size\":8,\"num_hidden_layers\":2,\"num_attention_heads\":2,"
+                                     "\"vocab_size\":16,\"altup_num_inputs\":2,\"altup_active_idx\":2}", "altup_active_idx 2"},
         {"config/deepseek_v32_no_q_lora", "{\"model_type\":\"deepseek_v32\",\"hidden_size\":8,\"num_hidden_layers\":1,"
                                           "\"num_attention_heads\":2,\"vocab_size\":16,\"q_lora_rank\":null}", "q_lora_rank is required"},
         {"config/deepseek_v32_layer_types", "{\"model_type\":\"deepseek_v32\",\"hidden_size\":8,\"num_hidden_layers\":1,"
