@@ -28,8 +28,8 @@ static int cmp_d(const void *a, const void *b) {
 
 typedef struct {
     const char *model;
-    int pp, tg, threads, reps, bw_mb;
-    bool json;
+    int pp, tg, threads, reps, bw_mb, depth;
+    bool json, depth_random;
 } bench_opts;
 
 static void bench_init(void *p) {
@@ -41,6 +41,11 @@ static const mx_opt bench_tab[] = {
     OPT_MODEL(bench_opts, model),
     {"-p", "--n-prompt", NULL, OPT_INT, "N", 0, 1 << 20, offsetof(bench_opts, pp), "prompt tokens per prompt-processing run", NULL, 0},
     {"-n", "--n-gen", NULL, OPT_INT, "N", 0, 1 << 20, offsetof(bench_opts, tg), "tokens per generation run", NULL, 0},
+    {"-d", "--n-depth", NULL, OPT_INT, "N", 0, 1 << 20, offsetof(bench_opts, depth),
+     "tokens already in the cache before each pp and tg run (filled once by one prefill, reported as its own row)", NULL, 0},
+    {NULL, "--depth-random", NULL, OPT_FLAG, NULL, 0, 0, offsetof(bench_opts, depth_random),
+     "the depth's cache holds random values instead of a prefill's (times pp and tg at a depth too long to prefill here; "
+     "not for recurrent models)", NULL, 0},
     {"-r", "--repetitions", NULL, OPT_INT, "N", 1, 1000, offsetof(bench_opts, reps), "runs of each test", NULL, 0},
     OPT_THREADS(bench_opts, threads),
     {NULL, "--bw-mb", NULL, OPT_INT, "MB", 16, 1 << 16, offsetof(bench_opts, bw_mb),
@@ -51,6 +56,30 @@ static const mx_opt bench_tab[] = {
 };
 
 static int bench(const bench_opts *o, const char *model);
+
+/* The first `depth` tokens' cache as random values of unit variance, as
+ * a prefill would leave normed keys: the time of attending them does not
+ * depend on what they hold. */
+static void fill_random(mx_session *s, const int32_t *toks, int depth) {
+    mx_kv *kv = s->kv;
+    uint64_t rng = 777;
+    for (size_t i = kv->offset[0]; i < kv->offset[kv->n_layers]; i++) {
+        rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+        kv->data[i] = (float)((double)(rng >> 40) / (double)(1ull << 24) * 3.4641016 - 1.7320508);
+    }
+    kv->len = depth;
+    s->n_history = depth;
+    memcpy(s->history, toks, (size_t)depth * sizeof(int32_t));
+}
+
+/* back to the first `depth` tokens; a cache that cannot be cut back
+ * (recurrent state) is filled again */
+static int to_depth(mx_session *s, const int32_t *toks, int depth, float *last) {
+    mx_session_truncate(s, depth);
+    if (s->n_history == depth) return MX_OK;
+    mx_session_truncate(s, 0);
+    return depth ? mx_session_feed(s, toks, depth, NULL, last) : MX_OK;
+}
 
 static int bench_run(void *p) {
     const bench_opts *o = p;
@@ -79,8 +108,9 @@ const mx_cmd mx_cmd_bench = {
 
 static int bench(const bench_opts *bo, const char *model) {
     const char *label = bo->model;
-    int pp = bo->pp, tg = bo->tg, threads = bo->threads, reps = bo->reps, bw_mb = bo->bw_mb;
+    int pp = bo->pp, tg = bo->tg, threads = bo->threads, reps = bo->reps, bw_mb = bo->bw_mb, d = bo->depth;
     bool json = bo->json;
+    if (bo->depth_random && !d) { fprintf(stderr, "mlxcel bench: --depth-random needs a depth (-d N)\n"); return 2; }
     /* the probe's buffer is faulted in whole: past the machine's memory that would be the OOM killer */
     long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
     double mem_mb = pages > 0 && psz > 0 ? (double)pages * (double)psz / 1048576.0 : 0;
@@ -93,18 +123,34 @@ static int bench(const bench_opts *bo, const char *model) {
     mx_engine e;
     if (mx_engine_open(model, &e)) { fprintf(stderr, "mlxcel bench: %s\n", mx_errmsg()); return 1; }
     const mx_arch *ar = &e.model.arch;
-    int V = ar->vocab, ctx = MX_MAX(pp, 8) + tg + 1;
+    if (bo->depth_random && mx_model_recurrent(&e.model)) {
+        fprintf(stderr, "mlxcel bench: --depth-random: %s keeps recurrent state, which random values do not stand for\n", ar->family);
+        mx_engine_close(&e);
+        return 2;
+    }
+    int V = ar->vocab, ctx = d + MX_MAX(pp, 8) + tg + 1;
     mx_pool *pool = mx_pool_new(threads);
     mx_session s;
     if (mx_session_init(&s, &e, ctx, 512, pool)) { fprintf(stderr, "mlxcel bench: %s\n", mx_errmsg()); mx_engine_close(&e); return 1; }
     float *last = malloc(sizeof(float) * V);
     int32_t *toks = malloc(sizeof(int32_t) * (size_t)ctx);
+    if (!last || !toks) {
+        fprintf(stderr, "mlxcel bench: out of memory\n");
+        free(last); free(toks); mx_session_free(&s); mx_pool_free(pool); mx_engine_close(&e);
+        return 1;
+    }
     uint64_t rng = 12345;
     for (int i = 0; i < ctx; i++) { rng = rng * 6364136223846793005ull + 1442695040888963407ull; toks[i] = (int32_t)((rng >> 33) % (uint64_t)V); }
     /* time to first token: model open + an 8-token prompt + one sample */
     int rc = mx_session_feed(&s, toks, 8, NULL, last);
     mx_argmax(last, V);
-    double ttft = mx_now() - t_start;
+    double ttft = mx_now() - t_start, fill_tps = 0;
+    if (d > 0 && !rc && bo->depth_random) fill_random(&s, toks, d); else if (d > 0 && !rc) { /* the depth: one prefill, timed */
+        mx_session_truncate(&s, 0);
+        double t0 = mx_now();
+        rc = mx_session_feed(&s, toks, d, NULL, last);
+        fill_tps = d / (mx_now() - t0);
+    }
     /* Each generation run is cut into nseg stretches with a bandwidth probe
      * before the first and after each (their decode time alone counts for
      * tg t/s): a stretch's efficiency is its bytes/s over the mean of the
@@ -127,22 +173,22 @@ static int bench(const bench_opts *bo, const char *model) {
     }
     for (int r = 0; r < reps && !rc; r++) {
         if (pp > 0) {
-            mx_session_truncate(&s, 0);
+            rc = to_depth(&s, toks, d, last);
             double t0 = mx_now();
-            rc = mx_session_feed(&s, toks, pp, NULL, last);
+            if (!rc) rc = mx_session_feed(&s, toks + d, pp, NULL, last);
             pp_t[r] = pp / (mx_now() - t0);
         }
+        if (tg > 0 && !rc) rc = to_depth(&s, toks, d, last);
         if (tg > 0 && !rc) {
-            mx_session_truncate(&s, 0);
             double t_dec = 0, before = bw[n_bw++] = mx_bw_probe_run(probe, pool, 3);
             for (int k = 0; k < nseg && !rc; k++) {
                 int a0 = (int)((long)tg * k / nseg), a1 = (int)((long)tg * (k + 1) / nseg);
                 double t0 = mx_now();
-                for (int i = a0; i < a1 && !rc; i++) rc = mx_session_feed(&s, &toks[i], 1, NULL, last);
+                for (int i = a0; i < a1 && !rc; i++) rc = mx_session_feed(&s, &toks[d + i], 1, NULL, last);
                 double dt = mx_now() - t0, after = bw[n_bw++] = mx_bw_probe_run(probe, pool, 3);
                 t_dec += dt;
-                /* the token at position i reads every weight and i + 1 cached positions */
-                double bytes = (a1 - a0) * ((double)e.model.weight_bytes + kv_per_pos * (a0 + a1 + 1) / 2.0);
+                /* the token at position d + i reads every weight and d + i + 1 cached positions */
+                double bytes = (a1 - a0) * ((double)e.model.weight_bytes + kv_per_pos * (d + (a0 + a1 + 1) / 2.0));
                 if (dt > 0 && before + after > 0) seg_eff[n_eff++] = bytes / dt / (0.5 * (before + after) * 1e9);
                 before = after;
             }
@@ -163,7 +209,7 @@ static int bench(const bench_opts *bo, const char *model) {
     size_t ckpt = 0;
     for (int f = 0; f < e.model.ck.n_files; f++) ckpt += e.model.ck.files[f].map_len;
     /* per generated token: every linear once, plus the KV read at the mean context of the tg run */
-    double bpt = (double)e.model.weight_bytes + kv_per_pos * (tg + 1) / 2.0;
+    double bpt = (double)e.model.weight_bytes + kv_per_pos * (d + (tg + 1) / 2.0);
     double rss_mb = ru.ru_maxrss / 1024.0, bw_buf_mb = bw_mb;
     /* the bandwidth probe's buffer is part of the peak; report the model's share */
     double rss_model_mb = rss_mb - bw_buf_mb;
@@ -178,8 +224,8 @@ static int bench(const bench_opts *bo, const char *model) {
         if (paths[i]) k += snprintf(act + k, sizeof act - (size_t)k, "%s%s", k ? " and " : "", paths[i]);
     double eff_lo = n_eff ? seg_eff[0] : 0, eff_hi = n_eff ? seg_eff[n_eff - 1] : 0;
     if (json) { /* jansson: the model path may hold any character */
-        json_t *o = json_pack("{s:s,s:s,s:i,s:i,s:i,s:i,s:f,s:f,s:f,s:f,s:I,s:f,s:f,s:[f,f],s:[f,f],s:I,s:I,s:f,s:f,s:f,s:s,s:s}",
-                              "model", label, "family", ar->family, "threads", threads, "n_prompt", pp, "n_gen", tg, "reps", reps,
+        json_t *o = json_pack("{s:s,s:s,s:i,s:i,s:i,s:i,s:i,s:f,s:f,s:f,s:f,s:f,s:I,s:f,s:f,s:[f,f],s:[f,f],s:I,s:I,s:f,s:f,s:f,s:s,s:s}",
+                              "model", label, "family", ar->family, "threads", threads, "n_prompt", pp, "n_gen", tg, "n_depth", d, "reps", reps, "depth_fill_tps", fill_tps,
                               "pp_tps", pp_m, "pp_tps_sd", pp_sd, "tg_tps", tg_m, "tg_tps_sd", tg_sd, "bytes_per_token", (json_int_t)llround(bpt),
                               "mem_read_gbs", bw_med, "tg_efficiency", eff, "mem_read_gbs_range", bw[0], bw[n_bw - 1],
                               "tg_efficiency_range", eff_lo, eff_hi, "checkpoint_bytes", (json_int_t)ckpt, "kv_cache_bytes",
@@ -192,8 +238,11 @@ static int bench(const bench_opts *bo, const char *model) {
         json_decref(o);
     } else {
         printf("| model | family | size | threads | test | t/s |\n|---|---|---|---|---|---|\n");
-        if (pp) printf("| %s | %s | %.2f GiB | %d | pp%d | %.2f ± %.2f |\n", label, ar->family, ckpt / 1073741824.0, threads, pp, pp_m, pp_sd);
-        if (tg) printf("| %s | %s | %.2f GiB | %d | tg%d | %.2f ± %.2f |\n", label, ar->family, ckpt / 1073741824.0, threads, tg, tg_m, tg_sd);
+        char at[32] = "";
+        if (d) snprintf(at, sizeof at, " @ d%d", d);
+        if (d && !bo->depth_random) printf("| %s | %s | %.2f GiB | %d | pp%d (the depth, once) | %.2f |\n", label, ar->family, ckpt / 1073741824.0, threads, d, fill_tps);
+        if (pp) printf("| %s | %s | %.2f GiB | %d | pp%d%s | %.2f ± %.2f |\n", label, ar->family, ckpt / 1073741824.0, threads, pp, at, pp_m, pp_sd);
+        if (tg) printf("| %s | %s | %.2f GiB | %d | tg%d%s | %.2f ± %.2f |\n", label, ar->family, ckpt / 1073741824.0, threads, tg, at, tg_m, tg_sd);
         printf("\nmemory read bandwidth (median of %d probes, %d threads): %.2f GB/s\n", n_bw, threads, bw_med);
         printf("bytes read per generated token: %.1f MB -> decode efficiency %.1f%% of the bandwidth probed around each stretch of decode (median of %d; %.1f-%.1f%%)\n",
                bpt / 1e6, eff * 100, n_eff, eff_lo * 100, eff_hi * 100);
