@@ -113,6 +113,8 @@ static int draft_model(mx_spec *sp, const int32_t *seq, int len, int k, int32_t 
     while (L < ds->n_history && L < len - 1 && ds->history[L] == seq[L]) L++;
     mx_session_truncate(ds, L);
     L = ds->n_history; /* a recurrent draft restarts from 0 */
+    for (int i = L; i < len; i++)
+        if (seq[i] >= sp->Vd) return 0; /* an id past the draft's logits (padding): no drafts from here on */
     if (mx_session_feed(ds, seq + L, len - L, NULL, sp->dlog)) return -1;
     for (int j = 0; j < k; j++) {
         if (j && mx_session_feed(ds, &out[j - 1], 1, NULL, sp->dlog)) return -1;

@@ -7,7 +7,9 @@
  * from max(0, p - q) normalized). All buffers are allocated at init.
  *
  * Targets with recurrent state (SSM, DeltaNet, conv, ...) are refused: their
- * cache cannot be cut back to a prefix (mx_model_recurrent). */
+ * cache cannot be cut back to a prefix (mx_model_recurrent). A draft model
+ * with fewer logits than the target stops drafting once the sequence holds
+ * an id past them (padding ids of random or broken models). */
 #ifndef MX_SPEC_H
 #define MX_SPEC_H
 #include "generate.h"

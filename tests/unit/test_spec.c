@@ -201,8 +201,8 @@ static void check_distribution(void) {
 int main(void) {
     check_distribution();
     /* families with different attention kinds: GQA, sliding windows and
-     * soft-capping, q/k norms, MLA, MoE */
-    const char *fams[] = {"llama", "gemma2", "qwen3", "deepseek_v2", "mixtral"};
+     * soft-capping, q/k norms, MLA, MoE, sinks; bf16 and MLX 4-bit weights */
+    const char *fams[] = {"llama", "gemma2", "qwen3", "deepseek_v2", "mixtral", "gpt_oss", "llama-bf16", "mlxq_affine_b4_g64"};
     for (size_t i = 0; i < sizeof fams / sizeof *fams; i++) check_family(fams[i], i ? "llama" : "mistral");
     check_sampled();
     check_refused();
