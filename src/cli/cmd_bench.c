@@ -237,8 +237,7 @@ static int bench(const bench_opts *bo, const char *model) {
     mean_sd(tg_t, reps, &tg_m, &tg_sd);
     qsort(bw, (size_t)n_bw, sizeof(double), cmp_d);
     double bw_med = bw[n_bw / 2];
-    qsort(seg_eff, (size_t)n_eff, sizeof(double), cmp_d);
-    double eff = n_eff ? (n_eff & 1 ? seg_eff[n_eff / 2] : 0.5 * (seg_eff[n_eff / 2 - 1] + seg_eff[n_eff / 2])) : 0;
+    double eff = median(seg_eff, n_eff); /* sorted: the range is its ends */
     size_t ckpt = 0;
     for (int f = 0; f < e->model.ck.n_files; f++) ckpt += e->model.ck.files[f].map_len;
     /* per generated token: every linear once, plus the KV read at the mean context of the tg run */
