@@ -47,6 +47,7 @@ void mx_matmul_ref(const mx_weight *w, const float *x, int n, int ldx, float *y,
 void mx_rmsnorm(float *y, const float *x, const float *w, float w_offset, int n, int d, int ld, float eps);
 void mx_layernorm(float *y, const float *x, const float *w, const float *b, float w_offset, int n, int d, int ld, float eps);
 void mx_softmax(float *x, int n);
+int32_t mx_argmax(const float *x, int n); /* the first index of the largest value */
 float mx_dot(const float *a, const float *b, int n);
 void mx_axpy(float *y, float a, const float *x, int n); /* y += a*x */
 void mx_add(float *y, const float *x, int n);           /* y += x */

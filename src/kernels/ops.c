@@ -163,3 +163,10 @@ void mx_act_mul(mx_act a, float *gate, const float *up, int n) {
     if (a == MX_ACT_GELU_TANH && o->gelu_tanh_mul) { o->gelu_tanh_mul(gate, up, n); return; }
     for (int i = 0; i < n; i++) gate[i] = act1(a, gate[i]) * up[i];
 }
+
+int32_t mx_argmax(const float *x, int n) {
+    int32_t best = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[best]) best = i;
+    return best;
+}

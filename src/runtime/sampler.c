@@ -48,13 +48,6 @@ void mx_sampler_free(mx_sampler *s) {
     free(s);
 }
 
-int32_t mx_argmax(const float *x, int n) {
-    int32_t best = 0;
-    for (int i = 1; i < n; i++)
-        if (x[i] > x[best]) best = i;
-    return best;
-}
-
 static const float *g_sort_logits; /* qsort has no context argument */
 static int cmp_desc(const void *a, const void *b) {
     float x = g_sort_logits[*(const int32_t *)a], y = g_sort_logits[*(const int32_t *)b];

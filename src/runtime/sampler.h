@@ -6,6 +6,7 @@
 #define MX_SAMPLER_H
 #include <stdint.h>
 #include <stdbool.h>
+#include "../kernels/kernels.h" /* mx_argmax */
 
 typedef struct {
     float temperature;   /* 0 = greedy */
@@ -32,5 +33,4 @@ int32_t mx_sampler_sample(mx_sampler *s, float *logits, const int32_t *history, 
 void mx_sampler_dist(mx_sampler *s, float *logits, const int32_t *history, int n_history, float *dist);
 /* A uniform draw in [0, 1) from the sampler's seeded generator. */
 double mx_sampler_uniform(mx_sampler *s);
-int32_t mx_argmax(const float *x, int n);
 #endif

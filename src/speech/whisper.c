@@ -1,7 +1,7 @@
 /* whisper: the generation config, the logits rules, window decoding with
  * temperature fallback and the sequential long form. See whisper.h. */
 #include "whisper.h"
-#include "../runtime/sampler.h" /* mx_argmax */
+#include "../kernels/kernels.h" /* mx_argmax */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
