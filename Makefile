@@ -4,7 +4,7 @@ CC      ?= gcc
 OPT     ?= -O2
 CFLAGS  ?= $(OPT) -g
 CFLAGS  += -std=c17 -Wall -Wextra -pthread -fno-strict-aliasing
-LDLIBS  := -ljansson -lpcre2-8 -lutf8proc -lmicrohttpd -lcurl -lcrypto -lm -lpthread
+LDLIBS  := -ljansson -lpcre2-8 -lutf8proc -lmicrohttpd -lcurl -lcrypto -lpng -ljpeg -lwebpdemux -lwebp -lm -lpthread
 BUILD   ?= build
 # build with every core unless the caller chose -j (sub-makes share the jobserver)
 ifeq ($(MAKELEVEL),0)
@@ -26,7 +26,7 @@ CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC := $(sort $(wildcard tests/unit/test_*.c))
 TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
-DEB_PKGS := libjansson-dev libpcre2-dev libutf8proc-dev libmicrohttpd-dev libcurl4-openssl-dev libssl-dev pkg-config
+DEB_PKGS := libjansson-dev libpcre2-dev libutf8proc-dev libmicrohttpd-dev libcurl4-openssl-dev libssl-dev libpng-dev libjpeg62-turbo-dev libwebp-dev pkg-config
 
 .PHONY: all deps test test-deps unit asan clean fuzz demo
 all: deps $(BUILD)/mlxcel
