@@ -80,14 +80,22 @@ def main():
     files = {}
     for d in (1, 2, 4, 8, 16):
         files[f"png_gray{d}.png"] = png(W, H, 0, d, samples(1, (1 << d) - 1))
-    files["png_gray8_trns.png"] = png(W, H, 0, 8, samples(1, 255), trns=[0, 7])
+    g = samples(1, 255)
+    g[0][:5] = [(7,)] * 5  # pixels that match the transparent value
+    files["png_gray8_trns.png"] = png(W, H, 0, 8, g, trns=[0, 7])
+    files["png_gray2_trns.png"] = png(W, H, 0, 2, samples(1, 3), trns=[0, 0])
+    g = samples(1, 300)
+    g[1][:4] = [(200,)] * 4
+    files["png_gray16_trns.png"] = png(W, H, 0, 16, g, trns=[0, 200])
     files["png_gray16_interlaced.png"] = png(W, H, 0, 16, samples(1, 65535), interlace=True)
     files["png_gray_alpha8.png"] = png(W, H, 4, 8, samples(2, 255))
     files["png_gray_alpha16.png"] = png(W, H, 4, 16, samples(2, 65535))
     files["png_rgb8.png"] = png(W, H, 2, 8, samples(3, 255))
     files["png_rgb8_interlaced.png"] = png(W, H, 2, 8, samples(3, 255), interlace=True)
     files["png_rgb16.png"] = png(W, H, 2, 16, samples(3, 65535))
-    files["png_rgb8_trns.png"] = png(W, H, 2, 8, samples(3, 255), trns=[0, 1, 0, 2, 0, 3])
+    g = samples(3, 255)
+    g[2][3:9] = [(1, 2, 3)] * 6
+    files["png_rgb8_trns.png"] = png(W, H, 2, 8, g, trns=[0, 1, 0, 2, 0, 3])
     files["png_rgba8.png"] = png(W, H, 6, 8, samples(4, 255))
     files["png_rgba16_interlaced.png"] = png(W, H, 6, 16, samples(4, 65535), interlace=True)
     for d in (1, 2, 4, 8):
@@ -125,6 +133,9 @@ def main():
         im = Image.open(io.BytesIO(data))
         rgb = im.convert("RGB")
         tensors["rgb/" + name] = ("U8", [rgb.height, rgb.width, 3], rgb.tobytes())
+        # Idefics3's convert_to_rgb: convert("RGBA") composited over white
+        white = Image.alpha_composite(Image.new("RGBA", im.size, (255, 255, 255)), im.convert("RGBA")).convert("RGB")
+        tensors["white/" + name] = ("U8", [rgb.height, rgb.width, 3], white.tobytes())
 
     # resize goldens: a smooth scene and pure noise (bicubic/lanczos overshoot, clipping)
     noise = Image.frombytes("RGB", (31, 19), bytes(rng.randint(0, 255) for _ in range(31 * 19 * 3)))

@@ -33,15 +33,46 @@ void mx_image_free(mx_image *im) {
     im->w = im->h = 0;
 }
 
-int mx_image_decode(const void *data, size_t len, int64_t max_pixels, const char *what, mx_image *out) {
+/* Pillow's Image.alpha_composite(white, im) (AlphaComposite.c): integer
+ * blending with 7 extra bits, divisions by 255 rounded by shifts. */
+static void composite_white(mx_image *im, const uint8_t *alpha) {
+    size_t n = (size_t)im->w * im->h;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t a = alpha[i];
+        uint8_t *px = im->px + 3 * i;
+        if (a == 0) {
+            px[0] = px[1] = px[2] = 255;
+            continue;
+        }
+        uint32_t blend = 255 * (255 - a), outa255 = a * 255 + blend;
+        uint32_t coef1 = a * 255 * 255 * 128 / outa255, coef2 = 255 * 128 - coef1;
+        for (int c = 0; c < 3; c++) {
+            uint32_t t = px[c] * coef1 + 255 * coef2 + (0x80 << 7);
+            px[c] = (uint8_t)((((t >> 8) + t) >> 8) >> 7);
+        }
+    }
+}
+
+int mx_image_decode_alpha(const void *data, size_t len, int64_t max_pixels, const char *what, mx_alpha_mode mode,
+                          mx_image *out) {
     const uint8_t *p = data;
+    uint8_t *alpha = NULL;
+    int r;
     out->w = out->h = 0;
     out->px = NULL;
     if (!what) what = "image";
-    if (len >= 8 && !memcmp(p, "\x89PNG\r\n\x1a\n", 8)) return img_decode_png(p, len, max_pixels, what, out);
-    if (len >= 3 && p[0] == 0xff && p[1] == 0xd8 && p[2] == 0xff) return img_decode_jpeg(p, len, max_pixels, what, out);
-    if (len >= 12 && !memcmp(p, "RIFF", 4) && !memcmp(p + 8, "WEBP", 4)) return img_decode_webp(p, len, max_pixels, what, out);
-    return mx_set_err("%s: not a PNG, JPEG or WebP image (%zu bytes)", what, len);
+    if (len >= 8 && !memcmp(p, "\x89PNG\r\n\x1a\n", 8)) r = img_decode_png(p, len, max_pixels, what, out, &alpha);
+    else if (len >= 3 && p[0] == 0xff && p[1] == 0xd8 && p[2] == 0xff) r = img_decode_jpeg(p, len, max_pixels, what, out, &alpha);
+    else if (len >= 12 && !memcmp(p, "RIFF", 4) && !memcmp(p + 8, "WEBP", 4))
+        r = img_decode_webp(p, len, max_pixels, what, out, &alpha);
+    else return mx_set_err("%s: not a PNG, JPEG or WebP image (%zu bytes)", what, len);
+    if (!r && alpha && mode == MX_ALPHA_WHITE) composite_white(out, alpha);
+    free(alpha);
+    return r;
+}
+
+int mx_image_decode(const void *data, size_t len, int64_t max_pixels, const char *what, mx_image *out) {
+    return mx_image_decode_alpha(data, len, max_pixels, what, MX_ALPHA_DROP, out);
 }
 
 int mx_image_load(const char *path, int64_t max_pixels, mx_image *out) {

@@ -5,7 +5,8 @@
  * Exactness: the processors run Pillow on the uint8 image, so every step here
  * reproduces Pillow 9.4 bit for bit: decoding gives what
  * `Image.open(f).convert("RGB")` gives (alpha dropped, not composited;
- * grayscale replicated; palette looked up, indices past the palette reading
+ * or composited over white where a processor does that; grayscale
+ * replicated; palette looked up, indices past the palette reading
  * Pillow's gray ramp; 16-bit samples cut to their high byte, except 16-bit
  * grayscale, which Pillow holds as mode "I" and clips to 255; CMYK JPEGs read
  * with Adobe's inverted convention), and mx_image_resize is Pillow's
@@ -36,10 +37,17 @@ typedef struct {
 enum { MX_RESAMPLE_NEAREST = 0, MX_RESAMPLE_LANCZOS = 1, MX_RESAMPLE_BILINEAR = 2, MX_RESAMPLE_BICUBIC = 3,
        MX_RESAMPLE_BOX = 4, MX_RESAMPLE_HAMMING = 5 };
 
+/* What becomes of transparency: Pillow's convert("RGB") drops it (most HF
+ * processors); Idefics3's processor composites convert("RGBA") over white
+ * with Image.alpha_composite. */
+typedef enum { MX_ALPHA_DROP, MX_ALPHA_WHITE } mx_alpha_mode;
+
 /* Decodes PNG, JPEG or WebP bytes (told apart by their signature) to RGB.
  * max_pixels <= 0 means MX_IMAGE_MAX_PIXELS_DEFAULT. `what` names the input in
  * errors (a path, "image 2"). On error *out is left empty. */
 int mx_image_decode(const void *data, size_t len, int64_t max_pixels, const char *what, mx_image *out);
+int mx_image_decode_alpha(const void *data, size_t len, int64_t max_pixels, const char *what, mx_alpha_mode alpha,
+                          mx_image *out);
 /* Reads a file of at most MX_IMAGE_MAX_FILE_BYTES and decodes it. */
 int mx_image_load(const char *path, int64_t max_pixels, mx_image *out);
 /* An image of w x h with uninitialised pixels (sizes checked). */

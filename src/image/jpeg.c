@@ -49,7 +49,8 @@ static void on_progress(j_common_ptr ci) {
     }
 }
 
-int img_decode_jpeg(const uint8_t *data, size_t len, int64_t max_pixels, const char *what, mx_image *out) {
+int img_decode_jpeg(const uint8_t *data, size_t len, int64_t max_pixels, const char *what, mx_image *out, uint8_t **alpha) {
+    *alpha = NULL; /* JPEG has no transparency */
     /* on the heap: what changes between setjmp and a longjmp must not be a local */
     jpeg_ctx *c = mx_calloc(1, sizeof *c);
     struct jpeg_decompress_struct *ci = mx_calloc(1, sizeof *ci);

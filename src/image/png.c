@@ -6,8 +6,11 @@
  *   gray+alpha, RGB, RGBA at 16 bits -> the high byte of each sample
  *   palette       -> looked up; indices past the palette read Pillow's
  *                    default palette, the gray ramp (i, i, i)
- *   tRNS, gAMA, iCCP -> ignored (convert drops transparency, Pillow applies
- *                    no gamma or color profile)
+ *   gAMA, iCCP    -> ignored (Pillow applies no gamma or colour profile)
+ *   tRNS          -> dropped by convert("RGB"); for convert("RGBA") read
+ *                    raw as Pillow reads it (libpng would validate it
+ *                    differently): palette alphas, or the gray / RGB value,
+ *                    16 bits as stored, compared with the 8-bit pixels
  * libpng checks the CRC of critical chunks and refuses bad ones; a truncated
  * file is an error (Pillow raises "image file is truncated"). */
 #include "image_internal.h"
@@ -26,6 +29,7 @@ typedef struct {
     uint8_t *rows;
     png_bytep *rowp;
     mx_image im;
+    uint8_t *alpha;
 } png_ctx;
 
 static void on_error(png_structp png, png_const_charp msg) {
@@ -46,7 +50,8 @@ static void read_mem(png_structp png, png_bytep out, size_t n) {
     c->pos += n;
 }
 
-int img_decode_png(const uint8_t *data, size_t len, int64_t max_pixels, const char *what, mx_image *out) {
+int img_decode_png(const uint8_t *data, size_t len, int64_t max_pixels, const char *what, mx_image *out, uint8_t **alpha) {
+    *alpha = NULL;
     /* on the heap: what changes between setjmp and a longjmp must not be a local */
     png_ctx *c = mx_calloc(1, sizeof *c);
     if (!c) return MX_ERR;
@@ -68,6 +73,7 @@ int img_decode_png(const uint8_t *data, size_t len, int64_t max_pixels, const ch
     png_set_read_fn(png, c, read_mem);
     png_set_user_limits(png, MX_IMAGE_MAX_SIDE, MX_IMAGE_MAX_SIDE);
     png_set_chunk_malloc_max(png, 8 << 20); /* text/ICC chunks: bounded inflation */
+    png_set_keep_unknown_chunks(png, PNG_HANDLE_CHUNK_ALWAYS, (png_const_bytep) "tRNS", 1);
     png_read_info(png, info);
     png_uint_32 w, h;
     int depth, ctype, interlace;
@@ -107,32 +113,65 @@ int img_decode_png(const uint8_t *data, size_t len, int64_t max_pixels, const ch
             pal[i][2] = plte[i].blue;
         }
     }
+    /* the last tRNS before the image data, as Pillow keeps it */
+    const uint8_t *trns = NULL;
+    size_t ntrns = 0;
+    png_unknown_chunkp unk;
+    int nunk = png_get_unknown_chunks(png, info, &unk);
+    for (int i = 0; i < nunk; i++)
+        if (!memcmp(unk[i].name, "tRNS", 4)) {
+            trns = unk[i].data;
+            ntrns = unk[i].size;
+        }
+    uint8_t pal_alpha[256];
+    memset(pal_alpha, 255, sizeof pal_alpha);
+    int key[3] = {-1, -1, -1}; /* gray / RGB transparent value, 16 bits as stored */
+    bool has_alpha = ch == 2 || ch == 4;
+    if (trns && ctype == PNG_COLOR_TYPE_PALETTE) {
+        memcpy(pal_alpha, trns, ntrns < 256 ? ntrns : 256);
+        has_alpha = true;
+    } else if (trns && ctype == PNG_COLOR_TYPE_GRAY && ntrns >= 2) {
+        key[0] = key[1] = key[2] = trns[0] << 8 | trns[1];
+        has_alpha = true;
+    } else if (trns && ctype == PNG_COLOR_TYPE_RGB && ntrns >= 6) {
+        for (int i = 0; i < 3; i++) key[i] = trns[2 * i] << 8 | trns[2 * i + 1];
+        has_alpha = true;
+    }
     if (mx_image_alloc(&c->im, (int)w, (int)h)) png_error(png, "out of memory");
+    if (has_alpha && !(c->alpha = malloc((size_t)w * h))) png_error(png, "out of memory");
     for (png_uint_32 y = 0; y < h; y++) {
         const uint8_t *s = c->rowp[y];
         uint8_t *d = c->im.px + (size_t)y * w * 3;
         for (png_uint_32 x = 0; x < w; x++, d += 3) {
+            uint8_t a = 255;
             if (ctype == PNG_COLOR_TYPE_PALETTE) {
                 memcpy(d, pal[s[x]], 3);
+                a = pal_alpha[s[x]];
             } else if (gray16) {
                 unsigned v = (unsigned)s[2 * x] << 8 | s[2 * x + 1];
                 d[0] = d[1] = d[2] = (uint8_t)(v > 255 ? 255 : v);
             } else if (ch <= 2) { /* gray, gray + alpha */
                 d[0] = d[1] = d[2] = s[(size_t)x * ch];
+                if (ch == 2) a = s[(size_t)x * 2 + 1];
             } else { /* RGB, RGBA */
                 memcpy(d, s + (size_t)x * ch, 3);
+                if (ch == 4) a = s[(size_t)x * 4 + 3];
             }
+            if (key[0] >= 0 && d[0] == key[0] && d[1] == key[1] && d[2] == key[2]) a = 0;
+            if (c->alpha) c->alpha[(size_t)y * w + x] = a;
         }
     }
     png_destroy_read_struct(&png, &info, NULL);
     free(c->rows);
     free(c->rowp);
     *out = c->im;
+    *alpha = c->alpha;
     free(c);
     return MX_OK;
 fail:
     free(c->rows);
     free(c->rowp);
+    free(c->alpha);
     mx_image_free(&c->im);
     free(c);
     return MX_ERR;

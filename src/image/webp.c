@@ -1,6 +1,7 @@
 /* WebP through libwebp's animation decoder, as Pillow 9.4 reads every WebP
  * file (WebPImagePlugin with WebPAnimDecoder): the first frame composited on
- * the canvas in non-premultiplied RGBA, whose alpha convert("RGB") drops.
+ * the canvas in non-premultiplied RGBA, whose alpha convert("RGB") drops
+ * (and Idefics3's processor composites over white).
  * For a still image that is the decoded picture (RGB under alpha 0 kept as
  * stored); for an animation, frame one on a transparent-black canvas.
  * The canvas size is checked before the decoder allocates it. */
@@ -11,7 +12,8 @@
 #include <webp/decode.h>
 #include <webp/demux.h>
 
-int img_decode_webp(const uint8_t *data, size_t len, int64_t max_pixels, const char *what, mx_image *out) {
+int img_decode_webp(const uint8_t *data, size_t len, int64_t max_pixels, const char *what, mx_image *out, uint8_t **alpha) {
+    *alpha = NULL;
     WebPBitstreamFeatures feat;
     VP8StatusCode st = WebPGetFeatures(data, len, &feat);
     if (st != VP8_STATUS_OK)
@@ -42,6 +44,13 @@ int img_decode_webp(const uint8_t *data, size_t len, int64_t max_pixels, const c
     }
     size_t n = (size_t)feat.width * (size_t)feat.height;
     for (size_t i = 0; i < n; i++) memcpy(out->px + 3 * i, rgba + 4 * i, 3);
+    /* Pillow's mode is "RGBA" only when the bitstream says it has alpha */
+    if (feat.has_alpha && (*alpha = mx_malloc(n)))
+        for (size_t i = 0; i < n; i++) (*alpha)[i] = rgba[4 * i + 3];
     WebPAnimDecoderDelete(dec);
+    if (feat.has_alpha && !*alpha) {
+        mx_image_free(out);
+        return mx_err_prefix("%s: WebP", what);
+    }
     return MX_OK;
 }

@@ -1,13 +1,15 @@
 /* Image decoding and resampling against Pillow 9.4 (tests/fixtures/images,
  * made by tools/gen_image_goldens.py): every PNG colour type and depth, JPEG
  * gray/RGB/CMYK/progressive, WebP lossy/lossless/alpha/animated decode to
- * exactly Pillow's convert("RGB"); every convolution filter resizes to
+ * exactly Pillow's convert("RGB"), and composited over white exactly as
+ * Pillow's alpha_composite of convert("RGBA"); every convolution filter resizes to
  * exactly Pillow's bytes, up and down. Then hostile inputs: truncations,
  * bit flips, huge declared sizes, garbage: one error line, never a crash. */
 #include "test.h"
 #include "base/base.h"
 #include "format/safetensors.h"
 #include "image/image.h"
+#include <stdbool.h>
 #include <stdint.h>
 
 #define DIR "tests/fixtures/images/"
@@ -20,12 +22,18 @@ static int first_diff(const uint8_t *a, const uint8_t *b, size_t n) {
     return -1;
 }
 
-static void check_decode(const mx_tensor *t) {
-    const char *file = t->name + 4; /* "rgb/" */
+static void check_decode(const mx_tensor *t, mx_alpha_mode mode) {
+    const char *file = strchr(t->name, '/') + 1; /* "rgb/" or "white/" */
     char *path = mx_asprintf(DIR "%s", file), name[160];
-    mx_image im;
-    int r = mx_image_load(path, 0, &im);
-    snprintf(name, sizeof name, "decode %s", file);
+    char *data;
+    size_t len;
+    mx_image im = {0};
+    int r = mx_read_file(path, 1 << 20, &data, &len);
+    if (!r) {
+        r = mx_image_decode_alpha(data, len, 0, path, mode, &im);
+        free(data);
+    }
+    snprintf(name, sizeof name, "decode %s%s", file, mode == MX_ALPHA_WHITE ? " over white" : "");
     if (r) {
         CHECK(name, 0, "%s", mx_errmsg());
     } else if (im.h != t->shape[0] || im.w != t->shape[1]) {
@@ -178,11 +186,12 @@ int main(void) {
         TEST_END();
     }
     int nd = 0;
-    for (int i = 0; i < g_gold.n_tensors; i++)
-        if (!strncmp(g_gold.tensors[i].name, "rgb/", 4)) {
-            check_decode(&g_gold.tensors[i]);
-            nd++;
-        }
+    for (int i = 0; i < g_gold.n_tensors; i++) {
+        const mx_tensor *t = &g_gold.tensors[i];
+        bool rgb = !strncmp(t->name, "rgb/", 4), white = !strncmp(t->name, "white/", 6);
+        if (rgb || white) check_decode(t, white ? MX_ALPHA_WHITE : MX_ALPHA_DROP);
+        nd += rgb;
+    }
     CHECK("decode goldens present", nd >= 30, "%d", nd);
     check_resizes();
     check_crop();
