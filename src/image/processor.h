@@ -88,7 +88,9 @@ typedef struct mx_improc_family {
     const char *const *aliases;
     /* Reads the family's parameters; pre = preprocessor_config.json,
      * proc = processor_config.json (root may be NULL), model = config.json
-     * (root may be NULL). mx_improc_common() has filled the shared fields. */
+     * (root may be NULL; sub = its vision_config). The shared fields hold
+     * HF's common defaults (CLIP mean/std, BICUBIC): the family sets its own,
+     * then calls mx_improc_common to read the shared keys over them. */
     int (*configure)(mx_image_processor *p, const mx_cfg *pre, const mx_cfg *proc, const mx_cfg *model);
     struct mx_improc_family *next;
 } mx_improc_family;
@@ -117,8 +119,17 @@ int mx_image_expand_prompt(const mx_image_processor *p, const char *text, const 
                            const char *bos_text, char **out, bool *add_bos);
 
 /* Shared readers for family descriptions. Each names the file and key in
- * its error and checks the range; absent keys keep the default. */
+ * its error and checks the range; absent keys keep the default.
+ * mx_improc_common reads do_resize / do_rescale / do_normalize /
+ * do_center_crop, rescale_factor, resample, image_mean, image_std. */
 int mx_improc_common(mx_image_processor *p, const mx_cfg *pre);
 int mx_improc_size(const mx_cfg *c, const char *obj, const char *key, int def, int lo, int hi, int *out);
 int mx_improc_str(const mx_cfg *c, const char *key, const char *def, char *out, size_t cap);
+/* CLIP-style size / crop_size: "size": {"shortest_edge": S} or an int ->
+ * SHORTEST_EDGE, {"height", "width"} -> EXACT; crop_size an object or an int. */
+int mx_improc_clip_sizes(mx_image_processor *p, const mx_cfg *pre, int def);
+/* LLaVA's token count: feature_patch and extra_tokens from processor_config
+ * (patch_size, num_additional_image_tokens, vision_feature_select_strategy),
+ * else from config.json. */
+int mx_improc_llava_tokens(mx_image_processor *p, const mx_cfg *proc, const mx_cfg *model);
 #endif
