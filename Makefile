@@ -125,10 +125,12 @@ all: $(BUILD)/mkmodel
 # libFuzzer targets (fuzz/fuzz_*.c), built with clang, ASan/UBSan and
 # -fsanitize=fuzzer against the portable parts of the library (no kernels).
 # Run e.g.: build/fuzz/fuzz_tokenizer -max_total_time=180 fuzz/corpus-tokenizer
-# (fuzz_model: from the repo root, seeds in fuzz/seeds-model, -dict=fuzz/model.dict)
+# (fuzz_model: from the repo root, seeds in fuzz/seeds-model, -dict=fuzz/model.dict;
+#  fuzz_image: from the repo root, seeds in fuzz/seeds-image)
 FUZZ_SRC := $(filter-out fuzz/fuzz_model.c,$(sort $(wildcard fuzz/fuzz_*.c)))
 FUZZ_LIB := src/base/base.c src/base/progress.c src/format/json.c src/format/safetensors.c $(wildcard src/tokenizer/*.c) $(wildcard src/template/*.c) \
-            src/hub/api.c src/hub/hub.c src/runtime/sampling_opts.c
+            src/hub/api.c src/hub/hub.c src/runtime/sampling_opts.c \
+            $(wildcard src/image/*.c)
 FUZZ_CFLAGS := -std=c17 -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 fuzz: deps
 	@mkdir -p build/fuzz

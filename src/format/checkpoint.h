@@ -20,12 +20,19 @@ typedef struct {
     mx_tensor **index;    /* open-addressing hash over all tensors */
     size_t index_cap;
     int n_tensors;
+    /* A vision-language checkpoint (config.json has vision_config) holds the
+     * text model under a prefix: "model.X" and "lm_head.X" are found as
+     * text_prefix + X and head_prefix + X when not present as named (plain
+     * layouts keep "model." / "lm_head."). While text_only, tensors outside
+     * those two namespaces (the vision tower, the projector) are not stray. */
+    const char *text_prefix, *head_prefix;
+    bool text_only;
 } mx_ckpt;
 
 /* load_weights=false opens only the configs (tokenizer-only folders). */
 int mx_ckpt_open(const char *dir, bool load_weights, mx_ckpt *ck);
 void mx_ckpt_close(mx_ckpt *ck);
-mx_tensor *mx_ckpt_find(const mx_ckpt *ck, const char *name);
+mx_tensor *mx_ckpt_find(const mx_ckpt *ck, const char *name); /* packaged names resolved, see above */
 /* Finds and marks used; NULL without error when absent. */
 mx_tensor *mx_ckpt_take(mx_ckpt *ck, const char *name);
 /* Like take, but a missing tensor is an error naming it. */

@@ -216,6 +216,8 @@ static int clip_view(const mx_image_processor *p, const mx_image *img, mx_image 
 
 static int alloc_views(mx_image_input *out, int n, int h, int w) {
     if (n > MX_IP_MAX_VIEWS) return mx_set_err("image processor: %d views of one image (more than %d)", n, MX_IP_MAX_VIEWS);
+    if ((int64_t)n * 3 * h * w > MX_IP_MAX_VALUES)
+        return mx_set_err("image processor: %d views of %dx%d are more than %d pixel values", n, w, h, MX_IP_MAX_VALUES);
     out->n_views = n;
     out->h = h;
     out->w = w;
@@ -434,7 +436,8 @@ static int preprocess_patchify(const mx_image_processor *p, const mx_image *img,
     const mx_image *cur = out->resized.px ? &out->resized : img;
     int P = p->patch, m = p->merge, T = p->temporal, gh = h / P, gw = w / P;
     long long tokens = (long long)gh * gw / (m * m);
-    if (tokens > MX_IP_MAX_TOKENS) return mx_set_err("image %dx%d: too many image tokens", w, h);
+    if (tokens > MX_IP_MAX_TOKENS || (int64_t)3 * T * h * w > MX_IP_MAX_VALUES)
+        return mx_set_err("image %dx%d: too many image tokens or pixel values", w, h);
     size_t plane = (size_t)h * w, cols = (size_t)3 * T * P * P;
     float *chw = mx_malloc(sizeof(float) * 3 * plane);
     out->n_values = (size_t)gh * gw * cols;

@@ -42,6 +42,7 @@ typedef enum {
 #define MX_IP_MAX_PINPOINTS 64
 #define MX_IP_MAX_VIEWS 256         /* views (tiles) of one image */
 #define MX_IP_MAX_TOKENS (1 << 20)  /* placeholder tokens of one image */
+#define MX_IP_MAX_VALUES (1 << 26)  /* floats of one image's pixel values (256 MB) */
 
 typedef struct mx_image_processor {
     const struct mx_improc_family *family;
