@@ -54,6 +54,13 @@ int mx_image_load(const char *path, int64_t max_pixels, mx_image *out);
 int mx_image_alloc(mx_image *im, int w, int h);
 void mx_image_free(mx_image *im);
 
+/* The bytes of an image a request names by URL, as an OpenAI image_url part
+ * holds it: "data:[type];base64,..." (what clients send); a local file
+ * ("file://PATH" or an absolute path) only when allowed_dir is set and the
+ * resolved path lies under it; remote URLs are refused (the server does not
+ * fetch on a client's behalf). Errors are meant for the client (HTTP 400). */
+int mx_image_source_read(const char *url, const char *allowed_dir, char **data, size_t *len);
+
 /* Pillow's Image.resize(size=(w, h), resample=filter) on an RGB image.
  * NEAREST is refused (Pillow runs it through its affine transform, not ported). */
 int mx_image_resize(const mx_image *in, int w, int h, int filter, mx_image *out);

@@ -5,6 +5,7 @@
  * Pillow's alpha_composite of convert("RGBA"); every convolution filter resizes to
  * exactly Pillow's bytes, up and down. Then hostile inputs: truncations,
  * bit flips, huge declared sizes, garbage: one error line, never a crash. */
+#define _GNU_SOURCE
 #include "test.h"
 #include "base/base.h"
 #include "format/safetensors.h"
@@ -180,6 +181,60 @@ static void check_bombs(void) {
     CHECK("empty input: error", r, "decoded");
 }
 
+static char *b64(const uint8_t *p, size_t n) {
+    static const char al[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    char *o = malloc(n / 3 * 4 + 8), *q = o;
+    for (size_t i = 0; i < n; i += 3) {
+        uint32_t v = (uint32_t)p[i] << 16 | (i + 1 < n ? (uint32_t)p[i + 1] << 8 : 0) | (i + 2 < n ? p[i + 2] : 0);
+        *q++ = al[v >> 18];
+        *q++ = al[v >> 12 & 63];
+        *q++ = i + 1 < n ? al[v >> 6 & 63] : '=';
+        *q++ = i + 2 < n ? al[v & 63] : '=';
+    }
+    *q = 0;
+    return o;
+}
+
+/* Request image sources: data URLs, local files only under the allowed
+ * folder (symlinks and ".." resolved first), remote URLs refused. */
+static void check_sources(void) {
+    char *png, *got;
+    size_t n, gl;
+    if (mx_read_file(DIR "png_rgb8.png", 1 << 20, &png, &n)) return;
+    char *enc = b64((const uint8_t *)png, n), *url = mx_asprintf("data:image/png;base64,%s", enc);
+    int r = mx_image_source_read(url, NULL, &got, &gl);
+    CHECK("source: data URL decodes to the file's bytes", !r && gl == n && !memcmp(got, png, n), "%s", r ? mx_errmsg() : "bytes differ");
+    if (!r) free(got);
+    free(url);
+    url = mx_asprintf("data:image/png,%s", enc);
+    CHECK("source: a data URL without base64 is refused", mx_image_source_read(url, NULL, &got, &gl), "accepted");
+    free(url);
+    CHECK("source: bad base64 refused", mx_image_source_read("data:image/png;base64,ab$cd", NULL, &got, &gl), "accepted");
+    CHECK("source: remote URLs refused", mx_image_source_read("https://example.com/a.png", NULL, &got, &gl) && strstr(mx_errmsg(), "not fetched"),
+          "%s", mx_errmsg());
+    char dir[] = "/tmp/mx_imgsrc_XXXXXX";
+    if (mkdtemp(dir)) {
+        char *allowed = mx_asprintf("%s/allowed", dir), *inside = mx_asprintf("%s/a.png", allowed), *outside = mx_asprintf("%s/b.png", dir),
+             *link = mx_asprintf("%s/link.png", allowed), *dotdot = mx_asprintf("file://%s/../b.png", allowed), cmd[512];
+        snprintf(cmd, sizeof cmd, "mkdir -p %s && cp " DIR "png_rgb8.png %s && cp " DIR "png_rgb8.png %s && ln -s %s %s", allowed, inside,
+                 outside, outside, link);
+        if (!system(cmd)) {
+            CHECK("source: local file without an allowed folder refused", mx_image_source_read(inside, NULL, &got, &gl), "accepted");
+            r = mx_image_source_read(inside, allowed, &got, &gl);
+            CHECK("source: local file under the allowed folder reads", !r && gl == n, "%s", mx_errmsg());
+            if (!r) free(got);
+            CHECK("source: '..' out of the allowed folder refused", mx_image_source_read(dotdot, allowed, &got, &gl), "accepted");
+            CHECK("source: a symlink out of the allowed folder refused", mx_image_source_read(link, allowed, &got, &gl) &&
+                  strstr(mx_errmsg(), "outside"), "%s", mx_errmsg());
+        }
+        snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+        if (system(cmd)) {}
+        free(allowed), free(inside), free(outside), free(link), free(dotdot);
+    }
+    free(enc);
+    free(png);
+}
+
 int main(void) {
     if (mx_st_open(DIR "golden.safetensors", &g_gold)) {
         CHECK("open goldens", 0, "%s", mx_errmsg());
@@ -200,6 +255,7 @@ int main(void) {
                                     "webp_animated.webp"};
     for (size_t i = 0; i < MX_ARRAY_LEN(hostile); i++) check_hostile_file(hostile[i]);
     check_bombs();
+    check_sources();
     mx_st_close(&g_gold);
     TEST_END();
 }

@@ -9,6 +9,7 @@
 #include "test.h"
 #include "fixtures.h"
 #include "image/processor.h"
+#include "vision/mrope.h"
 #include <stdint.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -42,6 +43,36 @@ static void check_u8(const char *label, const mx_image *im, const mx_st_file *re
     for (size_t i = 0; i < t->nbytes && bad < 0; i++)
         if (im->px[i] != t->data[i]) bad = (int)i;
     CHECK(n, bad < 0, "byte %d: %d, reference %d", bad, bad >= 0 ? im->px[bad] : 0, bad >= 0 ? t->data[bad] : 0);
+}
+
+/* Qwen2-VL's M-RoPE positions from the reference input_ids and our grid. */
+static void check_mrope(const char *dir, const mx_st_file *ref, const mx_image_input *in) {
+    int32_t *ids, *want;
+    int T, n3;
+    if (fx_read_i64(ref, "input_ids", &ids, &T)) return;
+    if (fx_read_i64(ref, "position_ids", &want, &n3)) {
+        free(ids);
+        return;
+    }
+    char *p = mx_path_join(dir, "config.json");
+    json_t *c = mx_json_load_file(p, 1 << 20);
+    free(p);
+    int32_t tok = (int32_t)json_integer_value(json_object_get(c, "image_token_id"));
+    int32_t start = (int32_t)json_integer_value(json_object_get(c, "vision_start_token_id"));
+    json_t *m = json_object_get(json_object_get(c, "vision_config"), "spatial_merge_size");
+    int merge = m ? (int)json_integer_value(m) : 2;
+    json_decref(c);
+    int32_t *pos = malloc(sizeof(int32_t) * 3 * (size_t)T), delta = 0;
+    mx_grid_thw g = {in->grid_t, in->grid_h, in->grid_w};
+    int r = mx_mrope_positions(ids, T, tok, start, &g, 1, merge, pos, &delta);
+    int bad = -1;
+    for (int i = 0; !r && i < 3 * T && bad < 0; i++)
+        if (pos[i] != want[i]) bad = i;
+    CHECK("qwen2_vl: M-RoPE position_ids", !r && n3 == 3 * T && bad < 0, "%s; first difference at %d",
+          r ? mx_errmsg() : "", bad);
+    free(pos);
+    free(ids);
+    free(want);
 }
 
 static void one(const char *name) {
@@ -92,6 +123,7 @@ static void one(const char *name) {
         snprintf(label, sizeof label, "%s: image_grid_thw", name);
         CHECK(label, nv == 3 && v[0] == in.grid_t && v[1] == in.grid_h && v[2] == in.grid_w, "%d %d %d", in.grid_t, in.grid_h, in.grid_w);
         free(v);
+        check_mrope(dir, &ref, &in);
     }
     if (!fx_read_i64(&ref, "image_sizes", &v, &nv)) {
         snprintf(label, sizeof label, "%s: image_sizes", name);
