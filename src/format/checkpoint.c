@@ -50,7 +50,7 @@ static void find_packaging(mx_ckpt *ck) {
         {"model.text_model.", "lm_head."},
     };
     if (!ck->config || !json_object_get(ck->config, "vision_config")) return;
-    ck->text_only = true;
+    ck->scope = MX_CKPT_TEXT;
     ck->text_prefix = "model.";
     ck->head_prefix = "lm_head.";
     for (size_t k = 0; k < MX_ARRAY_LEN(packs); k++)
@@ -95,7 +95,9 @@ int mx_ckpt_check_unused(const mx_ckpt *ck, const char *const *ignore, int n_ign
     for (int f = 0; f < ck->n_files; f++) {
         for (int i = 0; i < ck->files[f].n_tensors; i++) {
             const mx_tensor *t = &ck->files[f].tensors[i];
-            if (t->used || (ck->text_only && !in_text_model(ck, t->name))) continue;
+            if (t->used || (ck->scope == MX_CKPT_TEXT && !in_text_model(ck, t->name)) ||
+                (ck->scope == MX_CKPT_VISION && in_text_model(ck, t->name)))
+                continue;
             bool ok = false;
             for (int k = 0; k < n_ignore && !ok; k++) ok = mx_glob_match(ignore[k], t->name);
             if (!ok) return mx_set_err("%s: unexpected tensor '%s' (not used by this model)", ck->files[f].path, t->name);

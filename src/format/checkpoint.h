@@ -23,10 +23,12 @@ typedef struct {
     /* A vision-language checkpoint (config.json has vision_config) holds the
      * text model under a prefix: "model.X" and "lm_head.X" are found as
      * text_prefix + X and head_prefix + X when not present as named (plain
-     * layouts keep "model." / "lm_head."). While text_only, tensors outside
-     * those two namespaces (the vision tower, the projector) are not stray. */
+     * layouts keep "model." / "lm_head."). The text model and the vision
+     * side each bind from their own mx_ckpt of the folder, and each leaves
+     * the other's tensors alone: scope TEXT skips what lies outside the text
+     * namespaces when checking for stray tensors, VISION what lies inside. */
     const char *text_prefix, *head_prefix;
-    bool text_only;
+    enum { MX_CKPT_ALL, MX_CKPT_TEXT, MX_CKPT_VISION } scope;
 } mx_ckpt;
 
 /* load_weights=false opens only the configs (tokenizer-only folders). */

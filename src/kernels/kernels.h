@@ -62,7 +62,8 @@ void mx_attn_mix(float *y, const float *p, const float *V, size_t ldv, int n, in
  * so they pick again (mx_matmul checks the level on every call). */
 void mx_kernels_redispatch(void);
 
-typedef enum { MX_ACT_SILU, MX_ACT_GELU, MX_ACT_GELU_TANH, MX_ACT_RELU, MX_ACT_RELU2, MX_ACT_IDENTITY, MX_ACT_SIGMOID, MX_ACT_TANH } mx_act;
+typedef enum { MX_ACT_SILU, MX_ACT_GELU, MX_ACT_GELU_TANH, MX_ACT_RELU, MX_ACT_RELU2, MX_ACT_IDENTITY, MX_ACT_SIGMOID, MX_ACT_TANH,
+               MX_ACT_QUICK_GELU /* x sigmoid(1.702 x) (CLIP) */ } mx_act;
 int mx_act_parse(const char *name, mx_act *out);
 void mx_act_apply(mx_act a, float *x, int n);
 /* x[i] = act(gate[i]) * up[i] into gate */

@@ -9,6 +9,9 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     a->attn->qk_norm = MX_QKNORM_HEAD;
     a->attn->names.q_norm = "model.layers.%d.self_attn.q_norm";
     a->attn->names.k_norm = "model.layers.%d.self_attn.k_norm";
+    /* Gemma3TextConfig's rope_theta default is 1e6 (released configs, packaged
+     * ones' text_config included, leave it out) */
+    a->rope_decl[0].theta = 1e6;
     int w, pattern;
     if (mx_cfg_i32(c, "sliding_window", 4096, 1, 1 << 30, &w) || mx_cfg_i32(c, "sliding_window_pattern", 6, 1, 1 << 20, &pattern))
         return -1;

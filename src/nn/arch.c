@@ -104,6 +104,7 @@ int mx_arch_ropes(mx_arch *a, const mx_cfg *c) {
             return MX_ERR;
         a->rope[r].interleaved = d->interleaved;
         if (d->attn_factor > 0) a->rope[r].attn_factor = d->attn_factor;
+        if (d->mrope && mx_rope_mrope_section(&a->rope[r], &src)) return MX_ERR;
     }
     return MX_OK;
 }

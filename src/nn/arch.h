@@ -237,6 +237,7 @@ typedef struct {
     bool interleaved;       /* rotate pairs (2i, 2i+1), not halves (GLM, Cohere) */
     const char *section;    /* read from this config object (DBRX's attn_config); NULL = top level */
     double attn_factor;     /* > 0: replaces the scaling's attention factor (PhiMoE's mscale) */
+    bool mrope;             /* multi-axis positions from rope_scaling.mrope_section (Qwen2-VL) */
 } mx_rope_decl;
 
 /* One layer: its blocks, the attention spec it runs, and where it sits in

@@ -70,10 +70,15 @@ int mx_engine_open(const char *dir, mx_engine *e) {
     if (mx_ckpt_open(dir, true, &ck)) return MX_ERR;
     if (mx_engine_configure(&ck, e)) { mx_ckpt_close(&ck); return MX_ERR; }
     if (mx_model_bind(&e->model, &ck)) return MX_ERR;
+    if (e->task == MX_TASK_CAUSAL_LM && mx_vision_open(dir, e->model.arch.hidden, &e->vision)) {
+        mx_model_free(&e->model);
+        return MX_ERR;
+    }
     return MX_OK;
 }
 
 void mx_engine_close(mx_engine *e) {
+    mx_vision_free(e->vision);
     mx_model_free(&e->model);
     memset(e, 0, sizeof *e);
 }

@@ -208,7 +208,7 @@ static void *engine_loop(void *arg) {
         for (int i = 0; i < s->parallel; i++) {
             slot *sl = &s->slots[i];
             if (!sl->req || !sl->decoding) continue;
-            s->ins[k] = (mx_seq_in){sl->kv, &sl->pending, 1, 0};
+            s->ins[k] = (mx_seq_in){.kv = sl->kv, .tokens = &sl->pending, .n = 1};
             s->in_slot[k++] = i;
             budget--;
         }
@@ -217,7 +217,7 @@ static void *engine_loop(void *arg) {
             slot *sl = &s->slots[i];
             if (!sl->req || sl->decoding) continue;
             int m = MX_MIN(sl->req->p.n_prompt - sl->n_fed, budget);
-            s->ins[k] = (mx_seq_in){sl->kv, sl->req->prompt + sl->n_fed, m, sl->req->p.n_prompt};
+            s->ins[k] = (mx_seq_in){.kv = sl->kv, .tokens = sl->req->prompt + sl->n_fed, .n = m, .seg_end = sl->req->p.n_prompt};
             s->in_slot[k++] = i;
             budget -= m;
         }
