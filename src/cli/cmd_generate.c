@@ -5,13 +5,14 @@
 #include "../runtime/generate.h"
 #include "../runtime/outparse.h"
 #include "../runtime/textmodel.h"
+#include "../runtime/vlprompt.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 typedef struct {
     const char *model, *prompt, *prompt_file, *prompt_ids, *logits_out, *format, *system, *tmpl_name, *tmpl_file;
-    mx_strlist stops;
+    mx_strlist stops, images;
     int n_new, chunk, threads, ctx_size;
     bool ignore_eos, no_template, verbose;
     mx_sampling samp;
@@ -39,6 +40,9 @@ static const mx_opt gen_tab[] = {
      "feed -p as raw text even when the model has a chat template", NULL, 0},
     OPT_TEMPLATES(gen_opts, tmpl_name, tmpl_file),
     {NULL, "--stop", NULL, OPT_LIST, "STR", 0, 0, offsetof(gen_opts, stops), "stop before STR (repeatable, at most 16)", NULL, 0},
+    {NULL, "--image", NULL, OPT_LIST, "FILE", 0, 0, offsetof(gen_opts, images),
+     "an image (PNG, JPEG, WebP) for a vision-language model (repeatable); -p TEXT's image placeholders take them in order, "
+     "or they go first", NULL, 0},
     {NULL, "--ignore-eos", NULL, OPT_FLAG, NULL, 0, 0, offsetof(gen_opts, ignore_eos), "go on past the end-of-sequence token", NULL, 0},
     {"-c", "--ctx-size", NULL, OPT_INT, "N", 1, 1 << 24, offsetof(gen_opts, ctx_size), "context size (default: prompt + -n)", NULL, 0},
     {NULL, "--prefill-chunk", NULL, OPT_INT, "K", 1, 1 << 16, offsetof(gen_opts, chunk),
@@ -67,24 +71,34 @@ const mx_cmd mx_cmd_generate = {
     .loads_model = true,
 };
 
-/* Prompt ids from -p: through the chat template when the model has one. */
+/* Prompt ids from -p: through the chat template when the model has one. With
+ * images (vp), the user message is [image parts..., text] and the
+ * processor expands the placeholders the template wrote (or puts them first). */
 static int generate(const gen_opts *go, const char *dir);
-static int encode_prompt(const mx_textmodel *tm, const gen_opts *o, int32_t **ids, int *n) {
+static int encode_prompt(const mx_textmodel *tm, const gen_opts *o, const mx_vlprompt *vp, int32_t **ids, int *n) {
     if (!tm->tok) return mx_set_err("%s has no tokenizer (tokenizer.json or tokenizer.model): use --prompt-ids", o->model);
     /* the model's template, or one the user named (the plain fallback too); else raw text */
     bool chat = !o->no_template && (tm->tmpl || o->tmpl_name || o->tmpl_file);
     if (!chat) {
         if (o->system && o->no_template) return mx_set_err("--system needs a chat template, and --no-chat-template turns it off");
         if (o->system) return mx_set_err("--system needs a chat template and %s has none: give --chat-template NAME or --chat-template-file F", o->model);
+        if (vp) return mx_vlprompt_tokenize(vp, tm, o->prompt, false, ids, n);
         return mx_textmodel_encode(tm, o->prompt, strlen(o->prompt), true, ids, n);
     }
-    json_t *msgs = json_array();
+    json_t *msgs = json_array(), *content = json_string(o->prompt);
+    if (vp && !mx_textmodel_plain_chat(tm)) {
+        json_decref(content);
+        content = json_array();
+        for (int i = 0; i < vp->n; i++) json_array_append_new(content, json_pack("{s:s}", "type", "image"));
+        json_array_append_new(content, json_pack("{s:s,s:s}", "type", "text", "text", o->prompt));
+    }
     if (o->system) json_array_append_new(msgs, json_pack("{s:s,s:s}", "role", "system", "content", o->system));
-    json_array_append_new(msgs, json_pack("{s:s,s:s}", "role", "user", "content", o->prompt));
+    json_array_append_new(msgs, json_pack("{s:s,s:o}", "role", "user", "content", content));
     json_t *ctx = json_pack("{s:o,s:b}", "messages", msgs, "add_generation_prompt", 1);
     mx_buf text = {0};
     int rc = mx_textmodel_render(tm, ctx, &text);
-    if (!rc) rc = mx_textmodel_encode_chat(tm, text.data ? text.data : "", text.len, ids, n);
+    if (!rc && vp) rc = mx_vlprompt_tokenize(vp, tm, text.data ? text.data : "", true, ids, n);
+    else if (!rc) rc = mx_textmodel_encode_chat(tm, text.data ? text.data : "", text.len, ids, n);
     json_decref(ctx);
     mx_buf_free(&text);
     return rc;
@@ -161,12 +175,33 @@ static int generate(const gen_opts *go, const char *dir) {
     }
     mx_engine *e = &tm.e;
     double t_load = mx_now() - t0, t_enc0 = mx_now();
-    if (o.prompt && encode_prompt(&tm, &o, &ids, &T)) {
+    mx_vlprompt vp = {0};
+    if (o.images.n > MX_VLPROMPT_MAX_IMAGES) {
+        fprintf(stderr, "mlxcel generate: at most %d --image files\n", MX_VLPROMPT_MAX_IMAGES);
+        free(ids);
+        mx_textmodel_close(&tm);
+        return 2;
+    }
+    for (int i = 0; i < o.images.n; i++) {
+        char *data;
+        size_t len;
+        if (mx_read_file(o.images.v[i], MX_IMAGE_MAX_FILE_BYTES, &data, &len) || mx_vlprompt_add(&vp, e, data, len, 0, o.images.v[i])) {
+            free(data);
+            fprintf(stderr, "mlxcel generate: %s\n", mx_errmsg());
+            mx_vlprompt_free(&vp);
+            free(ids);
+            mx_textmodel_close(&tm);
+            return 1;
+        }
+        free(data);
+    }
+    if (o.prompt && encode_prompt(&tm, &o, o.images.n ? &vp : NULL, &ids, &T)) {
         fprintf(stderr, "mlxcel generate: %s\n", mx_errmsg());
+        mx_vlprompt_free(&vp);
         mx_textmodel_close(&tm);
         return 1;
     }
-    if (T == 0) { fprintf(stderr, "mlxcel generate: the prompt is empty\n"); free(ids); mx_textmodel_close(&tm); return 2; }
+    if (T == 0) { fprintf(stderr, "mlxcel generate: the prompt is empty\n"); free(ids); mx_vlprompt_free(&vp); mx_textmodel_close(&tm); return 2; }
     double t_encode = mx_now() - t_enc0, t_init0 = 0, t_init = 0;
     int V = e->model.arch.vocab, rc = 1;
     int ctx = o.ctx_size ? o.ctx_size : T + o.n_new;
@@ -195,7 +230,13 @@ static int generate(const gen_opts *go, const char *dir) {
     if (!smp || !last || !gen || (o.logits_out && (!plog || !slog))) { fprintf(stderr, "mlxcel generate: out of memory\n"); goto out; }
     t_init = mx_now() - t_init0;
     double t1 = mx_now();
-    if (mx_session_feed(&s, ids, T, plog, last)) { fprintf(stderr, "mlxcel generate: %s\n", mx_errmsg()); goto out; }
+    if (o.images.n) { /* the images' rows at their tokens */
+        if (mx_vlprompt_prepare(&vp, e, ids, T, pool) ||
+            mx_session_feed_images(&s, ids, T, &vp.lay, vp.rows, mx_vision_spec(e->vision)->rows_scaled, plog, last)) {
+            fprintf(stderr, "mlxcel generate: %s\n", mx_errmsg());
+            goto out;
+        }
+    } else if (mx_session_feed(&s, ids, T, plog, last)) { fprintf(stderr, "mlxcel generate: %s\n", mx_errmsg()); goto out; }
     double t_prefill = mx_now() - t1, t2 = mx_now();
     bool text = !strcmp(o.format, "text");
     for (ng = 0; ng < o.n_new;) {
@@ -259,6 +300,7 @@ out_engine:
     mx_buf_free(&all); mx_buf_free(&piece); mx_buf_free(&vis); mx_buf_free(&unused);
     mx_sampler_free(smp);
     free(plog); free(slog); free(last); free(gen); free(ids);
+    mx_vlprompt_free(&vp);
     mx_pool_free(pool);
     mx_textmodel_close(&tm);
     return rc;

@@ -559,7 +559,7 @@ int mx_vision_layout_make(const mx_vision *v, const int32_t *ids, int n, const m
     for (int i = 0; i < n; i++) lay->embed_row[i] = ids[i] == d->image_token ? got++ : -1;
     if (got != want) {
         mx_vision_layout_free(lay);
-        return mx_set_err("the prompt holds %d image tokens, its %d image%s give %d", got, n_images, n_images == 1 ? "" : "s", want);
+        return mx_set_err("the prompt holds %d image tokens, its %d image%s %d", got, n_images, n_images == 1 ? " gives" : "s give", want);
     }
     if (d->mask != MX_VMASK_CAUSAL && n_images) {
         lay->span_lo = mx_calloc((size_t)n, sizeof(int));

@@ -1,0 +1,71 @@
+/* See vlprompt.h. */
+#include "vlprompt.h"
+#include "../base/base.h"
+#include <stdlib.h>
+#include <string.h>
+
+int mx_vlprompt_add(mx_vlprompt *p, const mx_engine *e, const void *data, size_t len, int64_t max_pixels, const char *what) {
+    if (!e->vision) return mx_set_err("%s does not take images (no vision side for model_type '%s')", e->model.ck.dir, e->model_type);
+    if (p->n >= MX_VLPROMPT_MAX_IMAGES) return mx_set_err("at most %d images per prompt", MX_VLPROMPT_MAX_IMAGES);
+    mx_image_input *in = mx_realloc(p->in, sizeof *in * (size_t)(p->n + 1));
+    if (!in) return MX_ERR;
+    p->in = in;
+    const mx_image_processor *proc = mx_vision_processor(e->vision);
+    mx_image img;
+    if (mx_image_processor_decode(proc, data, len, max_pixels, what, &img)) return MX_ERR;
+    int r = mx_image_preprocess(proc, &img, &p->in[p->n]);
+    mx_image_free(&img);
+    if (r) return mx_err_prefix("%s", what);
+    p->n++;
+    return MX_OK;
+}
+
+int mx_vlprompt_tokenize(const mx_vlprompt *p, const mx_textmodel *tm, const char *text, bool chat, int32_t **ids, int *n) {
+    const mx_engine *e = &tm->e;
+    if (!tm->tok) return mx_set_err("%s has no tokenizer: give the prompt as ids (--prompt-ids)", e->model.ck.dir);
+    if (!e->vision) return mx_set_err("%s does not take images", e->model.ck.dir);
+    const mx_image_processor *proc = mx_vision_processor(e->vision);
+    char *with = NULL, *expanded = NULL;
+    bool add_bos;
+    if (p->n && proc->prompt != MX_IP_PROMPT_PREFIX && !strstr(text, proc->placeholder)) {
+        mx_buf b = {0}; /* no placeholder in the text: the images go first */
+        for (int i = 0; i < p->n; i++) mx_buf_puts(&b, proc->placeholder);
+        if (mx_buf_puts(&b, text)) {
+            mx_buf_free(&b);
+            return MX_ERR;
+        }
+        text = with = b.data;
+    }
+    const char *bos = tm->tok ? mx_tok_special_str(tm->tok, "bos_token") : NULL;
+    int r = mx_image_expand_prompt(proc, text, p->in, p->n, bos, &expanded, &add_bos);
+    if (!r) r = chat ? mx_textmodel_encode_chat(tm, expanded, strlen(expanded), ids, n)
+                     : mx_textmodel_encode(tm, expanded, strlen(expanded), add_bos, ids, n);
+    free(with);
+    free(expanded);
+    return r;
+}
+
+int mx_vlprompt_prepare(mx_vlprompt *p, mx_engine *e, const int32_t *ids, int n, mx_pool *pool) {
+    if (!e->vision) return mx_set_err("%s does not take images", e->model.ck.dir);
+    int H = e->model.arch.hidden, total = 0;
+    for (int i = 0; i < p->n; i++) total += p->in[i].n_tokens;
+    mx_vision_layout_free(&p->lay);
+    if (mx_vision_layout_make(e->vision, ids, n, p->in, p->n, &p->lay)) return MX_ERR;
+    free(p->rows);
+    p->rows = mx_malloc(sizeof(float) * (size_t)(total ? total : 1) * H);
+    if (!p->rows) return MX_ERR;
+    p->n_rows = 0;
+    for (int i = 0; i < p->n; i++) {
+        if (mx_vision_encode(e->vision, &p->in[i], pool, p->rows + (size_t)p->n_rows * H)) return mx_err_prefix("image %d", i + 1);
+        p->n_rows += p->in[i].n_tokens;
+    }
+    return MX_OK;
+}
+
+void mx_vlprompt_free(mx_vlprompt *p) {
+    for (int i = 0; i < p->n; i++) mx_image_input_free(&p->in[i]);
+    free(p->in);
+    free(p->rows);
+    mx_vision_layout_free(&p->lay);
+    memset(p, 0, sizeof *p);
+}

@@ -1,0 +1,31 @@
+/* vlprompt: a prompt with images, for the front ends (generate, chat, the
+ * server). The images are decoded and preprocessed as the model's Hugging
+ * Face processor does; text prompts get their image placeholders expanded
+ * (the processor's rule) before tokenizing; then the layout (which tokens
+ * take image rows, bidirectional spans, M-RoPE positions) and the rows the
+ * session feeds with mx_session_feed_images. */
+#ifndef MX_VLPROMPT_H
+#define MX_VLPROMPT_H
+#include "textmodel.h"
+
+#define MX_VLPROMPT_MAX_IMAGES 64
+
+typedef struct {
+    int n;                   /* images, in prompt order */
+    mx_image_input *in;      /* [n] preprocessed */
+    float *rows;             /* every image's rows, prompt order ([n_rows, hidden]) */
+    int n_rows;
+    mx_vision_layout lay;
+} mx_vlprompt;
+
+/* Adds one image (file bytes; what names it in errors). The model must have
+ * a vision side. max_pixels <= 0: the decoder's default bound. */
+int mx_vlprompt_add(mx_vlprompt *p, const mx_engine *e, const void *data, size_t len, int64_t max_pixels, const char *what);
+/* Text -> ids: each placeholder of the processor expanded for its image (a
+ * text without any gets them in front, one per image), then tokenized
+ * (chat: the text is a rendered template, whose specials are its own). */
+int mx_vlprompt_tokenize(const mx_vlprompt *p, const mx_textmodel *tm, const char *text, bool chat, int32_t **ids, int *n);
+/* The layout over the prompt's ids and the image rows (tower + projector). */
+int mx_vlprompt_prepare(mx_vlprompt *p, mx_engine *e, const int32_t *ids, int n, mx_pool *pool);
+void mx_vlprompt_free(mx_vlprompt *p);
+#endif
