@@ -34,6 +34,8 @@ static const mx_opt serve_tab[] = {
     {NULL, "--api-key", NULL, OPT_STR, "KEY", 0, 0, S(api_key), "require 'Authorization: Bearer KEY'", NULL, 0},
     {NULL, "--max-body-mb", NULL, OPT_INT, "M", 1, 4096, offsetof(serve_opts, body_mb), "refuse request bodies over M MB (413)", NULL, 0},
     OPT_TEMPLATES(serve_opts, s.chat_template, s.chat_template_file),
+    {NULL, "--allowed-image-dir", NULL, OPT_STR, "DIR", 0, 0, S(image_dir),
+     "chat image parts may name local files (file:// or absolute paths) under DIR; otherwise only data: URLs", NULL, 0},
     {0},
 };
 #undef S

@@ -1,6 +1,7 @@
 /* See vlprompt.h. */
 #include "vlprompt.h"
 #include "../base/base.h"
+#include "../hub/sha.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,6 +11,13 @@ int mx_vlprompt_add(mx_vlprompt *p, const mx_engine *e, const void *data, size_t
     mx_image_input *in = mx_realloc(p->in, sizeof *in * (size_t)(p->n + 1));
     if (!in) return MX_ERR;
     p->in = in;
+    char (*key)[65] = mx_realloc(p->key, sizeof *key * (size_t)(p->n + 1));
+    if (!key) return MX_ERR;
+    p->key = key;
+    mx_sha *sh = mx_sha256_new();
+    if (!sh) return MX_ERR;
+    mx_sha_update(sh, data, len);
+    mx_sha_hex_free(sh, p->key[p->n]);
     const mx_image_processor *proc = mx_vision_processor(e->vision);
     mx_image img;
     if (mx_image_processor_decode(proc, data, len, max_pixels, what, &img)) return MX_ERR;
@@ -56,15 +64,34 @@ int mx_vlprompt_prepare(mx_vlprompt *p, mx_engine *e, const int32_t *ids, int n,
     if (!p->rows) return MX_ERR;
     p->n_rows = 0;
     for (int i = 0; i < p->n; i++) {
-        if (mx_vision_encode(e->vision, &p->in[i], pool, p->rows + (size_t)p->n_rows * H)) return mx_err_prefix("image %d", i + 1);
+        if (mx_vision_encode_cached(e->vision, p->key[i], &p->in[i], pool, p->rows + (size_t)p->n_rows * H))
+            return mx_err_prefix("image %d", i + 1);
         p->n_rows += p->in[i].n_tokens;
     }
     return MX_OK;
 }
 
+void mx_vlprompt_tags(const mx_vlprompt *p, uint64_t *tags) {
+    for (int i = 0; i < p->lay.n; i++) {
+        int r = p->lay.embed_row[i], k = 0, first = 0;
+        if (r < 0) {
+            tags[i] = 0;
+            continue;
+        }
+        while (k + 1 < p->n && r >= first + p->in[k].n_tokens) first += p->in[k++].n_tokens;
+        uint64_t h = 0;
+        for (int j = 0; j < 16; j++) {
+            char c = p->key[k][j];
+            h = h << 4 | (uint64_t)(c <= '9' ? c - '0' : c - 'a' + 10);
+        }
+        tags[i] = (h ^ (uint64_t)(r - first) * 0x9e3779b97f4a7c15ull) | 1;
+    }
+}
+
 void mx_vlprompt_free(mx_vlprompt *p) {
     for (int i = 0; i < p->n; i++) mx_image_input_free(&p->in[i]);
     free(p->in);
+    free(p->key);
     free(p->rows);
     mx_vision_layout_free(&p->lay);
     memset(p, 0, sizeof *p);

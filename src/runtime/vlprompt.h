@@ -13,6 +13,7 @@
 typedef struct {
     int n;                   /* images, in prompt order */
     mx_image_input *in;      /* [n] preprocessed */
+    char (*key)[65];         /* [n] SHA-256 of each file (hex): the rows cache key */
     float *rows;             /* every image's rows, prompt order ([n_rows, hidden]) */
     int n_rows;
     mx_vision_layout lay;
@@ -25,7 +26,12 @@ int mx_vlprompt_add(mx_vlprompt *p, const mx_engine *e, const void *data, size_t
  * text without any gets them in front, one per image), then tokenized
  * (chat: the text is a rendered template, whose specials are its own). */
 int mx_vlprompt_tokenize(const mx_vlprompt *p, const mx_textmodel *tm, const char *text, bool chat, int32_t **ids, int *n);
-/* The layout over the prompt's ids and the image rows (tower + projector). */
+/* The layout over the prompt's ids and the image rows (tower + projector;
+ * rows of an image encoded before come from the engine's cache). */
 int mx_vlprompt_prepare(mx_vlprompt *p, mx_engine *e, const int32_t *ids, int n, mx_pool *pool);
+/* Per prompt token: 0 for text, for an image token a 64-bit tag of its
+ * image's content and row (so a cached prefix is reused only with the same
+ * images). tags: [n]. */
+void mx_vlprompt_tags(const mx_vlprompt *p, uint64_t *tags);
 void mx_vlprompt_free(mx_vlprompt *p);
 #endif

@@ -9,6 +9,7 @@
 #include "../runtime/scheduler.h"
 #include "../runtime/textmodel.h"
 #include "server_int.h"
+#include "../runtime/vlprompt.h"
 #include <arpa/inet.h>
 #include <microhttpd.h>
 #include <poll.h>
@@ -180,9 +181,16 @@ static bool parse_common(server *sv, json_t *req, gen_params *g, char *err, size
     return true;
 }
 
-/* Message content: a string, or a list of {"type":"text","text":...} parts. */
-static bool normalize_messages(json_t *msgs, char *err, size_t errn) {
+/* Message content: a string, or a list of parts: {"type":"text","text":...}
+ * and, for a vision-language model, {"type":"image_url","image_url":{"url":
+ * "data:image/png;base64,..."}} (a local file only under --allowed-image-dir;
+ * remote URLs are refused: the server does not fetch for a client). Images
+ * are decoded into vp in order; a message with images keeps its parts for
+ * the template as [{"type":"image"}, {"type":"text", ...}] (the plain chat
+ * format gets the processor's placeholder in the text instead). */
+static bool normalize_messages(server *sv, json_t *msgs, mx_vlprompt *vp, char *err, size_t errn) {
     if (!json_is_array(msgs) || !json_array_size(msgs)) { snprintf(err, errn, "'messages' must be a non-empty list"); return false; }
+    const mx_engine *e = &sv->tm.e;
     size_t i;
     json_t *m;
     json_array_foreach(msgs, i, m) {
@@ -192,21 +200,59 @@ static bool normalize_messages(json_t *msgs, char *err, size_t errn) {
         json_t *c = json_object_get(m, "content");
         if (json_is_array(c)) {
             mx_buf t = {0};
+            json_t *parts = json_array();
+            bool images = false;
             size_t k;
             json_t *part;
             json_array_foreach(c, k, part) {
                 json_t *type = json_object_get(part, "type"), *text = json_object_get(part, "text");
-                if (!json_is_string(type) || strcmp(json_string_value(type), "text") || !json_is_string(text)) {
-                    mx_buf_free(&t);
-                    snprintf(err, errn, "messages[%zu].content[%zu]: only text parts are supported", i, k);
-                    return false;
+                const char *ty = json_string_value(type);
+                if (ty && !strcmp(ty, "text") && json_is_string(text)) {
+                    mx_buf_append(&t, json_string_value(text), json_string_length(text));
+                    json_array_append_new(parts, json_pack("{s:s,s:O}", "type", "text", "text", text));
+                    continue;
                 }
-                mx_buf_append(&t, json_string_value(text), json_string_length(text));
+                if (!ty || strcmp(ty, "image_url")) {
+                    snprintf(err, errn, "messages[%zu].content[%zu]: only text and image_url parts are supported", i, k);
+                    goto fail;
+                }
+                if (!e->vision) {
+                    snprintf(err, errn, "messages[%zu].content[%zu]: this model does not take images", i, k);
+                    goto fail;
+                }
+                json_t *iu = json_object_get(part, "image_url"), *url = json_is_object(iu) ? json_object_get(iu, "url") : iu;
+                if (!json_is_string(url)) {
+                    snprintf(err, errn, "messages[%zu].content[%zu].image_url.url must be a string", i, k);
+                    goto fail;
+                }
+                char *data, what[64];
+                size_t len;
+                snprintf(what, sizeof what, "messages[%zu].content[%zu]", i, k);
+                if (mx_image_source_read(json_string_value(url), sv->o.image_dir, &data, &len)) {
+                    snprintf(err, errn, "%s: %s", what, mx_errmsg());
+                    goto fail;
+                }
+                int r = mx_vlprompt_add(vp, e, data, len, 0, what);
+                free(data);
+                if (r) {
+                    snprintf(err, errn, "%s", mx_errmsg());
+                    goto fail;
+                }
+                images = true;
+                mx_buf_puts(&t, mx_vision_processor(e->vision)->placeholder);
+                json_array_append_new(parts, json_pack("{s:s}", "type", "image"));
             }
-            json_object_set_new(m, "content", json_stringn(t.data ? t.data : "", t.len));
+            if (images && !mx_textmodel_plain_chat(&sv->tm)) json_object_set(m, "content", parts);
+            else json_object_set_new(m, "content", json_stringn(t.data ? t.data : "", t.len));
+            json_decref(parts);
             mx_buf_free(&t);
+            continue;
+        fail:
+            json_decref(parts);
+            mx_buf_free(&t);
+            return false;
         } else if (c && !json_is_string(c) && !json_is_null(c)) {
-            snprintf(err, errn, "messages[%zu].content must be a string or a list of text parts", i);
+            snprintf(err, errn, "messages[%zu].content must be a string or a list of text and image_url parts", i);
             return false;
         }
     }
@@ -451,6 +497,9 @@ static enum MHD_Result run_generation(server *sv, struct MHD_Connection *c, gen_
     memset(g, 0, sizeof *g);
     x->g.p.prompt = x->g.prompt;
     x->req = mx_sched_submit(sv->sched, &x->g.p);
+    x->g.p.lay = NULL; /* the request copied the images; the caller frees them */
+    x->g.p.rows = NULL;
+    x->g.p.tags = NULL;
     if (!x->req) {
         char msg[512];
         snprintf(msg, sizeof msg, "%s", mx_errmsg());
@@ -497,7 +546,13 @@ static enum MHD_Result route_chat(server *sv, struct MHD_Connection *c, json_t *
     if (!opt_int(req, "top_logprobs", 0, MX_MAX_TOP_LOGPROBS, &top, err, sizeof err)) { gen_params_free(&g); return mx_srv_bad_request(sv, c, "%s", err); }
     if (g.logprobs) g.p.top_logprobs = top;
     json_t *msgs = json_deep_copy(json_object_get(req, "messages"));
-    if (!normalize_messages(msgs, err, sizeof err)) { json_decref(msgs); gen_params_free(&g); return mx_srv_bad_request(sv, c, "%s", err); }
+    mx_vlprompt vp = {0};
+    if (!normalize_messages(sv, msgs, &vp, err, sizeof err)) {
+        json_decref(msgs);
+        mx_vlprompt_free(&vp);
+        gen_params_free(&g);
+        return mx_srv_bad_request(sv, c, "%s", err);
+    }
     json_t *ctx = json_object();
     json_object_set_new(ctx, "messages", msgs);
     json_t *tools = json_object_get(req, "tools");
@@ -522,6 +577,7 @@ static enum MHD_Result route_chat(server *sv, struct MHD_Connection *c, json_t *
     mx_buf text = {0};
     if (mx_textmodel_render(&sv->tm, ctx, &text)) {
         json_decref(ctx);
+        mx_vlprompt_free(&vp);
         gen_params_free(&g);
         return mx_srv_bad_request(sv, c, "chat template: %s", mx_errmsg());
     }
@@ -532,8 +588,20 @@ static enum MHD_Result route_chat(server *sv, struct MHD_Connection *c, json_t *
         while (e && (text.data[e - 1] == '\n' || text.data[e - 1] == ' ')) e--;
         g.starts_in_think = e >= 7 && !memcmp(text.data + e - 7, "<think>", 7);
     }
-    int n = 0;
-    int rc = mx_textmodel_encode_chat(&sv->tm, text.data ? text.data : "", text.len, &g.prompt, &n);
+    int n = 0, rc;
+    uint64_t *tags = NULL;
+    if (vp.n) { /* images: placeholders expanded, rows encoded (or cached), their layout */
+        rc = mx_vlprompt_tokenize(&vp, &sv->tm, text.data ? text.data : "", true, &g.prompt, &n);
+        if (!rc) rc = mx_vlprompt_prepare(&vp, &sv->tm.e, g.prompt, n, sv->vpool);
+        if (!rc && !(tags = malloc(sizeof(uint64_t) * (size_t)(n ? n : 1)))) rc = mx_set_err("out of memory");
+        if (!rc) {
+            mx_vlprompt_tags(&vp, tags);
+            g.p.lay = &vp.lay;
+            g.p.rows = vp.rows;
+            g.p.n_rows = vp.n_rows;
+            g.p.tags = tags;
+        }
+    } else rc = mx_textmodel_encode_chat(&sv->tm, text.data ? text.data : "", text.len, &g.prompt, &n);
     if (!rc && mx_textmodel_plain_chat(&sv->tm) && !cont) {
         /* the plain format's next turn marks the end of the reply */
         char **st = realloc(g.stops, sizeof(char *) * (size_t)(g.n_stops + 1));
@@ -542,9 +610,17 @@ static enum MHD_Result route_chat(server *sv, struct MHD_Connection *c, json_t *
         else g.n_stops++;
     }
     mx_buf_free(&text);
-    if (rc) { gen_params_free(&g); return mx_srv_bad_request(sv, c, "%s", mx_errmsg()); }
+    if (rc) {
+        free(tags);
+        mx_vlprompt_free(&vp);
+        gen_params_free(&g);
+        return mx_srv_bad_request(sv, c, "%s", mx_errmsg());
+    }
     g.p.n_prompt = n;
-    return run_generation(sv, c, &g);
+    enum MHD_Result res = run_generation(sv, c, &g); /* the scheduler keeps its own copy of the images */
+    free(tags);
+    mx_vlprompt_free(&vp);
+    return res;
 }
 
 static enum MHD_Result route_completions(server *sv, struct MHD_Connection *c, json_t *req) {
@@ -653,6 +729,16 @@ static enum MHD_Result route_metrics(server *sv, struct MHD_Connection *c) {
                   (unsigned long long)atomic_load(&sv->n_http), (unsigned long long)atomic_load(&sv->n_errors),
                   (unsigned long long)st.requests, (unsigned long long)st.prompt_tokens, (unsigned long long)st.cached_tokens,
                   (unsigned long long)st.gen_tokens, st.active, st.queued, st.ttft_count ? st.ttft_sum / st.ttft_count : 0.0, st.decode_tps);
+    if (sv->sched && sv->tm.e.vision) {
+        unsigned long enc, hits;
+        mx_vision_counts(sv->tm.e.vision, &enc, &hits);
+        mx_buf_printf(&b,
+                      "# HELP mlxcel_images_encoded_total Images run through the vision tower.\n# TYPE mlxcel_images_encoded_total counter\n"
+                      "mlxcel_images_encoded_total %lu\n"
+                      "# HELP mlxcel_images_cached_total Images whose rows came from the cache (seen before).\n"
+                      "# TYPE mlxcel_images_cached_total counter\nmlxcel_images_cached_total %lu\n",
+                      enc, hits);
+    }
     struct MHD_Response *r = MHD_create_response_from_buffer(b.len, b.data, MHD_RESPMEM_MUST_FREE);
     MHD_add_response_header(r, "Content-Type", "text/plain; version=0.0.4");
     enum MHD_Result rc = MHD_queue_response(c, 200, r);
@@ -799,6 +885,13 @@ int mx_serve(const mx_serve_opts *o) {
         }
         snprintf(sv.name, sizeof sv.name, "%s", o->model_name ? o->model_name : sv.tm.name);
         sv.tok = sv.tm.tok;
+        if (sv.tm.e.vision && !(sv.vpool = mx_pool_new(o->threads))) {
+            fprintf(stderr, "mlxcel serve: %s\n", mx_errmsg());
+            MHD_stop_daemon(d);
+            mx_sched_free(sv.sched);
+            mx_textmodel_close(&sv.tm);
+            return 1;
+        }
         if (sv.tok) mx_textmodel_warn_plain(&sv.tm, "mlxcel serve");
     } else {
         if (mx_embed_batcher_new(o->model_dir, o->threads, &sv.emb)) {
@@ -825,6 +918,7 @@ int mx_serve(const mx_serve_opts *o) {
     sv.sched = NULL;
     mx_embed_batcher_free(sv.emb);
     sv.emb = NULL;
+    mx_pool_free(sv.vpool);
     if (task == MX_TASK_CAUSAL_LM) mx_textmodel_close(&sv.tm);
     return rc;
 }

@@ -1,6 +1,7 @@
 /* server: the OpenAI-compatible HTTP server (libmicrohttpd, one thread per
  * connection) in front of the continuous-batching scheduler. Routes:
- * POST /v1/chat/completions, /v1/completions, /tokenize, /detokenize;
+ * POST /v1/chat/completions (image_url parts for vision-language models),
+ * /v1/completions, /tokenize, /detokenize;
  * GET /v1/models, /health, /metrics. Stops cleanly on SIGINT/SIGTERM. */
 #ifndef MX_SERVER_H
 #define MX_SERVER_H
@@ -21,6 +22,8 @@ typedef struct {
     const mx_sampling *sampling; /* what a request's absent sampling fields take; NULL: temperature 1,
                                     the rest off, a new seed per request */
     const char *model_name;      /* the model id the API reports; NULL: the folder's name */
+    const char *image_dir;       /* chat image parts may name local files only under this folder;
+                                    NULL: data URLs only */
 } mx_serve_opts;
 
 /* Serves until SIGINT or SIGTERM; returns the process exit code. */

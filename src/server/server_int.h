@@ -16,6 +16,7 @@ typedef struct {
     mx_serve_opts o;
     mx_textmodel tm;          /* generation mode */
     mx_sched *sched;
+    mx_pool *vpool;           /* encodes request images (vision-language models) */
     mx_embed_batcher *emb;    /* embedding / rerank mode */
     char name[256];           /* model id */
     const mx_tokenizer *tok;  /* for /tokenize and /detokenize; may be NULL */

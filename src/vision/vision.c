@@ -7,6 +7,7 @@
 #include "../quant/quant.h"
 #include "../base/base.h"
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -44,7 +45,18 @@ struct mx_vision {
     mx_normw p_norm;
     int D, H;                  /* tower width, text hidden size */
     mx_enc *enc;               /* scratch for the largest image so far */
+    pthread_mutex_t mu;        /* encode and cache calls, one at a time */
+    struct cache_entry *cache; /* most recently used first */
+    size_t cache_bytes;
+    unsigned long n_encoded, n_hits;
 };
+
+typedef struct cache_entry {
+    char key[65];
+    int n_rows;
+    float *rows;
+    struct cache_entry *next;
+} cache_entry;
 
 static const char *own(mx_vision *v, char *s) {
     if (!s) return NULL;
@@ -225,6 +237,7 @@ int mx_vision_open(const char *dir, int text_hidden, mx_vision **out) {
         mx_ckpt_close(&ck);
         return MX_ERR;
     }
+    pthread_mutex_init(&v->mu, NULL);
     mx_vision_desc *d = &v->d;
     mx_arch *a = &v->tower.arch;
     mx_cfg c = {vc, NULL, ck.config_path}, top = {ck.config, NULL, ck.config_path};
@@ -296,6 +309,12 @@ fail_bound:
 
 void mx_vision_free(mx_vision *v) {
     if (!v) return;
+    for (cache_entry *c = v->cache, *n; c; c = n) {
+        n = c->next;
+        free(c->rows);
+        free(c);
+    }
+    pthread_mutex_destroy(&v->mu);
     mx_enc_free(v->enc);
     mx_model_free(&v->tower);
     mx_weight *ws[] = {&v->patch, &v->pos, &v->p_in, &v->p_out};
@@ -458,7 +477,60 @@ static int anyres_pack(const mx_vision *v, const mx_image_input *in, const float
     return n;
 }
 
+static int encode(mx_vision *v, const mx_image_input *in, mx_pool *pool, float *rows);
+
 int mx_vision_encode(mx_vision *v, const mx_image_input *in, mx_pool *pool, float *rows) {
+    pthread_mutex_lock(&v->mu);
+    int r = encode(v, in, pool, rows);
+    if (!r) v->n_encoded++;
+    pthread_mutex_unlock(&v->mu);
+    return r;
+}
+
+int mx_vision_encode_cached(mx_vision *v, const char *key, const mx_image_input *in, mx_pool *pool, float *rows) {
+    size_t n = (size_t)in->n_tokens * v->H;
+    pthread_mutex_lock(&v->mu);
+    for (cache_entry **p = &v->cache, *c; (c = *p); p = &c->next)
+        if (!strcmp(c->key, key) && c->n_rows == in->n_tokens) {
+            memcpy(rows, c->rows, sizeof(float) * n);
+            *p = c->next; /* to the front */
+            c->next = v->cache;
+            v->cache = c;
+            v->n_hits++;
+            pthread_mutex_unlock(&v->mu);
+            return MX_OK;
+        }
+    int r = encode(v, in, pool, rows);
+    if (!r) v->n_encoded++;
+    cache_entry *c = !r && n * sizeof(float) <= MX_VISION_CACHE_BYTES ? calloc(1, sizeof *c) : NULL;
+    if (c && (c->rows = malloc(sizeof(float) * n))) {
+        snprintf(c->key, sizeof c->key, "%s", key);
+        c->n_rows = in->n_tokens;
+        memcpy(c->rows, rows, sizeof(float) * n);
+        c->next = v->cache;
+        v->cache = c;
+        v->cache_bytes += sizeof(float) * n;
+        while (v->cache_bytes > MX_VISION_CACHE_BYTES) { /* drop the least recently used */
+            cache_entry **p = &v->cache;
+            while ((*p)->next) p = &(*p)->next;
+            v->cache_bytes -= sizeof(float) * (size_t)(*p)->n_rows * v->H;
+            free((*p)->rows);
+            free(*p);
+            *p = NULL;
+        }
+    } else free(c);
+    pthread_mutex_unlock(&v->mu);
+    return r;
+}
+
+void mx_vision_counts(mx_vision *v, unsigned long *encoded, unsigned long *hits) {
+    pthread_mutex_lock(&v->mu);
+    *encoded = v->n_encoded;
+    *hits = v->n_hits;
+    pthread_mutex_unlock(&v->mu);
+}
+
+static int encode(mx_vision *v, const mx_image_input *in, mx_pool *pool, float *rows) {
     const mx_vision_desc *d = &v->d;
     int D = v->D, H = v->H, P = d->patch_size, cls = v->cls ? 1 : 0;
     bool grid = v->proc.layout == MX_IP_LAYOUT_PATCHIFY;

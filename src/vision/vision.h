@@ -104,8 +104,17 @@ const mx_vision_desc *mx_vision_spec(const mx_vision *v);
 
 /* Runs tower + projector (+ packing) on one preprocessed image: rows
  * [in->n_tokens, hidden] as they enter the text model (before its
- * embedding scale; PaliGemma's already divided). */
+ * embedding scale; PaliGemma's already divided). Calls are serialized (the
+ * server's handlers share the tower). */
 int mx_vision_encode(mx_vision *v, const mx_image_input *in, mx_pool *pool, float *rows);
+/* The same, remembering the rows under key (the SHA-256 of the image file's
+ * bytes, hex): an image seen before (an earlier turn of a conversation) is
+ * not encoded again. The least recently used rows go first beyond
+ * MX_VISION_CACHE_BYTES. */
+#define MX_VISION_CACHE_BYTES ((size_t)256 << 20)
+int mx_vision_encode_cached(mx_vision *v, const char *key, const mx_image_input *in, mx_pool *pool, float *rows);
+/* Encodes done and cache hits so far (tests, stats). */
+void mx_vision_counts(mx_vision *v, unsigned long *encoded, unsigned long *hits);
 
 /* The text model's inputs for a prompt holding the images' tokens: per token
  * the image row it takes (-1: its own embedding), the bidirectional spans,
