@@ -18,7 +18,7 @@ const png = fs.readFileSync(image);
 const dataUrl = 'data:image/png;base64,' + png.toString('base64');
 const question = 'Describe this image.';
 const msgs = (url) => [{ role: 'user', content: [{ type: 'image_url', image_url: { url } }, { type: 'text', text: question }] }];
-const params = { model: 'm', max_tokens: 16, temperature: 0, ignore_eos: true };
+const params = { model: 'gemma3', max_tokens: 16, temperature: 0, ignore_eos: true };
 
 let want = { text: null, prompt_ids: [], generated_ids: [] };
 try {
@@ -75,4 +75,4 @@ await expect400('not_an_image_refused', client.chat.completions.create({ ...para
   'not a PNG, JPEG or WebP');
 await expect400('truncated_image_refused',
   client.chat.completions.create({ ...params, messages: msgs('data:image/png;base64,' + png.subarray(0, 500).toString('base64')) }), 'truncated');
-await expect400('text_model_refuses_images', textClient.chat.completions.create({ ...params, messages: msgs(dataUrl) }), 'does not take images');
+await expect400('text_model_refuses_images', textClient.chat.completions.create({ ...params, model: 'tinychat', messages: msgs(dataUrl) }), 'does not take images');
