@@ -88,6 +88,51 @@ void mx_vlprompt_tags(const mx_vlprompt *p, uint64_t *tags) {
     }
 }
 
+int mx_vlprompt_reuse(const mx_vlprompt *p, mx_session *s, const int32_t *ids, int n) {
+    int keep = 0;
+    while (keep < n - 1 && keep < s->n_history && s->history[keep] == ids[keep]) keep++;
+    const mx_vision_layout *l = &p->lay;
+    if (l->span_lo && keep < l->n && l->span_hi[keep] > l->span_lo[keep]) keep = MX_MIN(keep, l->span_lo[keep]);
+    mx_session_truncate(s, keep); /* a cut before the last image goes back to the first one */
+    return s->n_history;
+}
+
+int mx_vlprompt_feed(const mx_vlprompt *p, mx_session *s, const int32_t *ids, int n, int from, float *all_logits, float *last) {
+    const mx_vision_layout *l = &p->lay;
+    if (l->n != n || from < 0 || from >= n || s->n_history != from) return mx_set_err("image prompt segment [%d, %d) does not follow the cache", from, n);
+    int m = n - from, r = MX_ERR;
+    mx_vision_layout seg = {.n = m, .embed_row = l->embed_row + from, .rope_shift = l->rope_shift - s->rope_shift};
+    int *lo = NULL, *hi = NULL, *mpos = NULL;
+    if (l->span_lo) {
+        lo = mx_malloc(sizeof(int) * (size_t)m);
+        hi = mx_malloc(sizeof(int) * (size_t)m);
+        if (!lo || !hi) goto done;
+        for (int i = 0; i < m; i++) {
+            bool has = l->span_hi[from + i] > l->span_lo[from + i];
+            if (has && l->span_lo[from + i] < from) {
+                mx_set_err("image prompt segment starts inside a bidirectional span");
+                goto done;
+            }
+            lo[i] = has ? l->span_lo[from + i] - from : 0;
+            hi[i] = has ? l->span_hi[from + i] - from : 0;
+        }
+        seg.span_lo = lo;
+        seg.span_hi = hi;
+    }
+    if (l->mpos) { /* relative to what the session adds: its cache length and shift */
+        if (!(mpos = mx_malloc(sizeof(int) * 3 * (size_t)m))) goto done;
+        for (int a = 0; a < 3; a++)
+            for (int i = 0; i < m; i++) mpos[(size_t)a * m + i] = l->mpos[(size_t)a * n + from + i] - from - s->rope_shift;
+        seg.mpos = mpos;
+    }
+    r = mx_session_feed_images(s, ids + from, m, &seg, p->rows, mx_vision_spec(s->e->vision)->rows_scaled, all_logits, last);
+done:
+    free(lo);
+    free(hi);
+    free(mpos);
+    return r;
+}
+
 void mx_vlprompt_free(mx_vlprompt *p) {
     for (int i = 0; i < p->n; i++) mx_image_input_free(&p->in[i]);
     free(p->in);

@@ -7,6 +7,7 @@
 #ifndef MX_VLPROMPT_H
 #define MX_VLPROMPT_H
 #include "textmodel.h"
+#include "generate.h"
 
 #define MX_VLPROMPT_MAX_IMAGES 64
 
@@ -33,5 +34,13 @@ int mx_vlprompt_prepare(mx_vlprompt *p, mx_engine *e, const int32_t *ids, int n,
  * image's content and row (so a cached prefix is reused only with the same
  * images). tags: [n]. */
 void mx_vlprompt_tags(const mx_vlprompt *p, uint64_t *tags);
+/* Feeds ids[from, n) of a prepared prompt to a session whose cache holds
+ * ids[0, from) (prompt reuse across chat turns): the segment's rows, spans
+ * and M-RoPE positions. from must not fall inside a bidirectional span
+ * (mx_vlprompt_reuse gives a valid one). */
+int mx_vlprompt_feed(const mx_vlprompt *p, mx_session *s, const int32_t *ids, int n, int from, float *all_logits, float *last);
+/* The longest prefix of ids a session's cache can keep: equal tokens, not
+ * inside a bidirectional span; the session is cut back to it. */
+int mx_vlprompt_reuse(const mx_vlprompt *p, mx_session *s, const int32_t *ids, int n);
 void mx_vlprompt_free(mx_vlprompt *p);
 #endif
