@@ -9,9 +9,6 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     a->attn->qk_norm = MX_QKNORM_HEAD;
     a->attn->names.q_norm = "model.layers.%d.self_attn.q_norm";
     a->attn->names.k_norm = "model.layers.%d.self_attn.k_norm";
-    /* Gemma3TextConfig's rope_theta default is 1e6 (released configs, packaged
-     * ones' text_config included, leave it out) */
-    a->rope_decl[0].theta = 1e6;
     int w, pattern;
     if (mx_cfg_i32(c, "sliding_window", 4096, 1, 1 << 30, &w) || mx_cfg_i32(c, "sliding_window_pattern", 6, 1, 1 << 20, &pattern))
         return -1;
@@ -26,5 +23,10 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     return 0;
 }
 
+/* Gemma3TextConfig's defaults: released Gemma 3 configs (the packaged ones'
+ * text_config above all) leave these out */
 MX_FAMILY(gemma3_text, .name = "gemma3_text", .base = "gemma2",
-          .features = "gemma2 + per-head q/k norm, sliding/global pattern with two rope bases", .configure = configure)
+          .features = "gemma2 + per-head q/k norm, sliding/global pattern with two rope bases", .configure = configure,
+          .defaults = "{\"vocab_size\": 262208, \"num_attention_heads\": 8, \"num_key_value_heads\": 4, \"head_dim\": 256,"
+                      " \"query_pre_attn_scalar\": 256, \"max_position_embeddings\": 131072, \"rope_theta\": 1000000.0,"
+                      " \"rms_norm_eps\": 1e-6, \"sliding_window\": 4096}")
