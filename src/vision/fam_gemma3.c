@@ -13,15 +13,8 @@ static int configure(mx_vision_desc *d, mx_arch *t, const mx_cfg *vc, const mx_c
         mx_cfg_i32(top, "image_token_index", 262144, 0, 1 << 30, &d->image_token) ||
         mx_cfg_i32(top, "mm_tokens_per_image", 256, 1, 1 << 16, &d->pool_tokens))
         return MX_ERR;
-    d->run_layers = t->n_layers;
-    d->prefix[0] = "vision_tower.vision_model.";
-    d->prefix[1] = "model.vision_tower.vision_model.";
-    d->patch = "embeddings.patch_embedding";
-    d->patch_bias = true;
-    d->pos = "embeddings.position_embedding";
-    t->names.final_norm = "post_layernorm";
+    mx_siglip_tower(d, t, "vision_tower.vision_model.", "model.vision_tower.vision_model.");
     mx_arch_ignore(t, "head.*");
-    mx_arch_ignore(t, "embeddings.position_ids");
     d->proj_prefix[0] = "multi_modal_projector.";
     d->proj_prefix[1] = "model.multi_modal_projector.";
     d->proj = MX_VPROJ_POOL_NORM;

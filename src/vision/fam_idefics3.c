@@ -12,13 +12,7 @@ static int configure(mx_vision_desc *d, mx_arch *t, const mx_cfg *vc, const mx_c
         mx_cfg_i32(top, "image_token_id", 128257, 0, 1 << 30, &d->image_token) ||
         mx_cfg_i32(top, "scale_factor", 2, 1, 16, &d->shuffle))
         return MX_ERR;
-    d->run_layers = t->n_layers;
-    d->prefix[0] = "model.vision_model.";
-    d->prefix[1] = "vision_model.";
-    d->patch = "embeddings.patch_embedding";
-    d->patch_bias = true;
-    d->pos = "embeddings.position_embedding";
-    t->names.final_norm = "post_layernorm";
+    mx_siglip_tower(d, t, "model.vision_model.", "vision_model.");
     d->proj_prefix[0] = "model.connector.";
     d->proj_prefix[1] = "connector.";
     d->proj = MX_VPROJ_SHUFFLE;

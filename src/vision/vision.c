@@ -359,6 +359,17 @@ int mx_vit_configure(mx_arch *a, const mx_cfg *vc, int hidden, int ffn, int laye
     return MX_OK;
 }
 
+void mx_siglip_tower(mx_vision_desc *d, mx_arch *t, const char *prefix0, const char *prefix1) {
+    d->run_layers = t->n_layers;
+    d->prefix[0] = prefix0;
+    d->prefix[1] = prefix1;
+    d->patch = "embeddings.patch_embedding";
+    d->patch_bias = true;
+    d->pos = "embeddings.position_embedding";
+    t->names.final_norm = "post_layernorm";
+    mx_arch_ignore(t, "embeddings.position_ids");
+}
+
 int mx_vision_feature_layer(const mx_cfg *top, int n_layers, int def, int *run) {
     json_t *v = mx_cfg_get(top, "vision_feature_layer");
     if (v && !json_is_integer(v)) return mx_set_err("%s: vision_feature_layer: only one layer (an integer) is supported", top->file);

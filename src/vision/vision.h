@@ -89,6 +89,10 @@ const mx_vision_family *mx_vision_family_find(const char *model_type);
  * names "encoder.layers.%d.layer_norm1", "...self_attn.q_proj", "...mlp.fc1")
  * from vision_config with the given class defaults. */
 int mx_vit_configure(mx_arch *a, const mx_cfg *vc, int hidden, int ffn, int layers, int heads, const char *act, float eps);
+/* A SigLIP tower as PaliGemma, Idefics3 and Gemma 3 use it: every layer
+ * run, then post_layernorm; patch embedding with bias, learned positions;
+ * the tower tried under prefix0, then prefix1. */
+void mx_siglip_tower(mx_vision_desc *d, mx_arch *t, const char *prefix0, const char *prefix1);
 /* hidden_states index -> layers run (negative counts from the end; HF's
  * vision_feature_layer). */
 int mx_vision_feature_layer(const mx_cfg *top, int n_layers, int def, int *run);
