@@ -4,7 +4,7 @@ CC      ?= gcc
 OPT     ?= -O2
 CFLAGS  ?= $(OPT) -g
 CFLAGS  += -std=c17 -Wall -Wextra -pthread -fno-strict-aliasing
-LDLIBS  := -ljansson -lpcre2-8 -lutf8proc -lmicrohttpd -lcurl -lcrypto -lpng -ljpeg -lwebpdemux -lwebp -lm -lpthread
+LDLIBS  := -ljansson -lpcre2-8 -lutf8proc -lmicrohttpd -lcurl -lcrypto -lpng -ljpeg -lwebpdemux -lwebp -lsndfile -lvorbisfile -lopusfile -lmpg123 -lsoxr -lz -lm -lpthread
 BUILD   ?= build
 # build with every core unless the caller chose -j (sub-makes share the jobserver)
 ifeq ($(MAKELEVEL),0)
@@ -12,7 +12,7 @@ ifeq (,$(filter -j%,$(MAKEFLAGS)))
 MAKEFLAGS += -j$(shell nproc 2>/dev/null || echo 2)
 endif
 endif
-# whole archive: family files register themselves from constructors
+# whole archive: family and weight-format files register themselves from constructors
 WHOLE_LIB = -Wl,--whole-archive $(BUILD)/libmlxcel.a -Wl,--no-whole-archive
 
 SIMD_AVX2   := -mavx2 -mfma -mf16c
@@ -26,7 +26,7 @@ CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC := $(sort $(wildcard tests/unit/test_*.c))
 TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
-DEB_PKGS := libjansson-dev libpcre2-dev libutf8proc-dev libmicrohttpd-dev libcurl4-openssl-dev libssl-dev libpng-dev libjpeg62-turbo-dev libwebp-dev pkg-config
+DEB_PKGS := libjansson-dev libpcre2-dev libutf8proc-dev libmicrohttpd-dev libcurl4-openssl-dev libssl-dev libpng-dev libjpeg62-turbo-dev libwebp-dev libsndfile1-dev libvorbis-dev libopusfile-dev libmpg123-dev libsoxr-dev zlib1g-dev pkg-config
 
 .PHONY: all deps test test-deps unit asan clean fuzz demo
 all: deps $(BUILD)/mlxcel
@@ -45,6 +45,8 @@ $(BUILD)/src/quant/qvnni_vbmi_avx512.o: SIMD_AVX512 += -mavx512vbmi
 $(BUILD)/%_avx512.o: %_avx512.c | deps
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(SIMD_AVX512) -MMD -MP -c $< -o $@
+# opusfile.h includes <opus_multistream.h> from the opus include folder
+$(BUILD)/src/audio/audio.o: override CFLAGS += -I/usr/include/opus
 $(BUILD)/%.o: %.c | deps
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
@@ -113,13 +115,13 @@ clean:
 
 # Tools: random-weight benchmark checkpoints and the kernel microbenchmark.
 $(BUILD)/mkmodel: tools/mkmodel.c $(BUILD)/libmlxcel.a
-	$(CC) $(CFLAGS) -Isrc -o $@ $< $(BUILD)/libmlxcel.a $(LDLIBS)
+	$(CC) $(CFLAGS) -Isrc -o $@ $< $(WHOLE_LIB) $(LDLIBS)
 $(BUILD)/kbench: tools/kbench.c $(BUILD)/libmlxcel.a
-	$(CC) $(CFLAGS) -Isrc -o $@ $< $(BUILD)/libmlxcel.a $(LDLIBS)
+	$(CC) $(CFLAGS) -Isrc -o $@ $< $(WHOLE_LIB) $(LDLIBS)
 $(BUILD)/qcold: tools/qcold.c $(BUILD)/libmlxcel.a
-	$(CC) $(CFLAGS) -Isrc -o $@ $< $(BUILD)/libmlxcel.a $(LDLIBS)
+	$(CC) $(CFLAGS) -Isrc -o $@ $< $(WHOLE_LIB) $(LDLIBS)
 $(BUILD)/isa_bounds: tools/isa_bounds.c $(BUILD)/libmlxcel.a
-	$(CC) $(CFLAGS) -Isrc -o $@ $< $(BUILD)/libmlxcel.a $(LDLIBS)
+	$(CC) $(CFLAGS) -Isrc -o $@ $< $(WHOLE_LIB) $(LDLIBS)
 all: $(BUILD)/mkmodel
 
 # libFuzzer targets (fuzz/fuzz_*.c), built with clang, ASan/UBSan and
@@ -130,8 +132,8 @@ all: $(BUILD)/mkmodel
 FUZZ_SRC := $(filter-out fuzz/fuzz_model.c,$(sort $(wildcard fuzz/fuzz_*.c)))
 FUZZ_LIB := src/base/base.c src/base/progress.c src/format/json.c src/format/safetensors.c $(wildcard src/tokenizer/*.c) $(wildcard src/template/*.c) \
             src/hub/api.c src/hub/hub.c src/runtime/sampling_opts.c \
-            $(wildcard src/image/*.c)
-FUZZ_CFLAGS := -std=c17 -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+            src/base/threadpool.c $(wildcard src/audio/*.c) $(wildcard src/image/*.c)
+FUZZ_CFLAGS := -I/usr/include/opus -std=c17 -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 fuzz: deps
 	@mkdir -p build/fuzz
 	@for f in $(FUZZ_SRC); do n=$$(basename $$f .c); echo "clang $$f -> build/fuzz/$$n"; \

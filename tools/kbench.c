@@ -65,6 +65,9 @@ static void bench_ops(const char *lvl) {
 
 int main(int argc, char **argv) {
     int rows = 2048, cols = 8192, n = 512, reps = 7, bf16dot = 0;
+    mx_kpolicy env = mx_kpolicy_default();
+    mx_kpolicy_env(&env); /* MLXCEL_CPU applies as usual */
+    mx_kpolicy_set_default(&env);
     const char *threads = "1,2", *fmts = "f32,bf16,f16";
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--rows") && i + 1 < argc) rows = atoi(argv[++i]);
@@ -100,6 +103,7 @@ int main(int argc, char **argv) {
     for (char *tok = strtok(tl, ","); tok; tok = strtok(NULL, ",")) {
         int nt = atoi(tok);
         mx_pool *pool = nt > 1 ? mx_pool_new(nt) : NULL;
+        mx_kpolicy kp = mx_kpolicy_on(pool);
         double bw = mx_measure_read_bw(pool, (size_t)1 << 30, reps);
         printf("\n[%d thread%s] read bandwidth probe (1 GiB): %.1f GB/s\n", nt, nt > 1 ? "s" : "", bw);
         char fl[64];
@@ -120,10 +124,10 @@ int main(int argc, char **argv) {
             mx_weight w = {.fmt = fmt, .rows = rows, .cols = cols, .row_bytes = (size_t)cols * es};
             /* decode: one call per copy, cycling */
             double t[100], g[100], tc[100], gc[100];
-            for (int c = 0; c < copies; c++) { w.data = mem + (size_t)c * mbytes; mx_matmul(&w, x, 1, cols, y, rows, pool); }
+            for (int c = 0; c < copies; c++) { w.data = mem + (size_t)c * mbytes; mx_matmul(&w, x, 1, cols, y, rows, &kp); }
             for (int r = 0; r < reps; r++) {
                 double t0 = mx_now(), c0 = cpu_now();
-                for (int c = 0; c < copies; c++) { w.data = mem + (size_t)c * mbytes; mx_matmul(&w, x, 1, cols, y, rows, pool); }
+                for (int c = 0; c < copies; c++) { w.data = mem + (size_t)c * mbytes; mx_matmul(&w, x, 1, cols, y, rows, &kp); }
                 t[r] = (mx_now() - t0) / copies;
                 tc[r] = (cpu_now() - c0) / nt / copies;
             }
@@ -131,11 +135,11 @@ int main(int argc, char **argv) {
             /* prefill on the first copy */
             w.data = mem;
             for (int pass = 0; pass < 1 + (bf16dot && fmt == MX_W_BF16); pass++) {
-                mx_mm_set_bf16_dot(pass);
-                mx_matmul(&w, x, n, cols, y, rows, pool);
+                kp.bf16_dot = pass;
+                mx_matmul(&w, x, n, cols, y, rows, &kp);
                 for (int r = 0; r < reps; r++) {
                     double t0 = mx_now(), c0 = cpu_now();
-                    mx_matmul(&w, x, n, cols, y, rows, pool);
+                    mx_matmul(&w, x, n, cols, y, rows, &kp);
                     g[r] = 2.0 * rows * cols * n / (mx_now() - t0) / 1e9;
                     gc[r] = 2.0 * rows * cols * n / ((cpu_now() - c0) / nt) / 1e9;
                 }
@@ -146,7 +150,7 @@ int main(int argc, char **argv) {
                 else
                     printf("  bf16 prefill with vdpbf16ps (MLXCEL_BF16_DOT=1): %6.1f GFLOP/s, cpu %6.1f\n", gf, gfc);
             }
-            mx_mm_set_bf16_dot(0);
+            kp.bf16_dot = false;
             munmap(mem, mbytes * (size_t)copies);
         }
         mx_pool_free(pool);

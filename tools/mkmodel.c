@@ -4,14 +4,24 @@
  * from the config, greedy) and model.safetensors with the Hugging Face tensor
  * names of the family: llama/mistral/qwen2/qwen3 decoders, BERT encoders,
  * mixtral (llama attention + block_sparse_moe: router gate, per expert
- * w1/w3/w2) and deepseek_v3 (MLA with q lora or plain q_proj, dense MLPs in
+ * w1/w3/w2), deepseek_v3 (MLA with q lora or plain q_proj, dense MLPs in
  * the first first_k_dense_replace layers, then MoE: router with
- * e_score_correction_bias, per expert gate/up/down, fused shared experts);
- * vision-language models: qwen2_vl (Qwen2 text + its ViT and merger) and
- * gemma3 (Gemma 3 text + SigLIP + pool/norm projector), convolutions written
- * as [out, in * kernel] matrices (the loader reads them either way).
- * Matrices and embeddings are N(0, 0.02), biases N(0, 0.02), norm weights 1
- * and norm biases 0. Tensors are generated and written in chunks, so a 1B
+ * e_score_correction_bias, per expert gate/up/down, fused shared experts),
+ * deepseek (DeepSeek-MoE: Llama attention with that MoE, softmax router
+ * without bias, moe_layer_freq) and glm4_moe (GLM-4.5: q/k/v biases, q/k
+ * norms, that MoE), qwen3_5_text (DeltaNet / gated attention) and gemma4_text
+ * (sliding / full layers, per-layer inputs); vision-language models:
+ * qwen2_vl (Qwen2 text + its ViT and merger) and gemma3 (Gemma 3 text +
+ * SigLIP + pool/norm projector), convolutions written as [out, in * kernel]
+ * matrices (the loader reads them either way).
+ * whisper: the encoder-decoder (conv stem, sinusoidal-position table, encoder
+ * and decoder stacks with cross-attention) plus what a hub folder holds beside
+ * it: generation_config.json (the token ids, lang_to_id, task_to_id, the
+ * suppress lists, max_length 448), preprocessor_config.json and a slow
+ * byte-level tokenizer (vocab.json, merges.txt, tokenizer_config.json) with
+ * Whisper's special, language and timestamp tokens at their real ids.
+ * Matrices and embeddings are N(0, SD) (--std, default 0.02), biases
+ * likewise, norm weights 1 and norm biases 0. Tensors are generated and written in chunks, so a 1B
  * model needs a few MB of memory, not the model's size. */
 #define _GNU_SOURCE
 #include "base/base.h"
@@ -31,9 +41,15 @@ typedef enum { INIT_NORMAL, INIT_ONES, INIT_ZEROS } init_kind;
 typedef struct {
     char *name;
     int ndim;
-    int64_t shape[2];
+    int64_t shape[3];
     init_kind init;
 } spec;
+
+static size_t numel_of(const spec *e) {
+    size_t n = 1;
+    for (int d = 0; d < e->ndim; d++) n *= (size_t)e->shape[d];
+    return n;
+}
 
 typedef struct {
     spec *v;
@@ -60,6 +76,7 @@ static int add(specs *s, init_kind init, int64_t d0, int64_t d1, const char *fmt
     e->ndim = d1 > 0 ? 2 : 1;
     e->shape[0] = d0;
     e->shape[1] = d1;
+    e->shape[2] = 0;
     e->init = init;
     return MX_OK;
 }
@@ -131,25 +148,60 @@ static int mlp_specs(specs *s, int H, int I, const char *prefix) {
     return ok ? MX_OK : MX_ERR;
 }
 
-/* DeepSeek V3 (HF names as src/models/deepseek_v3.c binds them; defaults as
- * the HF config class). MTP layers are not written (the loader ignores them). */
+/* DeepSeek-style MoE ffn of layer l (names as src/models/deepseek_v3.c binds
+ * them): router with e_score_correction_bias when `bias`, per expert
+ * gate/up/down, fused shared experts; a dense MLP of I for the layers before
+ * first_k_dense_replace or off the moe_layer_freq grid. */
+typedef struct { int I, E, moeI, nsh, dense, freq; bool bias; } ds_moe;
+
+static int ds_moe_read(const mx_cfg *c, int I, const ds_moe *def, ds_moe *m) {
+    *m = *def;
+    m->I = I;
+    if (mx_cfg_i32(c, "first_k_dense_replace", def->dense, 0, 1024, &m->dense) || mx_cfg_i32(c, "moe_layer_freq", 1, 1, 1024, &m->freq) ||
+        mx_cfg_i32(c, "n_routed_experts", def->E, 0, 1 << 12, &m->E) || mx_cfg_i32(c, "moe_intermediate_size", def->moeI, 1, 1 << 20, &m->moeI) ||
+        mx_cfg_i32(c, "n_shared_experts", def->nsh, 0, 1 << 10, &m->nsh))
+        return MX_ERR;
+    return MX_OK;
+}
+
+static int ds_moe_specs(specs *s, const ds_moe *m, int H, int l) {
+    char pre[64];
+    if (!m->E || l < m->dense || l % m->freq) {
+        snprintf(pre, sizeof pre, "model.layers.%d.mlp", l);
+        return mlp_specs(s, H, m->I, pre);
+    }
+    int ok = add(s, INIT_NORMAL, m->E, H, "model.layers.%d.mlp.gate.weight", l) == MX_OK;
+    if (m->bias) ok &= add(s, INIT_ZEROS, m->E, 0, "model.layers.%d.mlp.gate.e_score_correction_bias", l) == MX_OK;
+    for (int e = 0; e < m->E && ok; e++) {
+        snprintf(pre, sizeof pre, "model.layers.%d.mlp.experts.%d", l, e);
+        ok &= mlp_specs(s, H, m->moeI, pre) == MX_OK;
+    }
+    if (ok && m->nsh > 0) {
+        snprintf(pre, sizeof pre, "model.layers.%d.mlp.shared_experts", l);
+        ok &= mlp_specs(s, H, m->moeI * m->nsh, pre) == MX_OK;
+    }
+    return ok ? MX_OK : MX_ERR;
+}
+
+/* DeepSeek V3 (MLA; defaults as the HF config class). MTP layers are not
+ * written (the loader ignores them). */
 static int deepseek_specs(const mx_cfg *c, specs *s) {
-    int H, I, L, nh, V, qlr, kvr, nope, rope, vhd, dense, E, moeI, nsh;
+    int H, I, L, nh, V, qlr, kvr, nope, rope, vhd;
     bool tie, attn_bias;
+    ds_moe m;
+    static const ds_moe def = {.E = 256, .moeI = 2048, .nsh = 1, .dense = 3, .bias = true};
     bool q_null = json_is_null(json_object_get(c->root, "q_lora_rank"));
     if (mx_cfg_i32(c, "hidden_size", 0, 1, 1 << 16, &H) || mx_cfg_i32(c, "intermediate_size", 0, 1, 1 << 20, &I) ||
         mx_cfg_i32(c, "num_hidden_layers", 0, 1, 1024, &L) || mx_cfg_i32(c, "num_attention_heads", 0, 1, 1024, &nh) ||
         mx_cfg_i32(c, "vocab_size", 0, 1, 1 << 22, &V) || mx_cfg_i32(c, "q_lora_rank", q_null ? 0 : 1536, 0, 1 << 20, &qlr) ||
         mx_cfg_i32(c, "kv_lora_rank", 512, 1, 1 << 20, &kvr) || mx_cfg_i32(c, "qk_nope_head_dim", 128, 0, 1 << 14, &nope) ||
         mx_cfg_i32(c, "qk_rope_head_dim", 64, 2, 1 << 14, &rope) || mx_cfg_i32(c, "v_head_dim", 128, 1, 1 << 14, &vhd) ||
-        mx_cfg_i32(c, "first_k_dense_replace", 3, 0, 1024, &dense) || mx_cfg_i32(c, "n_routed_experts", 256, 1, 1 << 12, &E) ||
-        mx_cfg_i32(c, "moe_intermediate_size", 2048, 1, 1 << 20, &moeI) || mx_cfg_i32(c, "n_shared_experts", 1, 0, 1 << 10, &nsh) ||
-        mx_cfg_bool(c, "tie_word_embeddings", false, &tie) || mx_cfg_bool(c, "attention_bias", false, &attn_bias))
+        mx_cfg_bool(c, "tie_word_embeddings", false, &tie) || mx_cfg_bool(c, "attention_bias", false, &attn_bias) ||
+        ds_moe_read(c, I, &def, &m))
         return MX_ERR;
     if (!H || !I || !L || !nh || !V) return mx_set_err("%s: hidden_size, intermediate_size, num_hidden_layers, num_attention_heads and vocab_size are required", c->file);
     if (attn_bias) return mx_set_err("%s: attention_bias is not supported for deepseek_v3", c->file);
     int64_t qk = (int64_t)nope + rope;
-    char pre[64];
     int ok = add(s, INIT_NORMAL, V, H, "model.embed_tokens.weight") == MX_OK;
     for (int l = 0; l < L && ok; l++) {
         ok &= add(s, INIT_ONES, H, 0, "model.layers.%d.input_layernorm.weight", l) == MX_OK;
@@ -163,21 +215,162 @@ static int deepseek_specs(const mx_cfg *c, specs *s) {
         ok &= add(s, INIT_NORMAL, (int64_t)nh * (nope + vhd), kvr, "model.layers.%d.self_attn.kv_b_proj.weight", l) == MX_OK;
         ok &= add(s, INIT_NORMAL, H, (int64_t)nh * vhd, "model.layers.%d.self_attn.o_proj.weight", l) == MX_OK;
         ok &= add(s, INIT_ONES, H, 0, "model.layers.%d.post_attention_layernorm.weight", l) == MX_OK;
-        if (l < dense) {
-            snprintf(pre, sizeof pre, "model.layers.%d.mlp", l);
-            ok &= mlp_specs(s, H, I, pre) == MX_OK;
-            continue;
+        ok &= ds_moe_specs(s, &m, H, l) == MX_OK;
+    }
+    ok &= add(s, INIT_ONES, H, 0, "model.norm.weight") == MX_OK;
+    if (!tie) ok &= add(s, INIT_NORMAL, V, H, "lm_head.weight") == MX_OK;
+    return ok ? MX_OK : mx_set_err("out of memory");
+}
+
+/* GQA attention + DeepSeek-style MoE: deepseek (DeepSeek-MoE: Llama attention,
+ * softmax router) and glm4_moe (GLM-4.5: q/k/v biases with attention_bias,
+ * per-head q/k norms with use_qk_norm, router correction bias). Defaults as
+ * each HF config class. */
+static int gqa_moe_specs(const mx_cfg *c, const char *mt, specs *s) {
+    int H, I, L, nh, nkv, hd, V;
+    bool tie, bias, qk;
+    bool glm = !strcmp(mt, "glm4_moe");
+    ds_moe m;
+    static const ds_moe def_ds = {.E = 0, .moeI = 1407, .nsh = 0, .dense = 0}, def_glm = {.E = 128, .moeI = 1408, .nsh = 1, .dense = 1, .bias = true};
+    if (mx_cfg_i32(c, "hidden_size", 0, 1, 1 << 16, &H) || mx_cfg_i32(c, "intermediate_size", 0, 1, 1 << 20, &I) ||
+        mx_cfg_i32(c, "num_hidden_layers", 0, 1, 1024, &L) || mx_cfg_i32(c, "num_attention_heads", 0, 1, 1024, &nh) ||
+        mx_cfg_i32(c, "vocab_size", 0, 1, 1 << 22, &V) || ds_moe_read(c, I, glm ? &def_glm : &def_ds, &m))
+        return MX_ERR;
+    if (!H || !I || !L || !nh || !V) return mx_set_err("%s: hidden_size, intermediate_size, num_hidden_layers, num_attention_heads and vocab_size are required", c->file);
+    if (mx_cfg_i32(c, "num_key_value_heads", nh, 1, 1024, &nkv) || mx_cfg_i32(c, "head_dim", H / nh, 1, 1 << 14, &hd) ||
+        mx_cfg_bool(c, "tie_word_embeddings", false, &tie) || mx_cfg_bool(c, "attention_bias", false, &bias) ||
+        mx_cfg_bool(c, "use_qk_norm", false, &qk))
+        return MX_ERR;
+    int ok = add(s, INIT_NORMAL, V, H, "model.embed_tokens.weight") == MX_OK;
+    for (int l = 0; l < L && ok; l++) {
+        const char *a = "self_attn";
+        ok &= add(s, INIT_ONES, H, 0, "model.layers.%d.input_layernorm.weight", l) == MX_OK;
+        ok &= add(s, INIT_NORMAL, (int64_t)nh * hd, H, "model.layers.%d.%s.q_proj.weight", l, a) == MX_OK;
+        ok &= add(s, INIT_NORMAL, (int64_t)nkv * hd, H, "model.layers.%d.%s.k_proj.weight", l, a) == MX_OK;
+        ok &= add(s, INIT_NORMAL, (int64_t)nkv * hd, H, "model.layers.%d.%s.v_proj.weight", l, a) == MX_OK;
+        ok &= add(s, INIT_NORMAL, H, (int64_t)nh * hd, "model.layers.%d.%s.o_proj.weight", l, a) == MX_OK;
+        if (bias) { /* GLM-4.5: q/k/v only; DeepSeek-MoE: o too */
+            ok &= add(s, INIT_NORMAL, (int64_t)nh * hd, 0, "model.layers.%d.%s.q_proj.bias", l, a) == MX_OK;
+            ok &= add(s, INIT_NORMAL, (int64_t)nkv * hd, 0, "model.layers.%d.%s.k_proj.bias", l, a) == MX_OK;
+            ok &= add(s, INIT_NORMAL, (int64_t)nkv * hd, 0, "model.layers.%d.%s.v_proj.bias", l, a) == MX_OK;
+            if (!glm) ok &= add(s, INIT_NORMAL, H, 0, "model.layers.%d.%s.o_proj.bias", l, a) == MX_OK;
         }
-        ok &= add(s, INIT_NORMAL, E, H, "model.layers.%d.mlp.gate.weight", l) == MX_OK;
-        ok &= add(s, INIT_ZEROS, E, 0, "model.layers.%d.mlp.gate.e_score_correction_bias", l) == MX_OK;
-        for (int e = 0; e < E && ok; e++) {
-            snprintf(pre, sizeof pre, "model.layers.%d.mlp.experts.%d", l, e);
-            ok &= mlp_specs(s, H, moeI, pre) == MX_OK;
+        if (glm && qk) {
+            ok &= add(s, INIT_ONES, hd, 0, "model.layers.%d.%s.q_norm.weight", l, a) == MX_OK;
+            ok &= add(s, INIT_ONES, hd, 0, "model.layers.%d.%s.k_norm.weight", l, a) == MX_OK;
         }
-        if (nsh > 0) {
-            snprintf(pre, sizeof pre, "model.layers.%d.mlp.shared_experts", l);
-            ok &= mlp_specs(s, H, moeI * nsh, pre) == MX_OK;
+        ok &= add(s, INIT_ONES, H, 0, "model.layers.%d.post_attention_layernorm.weight", l) == MX_OK;
+        ok &= ds_moe_specs(s, &m, H, l) == MX_OK;
+    }
+    ok &= add(s, INIT_ONES, H, 0, "model.norm.weight") == MX_OK;
+    if (!tie) ok &= add(s, INIT_NORMAL, V, H, "lm_head.weight") == MX_OK;
+    return ok ? MX_OK : mx_set_err("out of memory");
+}
+
+/* layer_types[i] when the config has it, else the family's default */
+static int layer_type(const mx_cfg *c, int i, const char *def, const char **out) {
+    json_t *lt = mx_cfg_get(c, "layer_types");
+    *out = lt ? json_string_value(json_array_get(lt, (size_t)i)) : def;
+    return *out ? MX_OK : mx_set_err("%s: layer_types[%d]: expected a string", c->file, i);
+}
+
+/* Qwen3.5 (text, dense): gated DeltaNet layers with split projections and
+ * gated-attention layers (defaults as Qwen3_5TextConfig, the 9B shape). The
+ * (1+w) norms are written as zeros, the DeltaNet output norm as ones. */
+static int qwen3_5_specs(const mx_cfg *c, specs *s) {
+    int H, I, L, nh, nkv, hd, V, nk, nv, dk, dv, K, interval;
+    bool tie;
+    if (mx_cfg_i32(c, "hidden_size", 4096, 1, 1 << 16, &H) || mx_cfg_i32(c, "intermediate_size", 12288, 1, 1 << 20, &I) ||
+        mx_cfg_i32(c, "num_hidden_layers", 32, 1, 1024, &L) || mx_cfg_i32(c, "num_attention_heads", 16, 1, 1024, &nh) ||
+        mx_cfg_i32(c, "num_key_value_heads", 4, 1, 1024, &nkv) || mx_cfg_i32(c, "head_dim", 256, 1, 1 << 14, &hd) ||
+        mx_cfg_i32(c, "vocab_size", 248320, 1, 1 << 22, &V) || mx_cfg_i32(c, "linear_num_key_heads", 16, 1, 1024, &nk) ||
+        mx_cfg_i32(c, "linear_num_value_heads", 32, 1, 1024, &nv) || mx_cfg_i32(c, "linear_key_head_dim", 128, 1, 4096, &dk) ||
+        mx_cfg_i32(c, "linear_value_head_dim", 128, 1, 4096, &dv) || mx_cfg_i32(c, "linear_conv_kernel_dim", 4, 1, 64, &K) ||
+        mx_cfg_i32(c, "full_attention_interval", 4, 1, 1024, &interval) || mx_cfg_bool(c, "tie_word_embeddings", false, &tie))
+        return MX_ERR;
+    int64_t C = 2 * (int64_t)nk * dk + (int64_t)nv * dv;
+    int ok = add(s, INIT_NORMAL, V, H, "model.embed_tokens.weight") == MX_OK;
+    for (int l = 0; l < L && ok; l++) {
+        const char *t;
+        if (layer_type(c, l, (l + 1) % interval ? "linear_attention" : "full_attention", &t)) return MX_ERR;
+        ok &= add(s, INIT_ZEROS, H, 0, "model.layers.%d.input_layernorm.weight", l) == MX_OK;
+        ok &= add(s, INIT_ZEROS, H, 0, "model.layers.%d.post_attention_layernorm.weight", l) == MX_OK;
+        if (!strcmp(t, "linear_attention")) {
+            const char *p = "linear_attn";
+            ok &= add(s, INIT_NORMAL, C, H, "model.layers.%d.%s.in_proj_qkv.weight", l, p) == MX_OK;
+            ok &= add(s, INIT_NORMAL, (int64_t)nv * dv, H, "model.layers.%d.%s.in_proj_z.weight", l, p) == MX_OK;
+            ok &= add(s, INIT_NORMAL, nv, H, "model.layers.%d.%s.in_proj_b.weight", l, p) == MX_OK;
+            ok &= add(s, INIT_NORMAL, nv, H, "model.layers.%d.%s.in_proj_a.weight", l, p) == MX_OK;
+            ok &= add(s, INIT_NORMAL, C, K, "model.layers.%d.%s.conv1d.weight", l, p) == MX_OK;
+            ok &= add(s, INIT_NORMAL, nv, 0, "model.layers.%d.%s.A_log", l, p) == MX_OK;
+            ok &= add(s, INIT_NORMAL, nv, 0, "model.layers.%d.%s.dt_bias", l, p) == MX_OK;
+            ok &= add(s, INIT_ONES, dv, 0, "model.layers.%d.%s.norm.weight", l, p) == MX_OK;
+            ok &= add(s, INIT_NORMAL, H, (int64_t)nv * dv, "model.layers.%d.%s.out_proj.weight", l, p) == MX_OK;
+        } else {
+            ok &= add(s, INIT_NORMAL, 2 * (int64_t)nh * hd, H, "model.layers.%d.self_attn.q_proj.weight", l) == MX_OK;
+            ok &= add(s, INIT_NORMAL, (int64_t)nkv * hd, H, "model.layers.%d.self_attn.k_proj.weight", l) == MX_OK;
+            ok &= add(s, INIT_NORMAL, (int64_t)nkv * hd, H, "model.layers.%d.self_attn.v_proj.weight", l) == MX_OK;
+            ok &= add(s, INIT_NORMAL, H, (int64_t)nh * hd, "model.layers.%d.self_attn.o_proj.weight", l) == MX_OK;
+            ok &= add(s, INIT_ZEROS, hd, 0, "model.layers.%d.self_attn.q_norm.weight", l) == MX_OK;
+            ok &= add(s, INIT_ZEROS, hd, 0, "model.layers.%d.self_attn.k_norm.weight", l) == MX_OK;
         }
+        char pre[64];
+        snprintf(pre, sizeof pre, "model.layers.%d.mlp", l);
+        ok &= mlp_specs(s, H, I, pre) == MX_OK;
+    }
+    ok &= add(s, INIT_ZEROS, H, 0, "model.norm.weight") == MX_OK;
+    if (!tie) ok &= add(s, INIT_NORMAL, V, H, "lm_head.weight") == MX_OK;
+    return ok ? MX_OK : mx_set_err("out of memory");
+}
+
+/* Gemma 4 (text, dense): sliding / full layers (full ones with global_head_dim
+ * and, with attention_k_eq_v, num_global_key_value_heads heads and no v_proj),
+ * KV-shared last layers without k/v (double-wide MLP when asked), per-layer
+ * inputs, layer scalars; defaults as Gemma4TextConfig. */
+static int gemma4_specs(const mx_cfg *c, specs *s) {
+    int H, I, L, nh, nkv, hd, V, ghd, gkv, shared, P, VP;
+    bool tie, k_eq_v, wide;
+    if (mx_cfg_i32(c, "hidden_size", 2304, 1, 1 << 16, &H) || mx_cfg_i32(c, "intermediate_size", 9216, 1, 1 << 20, &I) ||
+        mx_cfg_i32(c, "num_hidden_layers", 30, 1, 1024, &L) || mx_cfg_i32(c, "num_attention_heads", 8, 1, 1024, &nh) ||
+        mx_cfg_i32(c, "num_key_value_heads", 4, 1, 1024, &nkv) || mx_cfg_i32(c, "head_dim", 256, 1, 1 << 14, &hd) ||
+        mx_cfg_i32(c, "vocab_size", 262144, 1, 1 << 22, &V) || mx_cfg_i32(c, "global_head_dim", 512, 0, 1 << 14, &ghd) ||
+        mx_cfg_i32(c, "num_global_key_value_heads", nkv, 1, 1024, &gkv) || mx_cfg_i32(c, "num_kv_shared_layers", 0, 0, 1024, &shared) ||
+        mx_cfg_i32(c, "hidden_size_per_layer_input", 256, 0, 1 << 16, &P) ||
+        mx_cfg_i32(c, "vocab_size_per_layer_input", 262144, 1, 1 << 22, &VP) || mx_cfg_bool(c, "tie_word_embeddings", true, &tie) ||
+        mx_cfg_bool(c, "attention_k_eq_v", false, &k_eq_v) || mx_cfg_bool(c, "use_double_wide_mlp", false, &wide))
+        return MX_ERR;
+    if (!ghd) ghd = hd;
+    int ok = add(s, INIT_NORMAL, V, H, "model.embed_tokens.weight") == MX_OK;
+    if (P) {
+        ok &= add(s, INIT_NORMAL, VP, (int64_t)L * P, "model.embed_tokens_per_layer.weight") == MX_OK;
+        ok &= add(s, INIT_NORMAL, (int64_t)L * P, H, "model.per_layer_model_projection.weight") == MX_OK;
+        ok &= add(s, INIT_ONES, P, 0, "model.per_layer_projection_norm.weight") == MX_OK;
+    }
+    for (int l = 0; l < L && ok; l++) {
+        const char *t;
+        if (layer_type(c, l, (l + 1) % 6 ? "sliding_attention" : "full_attention", &t)) return MX_ERR;
+        bool full = l == L - 1 || !strcmp(t, "full_attention"), kv_own = l < L - shared;
+        int d = full ? ghd : hd, kv = full && k_eq_v ? gkv : nkv;
+        static const char *norms[] = {"input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm",
+                                      "post_feedforward_layernorm"};
+        for (int k = 0; k < 4; k++) ok &= add(s, INIT_ONES, H, 0, "model.layers.%d.%s.weight", l, norms[k]) == MX_OK;
+        ok &= add(s, INIT_NORMAL, (int64_t)nh * d, H, "model.layers.%d.self_attn.q_proj.weight", l) == MX_OK;
+        ok &= add(s, INIT_ONES, d, 0, "model.layers.%d.self_attn.q_norm.weight", l) == MX_OK;
+        if (kv_own) {
+            ok &= add(s, INIT_NORMAL, (int64_t)kv * d, H, "model.layers.%d.self_attn.k_proj.weight", l) == MX_OK;
+            if (!(full && k_eq_v)) ok &= add(s, INIT_NORMAL, (int64_t)kv * d, H, "model.layers.%d.self_attn.v_proj.weight", l) == MX_OK;
+            ok &= add(s, INIT_ONES, d, 0, "model.layers.%d.self_attn.k_norm.weight", l) == MX_OK;
+        }
+        ok &= add(s, INIT_NORMAL, H, (int64_t)nh * d, "model.layers.%d.self_attn.o_proj.weight", l) == MX_OK;
+        char pre[64];
+        snprintf(pre, sizeof pre, "model.layers.%d.mlp", l);
+        ok &= mlp_specs(s, H, !kv_own && wide ? 2 * I : I, pre) == MX_OK;
+        if (P) {
+            ok &= add(s, INIT_NORMAL, P, H, "model.layers.%d.per_layer_input_gate.weight", l) == MX_OK;
+            ok &= add(s, INIT_NORMAL, H, P, "model.layers.%d.per_layer_projection.weight", l) == MX_OK;
+            ok &= add(s, INIT_ONES, H, 0, "model.layers.%d.post_per_layer_input_norm.weight", l) == MX_OK;
+        }
+        ok &= add(s, INIT_ONES, 1, 0, "model.layers.%d.layer_scalar", l) == MX_OK;
     }
     ok &= add(s, INIT_ONES, H, 0, "model.norm.weight") == MX_OK;
     if (!tie) ok &= add(s, INIT_NORMAL, V, H, "lm_head.weight") == MX_OK;
@@ -254,14 +447,13 @@ static int write_text(const char *dir, const char *name, const char *text, size_
     return rc;
 }
 
-static int write_safetensors(const char *path, const specs *s, mx_dtype dt) {
+static int write_safetensors(const char *path, const specs *s, mx_dtype dt, float sd) {
     size_t es = mx_dtype_size(dt);
     mx_st_out *ts = calloc((size_t)s->n + 1, sizeof *ts);
     if (!ts) return mx_set_err("out of memory");
     for (int i = 0; i < s->n; i++) {
         const spec *e = &s->v[i];
-        ts[i] = (mx_st_out){e->name, dt, e->ndim, {e->shape[0], e->shape[1]}, NULL,
-                            (size_t)e->shape[0] * (e->ndim == 2 ? (size_t)e->shape[1] : 1) * es};
+        ts[i] = (mx_st_out){e->name, dt, e->ndim, {e->shape[0], e->shape[1], e->shape[2]}, NULL, numel_of(e) * es};
     }
     FILE *f = mx_st_create(path, ts, s->n, "{\"format\":\"pt\"}");
     free(ts);
@@ -273,10 +465,10 @@ static int write_safetensors(const char *path, const specs *s, mx_dtype dt) {
     if (!buf || !obuf) ok = 0;
     for (int i = 0; ok && i < s->n; i++) {
         const spec *e = &s->v[i];
-        size_t numel = (size_t)e->shape[0] * (e->ndim == 2 ? (size_t)e->shape[1] : 1);
+        size_t numel = numel_of(e);
         for (size_t done = 0; ok && done < numel; done += CH) {
             size_t m = MX_MIN((size_t)CH, numel - done);
-            if (e->init == INIT_NORMAL) normals(buf, m, 0.02f);
+            if (e->init == INIT_NORMAL) normals(buf, m, sd);
             else for (size_t j = 0; j < m; j++) buf[j] = e->init == INIT_ONES ? 1.0f : 0.0f;
             if (dt == MX_DT_F32) memcpy(obuf, buf, m * 4);
             else
@@ -293,15 +485,118 @@ static int write_safetensors(const char *path, const specs *s, mx_dtype dt) {
     return ok ? MX_OK : mx_set_err("%s: write failed: %s", path, strerror(errno));
 }
 
-/* ---- vision-language models ---- */
-
-static int ln(specs *s, int D, const char *fmt, const char *pfx, int l) {
-    char name[256];
-    snprintf(name, sizeof name, fmt, pfx, l);
-    int ok = add(s, INIT_ONES, D, 0, "%s.weight", name) == MX_OK;
-    ok &= add(s, INIT_ZEROS, D, 0, "%s.bias", name) == MX_OK;
-    return ok ? MX_OK : MX_ERR;
+/* ---- whisper ---- */
+static void attn4(specs *s, int *ok, int H, const char *pre, int l, const char *kind) {
+    static const char *pr[] = {"q_proj", "k_proj", "v_proj", "out_proj"};
+    for (int i = 0; i < 4; i++) {
+        *ok &= add(s, INIT_NORMAL, H, H, "%s.layers.%d.%s.%s.weight", pre, l, kind, pr[i]) == MX_OK;
+        if (i != 1) *ok &= add(s, INIT_NORMAL, H, 0, "%s.layers.%d.%s.%s.bias", pre, l, kind, pr[i]) == MX_OK;
+    }
 }
+static void ln(specs *s, int *ok, int H, const char *fmt, const char *pre, int l) {
+    char nm[160];
+    snprintf(nm, sizeof nm, fmt, pre, l);
+    *ok &= add(s, INIT_ONES, H, 0, "%s.weight", nm) == MX_OK;
+    *ok &= add(s, INIT_ZEROS, H, 0, "%s.bias", nm) == MX_OK;
+}
+
+static int whisper_specs(const mx_cfg *c, specs *s) {
+    int H, V, M, src, tgt, Le, Ld, Fe, Fd;
+    if (mx_cfg_i32(c, "d_model", 0, 1, 1 << 16, &H) || mx_cfg_i32(c, "vocab_size", 0, 1, 1 << 22, &V) ||
+        mx_cfg_i32(c, "num_mel_bins", 80, 1, 512, &M) || mx_cfg_i32(c, "max_source_positions", 1500, 1, 1 << 16, &src) ||
+        mx_cfg_i32(c, "max_target_positions", 448, 1, 1 << 16, &tgt) || mx_cfg_i32(c, "encoder_layers", 0, 1, 1024, &Le) ||
+        mx_cfg_i32(c, "decoder_layers", 0, 1, 1024, &Ld) || mx_cfg_i32(c, "encoder_ffn_dim", 0, 1, 1 << 20, &Fe) ||
+        mx_cfg_i32(c, "decoder_ffn_dim", 0, 1, 1 << 20, &Fd))
+        return MX_ERR;
+    if (!H || !V || !Le || !Ld || !Fe || !Fd) return mx_set_err("%s: d_model, vocab_size, the layer counts and the ffn sizes are required", c->file);
+    int ok = 1;
+    ok &= add(s, INIT_NORMAL, H, M, "model.encoder.conv1.weight") == MX_OK;
+    s->v[s->n - 1].ndim = 3, s->v[s->n - 1].shape[2] = 3;
+    ok &= add(s, INIT_NORMAL, H, 0, "model.encoder.conv1.bias") == MX_OK;
+    ok &= add(s, INIT_NORMAL, H, H, "model.encoder.conv2.weight") == MX_OK;
+    s->v[s->n - 1].ndim = 3, s->v[s->n - 1].shape[2] = 3;
+    ok &= add(s, INIT_NORMAL, H, 0, "model.encoder.conv2.bias") == MX_OK;
+    ok &= add(s, INIT_NORMAL, src, H, "model.encoder.embed_positions.weight") == MX_OK;
+    ok &= add(s, INIT_NORMAL, V, H, "model.decoder.embed_tokens.weight") == MX_OK;
+    ok &= add(s, INIT_NORMAL, tgt, H, "model.decoder.embed_positions.weight") == MX_OK;
+    for (int d = 0; d < 2; d++) {
+        const char *pre = d ? "model.decoder" : "model.encoder";
+        int L = d ? Ld : Le, F = d ? Fd : Fe;
+        for (int l = 0; l < L && ok; l++) {
+            attn4(s, &ok, H, pre, l, "self_attn");
+            ln(s, &ok, H, "%s.layers.%d.self_attn_layer_norm", pre, l);
+            if (d) {
+                attn4(s, &ok, H, pre, l, "encoder_attn");
+                ln(s, &ok, H, "%s.layers.%d.encoder_attn_layer_norm", pre, l);
+            }
+            ok &= add(s, INIT_NORMAL, F, H, "%s.layers.%d.fc1.weight", pre, l) == MX_OK;
+            ok &= add(s, INIT_NORMAL, F, 0, "%s.layers.%d.fc1.bias", pre, l) == MX_OK;
+            ok &= add(s, INIT_NORMAL, H, F, "%s.layers.%d.fc2.weight", pre, l) == MX_OK;
+            ok &= add(s, INIT_NORMAL, H, 0, "%s.layers.%d.fc2.bias", pre, l) == MX_OK;
+            ln(s, &ok, H, "%s.layers.%d.final_layer_norm", pre, l);
+        }
+        ok &= add(s, INIT_ONES, H, 0, "%s.layer_norm.weight", pre) == MX_OK;
+        ok &= add(s, INIT_ZEROS, H, 0, "%s.layer_norm.bias", pre) == MX_OK;
+    }
+    return ok ? MX_OK : mx_set_err("out of memory");
+}
+
+/* Whisper's token layout for a vocabulary of V: <|endoftext|> 50257, then
+ * <|startoftranscript|>, the languages (99, or 100 from large-v3's 51866 on),
+ * translate, transcribe, startoflm, startofprev, nospeech, notimestamps and
+ * 1501 timestamps. Lower ids are byte-level filler tokens. */
+static const char *const WLANG[] = {"en", "zh", "de", "es", "ru", "ko", "fr", "ja", "pt", "tr", "pl", "ca", "nl", "ar", "sv", "it", "id",
+    "hi", "fi", "vi", "he", "uk", "el", "ms", "cs", "ro", "da", "hu", "ta", "no", "th", "ur", "hr", "bg", "lt", "la", "mi", "ml", "cy",
+    "sk", "te", "fa", "lv", "bn", "sr", "az", "sl", "kn", "et", "mk", "br", "eu", "is", "hy", "ne", "mn", "bs", "kk", "sq", "sw", "gl",
+    "mr", "pa", "si", "km", "sn", "yo", "so", "af", "oc", "ka", "be", "tg", "sd", "gu", "am", "yi", "lo", "uz", "fo", "ht", "ps", "tk",
+    "nn", "mt", "sa", "lb", "my", "bo", "tl", "mg", "as", "tt", "haw", "ln", "ha", "ba", "jw", "su", "yue"};
+
+static int whisper_files(const char *dir, const mx_cfg *c) {
+    int V, M;
+    if (mx_cfg_i32(c, "vocab_size", 0, 1, 1 << 22, &V) || mx_cfg_i32(c, "num_mel_bins", 80, 1, 512, &M)) return MX_ERR;
+    int eot = 50257, nl = V - 51865 + 99;
+    if (nl < 1 || nl > 100) return mx_set_err("%s: vocab_size %d is not a Whisper vocabulary (51865 or 51866)", c->file, V);
+    int sot = eot + 1, trl = sot + 1 + nl, trs = trl + 1, notsi = trs + 4, tb = notsi + 1;
+    mx_buf v = {0}, t = {0}, g = {0}, p = {0};
+    /* vocab.json: the 256 byte-level characters, then fillers up to <|endoftext|> */
+    mx_buf_puts(&v, "{");
+    for (int b = 0, extra = 0; b < 256; b++) { /* GPT-2's bytes_to_unicode */
+        int cp = (b >= 33 && b <= 126) || (b >= 161 && b <= 255 && b != 173) ? b : 256 + extra++;
+        if (cp == '"' || cp == '\\') mx_buf_printf(&v, "%s\"\\%c\": %d", b ? ", " : "", cp, b);
+        else mx_buf_printf(&v, "%s\"\\u%04x\": %d", b ? ", " : "", cp, b);
+    }
+    for (int i = 256; i < eot; i++) mx_buf_printf(&v, ", \"t%d\": %d", i, i);
+    mx_buf_printf(&v, ", \"<|endoftext|>\": %d}", eot);
+    mx_buf_puts(&t, "{\"tokenizer_class\": \"WhisperTokenizer\", \"bos_token\": \"<|endoftext|>\", \"eos_token\": \"<|endoftext|>\", "
+                    "\"unk_token\": \"<|endoftext|>\", \"pad_token\": \"<|endoftext|>\", \"added_tokens_decoder\": {");
+    for (int id = eot; id < V; id++) {
+        char nm[32];
+        if (id == eot) snprintf(nm, sizeof nm, "<|endoftext|>");
+        else if (id == sot) snprintf(nm, sizeof nm, "<|startoftranscript|>");
+        else if (id < trl) snprintf(nm, sizeof nm, "<|%s|>", WLANG[id - sot - 1]);
+        else if (id < tb) snprintf(nm, sizeof nm, "%s", (const char *[]){"<|translate|>", "<|transcribe|>", "<|startoflm|>", "<|startofprev|>", "<|nospeech|>", "<|notimestamps|>"}[id - trl]);
+        else snprintf(nm, sizeof nm, "<|%.2f|>", (id - tb) * 0.02);
+        mx_buf_printf(&t, "%s\"%d\": {\"content\": \"%s\", \"special\": %s}", id > eot ? ", " : "", id, nm, id < tb ? "true" : "false");
+    }
+    mx_buf_puts(&t, "}}");
+    mx_buf_printf(&g, "{\"decoder_start_token_id\": %d, \"bos_token_id\": %d, \"eos_token_id\": %d, \"pad_token_id\": %d, "
+                      "\"no_timestamps_token_id\": %d, \"prev_sot_token_id\": %d, \"is_multilingual\": true, \"max_length\": 448, "
+                      "\"max_initial_timestamp_index\": 50, \"begin_suppress_tokens\": [220, %d], \"suppress_tokens\": [1, 2, 7, 8, 9, 10, 14, 25], "
+                      "\"task_to_id\": {\"translate\": %d, \"transcribe\": %d}, \"lang_to_id\": {",
+                  sot, eot, eot, eot, notsi, trs + 2, eot, trl, trs);
+    for (int i = 0; i < nl; i++) mx_buf_printf(&g, "%s\"<|%s|>\": %d", i ? ", " : "", WLANG[i], sot + 1 + i);
+    mx_buf_puts(&g, "}}");
+    mx_buf_printf(&p, "{\"feature_extractor_type\": \"WhisperFeatureExtractor\", \"feature_size\": %d, \"sampling_rate\": 16000, "
+                      "\"hop_length\": 160, \"n_fft\": 400, \"chunk_length\": 30, \"n_samples\": 480000, \"nb_max_frames\": 3000}", M);
+    int rc = !v.data || !t.data || !g.data || !p.data ? mx_set_err("out of memory")
+             : write_text(dir, "vocab.json", v.data, v.len) || write_text(dir, "merges.txt", "#version: 0.2\n", 14) ||
+               write_text(dir, "tokenizer_config.json", t.data, t.len) || write_text(dir, "generation_config.json", g.data, g.len) ||
+               write_text(dir, "preprocessor_config.json", p.data, p.len);
+    mx_buf_free(&v); mx_buf_free(&t); mx_buf_free(&g); mx_buf_free(&p);
+    return rc;
+}
+
+/* ---- vision-language models ---- */
 
 static int lin(specs *s, int out, int in, bool bias, const char *fmt, const char *pfx, int l) {
     char name[256];
@@ -325,11 +620,13 @@ static int qwen2_vl_specs(const mx_cfg *c, specs *s) {
     const char *p = "visual";
     int ok = add(s, INIT_NORMAL, D, 3 * T * P * P, "visual.patch_embed.proj.weight") == MX_OK;
     for (int l = 0; l < depth && ok; l++) {
-        ok &= ln(s, D, "%s.blocks.%d.norm1", p, l) == MX_OK && ln(s, D, "%s.blocks.%d.norm2", p, l) == MX_OK;
+        ln(s, &ok, D, "%s.blocks.%d.norm1", p, l);
+        ln(s, &ok, D, "%s.blocks.%d.norm2", p, l);
         ok &= lin(s, 3 * D, D, true, "%s.blocks.%d.attn.qkv", p, l) == MX_OK && lin(s, D, D, true, "%s.blocks.%d.attn.proj", p, l) == MX_OK;
         ok &= lin(s, D * ratio, D, true, "%s.blocks.%d.mlp.fc1", p, l) == MX_OK && lin(s, D, D * ratio, true, "%s.blocks.%d.mlp.fc2", p, l) == MX_OK;
     }
-    ok &= ln(s, D, "%s.merger.ln_q", p, 0) == MX_OK && lin(s, 4 * D, 4 * D, true, "%s.merger.mlp.0", p, 0) == MX_OK &&
+    ln(s, &ok, D, "%s.merger.ln_q", p, 0);
+    ok &= lin(s, 4 * D, 4 * D, true, "%s.merger.mlp.0", p, 0) == MX_OK &&
           lin(s, H, 4 * D, true, "%s.merger.mlp.2", p, 0) == MX_OK;
     return ok ? MX_OK : mx_set_err("out of memory");
 }
@@ -370,7 +667,8 @@ static int gemma3_specs(const mx_cfg *c, specs *s) {
     ok &= lin(s, D, 3 * P * P, true, "%s.embeddings.patch_embedding", p, 0) == MX_OK;
     ok &= add(s, INIT_NORMAL, (int64_t)(S / P) * (S / P), D, "%s.embeddings.position_embedding.weight", p) == MX_OK;
     for (int l = 0; l < VL && ok; l++) {
-        ok &= ln(s, D, "%s.encoder.layers.%d.layer_norm1", p, l) == MX_OK && ln(s, D, "%s.encoder.layers.%d.layer_norm2", p, l) == MX_OK;
+        ln(s, &ok, D, "%s.encoder.layers.%d.layer_norm1", p, l);
+        ln(s, &ok, D, "%s.encoder.layers.%d.layer_norm2", p, l);
         static const char *pr[] = {"q_proj", "k_proj", "v_proj", "out_proj"};
         for (int k = 0; k < 4; k++) {
             char f[96];
@@ -379,25 +677,31 @@ static int gemma3_specs(const mx_cfg *c, specs *s) {
         }
         ok &= lin(s, F, D, true, "%s.encoder.layers.%d.mlp.fc1", p, l) == MX_OK && lin(s, D, F, true, "%s.encoder.layers.%d.mlp.fc2", p, l) == MX_OK;
     }
-    ok &= ln(s, D, "%s.post_layernorm", p, 0) == MX_OK;
+    ln(s, &ok, D, "%s.post_layernorm", p, 0);
     ok &= add(s, INIT_ZEROS, D, 0, "multi_modal_projector.mm_soft_emb_norm.weight") == MX_OK;
     ok &= add(s, INIT_NORMAL, D, H, "multi_modal_projector.mm_input_projection_weight") == MX_OK;
     return ok ? MX_OK : mx_set_err("out of memory");
 }
 
 static int usage(void) {
-    fprintf(stderr, "usage: mkmodel --config CONFIG.json -o DIR [--dtype f32|bf16|f16] [--seed S]\n");
+    fprintf(stderr, "usage: mkmodel --config CONFIG.json -o DIR [--dtype f32|bf16|f16] [--seed S] [--std SD]\n");
     return 2;
 }
 
 int main(int argc, char **argv) {
     const char *cfg_path = NULL, *out = NULL, *dts = "bf16";
+    float sd = 0.02f;
     unsigned long long seed = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--config") && i + 1 < argc) cfg_path = argv[++i];
         else if ((!strcmp(argv[i], "-o") || !strcmp(argv[i], "--out")) && i + 1 < argc) out = argv[++i];
         else if (!strcmp(argv[i], "--dtype") && i + 1 < argc) dts = argv[++i];
         else if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = strtoull(argv[++i], NULL, 0);
+        else if (!strcmp(argv[i], "--std") && i + 1 < argc) {
+            char *end;
+            sd = strtof(argv[++i], &end);
+            if (*end || !(sd > 0 && sd < 100)) { fprintf(stderr, "mkmodel: --std must be a number in (0, 100)\n"); return 2; }
+        }
         else return usage();
     }
     if (!cfg_path || !out) return usage();
@@ -423,14 +727,20 @@ int main(int argc, char **argv) {
     else if (!strcmp(mt, "llama") || !strcmp(mt, "mistral") || !strcmp(mt, "qwen2") || !strcmp(mt, "qwen3") || !strcmp(mt, "mixtral"))
         rc = llama_specs(&c, mt, &s);
     else if (!strcmp(mt, "deepseek_v3")) rc = deepseek_specs(&c, &s);
+    else if (!strcmp(mt, "deepseek") || !strcmp(mt, "glm4_moe")) rc = gqa_moe_specs(&c, mt, &s);
+    else if (!strcmp(mt, "whisper")) rc = whisper_specs(&c, &s);
+    else if (!strcmp(mt, "qwen3_5_text")) rc = qwen3_5_specs(&c, &s);
+    else if (!strcmp(mt, "gemma4_text")) rc = gemma4_specs(&c, &s);
     else if (!strcmp(mt, "qwen2_vl")) rc = qwen2_vl_specs(&c, &s);
     else if (!strcmp(mt, "gemma3")) rc = gemma3_specs(&c, &s);
-    else rc = mx_set_err("%s: model_type \"%s\" not supported (llama, mistral, qwen2, qwen3, mixtral, deepseek_v3, bert, qwen2_vl, gemma3)", cfg_path, mt);
+    else rc = mx_set_err("%s: model_type \"%s\" not supported (llama, mistral, qwen2, qwen3, mixtral, deepseek_v3, deepseek, glm4_moe, qwen3_5_text, gemma4_text, bert, whisper, qwen2_vl, gemma3)", cfg_path, mt);
     if (rc) goto done;
     rc = MX_ERR;
     if (mkdir(out, 0755) != 0 && errno != EEXIST) { mx_set_err("%s: cannot create: %s", out, strerror(errno)); goto done; }
     if (write_text(out, "config.json", text, tlen)) goto done;
-    if (strcmp(mt, "bert") != 0) {
+    if (!strcmp(mt, "whisper")) {
+        if (whisper_files(out, &c)) goto done;
+    } else if (strcmp(mt, "bert") != 0) {
         mx_buf g = {0};
         mx_buf_puts(&g, "{\n");
         static const char *keys[] = {"bos_token_id", "eos_token_id", "pad_token_id"};
@@ -449,10 +759,10 @@ int main(int argc, char **argv) {
     char *st = mx_path_join(out, "model.safetensors");
     if (!st) goto done;
     double t0 = mx_now();
-    rc = write_safetensors(st, &s, dt);
+    rc = write_safetensors(st, &s, dt, sd);
     if (rc == MX_OK) {
         uint64_t params = 0;
-        for (int i = 0; i < s.n; i++) params += (uint64_t)s.v[i].shape[0] * (s.v[i].ndim == 2 ? (uint64_t)s.v[i].shape[1] : 1);
+        for (int i = 0; i < s.n; i++) params += numel_of(&s.v[i]);
         printf("%s: %d tensors, %.3f B parameters, %s, %.2f GB, %.1f s\n", st, s.n, params / 1e9, mx_dtype_name(dt),
                params * (double)mx_dtype_size(dt) / 1e9, mx_now() - t0);
     }

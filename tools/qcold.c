@@ -67,11 +67,15 @@ int main(int argc, char **argv) {
                                .data = p, .scales = sc, .biases = sc + ns, .scale_dtype = MX_DT_BF16};
     }
     for (int i = 0; i < cols; i++) x[i] = (float)(i % 7) * 0.1f - 0.3f;
-    for (int k = 0; k < copies; k++) mx_matmul(&w[k], x, 1, cols, y, rows, pool); /* repack every copy */
-    double bytes = (double)(bf16 ? (size_t)rows * rb : mx_qbytes(&w[0])) * calls;
+    mx_kpolicy kp = mx_kpolicy_on(pool);
+    for (int k = 0; k < copies; k++) { /* repack every copy, as a model's weights are at load */
+        mx_weight_prepare(&w[k], &kp);
+        mx_matmul(&w[k], x, 1, cols, y, rows, &kp);
+    }
+    double bytes = (double)mx_weight_bytes(&w[0]) * calls;
     for (int r = 0; r < passes; r++) {
         double p0 = mx_bw_probe_run(pr, pool, 3), t0 = mx_now();
-        for (int k = 0; k < calls; k++) mx_matmul(&w[k % copies], x, 1, cols, y, rows, pool);
+        for (int k = 0; k < calls; k++) mx_matmul(&w[k % copies], x, 1, cols, y, rows, &kp);
         t[r] = mx_now() - t0;
         double p1 = mx_bw_probe_run(pr, pool, 3);
         ratio[r] = bytes / t[r] / 1e9 / (0.5 * (p0 + p1));

@@ -1,5 +1,4 @@
 #include "cpu.h"
-#include <stdlib.h>
 #include <string.h>
 
 static mx_cpu_info g_info;
@@ -39,12 +38,6 @@ static void detect(void) {
         }
     }
 #endif
-    g_init = 1; /* before the cap below, which calls back into mx_cpu_force */
-    const char *env = getenv("MLXCEL_CPU");
-    if (env) {
-        if (!strcmp(env, "portable")) mx_cpu_force(MX_CPU_PORTABLE);
-        else if (!strcmp(env, "avx2")) mx_cpu_force(MX_CPU_AVX2);
-    }
     g_init = 1;
 }
 

@@ -1,5 +1,6 @@
 /* cpu: runtime detection of the x86 vector extensions the kernels use.
- * MLXCEL_CPU=portable|avx2|avx512 caps the level (for tests and bisecting). */
+ * mx_cpu_force caps the level for the whole process (tests; MLXCEL_CPU,
+ * read with the kernel policy: kernels/policy.h). */
 #ifndef MX_CPU_H
 #define MX_CPU_H
 #include <stdbool.h>

@@ -3,11 +3,12 @@
 #ifndef MX_CLI_H
 #define MX_CLI_H
 #include "opts.h"
+#include "../runtime/sampler.h"
 #include <stddef.h>
 
 extern const mx_cmd mx_cmd_generate, mx_cmd_chat, mx_cmd_serve, mx_cmd_bench, mx_cmd_tokenize, mx_cmd_template,
     mx_cmd_convert, mx_cmd_embed, mx_cmd_rerank, mx_cmd_arch, mx_cmd_download, mx_cmd_list, mx_cmd_rm, mx_cmd_inspect,
-    mx_cmd_detect;
+    mx_cmd_detect, mx_cmd_transcribe;
 
 /* The model folder -m names: a directory as is; a hub id (org/name, with
  * :revision) from the Hugging Face cache, downloaded when missing (unless
@@ -15,10 +16,16 @@ extern const mx_cmd mx_cmd_generate, mx_cmd_chat, mx_cmd_serve, mx_cmd_bench, mx
  * line ("mlxcel CMD: ..."): no such directory, a GGUF file, not cached. */
 char *cli_model_dir(const char *cmd, const char *spec);
 
+/* generate --audio (cmd_transcribe.c): the raw encoder-decoder of a speech
+ * model on one window of audio and a decoder prompt. format: text or json. */
+int cli_generate_audio(const char *model_dir, const char *audio, const char *prompt_ids, int n_new, int chunk, int threads,
+                       const mx_sampling *samp, bool ignore_eos, const char *logits_out, const char *format);
+
 /* Progress bars on a terminal, plain lines otherwise (tasks shorter than
  * min_seconds print nothing). */
 void cli_progress_init(double min_seconds);
 bool cli_progress_tty(void);
+void cli_progress_force_bar(void); /* --progress: a bar even when stderr is not a terminal */
 void cli_fmt_bytes(double b, char *out, size_t n);
 void cli_fmt_count(double n, char *out, size_t cap); /* 1.23 B, 4.5 M, 6.7 K */
 

@@ -6,8 +6,9 @@
 #include <dirent.h>
 #include <stdlib.h>
 #include "../base/base.h"
+#include "../base/progress.h"
 #include "../base/threadpool.h"
-#include "../quant/quant.h"
+#include "../convert/convert.h"
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -84,7 +85,8 @@ static int conv_run(void *p) {
         fprintf(stderr, "mlxcel convert: --q-bits/--q-group-size/--q-mode need -q\n");
         return 2;
     }
-    o->c.progress = o->progress || (!o->no_progress && isatty(2));
+    if (o->no_progress) mx_progress_set_sink(NULL);
+    else if (o->progress) cli_progress_force_bar();
     char *dir = cli_model_dir("convert", o->src);
     if (!dir) return 1;
     double t0 = mx_now();

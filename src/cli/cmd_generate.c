@@ -11,7 +11,7 @@
 #include <string.h>
 
 typedef struct {
-    const char *model, *prompt, *prompt_file, *prompt_ids, *logits_out, *format, *system, *tmpl_name, *tmpl_file;
+    const char *model, *prompt, *prompt_file, *prompt_ids, *logits_out, *format, *system, *tmpl_name, *tmpl_file, *audio;
     mx_strlist stops, images;
     int n_new, chunk, threads, ctx_size;
     bool ignore_eos, no_template, verbose;
@@ -53,6 +53,8 @@ static const mx_opt gen_tab[] = {
     {NULL, "--logits-out", NULL, OPT_STR, "FILE", 0, 0, offsetof(gen_opts, logits_out),
      "write F32 logits [T, V] for every prompt position and step_logits [N, V] for every generated token (safetensors)", NULL, 0},
     {"-v", "--verbose", NULL, OPT_FLAG, NULL, 0, 0, offsetof(gen_opts, verbose), "print the time of each phase", NULL, 0},
+    {NULL, "--audio", NULL, OPT_STR, "FILE", 0, 0, offsetof(gen_opts, audio),
+     "a speech model (Whisper): encode FILE (one 30 s window) and run the decoder on --prompt-ids, without decoding rules", NULL, 0},
     {0},
 };
 
@@ -148,6 +150,15 @@ static int gen_run(void *p) {
     if (o.stops.n > 16) { fprintf(stderr, "mlxcel generate: at most 16 --stop strings\n"); return 2; }
     for (int i = 0; i < o.stops.n; i++)
         if (!o.stops.v[i][0]) { fprintf(stderr, "mlxcel generate: --stop needs a non-empty string\n"); return 2; }
+    if (o.audio) { /* an encoder-decoder speech model: the raw model on the audio */
+        if (o.prompt || o.prompt_file || o.system || o.stops.n) { fprintf(stderr, "mlxcel generate: with --audio give the decoder prompt as --prompt-ids\n"); return 2; }
+        if (o.images.n) { fprintf(stderr, "mlxcel generate: --audio and --image do not go together\n"); return 2; }
+        char *dir = cli_model_dir("generate", o.model);
+        if (!dir) return 1;
+        int rc = cli_generate_audio(dir, o.audio, o.prompt_ids, o.n_new, o.chunk, o.threads, &o.samp, o.ignore_eos, o.logits_out, o.format);
+        free(dir);
+        return rc;
+    }
     int prc = read_prompt(&o);
     if (prc) return prc;
     char *dir = cli_model_dir("generate", o.model);

@@ -4,6 +4,7 @@
 #include "../base/version.h"
 #include "../base/cpu.h"
 #include "../format/safetensors.h"
+#include "../kernels/policy.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,7 +18,8 @@
 
 static const mx_cmd *const g_cmds[] = {
     &mx_cmd_generate, &mx_cmd_chat, &mx_cmd_serve, &mx_cmd_download, &mx_cmd_list, &mx_cmd_rm, &mx_cmd_inspect, &mx_cmd_detect,
-    &mx_cmd_convert, &mx_cmd_bench, &mx_cmd_embed, &mx_cmd_rerank, &mx_cmd_tokenize, &mx_cmd_template, &mx_cmd_arch,
+    &mx_cmd_convert, &mx_cmd_bench, &mx_cmd_embed, &mx_cmd_rerank, &mx_cmd_transcribe, &mx_cmd_tokenize, &mx_cmd_template,
+    &mx_cmd_arch,
 };
 #define N_CMDS ((int)MX_ARRAY_LEN(g_cmds))
 
@@ -70,8 +72,13 @@ static int help(int argc, char **argv) {
     return 0;
 }
 
-/* --no-mmap is accepted anywhere and removed before the command parses. */
+/* --no-mmap is accepted anywhere and removed before the command parses.
+ * The kernel policy is read from the environment here, once, and is every
+ * model's from then on (kernels/policy.h). */
 static int take_global_opts(int argc, char **argv) {
+    mx_kpolicy kp = mx_kpolicy_default();
+    mx_kpolicy_env(&kp);
+    mx_kpolicy_set_default(&kp);
     const char *env = getenv("MLXCEL_NO_MMAP");
     if (env && *env && strcmp(env, "0")) mx_st_set_load_mode(MX_LOAD_COPY);
     int o = 1;

@@ -105,3 +105,5 @@ void cli_progress_init(double min_seconds) {
 }
 
 bool cli_progress_tty(void) { return g_tty; }
+
+void cli_progress_force_bar(void) { g_tty = true; }

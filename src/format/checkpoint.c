@@ -106,6 +106,52 @@ int mx_ckpt_check_unused(const mx_ckpt *ck, const char *const *ignore, int n_ign
     return MX_OK;
 }
 
+/* Matches name against a rename rule's `from`; on success *len is the length
+ * of the matched prefix and i, j the numbers read. */
+static bool rename_match(const char *from, const char *name, int *i, int *j, size_t *len) {
+    const char *p = from, *s = name;
+    int n = 0, v[2] = {0, 0};
+    while (*p) {
+        if (p[0] == '%' && p[1] == 'd') {
+            if (n == 2 || *s < '0' || *s > '9') return false;
+            long x = 0;
+            while (*s >= '0' && *s <= '9' && x < (1L << 24)) x = x * 10 + (*s++ - '0');
+            if (*s >= '0' && *s <= '9') return false;
+            v[n++] = (int)x;
+            p += 2;
+        } else if (*p++ != *s++) return false;
+    }
+    *i = v[0];
+    *j = v[1];
+    *len = (size_t)(s - name);
+    return n >= 1;
+}
+
+int mx_ckpt_rename(mx_ckpt *ck, const mx_rename *rules, int n) {
+    if (!n) return MX_OK;
+    for (int f = 0; f < ck->n_files; f++)
+        for (int k = 0; k < ck->files[f].n_tensors; k++) {
+            mx_tensor *t = &ck->files[f].tensors[k];
+            for (int r = 0; r < n; r++) {
+                int i, j;
+                size_t len;
+                if (!rename_match(rules[r].from, t->name, &i, &j, &len)) continue;
+                char pre[512];
+                snprintf(pre, sizeof pre, rules[r].to, i * rules[r].mult + j);
+                char *nm = mx_asprintf("%s%s", pre, t->name + len);
+                if (!nm) return MX_ERR;
+                free(t->name);
+                t->name = nm;
+                break;
+            }
+        }
+    memset(ck->index, 0, ck->index_cap * sizeof(mx_tensor *));
+    for (int f = 0; f < ck->n_files; f++)
+        for (int k = 0; k < ck->files[f].n_tensors; k++)
+            if (index_add(ck, &ck->files[f].tensors[k])) return MX_ERR;
+    return MX_OK;
+}
+
 static int add_file(mx_ckpt *ck, const char *path) {
     for (int i = 0; i < ck->n_files; i++)
         if (!strcmp(ck->files[i].path, path)) return MX_OK;

@@ -43,4 +43,14 @@ mx_tensor *mx_ckpt_require(mx_ckpt *ck, const char *name);
  * run of characters); otherwise an "unexpected tensor" error names it. */
 int mx_ckpt_check_unused(const mx_ckpt *ck, const char *const *ignore, int n_ignore);
 bool mx_glob_match(const char *pat, const char *s);
+
+/* A tensor-name rewrite for checkpoints whose modules group several of the
+ * engine's layers (LongCat's two attention sublayers per layer): a name that
+ * starts with `from` (one "%d", the layer i, and optionally a second, the
+ * sublayer j; digits only) gets that prefix replaced by `to` with "%d" =
+ * i * mult + j (j = 0 without a second "%d"). */
+typedef struct { const char *from, *to; int mult; } mx_rename;
+/* Applies the first matching rule to every tensor name and rebuilds the
+ * index; errors then name tensors as renamed. */
+int mx_ckpt_rename(mx_ckpt *ck, const mx_rename *rules, int n);
 #endif

@@ -83,6 +83,10 @@ json_t *mx_cfg_get(const mx_cfg *c, const char *key) {
 
 bool mx_cfg_has(const mx_cfg *c, const char *key) { return mx_cfg_get(c, key) != NULL; }
 
+bool mx_cfg_absent(const mx_cfg *c, const char *key) {
+    return !(c->sub && json_object_get(c->sub, key)) && !(c->root && json_object_get(c->root, key));
+}
+
 int mx_json_num(json_t *v, const char *file, const char *key, double lo, double hi, double *out) {
     if (!json_is_number(v)) return mx_set_err("%s: %s: expected a number", file, key);
     double d = json_number_value(v);

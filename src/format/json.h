@@ -21,6 +21,9 @@ typedef struct {
 
 json_t *mx_cfg_get(const mx_cfg *c, const char *key); /* NULL when absent or null */
 bool mx_cfg_has(const mx_cfg *c, const char *key);
+/* The key is not in the config at all (a config class default applies), as
+ * opposed to present with null. */
+bool mx_cfg_absent(const mx_cfg *c, const char *key);
 /* Each returns MX_OK and the default when the key is absent/null; MX_ERR with
  * "FILE: KEY: ..." when present but of the wrong type or out of [lo, hi]. */
 int mx_cfg_int(const mx_cfg *c, const char *key, int64_t def, int64_t lo, int64_t hi, int64_t *out);

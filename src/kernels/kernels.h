@@ -7,10 +7,13 @@
 #ifndef MX_KERNELS_H
 #define MX_KERNELS_H
 #include <stdbool.h>
+#include "policy.h"
 #include "weight.h"
 #include "../base/threadpool.h"
 
-void mx_matmul(const mx_weight *w, const float *x, int n, int ldx, float *y, int ldy, mx_pool *pool);
+/* Through w's format record; kp: the policy (kernels/policy.h; NULL: the
+ * default, on the calling thread alone). */
+void mx_matmul(const mx_weight *w, const float *x, int n, int ldx, float *y, int ldy, const mx_kpolicy *kp);
 /* Activations prepared in two parts per token (int8 codes q1 and q2, bf16
  * hi and lo), for kernels that read the parts of 6 tokens at once: a part of
  * rb bytes (a multiple of 64), the second part mx_pad_q2(rb) bytes after the
@@ -30,16 +33,12 @@ static inline size_t mx_split_ld(int K) { return mx_pad_ld(((size_t)K * 2 + 63) 
 void mx_bf16_split(const float *x, int n, int ldx, int K, uint16_t *xb);
 /* mx_matmul for count weights that read the same x (q/k/v, gate/up), into
  * y[i] with the same ldy: the same results, fewer passes over the pool where
- * the kernels allow. */
-void mx_matmul_multi(int count, const mx_weight *const *w, const float *x, int n, int ldx, float *const *y, int ldy, mx_pool *pool);
+ * the kernels allow (the record's matmul_multi). */
+void mx_matmul_multi(int count, const mx_weight *const *w, const float *x, int n, int ldx, float *const *y, int ldy, const mx_kpolicy *kp);
 /* Float matmuls that took x as bf16 hi + lo (BF16 weights on AVX-512 BF16
  * CPUs; counted per weight, for bench and tests). */
 unsigned long mx_matmul_bf2_calls(void);
-/* Opt-in (env MLXCEL_BF16_DOT=1, or this; off by default): BF16 weights
- * take x rounded to bf16 for 24 tokens or more, one vdpbf16ps per pair
- * (~2x the prefill rate; the logits move ~1e-2 of their scale, the 2e-2
- * rule). Counted like the above. */
-void mx_mm_set_bf16_dot(int on);
+/* Those that took x rounded to bf16 (the policy's bf16_dot), counted alike. */
 unsigned long mx_matmul_bf16dot_calls(void);
 /* Reference implementation (dequantize row, then dot) used by tests. */
 void mx_matmul_ref(const mx_weight *w, const float *x, int n, int ldx, float *y, int ldy);
@@ -59,10 +58,13 @@ void mx_scale(float *y, float a, int n);
 void mx_attn_scores(const float *q, const float *K, size_t ldk, int n, int d, float scale, float *out);
 void mx_attn_mix(float *y, const float *p, const float *V, size_t ldv, int n, int d, bool acc);
 /* The ops above pick their ISA on first use; call this after mx_cpu_force()
- * so they pick again (mx_matmul checks the level on every call). */
+ * so they pick again (mx_matmul takes the level from its policy and
+ * mx_cpu() on every call). */
 void mx_kernels_redispatch(void);
 
-typedef enum { MX_ACT_SILU, MX_ACT_GELU, MX_ACT_GELU_TANH, MX_ACT_RELU, MX_ACT_RELU2, MX_ACT_IDENTITY, MX_ACT_SIGMOID, MX_ACT_TANH,
+/* MX_ACT_XIELU has learned per-layer parameters: only the dense MLP block
+ * applies it (arch names.act_params); mx_act_apply / mx_act_mul do not. */
+typedef enum { MX_ACT_SILU, MX_ACT_GELU, MX_ACT_GELU_TANH, MX_ACT_RELU, MX_ACT_RELU2, MX_ACT_IDENTITY, MX_ACT_SIGMOID, MX_ACT_TANH, MX_ACT_XIELU,
                MX_ACT_QUICK_GELU /* x sigmoid(1.702 x) (CLIP) */ } mx_act;
 int mx_act_parse(const char *name, mx_act *out);
 void mx_act_apply(mx_act a, float *x, int n);

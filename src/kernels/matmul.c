@@ -1,10 +1,10 @@
-/* Matrix products: format dispatch, threading over output rows, and the
- * portable float path. SIMD paths live in matmul_avx2.c / matmul_avx512.c. */
+/* The float formats (f32, f16, bf16): their records, threading over output
+ * rows, and the portable path. SIMD paths live in matmul_avx2.c /
+ * matmul_avx512.c. */
 #include "kernels.h"
 #include "matmul_impl.h"
 #include "../base/base.h"
 #include "../base/cpu.h"
-#include "../quant/quant.h"
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,22 +56,24 @@ static void mm_task(void *ctx, int i, int tid) {
     j->fn(j->w, j->x + (size_t)t0 * j->ldx, t1 - t0, j->ldx, j->y + (size_t)t0 * j->ldy, j->ldy, r[0][0], r[0][1]);
 }
 
-/* The kernel for w over n tokens, and whether it reads x split. */
-static mx_mm_fn pick_float(const mx_weight *w, int n, bool *split) {
-    const mx_cpu_info *c = mx_cpu();
+/* The kernel for w over n tokens under kp, and whether it reads x split.
+ * The bf16 dot path (kp->bf16_dot) serves 24 tokens or more: below, the
+ * exact dot form is as fast (packing dominates). */
+static mx_mm_fn pick_float(const mx_weight *w, int n, const mx_kpolicy *kp, bool *split) {
+    mx_cpu_info c = mx_kpolicy_cpu(kp);
     *split = false;
-    if (c->level >= MX_CPU_AVX512) {
-        if (mx_mm_bf16_dot_takes(w, n)) {
+    if (c.level >= MX_CPU_AVX512) {
+        if (kp->bf16_dot && c.avx512_bf16 && w->fmt == MX_W_BF16 && n >= 24) {
             *split = true;
             return mx_mm_bf16_dot_avx512;
         }
-        if (w->fmt == MX_W_BF16 && c->avx512_bf16) {
+        if (w->fmt == MX_W_BF16 && c.avx512_bf16) {
             *split = true;
             return mx_mm_bf2_avx512;
         }
         return mx_mm_float_avx512;
     }
-    if (c->level >= MX_CPU_AVX2) return mx_mm_float_avx2;
+    if (c.level >= MX_CPU_AVX2) return mx_mm_float_avx2;
     return mx_mm_float_portable;
 }
 
@@ -132,9 +134,10 @@ static void mm_use_split(mm_job *j, const uint16_t **xb, mx_pool *pool) {
 }
 
 /* Splits w x n tokens into row (and token) chunks for the pool. */
-static int mm_setup(mm_job *j, const mx_weight *w, const float *x, int n, int ldx, float *y, int ldy, int nt) {
+static int mm_setup(mm_job *j, const mx_weight *w, const float *x, int n, int ldx, float *y, int ldy, const mx_kpolicy *kp) {
+    int nt = mx_pool_size(kp->pool);
     *j = (mm_job){w, x, n, ldx, ldy, n, {0}, y, NULL, false};
-    j->fn = pick_float(w, n, &j->split);
+    j->fn = pick_float(w, n, kp, &j->split);
     /* Contiguous row chunks of >= 16 rows (whole cache lines of y, and the
      * kernels' 16-row panels), 12 per thread for balance on this noisy VM
      * (a tile re-reads its token block from L2 whatever the chunk size; 1B
@@ -158,48 +161,52 @@ static int mm_setup(mm_job *j, const mx_weight *w, const float *x, int n, int ld
 
 static bool is_float(const mx_weight *w) { return w->fmt == MX_W_F32 || w->fmt == MX_W_F16 || w->fmt == MX_W_BF16; }
 
-void mx_matmul_multi(int count, const mx_weight *const *w, const float *x, int n, int ldx, float *const *y, int ldy, mx_pool *pool) {
-    if (mx_qmatmul_multi(count, w, x, n, ldx, y, ldy, pool)) return;
+static bool float_matmul_multi(int count, const mx_weight *const *w, const float *x, int n, int ldx, float *const *y, int ldy,
+                               const mx_kpolicy *kp) {
     bool flt = count >= 2 && count <= MM_MULTI_MAX && n > 0;
     for (int i = 0; i < count && flt; i++) flt = is_float(w[i]) && w[i]->rows > 0 && w[i]->cols == w[0]->cols;
-    if (!flt) {
-        for (int i = 0; i < count; i++) mx_matmul(w[i], x, n, ldx, y[i], ldy, pool);
-        return;
-    }
+    if (!flt) return false;
     mm_job j[MM_MULTI_MAX];
     mx_task_set sets[MM_MULTI_MAX];
     const uint16_t *xb = NULL; /* one split serves every BF16 weight (same cols) */
     for (int i = 0; i < count; i++) {
-        int tasks = mm_setup(&j[i], w[i], x, n, ldx, y[i], ldy, mx_pool_size(pool));
-        mm_use_split(&j[i], &xb, pool);
+        int tasks = mm_setup(&j[i], w[i], x, n, ldx, y[i], ldy, kp);
+        mm_use_split(&j[i], &xb, kp->pool);
         sets[i] = (mx_task_set){mm_task, &j[i], tasks, j[i].rs.lanes};
     }
-    mx_pool_run_sets(pool, sets, count);
+    mx_pool_run_sets(kp->pool, sets, count);
+    return true;
 }
 
-void mx_matmul(const mx_weight *w, const float *x, int n, int ldx, float *y, int ldy, mx_pool *pool) {
-    if (!is_float(w)) {
-        mx_qmatmul(w, x, n, ldx, y, ldy, pool);
-        return;
-    }
+static void float_matmul(const mx_weight *w, const float *x, int n, int ldx, float *y, int ldy, const mx_kpolicy *kp) {
     if (n <= 0 || w->rows <= 0) return;
     mm_job j;
     const uint16_t *xb = NULL;
-    int tasks = mm_setup(&j, w, x, n, ldx, y, ldy, mx_pool_size(pool));
-    mm_use_split(&j, &xb, pool);
-    mx_pool_run_lanes(pool, mm_task, &j, tasks, j.rs.lanes);
+    int tasks = mm_setup(&j, w, x, n, ldx, y, ldy, kp);
+    mm_use_split(&j, &xb, kp->pool);
+    mx_pool_run_lanes(kp->pool, mm_task, &j, tasks, j.rs.lanes);
 }
 
-void mx_matmul_ref(const mx_weight *w, const float *x, int n, int ldx, float *y, int ldy) {
-    float *row = malloc((size_t)w->cols * sizeof(float));
-    if (!row) return;
-    for (int r = 0; r < w->rows; r++) {
-        mx_weight_row(w, r, row);
-        for (int t = 0; t < n; t++) {
-            double s = 0;
-            for (int c = 0; c < w->cols; c++) s += (double)row[c] * x[(size_t)t * ldx + c];
-            y[(size_t)t * ldy + r] = (float)s;
-        }
+static size_t float_bytes(const mx_weight *w) { return (size_t)w->rows * w->row_bytes; }
+
+static void float_row(const mx_weight *w, int r, float *out) {
+    const uint8_t *p = w->data + (size_t)r * w->row_bytes;
+    if (w->fmt == MX_W_F32) { memcpy(out, p, (size_t)w->cols * 4); return; }
+    for (int c = 0; c < w->cols; c++) {
+        uint16_t h;
+        memcpy(&h, p + 2 * c, 2);
+        out[c] = w->fmt == MX_W_F16 ? mx_f16_to_f32(h) : mx_bf16_to_f32(h);
     }
-    free(row);
 }
+
+static int float_slice(const mx_weight *w, int r0, int n, mx_weight *out) {
+    mx_weight_view_rows(w, r0, n, out);
+    return MX_OK;
+}
+
+#define FLOAT_FORMAT(id, FMT, NAME)                                                                                         \
+    MX_WFORMAT(id, FMT, .name = NAME, .bytes = float_bytes, .row = float_row, .slice = float_slice, .matmul = float_matmul, \
+               .matmul_multi = float_matmul_multi)
+FLOAT_FORMAT(f32, MX_W_F32, "f32")
+FLOAT_FORMAT(f16, MX_W_F16, "f16")
+FLOAT_FORMAT(bf16, MX_W_BF16, "bf16")

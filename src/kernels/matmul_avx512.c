@@ -7,7 +7,7 @@
  * `vdpbf16ps` on the weights as stored and x as bf16 hi + lo (~16 bits,
  * within the float fixtures' 1e-4), no widening; 1B bf16 decode 0.76-0.77
  * -> 0.85-0.91 of the probe in fast phases, prefill even.
- * With MLXCEL_BF16_DOT=1 (opt-in, it rounds the activations to bf16) BF16
+ * With the policy's bf16_dot (opt-in, it rounds the activations to bf16) BF16
  * weights with n >= 24 tokens take the same tiles with the hi words alone:
  * one product per pair, ~1.95x the exact path's prefill rate (kbench). A
  * packed GEMM served it before; its packing (16x16 transposes of the weights)
@@ -18,23 +18,6 @@
 #define MM_PT 6
 #define MM_ZMM
 #include "mm_simd.h"
-#include "../base/cpu.h"
-#include <stdatomic.h>
-#include <stdlib.h>
-
-static atomic_int g_bf16dot = -1;
-
-void mx_mm_set_bf16_dot(int on) { atomic_store(&g_bf16dot, on ? 1 : 0); }
-
-static int bf16dot_on(void) {
-    int v = atomic_load_explicit(&g_bf16dot, memory_order_relaxed);
-    if (v < 0) {
-        const char *s = getenv("MLXCEL_BF16_DOT");
-        v = s && *s && strcmp(s, "0") != 0;
-        atomic_store(&g_bf16dot, v);
-    }
-    return v && mx_cpu()->avx512_bf16;
-}
 
 void mx_mm_bf2_avx512(const mx_weight *w, const float *x, int n, int ldx, float *y, int ldy, int r0, int r1) {
     mm_bf2(w, (const uint16_t *)(const void *)x, 2 * (size_t)ldx, mx_split_q2(w->cols), n, y, ldy, r0, r1, 2);
@@ -43,9 +26,6 @@ void mx_mm_bf2_avx512(const mx_weight *w, const float *x, int n, int ldx, float 
 void mx_bf16_split_avx512(const float *x, int n, int ldx, int K, uint16_t *xb) {
     mm_bf16_split(x, n, ldx, K, xb, mx_split_ld(K), mx_split_q2(K));
 }
-
-/* below ~24 tokens the exact dot form is as fast (packing dominates) */
-bool mx_mm_bf16_dot_takes(const mx_weight *w, int n) { return w->fmt == MX_W_BF16 && n >= 24 && bf16dot_on(); }
 
 void mx_mm_bf16_dot_avx512(const mx_weight *w, const float *x, int n, int ldx, float *y, int ldy, int r0, int r1) {
     mm_bf2(w, (const uint16_t *)(const void *)x, 2 * (size_t)ldx, mx_split_q2(w->cols), n, y, ldy, r0, r1, 1);

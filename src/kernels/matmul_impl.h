@@ -7,9 +7,8 @@ typedef void (*mx_mm_fn)(const mx_weight *w, const float *x, int n, int ldx, flo
 void mx_mm_float_portable(const mx_weight *w, const float *x, int n, int ldx, float *y, int ldy, int r0, int r1);
 void mx_mm_float_avx2(const mx_weight *w, const float *x, int n, int ldx, float *y, int ldy, int r0, int r1);
 void mx_mm_float_avx512(const mx_weight *w, const float *x, int n, int ldx, float *y, int ldy, int r0, int r1);
-/* The opt-in BF16 dot path (mx_mm_set_bf16_dot, AVX-512 BF16 only): the
+/* The opt-in BF16 dot path (the policy's bf16_dot, AVX-512 BF16 only): the
  * hi words of the split x below. */
-bool mx_mm_bf16_dot_takes(const mx_weight *w, int n); /* it serves w for n tokens */
 void mx_mm_bf16_dot_avx512(const mx_weight *w, const float *x, int n, int ldx, float *y, int ldy, int r0, int r1);
 /* BF16 weights on AVX-512 BF16 CPUs (mm_simd.h, "bf2", and the dot path
  * above): x split by mx_bf16_split, passed as x with ldx = mx_split_ld(K) / 2

@@ -1,53 +1,113 @@
-#include "weight.h"
+/* The format table and what every weight does through it: free, bytes,
+ * rows, prepare, slices and the products (mx_matmul). */
+#include "kernels.h"
 #include "../base/base.h"
-#include "../base/half.h"
-#include "../base/threadpool.h"
-#include "../quant/quant.h"
 #include <stdlib.h>
 #include <string.h>
 
-const char *mx_wfmt_name(mx_wfmt f) {
-    switch (f) {
-    case MX_W_F32: return "f32";
-    case MX_W_F16: return "f16";
-    case MX_W_BF16: return "bf16";
-    case MX_W_AFFINE: return "affine";
-    case MX_W_MXFP4: return "mxfp4";
-    case MX_W_NVFP4: return "nvfp4";
-    case MX_W_MXFP8: return "mxfp8";
-    case MX_W_FP8B: return "fp8-block";
-    default: return "none";
-    }
+static void none_row(const mx_weight *w, int r, float *out) {
+    (void)r;
+    memset(out, 0, (size_t)w->cols * sizeof(float));
 }
+static void none_matmul(const mx_weight *w, const float *x, int n, int ldx, float *y, int ldy, const mx_kpolicy *kp) {
+    (void)x; (void)ldx; (void)kp;
+    for (int t = 0; t < n; t++) memset(y + (size_t)t * ldy, 0, (size_t)w->rows * sizeof(float));
+}
+static const mx_wformat g_none = {.name = "none", .row = none_row, .matmul = none_matmul};
+static const mx_wformat *g_formats[MX_W_COUNT];
+
+void mx_wformat_register(mx_wfmt f, const mx_wformat *rec) {
+    if (f > MX_W_NONE && f < MX_W_COUNT) g_formats[f] = rec;
+}
+
+const mx_wformat *mx_wformat_of(mx_wfmt f) {
+    const mx_wformat *r = (unsigned)f < MX_W_COUNT ? g_formats[f] : NULL;
+    return r ? r : &g_none;
+}
+
+const mx_wformat *mx_wformat_by_mode(const char *mode) {
+    for (int f = 1; f < MX_W_COUNT; f++)
+        if (g_formats[f] && g_formats[f]->mode && !strcmp(g_formats[f]->mode, mode)) return g_formats[f];
+    return NULL;
+}
+
+void mx_wformat_modes(char *buf, size_t n) {
+    size_t o = 0;
+    if (n) buf[0] = 0;
+    for (int f = 1; f < MX_W_COUNT && o < n; f++)
+        if (g_formats[f] && g_formats[f]->mode) o += (size_t)snprintf(buf + o, n - o, "%s%s", o ? ", " : "", g_formats[f]->mode);
+}
+
+const char *mx_wfmt_name(mx_wfmt f) { return mx_wformat_of(f)->name; }
 
 void mx_weight_free(mx_weight *w) {
     if (!w) return;
     free(w->owned);
-    mxq_ril_free(w->ril);
+    const mx_wformat *f = mx_wformat_of(w->fmt);
+    if (w->prep && f->release) f->release(w);
     memset(w, 0, sizeof *w);
 }
 
 size_t mx_weight_bytes(const mx_weight *w) {
-    switch (w->fmt) {
-    case MX_W_NONE: return 0;
-    case MX_W_F32: case MX_W_F16: case MX_W_BF16: return (size_t)w->rows * w->row_bytes;
-    default: return mx_qbytes(w);
-    }
+    const mx_wformat *f = mx_wformat_of(w->fmt);
+    return f->bytes ? f->bytes(w) : 0;
 }
 
-void mx_weight_row(const mx_weight *w, int r, float *out) {
-    const uint8_t *p = w->data + (size_t)r * w->row_bytes;
-    switch (w->fmt) {
-    case MX_W_F32: memcpy(out, p, (size_t)w->cols * 4); break;
-    case MX_W_F16:
-        for (int c = 0; c < w->cols; c++) { uint16_t h; memcpy(&h, p + 2 * c, 2); out[c] = mx_f16_to_f32(h); }
-        break;
-    case MX_W_BF16:
-        for (int c = 0; c < w->cols; c++) { uint16_t h; memcpy(&h, p + 2 * c, 2); out[c] = mx_bf16_to_f32(h); }
-        break;
-    case MX_W_NONE: memset(out, 0, (size_t)w->cols * 4); break;
-    default: mx_qrow(w, r, out);
+void mx_weight_row(const mx_weight *w, int r, float *out) { mx_wformat_of(w->fmt)->row(w, r, out); }
+
+int mx_weight_prepare(mx_weight *w, const mx_kpolicy *kp) {
+    const mx_wformat *f = mx_wformat_of(w->fmt);
+    return kp && f->prepare ? f->prepare(w, kp) : MX_OK;
+}
+
+int mx_weight_slice_rows(const mx_weight *w, int r0, int n, mx_weight *out) {
+    if (r0 < 0 || n < 1 || r0 + n > w->rows) return mx_set_err("row slice [%d, %d) outside a weight of %d rows", r0, r0 + n, w->rows);
+    const mx_wformat *f = mx_wformat_of(w->fmt);
+    if (f->slice) return f->slice(w, r0, n, out);
+    mx_weight_view_rows(w, r0, n, out); /* a format without slice (none) */
+    return MX_OK;
+}
+
+void mx_weight_view_rows(const mx_weight *w, int r0, int n, mx_weight *out) {
+    *out = *w;
+    out->owned = out->prep = NULL;
+    out->rows = n;
+    if (out->data) out->data = w->data + (size_t)r0 * w->row_bytes;
+}
+
+void mx_matmul(const mx_weight *w, const float *x, int n, int ldx, float *y, int ldy, const mx_kpolicy *kp) {
+    if (n <= 0) return;
+    mx_kpolicy def;
+    if (!kp) {
+        def = mx_kpolicy_default();
+        kp = &def;
     }
+    mx_wformat_of(w->fmt)->matmul(w, x, n, ldx, y, ldy, kp);
+}
+
+void mx_matmul_multi(int count, const mx_weight *const *w, const float *x, int n, int ldx, float *const *y, int ldy, const mx_kpolicy *kp) {
+    mx_kpolicy def;
+    if (!kp) {
+        def = mx_kpolicy_default();
+        kp = &def;
+    }
+    const mx_wformat *f = count > 0 ? mx_wformat_of(w[0]->fmt) : NULL;
+    if (f && f->matmul_multi && count >= 2 && n > 0 && f->matmul_multi(count, w, x, n, ldx, y, ldy, kp)) return;
+    for (int i = 0; i < count; i++) mx_matmul(w[i], x, n, ldx, y[i], ldy, kp);
+}
+
+void mx_matmul_ref(const mx_weight *w, const float *x, int n, int ldx, float *y, int ldy) {
+    float *row = malloc((size_t)w->cols * sizeof(float));
+    if (!row) return;
+    for (int r = 0; r < w->rows; r++) {
+        mx_weight_row(w, r, row);
+        for (int t = 0; t < n; t++) {
+            double s = 0;
+            for (int c = 0; c < w->cols; c++) s += (double)row[c] * x[(size_t)t * ldx + c];
+            y[(size_t)t * ldy + r] = (float)s;
+        }
+    }
+    free(row);
 }
 
 mx_rowsplit mx_rowsplit_make(const mx_weight *w, int want, int unit, int lanes, int streams) {

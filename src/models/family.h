@@ -61,4 +61,44 @@ int mamba_configure_base(mx_arch *a, const mx_cfg *c, const mx_block_ops *mixer)
 int mamba2_ssm_config(mx_ssm_spec *s, const mx_cfg *c, int hidden, const char *eps_key);
 /* bamba.c: the hybrids' mamba_* keys (Bamba, Granite-MoE-Hybrid, Falcon-H1). */
 int hybrid_mamba2_config(mx_ssm_spec *s, const mx_cfg *c, const mx_arch *a, const char *prefix);
+/* deepseek_v3.c: DeepSeek-style MoE layers, shared by the families built on
+ * DeepSeek's MoE: n_routed_experts / num_experts_per_tok /
+ * moe_intermediate_size / n_shared_experts / n_group / topk_group /
+ * norm_topk_prob / routed_scaling_factor / first_k_dense_replace /
+ * moe_layer_freq with each family's config class defaults; sigmoid router with
+ * mlp.gate.e_score_correction_bias, experts mlp.experts.<e>.* (or MLX
+ * switch_mlp, or v5 fused), shared experts fused as mlp.shared_experts; layer i is a MoE
+ * when i >= first_k_dense_replace and i % moe_layer_freq == 0; MTP layers
+ * (num_nextn_predict_layers) ignored. A family changes the router after. */
+typedef struct {
+    int experts, top_k, ffn, shared, n_group, topk_group, dense;
+    float scale;
+    bool norm;
+} mx_dsmoe_defaults;
+int deepseek_moe_configure(mx_arch *a, const mx_cfg *c, const mx_dsmoe_defaults *d);
+/* deepseek_v3.c: the expert names of that layout alone (per expert
+ * mlp.experts.<e>.{gate,up,down}_proj, MLX mlp.switch_mlp.*, transformers
+ * v5's fused mlp.experts.{gate_up,down}_proj, mlp.shared_experts.*). */
+void deepseek_moe_names(mx_moe_spec *s);
+/* deepseek_v3.c: latent attention in every layer: q_lora_rank (null: a plain
+ * q_proj), kv_lora_rank, qk_nope / qk_rope / v head dims (v null:
+ * hidden / heads), rope on the rope slices (interleaved unless
+ * rope_interleave is false), scale qk_head_dim^-0.5 times mscale^2 under
+ * yarn with mscale_all_dim; each family's config class defaults for absent
+ * keys. */
+typedef struct {
+    int q_lora, kv_lora, nope, rope, v; /* v 0: hidden_size / num_attention_heads */
+    bool interleave;                   /* rope_interleave's default */
+    bool fixed_rope;                   /* the class has no rope_interleave key: always `interleave` */
+} mx_mla_defaults;
+extern const mx_mla_defaults deepseek_mla_defaults; /* DeepSeek-V3's: 1536, 512, 128, 64, 128, interleaved */
+int deepseek_mla_configure(mx_arch *a, const mx_cfg *c, const mx_mla_defaults *d);
+/* ernie4_5_moe.c: ERNIE 4.5 MoE on top of llama's defaults (also ERNIE 4.5
+ * MoE configs that say model_type ernie4_5). */
+int ernie4_5_moe_configure(mx_arch *a, const mx_cfg *c);
+/* ministral3.c: Llama 4's position scale of q, 1 + beta * log(1 + floor(pos /
+ * div)), with beta = rope_parameters.llama_4_scaling_beta and div its
+ * original_max_position_embeddings (def_beta, def_div: the class's when the
+ * config has no rope settings); none when beta is 0. */
+int llama4_q_scale_configure(mx_attn_spec *at, const mx_cfg *c, double def_beta, int def_div);
 #endif

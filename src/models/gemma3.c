@@ -12,6 +12,14 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     int w, pattern;
     if (mx_cfg_i32(c, "sliding_window", 4096, 1, 1 << 30, &w) || mx_cfg_i32(c, "sliding_window_pattern", 6, 1, 1 << 20, &pattern))
         return -1;
+    /* EmbeddingGemma: use_bidirectional_attention (any truthy value, as Python reads it) makes every
+     * layer bidirectional, and Gemma3TextConfig then replaces sliding_window S by S // 2 + 1, also
+     * when loading a saved config: a sliding layer sees keys with |i - j| < S // 2 + 1 */
+    json_t *bd = mx_cfg_get(c, "use_bidirectional_attention");
+    if (bd && !json_is_false(bd) && !(json_is_string(bd) && !*json_string_value(bd)) && !(json_is_number(bd) && json_number_value(bd) == 0)) {
+        a->attn->bidirectional = true;
+        w = w / 2 + 1;
+    }
     a->rope_decl[1] = (mx_rope_decl){.theta_key = "rope_local_base_freq", .plain = true}; /* the local rope has no scaling */
     a->n_rope = 2;
     int r = mx_arch_layer_types(a, c, w);
@@ -26,7 +34,8 @@ static int configure(mx_arch *a, const mx_cfg *c) {
 /* Gemma3TextConfig's defaults: released Gemma 3 configs (the packaged ones'
  * text_config above all) leave these out */
 MX_FAMILY(gemma3_text, .name = "gemma3_text", .base = "gemma2",
-          .features = "gemma2 + per-head q/k norm, sliding/global pattern with two rope bases", .configure = configure,
+          .features = "gemma2 + per-head q/k norm, sliding/global pattern with two rope bases; bidirectional (EmbeddingGemma)",
+          .configure = configure,
           .defaults = "{\"vocab_size\": 262208, \"num_attention_heads\": 8, \"num_key_value_heads\": 4, \"head_dim\": 256,"
                       " \"query_pre_attn_scalar\": 256, \"max_position_embeddings\": 131072, \"rope_theta\": 1000000.0,"
                       " \"rms_norm_eps\": 1e-6, \"sliding_window\": 4096}")

@@ -1,5 +1,6 @@
-/* OLMoE: Llama with an RMSNorm over the whole q and k projections and sparse
- * MoE MLPs (softmax router, top-k renormalised only when norm_topk_prob). */
+/* OLMoE: Llama with an RMSNorm over the whole q and k projections (then
+ * clip_qkv clamps q, k and v) and sparse MoE MLPs (softmax router, top-k
+ * renormalised only when norm_topk_prob). */
 #include "family.h"
 #include "../base/base.h"
 
@@ -8,8 +9,8 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     if (mx_cfg_f32(c, "rms_norm_eps", 1e-5f, 0, 1, &a->norm.eps) ||
         qwen_moe_configure(a, c, 64, 8, a->ffn))
         return -1;
-    /* OLMoE clamps q/k/v after the q/k norms; the attention block clamps before them */
-    if (mx_cfg_get(c, "clip_qkv")) return mx_set_err("%s: clip_qkv is not supported for olmoe (clamped after the q/k norms)", c->file);
+    if (mx_cfg_f32(c, "clip_qkv", 0, 0, 1e30f, &a->attn->clip_qkv)) return -1;
+    a->attn->clip_after_qk_norm = true; /* OLMoE clamps q, k and v after the q/k norms */
     a->attn->qk_norm_spec = a->norm;
     a->attn->qk_norm = MX_QKNORM_FULL;
     a->attn->names.q_norm = "model.layers.%d.self_attn.q_norm";

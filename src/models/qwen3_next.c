@@ -34,6 +34,7 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     a->attn->names.k_norm = "model.layers.%d.self_attn.k_norm";
     d->norm_eps = a->norm.eps;
     d->prefix = "model.layers.%d.linear_attn";
+    mx_arch_ignore(a, "mtp.*"); /* multi-token prediction head */
     s->route = MX_ROUTE_SOFTMAX;
     s->norm_p = norm ? 1 : 0;
     s->gated = true;
@@ -65,6 +66,6 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     return 0;
 }
 
-MX_FAMILY(qwen3_next, .name = "qwen3_next", .base = "llama",
+MX_FAMILY(qwen3_next, .name = "qwen3_next", .aliases = MX_ALIASES("qwen3next"), .base = "llama",
           .features = "hybrid: gated deltanet / gated attention (partial rope, qk norm), (1+w) rmsnorm, moe + gated shared expert",
           .configure = configure)

@@ -34,6 +34,7 @@ void *mx_arch_alloc(mx_arch *a, size_t bytes) {
 }
 
 void mx_arch_free(mx_arch *a) {
+    if (a->encoder) mx_arch_free(a->encoder); /* lives in a's memory; its own memory first */
     for (mx_arch_mem *m = a->mem, *n; m; m = n) {
         n = m->next;
         free(m);
@@ -66,6 +67,18 @@ int mx_arch_ignore(mx_arch *a, const char *pattern) {
     return MX_OK;
 }
 
+int mx_arch_ignore_mtp(mx_arch *a, const mx_cfg *c, const char *key) {
+    int n;
+    if (mx_cfg_i32(c, key, 0, 0, 8, &n)) return MX_ERR;
+    for (int i = a->n_layers; i < a->n_layers + n; i++) {
+        char *pat = mx_arch_alloc(a, 32);
+        if (!pat) return MX_ERR;
+        snprintf(pat, 32, "model.layers.%d.*", i);
+        if (mx_arch_ignore(a, pat)) return MX_ERR;
+    }
+    return MX_OK;
+}
+
 void mx_arch_set_window_all(mx_arch *a, int window) {
     for (int i = 0; i < a->n_layers; i++) a->layers[i].window = window;
 }
@@ -85,6 +98,21 @@ int mx_arch_layer_types(mx_arch *a, const mx_cfg *c, int window) {
     return 1;
 }
 
+int mx_arch_mlp_layer_types(mx_arch *a, const mx_cfg *c, const mx_block_ops *sparse) {
+    json_t *lt = mx_cfg_get(c, "mlp_layer_types");
+    if (!lt) return 0;
+    if (!json_is_array(lt) || (int)json_array_size(lt) != a->n_layers)
+        return mx_set_err("%s: mlp_layer_types: expected %d entries", c->file, a->n_layers);
+    for (int i = 0; i < a->n_layers; i++) {
+        const char *s = json_string_value(json_array_get(lt, (size_t)i));
+        if (!s) return mx_set_err("%s: mlp_layer_types[%d]: expected a string", c->file, i);
+        if (!strcmp(s, "dense")) a->layers[i].ffn = &mx_block_mlp;
+        else if (!strcmp(s, "sparse")) a->layers[i].ffn = sparse;
+        else return mx_set_err("%s: mlp_layer_types[%d]: unsupported type '%s' (dense, sparse)", c->file, i, s);
+    }
+    return 1;
+}
+
 int mx_arch_ropes(mx_arch *a, const mx_cfg *c) {
     for (int r = 0; a->pos == MX_POS_ROPE && r < a->n_rope; r++) {
         const mx_rope_decl *d = &a->rope_decl[r];
@@ -98,10 +126,32 @@ int mx_arch_ropes(mx_arch *a, const mx_cfg *c) {
         if (mx_cfg_float(&src, d->theta_key ? d->theta_key : "rope_theta", d->theta ? d->theta : 10000.0, 1e-3, 1e15, &theta) ||
             mx_cfg_float(&src, "partial_rotary_factor", d->partial ? d->partial : 1.0, 1e-3, 1.0, &partial))
             return MX_ERR;
+        /* transformers v5 keeps rope_theta, partial_rotary_factor and the scaling keys in one
+         * rope_parameters object (per layer type when params_key says which) */
+        json_t *rs = d->plain ? NULL : mx_cfg_get(&src, "rope_scaling"), *rp = d->plain ? NULL : mx_cfg_get(&src, "rope_parameters");
+        if (rp && !json_is_object(rp)) return mx_set_err("%s: rope_parameters: expected an object", c->file);
+        if (rp && d->params_key) {
+            rp = json_object_get(rp, d->params_key);
+            if (!json_is_object(rp)) return mx_set_err("%s: rope_parameters.%s: expected an object", c->file, d->params_key);
+        }
+        if (!rp && d->params_key) return mx_set_err("%s: rope_parameters is missing", c->file);
+        if (rp) {
+            mx_cfg p = {rp, NULL, c->file};
+            if ((!d->theta_key && mx_cfg_float(&p, "rope_theta", theta, 1e-3, 1e15, &theta)) ||
+                mx_cfg_float(&p, "partial_rotary_factor", partial, 1e-3, 1.0, &partial))
+                return MX_ERR;
+            if (!rs) rs = rp;
+        }
+        json_t *def = NULL;
+        if (!d->plain && d->scaling_default && mx_cfg_absent(&src, "rope_scaling") && mx_cfg_absent(&src, "rope_parameters") &&
+            !(rs = def = json_loads(d->scaling_default, 0, NULL)))
+            return mx_set_err("%s: the family's default rope scaling does not parse", c->file);
         int rot = d->dim ? d->dim : (int)(a->attn->head_dim * partial);
         rot -= rot % 2;
-        if (mx_rope_from_config(&a->rope[r], d->plain ? &none : &src, theta * (d->theta_scale ? d->theta_scale : 1), rot, a->max_pos))
-            return MX_ERR;
+        int rc = mx_rope_from_scaling(&a->rope[r], d->plain ? &none : &src, rs, theta * (d->theta_scale ? d->theta_scale : 1), rot, a->max_pos,
+                                      d->yarn_factor_given);
+        json_decref(def);
+        if (rc) return MX_ERR;
         a->rope[r].interleaved = d->interleaved;
         if (d->attn_factor > 0) a->rope[r].attn_factor = d->attn_factor;
         if (d->mrope && mx_rope_mrope_section(&a->rope[r], &src)) return MX_ERR;
@@ -109,11 +159,18 @@ int mx_arch_ropes(mx_arch *a, const mx_cfg *c) {
     return MX_OK;
 }
 
+/* hidden_act: the kernels' activations, or xIELU (its parameters are per
+ * layer; model binding refuses it where the family binds none). */
+static int parse_hidden_act(const char *s, mx_act *out) {
+    if (!strcmp(s, "xielu")) { *out = MX_ACT_XIELU; return 0; }
+    return mx_act_parse(s, out);
+}
+
 int mx_arch_act_default(mx_arch *a, const mx_cfg *c, const char *def) {
     int err = 0;
     const char *act = mx_cfg_str(c, "hidden_act", def, &err);
     if (err) return MX_ERR;
-    if (mx_act_parse(act, &a->act)) return mx_set_err("%s: hidden_act: unsupported activation '%s'", c->file, act);
+    if (parse_hidden_act(act, &a->act)) return mx_set_err("%s: hidden_act: unsupported activation '%s'", c->file, act);
     return MX_OK;
 }
 
@@ -160,7 +217,7 @@ int mx_arch_hf_defaults(mx_arch *a, const mx_cfg *c) {
     int err = 0;
     const char *act = mx_cfg_str(c, "hidden_act", "silu", &err);
     if (err) return MX_ERR;
-    if (mx_act_parse(act, &a->act)) return mx_set_err("%s: hidden_act: unsupported activation '%s'", c->file, act);
+    if (parse_hidden_act(act, &a->act)) return mx_set_err("%s: hidden_act: unsupported activation '%s'", c->file, act);
     bool bias;
     if (mx_cfg_bool(c, "attention_bias", false, &bias) || mx_cfg_bool(c, "mlp_bias", false, &a->mlp_bias) ||
         mx_cfg_bool(c, "tie_word_embeddings", false, &a->tied))

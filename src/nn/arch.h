@@ -11,6 +11,7 @@
 #define MX_ARCH_H
 #include <stdbool.h>
 #include "../format/json.h"
+#include "../format/checkpoint.h"
 #include "../kernels/kernels.h"
 #include "rope.h"
 #include "block.h"
@@ -45,6 +46,10 @@ typedef struct {
     const char *ffn_norm, *gate, *up, *gate_up, *down, *post_ffn_norm;
     const char *type_embed;  /* token type (segment) embeddings, added to the token embedding */
     const char *embed_norm;  /* norm on the summed embeddings (BERT, ModernBERT), spec arch.norm */
+    const char *layer_scale; /* a stored scalar ([1]) that multiplies the layer's output (Gemma 4) */
+    const char *ffn_act_norm;  /* norm (arch.norm) on the dense MLP's activation, before down (BitNet) */
+    const char *act_params;    /* module of a dense MLP activation's learned scalars (xIELU: alpha_p, alpha_n, beta, eps) */
+    const char *xattn_norm;  /* norm before a layer's cross-attention sub-layer (encoder-decoders) */
 } mx_names;
 
 /* Attention (nn/attention.c): q/k/v projections (separate, or one fused qkv),
@@ -58,6 +63,7 @@ typedef struct {
 typedef struct {
     const char *q, *k, *v, *qkv, *o, *q_norm, *k_norm;
     const char *sinks;       /* per-head sink logits (GPT-OSS): a full tensor name with "%d" */
+    const char *out_norm;    /* norm (arch.norm) on the heads' output, concatenated, before o (BitNet) */
 } mx_attn_names;
 
 typedef struct mx_attn_spec {
@@ -74,14 +80,25 @@ typedef struct mx_attn_spec {
     bool bidirectional;       /* every key of the sequence (encoders); a window W
                                  then means |i - j| < W */
     mx_attn_names names;
+    bool qk_norm_after_rope;  /* the q/k norms act on the rotated q/k (Llama 4) */
+    float temp_scale, temp_floor; /* temp_scale != 0: q *= 1 + temp_scale * log1p(floor((pos + 1) /
+                                     temp_floor)) (Llama 4's attention temperature tuning) */
+    bool v_norm;              /* v through a weightless RMSNorm over head_dim (eps qk_norm_spec.eps) (Gemma 4) */
+    bool k_eq_v;              /* no v projection: v is the k projection before its norm and rope (Gemma 4) */
+    bool temp_pos0;           /* floor(pos / temp_floor) instead: Ministral 3's Llama-4 scaling
+                                 (rope_parameters.llama_4_scaling_beta) */
+    bool clip_after_qk_norm;  /* clip_qkv clamps q, k, v after the q/k norms (OLMoE) */
+    int v_head_dim;           /* values' head size when it differs from q/k's (MiMo-V2-Flash); 0 = head_dim */
+    float v_scale;            /* v multiplied by this before caching (MiMo's attention_value_scale); 0 = 1 */
 } mx_attn_spec;
 
 /* Mixture of experts (nn/moe.c). The router picks top_k of n_experts per
  * token; the variant is data:
- *   SOFTMAX       softmax over all experts, top-k of the probabilities
+ *   SOFTMAX       softmax over all experts, weights = the probabilities
  *   TOPK_SOFTMAX  top-k of the logits, softmax over those k
- *   SIGMOID       sigmoid scores; selection on score + correction bias
- *                 (score_bias), optionally group-limited; weights = scores
+ *   SIGMOID       sigmoid scores, weights = the scores
+ * (SOFTMAX and SIGMOID select on score + correction bias (score_bias),
+ * optionally group-limited; the weights leave the bias out)
  *   SPARSEMIXER   PhiMoE's masked-softmax top-2 (jitter_eps threshold)
  * then optional renormalisation (weights / (p-norm(weights) + norm_eps)) and
  * routed_scale. Experts are gated (down(act(gate x) * up x)) or not, with
@@ -114,6 +131,15 @@ typedef struct {
     int shared_ffn;             /* shared expert width; 0 = none */
     const char *router, *score_bias, *shared_gate; /* router module; correction-bias tensor; sigmoid gate module of the shared expert */
     mx_expert_names experts, alt, shared;
+    bool scale_input;           /* the routing weight multiplies each expert's input and the
+                                   outputs are summed unweighted (Llama 4) */
+    bool group_max;             /* a group's score is its best expert's (DeepSeek-V2 group_limited_greedy), not its top-2 sum */
+    float norm_min;             /* renormalisation denominator at least this (ERNIE's moe_norm_min); 0 = off */
+    int n_zero;                 /* identity ("zero-computation") experts after the routed ones: the
+                                   router scores n_experts + n_zero; a chosen one adds w * x (LongCat) */
+    bool group_mask_inf;        /* experts of the groups left out score -inf, not 0 (GLM-4.7-Flash,
+                                   DeepSeek-V3.2: a corrected score may be negative) */
+    mx_expert_names alt2;       /* a third layout, tried when neither `experts` nor `alt` is present */
 } mx_moe_spec;
 
 /* Multi-head latent attention (DeepSeek V2/V3, nn/mla.c): q through a
@@ -121,7 +147,8 @@ typedef struct {
  * 0), kv_a -> [latent (kv_lora_rank) | shared rope key (qk_rope_dim)],
  * latent -> norm -> kv_b gives per head [k_nope | v]. Rope (arch.rope[0],
  * dim qk_rope_dim) on the rope slices only. From the layer's attention spec:
- * n_heads, scale, names.q and names.o, q_bias on q_a/q, k_bias on kv_a,
+ * n_heads, scale, the Llama-4 position scale of q (temp_scale), names.q
+ * and names.o, q_bias on q_a (a plain q_proj has none), k_bias on kv_a,
  * o_bias on o. The cache holds the normed latent and the roped key per
  * position. */
 typedef struct {
@@ -132,6 +159,17 @@ typedef struct {
      * embed_q [heads, kv_lora_rank, qk_nope] (W_k^T) and unembed_out
      * [heads, v_head, kv_lora_rank] (W_v) */
     const char *embed_q, *unembed_out;
+    float q_scale, kv_scale;    /* LongCat's LoRA scales: q times q_scale, the normed latent times
+                                   kv_scale (so k_nope and v too); 0 = 1 */
+    /* DeepSeek sparse attention (V3.2, nn/dsa.c): a lightning indexer scores the causal keys of
+     * each query: q_i = index_q(the normed q LoRA latent) [index_heads][index_dim], one key head
+     * k = index_norm(index_k(x)) [index_dim] (cached per position), both rotated rotate-half on
+     * their first qk_rope_dim dims; value(key t) = sum_h index_w(x)_h / sqrt(index_heads) *
+     * relu(q_i,h . k_t / sqrt(index_dim)); the query attends only the index_topk keys of highest
+     * value (all its keys when it has no more). index_topk 0 = off. */
+    int index_heads, index_dim, index_topk;
+    mx_norm_spec index_norm;
+    const char *index_q, *index_k, *index_k_norm, *index_w;
 } mx_mla_spec;
 
 /* State-space mixers (nn/mamba.c). Tensors live under `prefix` (a module
@@ -188,11 +226,14 @@ typedef struct {
     int d_conv;
     bool bias;
     const char *prefix;
+    bool centered; /* non-causal (bidirectional LFM2 encoders): y_t = sum_k w_k (B x)_{t - d_conv/2 + k}
+                      over the sequence, zeros outside it; no state (encoder pass only) */
 } mx_shortconv_spec;
 
 /* Gated DeltaNet linear attention (Qwen3-Next, nn/deltanet.c), tensors under
  * `prefix`: in_proj_qkvz per key head [q (dk) | k (dk) | v (r dv) | z (r dv)],
- * in_proj_ba per key head [b (r) | a (r)] (r = n_v_heads / n_k_heads); a
+ * in_proj_ba per key head [b (r) | a (r)] (r = n_v_heads / n_k_heads), or
+ * with split_proj the four projections below; a
  * causal depthwise conv (no bias) + silu over [q | k | v]; q, k L2-normed
  * (q also * dk^-0.5) and shared by the r value heads of their key head;
  * beta = sigmoid(b), g = -exp(A_log) softplus(a + dt_bias); per value head
@@ -203,6 +244,9 @@ typedef struct {
     int n_k_heads, n_v_heads, dk, dv, d_conv;
     float norm_eps;
     const char *prefix;
+    /* Qwen3.5: separate in_proj_qkv ([q | k | v], head-major in each part),
+     * in_proj_z, in_proj_b, in_proj_a instead of the per-key-head groups */
+    bool split_proj;
 } mx_deltanet_spec;
 
 /* Zamba2 hybrid layer (nn/zamba.c): a transformer block shared by several
@@ -238,7 +282,40 @@ typedef struct {
     const char *section;    /* read from this config object (DBRX's attn_config); NULL = top level */
     double attn_factor;     /* > 0: replaces the scaling's attention factor (PhiMoE's mscale) */
     bool mrope;             /* multi-axis positions from rope_scaling.mrope_section (Qwen2-VL) */
+    const char *params_key; /* rope_parameters holds one object per layer type: read this one
+                               (Gemma 4); NULL = rope_parameters itself, when present */
+    const char *scaling_default; /* JSON of the rope scaling a config class applies when the config
+                                    has neither rope_scaling nor rope_parameters (not even null) */
+    bool yarn_factor_given; /* yarn's factor as given, not max_position_embeddings / original_... (v5) */
 } mx_rope_decl;
+
+/* MiniMax lightning attention (nn/lightning.c), tensors under `prefix`:
+ * per head [q | k | v] = act(qkv_proj(x)) (head h owns columns
+ * [3dh, 3dh + 3d)); per head a decay slope s_h (the stored slope_rate, or
+ * (2^(-8/H))^(h+1) (1 - l/(L-1+1e-5) + 1e-5) for layer l of L);
+ * KV = e^(-s_h) KV + k^T v, o = q KV (no softmax, no scale); the heads'
+ * outputs [H*d] -> RMSNorm (norm.weight, norm_eps) -> * sigmoid(output_gate(x))
+ * -> out_proj. The cache holds KV [H][d][d]. */
+typedef struct {
+    int n_heads, head_dim;
+    float norm_eps;
+    mx_act act;
+    const char *prefix;
+} mx_lightning_spec;
+
+/* Per-layer inputs (Gemma 4, nn/ple.c). Model level: a second embedding
+ * table `embed` ([vocab, n_layers * dim], rows times sqrt(dim)) and a
+ * projection `proj` ([n_layers * dim, hidden]) of the scaled token embeddings
+ * h0, times hidden^-0.5 and RMS-normed over each layer's dim (`proj_norm`,
+ * arch.norm), give per token and layer pli = (proj + embed) * 2^-0.5. A layer
+ * whose `post` block is mx_block_ple adds norm(up(act(gate(h)) * pli_layer))
+ * to its output (`gate` [dim, hidden], `up` [hidden, dim], `norm`: "%d"). */
+typedef struct {
+    int dim, vocab;
+    mx_act act;
+    const char *embed, *proj, *proj_norm;
+    const char *gate, *up, *norm;
+} mx_ple_spec;
 
 /* One layer: its blocks, the attention spec it runs, and where it sits in
  * the sequence (window, rope). Per-layer differences of a family are data
@@ -255,7 +332,38 @@ typedef struct {
     bool rope;      /* false: this layer applies no rotary embedding */
     int rope_idx;   /* which of arch.rope[] this layer uses */
     bool no_attn_norm; /* this layer has no attention norm (ModernBERT layer 0) */
+    /* MiniMax (DeepNorm-style): the residual is the normed sublayer input,
+     * h = xn * alpha + sublayer(xn) * beta; [0] the mixer, [1] the ffn;
+     * alpha 0 = the plain residual h += sublayer */
+    float res_alpha[2], res_beta[2];
+    int chunk;         /* chunked attention: query i sees only keys of its own chunk
+                          (j / chunk == i / chunk) (Llama 4); 0 = off */
+    bool kv_shared;    /* no K/V of its own: the layer attends over the cache of layer kv_from
+                          (earlier, same attention spec and window) (Gemma 4) */
+    int kv_from;
+    int ffn_width;     /* this layer's dense MLP width (0 = arch.ffn) (Gemma 4's double-wide MLP) */
+    const mx_block_ops *post; /* runs on the layer's output, which it adds to (Gemma 4's
+                                 per-layer input); NULL = none */
+    const mx_block_ops *shortcut; /* a second ffn block on this layer's normed ffn input whose
+                                     output joins the residual at the end of the NEXT layer
+                                     (LongCat's shortcut MoE); NULL = none */
+    /* encoder-decoders: a cross-attention sub-layer between the mixer and the
+     * ffn, x += xattn(norm_xattn(x)), reading the encoder memory (arch.mem_len
+     * rows) through the spec xattn_attn (its q/k/v/o names and biases) */
+    const mx_block_ops *xattn;
+    const mx_attn_spec *xattn_attn;
 } mx_layer_spec;
+
+/* An input stem (speech encoders, nn/stem.c): features [n_in][frames]
+ * through n_conv 1-D convolutions (kernel 3, padding 1, stride[i]; weight
+ * [out, in, 3] and bias), each followed by act, giving the encoder's rows;
+ * the stored position table names.pos_embed is added by the encoder. */
+typedef struct {
+    int n_in, frames, n_conv;
+    int stride[2];
+    const char *conv[2];
+    mx_act act;
+} mx_stem_spec;
 
 /* Sequence pooling: which hidden rows a head (or an embedder) reads. */
 typedef enum { MX_POOL_CLS, MX_POOL_MEAN, MX_POOL_LAST, MX_POOL_MAX } mx_pooling;
@@ -323,9 +431,18 @@ typedef struct mx_arch {
     mx_shared_block_spec shared_block; /* for layers whose mixer is mx_block_zamba */
     const char *ignore[MX_MAX_IGNORE]; /* glob patterns of tensors not used */
     int n_ignore;
+    /* encoder-decoders: the decoder's description holds the encoder's (owned,
+     * bound as mx_model.encoder); an encoder may have an input stem */
+    struct mx_arch *encoder;
+    int mem_len;            /* rows of encoder memory the cross-attention layers read */
+    mx_stem_spec stem;      /* n_conv = 0: the encoder takes token ids */
     mx_attn_spec *attn_specs[MX_MAX_ATTN_SPECS]; /* every attention spec, arch.attn first */
     int n_attn_specs;
     mx_arch_mem *mem;       /* what the description owns */
+    mx_lightning_spec lightning; /* for layers whose mixer is mx_block_lightning */
+    mx_ple_spec ple;             /* per-layer inputs (dim 0 = none), for layers whose post is mx_block_ple */
+    const mx_rename *renames; /* tensor-name rewrites applied before binding (format/checkpoint.h) */
+    int n_renames;
 } mx_arch;
 
 /* Fills a (zeroed) from the keys most HF decoder configs share (hidden_size,
@@ -344,9 +461,17 @@ mx_attn_spec *mx_arch_add_attn(mx_arch *a, const mx_attn_spec *like);
 /* Applies the per-layer window pattern: layer i is sliding when pattern says so. */
 void mx_arch_set_window_all(mx_arch *a, int window);
 int mx_arch_ignore(mx_arch *a, const char *pattern);
+/* Multi-token-prediction (next-n) layers stored after the last decoder layer
+ * as model.layers.<n_layers + i>.* (DeepSeek V3, GLM-4.5, ...): the config
+ * key `key` (num_nextn_predict_layers) says how many; they are not used for
+ * generation and are ignored by name. */
+int mx_arch_ignore_mtp(mx_arch *a, const mx_cfg *c, const char *key);
 /* Reads `layer_types` (sliding_attention / full_attention) when present;
  * returns 1 when it was present. */
 int mx_arch_layer_types(mx_arch *a, const mx_cfg *c, int window);
+/* Reads `mlp_layer_types` when present: "dense" layers run the dense MLP,
+ * "sparse" ones `sparse`; returns 1 when it was present. */
+int mx_arch_mlp_layer_types(mx_arch *a, const mx_cfg *c, const mx_block_ops *sparse);
 /* Builds rope[r] from rope_decl[r] for r < n_rope (when pos is MX_POS_ROPE):
  * the one place rope_theta, partial_rotary_factor and rope_scaling are read. */
 int mx_arch_ropes(mx_arch *a, const mx_cfg *c);

@@ -1,8 +1,11 @@
 /* Self-attention block (causal, or bidirectional for encoders), run as the
  * layer's attention spec (arch.h mx_attn_spec) says: q/k/v projections
- * (separate or fused, with biases), optional clip, q/k norm, rope, the
- * layer's sliding window, soft-capping, sinks, output gate, GQA/MQA. Its
- * per-sequence state is K then V, [cap][kv_dim]. */
+ * (separate or fused, with biases), optional clip (before or after the q/k
+ * norms), q/k norm (before or after rope), rope, a position-dependent q
+ * scale, the layer's sliding window, soft-capping, sinks, output gate, a norm
+ * on the output before o, GQA/MQA, a value head size of its own and a value
+ * scale. Its per-sequence state is K [cap][kv heads * head_dim] then V
+ * [cap][kv heads * v head dim]. */
 #include "model.h"
 #include "../base/base.h"
 #include <math.h>
@@ -10,7 +13,7 @@
 #include <string.h>
 
 typedef struct {
-    mx_normw q_norm, k_norm;
+    mx_normw q_norm, k_norm, out_norm;
     mx_weight q, k, v, qkv, o;
     float *q_b, *k_b, *v_b, *qkv_b, *o_b;
     float *sinks; /* per-head sink logits (names.sinks, GPT-OSS) */
@@ -48,31 +51,43 @@ static int load_head_norm(mx_model *m, const mx_norm_spec *s, const char *pat, i
 }
 
 static int att_load(mx_model *m, int i, void **out) {
-    const mx_attn_spec *a = m->arch.layers[i].attn;
+    const mx_layer_spec *ls = &m->arch.layers[i];
+    const mx_attn_spec *a = ls->attn;
     const mx_attn_names *N = &a->names;
+    bool shared = ls->kv_shared; /* q and o only: K/V come from layer kv_from's cache */
+    if (shared && (ls->kv_from < 0 || ls->kv_from >= i || m->arch.layers[ls->kv_from].attn != a ||
+                   m->arch.layers[ls->kv_from].kv_shared || m->arch.layers[ls->kv_from].mixer != &mx_block_attention))
+        return mx_set_err("%s: layer %d: shares the K/V of layer %d, which is not an earlier attention layer of its kind", m->ck.dir, i,
+                          ls->kv_from);
+    if ((N->qkv || a->gate) && (shared || a->k_eq_v))
+        return mx_set_err("%s: layer %d: shared or k=v attention with a fused qkv or gated q is not supported", m->ck.dir, i);
     int H = m->arch.hidden, hd = a->head_dim, qd = a->n_heads * hd, kvd = a->n_kv_heads * hd;
     att_w *w = mx_calloc(1, sizeof *w);
     if (!w) return MX_ERR;
     *out = w;
     if (a->qk_norm == MX_QKNORM_HEAD_EACH) {
         if (load_head_norm(m, &a->qk_norm_spec, N->q_norm, i, a->n_heads, hd, &w->q_norm) ||
-            load_head_norm(m, &a->qk_norm_spec, N->k_norm, i, a->n_kv_heads, hd, &w->k_norm))
+            (!shared && load_head_norm(m, &a->qk_norm_spec, N->k_norm, i, a->n_kv_heads, hd, &w->k_norm)))
             return MX_ERR;
     } else if (a->qk_norm != MX_QKNORM_NONE) {
         int qn = a->qk_norm == MX_QKNORM_HEAD ? hd : qd, kn = a->qk_norm == MX_QKNORM_HEAD ? hd : kvd;
         if (mx_load_norm(m, &a->qk_norm_spec, N->q_norm, i, qn, &w->q_norm) ||
-            mx_load_norm(m, &a->qk_norm_spec, N->k_norm, i, kn, &w->k_norm))
+            (!shared && mx_load_norm(m, &a->qk_norm_spec, N->k_norm, i, kn, &w->k_norm)))
             return MX_ERR;
     }
     if (N->qkv && a->gate) return mx_set_err("%s: gated attention with a fused qkv projection is not supported", m->ck.dir);
+    int vd = mx_attn_vdim(a), ovd = a->n_heads * vd;
+    if (vd != hd && (N->qkv || a->gate || a->k_eq_v))
+        return mx_set_err("%s: layer %d: a value head size of its own with a fused qkv, gated q or k = v is not supported", m->ck.dir, i);
     if (N->qkv) {
         if (mx_load_lin(m, N->qkv, i, qd + 2 * kvd, H, a->q_bias, &w->qkv, &w->qkv_b)) return MX_ERR;
     } else if (mx_load_lin(m, N->q, i, a->gate ? 2 * qd : qd, H, a->q_bias, &w->q, &w->q_b) ||
-               mx_load_lin(m, N->k, i, kvd, H, a->k_bias, &w->k, &w->k_b) ||
-               mx_load_lin(m, N->v, i, kvd, H, a->v_bias, &w->v, &w->v_b))
+               (!shared && mx_load_lin(m, N->k, i, kvd, H, a->k_bias, &w->k, &w->k_b)) ||
+               (!shared && !a->k_eq_v && mx_load_lin(m, N->v, i, a->n_kv_heads * vd, H, a->v_bias, &w->v, &w->v_b)))
         return MX_ERR;
     if (N->sinks && mx_load_vec(m, N->sinks, i, a->n_heads, true, &w->sinks)) return MX_ERR;
-    return mx_load_lin(m, N->o, i, H, qd, a->o_bias, &w->o, &w->o_b);
+    if (mx_load_norm(m, &m->arch.norm, N->out_norm, i, ovd, &w->out_norm)) return MX_ERR;
+    return mx_load_lin(m, N->o, i, H, ovd, a->o_bias, &w->o, &w->o_b);
 }
 
 static void att_free(void *p) {
@@ -80,6 +95,7 @@ static void att_free(void *p) {
     if (!w) return;
     mx_normw_free(&w->q_norm);
     mx_normw_free(&w->k_norm);
+    mx_normw_free(&w->out_norm);
     mx_weight *ws[] = {&w->q, &w->k, &w->v, &w->qkv, &w->o};
     for (size_t k = 0; k < MX_ARRAY_LEN(ws); k++) mx_weight_free(ws[k]);
     free(w->q_b); free(w->k_b); free(w->v_b); free(w->qkv_b); free(w->o_b);
@@ -87,11 +103,13 @@ static void att_free(void *p) {
     free(w);
 }
 
-static int qkv_dim(const mx_attn_spec *a) { return (a->n_heads + 2 * a->n_kv_heads) * a->head_dim; }
+int mx_attn_vdim(const mx_attn_spec *a) { return a->v_head_dim ? a->v_head_dim : a->head_dim; }
+static int qkv_dim(const mx_attn_spec *a) { return (a->n_heads + a->n_kv_heads) * a->head_dim + a->n_kv_heads * mx_attn_vdim(a); }
 
 static size_t att_state(const mx_model *m, int layer, int cap) {
     const mx_attn_spec *a = m->arch.layers[layer].attn;
-    return (size_t)2 * cap * a->n_kv_heads * a->head_dim;
+    if (m->arch.layers[layer].kv_shared) return 0;
+    return (size_t)cap * a->n_kv_heads * (a->head_dim + mx_attn_vdim(a));
 }
 
 /* Query heads that share a kv head (GQA) run in one task, over blocks of
@@ -104,14 +122,14 @@ static int att_group(const mx_attn_spec *a) { return a->n_heads / a->n_kv_heads;
 static _Atomic int g_key_block;
 void mx_attention_set_key_block(int keys) { g_key_block = keys > 0 ? keys : 0; }
 
-/* qkv [rows][q|k|v]; att [rows][q dim]; scores: per thread a group's rows of
+/* qkv [rows][q|k|v]; att [rows][heads * v head dim]; scores: per thread a group's rows of
  * max_ctx; row: one fused qkv row being regrouped; gate [rows][2 q dim] */
 typedef struct { float *qkv, *att, *scores, *row, *gate; } att_bufs;
 static size_t att_plan(const mx_attn_spec *a, int rows, int max_ctx, int nt, float *base, att_bufs *b) {
     mx_plan p = {base, 0};
     size_t qd = (size_t)a->n_heads * a->head_dim;
     b->qkv = mx_plan_take(&p, (size_t)rows * qkv_dim(a));
-    b->att = mx_plan_take(&p, (size_t)rows * qd);
+    b->att = mx_plan_take(&p, (size_t)rows * a->n_heads * mx_attn_vdim(a));
     b->scores = mx_plan_take(&p, (size_t)nt * att_group(a) * max_ctx);
     b->row = mx_plan_take(&p, a->qkv_layout == MX_QKV_GROUPED ? (size_t)qkv_dim(a) : 0);
     b->gate = mx_plan_take(&p, a->gate ? (size_t)rows * 2 * qd : 0);
@@ -159,12 +177,13 @@ static void att_task(void *ctx, int i, int tid) {
     mx_fwd *f = j->f;
     const mx_layer_spec *ls = &f->m->arch.layers[j->layer];
     const mx_attn_spec *a = ls->attn;
-    int hd = a->head_dim, qkvd = qkv_dim(a), kvd = a->n_kv_heads * hd;
+    int hd = a->head_dim, vd = mx_attn_vdim(a), qkvd = qkv_dim(a), kvd = a->n_kv_heads * hd, kvvd = a->n_kv_heads * vd;
     int t = i / (a->n_kv_heads * j->subs), kvh = i / j->subs % a->n_kv_heads;
     int h0 = kvh * att_group(a) + i % j->subs * j->per, nh = MX_MIN(j->per, (kvh + 1) * att_group(a) - h0);
     const mx_kv *kv = f->seqs[f->seq_of[t]].kv;
     int p = f->pos[t], win = ls->window;
     int j0 = win > 0 ? MX_MAX(0, p - win + 1) : 0, j1 = p; /* keys j0..j1 */
+    if (ls->chunk > 0) j0 = MX_MAX(j0, p / ls->chunk * ls->chunk);
     if (a->bidirectional) { /* the whole sequence; a window is |p - j| < W */
         int last = kv->len + f->seqs[f->seq_of[t]].n - 1;
         j1 = win > 0 ? MX_MIN(last, p + win - 1) : last;
@@ -173,12 +192,12 @@ static void att_task(void *ctx, int i, int tid) {
         j0 = MX_MIN(j0, f->span_lo[t]);
         j1 = MX_MAX(j1, f->span_hi[t] - 1);
     }
-    const float *K = mx_kv_layer(kv, j->layer) + (size_t)j0 * kvd, *V = K + (size_t)kv->cap * kvd;
-    K += (size_t)kvh * hd;
-    V += (size_t)kvh * hd;
+    const float *K = mx_kv_layer(kv, ls->kv_shared ? ls->kv_from : j->layer), *V = K + (size_t)kv->cap * kvd;
+    K += (size_t)j0 * kvd + (size_t)kvh * hd;
+    V += (size_t)j0 * kvvd + (size_t)kvh * vd;
     float *sc = j->scores + (size_t)tid * att_group(a) * f->max_ctx;
     const float *q = j->qkv + (size_t)t * qkvd + (size_t)h0 * hd;
-    float *out = j->att + (size_t)t * a->n_heads * hd + (size_t)h0 * hd;
+    float *out = j->att + (size_t)t * a->n_heads * vd + (size_t)h0 * vd;
     int n = j1 - j0 + 1, kb = g_key_block ? g_key_block : MX_MAX(16, 8192 / hd); /* 32 KiB of K at d = 64 */
     for (int k0 = 0; k0 < n; k0 += kb)
         for (int h = 0; h < nh; h++)
@@ -187,8 +206,35 @@ static void att_task(void *ctx, int i, int tid) {
     for (int h = 0; h < nh; h++) att_probs(j, t, h0 + h, j0, p, n, sc + (size_t)h * f->max_ctx);
     for (int k0 = 0; k0 < n; k0 += kb)
         for (int h = 0; h < nh; h++)
-            mx_attn_mix(out + (size_t)h * hd, sc + (size_t)h * f->max_ctx + k0, V + (size_t)k0 * kvd, (size_t)kvd,
-                        MX_MIN(kb, n - k0), hd, k0 > 0);
+            mx_attn_mix(out + (size_t)h * vd, sc + (size_t)h * f->max_ctx + k0, V + (size_t)k0 * kvvd, (size_t)kvvd,
+                        MX_MIN(kb, n - k0), vd, k0 > 0);
+}
+
+static void clip(float *x, size_t n, float cl) {
+    for (size_t i = 0; i < n; i++) x[i] = x[i] > cl ? cl : x[i] < -cl ? -cl : x[i];
+}
+
+/* q/k norms of one token's q (n_heads) and k (n_kv_heads; NULL: none) rows */
+static void qk_norm(const mx_attn_spec *a, const att_w *w, float *q, float *k) {
+    int hd = a->head_dim, qd = a->n_heads * hd, kvd = a->n_kv_heads * hd;
+    if (a->qk_norm == MX_QKNORM_HEAD_EACH) {
+        for (int h = 0; h < a->n_heads + (k ? a->n_kv_heads : 0); h++) {
+            const mx_normw *nw = h < a->n_heads ? &w->q_norm : &w->k_norm;
+            size_t o = (size_t)(h < a->n_heads ? h : h - a->n_heads) * hd;
+            mx_normw hw = {nw->w ? nw->w + o : NULL, nw->b ? nw->b + o : NULL};
+            mx_norm_rows(&a->qk_norm_spec, &hw, q + (size_t)h * hd, q + (size_t)h * hd, 1, hd, hd);
+        }
+    } else if (a->qk_norm == MX_QKNORM_HEAD) {
+        mx_norm_rows(&a->qk_norm_spec, &w->q_norm, q, q, a->n_heads, hd, hd);
+        if (k) mx_norm_rows(&a->qk_norm_spec, &w->k_norm, k, k, a->n_kv_heads, hd, hd);
+    } else if (a->qk_norm == MX_QKNORM_FULL) {
+        mx_norm_rows(&a->qk_norm_spec, &w->q_norm, q, q, 1, qd, qd);
+        if (k) mx_norm_rows(&a->qk_norm_spec, &w->k_norm, k, k, 1, kvd, kvd);
+    }
+}
+
+float mx_attn_q_temp(const mx_attn_spec *a, int pos) { /* in f32 as HF: log1p(floor((pos + 1) / floor_scale)) * attn_scale + 1 */
+    return log1pf(floorf(((float)pos + (a->temp_pos0 ? 0.0f : 1.0f)) / a->temp_floor)) * a->temp_scale + 1.0f;
 }
 
 static void att_forward(mx_fwd *f, int layer, void *wp, const float *xn, float *out) {
@@ -197,6 +243,7 @@ static void att_forward(mx_fwd *f, int layer, void *wp, const float *xn, float *
     const mx_layer_spec *ls = &arch->layers[layer];
     const mx_attn_spec *a = ls->attn;
     int H = arch->hidden, N = f->N, hd = a->head_dim, qd = a->n_heads * hd, kvd = a->n_kv_heads * hd, qkvd = qkv_dim(a);
+    int vd = mx_attn_vdim(a), kvvd = a->n_kv_heads * vd, ovd = a->n_heads * vd;
     att_bufs b;
     att_plan(a, f->max_tokens, f->max_ctx, mx_pool_size(f->pool), f->scratch, &b);
     float *qkv = b.qkv, *att = b.att, *gate = b.gate;
@@ -226,41 +273,34 @@ static void att_forward(mx_fwd *f, int layer, void *wp, const float *xn, float *
             float *kvb[2] = {w->k_b, w->v_b}, *kvy[2] = {qkv + qd, qkv + qd + kvd};
             mx_linear_multi(f, 2, kv, kvb, xn, N, H, kvy, qkvd);
         } else {
+            /* a shared layer projects q alone; k = v projects q and k, and v is k's copy */
             const mx_weight *ws[3] = {&w->q, &w->k, &w->v};
             float *bs[3] = {w->q_b, w->k_b, w->v_b}, *ys[3] = {qkv, qkv + qd, qkv + qd + kvd};
-            mx_linear_multi(f, 3, ws, bs, xn, N, H, ys, qkvd);
+            mx_linear_multi(f, ls->kv_shared ? 1 : a->k_eq_v ? 2 : 3, ws, bs, xn, N, H, ys, qkvd);
+            if (a->k_eq_v && !ls->kv_shared)
+                for (int t = 0; t < N; t++) memcpy(qkv + (size_t)t * qkvd + qd + kvd, qkv + (size_t)t * qkvd + qd, (size_t)kvd * 4);
         }
     }
-    if (a->clip_qkv > 0) {
-        float cl = a->clip_qkv;
-        for (size_t i = 0; i < (size_t)N * qkvd; i++) qkv[i] = qkv[i] > cl ? cl : qkv[i] < -cl ? -cl : qkv[i];
-    }
+    if (a->clip_qkv > 0 && !a->clip_after_qk_norm) clip(qkv, (size_t)N * qkvd, a->clip_qkv);
     const mx_rope *rope = &arch->rope[ls->rope_idx];
     for (int t = 0; t < N; t++) {
-        float *q = qkv + (size_t)t * qkvd, *k = q + qd;
-        if (a->qk_norm == MX_QKNORM_HEAD_EACH) {
-            for (int h = 0; h < a->n_heads + a->n_kv_heads; h++) {
-                const mx_normw *nw = h < a->n_heads ? &w->q_norm : &w->k_norm;
-                size_t o = (size_t)(h < a->n_heads ? h : h - a->n_heads) * hd;
-                mx_normw hw = {nw->w ? nw->w + o : NULL, nw->b ? nw->b + o : NULL};
-                mx_norm_rows(&a->qk_norm_spec, &hw, q + (size_t)h * hd, q + (size_t)h * hd, 1, hd, hd);
-            }
-        } else if (a->qk_norm == MX_QKNORM_HEAD) {
-            mx_norm_rows(&a->qk_norm_spec, &w->q_norm, q, q, a->n_heads, hd, hd);
-            mx_norm_rows(&a->qk_norm_spec, &w->k_norm, k, k, a->n_kv_heads, hd, hd);
-        } else if (a->qk_norm == MX_QKNORM_FULL) {
-            mx_norm_rows(&a->qk_norm_spec, &w->q_norm, q, q, 1, qd, qd);
-            mx_norm_rows(&a->qk_norm_spec, &w->k_norm, k, k, 1, kvd, kvd);
-        }
+        float *q = qkv + (size_t)t * qkvd, *k = ls->kv_shared ? NULL : q + qd;
+        if (!a->qk_norm_after_rope) qk_norm(a, w, q, k);
+        if (a->clip_qkv > 0 && a->clip_after_qk_norm) clip(q, (size_t)(k ? qkvd : qd), a->clip_qkv);
         if (arch->pos == MX_POS_ROPE && ls->rope) {
             const float *cs = f->cs[ls->rope_idx] + (size_t)t * rope->dim;
             mx_rope_apply(rope, q, a->n_heads, hd, cs);
-            mx_rope_apply(rope, k, a->n_kv_heads, hd, cs);
+            if (k) mx_rope_apply(rope, k, a->n_kv_heads, hd, cs);
         }
+        if (a->qk_norm_after_rope) qk_norm(a, w, q, k);
+        if (a->temp_scale) mx_scale(q, mx_attn_q_temp(a, f->pos[t]), qd);
+        if (!k) continue;
+        if (a->v_norm) mx_rmsnorm(k + kvd, k + kvd, NULL, 0, a->n_kv_heads, vd, vd, a->qk_norm_spec.eps);
+        if (a->v_scale && a->v_scale != 1.0f) mx_scale(k + kvd, a->v_scale, kvvd);
         const mx_kv *kv = f->seqs[f->seq_of[t]].kv;
         float *K = mx_kv_layer(kv, layer), *V = K + (size_t)kv->cap * kvd;
         memcpy(K + (size_t)f->pos[t] * kvd, k, (size_t)kvd * 4);
-        memcpy(V + (size_t)f->pos[t] * kvd, k + kvd, (size_t)kvd * 4);
+        memcpy(V + (size_t)f->pos[t] * kvvd, k + kvd, (size_t)kvvd * 4);
     }
     int g = att_group(a), want = 2 * mx_pool_size(f->pool), units = N * a->n_kv_heads;
     int per = units >= want ? g : MX_MAX(1, g / ((want + units - 1) / units)), subs = (g + per - 1) / per;
@@ -273,7 +313,8 @@ static void att_forward(mx_fwd *f, int layer, void *wp, const float *xn, float *
                 const float *g = gate + (size_t)t * 2 * qd + (size_t)h * 2 * hd + hd;
                 for (int d = 0; d < hd; d++) o[d] *= 1.0f / (1.0f + expf(-g[d]));
             }
-    mx_linear(f, &w->o, w->o_b, att, N, qd, out, H);
+    if (w->out_norm.w || w->out_norm.b) mx_norm_rows(&arch->norm, &w->out_norm, att, att, N, ovd, ovd);
+    mx_linear(f, &w->o, w->o_b, att, N, ovd, out, H);
 }
 
 const mx_block_ops mx_block_attention = {

@@ -14,6 +14,7 @@ struct mx_ctx {
     int max_tokens, max_ctx;
     mx_fwd_bufs b;
     int *max_len;
+    mx_kpolicy kp;
 };
 
 mx_kv *mx_kv_new(const mx_model *m, int cap) {
@@ -30,7 +31,9 @@ mx_kv *mx_kv_new(const mx_model *m, int cap) {
         size_t n = 0;
         if (ls->mixer && ls->mixer->state_floats) n += ls->mixer->state_floats(m, l, cap);
         if (ls->mixer2 && ls->mixer2->state_floats) n += ls->mixer2->state_floats(m, l, cap);
+        if (ls->xattn && ls->xattn->state_floats) n += ls->xattn->state_floats(m, l, cap);
         if (ls->ffn && ls->ffn->state_floats) n += ls->ffn->state_floats(m, l, cap);
+        if (ls->shortcut && ls->shortcut->state_floats) n += ls->shortcut->state_floats(m, l, cap);
         n = (n + 15) & ~(size_t)15;
         if (total + n < total || (total + n) > ((size_t)1 << 40) / sizeof(float)) {
             mx_set_err("cache of %d positions is too large", cap);
@@ -58,8 +61,9 @@ size_t mx_blocks_scratch_floats(const mx_model *m, int max_tokens, int max_ctx, 
     const mx_arch *a = &m->arch;
     size_t scratch = 0;
     for (int l = 0; l < a->n_layers; l++) {
-        const mx_block_ops *bs[3] = {a->layers[l].mixer, a->layers[l].ffn, a->layers[l].mixer2};
-        for (int k = 0; k < 3; k++)
+        const mx_block_ops *bs[6] = {a->layers[l].mixer, a->layers[l].ffn, a->layers[l].mixer2, a->layers[l].post, a->layers[l].shortcut,
+                                     a->layers[l].xattn};
+        for (int k = 0; k < 6; k++)
             if (bs[k] && bs[k]->scratch_floats) scratch = MX_MAX(scratch, bs[k]->scratch_floats(m, l, max_tokens, max_ctx, n_threads));
     }
     return scratch;
@@ -80,7 +84,12 @@ int mx_fwd_bufs_alloc(mx_fwd_bufs *b, const mx_model *m, int max_tokens, int max
     b->seq_of = mx_calloc(N, sizeof(int));
     b->span = mx_calloc(2 * N, sizeof(int));
     b->apos = mx_calloc(MX_ROPE_MAX_AXES * N, sizeof(int));
-    if (!b->x || !b->xn || !b->tmp || !b->tmp2 || !b->cs || !b->scratch || !b->pos || !b->seq_of || !b->span || !b->apos) {
+    if (a->ple.dim) b->ple = mx_aligned_alloc((N + 1) * (size_t)a->n_layers * a->ple.dim * 4);
+    bool shortcut = false;
+    for (int l = 0; l < a->n_layers; l++) shortcut |= a->layers[l].shortcut != NULL;
+    if (shortcut) b->carry = mx_aligned_alloc(N * H * 4);
+    if (!b->x || !b->xn || !b->tmp || !b->tmp2 || !b->cs || !b->scratch || !b->pos || !b->seq_of || !b->span || !b->apos ||
+        (a->ple.dim && !b->ple) || (shortcut && !b->carry)) {
         mx_fwd_bufs_free(b);
         return MX_ERR;
     }
@@ -88,7 +97,7 @@ int mx_fwd_bufs_alloc(mx_fwd_bufs *b, const mx_model *m, int max_tokens, int max
 }
 
 void mx_fwd_bufs_free(mx_fwd_bufs *b) {
-    float *bufs[] = {b->x, b->xn, b->tmp, b->tmp2, b->cs, b->scratch};
+    float *bufs[] = {b->x, b->xn, b->tmp, b->tmp2, b->cs, b->scratch, b->ple, b->carry};
     for (size_t i = 0; i < MX_ARRAY_LEN(bufs); i++) mx_aligned_free(bufs[i]);
     free(b->pos);
     free(b->seq_of);
@@ -102,6 +111,8 @@ mx_ctx *mx_ctx_new(const mx_model *m, int max_tokens, int max_ctx, mx_pool *pool
     if (!c) return NULL;
     c->m = m;
     c->pool = pool;
+    c->kp = m->kp;
+    c->kp.pool = pool;
     c->max_tokens = max_tokens;
     c->max_ctx = max_ctx;
     c->max_len = mx_calloc((size_t)max_tokens, sizeof(int));
@@ -121,10 +132,13 @@ void mx_ctx_free(mx_ctx *c) {
 
 int mx_ctx_max_tokens(const mx_ctx *c) { return c->max_tokens; }
 
+mx_kpolicy *mx_ctx_policy(mx_ctx *c) { return &c->kp; }
+
 bool mx_model_recurrent(const mx_model *m) {
     for (int l = 0; l < m->arch.n_layers; l++) {
         const mx_layer_spec *ls = &m->arch.layers[l];
-        if ((ls->mixer && ls->mixer->recurrent) || (ls->mixer2 && ls->mixer2->recurrent) || (ls->ffn && ls->ffn->recurrent))
+        if ((ls->mixer && ls->mixer->recurrent) || (ls->mixer2 && ls->mixer2->recurrent) || (ls->ffn && ls->ffn->recurrent) ||
+            (ls->shortcut && ls->shortcut->recurrent))
             return true;
     }
     return false;
@@ -137,6 +151,8 @@ float *mx_kv_block(const mx_model *m, const mx_kv *kv, int layer, const mx_block
     if (ls->mixer && ls->mixer->state_floats) p += ls->mixer->state_floats(m, layer, kv->cap);
     if (b == ls->mixer2) return p;
     if (ls->mixer2 && ls->mixer2->state_floats) p += ls->mixer2->state_floats(m, layer, kv->cap);
+    if (b == ls->xattn) return p;
+    if (ls->xattn && ls->xattn->state_floats) p += ls->xattn->state_floats(m, layer, kv->cap);
     return p;
 }
 
@@ -151,14 +167,23 @@ void mx_norm_rows(const mx_norm_spec *s, const mx_normw *w, float *y, const floa
     else mx_layernorm(y, x, w->w, s->bias ? w->b : NULL, s->offset, n, d, ld, s->eps);
 }
 
+static const mx_kpolicy *fwd_kp(const mx_fwd *f, mx_kpolicy *tmp) {
+    if (f->kp) return f->kp;
+    *tmp = f->m->kp;
+    tmp->pool = f->pool;
+    return tmp;
+}
+
 void mx_linear(const mx_fwd *f, const mx_weight *w, const float *b, const float *x, int n, int ldx, float *y, int ldy) {
-    mx_matmul(w, x, n, ldx, y, ldy, f->pool);
+    mx_kpolicy tmp;
+    mx_matmul(w, x, n, ldx, y, ldy, fwd_kp(f, &tmp));
     if (b)
         for (int t = 0; t < n; t++) mx_add(y + (size_t)t * ldy, b, w->rows);
 }
 
 void mx_linear_multi(const mx_fwd *f, int count, const mx_weight *const *w, float *const *b, const float *x, int n, int ldx, float *const *y, int ldy) {
-    mx_matmul_multi(count, w, x, n, ldx, y, ldy, f->pool);
+    mx_kpolicy tmp;
+    mx_matmul_multi(count, w, x, n, ldx, y, ldy, fwd_kp(f, &tmp));
     for (int i = 0; i < count; i++)
         if (b[i])
             for (int t = 0; t < n; t++) mx_add(y[i] + (size_t)t * ldy, b[i], w[i]->rows);
@@ -167,6 +192,11 @@ void mx_linear_multi(const mx_fwd *f, int count, const mx_weight *const *w, floa
 static void add_scaled(float *x, const float *y, float s, size_t n) {
     if (s == 1.0f) for (size_t i = 0; i < n; i++) x[i] += y[i];
     else for (size_t i = 0; i < n; i++) x[i] += y[i] * s;
+}
+
+/* x = xn * alpha + y * beta: the residual is the normed input (MiniMax) */
+static void deep_residual(float *x, const float *xn, float alpha, const float *y, float beta, size_t n) {
+    for (size_t i = 0; i < n; i++) x[i] = xn[i] * alpha + y[i] * beta;
 }
 
 void mx_layer_forward(mx_fwd *f, int l, float *x, float *xn, float *tmp, float *tmp2) {
@@ -197,21 +227,38 @@ void mx_layer_forward(mx_fwd *f, int l, float *x, float *xn, float *tmp, float *
         add_scaled(x, tmp, a->residual_scale, NH);
         add_scaled(x, tmp2, a->residual_scale, NH);
     } else {
-        add_scaled(x, tmp, a->residual_scale, NH);
+        if (ls->res_alpha[0]) deep_residual(x, xn, ls->res_alpha[0], tmp, ls->res_beta[0], NH);
+        else add_scaled(x, tmp, a->residual_scale, NH);
         if (a->names.post_attn_norm && res_norm) mx_norm_rows(&a->norm, &L->post_attn_norm, x, x, N, H, H);
+        if (ls->xattn) { /* encoder-decoders: attend to the encoder memory */
+            mx_norm_rows(&a->norm, &L->xattn_norm, xn, x, N, H, H);
+            ls->xattn->forward(f, l, L->xattn_w, xn, tmp);
+            add_scaled(x, tmp, a->residual_scale, NH);
+        }
         if (a->names.ffn_norm) mx_norm_rows(&a->norm, &L->ffn_norm, xn, x, N, H, H);
         else memcpy(xn, x, NH * 4);
+        if (ls->shortcut) ls->shortcut->forward(f, l, L->shortcut_w, xn, f->carry); /* joins at the next layer's end */
         ls->ffn->forward(f, l, L->ffn_w, xn, tmp2);
         if (a->names.post_ffn_norm && !res_norm) mx_norm_rows(&a->norm, &L->post_ffn_norm, tmp2, tmp2, N, H, H);
-        add_scaled(x, tmp2, a->residual_scale, NH);
+        if (ls->res_alpha[1]) deep_residual(x, xn, ls->res_alpha[1], tmp2, ls->res_beta[1], NH);
+        else add_scaled(x, tmp2, a->residual_scale, NH);
         if (a->names.post_ffn_norm && res_norm) mx_norm_rows(&a->norm, &L->post_ffn_norm, x, x, N, H, H);
+        if (l > 0 && a->layers[l - 1].shortcut) add_scaled(x, f->carry, 1.0f, NH);
     }
+    if (ls->post) { /* reads the layer's output, adds to it */
+        ls->post->forward(f, l, L->post_w, x, tmp);
+        add_scaled(x, tmp, 1.0f, NH);
+    }
+    if (L->out_scale) mx_scale(x, L->out_scale, (int)NH);
 }
 
 int mx_forward(mx_ctx *c, const mx_seq_in *seqs, int n_seqs, float *logits, bool all) {
     const mx_model *m = c->m;
     const mx_arch *a = &m->arch;
     if (!a->tied && !m->lm_head.fmt) return mx_set_err("the checkpoint has no output head (lm_head): the model can embed (mlxcel embed) but not generate");
+    bool bidir = a->shortconv.centered; /* a step would need tokens that come later */
+    for (int k = 0; k < a->n_attn_specs; k++) bidir |= a->attn_specs[k]->bidirectional;
+    if (bidir) return mx_set_err("the model attends bidirectionally (an embedding model): it can embed (mlxcel embed) but not generate");
     int N = 0, H = a->hidden;
     for (int s = 0; s < n_seqs; s++) {
         const mx_kv *kv = seqs[s].kv;
@@ -271,9 +318,10 @@ int mx_forward(mx_ctx *c, const mx_seq_in *seqs, int n_seqs, float *logits, bool
         }
     }
     mx_fwd f = {.m = m, .pool = c->pool, .seqs = seqs, .n_seqs = n_seqs, .N = N, .pos = c->b.pos, .seq_of = c->b.seq_of,
-                .scratch = c->b.scratch, .max_tokens = c->max_tokens, .max_ctx = c->max_ctx,
-                .span_lo = spans ? c->b.span : NULL, .span_hi = spans ? c->b.span + N : NULL};
+                .scratch = c->b.scratch, .max_tokens = c->max_tokens, .max_ctx = c->max_ctx, .carry = c->b.carry,
+                .kp = &c->kp, .span_lo = spans ? c->b.span : NULL, .span_hi = spans ? c->b.span + N : NULL};
     for (int r = 0, off = 0; r < a->n_rope; off += N * a->rope[r].dim, r++) f.cs[r] = c->b.cs + off;
+    if (a->ple.dim) mx_ple_inputs(&f, c->b.x, c->b.ple);
     for (int l = 0; l < a->n_layers; l++) mx_layer_forward(&f, l, c->b.x, c->b.xn, c->b.tmp, c->b.tmp2);
     for (int s = 0; s < n_seqs; s++) seqs[s].kv->len += seqs[s].n;
     /* final norm and head on the rows that need logits */

@@ -13,6 +13,7 @@
 
 typedef struct {
     mx_weight qkvz, ba, out;
+    mx_weight qkv, z, b, a; /* split_proj */
     float *conv_w, *A, *dt_bias, *norm_w; /* A = -exp(A_log) */
 } dn_w;
 
@@ -22,7 +23,8 @@ static int qkvz_rows(const mx_deltanet_spec *s) { return 2 * s->n_k_heads * s->d
 static void dn_free(void *p) {
     dn_w *w = p;
     if (!w) return;
-    mx_weight_free(&w->qkvz); mx_weight_free(&w->ba); mx_weight_free(&w->out);
+    mx_weight *ws[] = {&w->qkvz, &w->ba, &w->out, &w->qkv, &w->z, &w->b, &w->a};
+    for (size_t i = 0; i < MX_ARRAY_LEN(ws); i++) mx_weight_free(ws[i]);
     free(w->conv_w); free(w->A); free(w->dt_bias); free(w->norm_w);
     free(w);
 }
@@ -37,9 +39,16 @@ static int dn_load(mx_model *m, int l, void **out) {
     dn_w *w = mx_calloc(1, sizeof *w);
     if (!w) return MX_ERR;
     *out = w;
-    if (mx_ssm_load_lin(m, P, l, "in_proj_qkvz", qkvz_rows(s), H, false, &w->qkvz, NULL) ||
-        mx_ssm_load_lin(m, P, l, "in_proj_ba", 2 * nv, H, false, &w->ba, NULL) ||
-        mx_ssm_load_lin(m, P, l, "out_proj", H, nv * s->dv, false, &w->out, NULL) ||
+    if (s->split_proj) {
+        if (mx_ssm_load_lin(m, P, l, "in_proj_qkv", conv_ch(s), H, false, &w->qkv, NULL) ||
+            mx_ssm_load_lin(m, P, l, "in_proj_z", nv * s->dv, H, false, &w->z, NULL) ||
+            mx_ssm_load_lin(m, P, l, "in_proj_b", nv, H, false, &w->b, NULL) ||
+            mx_ssm_load_lin(m, P, l, "in_proj_a", nv, H, false, &w->a, NULL))
+            return MX_ERR;
+    } else if (mx_ssm_load_lin(m, P, l, "in_proj_qkvz", qkvz_rows(s), H, false, &w->qkvz, NULL) ||
+               mx_ssm_load_lin(m, P, l, "in_proj_ba", 2 * nv, H, false, &w->ba, NULL))
+        return MX_ERR;
+    if (mx_ssm_load_lin(m, P, l, "out_proj", H, nv * s->dv, false, &w->out, NULL) ||
         mx_ssm_load_arr(m, P, l, "conv1d.weight", (size_t)conv_ch(s) * K, true, &w->conv_w) ||
         mx_ssm_load_arr(m, P, l, "A_log", (size_t)nv, true, &w->A) ||
         mx_ssm_load_arr(m, P, l, "dt_bias", (size_t)nv, true, &w->dt_bias) ||
@@ -55,9 +64,10 @@ static size_t dn_state(const mx_model *m, int layer, int cap) {
     return (size_t)conv_ch(s) * (s->d_conv - 1) + (size_t)s->n_v_heads * s->dk * s->dv;
 }
 
-/* qkvz [rows][qkvz rows]; ba [rows][2 v heads]; mixed, conv [rows][conv
- * channels]; o [rows][v heads * dv]; tmp: per thread [2 dk + 2 dv] */
-typedef struct { float *qkvz, *ba, *mixed, *conv, *o, *tmp; } dn_bufs;
+/* qkvz [rows][qkvz rows]; ba [rows][b | a: 2 v heads]; mixed, conv [rows][conv
+ * channels]; o, z [rows][v heads * dv]; tmp: per thread [2 dk + 2 dv], and
+ * [2 v heads] to regroup ba */
+typedef struct { float *qkvz, *ba, *mixed, *conv, *o, *z, *tmp; } dn_bufs;
 static size_t dn_plan(const mx_deltanet_spec *s, int rows, int nt, float *base, dn_bufs *b) {
     size_t N = (size_t)rows;
     mx_plan p = {base, 0};
@@ -66,7 +76,8 @@ static size_t dn_plan(const mx_deltanet_spec *s, int rows, int nt, float *base, 
     b->mixed = mx_plan_take(&p, N * conv_ch(s));
     b->conv = mx_plan_take(&p, N * conv_ch(s));
     b->o = mx_plan_take(&p, N * s->n_v_heads * s->dv);
-    b->tmp = mx_plan_take(&p, (size_t)nt * (2 * (size_t)s->dk + 2 * (size_t)s->dv));
+    b->z = mx_plan_take(&p, N * s->n_v_heads * s->dv);
+    b->tmp = mx_plan_take(&p, (size_t)nt * (2 * (size_t)s->dk + 2 * (size_t)s->dv) + 2 * (size_t)s->n_v_heads);
     return p.n;
 }
 
@@ -82,7 +93,7 @@ typedef struct {
     mx_fwd *f;
     int layer;
     const dn_w *w;
-    const float *qkvz, *ba;
+    const float *z, *ba; /* per token z [n_v_heads][dv], [b | a] [2][n_v_heads] */
     float *mixed, *conv, *o, *tmp;
 } dn_job;
 
@@ -117,7 +128,6 @@ static void dn_head_task(void *ctx, int h, int tid) {
     mx_fwd *f = j->f;
     const mx_deltanet_spec *s = &f->m->arch.deltanet;
     int C = conv_ch(s), dk = s->dk, dv = s->dv, nk = s->n_k_heads, nv = s->n_v_heads, r = nv / nk, kh = h / r;
-    int Q = qkvz_rows(s);
     float *q = j->tmp + (size_t)tid * (2 * dk + 2 * dv), *k = q + dk, *kv = k + dk, *delta = kv + dv, *S = NULL;
     float A = j->w->A[h], db = j->w->dt_bias[h], qs = 1.0f / sqrtf((float)dk);
     for (int t = 0; t < f->N; t++) {
@@ -131,8 +141,8 @@ static void dn_head_task(void *ctx, int h, int tid) {
         memcpy(k, row + (size_t)(nk + kh) * dk, (size_t)dk * sizeof(float));
         l2norm(q, dk, qs);
         l2norm(k, dk, 1.0f);
-        const float *ba = j->ba + (size_t)t * 2 * nv + (size_t)kh * 2 * r;
-        float beta = 1.0f / (1.0f + expf(-ba[h % r])), g = expf(A * mx_softplus(ba[r + h % r] + db));
+        const float *ba = j->ba + (size_t)t * 2 * nv;
+        float beta = 1.0f / (1.0f + expf(-ba[h])), g = expf(A * mx_softplus(ba[nv + h] + db));
         for (int i = 0; i < dk * dv; i++) S[i] *= g;
         memset(kv, 0, (size_t)dv * sizeof(float));
         for (int i = 0; i < dk; i++) mx_axpy(kv, k[i], S + (size_t)i * dv, dv);
@@ -142,8 +152,7 @@ static void dn_head_task(void *ctx, int h, int tid) {
         memset(o, 0, (size_t)dv * sizeof(float));
         for (int i = 0; i < dk; i++) mx_axpy(o, q[i], S + (size_t)i * dv, dv);
         /* gated RMSNorm: rmsnorm(o) * w * silu(z) */
-        const float *z = j->qkvz + (size_t)t * Q + (size_t)kh * (2 * dk + 2 * r * dv) + 2 * dk + (size_t)r * dv +
-                         (size_t)(h % r) * dv;
+        const float *z = j->z + (size_t)t * nv * dv + (size_t)h * dv;
         mx_rmsnorm(o, o, j->w->norm_w, 0, 1, dv, dv, s->norm_eps);
         for (int e = 0; e < dv; e++) o[e] *= z[e] / (1.0f + expf(-z[e]));
     }
@@ -156,20 +165,33 @@ static void dn_forward(mx_fwd *f, int layer, void *wp, const float *in, float *o
     int dk = s->dk, dv = s->dv, r = nv / nk, G = 2 * dk + 2 * r * dv;
     dn_bufs b;
     dn_plan(s, N, mx_pool_size(f->pool), f->scratch, &b);
-    float *qkvz = b.qkvz, *ba = b.ba, *mixed = b.mixed, *conv = b.conv, *o = b.o, *tmp = b.tmp;
-    mx_linear(f, &w->qkvz, NULL, in, N, H, qkvz, Q);
-    mx_linear(f, &w->ba, NULL, in, N, H, ba, 2 * nv);
-    for (int t = 0; t < N; t++) { /* grouped per key head -> [q | k | v] */
-        const float *src = qkvz + (size_t)t * Q;
-        float *dst = mixed + (size_t)t * C;
-        for (int kh = 0; kh < nk; kh++) {
-            const float *g = src + (size_t)kh * G;
-            memcpy(dst + (size_t)kh * dk, g, (size_t)dk * sizeof(float));
-            memcpy(dst + (size_t)(nk + kh) * dk, g + dk, (size_t)dk * sizeof(float));
-            memcpy(dst + 2 * nk * dk + (size_t)kh * r * dv, g + 2 * dk, (size_t)r * dv * sizeof(float));
+    float *qkvz = b.qkvz, *ba = b.ba, *mixed = b.mixed, *conv = b.conv, *o = b.o, *z = b.z, *tmp = b.tmp;
+    if (s->split_proj) {
+        mx_linear(f, &w->qkv, NULL, in, N, H, mixed, C);
+        mx_linear(f, &w->z, NULL, in, N, H, z, nv * dv);
+        const mx_weight *bw[2] = {&w->b, &w->a};
+        float *bb[2] = {NULL, NULL}, *by[2] = {ba, ba + nv};
+        mx_linear_multi(f, 2, bw, bb, in, N, H, by, 2 * nv);
+    } else {
+        mx_linear(f, &w->qkvz, NULL, in, N, H, qkvz, Q);
+        mx_linear(f, &w->ba, NULL, in, N, H, ba, 2 * nv);
+        float *bt = tmp; /* tmp is free until the head tasks */
+        for (int t = 0; t < N; t++) { /* grouped per key head -> [q | k | v], z, [b | a] */
+            const float *src = qkvz + (size_t)t * Q;
+            float *dst = mixed + (size_t)t * C, *zt = z + (size_t)t * nv * dv, *bat = ba + (size_t)t * 2 * nv;
+            for (int kh = 0; kh < nk; kh++) {
+                const float *g = src + (size_t)kh * G;
+                memcpy(dst + (size_t)kh * dk, g, (size_t)dk * sizeof(float));
+                memcpy(dst + (size_t)(nk + kh) * dk, g + dk, (size_t)dk * sizeof(float));
+                memcpy(dst + 2 * nk * dk + (size_t)kh * r * dv, g + 2 * dk, (size_t)r * dv * sizeof(float));
+                memcpy(zt + (size_t)kh * r * dv, g + 2 * dk + (size_t)r * dv, (size_t)r * dv * sizeof(float));
+                memcpy(bt + (size_t)kh * r, bat + (size_t)kh * 2 * r, (size_t)r * sizeof(float));
+                memcpy(bt + nv + (size_t)kh * r, bat + (size_t)kh * 2 * r + r, (size_t)r * sizeof(float));
+            }
+            memcpy(bat, bt, (size_t)2 * nv * sizeof(float));
         }
     }
-    dn_job j = {f, layer, w, qkvz, ba, mixed, conv, o, tmp};
+    dn_job j = {f, layer, w, z, ba, mixed, conv, o, tmp};
     mx_pool_run(f->pool, dn_conv_task, &j, (C + DN_BLOCK - 1) / DN_BLOCK);
     mx_pool_run(f->pool, dn_head_task, &j, nv);
     mx_linear(f, &w->out, NULL, o, N, nv * dv, out, H);

@@ -17,11 +17,14 @@ struct mx_enc {
     mx_seq_in *seqs;
     mx_kv *kvs;
     size_t *zero_off; /* every layer's state at offset 0: layers run one after another */
+    float *col;       /* the input stem's im2col rows (mx_encode_features) */
 };
 
 mx_enc *mx_enc_new(const mx_model *m, int max_tokens, mx_pool *pool) {
     const mx_arch *a = &m->arch;
     if (max_tokens < 1 || max_tokens > (1 << 24)) { mx_set_err("encoder batch of %d tokens is out of range", max_tokens); return NULL; }
+    for (int l = 0; l < a->n_layers; l++) /* the pass keeps one layer's state at a time */
+        if (a->layers[l].kv_shared) { mx_set_err("the encoder pass does not run layers that share another layer's K/V"); return NULL; }
     mx_enc *c = mx_calloc(1, sizeof *c);
     if (!c) return NULL;
     c->m = m;
@@ -43,6 +46,7 @@ void mx_enc_free(mx_enc *c) {
     if (!c) return;
     mx_fwd_bufs_free(&c->b);
     mx_aligned_free(c->state);
+    mx_aligned_free(c->col);
     free(c->mask); free(c->seqs); free(c->kvs); free(c->zero_off);
     free(c);
 }
@@ -62,6 +66,8 @@ static size_t seq_state(const mx_model *m, int n) {
     }
     return (most + 15) & ~(size_t)15;
 }
+
+static int run_layers(mx_enc *c, int n_seqs, int N, bool any_mask, float *hidden);
 
 int mx_encode(mx_enc *c, const mx_enc_seq *seqs, int n_seqs, float *hidden) {
     const mx_model *m = c->m;
@@ -111,9 +117,19 @@ int mx_encode(mx_enc *c, const mx_enc_seq *seqs, int n_seqs, float *hidden) {
         }
     }
     if (a->names.embed_norm) mx_norm_rows(&a->norm, &m->embed_norm, c->b.x, c->b.x, N, H, H);
+    for (int s = 0; s < n_seqs; s++) c->seqs[s] = (mx_seq_in){.tokens = seqs[s].tokens, .n = seqs[s].n, .seg_end = seqs[s].n, .mpos = seqs[s].mpos};
+    return run_layers(c, n_seqs, N, any_mask, hidden);
+}
+
+/* The layers and final norm over the rows in c->b.x of n_seqs sequences
+ * (c->seqs[s].n rows each, N in all). */
+static int run_layers(mx_enc *c, int n_seqs, int N, bool any_mask, float *hidden) {
+    const mx_model *m = c->m;
+    const mx_arch *a = &m->arch;
+    int H = a->hidden;
     /* per-sequence attention state, views into one buffer */
     size_t need = 0;
-    for (int s = 0; s < n_seqs; s++) need += seq_state(m, seqs[s].n);
+    for (int s = 0; s < n_seqs; s++) need += seq_state(m, c->seqs[s].n);
     if (need > c->state_cap) {
         mx_aligned_free(c->state);
         c->state_cap = 0;
@@ -123,20 +139,20 @@ int mx_encode(mx_enc *c, const mx_enc_seq *seqs, int n_seqs, float *hidden) {
     }
     size_t off = 0;
     for (int s = 0; s < n_seqs; s++) {
-        c->kvs[s] = (mx_kv){.cap = seqs[s].n, .len = 0, .n_layers = a->n_layers, .data = c->state + off, .offset = c->zero_off};
-        c->seqs[s] = (mx_seq_in){.kv = &c->kvs[s], .tokens = seqs[s].tokens, .n = seqs[s].n, .seg_end = seqs[s].n};
-        off += seq_state(m, seqs[s].n);
+        int n = c->seqs[s].n;
+        c->kvs[s] = (mx_kv){.cap = n, .len = 0, .n_layers = a->n_layers, .data = c->state + off, .offset = c->zero_off};
+        c->seqs[s].kv = &c->kvs[s];
+        off += seq_state(m, n);
     }
     /* rope tables: positions 0..n-1 of each sequence */
     if (a->pos == MX_POS_ROPE) {
         size_t roff = 0;
         for (int r = 0; r < a->n_rope; r++) {
-            for (int s = 0, t = 0; s < n_seqs; t += seqs[s].n, s++) {
-                mx_seq_in in = {.n = seqs[s].n, .mpos = seqs[s].mpos};
-                mx_rope_positions(&a->rope[r], &in, c->b.pos + t, c->b.apos + t, c->max_tokens);
+            for (int s = 0, t = 0; s < n_seqs; t += c->seqs[s].n, s++) {
+                mx_rope_positions(&a->rope[r], &c->seqs[s], c->b.pos + t, c->b.apos + t, c->max_tokens);
                 const int *axes[MX_ROPE_MAX_AXES];
                 for (int k = 0; k < MX_ROPE_MAX_AXES; k++) axes[k] = c->b.apos + (size_t)k * c->max_tokens + t;
-                mx_rope_table_axes(&a->rope[r], axes, seqs[s].n, seqs[s].n, c->b.cs + roff + (size_t)t * a->rope[r].dim);
+                mx_rope_table_axes(&a->rope[r], axes, c->seqs[s].n, c->seqs[s].n, c->b.cs + roff + (size_t)t * a->rope[r].dim);
             }
             roff += (size_t)N * a->rope[r].dim;
         }
@@ -145,6 +161,7 @@ int mx_encode(mx_enc *c, const mx_enc_seq *seqs, int n_seqs, float *hidden) {
                 .scratch = c->b.scratch, .max_tokens = c->max_tokens, .max_ctx = c->max_tokens,
                 .key_mask = any_mask ? c->mask : NULL};
     for (int r = 0, ro = 0; r < a->n_rope; ro += N * a->rope[r].dim, r++) f.cs[r] = c->b.cs + ro;
+    if (a->ple.dim) mx_ple_inputs(&f, c->b.x, c->b.ple);
     for (int l = 0; l < a->n_layers; l++) {
         if (a->layers[l].mixer != &mx_block_attention) memset(c->state, 0, need * 4); /* recurrent state starts empty */
         mx_layer_forward(&f, l, c->b.x, c->b.xn, c->b.tmp, c->b.tmp2);
@@ -152,6 +169,27 @@ int mx_encode(mx_enc *c, const mx_enc_seq *seqs, int n_seqs, float *hidden) {
     if (a->names.final_norm) mx_norm_rows(&a->norm, &m->final_norm, hidden, c->b.x, N, H, H);
     else memcpy(hidden, c->b.x, (size_t)N * H * 4);
     return MX_OK;
+}
+
+int mx_encode_features(mx_enc *c, const float *feat, float *hidden) {
+    const mx_model *m = c->m;
+    const mx_arch *a = &m->arch;
+    int H = a->hidden, T = mx_stem_rows(&a->stem);
+    if (!a->stem.n_conv) return mx_set_err("this encoder takes token ids, not features");
+    if (T > c->max_tokens) return mx_set_err("the stem gives %d rows, more than the encoder's capacity %d", T, c->max_tokens);
+    if (a->pos == MX_POS_LEARNED && T > a->max_pos) return mx_set_err("the stem gives %d rows for %d positions", T, a->max_pos);
+    if (!c->col && !(c->col = mx_aligned_alloc(mx_stem_col_floats(&a->stem, H) * 4))) return MX_ERR;
+    mx_stem_run(m, c->pool, feat, c->b.x, c->col);
+    for (int t = 0; t < T; t++) {
+        c->b.pos[t] = t;
+        c->b.seq_of[t] = 0;
+        if (a->pos == MX_POS_LEARNED) {
+            mx_weight_row(&m->pos_embed, t + a->pos_offset, c->b.tmp);
+            mx_add(c->b.x + (size_t)t * H, c->b.tmp, H);
+        }
+    }
+    c->seqs[0] = (mx_seq_in){.n = T, .seg_end = T};
+    return run_layers(c, 1, T, false, hidden);
 }
 
 /* ---- head ---- */
@@ -203,6 +241,7 @@ int mx_encoder_bind(mx_model *m) {
     const mx_names *N = &a->names;
     const mx_head_spec *h = &a->head;
     int H = a->hidden;
+    if (mx_stem_bind(m)) return MX_ERR;
     if (N->type_embed) {
         if (a->n_types < 1) return mx_set_err("%s: the token type embedding needs type_vocab_size >= 1", m->ck.dir);
         if (mx_load_lin(m, N->type_embed, 0, a->n_types, H, false, &m->type_embed, NULL)) return MX_ERR;
@@ -228,6 +267,7 @@ int mx_encoder_bind(mx_model *m) {
 }
 
 void mx_encoder_free(mx_model *m) {
+    mx_stem_free(m);
     mx_weight_free(&m->type_embed);
     mx_weight_free(&m->head_dense);
     mx_weight_free(&m->head_out);

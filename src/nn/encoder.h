@@ -9,6 +9,8 @@
  * gives it): keys with mask 0 are ignored by every query; their own rows are
  * still computed.
  *
+ * Speech encoders start from features instead (an input stem, arch.stem).
+ *
  * Embeddings: token (x embed_scale) + learned position (RoBERTa positions
  * when arch.pos_skip_pad) + token type, then names.embed_norm. After the
  * layers: names.final_norm. The head (arch.head) pools, then dense -> act ->
@@ -37,6 +39,18 @@ int mx_enc_max_tokens(const mx_enc *c);
 
 /* hidden: one row [hidden] per stacked token, in order. */
 int mx_encode(mx_enc *c, const mx_enc_seq *seqs, int n_seqs, float *hidden);
+/* An encoder with an input stem (arch.stem, speech): features
+ * [stem.n_in][stem.frames] -> the stem's rows + positions -> the layers ->
+ * the final norm: hidden gets mx_stem_rows rows. max_tokens must hold them. */
+int mx_encode_features(mx_enc *c, const float *feat, float *hidden);
+
+/* The input stem (nn/stem.c). */
+int mx_stem_rows(const mx_stem_spec *s);                  /* rows it gives (frames after the strides) */
+size_t mx_stem_col_floats(const mx_stem_spec *s, int hidden); /* its im2col scratch */
+int mx_stem_bind(mx_model *m);                            /* from mx_encoder_bind */
+void mx_stem_free(mx_model *m);
+/* feat [n_in][frames] -> out [rows][hidden]; col: mx_stem_col_floats floats. */
+void mx_stem_run(const mx_model *m, mx_pool *pool, const float *feat, float *out, float *col);
 
 /* True when the model has a head stage that gives a pooled vector
  * (the pooler) / labels. */

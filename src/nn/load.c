@@ -46,12 +46,13 @@ int mx_load_norm(mx_model *m, const mx_norm_spec *s, const char *pat, int layer,
     return rc;
 }
 
-int mx_load_lin(mx_model *m, const char *pat, int layer, int rows, int cols, bool bias, mx_weight *w, float **b) {
+/* kp: what the weight is prepared for (NULL: rows looked up, never multiplied) */
+static int load_lin(mx_model *m, const char *pat, int layer, int rows, int cols, bool bias, const mx_kpolicy *kp, mx_weight *w, float **b) {
     if (!pat) return MX_OK;
     char mod[512];
     snprintf(mod, sizeof mod, pat, layer);
     unsigned fl = m->arch.conv1d ? MX_LOAD_TRANSPOSED : 0;
-    if (mx_load_weight(&m->ck, mod, rows, cols, fl, w)) return MX_ERR;
+    if (mx_load_weight(&m->ck, mod, rows, cols, fl, kp, w)) return MX_ERR;
     m->weight_bytes += mx_weight_bytes(w);
     if (bias) {
         char *nm = mx_asprintf("%s.bias", mod);
@@ -60,6 +61,10 @@ int mx_load_lin(mx_model *m, const char *pat, int layer, int rows, int cols, boo
         return rc;
     }
     return MX_OK;
+}
+
+int mx_load_lin(mx_model *m, const char *pat, int layer, int rows, int cols, bool bias, mx_weight *w, float **b) {
+    return load_lin(m, pat, layer, rows, cols, bias, &m->kp, w, b);
 }
 
 void mx_normw_free(mx_normw *n) {
@@ -78,9 +83,17 @@ void mx_model_free(mx_model *m) {
             mx_normw_free(&L->ffn_norm); mx_normw_free(&L->post_ffn_norm);
             if (ls->mixer && L->mixer_w) ls->mixer->free(L->mixer_w);
             if (ls->mixer2 && L->mixer2_w) ls->mixer2->free(L->mixer2_w);
+            if (ls->post && L->post_w) ls->post->free(L->post_w);
+            if (ls->shortcut && L->shortcut_w) ls->shortcut->free(L->shortcut_w);
             if (ls->ffn && L->ffn_w) ls->ffn->free(L->ffn_w);
+            mx_normw_free(&L->xattn_norm);
+            if (ls->xattn && L->xattn_w) ls->xattn->free(L->xattn_w);
         }
         free(m->layers);
+    }
+    if (m->encoder) {
+        mx_model_free(m->encoder);
+        free(m->encoder);
     }
     mx_weight_free(&m->embed);
     mx_weight_free(&m->pos_embed);
@@ -88,6 +101,7 @@ void mx_model_free(mx_model *m) {
     free(m->lm_head_b);
     mx_normw_free(&m->final_norm);
     mx_encoder_free(m);
+    mx_ple_free(m);
     mx_ckpt_close(&m->ck);
     mx_arch_free(&m->arch);
     memset(m, 0, sizeof *m);
@@ -135,14 +149,27 @@ int mx_model_bind(mx_model *m, mx_ckpt *ck) {
     int H = a->hidden;
     m->layers = mx_calloc((size_t)a->n_layers, sizeof(mx_layer_w));
     if (!m->layers) goto fail;
+    /* xIELU has learned per-layer scalars: only the dense MLP applies it */
+    if (a->moe.act == MX_ACT_XIELU || a->ssm.act == MX_ACT_XIELU || a->rglru.act == MX_ACT_XIELU || a->shared_block.act == MX_ACT_XIELU ||
+        a->lightning.act == MX_ACT_XIELU) {
+        mx_set_err("%s: the xielu activation is supported in dense MLPs only", m->ck.dir);
+        goto fail;
+    }
+    /* a shortcut's output joins the next layer's residual after its ffn */
+    for (int i = 0; i < a->n_layers; i++)
+        if (a->layers[i].shortcut && (i + 1 == a->n_layers || a->residual != MX_RES_SEQUENTIAL || !a->layers[i].ffn || !a->layers[i + 1].ffn)) {
+            mx_set_err("%s: layer %d: a shortcut block needs a sequential layer with an ffn after it", m->ck.dir, i);
+            goto fail;
+        }
+    if (mx_ckpt_rename(&m->ck, a->renames, a->n_renames)) goto fail;
     use_bare_names(m);
     /* Embedding tables are never transposed, whatever the linear layout. */
     bool conv = a->conv1d;
     a->conv1d = false;
-    if (mx_load_lin(m, N->embed, 0, a->vocab, H, false, &m->embed, NULL)) goto fail;
+    if (load_lin(m, N->embed, 0, a->vocab, H, false, a->tied ? &m->kp : NULL, &m->embed, NULL)) goto fail;
     if (!a->tied) m->weight_bytes -= mx_weight_bytes(&m->embed); /* a lookup reads one row */
     if (a->pos == MX_POS_LEARNED) {
-        if (mx_load_lin(m, N->pos_embed, 0, a->max_pos + a->pos_offset, H, false, &m->pos_embed, NULL)) goto fail;
+        if (load_lin(m, N->pos_embed, 0, a->max_pos + a->pos_offset, H, false, NULL, &m->pos_embed, NULL)) goto fail;
         m->weight_bytes -= mx_weight_bytes(&m->pos_embed);
     }
     if (!a->tied && mx_load_lin(m, N->lm_head, 0, a->vocab, H, a->lm_head_bias, &m->lm_head, &m->lm_head_b)) goto fail;
@@ -158,10 +185,32 @@ int mx_model_bind(mx_model *m, mx_ckpt *ck) {
             goto fail;
         if (ls->mixer && ls->mixer->load(m, i, &L->mixer_w)) goto fail;
         if (ls->mixer2 && ls->mixer2->load(m, i, &L->mixer2_w)) goto fail;
+        if (ls->post && (ls->post->state_floats ? mx_set_err("block %s keeps state: not a post block", ls->post->name)
+                                                : ls->post->load(m, i, &L->post_w)))
+            goto fail;
+        if (N->layer_scale) {
+            float *v = NULL;
+            if (mx_load_vec(m, N->layer_scale, i, 1, true, &v)) goto fail;
+            L->out_scale = v[0];
+            free(v);
+        }
+        if (ls->shortcut && ls->shortcut->load(m, i, &L->shortcut_w)) goto fail;
         if (ls->ffn && ls->ffn->load(m, i, &L->ffn_w)) goto fail;
+        if (ls->xattn) {
+            if (a->residual != MX_RES_SEQUENTIAL) { mx_set_err("%s: a cross-attention layer needs the sequential residual", m->ck.dir); goto fail; }
+            if (mx_load_norm(m, &a->norm, N->xattn_norm, i, H, &L->xattn_norm) || ls->xattn->load(m, i, &L->xattn_w)) goto fail;
+        }
     }
-    if (mx_encoder_bind(m)) goto fail;
+    if (mx_encoder_bind(m) || mx_ple_bind(m)) goto fail;
     if (mx_ckpt_check_unused(&m->ck, a->ignore, a->n_ignore)) goto fail;
+    if (a->encoder) { /* an encoder-decoder: the encoder's description over the same folder */
+        mx_ckpt eck;
+        if (mx_ckpt_open(m->ck.dir, true, &eck)) goto fail;
+        if (!(m->encoder = mx_calloc(1, sizeof *m->encoder))) { mx_ckpt_close(&eck); goto fail; }
+        m->encoder->arch = *a->encoder; /* the encoder model owns its description from here */
+        memset(a->encoder, 0, sizeof *a->encoder);
+        if (mx_model_bind(m->encoder, &eck)) { free(m->encoder); m->encoder = NULL; goto fail; }
+    }
     return MX_OK;
 fail:
     mx_model_free(m);

@@ -10,11 +10,19 @@
  * Attention works in the latent space with kv_b absorbed, which is exact:
  *   q_nope . (W_k c) = (W_k^T q_nope) . c,   sum_j p_j (W_v c_j) = W_v sum_j p_j c_j
  * so a step costs O(heads * (kv_lora_rank + qk_rope_dim)) per cached position
- * and never rebuilds K/V. With rope_interleave DeepSeek de-interleaves the
+ * and never rebuilds K/V. In the latent space every head shares one key and
+ * value row per position ([c | k_rope], of which c is the value): a task
+ * takes one token and a group of heads and reads each cached row once for
+ * all of them, scoring with q' = [W_k^T q_nope | q_rope] in one dot. With
+ * DeepSeek sparse attention (nn/dsa.c) a token attends only the keys its
+ * indexer selected, gathered into the task's buffer first; the indexer keys
+ * follow the latents in the cache. With rope_interleave DeepSeek de-interleaves the
  * rope slice of q and k before a rotate-half rope; rotating the pairs
  * (2i, 2i+1) in place instead (rope.interleaved) permutes q and k alike and
- * leaves every q.k unchanged. */
+ * leaves every q.k unchanged. LongCat scales q and the normed latent by
+ * constants (mla.q_scale, kv_scale) before rope and caching. */
 #include "model.h"
+#include "dsa.h"
 #include "../base/base.h"
 #include "../quant/quant.h"
 #include <math.h>
@@ -29,6 +37,7 @@ typedef struct {
     mx_weight *eq;      /* MLX layout: per head W_k^T [kv_lora, qk_nope] (then kb is unused) */
     mx_weight eq_whole, vb_whole;
     int n_heads;
+    mx_dsa_w dsa; /* the sparse attention indexer (mla.index_topk > 0) */
 } mla_w;
 
 static int qk_dim(const mx_mla_spec *s) { return s->qk_nope_dim + s->qk_rope_dim; }
@@ -47,12 +56,13 @@ static int mla_load(mx_model *m, int layer, void **out) {
     if (!w) return MX_ERR;
     *out = w;
     w->n_heads = Hn;
+    if (s->index_topk > 0 && mx_dsa_load(m, layer, &w->dsa)) return MX_ERR;
     if (s->q_lora_rank > 0) {
         if (mx_load_lin(m, s->q_a, layer, s->q_lora_rank, H, at->q_bias, &w->q_a, &w->q_a_b) ||
             mx_load_norm(m, &s->norm, s->q_a_norm, layer, s->q_lora_rank, &w->q_a_norm) ||
             mx_load_lin(m, s->q_b, layer, Hn * qk, s->q_lora_rank, false, &w->q_b, &w->q_b_b))
             return MX_ERR;
-    } else if (mx_load_lin(m, at->names.q, layer, Hn * qk, H, at->q_bias, &w->q, &w->q_bias)) return MX_ERR;
+    } else if (mx_load_lin(m, at->names.q, layer, Hn * qk, H, false, &w->q, &w->q_bias)) return MX_ERR; /* q_proj never has a bias */
     if (mx_load_lin(m, s->kv_a, layer, kvr + dr, H, at->k_bias, &w->kv_a, &w->kv_a_b) ||
         mx_load_norm(m, &s->norm, s->kv_a_norm, layer, kvr, &w->kv_a_norm) ||
         mx_load_lin(m, at->names.o, layer, H, Hn * s->v_head_dim, at->o_bias, &w->o, &w->o_b))
@@ -67,9 +77,9 @@ static int mla_load(mx_model *m, int layer, void **out) {
         w->eq = mx_calloc((size_t)Hn, sizeof(mx_weight));
         if (!w->eq) return MX_ERR;
         snprintf(mod, sizeof mod, s->embed_q, layer);
-        if (mx_load_weight_stacked(&m->ck, mod, Hn, kvr, s->qk_nope_dim, 0, &w->eq_whole, w->eq)) return MX_ERR;
+        if (mx_load_weight_stacked(&m->ck, mod, Hn, kvr, s->qk_nope_dim, 0, &m->kp, &w->eq_whole, w->eq)) return MX_ERR;
         snprintf(mod, sizeof mod, s->unembed_out, layer);
-        if (mx_load_weight_stacked(&m->ck, mod, Hn, s->v_head_dim, kvr, 0, &w->vb_whole, w->vb)) return MX_ERR;
+        if (mx_load_weight_stacked(&m->ck, mod, Hn, s->v_head_dim, kvr, 0, &m->kp, &w->vb_whole, w->vb)) return MX_ERR;
         m->weight_bytes += mx_weight_bytes(&w->eq_whole) + mx_weight_bytes(&w->vb_whole);
         return MX_OK;
     }
@@ -101,30 +111,37 @@ static void mla_free(void *p) {
     free(w->q_a_b); free(w->q_b_b); free(w->q_bias); free(w->kv_a_b); free(w->kv_b_b); free(w->o_b);
     mx_normw_free(&w->q_a_norm);
     mx_normw_free(&w->kv_a_norm);
+    mx_dsa_free(&w->dsa);
     free(w);
 }
 
+static int row_dim(const mx_mla_spec *s) { return s->kv_lora_rank + s->qk_rope_dim; }
+
 static size_t mla_state(const mx_model *m, int layer, int cap) {
     (void)layer;
-    return (size_t)cap * (m->arch.mla.kv_lora_rank + m->arch.mla.qk_rope_dim);
+    return (size_t)cap * row_dim(&m->arch.mla) + mx_dsa_state(&m->arch.mla, cap);
 }
 
 /* q [rows][heads][qk]; qa [rows][q_lora]; kvx [rows][latent | rope key];
- * qlat, olat [rows][heads][latent]; vout [rows][heads][v]; per thread a
- * scores row of max_ctx and a latent row */
-typedef struct { float *q, *qa, *kvx, *qlat, *olat, *vout, *scores, *rows; } mla_bufs;
+ * qc [rows][heads][latent | rope] (the query in the latent space); olat
+ * [rows][heads][latent]; vout [rows][heads][v]; per thread: a group's rows
+ * of scores [heads][max_ctx], a latent row, and (sparse attention) the
+ * selected cache rows [topk][latent | rope] */
+typedef struct { float *q, *qa, *kvx, *qc, *olat, *vout, *scores, *rows, *gather; mx_dsa_bufs dsa; } mla_bufs;
 static size_t mla_plan(const mx_model *m, int layer, int rows, int max_ctx, int nt, float *base, mla_bufs *b) {
     const mx_mla_spec *s = &m->arch.mla;
-    size_t M = (size_t)rows, Hn = (size_t)m->arch.layers[layer].attn->n_heads, kvr = (size_t)s->kv_lora_rank;
+    size_t M = (size_t)rows, Hn = (size_t)m->arch.layers[layer].attn->n_heads, kvr = (size_t)s->kv_lora_rank, ld = (size_t)row_dim(s);
     mx_plan p = {base, 0};
     b->q = mx_plan_take(&p, M * Hn * qk_dim(s));
     b->qa = mx_plan_take(&p, M * s->q_lora_rank);
-    b->kvx = mx_plan_take(&p, M * (kvr + s->qk_rope_dim));
-    b->qlat = mx_plan_take(&p, M * Hn * kvr);
+    b->kvx = mx_plan_take(&p, M * ld);
+    b->qc = mx_plan_take(&p, M * Hn * ld);
     b->olat = mx_plan_take(&p, M * Hn * kvr);
     b->vout = mx_plan_take(&p, M * Hn * s->v_head_dim);
-    b->scores = mx_plan_take(&p, (size_t)nt * max_ctx);
+    b->scores = mx_plan_take(&p, (size_t)nt * Hn * max_ctx);
     b->rows = mx_plan_take(&p, (size_t)nt * kvr);
+    b->gather = mx_plan_take(&p, s->index_topk > 0 ? (size_t)nt * MX_MIN(s->index_topk, max_ctx) * ld : 0);
+    mx_dsa_plan(s, rows, max_ctx, nt, &p, &b->dsa);
     return p.n;
 }
 
@@ -136,58 +153,71 @@ static size_t mla_scratch(const mx_model *m, int layer, int max_tokens, int max_
 typedef struct {
     mx_fwd *f;
     const mla_w *w;
-    int layer;
+    int layer, per, subs; /* heads per task, tasks per token */
     const float *q;
-    float *qlat, *olat, *scores, *rows;
+    const mla_bufs *b;
 } mla_job;
 
-/* qlat[t, h] = W_k(h)^T q_nope[t, h], one head per task (each row of W_k
- * dequantized once for all tokens). */
+/* qc[t, h, :latent] = W_k(h)^T q_nope[t, h], one head per task (each row of
+ * W_k dequantized once for all tokens). */
 static void absorb_task(void *ctx, int h, int tid) {
     mla_job *j = ctx;
     const mx_arch *a = &j->f->m->arch;
     const mx_mla_spec *s = &a->mla;
-    int N = j->f->N, Hn = a->layers[j->layer].attn->n_heads, kvr = s->kv_lora_rank, qk = qk_dim(s);
-    float *row = j->rows + (size_t)tid * kvr;
-    for (int t = 0; t < N; t++) memset(j->qlat + ((size_t)t * Hn + h) * kvr, 0, (size_t)kvr * sizeof(float));
+    int N = j->f->N, Hn = a->layers[j->layer].attn->n_heads, kvr = s->kv_lora_rank, qk = qk_dim(s), ld = row_dim(s);
+    float *row = j->b->rows + (size_t)tid * kvr, *qc = j->b->qc;
+    for (int t = 0; t < N; t++) memset(qc + ((size_t)t * Hn + h) * ld, 0, (size_t)kvr * sizeof(float));
     for (int i = 0; i < s->qk_nope_dim; i++) {
         mx_weight_row(&j->w->kb[h], i, row);
-        for (int t = 0; t < N; t++)
-            mx_axpy(j->qlat + ((size_t)t * Hn + h) * kvr, j->q[(size_t)t * Hn * qk + (size_t)h * qk + i], row, kvr);
+        for (int t = 0; t < N; t++) mx_axpy(qc + ((size_t)t * Hn + h) * ld, j->q[(size_t)t * Hn * qk + (size_t)h * qk + i], row, kvr);
     }
 }
 
+/* token t, heads h0 .. h0 + nh: softmax(q' . rows) over its keys, olat = the
+ * weighted sum of the keys' latents; keys in blocks that stay in cache while
+ * every head of the group reads them */
 static void attend_task(void *ctx, int i, int tid) {
     mla_job *j = ctx;
     mx_fwd *f = j->f;
     const mx_arch *a = &f->m->arch;
     const mx_mla_spec *s = &a->mla;
-    const mx_attn_spec *at = a->layers[j->layer].attn;
-    int Hn = at->n_heads, t = i / Hn, h = i % Hn, kvr = s->kv_lora_rank, dr = s->qk_rope_dim, qk = qk_dim(s), ld = kvr + dr;
+    int Hn = a->layers[j->layer].attn->n_heads, kvr = s->kv_lora_rank, ld = row_dim(s);
+    int t = i / j->subs, h0 = i % j->subs * j->per, nh = MX_MIN(j->per, Hn - h0);
     const mx_kv *kv = f->seqs[f->seq_of[t]].kv;
     const float *C = mx_kv_layer(kv, j->layer);
-    const float *ql = j->qlat + ((size_t)t * Hn + h) * kvr, *qr = j->q + (size_t)t * Hn * qk + (size_t)h * qk + s->qk_nope_dim;
-    float *sc = j->scores + (size_t)tid * f->max_ctx, scale = at->scale;
     int n = f->pos[t] + 1;
-    for (int k = 0; k < n; k++) {
-        const float *c = C + (size_t)k * ld;
-        sc[k] = (mx_dot(ql, c, kvr) + mx_dot(qr, c + kvr, dr)) * scale;
+    const int *sel = NULL;
+    if (j->b->dsa.n_sel && j->b->dsa.n_sel[t] >= 0) { /* sparse: gather the selected rows */
+        int K = MX_MIN(s->index_topk, f->max_ctx);
+        float *g = j->b->gather + (size_t)tid * K * ld;
+        sel = j->b->dsa.sel + (size_t)t * K;
+        n = j->b->dsa.n_sel[t];
+        for (int k = 0; k < n; k++) memcpy(g + (size_t)k * ld, C + (size_t)sel[k] * ld, (size_t)ld * sizeof(float));
+        C = g;
     }
-    mx_softmax(sc, n);
-    float *o = j->olat + ((size_t)t * Hn + h) * kvr;
-    memset(o, 0, (size_t)kvr * sizeof(float));
-    for (int k = 0; k < n; k++) mx_axpy(o, sc[k], C + (size_t)k * ld, kvr);
+    float *sc = j->b->scores + (size_t)tid * Hn * f->max_ctx, scale = a->layers[j->layer].attn->scale;
+    const float *qc = j->b->qc + ((size_t)t * Hn + h0) * ld;
+    float *o = j->b->olat + ((size_t)t * Hn + h0) * kvr;
+    int kb = MX_MAX(16, 8192 / ld);
+    for (int k0 = 0; k0 < n; k0 += kb)
+        for (int h = 0; h < nh; h++)
+            mx_attn_scores(qc + (size_t)h * ld, C + (size_t)k0 * ld, (size_t)ld, MX_MIN(kb, n - k0), ld, scale, sc + (size_t)h * f->max_ctx + k0);
+    for (int h = 0; h < nh; h++) mx_softmax(sc + (size_t)h * f->max_ctx, n);
+    for (int k0 = 0; k0 < n; k0 += kb)
+        for (int h = 0; h < nh; h++)
+            mx_attn_mix(o + (size_t)h * kvr, sc + (size_t)h * f->max_ctx + k0, C + (size_t)k0 * ld, (size_t)ld, MX_MIN(kb, n - k0), kvr, k0 > 0);
 }
 
 static void mla_forward(mx_fwd *f, int layer, void *wp, const float *xn, float *out) {
     const mla_w *w = wp;
     const mx_arch *a = &f->m->arch;
     const mx_mla_spec *s = &a->mla;
-    int N = f->N, H = a->hidden, Hn = a->layers[layer].attn->n_heads, qk = qk_dim(s), kvr = s->kv_lora_rank, dr = s->qk_rope_dim, dv = s->v_head_dim;
-    int ld = kvr + dr;
+    const mx_attn_spec *at = a->layers[layer].attn;
+    int N = f->N, H = a->hidden, Hn = at->n_heads, qk = qk_dim(s), kvr = s->kv_lora_rank, dr = s->qk_rope_dim, dv = s->v_head_dim;
+    int ld = row_dim(s);
     mla_bufs b;
     mla_plan(f->m, layer, f->max_tokens, f->max_ctx, mx_pool_size(f->pool), f->scratch, &b);
-    float *q = b.q, *qa = b.qa, *kvx = b.kvx, *qlat = b.qlat, *olat = b.olat, *vout = b.vout;
+    float *q = b.q, *qa = b.qa, *kvx = b.kvx, *qc = b.qc, *olat = b.olat, *vout = b.vout;
     if (s->q_lora_rank > 0) {
         mx_linear(f, &w->q_a, w->q_a_b, xn, N, H, qa, s->q_lora_rank);
         mx_norm_rows(&s->norm, &w->q_a_norm, qa, qa, N, s->q_lora_rank, s->q_lora_rank);
@@ -195,6 +225,11 @@ static void mla_forward(mx_fwd *f, int layer, void *wp, const float *xn, float *
     } else mx_linear(f, &w->q, w->q_bias, xn, N, H, q, Hn * qk);
     mx_linear(f, &w->kv_a, w->kv_a_b, xn, N, H, kvx, ld);
     mx_norm_rows(&s->norm, &w->kv_a_norm, kvx, kvx, N, kvr, ld);
+    if (s->q_scale && s->q_scale != 1.0f) mx_scale(q, s->q_scale, N * Hn * qk);
+    if (at->temp_scale) /* Llama-4 position scale of q, both slices (Mistral 4) */
+        for (int t = 0; t < N; t++) mx_scale(q + (size_t)t * Hn * qk, mx_attn_q_temp(at, f->pos[t]), Hn * qk);
+    if (s->kv_scale && s->kv_scale != 1.0f) /* the latent only: k_nope and v scale with it, the rope key does not */
+        for (int t = 0; t < N; t++) mx_scale(kvx + (size_t)t * ld, s->kv_scale, kvr);
     const mx_rope *rope = &a->rope[a->layers[layer].rope_idx];
     for (int t = 0; t < N; t++) {
         float *kr = kvx + (size_t)t * ld;
@@ -205,15 +240,19 @@ static void mla_forward(mx_fwd *f, int layer, void *wp, const float *xn, float *
         }
         const mx_kv *kv = f->seqs[f->seq_of[t]].kv;
         memcpy(mx_kv_layer(kv, layer) + (size_t)f->pos[t] * ld, kr, (size_t)ld * sizeof(float));
+        for (int h = 0; h < Hn; h++) /* the rope part of the latent-space query */
+            memcpy(qc + ((size_t)t * Hn + h) * ld + kvr, q + (size_t)t * Hn * qk + (size_t)h * qk + s->qk_nope_dim, (size_t)dr * sizeof(float));
     }
-    mla_job j = {f, w, layer, q, qlat, olat, b.scores, b.rows};
+    if (s->index_topk > 0) mx_dsa_select(f, layer, &w->dsa, xn, qa, ld, &b.dsa);
+    int want = 2 * mx_pool_size(f->pool), per = N >= want ? Hn : MX_MAX(1, Hn / ((want + N - 1) / N)), subs = (Hn + per - 1) / per;
+    mla_job j = {f, w, layer, per, subs, q, &b};
     if (w->eq)
         for (int h = 0; h < Hn; h++)
-            mx_matmul(&w->eq[h], q + (size_t)h * qk, N, Hn * qk, qlat + (size_t)h * kvr, Hn * kvr, f->pool);
+            mx_linear(f, &w->eq[h], NULL, q + (size_t)h * qk, N, Hn * qk, qc + (size_t)h * ld, Hn * ld);
     else mx_pool_run(f->pool, absorb_task, &j, Hn);
-    mx_pool_run(f->pool, attend_task, &j, N * Hn);
+    mx_pool_run(f->pool, attend_task, &j, N * subs);
     for (int h = 0; h < Hn; h++)
-        mx_matmul(&w->vb[h], olat + (size_t)h * kvr, N, Hn * kvr, vout + (size_t)h * dv, Hn * dv, f->pool);
+        mx_linear(f, &w->vb[h], NULL, olat + (size_t)h * kvr, N, Hn * kvr, vout + (size_t)h * dv, Hn * dv);
     mx_linear(f, &w->o, w->o_b, vout, N, Hn * dv, out, H);
 }
 

@@ -1,21 +1,75 @@
 /* Dense MLP block: gated (down(act(gate x) * up x), gate and up separate or
- * fused) or plain (down(act(up x))), with optional biases. */
+ * fused) or plain (down(act(up x))), with optional biases, an optional norm
+ * on the activation before down (BitNet's ffn_sub_norm), and xIELU, whose
+ * scalars are learned per layer (Apertus). */
 #include "model.h"
 #include "../base/base.h"
+#include "../base/half.h"
+#include <math.h>
 #include <stdlib.h>
+#include <string.h>
+
+/* this layer's width: arch.ffn unless the layer says otherwise */
+static int width(const mx_arch *a, int layer) { return a->layers[layer].ffn_width ? a->layers[layer].ffn_width : a->ffn; }
 
 typedef struct {
     mx_weight gate, up, gate_up, down;
     float *gate_b, *up_b, *gate_up_b, *down_b;
+    mx_normw act_norm;
+    float xielu[4]; /* alpha_p, alpha_n (softplus applied), beta, eps */
 } mlp_w;
+
+static float bf16_round(float x) { return mx_bf16_to_f32(mx_f32_to_bf16(x)); }
+static float softplusf(float x) { return x > 20.0f ? x : log1pf(expf(x)); } /* torch's threshold 20 */
+
+/* xIELU's scalars: alpha_p, alpha_n [1] and beta, eps [] under `mod`. Stored
+ * in BF16 (as the reference creates them), softplus evaluated and rounded in
+ * BF16 as there, and alpha_n = beta + softplus(alpha_n) rounded again; then
+ * used in float. A float checkpoint's values are used as they are. */
+static int load_xielu(mx_model *m, const char *pat, int layer, float out[4]) {
+    static const char *nm[4] = {"alpha_p", "alpha_n", "beta", "eps"};
+    char mod[512];
+    snprintf(mod, sizeof mod, pat, layer);
+    bool bf16 = false;
+    for (int i = 0; i < 4; i++) {
+        char *name = mx_asprintf("%s.%s", mod, nm[i]);
+        mx_tensor *t = name ? mx_ckpt_require(&m->ck, name) : NULL;
+        int rc = !t ? MX_ERR
+                 : t->numel != 1 ? mx_set_err("%s: tensor '%s' has %lld elements, expected 1", m->ck.dir, name, (long long)t->numel)
+                 : mx_tensor_to_f32(t, &out[i]) ? mx_err_prefix("%s", m->ck.dir) : MX_OK;
+        if (t && i < 2) bf16 |= t->dtype == MX_DT_BF16;
+        free(name);
+        if (rc) return rc;
+    }
+    float ap = softplusf(out[0]), an = softplusf(out[1]);
+    if (bf16) { ap = bf16_round(ap); an = bf16_round(out[2] + bf16_round(an)); }
+    else an = out[2] + an;
+    out[0] = ap;
+    out[1] = an;
+    return MX_OK;
+}
+
+/* xIELU: alpha_p x^2 + beta x (x > 0), else (expm1(min(x, eps)) - x) alpha_n + beta x */
+static void xielu(const float p[4], float *x, int n) {
+    for (int i = 0; i < n; i++) {
+        float v = x[i];
+        x[i] = v > 0 ? p[0] * v * v + p[2] * v : (expm1f(fminf(v, p[3])) - v) * p[1] + p[2] * v;
+    }
+}
 
 static int mlp_load(mx_model *m, int i, void **out) {
     const mx_arch *a = &m->arch;
     const mx_names *N = &a->names;
-    int H = a->hidden, F = a->ffn;
+    int H = a->hidden, F = width(a, i);
     mlp_w *w = mx_calloc(1, sizeof *w);
     if (!w) return MX_ERR;
     *out = w;
+    if (a->act == MX_ACT_XIELU) {
+        if (!N->act_params) return mx_set_err("%s: the xielu activation needs per-layer parameters this family does not bind", m->ck.dir);
+        if (a->mlp == MX_MLP_GATED) return mx_set_err("%s: xielu is supported in a plain (non-gated) MLP only", m->ck.dir);
+        if (load_xielu(m, N->act_params, i, w->xielu)) return MX_ERR;
+    }
+    if (mx_load_norm(m, &a->norm, N->ffn_act_norm, i, F, &w->act_norm)) return MX_ERR;
     if (a->mlp == MX_MLP_GATED) {
         if (N->gate_up) {
             if (mx_load_lin(m, N->gate_up, i, 2 * F, H, a->mlp_bias, &w->gate_up, &w->gate_up_b)) return MX_ERR;
@@ -31,6 +85,7 @@ static void mlp_free(void *p) {
     if (!w) return;
     mx_weight_free(&w->gate); mx_weight_free(&w->up); mx_weight_free(&w->gate_up); mx_weight_free(&w->down);
     free(w->gate_b); free(w->up_b); free(w->gate_up_b); free(w->down_b);
+    mx_normw_free(&w->act_norm);
     free(w);
 }
 
@@ -41,14 +96,13 @@ static void mlp_free(void *p) {
 #define MLP_SLICE 128
 
 static size_t mlp_scratch(const mx_model *m, int layer, int max_tokens, int max_ctx, int nt) {
-    (void)layer;
     (void)max_ctx; (void)nt;
-    return (size_t)MX_MIN(max_tokens, MLP_SLICE) * 2 * m->arch.ffn;
+    return (size_t)MX_MIN(max_tokens, MLP_SLICE) * 2 * width(&m->arch, layer);
 }
 
-static void mlp_slice(mx_fwd *f, const mlp_w *w, const float *in, int N, float *out) {
+static void mlp_slice(mx_fwd *f, int layer, const mlp_w *w, const float *in, int N, float *out) {
     const mx_arch *a = &f->m->arch;
-    int F = a->ffn, H = a->hidden, F2 = 2 * F;
+    int F = width(a, layer), H = a->hidden, F2 = 2 * F;
     float *gu = f->scratch;
     if (a->mlp == MX_MLP_GATED) {
         if (w->gate_up.fmt) mx_linear(f, &w->gate_up, w->gate_up_b, in, N, H, gu, F2);
@@ -62,17 +116,20 @@ static void mlp_slice(mx_fwd *f, const mlp_w *w, const float *in, int N, float *
         for (int t = 0; t < N; t++) mx_act_mul(a->act, gu + (size_t)t * F2, gu + (size_t)t * F2 + F, F);
     } else {
         mx_linear(f, &w->up, w->up_b, in, N, H, gu, F2);
-        for (int t = 0; t < N; t++) mx_act_apply(a->act, gu + (size_t)t * F2, F);
+        for (int t = 0; t < N; t++) {
+            if (a->act == MX_ACT_XIELU) xielu(w->xielu, gu + (size_t)t * F2, F);
+            else mx_act_apply(a->act, gu + (size_t)t * F2, F);
+        }
     }
+    if (w->act_norm.w || w->act_norm.b) mx_norm_rows(&a->norm, &w->act_norm, gu, gu, N, F, F2);
     mx_linear(f, &w->down, w->down_b, gu, N, F2, out, H);
     if (a->mlp_out_scale && a->mlp_out_scale != 1.0f) mx_scale(out, a->mlp_out_scale, N * H);
 }
 
 static void mlp_forward(mx_fwd *f, int layer, void *wp, const float *in, float *out) {
-    (void)layer;
     size_t H = (size_t)f->m->arch.hidden;
     for (int t0 = 0; t0 < f->N; t0 += MLP_SLICE)
-        mlp_slice(f, wp, in + (size_t)t0 * H, MX_MIN(MLP_SLICE, f->N - t0), out + (size_t)t0 * H);
+        mlp_slice(f, layer, wp, in + (size_t)t0 * H, MX_MIN(MLP_SLICE, f->N - t0), out + (size_t)t0 * H);
 }
 
 const mx_block_ops mx_block_mlp = {

@@ -17,6 +17,11 @@ typedef struct {
     mx_normw attn_norm, post_attn_norm, ffn_norm, post_ffn_norm;
     void *mixer_w, *ffn_w; /* owned by the layer's blocks */
     void *mixer2_w;        /* layers with a second mixer */
+    void *post_w;          /* layers with a post block */
+    float out_scale;       /* names.layer_scale's value (0 = none) */
+    void *shortcut_w;      /* layers with a shortcut block */
+    mx_normw xattn_norm;   /* layers with a cross-attention sub-layer */
+    void *xattn_w;
 } mx_layer_w;
 
 struct mx_model {
@@ -36,6 +41,14 @@ struct mx_model {
     mx_weight head_dense, head_out;
     float *head_dense_b, *head_out_b;
     mx_normw head_norm;
+    /* per-layer inputs (arch.ple, nn/ple.c) */
+    mx_weight ple_embed, ple_proj;
+    mx_normw ple_norm;
+    /* encoder-decoders: the encoder (arch.encoder bound to the same folder) */
+    struct mx_model *encoder;
+    mx_weight stem_w[2];      /* an encoder's input stem (nn/stem.c) */
+    float *stem_b[2];
+    mx_kpolicy kp; /* the kernel policy: the weights are prepared for it at bind, contexts start from it */
 };
 
 /* Binds every tensor the description names; fails on missing, misshapen or
@@ -46,6 +59,10 @@ void mx_model_free(mx_model *m);
  * nothing when the description names none (nn/encoder.c). */
 int mx_encoder_bind(mx_model *m);
 void mx_encoder_free(mx_model *m);
+/* Binds/frees the model-level per-layer-input tensors (arch.ple; nothing
+ * when ple.dim is 0), nn/ple.c. */
+int mx_ple_bind(mx_model *m);
+void mx_ple_free(mx_model *m);
 
 /* Per-sequence cache: every layer's state (attention K/V for `cap`
  * positions, recurrent state, ...), laid out by the layers' blocks. */
@@ -59,7 +76,7 @@ mx_kv *mx_kv_new(const mx_model *m, int cap);
 void mx_kv_free(mx_kv *kv);
 static inline float *mx_kv_layer(const mx_kv *kv, int layer) { return kv->data + kv->offset[layer]; }
 /* The state of block b of a layer: a layer's blocks keep their states one
- * after the other (mixer, mixer2, ffn); the mixer's is at mx_kv_layer. */
+ * after the other (mixer, mixer2, xattn, ffn); the mixer's is at mx_kv_layer. */
 float *mx_kv_block(const mx_model *m, const mx_kv *kv, int layer, const mx_block_ops *b);
 /* Some block keeps recurrent state: a cache can then only be extended or
  * restarted from length 0, never cut back to a prefix. */
@@ -78,11 +95,17 @@ typedef struct {
     int *pos, *seq_of;
     int *span;    /* [2][max_tokens] stacked spans (lo, then hi) */
     int *apos;    /* [MX_ROPE_MAX_AXES][max_tokens] multi-axis rope positions */
+    float *ple; /* per-layer inputs [tokens + 1][n_layers * ple.dim] (arch.ple) */
+    float *carry; /* [N, hidden]: a shortcut block's output until the next layer ends (NULL when no layer has one) */
 } mx_fwd_bufs;
 int mx_fwd_bufs_alloc(mx_fwd_bufs *b, const mx_model *m, int max_tokens, int max_ctx, int n_threads);
 void mx_fwd_bufs_free(mx_fwd_bufs *b);
 void mx_ctx_free(mx_ctx *c);
 int mx_ctx_max_tokens(const mx_ctx *c);
+/* The context's kernel policy (the model's, on the context's pool), which
+ * its forward passes carry: a caller may change it between passes (the
+ * scheduler's qmode per pass; tests). */
+mx_kpolicy *mx_ctx_policy(mx_ctx *c);
 
 typedef struct {
     mx_kv *kv;
@@ -116,6 +139,11 @@ typedef struct {
  * token). The total token count must be <= max_tokens. */
 int mx_forward(mx_ctx *c, const mx_seq_in *seqs, int n_seqs, float *logits, bool all);
 
+/* Encoder-decoders: every cross-attention layer of m keeps the K/V of the
+ * encoder memory mem [n rows of the encoder's width] (n = arch.mem_len) in
+ * kv, for the decoder tokens fed after it (nn/xattn.c). */
+int mx_xattn_remember(const mx_model *m, mx_kv *kv, const float *mem, int n, mx_pool *pool);
+
 /* ---- for block implementations ---- */
 struct mx_fwd {
     const mx_model *m;
@@ -130,7 +158,13 @@ struct mx_fwd {
     const uint8_t *key_mask; /* per stacked token, 0 = no query attends it
                                 (encoder padding); NULL = none */
     const int *span_lo, *span_hi; /* per stacked token: extra keys [lo, hi) (mx_seq_in); NULL = none */
+    const float *ple;        /* per-layer inputs [N][n_layers * ple.dim] (arch.ple); NULL = none */
+    float *carry;           /* mx_fwd_bufs.carry */
+    const mx_kpolicy *kp;    /* the products' policy (its pool is `pool`); NULL: the model's on `pool` */
 };
+/* Fills buf (mx_fwd_bufs.ple) with f's per-layer inputs from the scaled
+ * token embeddings h0 [N, hidden] and sets f->ple (nn/ple.c). */
+void mx_ple_inputs(mx_fwd *f, const float *h0, float *buf);
 
 /* Scratch plan: a block declares its scratch buffers once, in one function
  * that takes them in order from a plan. Run with base NULL it only sizes
@@ -151,11 +185,16 @@ static inline float *mx_plan_take(mx_plan *p, size_t floats) {
  * (nn/encoder.h) both run their layers through it. */
 void mx_layer_forward(mx_fwd *f, int layer, float *x, float *xn, float *tmp, float *tmp2);
 
-/* y = x W^T (+ b), threaded. */
+/* y = x W^T (+ b), threaded, under the pass's policy. */
 void mx_linear(const mx_fwd *f, const mx_weight *w, const float *b, const float *x, int n, int ldx, float *y, int ldy);
 /* mx_linear for count (<= 4) weights reading the same x, into y[i] with the
  * same ldy (q/k/v, gate/up): one pass over the pool where the kernels allow. */
 void mx_linear_multi(const mx_fwd *f, int count, const mx_weight *const *w, float *const *b, const float *x, int n, int ldx, float *const *y, int ldy);
+/* The position scale of q when a->temp_scale is set (Llama 4's attention
+ * temperature, Ministral 3's / Mistral 4's Llama-4 scaling). */
+float mx_attn_q_temp(const mx_attn_spec *a, int pos);
+/* The values' head size of an attention spec (v_head_dim, or head_dim). */
+int mx_attn_vdim(const mx_attn_spec *a);
 void mx_norm_rows(const mx_norm_spec *s, const mx_normw *w, float *y, const float *x, int n, int d, int ld);
 /* Rope positions of one sequence's n tokens, per axis k at apos[k * stride]:
  * s->mpos where given, else pos[i] + s->rope_shift. */

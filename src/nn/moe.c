@@ -82,30 +82,27 @@ static void sparsemixer(const float *s, int E, float eps, int *idx, float *w, fl
 }
 
 void mx_moe_route(const mx_moe_spec *s, const float *logits, const float *score_bias, int *idx, float *w, float *tmp) {
-    int E = s->n_experts, K = s->top_k;
+    int E = s->n_experts + s->n_zero, K = s->top_k; /* identity experts are routed like the others */
     switch (s->route) {
-    case MX_ROUTE_SOFTMAX:
-        memcpy(tmp, logits, (size_t)E * sizeof(float));
-        mx_softmax(tmp, E);
-        topk(tmp, E, K, idx);
-        for (int k = 0; k < K; k++) w[k] = tmp[idx[k]];
-        break;
     case MX_ROUTE_TOPK_SOFTMAX:
         topk(logits, E, K, idx);
         for (int k = 0; k < K; k++) w[k] = logits[idx[k]];
         mx_softmax(w, K);
         break;
+    case MX_ROUTE_SOFTMAX:
     case MX_ROUTE_SIGMOID: {
         float *sc = tmp, *choice = tmp + E;
-        for (int i = 0; i < E; i++) {
-            sc[i] = sigmoidf(logits[i]);
-            choice[i] = sc[i] + (score_bias ? score_bias[i] : 0.0f);
-        }
+        if (s->route == MX_ROUTE_SOFTMAX) {
+            memcpy(sc, logits, (size_t)E * sizeof(float));
+            mx_softmax(sc, E);
+        } else
+            for (int i = 0; i < E; i++) sc[i] = sigmoidf(logits[i]);
+        for (int i = 0; i < E; i++) choice[i] = sc[i] + (score_bias ? score_bias[i] : 0.0f);
         if (s->n_group > 1 && s->topk_group < s->n_group) {
             int G = s->n_group, gs = E / G, gsel[64], top2[2];
             float gscore[64];
             for (int g = 0; g < G; g++) {
-                int nt = gs < 2 ? gs : 2;
+                int nt = s->group_max ? 1 : gs < 2 ? gs : 2;
                 topk(choice + g * gs, gs, nt, top2);
                 gscore[g] = 0;
                 for (int q = 0; q < nt; q++) gscore[g] += choice[g * gs + top2[q]];
@@ -115,7 +112,7 @@ void mx_moe_route(const mx_moe_spec *s, const float *logits, const float *score_
                 bool keep = false;
                 for (int q = 0; q < s->topk_group; q++) keep |= gsel[q] == g;
                 if (!keep)
-                    for (int i = 0; i < gs; i++) choice[g * gs + i] = 0.0f; /* as HF: masked to 0, not -inf */
+                    for (int i = 0; i < gs; i++) choice[g * gs + i] = s->group_mask_inf ? -INFINITY : 0.0f; /* as HF: 0 (V3) or -inf */
             }
         }
         topk(choice, E, K, idx);
@@ -134,6 +131,7 @@ void mx_moe_route(const mx_moe_spec *s, const float *logits, const float *score_
             d = powf(d, 1.0f / s->norm_p);
         }
         d += s->norm_eps;
+        if (d < s->norm_min) d = s->norm_min;
         for (int k = 0; k < K; k++) w[k] /= d;
     }
     if (s->routed_scale != 0.0f && s->routed_scale != 1.0f)
@@ -173,6 +171,18 @@ static int load_stacked_bias(mx_ckpt *ck, const char *mod, int E, int rows, floa
     return rc;
 }
 
+/* The selection bias: [E], or [1, E] (ERNIE's moe_statics). */
+static int load_score_bias(mx_model *m, const char *pat, int layer, int E, float **out) {
+    char nm[512];
+    snprintf(nm, sizeof nm, pat, layer);
+    mx_tensor *t = mx_ckpt_require(&m->ck, nm);
+    if (!t) return MX_ERR;
+    if (t->numel != E || t->ndim < 1 || t->ndim > 2 || (t->ndim == 2 && t->shape[0] != 1))
+        return mx_set_err("%s: tensor '%s' has %lld elements, expected [%d] or [1, %d]", m->ck.dir, nm, (long long)t->numel, E, E);
+    if (!(*out = mx_malloc((size_t)E * sizeof(float)))) return MX_ERR;
+    return mx_tensor_to_f32(t, *out) ? mx_err_prefix("%s", m->ck.dir) : MX_OK;
+}
+
 /* Binds projection p of every routed expert from pattern pat. */
 static int load_proj(mx_model *m, moe_w *w, const char *pat, int layer, int p, int rows, int cols, bool transposed, bool bias) {
     const mx_moe_spec *s = &m->arch.moe;
@@ -187,7 +197,7 @@ static int load_proj(mx_model *m, moe_w *w, const char *pat, int layer, int p, i
     if (count_d(pat) >= 2) {
         for (int e = 0; e < E; e++) {
             snprintf(mod, sizeof mod, pat, layer, e);
-            if (mx_load_weight(&m->ck, mod, rows, cols, fl, &w->ex[e].w[p])) return MX_ERR;
+            if (mx_load_weight(&m->ck, mod, rows, cols, fl, &m->kp, &w->ex[e].w[p])) return MX_ERR;
             if (bias) {
                 float *b;
                 char *nm = mx_asprintf("%s.bias", mod);
@@ -201,10 +211,20 @@ static int load_proj(mx_model *m, moe_w *w, const char *pat, int layer, int p, i
         return MX_OK;
     }
     snprintf(mod, sizeof mod, pat, layer);
-    mx_weight *views = mx_calloc((size_t)E, sizeof(mx_weight));
+    /* a stacked tensor may also hold rows for the identity experts (LongCat's gate_up_proj): unused */
+    int n = E;
+    if (s->n_zero > 0) {
+        char *wn = mx_asprintf("%s.weight", mod);
+        const mx_tensor *t = wn ? mx_ckpt_find(&m->ck, wn) : NULL;
+        free(wn);
+        if (!t) t = mx_ckpt_find(&m->ck, mod);
+        if (t && t->ndim == 3 && t->shape[0] == (int64_t)E + s->n_zero) n = E + s->n_zero;
+    }
+    mx_weight *views = mx_calloc((size_t)n, sizeof(mx_weight));
     if (!views) return MX_ERR;
-    int rc = mx_load_weight_stacked(&m->ck, mod, E, rows, cols, fl, &w->whole[p], views);
+    int rc = mx_load_weight_stacked(&m->ck, mod, n, rows, cols, fl, &m->kp, &w->whole[p], views);
     if (!rc) for (int e = 0; e < E; e++) w->ex[e].w[p] = views[e];
+    for (int e = E; e < n; e++) mx_weight_free(&views[e]); /* the zero experts' views: what prepare made for them */
     free(views);
     if (!rc && bias) rc = load_stacked_bias(&m->ck, mod, E, rows, w->bias[p]);
     return rc;
@@ -247,15 +267,15 @@ static void moe_free(void *p) {
 static int moe_load(mx_model *m, int layer, void **out) {
     const mx_arch *a = &m->arch;
     const mx_moe_spec *s = &a->moe;
-    int H = a->hidden, E = s->n_experts;
-    if (E < 1 || E > MX_MAX_EXPERTS) return mx_set_err("%s: %d experts is out of range (1..%d)", m->ck.dir, E, MX_MAX_EXPERTS);
-    if (s->top_k < 1 || s->top_k > E) return mx_set_err("%s: %d experts per token with %d experts", m->ck.dir, s->top_k, E);
+    int H = a->hidden, E = s->n_experts, Et = E + s->n_zero; /* routed: the real experts and the identity ones */
+    if (E < 1 || s->n_zero < 0 || Et > MX_MAX_EXPERTS) return mx_set_err("%s: %d experts (+%d identity) is out of range (1..%d)", m->ck.dir, E, s->n_zero, MX_MAX_EXPERTS);
+    if (s->top_k < 1 || s->top_k > Et) return mx_set_err("%s: %d experts per token with %d experts", m->ck.dir, s->top_k, Et);
     if (s->ffn < 1) return mx_set_err("%s: expert intermediate size %d is invalid", m->ck.dir, s->ffn);
     if (s->route == MX_ROUTE_SPARSEMIXER && s->top_k != 2) return mx_set_err("%s: sparsemixer routing needs 2 experts per token, not %d", m->ck.dir, s->top_k);
-    if (s->n_group > 1 && (s->n_group > 64 || E % s->n_group || s->topk_group < 1 || s->topk_group > s->n_group ||
-                           s->top_k > s->topk_group * (E / s->n_group)))
+    if (s->n_group > 1 && (s->n_group > 64 || Et % s->n_group || s->topk_group < 1 || s->topk_group > s->n_group ||
+                           s->top_k > s->topk_group * (Et / s->n_group)))
         return mx_set_err("%s: group-limited routing with %d groups (top %d) of %d experts, %d per token is inconsistent", m->ck.dir,
-                          s->n_group, s->topk_group, E, s->top_k);
+                          s->n_group, s->topk_group, Et, s->top_k);
     if (!s->router || !s->experts.down) return mx_set_err("%s: MoE layer without router or expert names", m->ck.dir);
     moe_w *w = mx_calloc(1, sizeof *w);
     if (!w) return MX_ERR;
@@ -264,12 +284,14 @@ static int moe_load(mx_model *m, int layer, void **out) {
     w->ex = mx_calloc((size_t)E, sizeof(expert_w));
     w->ex_bytes = mx_calloc((size_t)E, sizeof(size_t));
     if (!w->ex || !w->ex_bytes) return MX_ERR;
-    if (mx_load_lin(m, s->router, layer, E, H, s->router_bias, &w->router, &w->router_b)) return MX_ERR;
-    if (s->score_bias && mx_load_vec(m, s->score_bias, layer, E, true, &w->score_bias)) return MX_ERR;
-    /* routed experts: primary names, or the alternative layout when absent */
-    const mx_expert_names *nm = &s->experts;
-    const char *probe = nm->gate_up ? nm->gate_up : nm->gate ? nm->gate : nm->up;
-    if (s->alt.down && probe && !module_exists(&m->ck, probe, layer)) nm = &s->alt;
+    if (mx_load_lin(m, s->router, layer, Et, H, s->router_bias, &w->router, &w->router_b)) return MX_ERR;
+    if (s->score_bias && load_score_bias(m, s->score_bias, layer, Et, &w->score_bias)) return MX_ERR;
+    /* routed experts: primary names, or the first alternative layout present */
+    const mx_expert_names *nm = &s->experts, *cand[3] = {&s->experts, &s->alt, &s->alt2};
+    for (int k = 0; k < 3; k++) {
+        const char *probe = cand[k]->gate_up ? cand[k]->gate_up : cand[k]->gate ? cand[k]->gate : cand[k]->up;
+        if (cand[k]->down && probe && module_exists(&m->ck, probe, layer)) { nm = cand[k]; break; }
+    }
     if (load_experts(m, w, nm, layer, s->expert_bias)) return MX_ERR;
     size_t all = 0;
     for (int e = 0; e < E; e++) {
@@ -282,13 +304,14 @@ static int moe_load(mx_model *m, int layer, void **out) {
     if (s->shared_ffn > 0) {
         int Fs = s->shared_ffn;
         const mx_expert_names *sh = &s->shared;
+        bool eb = s->expert_bias; /* the shared expert has biases iff the routed ones do */
         w->has_shared = true;
         if (sh->gate_up) {
-            if (mx_load_lin(m, sh->gate_up, layer, 2 * Fs, H, false, &w->shared.w[P_GATE_UP], &w->shared.b[P_GATE_UP])) return MX_ERR;
-        } else if ((s->gated && mx_load_lin(m, sh->gate, layer, Fs, H, false, &w->shared.w[P_GATE], &w->shared.b[P_GATE])) ||
-                   mx_load_lin(m, sh->up, layer, Fs, H, false, &w->shared.w[P_UP], &w->shared.b[P_UP]))
+            if (mx_load_lin(m, sh->gate_up, layer, 2 * Fs, H, eb, &w->shared.w[P_GATE_UP], &w->shared.b[P_GATE_UP])) return MX_ERR;
+        } else if ((s->gated && mx_load_lin(m, sh->gate, layer, Fs, H, eb, &w->shared.w[P_GATE], &w->shared.b[P_GATE])) ||
+                   mx_load_lin(m, sh->up, layer, Fs, H, eb, &w->shared.w[P_UP], &w->shared.b[P_UP]))
             return MX_ERR;
-        if (mx_load_lin(m, sh->down, layer, H, Fs, false, &w->shared.w[P_DOWN], &w->shared.b[P_DOWN])) return MX_ERR;
+        if (mx_load_lin(m, sh->down, layer, H, Fs, eb, &w->shared.w[P_DOWN], &w->shared.b[P_DOWN])) return MX_ERR;
         if (s->shared_gate && mx_load_lin(m, s->shared_gate, layer, 1, H, false, &w->shared_gate, &w->shared_gate_b)) return MX_ERR;
     }
     return MX_OK;
@@ -306,7 +329,7 @@ typedef struct { float *logits, *wts, *xg, *yg, *gu, *row, *tmp, *sg; int *sel, 
 _Static_assert(sizeof(int) == sizeof(float), "int buffers live in float scratch");
 static size_t moe_plan(const mx_model *m, int rows, float *base, moe_bufs *b) {
     const mx_moe_spec *s = &m->arch.moe;
-    size_t N = (size_t)rows, E = (size_t)s->n_experts, K = (size_t)s->top_k, H = (size_t)m->arch.hidden;
+    size_t N = (size_t)rows, E = (size_t)s->n_experts + (size_t)s->n_zero, K = (size_t)s->top_k, H = (size_t)m->arch.hidden;
     size_t F2 = 2 * (size_t)max_width(s);
     mx_plan p = {base, 0};
     b->logits = mx_plan_take(&p, N * E);
@@ -363,7 +386,7 @@ static void moe_forward(mx_fwd *f, int layer, void *wp, const float *in, float *
     moe_w *w = wp;
     const mx_arch *a = &f->m->arch;
     const mx_moe_spec *s = &a->moe;
-    int N = f->N, H = a->hidden, E = s->n_experts, K = s->top_k;
+    int N = f->N, H = a->hidden, E = s->n_experts + s->n_zero, K = s->top_k; /* E: routed, identity ones included */
     moe_bufs b;
     moe_plan(f->m, N, f->scratch, &b);
     float *logits = b.logits, *wts = b.wts, *xg = b.xg, *yg = b.yg, *gu = b.gu, *row = b.row, *tmp = b.tmp, *sg = b.sg;
@@ -389,9 +412,15 @@ static void moe_forward(mx_fwd *f, int layer, void *wp, const float *in, float *
         int n = start[e + 1] - start[e];
         if (!n) continue;
         const int *ord = order + start[e];
+        if (e >= s->n_experts) { /* an identity expert: out += w * x */
+            for (int j = 0; j < n; j++) mx_axpy(out + (size_t)(ord[j] / K) * H, wts[ord[j]], in + (size_t)(ord[j] / K) * H, H);
+            continue;
+        }
         for (int j = 0; j < n; j++) memcpy(xg + (size_t)j * H, in + (size_t)(ord[j] / K) * H, (size_t)H * sizeof(float));
+        if (s->scale_input) /* the weight scales the expert's input, not its output */
+            for (int j = 0; j < n; j++) mx_scale(xg + (size_t)j * H, wts[ord[j]], H);
         expert_run(f, s, &w->ex[e], s->ffn, xg, n, gu, row, yg);
-        for (int j = 0; j < n; j++) mx_axpy(out + (size_t)(ord[j] / K) * H, wts[ord[j]], yg + (size_t)j * H, H);
+        for (int j = 0; j < n; j++) mx_axpy(out + (size_t)(ord[j] / K) * H, s->scale_input ? 1.0f : wts[ord[j]], yg + (size_t)j * H, H);
         w->stats.expert_bytes += w->ex_bytes[e];
         w->stats.expert_groups++;
         w->stats.routed_pairs += (uint64_t)n;
@@ -401,8 +430,9 @@ static void moe_forward(mx_fwd *f, int layer, void *wp, const float *in, float *
 void mx_moe_stats_get(const mx_model *m, mx_moe_stats *out, bool reset) {
     memset(out, 0, sizeof *out);
     for (int l = 0; l < m->arch.n_layers; l++) {
-        if (m->arch.layers[l].ffn != &mx_block_moe || !m->layers[l].ffn_w) continue;
-        moe_w *w = m->layers[l].ffn_w;
+        const mx_layer_spec *ls = &m->arch.layers[l];
+        moe_w *w = ls->ffn == &mx_block_moe ? m->layers[l].ffn_w : ls->shortcut == &mx_block_moe ? m->layers[l].shortcut_w : NULL;
+        if (!w) continue;
         out->expert_bytes += w->stats.expert_bytes;
         out->expert_groups += w->stats.expert_groups;
         out->routed_pairs += w->stats.routed_pairs;

@@ -6,7 +6,7 @@
 
 /* Routes one token: router logits[E] -> the chosen experts idx[top_k] and
  * their weights w[top_k], per the spec's router kind, renormalisation and
- * scaling. score_bias: the per-expert selection bias (SIGMOID), may be NULL.
+ * scaling. score_bias: the per-expert selection bias (SOFTMAX, SIGMOID), may be NULL.
  * tmp: scratch of 2*E floats. */
 void mx_moe_route(const mx_moe_spec *s, const float *logits, const float *score_bias, int *idx, float *w, float *tmp);
 

@@ -18,6 +18,10 @@ static int read_factors(json_t *arr, const char *file, const char *key, int half
 }
 
 int mx_rope_from_config(mx_rope *r, const mx_cfg *c, double theta, int rot_dim, int max_pos) {
+    return mx_rope_from_scaling(r, c, mx_cfg_get(c, "rope_scaling"), theta, rot_dim, max_pos, false);
+}
+
+int mx_rope_from_scaling(mx_rope *r, const mx_cfg *c, json_t *rs, double theta, int rot_dim, int max_pos, bool factor_given) {
     memset(r, 0, sizeof *r);
     r->theta = theta;
     r->dim = rot_dim;
@@ -27,7 +31,6 @@ int mx_rope_from_config(mx_rope *r, const mx_cfg *c, double theta, int rot_dim, 
     r->attn_factor = 1;
     if (rot_dim < 2 || rot_dim % 2 || rot_dim / 2 > MX_ROPE_MAX_HALF) return mx_set_err("%s: rotary dimension %d is invalid", c->file, rot_dim);
     if (!(theta > 0) || !isfinite(theta)) return mx_set_err("%s: rope_theta must be positive", c->file);
-    json_t *rs = mx_cfg_get(c, "rope_scaling");
     if (!rs) return MX_OK;
     if (!json_is_object(rs)) return mx_set_err("%s: rope_scaling: expected an object", c->file);
     mx_cfg s = {rs, NULL, c->file};
@@ -59,7 +62,7 @@ int mx_rope_from_config(mx_rope *r, const mx_cfg *c, double theta, int rot_dim, 
             return MX_ERR;
         if (mx_cfg_has(&s, "original_max_position_embeddings")) {
             if (mx_cfg_i32(&s, "original_max_position_embeddings", max_pos, 1, 1 << 30, &r->orig_max_pos)) return MX_ERR;
-            r->factor = (double)max_pos / r->orig_max_pos;
+            if (!factor_given) r->factor = (double)max_pos / r->orig_max_pos;
         }
 #define YARN_MSCALE(scale, m) ((scale) <= 1 ? 1.0 : 0.1 * (m) * log(scale) + 1.0)
         if (af >= 0) r->attn_factor = af;
@@ -78,6 +81,11 @@ int mx_rope_from_config(mx_rope *r, const mx_cfg *c, double theta, int rot_dim, 
         }
         if (af >= 0) r->attn_factor = af;
         else r->attn_factor = r->factor <= 1 ? 1.0 : sqrt(1 + log(r->factor) / log((double)r->orig_max_pos));
+    } else if (!strcmp(type, "proportional")) {
+        r->kind = MX_ROPE_PROPORTIONAL;
+        double partial;
+        if (mx_cfg_float(&s, "partial_rotary_factor", 1.0, 0, 1.0, &partial)) return MX_ERR;
+        r->n_freq = (int)(partial * rot_dim / 2);
     } else return mx_set_err("%s: rope_scaling: unsupported rope_type '%s'", c->file, type);
     return MX_OK;
 }
@@ -99,6 +107,9 @@ static void inv_freq(const mx_rope *r, int max_len, float *f) {
     switch (r->kind) {
     case MX_ROPE_LINEAR:
         for (int i = 0; i < half; i++) f[i] /= (float)r->factor;
+        break;
+    case MX_ROPE_PROPORTIONAL:
+        for (int i = 0; i < half; i++) f[i] = i < r->n_freq ? f[i] / (float)r->factor : 0.0f;
         break;
     case MX_ROPE_LLAMA3: {
         double lw = r->orig_max_pos / r->low_freq_factor, hw = r->orig_max_pos / r->high_freq_factor;

@@ -8,7 +8,11 @@
 #include <stdbool.h>
 #include "../format/json.h"
 
-typedef enum { MX_ROPE_DEFAULT, MX_ROPE_LINEAR, MX_ROPE_DYNAMIC, MX_ROPE_YARN, MX_ROPE_LLAMA3, MX_ROPE_LONGROPE } mx_rope_kind;
+/* PROPORTIONAL (Gemma 4): the whole head in rotate-half pairs, with the
+ * frequencies from n_freq on set to 0 (those pairs stay as they are) and the
+ * rest divided by factor */
+typedef enum { MX_ROPE_DEFAULT, MX_ROPE_LINEAR, MX_ROPE_DYNAMIC, MX_ROPE_YARN, MX_ROPE_LLAMA3, MX_ROPE_LONGROPE,
+               MX_ROPE_PROPORTIONAL } mx_rope_kind;
 
 #define MX_ROPE_MAX_HALF 512
 #define MX_ROPE_MAX_AXES 3
@@ -31,11 +35,18 @@ typedef struct {
     int n_axes;
     int section[MX_ROPE_MAX_AXES];
     bool section_restart;
+    int n_freq;         /* PROPORTIONAL: rotated pairs, int(partial_rotary_factor * dim // 2) */
 } mx_rope;
 
 /* Parses config keys rope_theta (or the given theta), rope_scaling, and the
  * partial rotary fraction into r. head_dim and rot_dim must be set by caller. */
 int mx_rope_from_config(mx_rope *r, const mx_cfg *c, double theta, int rot_dim, int max_pos);
+/* The same with the scaling object given (rope_scaling, or a transformers v5
+ * rope_parameters object; NULL = none); c gives the top-level keys. Yarn's
+ * factor is max_pos / original_max_position_embeddings when the latter is
+ * given (transformers 4.x), or with factor_given the config's factor as it
+ * is (transformers v5). */
+int mx_rope_from_scaling(mx_rope *r, const mx_cfg *c, json_t *rs, double theta, int rot_dim, int max_pos, bool factor_given);
 /* cos/sin for positions pos[0..n) into cs[n][dim] (cos in the first dim/2,
  * sin in the second). max_len = the sequence length this forward reaches. */
 void mx_rope_table(const mx_rope *r, const int *pos, int n, int max_len, float *cs);

@@ -1,6 +1,7 @@
 /* Gated short-convolution block (arch.shortconv, LFM2):
  * [B | C | x] = in_proj(h), y = C * conv(B * x), out_proj(y), where conv is
- * a causal depthwise convolution over time. The cache holds the last
+ * a causal depthwise convolution over time (or, for bidirectional encoders,
+ * a centered one over whole sequences, without state). The cache holds the last
  * d_conv-1 values of B * x per channel (reset at position 0); tokens run in
  * order per sequence, so chunked prefill equals step-by-step decoding. */
 #include "ssm.h"
@@ -39,6 +40,7 @@ static int sc_load(mx_model *m, int l, void **out) {
 
 static size_t sc_state(const mx_model *m, int layer, int cap) {
     (void)layer; (void)cap;
+    if (m->arch.shortconv.centered) return 0;
     return (size_t)m->arch.hidden * (m->arch.shortconv.d_conv - 1);
 }
 
@@ -76,13 +78,39 @@ static void sc_task(void *ctx, int i, int tid) {
     }
 }
 
+/* centered: B*x of every token first (into the x slot), then each token's
+ * conv over its neighbours of the same sequence on both sides */
+static void sc_centered_task(void *ctx, int i, int tid) {
+    (void)tid;
+    sc_job *j = ctx;
+    mx_fwd *f = j->f;
+    int H = f->m->arch.hidden, K = f->m->arch.shortconv.d_conv, pad = K / 2, N = f->N;
+    for (int c = i * SC_BLOCK; c < MX_MIN(H, (i + 1) * SC_BLOCK); c++) {
+        const float *w = j->w->conv_w + (size_t)c * K;
+        float b = j->w->conv_b ? j->w->conv_b[c] : 0.0f;
+        for (int t = 0; t < N; t++) {
+            float *r = j->bcx + (size_t)t * 3 * H;
+            r[2 * H + c] *= r[c];
+        }
+        for (int t = 0; t < N; t++) {
+            float acc = b;
+            for (int k = 0; k < K; k++) {
+                int u = t - pad + k;
+                if (u >= 0 && u < N && f->seq_of[u] == f->seq_of[t]) acc += w[k] * j->bcx[(size_t)u * 3 * H + 2 * H + c];
+            }
+            float *r = j->bcx + (size_t)t * 3 * H;
+            r[c] = r[H + c] * acc;
+        }
+    }
+}
+
 static void sc_forward(mx_fwd *f, int layer, void *wp, const float *in, float *out) {
     const sc_w *w = wp;
     int N = f->N, H = f->m->arch.hidden;
     float *bcx = f->scratch;
     mx_linear(f, &w->in, w->in_b, in, N, H, bcx, 3 * H);
     sc_job j = {f, layer, w, bcx};
-    mx_pool_run(f->pool, sc_task, &j, (H + SC_BLOCK - 1) / SC_BLOCK);
+    mx_pool_run(f->pool, f->m->arch.shortconv.centered ? sc_centered_task : sc_task, &j, (H + SC_BLOCK - 1) / SC_BLOCK);
     mx_linear(f, &w->out, w->out_b, bcx, N, 3 * H, out, H);
 }
 

@@ -1,3 +1,6 @@
+/* Loading weights: mlx-lm's float-vs-quantized rule per module, float
+ * tensors as views (or transposed copies), expert-stacked modules; each
+ * weight prepared for the caller's policy. */
 #include "quant.h"
 #include "../base/base.h"
 #include <stdlib.h>
@@ -72,7 +75,7 @@ static int load_float(mx_ckpt *ck, const char *name, const mx_tensor *t, int row
     return MX_OK;
 }
 
-int mx_load_weight(mx_ckpt *ck, const char *module, int rows, int cols, unsigned flags, mx_weight *w) {
+static int bind_weight(mx_ckpt *ck, const char *module, int rows, int cols, unsigned flags, mx_weight *w) {
     memset(w, 0, sizeof *w);
     bool quantized;
     const char *mode = NULL;
@@ -105,31 +108,13 @@ int mx_load_weight(mx_ckpt *ck, const char *module, int rows, int cols, unsigned
     return rc;
 }
 
-/* ---- row views and expert-stacked modules (MoE experts, MLA per-head slices) ---- */
-
-int mx_weight_slice_rows(const mx_weight *w, int r0, int n, mx_weight *out) {
-    if (r0 < 0 || n < 1 || r0 + n > w->rows) return mx_set_err("row slice [%d, %d) outside a weight of %d rows", r0, r0 + n, w->rows);
-    *out = *w;
-    out->owned = NULL;
-    out->ril = NULL;
-    out->rows = n;
-    out->data = w->data + (size_t)r0 * w->row_bytes;
-    switch (w->fmt) {
-    case MX_W_NONE: case MX_W_F32: case MX_W_F16: case MX_W_BF16: return MX_OK;
-    case MX_W_FP8B: {
-        if (r0 % 128) return mx_set_err("row slice at %d of an FP8 block-scaled weight is not on a 128-row block", r0);
-        size_t nb = (size_t)(w->cols + 127) / 128;
-        out->scales = w->scales + (size_t)(r0 / 128) * nb * 4;
-        return MX_OK;
-    }
-    default: {
-        size_t ng = (size_t)(w->cols + w->group - 1) / w->group, ss = mx_dtype_size(w->scale_dtype);
-        out->scales = w->scales + (size_t)r0 * ng * ss;
-        if (w->biases) out->biases = w->biases + (size_t)r0 * ng * ss;
-        return MX_OK;
-    }
-    }
+int mx_load_weight(mx_ckpt *ck, const char *module, int rows, int cols, unsigned flags, const mx_kpolicy *kp, mx_weight *w) {
+    int rc = bind_weight(ck, module, rows, cols, flags, w);
+    if (!rc) rc = mx_weight_prepare(w, kp);
+    return rc;
 }
+
+/* ---- expert-stacked modules (MoE experts, MLA per-head slices) ---- */
 
 /* [E, a, b] -> [E*a, b] in the checkpoint's tensor table, so the 2-D binders
  * accept an expert-stacked tensor (the data is contiguous either way). */
@@ -168,7 +153,8 @@ static int stacked_float_transposed(mx_ckpt *ck, mx_tensor *t, int E, int rows, 
     return MX_OK;
 }
 
-int mx_load_weight_stacked(mx_ckpt *ck, const char *module, int E, int rows, int cols, unsigned flags, mx_weight *whole, mx_weight *out) {
+int mx_load_weight_stacked(mx_ckpt *ck, const char *module, int E, int rows, int cols, unsigned flags, const mx_kpolicy *kp,
+                           mx_weight *whole, mx_weight *out) {
     memset(whole, 0, sizeof *whole);
     if (E < 1 || (int64_t)E * rows > INT32_MAX) return mx_set_err("%s: module %s: %d experts of %d rows is out of range", ck->dir, module, E, rows);
     char *wn = mx_asprintf("%s.weight", module);
@@ -200,7 +186,7 @@ int mx_load_weight_stacked(mx_ckpt *ck, const char *module, int E, int rows, int
         flatten3(ck, module, "weight");
         flatten3(ck, module, "scales");
         flatten3(ck, module, "biases");
-        rc = mx_load_weight(ck, module, E * rows, cols, flags & MX_LOAD_OPTIONAL, whole);
+        rc = bind_weight(ck, module, E * rows, cols, flags & MX_LOAD_OPTIONAL, whole);
     } else {
         /* a bare float tensor (DBRX's experts.mlp.w1, GPT-OSS's experts.down_proj) */
         bool ok = (bare->ndim == 3 && bare->shape[0] == E && bare->shape[1] == rows && bare->shape[2] == cols) ||
@@ -217,7 +203,14 @@ int mx_load_weight_stacked(mx_ckpt *ck, const char *module, int E, int rows, int
         rc = MX_OK;
     }
     if (rc || !whole->fmt) return rc;
+    /* the experts are used, never the whole: prepared as one where they
+     * can share its copy (whole blocks of 16 rows each), else one by one */
+    bool share = rows % 16 == 0;
+    if (share && mx_weight_prepare(whole, kp)) return MX_ERR;
     for (int e = 0; e < E; e++)
-        if (mx_weight_slice_rows(whole, e * rows, rows, &out[e])) return mx_err_prefix("%s: module %s", ck->dir, module);
+        if (mx_weight_slice_rows(whole, e * rows, rows, &out[e]) || (!share && mx_weight_prepare(&out[e], kp))) {
+            for (int i = 0; i <= e; i++) mx_weight_free(&out[i]);
+            return mx_err_prefix("%s: module %s", ck->dir, module);
+        }
     return MX_OK;
 }

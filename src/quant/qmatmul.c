@@ -1,15 +1,14 @@
-/* Quantized matrix products: ISA dispatch, x preparation, threading over
- * output rows, the portable kernel, and the int8 path's switch and arena.
+/* Quantized matrix products, the records' matmul, matmul_multi, prepare and
+ * release: ISA dispatch under the policy, x preparation, threading over
+ * output rows, the portable kernel, and the int8 path's repacked copies.
  * The f32 kernels match dequantize-then-multiply up to summation order. */
 #define _GNU_SOURCE
 #include "quant_impl.h"
 #include "../base/base.h"
 #include "../base/cpu.h"
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 /* Portable: dequantize a row chunk once, use it for every token. */
 void mxq_mm_portable(const mxq_ctx *c, int r0, int r1) {
@@ -90,33 +89,28 @@ static float *scratch(int i, size_t n) {
     return tl_buf[i];
 }
 
-static _Thread_local mx_qmode tl_mode;
-void mx_qmatmul_set_mode(mx_qmode m) { tl_mode = m; }
-
-static _Atomic int g_int8 = -1; /* -1: not set, MLXCEL_INT8 decides */
 static _Atomic unsigned long g_int8_calls, g_bf16_calls;
-void mx_qmatmul_set_int8(bool on) { g_int8 = on; }
 unsigned long mx_qmatmul_int8_calls(void) { return g_int8_calls; }
 unsigned long mx_qmatmul_bf16_calls(void) { return g_bf16_calls; }
 
-bool mx_qmatmul_int8(const mx_weight *w) {
-    if (g_int8 < 0) {
-        const char *e = getenv("MLXCEL_INT8");
-        g_int8 = !(e && !strcmp(e, "0"));
-    }
-    const mx_cpu_info *ci = mx_cpu();
+/* w takes the int8 path on a CPU with ci's features (once prepared) */
+bool mxq_int8_ok(const mx_weight *w, const mx_cpu_info *ci) {
     bool affine = w->fmt == MX_W_AFFINE && w->bits >= 1 && w->bits <= 8 && w->bits != 7 && (w->group == 32 || w->group == 64 || w->group == 128);
     bool e2m1 = (w->fmt == MX_W_MXFP4 || w->fmt == MX_W_NVFP4) && (w->group == 16 || w->group == 32);
     bool fp8 = ((w->fmt == MX_W_MXFP8 && w->group == 32) || (w->fmt == MX_W_FP8B && w->group == 128)) && ci->avx512_bf16; /* bf16 dots */
-    return g_int8 && ci->level >= MX_CPU_AVX512 && ci->avx512_vnni && (affine || e2m1 || fp8) && w->cols % 64 == 0 &&
-           w->cols % w->group == 0;
+    return ci->level >= MX_CPU_AVX512 && ci->avx512_vnni && (affine || e2m1 || fp8) && w->cols % 64 == 0 && w->cols % w->group == 0;
+}
+
+/* w's repacked copy serves this product */
+static bool takes_int8(const mx_weight *w, const mx_kpolicy *kp, const mx_cpu_info *ci) {
+    return kp->act12 && w->prep && mxq_int8_ok(w, ci);
 }
 
 static _Thread_local int8_t *tl_q;
 static _Thread_local size_t tl_qcap;
 
-/* The int8 path: repack w on first use, code each token's x. */
-static bool prep_int8(qjob *j, const float *x, int ldx, mx_pool *pool) {
+/* The int8 path: code each token's x (w is prepared). */
+static bool prep_int8(qjob *j, const float *x, int ldx) {
     const mx_weight *w = j->c.w;
     int n = j->c.n, ng = mxq_ngroups(w);
     bool fp8 = mxq_is_e4m3(w);
@@ -129,7 +123,7 @@ static bool prep_int8(qjob *j, const float *x, int ldx, mx_pool *pool) {
     float *xd = scratch(0, (size_t)n * ng), *xs = scratch(1, (size_t)n * ng);
     bool wg = n >= MXQ_WG_MIN && !fp8;
     int32_t *xk = wg ? (int32_t *)(void *)scratch(2, (size_t)n * ng) : NULL;
-    if (!tl_q || !xd || !xs || (wg && !xk) || !mxq_vnni_ready(w, pool)) return false;
+    if (!tl_q || !xd || !xs || (wg && !xk)) return false;
     bool e2m1 = w->fmt == MX_W_MXFP4 || w->fmt == MX_W_NVFP4;
     if (fp8) mx_bf16_split(x, n, ldx, w->cols, (uint16_t *)(void *)tl_q);
     else
@@ -163,31 +157,27 @@ static void split_rows(qjob *j, int nt) {
     j->rs = mx_rowsplit_make(j->c.w, nt * (j->fn == mxq_vnni_mm ? 16 : 4), one ? 16 : 48, lanes, one ? 2 : 1);
 }
 
-void mx_qmatmul(const mx_weight *w, const float *x, int n, int ldx, float *y, int ldy, mx_pool *pool) {
+void mxq_matmul(const mx_weight *w, const float *x, int n, int ldx, float *y, int ldy, const mx_kpolicy *kp) {
     if (n <= 0) return;
-    bool known = w->fmt == MX_W_AFFINE || w->fmt == MX_W_MXFP4 || w->fmt == MX_W_NVFP4 || w->fmt == MX_W_MXFP8 || w->fmt == MX_W_FP8B;
-    if (!known) {
-        for (int t = 0; t < n; t++) memset(y + (size_t)t * ldy, 0, (size_t)w->rows * sizeof(float));
-        return;
-    }
-    const mx_cpu_info *ci = mx_cpu();
+    mx_cpu_info ci = mx_kpolicy_cpu(kp);
     qjob j;
     memset(&j, 0, sizeof j);
     j.c.w = w;
     j.c.n = n;
     j.c.y = y;
     j.c.ldy = ldy;
-    j.c.invariant = tl_mode == MX_QMODE_PANEL;
-    j.per_token = tl_mode == MX_QMODE_PER_TOKEN && n > 1;
-    j.fn = ci->level >= MX_CPU_AVX512 ? mxq_mm_avx512 : ci->level >= MX_CPU_AVX2 ? mxq_mm_avx2 : mxq_mm_portable;
+    j.c.invariant = kp->qmode == MX_QMODE_PANEL;
+    j.c.vbmi = ci.avx512_vbmi;
+    j.per_token = kp->qmode == MX_QMODE_PER_TOKEN && n > 1;
+    j.fn = ci.level >= MX_CPU_AVX512 ? mxq_mm_avx512 : ci.level >= MX_CPU_AVX2 ? mxq_mm_avx2 : mxq_mm_portable;
     /* One token or many run the same integer sums and float steps, so the
      * modes need nothing more, and a batched decode step reads the weights
      * once for all its tokens instead of once per token. */
-    if (mx_qmatmul_int8(w) && prep_int8(&j, x, ldx, pool)) {
+    if (takes_int8(w, kp, &ci) && prep_int8(&j, x, ldx)) {
         j.per_token = false;
         goto run;
     }
-    int perm = mxq_perm_for(w, ci->level);
+    int perm = mxq_perm_for(w, ci.level);
     float *xp = NULL, *xs = NULL;
     if (perm) {
         /* Within each chunk of 2*perm columns: even columns, then odd ones. */
@@ -229,8 +219,8 @@ void mx_qmatmul(const mx_weight *w, const float *x, int n, int ldx, float *y, in
         j.c.perm = 0;
     }
 run:
-    split_rows(&j, mx_pool_size(pool));
-    mx_pool_run_lanes(pool, q_task, &j, mx_rowsplit_tasks(&j.rs), j.rs.lanes);
+    split_rows(&j, mx_pool_size(kp->pool));
+    mx_pool_run_lanes(kp->pool, q_task, &j, mx_rowsplit_tasks(&j.rs), j.rs.lanes);
 }
 
 /* Several weights that read the same x (q/k/v, gate/up) on the int8 path:
@@ -238,20 +228,20 @@ run:
  * (and one wait for its slowest task) per matrix. */
 #define QMULTI_MAX 4
 
-bool mx_qmatmul_multi(int count, const mx_weight *const *w, const float *x, int n, int ldx, float *const *y, int ldy, mx_pool *pool) {
+bool mxq_matmul_multi(int count, const mx_weight *const *w, const float *x, int n, int ldx, float *const *y, int ldy, const mx_kpolicy *kp) {
     if (count < 2 || count > QMULTI_MAX || n <= 0) return false;
+    mx_cpu_info ci = mx_kpolicy_cpu(kp);
     for (int i = 0; i < count; i++)
-        if (!mx_qmatmul_int8(w[i]) || w[i]->cols != w[0]->cols || w[i]->group != w[0]->group ||
-            mxq_is_e4m3(w[i]) != mxq_is_e4m3(w[0]) ||
-            !mxq_vnni_ready(w[i], pool))
+        if (!takes_int8(w[i], kp, &ci) || w[i]->cols != w[0]->cols || w[i]->group != w[0]->group || mxq_is_e4m3(w[i]) != mxq_is_e4m3(w[0]))
             return false;
     qjob j[QMULTI_MAX];
     mx_task_set sets[QMULTI_MAX];
     memset(j, 0, sizeof j);
     j[0].c.w = w[0];
     j[0].c.n = n;
-    if (!prep_int8(&j[0], x, ldx, pool)) return false;
-    int nt = mx_pool_size(pool);
+    j[0].c.vbmi = ci.avx512_vbmi;
+    if (!prep_int8(&j[0], x, ldx)) return false;
+    int nt = mx_pool_size(kp->pool);
     for (int i = 0; i < count; i++) {
         if (i) {
             j[i] = j[0];
@@ -262,64 +252,38 @@ bool mx_qmatmul_multi(int count, const mx_weight *const *w, const float *x, int 
         split_rows(&j[i], nt);
         sets[i] = (mx_task_set){q_task, &j[i], mx_rowsplit_tasks(&j[i].rs), j[i].rs.lanes};
     }
-    mx_pool_run_sets(pool, sets, count);
+    mx_pool_run_sets(kp->pool, sets, count);
     return true;
 }
 
-static pthread_mutex_t g_ril_mu = PTHREAD_MUTEX_INITIALIZER;
-void mxq_ril_lock(void) { pthread_mutex_lock(&g_ril_mu); }
-void mxq_ril_unlock(void) { pthread_mutex_unlock(&g_ril_mu); }
+/* ---- prepare: the int8 kernels' repacked copies ---- */
 
-/* Repacked weights live in shared 64 MiB huge-page chunks (a model's
- * matrices are repacked one after another at its first forward): one
- * mapping per matrix would either round each up to 2 MiB (a quarter more
- * memory for a 1B model) or take 4 KiB page faults, which cost several
- * microseconds each on VMs. A chunk is unmapped when its last matrix is
- * freed. Called under mxq_ril_lock. Portable C: mx_weight_free calls
- * mxq_ril_free on every CPU. */
-#define ARENA_CHUNK ((size_t)64 << 20)
-typedef struct arena_chunk { uint8_t *base; size_t size, used; int live; } arena_chunk;
-static arena_chunk *g_cur;
-
-uint8_t *mxq_arena_alloc(size_t n, void **chunk) {
-    n = (n + 63) & ~(size_t)63;
-    if (!g_cur || g_cur->size - g_cur->used < n) {
-        size_t huge = (size_t)2 << 20, size = MX_MAX(ARENA_CHUNK, (n + huge - 1) & ~(huge - 1));
-        uint8_t *raw = mmap(NULL, size + huge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (raw == MAP_FAILED) return NULL;
-        uint8_t *base = (uint8_t *)(((uintptr_t)raw + huge - 1) & ~(uintptr_t)(huge - 1));
-        if (base > raw) munmap(raw, (size_t)(base - raw));
-        if (base + size < raw + size + huge) munmap(base + size, (size_t)(raw + size + huge - (base + size)));
-#ifdef MADV_HUGEPAGE
-        madvise(base, size, MADV_HUGEPAGE);
-#endif
-        arena_chunk *c = calloc(1, sizeof *c);
-        if (!c) { munmap(base, size); return NULL; }
-        c->base = base;
-        c->size = size;
-        if (g_cur && g_cur->live == 0) { munmap(g_cur->base, g_cur->size); free(g_cur); }
-        g_cur = c;
-    }
-    uint8_t *p = g_cur->base + g_cur->used;
-    g_cur->used += n;
-    g_cur->live++;
-    *chunk = g_cur;
-    return p;
+int mxq_prepare(mx_weight *w, const mx_kpolicy *kp) {
+    mx_cpu_info ci = mx_kpolicy_cpu(kp);
+    if (w->prep || !kp->act12 || !mxq_int8_ok(w, &ci)) return MX_OK;
+    w->prep = mxq_repack(w, kp->pool); /* NULL (out of memory): the f32 kernels serve it */
+    return MX_OK;
 }
 
-static void arena_free(void *chunk) {
-    arena_chunk *c = chunk;
-    if (--c->live > 0) return;
-    if (c == g_cur) { c->used = 0; return; } /* empty: reuse its pages */
-    munmap(c->base, c->size);
-    free(c);
-}
-
-void mxq_ril_free(void *q) {
-    mxq_ril *p = q;
+void mxq_slice_prep(const mx_weight *w, int r0, mx_weight *out) {
+    const mxq_ril *p = w->prep;
     if (!p) return;
-    mxq_ril_lock();
-    arena_free(p->chunk);
-    mxq_ril_unlock();
+    if (r0 % 16) { /* not on a block: a copy of its own rows */
+        out->prep = mxq_repack(out, NULL);
+        return;
+    }
+    mxq_ril *v = malloc(sizeof *v);
+    if (!v) return; /* the f32 kernels serve it */
+    *v = *p;
+    v->base += (size_t)(r0 / 16) * p->blk;
+    v->chunk = NULL; /* w's: its rows past the view's in the last block are computed and dropped */
+    out->prep = v;
+}
+
+void mxq_release(mx_weight *w) {
+    mxq_ril *p = w->prep;
+    w->prep = NULL;
+    if (!p) return;
+    if (p->chunk) mxq_arena_free(p->chunk);
     free(p);
 }

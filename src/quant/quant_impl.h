@@ -1,34 +1,46 @@
-/* Internal to quant/: element decoders shared by the portable and SIMD
- * kernels, and the per-ISA kernel entry points.
+/* Internal to quant/: what the quantized formats' files share. Their
+ * records (affine.c, mxfp4.c, nvfp4.c, mxfp8.c, fp8block.c) point to the
+ * shared entries below: the MLX binder and layout (bind.c), the products,
+ * prepare and release (qmatmul.c), and the kernels they dispatch to
+ * (qkern.h: f32 activations; qvnni_avx512.c: 12-bit activations on the
+ * repacked copy; deq.c: exact dequantization), which specialise on the
+ * format's code and scale kinds.
  *
  * Every decoder is exact: it yields the f32 value the fixtures' reference
  * dequantization yields (README "Quantized fixtures"). */
 #ifndef MX_QUANT_IMPL_H
 #define MX_QUANT_IMPL_H
 #include "quant.h"
+#include "codes.h"
 #include "../base/threadpool.h"
 #include "../base/half.h"
 #include "../kernels/kernels.h"
 #include <string.h>
 
-extern const float mxq_e2m1_lut[16];
-
-/* E4M3 (fn) byte -> f32: the 7 magnitude bits placed at the top of an f32
- * exponent/mantissa, rescaled by 2^120 (exact for normals and subnormals;
- * 0x7f/0xff decode to +-480 as MLX does). */
-static inline float mxq_e4m3(uint8_t b) {
-    uint32_t u = ((uint32_t)(b & 0x7f) << 20) | ((uint32_t)(b & 0x80) << 24);
-    float f;
-    memcpy(&f, &u, 4);
-    return f * 0x1p120f;
-}
-/* E8M0 -> 2^(s-127); s = 0 is the denormal 2^-127, s = 255 inf (as MLX). */
-static inline float mxq_e8m0(uint8_t s) {
-    uint32_t u = s == 0 ? 0x00400000u : s == 255 ? 0x7f800000u : (uint32_t)s << 23;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
+/* ---- the records' shared entries ---- */
+/* MLX layout (P.weight U32 codes, P.scales, affine P.biases), every shape
+ * and dtype checked; the caller checked bits and group for its format. */
+int mxq_bind_mlx(mx_ckpt *ck, const char *module, int rows, int cols, mx_wfmt fmt, const char *mode, int bits, int group, mx_weight *w);
+/* The same for a format of fixed bits eb and group eg (mxfp4, nvfp4, mxfp8). */
+int mxq_bind_fixed(mx_ckpt *ck, const char *module, int rows, int cols, mx_wfmt fmt, const char *mode, int eb, int eg, int bits, int group,
+                   mx_weight *w);
+/* Takes tensor `module.suffix` with a dtype of the set (mask of 1<<dtype)
+ * and 2-D shape [d0, d1]; else NULL with an error naming file and tensor. */
+mx_tensor *mxq_need(mx_ckpt *ck, const char *module, const char *suffix, unsigned dtypes, int64_t d0, int64_t d1, const char *what);
+const char *mxq_tfile(const mx_ckpt *ck, const mx_tensor *t); /* the file holding t */
+size_t mxq_bytes(const mx_weight *w);                              /* MLX layout: codes, scales (and biases) per row */
+int mxq_slice(const mx_weight *w, int r0, int n, mx_weight *out); /* MLX layout */
+/* The prepared part of a slice of w (rows r0.., out's other fields set):
+ * a view into w's repacked copy where r0 starts a block, else a copy of
+ * its own (none where w has none). */
+void mxq_slice_prep(const mx_weight *w, int r0, mx_weight *out);
+void mxq_row(const mx_weight *w, int r, float *out);
+void mxq_matmul(const mx_weight *w, const float *x, int n, int ldx, float *y, int ldy, const mx_kpolicy *kp);
+bool mxq_matmul_multi(int count, const mx_weight *const *w, const float *x, int n, int ldx, float *const *y, int ldy, const mx_kpolicy *kp);
+int mxq_prepare(mx_weight *w, const mx_kpolicy *kp);
+void mxq_release(mx_weight *w);
+#define MXQ_RECORD .bytes = mxq_bytes, .row = mxq_row, .slice = mxq_slice, .matmul = mxq_matmul, .matmul_multi = mxq_matmul_multi, \
+                   .prepare = mxq_prepare, .release = mxq_release
 static inline float mxq_ld(const uint8_t *p, mx_dtype dt, size_t i) {
     switch (dt) {
     case MX_DT_F32: { float f; memcpy(&f, p + 4 * i, 4); return f; }
@@ -117,16 +129,9 @@ static inline unsigned mxq_bits(const uint8_t *row, size_t c, int bits) {
     return v & ((1u << bits) - 1);
 }
 
-/* Dequantizes row r, columns [c0, c0+len), into out (natural order). */
+/* Dequantizes row r, columns [c0, c0+len), into out (natural order), from
+ * the stored original. */
 void mxq_deq(const mx_weight *w, int r, int c0, int len, float *out);
-
-/* Quantizers (quantize.c; MLX Metal rules). One row of cols values, already
- * rounded to the model dtype: packed codes (cols*bits/8 bytes), and per group
- * either f32 scales+biases (affine; the caller casts them to the model dtype)
- * or U8 scale codes (mxfp4/nvfp4/mxfp8). */
-void mxq_quantize_row(mx_wfmt fmt, int bits, int group, const float *w, int cols, uint8_t *packed, float *scales, float *biases, uint8_t *scodes);
-uint8_t mxq_enc_e2m1(float v);
-uint8_t mxq_enc_e4m3(float v);
 
 /* Kernel context: x is in the order the kernel wants (perm > 0: within each
  * chunk of 2*perm columns, the even columns then the odd ones, matching how
@@ -144,7 +149,8 @@ typedef struct {
     float *y;
     int ldy;
     int perm;
-    bool invariant; /* one kernel for every n (see mx_qmatmul_set_batch_invariant) */
+    bool invariant; /* one kernel for every n (the policy's MX_QMODE_PANEL) */
+    bool vbmi;      /* the int8 path may take its AVX-512 VBMI kernel */
 } mxq_ctx;
 typedef void (*mxq_fn)(const mxq_ctx *c, int r0, int r1);
 /* Where the int8 path's prepared activations lie: token t's codes at
@@ -166,9 +172,10 @@ void mxq_mm_portable(const mxq_ctx *c, int r0, int r1);
 void mxq_mm_avx2(const mxq_ctx *c, int r0, int r1);
 void mxq_mm_avx512(const mxq_ctx *c, int r0, int r1);
 /* Int8-activation kernels (AVX-512 VNNI; qvnni_avx512.c) for weights that
- * mx_qmatmul_int8 accepts: x prepared per token by mxq_vnni_prep (MXQ_LDQ
- * codes, per-group xd and xs); mxq_vnni_ready repacks w on first use (false:
- * out of memory, use the f32 kernels); mxq_vnni_mm then serves any n. */
+ * mxq_int8_ok accepts: mxq_repack makes their copy at load (mxq_prepare);
+ * x prepared per token by mxq_vnni_prep (MXQ_LDQ codes, per-group xd and
+ * xs); mxq_vnni_mm then serves any n. */
+bool mxq_int8_ok(const mx_weight *w, const mx_cpu_info *ci);
 typedef struct {
     uint8_t *base;    /* [blocks of 16 rows][units] of blk bytes per block */
     size_t blk;       /* bytes per block */
@@ -178,14 +185,15 @@ typedef struct {
     int gbytes;       /* code bytes of one group of 16 rows */
     int es;           /* bytes per scale */
     bool bias;        /* affine: biases follow the scales, [gu][16] each */
-    void *chunk;      /* the arena chunk holding the copy */
+    void *chunk;      /* the arena chunk holding the copy; NULL: a view into another weight's */
 } mxq_ril;
-bool mxq_vnni_ready(const mx_weight *w, mx_pool *pool);
-/* Portable helpers of the repack (qmatmul.c): the lock, and the huge-page
- * arena the copies live in (*chunk: what mxq_ril_free releases). */
-void mxq_ril_lock(void);
-void mxq_ril_unlock(void);
+/* w's repacked copy (AVX-512 CPUs; NULL: out of memory), the original's
+ * pages given back as it is made. */
+mxq_ril *mxq_repack(const mx_weight *w, mx_pool *pool);
+/* The huge-page arena the copies live in (arena.c; *chunk: what
+ * mxq_arena_free releases). Thread-safe. */
 uint8_t *mxq_arena_alloc(size_t n, void **chunk);
+void mxq_arena_free(void *chunk);
 void mxq_vnni_mm(const mxq_ctx *c, int r0, int r1);
 /* The one-token E2M1 kernel over blocks [a0, a1) and [c0, c1), built with
  * AVX-512 VBMI (qvnni_vbmi_avx512.c; call only where the CPU has it). */
@@ -193,7 +201,7 @@ void mxq_dec_e2m1_vbmi(const mxq_ctx *c, const mxq_ril *p, int a0, int a1, int c
 /* One token (c->n == 1), rows [a0, a1) and [b0, b1) (multiples of 16 but for
  * a last partial block) read together as two streams. */
 void mxq_vnni_dec2(const mxq_ctx *c, int a0, int a1, int b0, int b1);
-void mxq_ril_row(const mx_weight *w, int r, float *out); /* w->ril set */
+void mxq_ril_row(const mx_weight *w, int r, float *out); /* w->prep set */
 /* One token's activations (cols a multiple of G, G a multiple of 16): per group of G
  * the 12-bit codes b = round(x * 2047 / max|x|), *xd = max|x| / 2047 and
  * *xs = *xd * sum(b). xk NULL (fewer than MXQ_WG_MIN tokens): q1 = b >> 4

@@ -13,7 +13,7 @@
  * logits by up to 0.9; 12 bits keep them within 0.3 of 2e-2 * max|logit|
  * and the greedy tokens exact. (E4M3 weights: x as bf16 hi + lo, see below.)
  *
- * Weights: on first use each matrix is repacked once ("rows in lanes") into
+ * Weights: at load each matrix is repacked once ("rows in lanes") into
  * blocks of 16 rows whose codes for 4 (8-bit) or 8 (4-bit) consecutive
  * columns sit in one 64-byte line, 4 bytes per row, so one vpdpbusd with four
  * broadcast activation bytes feeds 16 rows and no horizontal sums are needed.
@@ -235,47 +235,39 @@ static void pack_task(void *ctx, int t, int tid) {
     if (j->p->bias) drop_pages(w->biases + s0 * sg, (s1 - s0) * sg);
 }
 
-/* The weight's repacked copy, made on first use (NULL if memory ran out). */
-static const ril *get_ril(const mx_weight *w, mx_pool *pool) {
-    ril *p = __atomic_load_n((ril *const *)&w->ril, __ATOMIC_ACQUIRE);
-    if (p) return p;
-    mxq_ril_lock();
-    p = (ril *)w->ril;
-    if (!p && (p = calloc(1, sizeof *p))) {
-        int nb = (w->rows + 15) / 16, ng = w->cols / w->group;
-        p->es = u8_scales(w) ? 1 : (int)mx_dtype_size(w->scale_dtype);
-        p->bias = w->fmt == MX_W_AFFINE;
-        int sa = 16 * p->es * (p->bias ? 2 : 1); /* scale bytes per group */
-        p->gu = sa >= 64 ? 1 : 64 / sa; /* sa is 16, 32, 64 or 128: a power of two (g_code shifts) */
-        while ((1 << p->gsh) < p->gu) p->gsh++;
-        p->gbytes = 16 * w->group * w->bits / 8;
-        p->head = (size_t)p->gu * (size_t)sa;
-        p->unit = p->head + (size_t)p->gu * (size_t)p->gbytes;
-        p->blk = (size_t)((ng + p->gu - 1) / p->gu) * p->unit;
-        size_t need = (size_t)nb * p->blk;
-        uint8_t *mem = mxq_arena_alloc(need, &p->chunk);
-        if (!mem) { free(p); p = NULL; }
-        else {
-            p->base = mem;
-            size_t sgb = (scale_row(w, w->rows - 1) + 1) * (size_t)ng * (size_t)p->es;
-            bool drop = !w->owned; /* else the original is the weight's own storage */
-            /* large matrices drop their source as they go (bounding the
-             * transient to a few MiB); each drop costs TLB flushes, so small
-             * ones drop once at the end */
-            pack_job j = {w, p, ng, nb, drop && need > ((size_t)32 << 20)};
+static pthread_once_t g_e4m3_once = PTHREAD_ONCE_INIT;
+static void e4m3_table(void);
 
-
-            mx_pool_run(pool, pack_task, &j, (nb + PACK_BLOCKS - 1) / PACK_BLOCKS);
-            if (drop) { /* the pages the tasks' edges shared */
-                drop_pages(w->data, (size_t)w->rows * w->row_bytes);
-                drop_pages(w->scales, sgb);
-                if (p->bias) drop_pages(w->biases, sgb);
-            }
-
-            __atomic_store_n((ril **)&((mx_weight *)w)->ril, p, __ATOMIC_RELEASE);
-        }
+mxq_ril *mxq_repack(const mx_weight *w, mx_pool *pool) {
+    if (mxq_is_e4m3(w)) pthread_once(&g_e4m3_once, e4m3_table);
+    ril *p = calloc(1, sizeof *p);
+    if (!p) return NULL;
+    int nb = (w->rows + 15) / 16, ng = w->cols / w->group;
+    p->es = u8_scales(w) ? 1 : (int)mx_dtype_size(w->scale_dtype);
+    p->bias = w->fmt == MX_W_AFFINE;
+    int sa = 16 * p->es * (p->bias ? 2 : 1); /* scale bytes per group */
+    p->gu = sa >= 64 ? 1 : 64 / sa; /* sa is 16, 32, 64 or 128: a power of two (g_code shifts) */
+    while ((1 << p->gsh) < p->gu) p->gsh++;
+    p->gbytes = 16 * w->group * w->bits / 8;
+    p->head = (size_t)p->gu * (size_t)sa;
+    p->unit = p->head + (size_t)p->gu * (size_t)p->gbytes;
+    p->blk = (size_t)((ng + p->gu - 1) / p->gu) * p->unit;
+    size_t need = (size_t)nb * p->blk;
+    uint8_t *mem = mxq_arena_alloc(need, &p->chunk);
+    if (!mem) { free(p); return NULL; }
+    p->base = mem;
+    size_t sgb = (scale_row(w, w->rows - 1) + 1) * (size_t)ng * (size_t)p->es;
+    bool drop = !w->owned; /* else the original is the weight's own storage */
+    /* large matrices drop their source as they go (bounding the transient
+     * to a few MiB); each drop costs TLB flushes, so small ones drop once at
+     * the end */
+    pack_job j = {w, p, ng, nb, drop && need > ((size_t)32 << 20)};
+    mx_pool_run(pool, pack_task, &j, (nb + PACK_BLOCKS - 1) / PACK_BLOCKS);
+    if (drop) { /* the pages the tasks' edges shared */
+        drop_pages(w->data, (size_t)w->rows * w->row_bytes);
+        drop_pages(w->scales, sgb);
+        if (p->bias) drop_pages(w->biases, sgb);
     }
-    mxq_ril_unlock();
     return p;
 }
 
@@ -367,7 +359,7 @@ static void dec_range(const mxq_ctx *c, const ril *p, int a0, int a1, int c0, in
     if (is_planes(w)) { dec_range_planes(c, p, a0, a1, c0, c1); return; }
     if (mxq_is_e4m3(w)) { dec_range_fp8(c, p, a0, a1, c0, c1); return; }
     if (is_e2m1(w)) {
-        if (mx_cpu()->avx512_vbmi) mxq_dec_e2m1_vbmi(c, p, a0, a1, c0, c1);
+        if (c->vbmi) mxq_dec_e2m1_vbmi(c, p, a0, a1, c0, c1);
         else dec_e2m1_range(c, p, a0, a1, c0, c1);
     } else if (w->bits == 4 && w->group == 64) VQ_PAIRS(dec_blocks(c, p, bk_, nb_, true, false, 64, MX_W_AFFINE));
     else if (w->bits == 4) VQ_PAIRS(dec_blocks(c, p, bk_, nb_, true, false, 0, MX_W_AFFINE));
@@ -613,7 +605,6 @@ static inline __attribute__((always_inline)) void gemm_micro(int nt, const mxq_c
  * of a row; one broadcast of x's 4 bf16 values then feeds both kinds of lane,
  * and the two lanes of a row are added once per group. */
 static __m512i g_e4m3_bf16[4]; /* |E4M3| (7 bits) -> bf16 bits, 32 per vector */
-static pthread_once_t g_e4m3_once = PTHREAD_ONCE_INIT;
 static void e4m3_table(void) {
     uint16_t t[128];
     for (int b = 0; b < 128; b++) {
@@ -802,14 +793,9 @@ static void vnni_mm(const mxq_ctx *c, const ril *p, int r0, int r1) {
     }
 }
 
-void mxq_vnni_mm(const mxq_ctx *c, int r0, int r1) { vnni_mm(c, (const ril *)c->w->ril, r0, r1); }
+void mxq_vnni_mm(const mxq_ctx *c, int r0, int r1) { vnni_mm(c, (const ril *)c->w->prep, r0, r1); }
 void mxq_vnni_dec2(const mxq_ctx *c, int a0, int a1, int b0, int b1) {
-    dec_range(c, (const ril *)c->w->ril, a0 / 16, (a1 + 15) / 16, b0 / 16, (b1 + 15) / 16);
-}
-
-bool mxq_vnni_ready(const mx_weight *w, mx_pool *pool) {
-    if (mxq_is_e4m3(w)) pthread_once(&g_e4m3_once, e4m3_table);
-    return get_ril(w, pool) != NULL;
+    dec_range(c, (const ril *)c->w->prep, a0 / 16, (a1 + 15) / 16, b0 / 16, (b1 + 15) / 16);
 }
 
 /* Code of column kk of a bit-plane group for the row whose slot is at d
@@ -827,7 +813,7 @@ static unsigned plane_code(const uint8_t *d, int G, int bits, int kk) {
  * values mxq_deq gives, without touching the dropped original, whose
  * faults would map whole page-cache folios back in. */
 void mxq_ril_row(const mx_weight *w, int r, float *out) {
-    const ril *p = w->ril;
+    const ril *p = w->prep;
     int i = r % 16, G = w->group, ng = w->cols / G, step = w->bits == 8 ? 4 : 8;
     const uint8_t *cb = p->base + (size_t)(r / 16) * p->blk;
     bool e2m1 = is_e2m1(w);

@@ -1,6 +1,5 @@
 #include "scheduler.h"
 #include "../base/base.h"
-#include "../quant/quant.h"
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
@@ -257,15 +256,15 @@ static void *engine_loop(void *arg) {
         double t0 = mx_now();
         /* Decode tokens and prompt chunks go in separate passes, each with a
          * fixed quantized-kernel choice, so every token is computed the same
-         * way whatever else is in the batch (see mx_qmatmul_set_mode). */
+         * way whatever else is in the batch (mx_qmode, kernels/policy.h). */
         int rc = 0;
         if (kd) {
-            mx_qmatmul_set_mode(MX_QMODE_PER_TOKEN);
+            mx_ctx_policy(s->ctx)->qmode = MX_QMODE_PER_TOKEN;
             rc = mx_forward(s->ctx, s->ins, kd, s->logits, false);
         }
         double dt = mx_now() - t0;
         if (!rc && k > kd) {
-            mx_qmatmul_set_mode(MX_QMODE_PANEL);
+            mx_ctx_policy(s->ctx)->qmode = MX_QMODE_PANEL;
             rc = mx_forward(s->ctx, s->ins + kd, k - kd, s->logits + (size_t)kd * V, false);
         }
         pthread_mutex_lock(&s->mu);

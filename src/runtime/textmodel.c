@@ -16,10 +16,16 @@ int mx_textmodel_open(const char *dir, mx_textmodel *tm) {
     memset(tm, 0, sizeof *tm);
     mx_model_dir_name(dir, tm->name, sizeof tm->name);
     if (mx_engine_open(dir, &tm->e)) return MX_ERR;
-    char *tj = mx_path_join(dir, "tokenizer.json"), *tmod = mx_path_join(dir, "tokenizer.model");
-    bool has_tok = (tj && mx_file_exists(tj)) || (tmod && mx_file_exists(tmod));
+    if (tm->e.model.encoder) { /* an encoder-decoder decodes after its encoder, never from text alone */
+        mx_set_err("%s: %s is a speech-to-text model: use mlxcel transcribe (or generate --audio FILE)", dir, tm->e.model_type);
+        mx_engine_close(&tm->e);
+        return MX_ERR;
+    }
+    char *tj = mx_path_join(dir, "tokenizer.json"), *tmod = mx_path_join(dir, "tokenizer.model"), *vj = mx_path_join(dir, "vocab.json");
+    bool has_tok = (tj && mx_file_exists(tj)) || (tmod && mx_file_exists(tmod)) || (vj && mx_file_exists(vj)); /* vocab.json: + merges.txt */
     free(tj);
     free(tmod);
+    free(vj);
     if (has_tok) {
         tm->tok = mx_tok_load(dir);
         if (!tm->tok) { mx_textmodel_close(tm); return MX_ERR; }
@@ -138,7 +144,7 @@ int mx_textmodel_render(const mx_textmodel *tm, json_t *ctx, mx_buf *out) {
 }
 
 int mx_textmodel_encode(const mx_textmodel *tm, const char *text, size_t len, bool add_special, int32_t **ids, int *n) {
-    if (!tm->tok) return mx_set_err("this model folder has no tokenizer (tokenizer.json or tokenizer.model)");
+    if (!tm->tok) return mx_set_err("this model folder has no tokenizer (tokenizer.json, vocab.json + merges.txt or tokenizer.model)");
     return mx_tok_encode(tm->tok, text, len, add_special, ids, n);
 }
 

@@ -10,6 +10,7 @@
 #include "../runtime/textmodel.h"
 #include "server_int.h"
 #include "../runtime/vlprompt.h"
+#include "audio_api.h"
 #include <arpa/inet.h>
 #include <microhttpd.h>
 #include <poll.h>
@@ -789,6 +790,23 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                                            "created", (json_int_t)time(NULL), "owned_by", "mlxcel"));
     }
     if (!strcmp(url, "/metrics")) return get ? route_metrics(sv, c) : mx_srv_send_error(sv, c, 405, "invalid_request_error", "use GET");
+    if (!strcmp(url, "/v1/audio/transcriptions") || !strcmp(url, "/audio/transcriptions") || !strcmp(url, "/v1/audio/translations") ||
+        !strcmp(url, "/audio/translations")) {
+        if (!post) return mx_srv_send_error(sv, c, 405, "invalid_request_error", "use POST");
+        if (!sv->speech) return mx_srv_bad_request(sv, c, "this server does not run a speech-to-text model (Whisper)");
+        mx_audio_reply rep;
+        mx_audio_api(sv->speech, strstr(url, "translations") != NULL, MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Type"),
+                     st->body.data ? st->body.data : "", st->body.len, &rep);
+        if (rep.code != 200) {
+            mx_buf_free(&rep.body);
+            return rep.code == 400 ? mx_srv_bad_request(sv, c, "%s", rep.err) : mx_srv_send_error(sv, c, rep.code, "server_error", rep.err);
+        }
+        struct MHD_Response *r = MHD_create_response_from_buffer(rep.body.len, rep.body.data, MHD_RESPMEM_MUST_FREE);
+        MHD_add_response_header(r, "Content-Type", rep.content_type);
+        enum MHD_Result rc = MHD_queue_response(c, 200, r);
+        MHD_destroy_response(r);
+        return rc;
+    }
     enum { R_NONE, R_CHAT, R_COMPL, R_TOK, R_DETOK, R_EMB, R_RERANK } route = R_NONE;
     if (!strcmp(url, "/v1/embeddings") || !strcmp(url, "/embeddings")) route = R_EMB;
     else if (!strcmp(url, "/v1/rerank") || !strcmp(url, "/rerank") || !strcmp(url, "/v2/rerank")) route = R_RERANK;
@@ -802,6 +820,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     json_t *req = json_loadb(st->body.data ? st->body.data : "", st->body.len, 0, &je);
     if (!req) return mx_srv_bad_request(sv, c, "request body is not valid JSON: %s (line %d, column %d)", je.text, je.line, je.column);
     if (!json_is_object(req)) { json_decref(req); return mx_srv_bad_request(sv, c, "request body must be a JSON object"); }
+    if ((route == R_CHAT || route == R_COMPL || route == R_EMB || route == R_RERANK) && sv->speech) {
+        json_decref(req);
+        return mx_srv_bad_request(sv, c, "this server runs a speech-to-text model: use /v1/audio/transcriptions or /v1/audio/translations");
+    }
     if ((route == R_CHAT || route == R_COMPL) && !sv->sched) {
         json_decref(req);
         return mx_srv_bad_request(sv, c, "this server runs an embedding model: use /v1/embeddings%s", sv->emb && mx_embed_batcher_reranks(sv->emb) ? " or /v1/rerank" : "");
@@ -874,7 +896,16 @@ int mx_serve(const mx_serve_opts *o) {
         if (json_is_string(json_array_get(archs, 0))) task = mx_task_from_arch(json_string_value(json_array_get(archs, 0)));
         mx_ckpt_close(&probe);
     }
-    if (task == MX_TASK_CAUSAL_LM) {
+    bool speech = mx_speech_folder(o->model_dir);
+    if (speech) {
+        if (mx_speech_open(o->model_dir, o->threads, &sv.speech)) {
+            fprintf(stderr, "mlxcel serve: %s\n", mx_errmsg());
+            MHD_stop_daemon(d);
+            return 1;
+        }
+        snprintf(sv.name, sizeof sv.name, "%s", mx_speech_name(sv.speech));
+        sv.tok = mx_speech_tokenizer(sv.speech);
+    } else if (task == MX_TASK_CAUSAL_LM) {
         if (mx_textmodel_open(o->model_dir, &sv.tm) ||
             ((o->chat_template || o->chat_template_file) && mx_textmodel_set_template(&sv.tm, o->chat_template, o->chat_template_file)) ||
             !(sv.sched = mx_sched_new(&sv.tm.e, o->parallel, o->ctx_size, o->step_tokens, o->threads))) {
@@ -904,7 +935,8 @@ int mx_serve(const mx_serve_opts *o) {
         sv.tok = mx_embed_batcher_tokenizer(sv.emb);
     }
     atomic_store(&sv.ready, true);
-    if (sv.sched) fprintf(stderr, "mlxcel serve: ready (model '%s', %d slots of %d tokens)\n", sv.name, o->parallel, o->ctx_size);
+    if (sv.speech) fprintf(stderr, "mlxcel serve: ready (speech-to-text model '%s')\n", sv.name);
+    else if (sv.sched) fprintf(stderr, "mlxcel serve: ready (model '%s', %d slots of %d tokens)\n", sv.name, o->parallel, o->ctx_size);
     else fprintf(stderr, "mlxcel serve: ready (embedding model '%s')\n", sv.name);
     int sig = 0;
     sigwait(&set, &sig);
@@ -919,6 +951,8 @@ int mx_serve(const mx_serve_opts *o) {
     mx_embed_batcher_free(sv.emb);
     sv.emb = NULL;
     mx_pool_free(sv.vpool);
-    if (task == MX_TASK_CAUSAL_LM) mx_textmodel_close(&sv.tm);
+    mx_speech_close(sv.speech);
+    sv.speech = NULL;
+    if (task == MX_TASK_CAUSAL_LM && !speech) mx_textmodel_close(&sv.tm);
     return rc;
 }

@@ -18,6 +18,7 @@ typedef struct {
     mx_sched *sched;
     mx_pool *vpool;           /* encodes request images (vision-language models) */
     mx_embed_batcher *emb;    /* embedding / rerank mode */
+    struct mx_speech *speech; /* speech-to-text mode (the /v1/audio routes) */
     char name[256];           /* model id */
     const mx_tokenizer *tok;  /* for /tokenize and /detokenize; may be NULL */
     atomic_bool ready;

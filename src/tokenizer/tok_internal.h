@@ -116,6 +116,7 @@ typedef struct {
     pcre2_match_data *md;
     pcre2_match_context *mc;
     mx_buf b[4];
+    bool keep_lead; /* slow Llama: a chunk that starts with a space keeps one (see tok_slow.c) */
 } tk_ctx;
 int tk_ctx_init(tk_ctx *c);
 void tk_ctx_free(tk_ctx *c);
@@ -234,6 +235,7 @@ typedef struct {
     char *s;
     size_t len;
     bool special, normalized, lstrip, rstrip, single_word;
+    bool brk; /* slow decode: decoded on its own, between separately decoded runs */
 } tk_added;
 typedef struct { tk_umap edge; int32_t *val; int nnodes, cap; } tk_trie; /* val: added index or -1 */
 
@@ -262,11 +264,33 @@ struct mx_tokenizer {
     int64_t model_max_length;
     int32_t bos, eos, pad;
     char *name;
+    /* rules of transformers' slow (Python) tokenizers, set by tok_slow.c;
+     * all off for tokenizer.json */
+    struct {
+        bool llama;        /* LlamaTokenizer legacy=false: "▁" read as " ", chunks starting with a space keep one */
+        bool meta_prefix;  /* llama: "▁" before the text (add_prefix_space) */
+        bool space_prefix; /* byte-level add_prefix_space: " " before the text */
+        bool split_decode; /* decode runs between brk added tokens apart */
+        bool space_join;   /* ... joined with " " (spaces_between_special_tokens) */
+        int32_t meta_id;   /* llama: id of the piece "▁" or -1 */
+    } slow;
     pthread_mutex_t cache_mu;
     tk_cache_ent *cache;
 };
 
-int tk_load_spm(mx_tokenizer *t, const char *data, size_t len, const char *file, bool *add_bos, bool *add_eos);
+/* SentencePiece model; no_dummy drops the dummy-prefix "▁" (slow Llama);
+ * strip_first: the decoder strips one leading space (-1: when the model adds
+ * a dummy prefix). */
+int tk_load_spm(mx_tokenizer *t, const char *data, size_t len, const char *file, bool no_dummy, int strip_first);
+/* Shared by the tokenizer.json and the slow loaders (tokenizer.c). */
+mx_tokenizer *tk_new(const char *name);
+int tk_finish(mx_tokenizer *t, const char *file);
+int tk_load_vocab_dict(mx_tokenizer *t, tj_doc *doc, const tj *v, const char *file);
+int tk_add_ids(int32_t **arr, int *n, const int32_t *ids, int k);
+/* tokenizer_config.json (cfg may be NULL): specials, templates, add_bos/eos */
+int tk_common_tail(mx_tokenizer *t, const tj *cfg, const char *cfgname, bool spm, bool spm_bos, bool spm_eos);
+/* The folder has no tokenizer.json: vocab.json + merges.txt or tokenizer.model (tok_slow.c). */
+mx_tokenizer *tk_load_slow(const char *dir);
 int tk_trie_add(tk_trie *tr, const char *s, size_t n, int32_t val);
 void tk_trie_free(tk_trie *tr);
 #endif

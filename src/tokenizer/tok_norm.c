@@ -220,11 +220,18 @@ static int precompiled(const tk_norm *nm, const char *in, size_t n, mx_buf *out)
     return MX_OK;
 }
 
-static int spws(const tk_norm *nm, const char *in, size_t n, mx_buf *out) {
-    (void)nm;
+/* sentencepiece's remove_extra_whitespaces: leading and trailing spaces go
+ * (a leading run stays as one space with keep_lead, as after slow Llama's
+ * "<unk>" prefix; with nm->right a trailing "▁" goes too) and runs collapse. */
+static int spws(const tk_norm *nm, const tk_ctx *c, const char *in, size_t n, mx_buf *out) {
     size_t i = 0, e = n;
     while (i < e && in[i] == ' ') i++;
-    while (e > i && in[e - 1] == ' ') e--;
+    if (i && c->keep_lead) i--;
+    for (;;) {
+        if (e > i && in[e - 1] == ' ') e--;
+        else if (nm->right && e >= i + 3 && !memcmp(in + e - 3, "\xE2\x96\x81", 3)) e -= 3;
+        else break;
+    }
     for (; i < e; i++) {
         if (in[i] == ' ' && i > 0 && in[i - 1] == ' ') continue;
         if (mx_buf_append(out, in + i, 1)) return MX_ERR;
@@ -295,7 +302,7 @@ int tk_norm_apply(const tk_norm *nm, tk_ctx *c, const char *in, size_t n, mx_buf
         if (mx_buf_append(out, "", 0)) return MX_ERR;
         for (size_t i = 0; i < n; i++) if (put_cp(out, tk_byte2cp[(unsigned char)in[i]])) return MX_ERR;
         return MX_OK;
-    case N_SPWS: if (mx_buf_append(out, "", 0)) return MX_ERR; return spws(nm, in, n, out);
+    case N_SPWS: if (mx_buf_append(out, "", 0)) return MX_ERR; return spws(nm, c, in, n, out);
     }
     return mx_set_err("tokenizer: bad normalizer");
 }

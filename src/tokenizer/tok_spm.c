@@ -72,9 +72,7 @@ static tk_dec *mk_dec(int type) {
 
 #define BAD(what) do { mx_set_err("%s: %s", file, what); goto fail; } while (0)
 
-int tk_load_spm(mx_tokenizer *t, const char *data, size_t len, const char *file, bool *add_bos, bool *add_eos) {
-    (void)add_bos;
-    (void)add_eos;
+int tk_load_spm(mx_tokenizer *t, const char *data, size_t len, const char *file, bool no_dummy, int strip_first) {
     pb b = {(const uint8_t *)data, (const uint8_t *)data + len};
     piece *P = NULL;
     int np = 0, cap = 0;
@@ -145,6 +143,8 @@ int tk_load_spm(mx_tokenizer *t, const char *data, size_t len, const char *file,
         }
     }
     if (!np) BAD("pieces: none");
+    if (strip_first < 0) strip_first = dummy;
+    if (no_dummy) dummy = false;
     if (model_type != 1 && model_type != 2) BAD("trainer_spec.model_type: only unigram (1) and bpe (2) are supported");
     tk_model *m = &t->model;
     m->type = model_type == 2 ? M_BPE : M_UNIGRAM;
@@ -219,6 +219,7 @@ int tk_load_spm(mx_tokenizer *t, const char *data, size_t len, const char *file,
         tk_norm *w = mk_norm(N_SPWS);
         if (!w) goto fail;
         seq->sub[seq->nsub++] = w;
+        w->right = escape; /* a trailing "▁" of the input goes too: it is a space once escaped */
     }
     if (dummy) {
         tk_norm *p = mk_norm(N_PREPEND);
@@ -254,7 +255,7 @@ int tk_load_spm(mx_tokenizer *t, const char *data, size_t len, const char *file,
     if (!rp->pat.str || !rp->content) goto fail;
     if (!(ds->sub[ds->nsub++] = mk_dec(D_BYTEFB))) goto fail;
     if (!(ds->sub[ds->nsub++] = mk_dec(D_FUSE))) goto fail;
-    if (dummy) {
+    if (strip_first) {
         tk_dec *st = mk_dec(D_STRIP);
         if (!st) goto fail;
         ds->sub[ds->nsub++] = st;

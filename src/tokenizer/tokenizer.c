@@ -161,7 +161,21 @@ int mx_tok_encode(const mx_tokenizer *t, const char *text, size_t len, bool add_
         text = clean.data;
         len = clean.len;
     }
+    if (!rc && (t->slow.space_prefix || (t->slow.llama && len))) { /* the slow classes' text rewrite (tok_slow.c) */
+        rc = mx_buf_append(&nb2, t->slow.space_prefix ? " " : t->slow.meta_prefix ? "\xE2\x96\x81" : "", t->slow.space_prefix ? 1 : t->slow.meta_prefix ? 3 : 0);
+        for (size_t i = 0; !rc && i < len; i++) {
+            bool meta = t->slow.llama && i + 3 <= len && !memcmp(text + i, "\xE2\x96\x81", 3);
+            rc = meta ? mx_buf_append(&nb2, " ", 1) : mx_buf_append(&nb2, text + i, 1);
+            if (meta) i += 2;
+        }
+        mx_buf_free(&clean);
+        clean = nb2;
+        nb2 = (mx_buf){0};
+        text = clean.data ? clean.data : "";
+        len = clean.len;
+    }
     for (int i = 0; !rc && add_special && i < t->npost_pre; i++) rc = tk_push_id(&ids, &n, &cap, t->post_pre[i]);
+    int first = n;
     if (!rc) rc = split_added(t, &t->raw_trie, text, len, &segs);
     size_t nseg = segs.len / sizeof(seg);
     for (size_t k = 0; !rc && k < nseg; k++) {
@@ -170,7 +184,9 @@ int mx_tok_encode(const mx_tokenizer *t, const char *text, size_t len, bool add_
         const char *s = text + g.s;
         size_t sl = g.e - g.s;
         if (t->norm) {
+            c.keep_lead = t->slow.llama && (s[0] == ' ' || (sl >= 3 && !memcmp(s, "\xE2\x96\x81", 3)));
             rc = tk_norm_apply(t->norm, &c, s, sl, &nb);
+            c.keep_lead = false;
             if (rc) break;
             if (!tk_u8_valid(nb.data, nb.len)) { /* a charsmap may produce anything */
                 nb2.len = 0;
@@ -183,6 +199,11 @@ int mx_tok_encode(const mx_tokenizer *t, const char *text, size_t len, bool add_
             sl = nb.len;
         }
         rc = encode_normalized(t, &c, s, sl, g.s == 0, &ids, &n, &cap);
+    }
+    /* slow Llama drops a lone leading "▁" before a special token */
+    if (!rc && t->slow.llama && n > first + 1 && ids[first] == t->slow.meta_id && mx_tok_is_special(t, ids[first + 1])) {
+        memmove(ids + first, ids + first + 1, sizeof(int32_t) * (size_t)(n - first - 1));
+        n--;
     }
     for (int i = 0; !rc && add_special && i < t->npost_post; i++) rc = tk_push_id(&ids, &n, &cap, t->post_post[i]);
     mx_buf_free(&clean);
@@ -197,24 +218,68 @@ int mx_tok_encode(const mx_tokenizer *t, const char *text, size_t len, bool add_
 }
 
 /* ---- decode ---- */
+/* Decoder output of the pieces in `in`, appended to res. */
+static int decode_run(const mx_tokenizer *t, tk_ctx *c, tk_pieces *in, tk_pieces *out, mx_buf *res) {
+    int rc = MX_OK;
+    tk_pieces_clear(out);
+    if (t->dec) {
+        rc = tk_dec_apply(t->dec, c, in, out);
+        for (int i = 0; !rc && i < out->n; i++) rc = mx_buf_append(res, tk_piece(out, i), out->len[i]);
+    } else
+        for (int i = 0; !rc && i < in->n; i++) {
+            if (i && (rc = mx_buf_append(res, " ", 1))) break;
+            rc = mx_buf_append(res, tk_piece(in, i), in->len[i]);
+        }
+    return rc;
+}
+
+/* Slow tokenizers' decode: the runs between "brk" added tokens are decoded
+ * apart, the added tokens are their text, all joined with "" or " ". */
+static int decode_split(const mx_tokenizer *t, tk_ctx *c, const int32_t *ids, int n, bool skip_special, mx_buf *res) {
+    tk_pieces in = {0}, out = {0};
+    mx_buf run = {0};
+    int rc = MX_OK, nsub = 0;
+    for (int i = 0; !rc && i <= n; i++) {
+        int32_t id = i < n ? ids[i] : -1;
+        if (i < n && (id < 0 || id >= t->vocab_size || !t->id2str[id].s || (skip_special && mx_tok_is_special(t, id)))) continue;
+        int32_t a = i < n ? t->id2added[id] : -1;
+        if (i < n && (a < 0 || !t->added[a].brk)) { rc = tk_pieces_add(&in, t->id2str[id].s, t->id2str[id].len, 0); continue; }
+        if (in.n) { /* flush the run (an empty one only counts at the end) */
+            run.len = 0;
+            rc = decode_run(t, c, &in, &out, &run);
+            if (!rc && (run.len || i == n)) {
+                if (nsub++ && t->slow.space_join) rc = mx_buf_append(res, " ", 1);
+                if (!rc) rc = mx_buf_append(res, run.data ? run.data : "", run.len);
+            }
+            tk_pieces_clear(&in);
+        }
+        if (!rc && i < n) {
+            if (nsub++ && t->slow.space_join) rc = mx_buf_append(res, " ", 1);
+            if (!rc) rc = mx_buf_append(res, t->id2str[id].s, t->id2str[id].len);
+        }
+    }
+    tk_pieces_free(&in);
+    tk_pieces_free(&out);
+    mx_buf_free(&run);
+    return rc;
+}
+
 static int decode_into(const mx_tokenizer *t, tk_ctx *c, const int32_t *ids, int n, bool skip_special, bool cleanup, mx_buf *res) {
     tk_pieces in = {0}, out = {0};
     int rc = MX_OK;
     res->len = 0;
+    if (t->slow.split_decode) {
+        rc = decode_split(t, c, ids, n, skip_special, res);
+        goto end;
+    }
     for (int i = 0; !rc && i < n; i++) {
         int32_t id = ids[i];
         if (id < 0 || id >= t->vocab_size || !t->id2str[id].s) continue;
         if (skip_special && mx_tok_is_special(t, id)) continue;
         rc = tk_pieces_add(&in, t->id2str[id].s, t->id2str[id].len, 0);
     }
-    if (!rc && t->dec) {
-        rc = tk_dec_apply(t->dec, c, &in, &out);
-        for (int i = 0; !rc && i < out.n; i++) rc = mx_buf_append(res, tk_piece(&out, i), out.len[i]);
-    } else
-        for (int i = 0; !rc && i < in.n; i++) {
-            if (i && (rc = mx_buf_append(res, " ", 1))) break;
-            rc = mx_buf_append(res, tk_piece(&in, i), in.len[i]);
-        }
+    if (!rc) rc = decode_run(t, c, &in, &out, res);
+end:
     if (!rc && !res->data) rc = mx_buf_append(res, "", 0);
     if (!rc && cleanup && t->cleanup) rc = tk_cleanup(res, false);
     tk_pieces_free(&in);
@@ -432,7 +497,7 @@ static int pair(tj_doc *doc, const tj *e, tj *a, tj *b) {
 static int count_bad(const char *file, const char *what) { return mx_set_err("%s: %s: member count changed while reading", file, what); }
 
 /* vocab as {"token": id, ...} */
-static int load_vocab_dict(mx_tokenizer *t, tj_doc *doc, const tj *v, const char *file) {
+int tk_load_vocab_dict(mx_tokenizer *t, tj_doc *doc, const tj *v, const char *file) {
     tk_model *m = &t->model;
     if (!v || tj_type(v) != TJ_OBJ) return mx_set_err("%s: model.vocab: expected an object of token: id", file);
     /* ids first (they size the tables), keeping the keys: a lazy object is read once */
@@ -501,7 +566,7 @@ static int load_model(mx_tokenizer *t, tj_doc *doc, const tj *mj, const char *fi
     else type = "WordLevel";
     if (!strcmp(type, "BPE")) {
         m->type = M_BPE;
-        if (load_vocab_dict(t, doc, vocab, file)) return MX_ERR;
+        if (tk_load_vocab_dict(t, doc, vocab, file)) return MX_ERR;
         if (opt_str(mj, "continuing_subword_prefix", file, &m->csp, &m->csp_len)) return MX_ERR;
         if (opt_str(mj, "end_of_word_suffix", file, &m->eow, &m->eow_len)) return MX_ERR;
         m->byte_fallback = jbool(mj, "byte_fallback", false);
@@ -549,7 +614,7 @@ static int load_model(mx_tokenizer *t, tj_doc *doc, const tj *mj, const char *fi
         }
     } else if (!strcmp(type, "WordPiece") || !strcmp(type, "WordLevel")) {
         m->type = type[4] == 'P' ? M_WORDPIECE : M_WORDLEVEL;
-        if (load_vocab_dict(t, doc, vocab, file)) return MX_ERR;
+        if (tk_load_vocab_dict(t, doc, vocab, file)) return MX_ERR;
         const tj *unk = tj_get(mj, "unk_token");
         if (unk && unk->type == TJ_STR) m->unk_id = tk_smap_get(&m->map, m->vocab, unk->v.str, unk->n);
         if (m->type == M_WORDPIECE) {
@@ -603,7 +668,7 @@ static int load_model(mx_tokenizer *t, tj_doc *doc, const tj *mj, const char *fi
     return tk_model_finish(m, file);
 }
 
-static int add_ids(int32_t **arr, int *n, const int32_t *ids, int k) {
+int tk_add_ids(int32_t **arr, int *n, const int32_t *ids, int k) {
     int32_t *p = mx_realloc(*arr, sizeof(int32_t) * (size_t)(*n + k + 1));
     if (!p) return MX_ERR;
     memcpy(p + *n, ids, sizeof(int32_t) * (size_t)k);
@@ -633,7 +698,7 @@ static int load_post(mx_tokenizer *t, const tj *p, const char *file, int depth) 
     if (!strcmp(type, "BertProcessing") || !strcmp(type, "RobertaProcessing")) {
         int32_t cls, sep;
         if (special_pair(tj_get(p, "cls"), file, "cls", &cls) || special_pair(tj_get(p, "sep"), file, "sep", &sep)) return MX_ERR;
-        return add_ids(&t->post_pre, &t->npost_pre, &cls, 1) || add_ids(&t->post_post, &t->npost_post, &sep, 1) ? MX_ERR : MX_OK;
+        return tk_add_ids(&t->post_pre, &t->npost_pre, &cls, 1) || tk_add_ids(&t->post_post, &t->npost_post, &sep, 1) ? MX_ERR : MX_OK;
     }
     if (!strcmp(type, "TemplateProcessing")) {
         const tj *single = tj_get(p, "single"), *sp = tj_get(p, "special_tokens");
@@ -655,7 +720,7 @@ static int load_post(mx_tokenizer *t, const tj *p, const char *file, int depth) 
             for (uint32_t k = 0; k < ids->n; k++) {
                 int32_t id;
                 if (get_id(&ids->v.kids[k], file, "post_processor.special_tokens.ids", &id)) return MX_ERR;
-                if (after ? add_ids(&t->post_post, &t->npost_post, &id, 1) : add_ids(&t->post_pre, &t->npost_pre, &id, 1)) return MX_ERR;
+                if (after ? tk_add_ids(&t->post_post, &t->npost_post, &id, 1) : tk_add_ids(&t->post_pre, &t->npost_pre, &id, 1)) return MX_ERR;
             }
         }
         return MX_OK;
@@ -689,7 +754,7 @@ static int load_added(mx_tokenizer *t, const tj *arr, const char *file) {
 }
 
 /* After the model and added tokens: id tables and tries. */
-static int finish(mx_tokenizer *t, const char *file) {
+int tk_finish(mx_tokenizer *t, const char *file) {
     int32_t vs = t->model.n;
     for (int i = 0; i < t->nadded; i++) if (t->added[i].id + 1 > vs) vs = t->added[i].id + 1;
     t->vocab_size = vs;
@@ -795,7 +860,7 @@ static int32_t spec_id(const mx_tokenizer *t, const char *which) {
     return s ? mx_tok_token_id(t, s, strlen(s)) : -1;
 }
 
-static mx_tokenizer *tok_new(const char *name) {
+mx_tokenizer *tk_new(const char *name) {
     mx_tokenizer *t = mx_calloc(1, sizeof *t);
     if (!t) return NULL;
     t->name = mx_strdup(name ? name : "tokenizer");
@@ -811,7 +876,7 @@ static bool class_is(const tj *cfg, const char *a, const char *b) {
     return strstr(c->v.str, a) || (b && strstr(c->v.str, b));
 }
 
-static int load_common_tail(mx_tokenizer *t, const tj *cfg, const char *cfgname, bool spm, bool spm_bos, bool spm_eos) {
+int tk_common_tail(mx_tokenizer *t, const tj *cfg, const char *cfgname, bool spm, bool spm_bos, bool spm_eos) {
     bool add_bos = spm_bos, add_eos = spm_eos, hb = false, he = false;
     if (load_config(t, cfg, cfgname, &add_bos, &add_eos, &hb, &he)) return MX_ERR;
     t->bos = spec_id(t, "bos_token");
@@ -825,8 +890,8 @@ static int load_common_tail(mx_tokenizer *t, const tj *cfg, const char *cfgname,
      * add_bos_token / add_eos_token */
     if (spm || ((hb || he) && class_is(cfg, "Llama", "Gemma"))) {
         t->npost_pre = t->npost_post = 0;
-        if (add_bos && t->bos >= 0 && add_ids(&t->post_pre, &t->npost_pre, &t->bos, 1)) return MX_ERR;
-        if (add_eos && t->eos >= 0 && add_ids(&t->post_post, &t->npost_post, &t->eos, 1)) return MX_ERR;
+        if (add_bos && t->bos >= 0 && tk_add_ids(&t->post_pre, &t->npost_pre, &t->bos, 1)) return MX_ERR;
+        if (add_eos && t->eos >= 0 && tk_add_ids(&t->post_post, &t->npost_post, &t->eos, 1)) return MX_ERR;
     }
     return MX_OK;
 }
@@ -835,7 +900,7 @@ static mx_tokenizer *load_json(char *json, size_t len, const char *config, size_
                                const char *cfgname_in) { /* takes json (malloc'ed) */
     char *cfgname = mx_strdup(cfgname_in);
     if (!cfgname) { free(json); return NULL; }
-    mx_tokenizer *t = tok_new(file);
+    mx_tokenizer *t = tk_new(file);
     tj_doc *doc = NULL, *cdoc = NULL;
     const tj *root = NULL, *cfg = NULL;
     if (!t) { free(json); goto fail; }
@@ -857,11 +922,11 @@ static mx_tokenizer *load_json(char *json, size_t len, const char *config, size_
     if (!tj_is_null(pj) && !(t->pre = tk_pre_parse(pj, file, 0))) goto fail;
     const tj *dj = tj_get(root, "decoder");
     if (!tj_is_null(dj) && !(t->dec = tk_dec_parse(dj, file, 0))) goto fail;
-    if (finish(t, file)) goto fail;
+    if (tk_finish(t, file)) goto fail;
     if (load_post(t, tj_get(root, "post_processor"), file, 0)) goto fail;
     for (int i = 0; i < t->npost_pre; i++) if (t->post_pre[i] >= t->vocab_size) { mx_set_err("%s: post_processor: id %d outside the vocabulary", file, t->post_pre[i]); goto fail; }
     for (int i = 0; i < t->npost_post; i++) if (t->post_post[i] >= t->vocab_size) { mx_set_err("%s: post_processor: id %d outside the vocabulary", file, t->post_post[i]); goto fail; }
-    if (load_common_tail(t, cfg, cfgname, false, true, false)) goto fail;
+    if (tk_common_tail(t, cfg, cfgname, false, true, false)) goto fail;
     tj_free(doc);
     tj_free(cdoc);
     free(cfgname);
@@ -895,36 +960,19 @@ static int read_big(const char *path, size_t max, char **data, size_t *len) { re
 
 mx_tokenizer *mx_tok_load(const char *dir) {
     char *jp = mx_path_join(dir, "tokenizer.json"), *cp = mx_path_join(dir, "tokenizer_config.json");
-    char *mp = mx_path_join(dir, "tokenizer.model");
     char *data = NULL, *cdata = NULL;
     size_t len = 0, clen = 0;
     mx_tokenizer *t = NULL;
-    if (!jp || !cp || !mp) goto done;
-    bool has_cfg = mx_file_exists(cp);
-    if (has_cfg && mx_read_file(cp, 64u << 20, &cdata, &clen)) goto done;
-    if (mx_file_exists(jp)) {
-        if (read_big(jp, TK_MAX_FILE, &data, &len)) goto done;
-        t = load_json(data, len, cdata, clen, jp, cp);
-        data = NULL; /* taken */
-    } else if (mx_file_exists(mp)) {
-        if (read_big(mp, TK_MAX_FILE, &data, &len)) goto done;
-        t = tok_new(mp);
-        if (!t) goto done;
-        bool ab = true, ae = false;
-        tj_doc *cdoc = NULL;
-        const tj *cfg = NULL;
-        if (cdata && !(cfg = tj_parse(cdata, clen, cp, &cdoc))) { mx_tok_free(t); t = NULL; goto done; }
-        if (tk_load_spm(t, data, len, mp, &ab, &ae) || finish(t, mp) || load_common_tail(t, cfg, cp, true, ab, ae)) {
-            mx_tok_free(t);
-            t = NULL;
-        }
-        tj_free(cdoc);
-    } else mx_set_err("%s: no tokenizer.json or tokenizer.model", dir);
+    if (!jp || !cp) goto done;
+    if (!mx_file_exists(jp)) { t = tk_load_slow(dir); goto done; }
+    if (mx_file_exists(cp) && mx_read_file(cp, 64u << 20, &cdata, &clen)) goto done;
+    if (read_big(jp, TK_MAX_FILE, &data, &len)) goto done;
+    t = load_json(data, len, cdata, clen, jp, cp);
+    data = NULL; /* taken */
 done:
     free(data);
     free(cdata);
     free(jp);
     free(cp);
-    free(mp);
     return t;
 }

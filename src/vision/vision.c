@@ -155,8 +155,8 @@ static const char *layer_glob(mx_vision *v, const char *pat, int layer) {
 }
 
 /* A linear module (float or quantized, as mx_load_weight binds it) and its bias. */
-static int load_linear(mx_ckpt *ck, const char *module, int rows, int cols, bool bias, mx_weight *w, float **b) {
-    if (mx_load_weight(ck, module, rows, cols, 0, w)) return MX_ERR;
+static int load_linear(mx_ckpt *ck, const char *module, int rows, int cols, bool bias, const mx_kpolicy *kp, mx_weight *w, float **b) {
+    if (mx_load_weight(ck, module, rows, cols, 0, kp, w)) return MX_ERR;
     if (!bias) return MX_OK;
     char *nm = mx_asprintf("%s.bias", module);
     int r = nm ? load_vec(ck, nm, rows, b) : MX_ERR;
@@ -189,21 +189,22 @@ static int load_projector(mx_vision *v, mx_ckpt *ck) {
     int m2 = d->merge * d->merge, s2 = d->shuffle * d->shuffle;
     switch (d->proj) {
     case MX_VPROJ_MLP:
-        if (load_linear(ck, in, H, D, d->proj_bias, &v->p_in, &v->p_in_b) || load_linear(ck, out, H, H, d->proj_bias, &v->p_out, &v->p_out_b))
+        if (load_linear(ck, in, H, D, d->proj_bias, &v->tower.kp, &v->p_in, &v->p_in_b) ||
+            load_linear(ck, out, H, H, d->proj_bias, &v->tower.kp, &v->p_out, &v->p_out_b))
             return MX_ERR;
         break;
     case MX_VPROJ_LINEAR:
-        if (load_linear(ck, in, H, D, d->proj_bias, &v->p_in, &v->p_in_b)) return MX_ERR;
+        if (load_linear(ck, in, H, D, d->proj_bias, &v->tower.kp, &v->p_in, &v->p_in_b)) return MX_ERR;
         break;
     case MX_VPROJ_SHUFFLE:
-        if (load_linear(ck, in, H, D * s2, false, &v->p_in, NULL)) return MX_ERR;
+        if (load_linear(ck, in, H, D * s2, false, &v->tower.kp, &v->p_in, NULL)) return MX_ERR;
         break;
     case MX_VPROJ_POOL_NORM:
         if (load_norm(ck, norm, D, false, &v->p_norm) || matrix_transposed(ck, in, D, H, &v->p_in)) return MX_ERR;
         break;
     case MX_VPROJ_MERGER:
-        if (load_norm(ck, norm, D, true, &v->p_norm) || load_linear(ck, in, m2 * D, m2 * D, true, &v->p_in, &v->p_in_b) ||
-            load_linear(ck, out, H, m2 * D, true, &v->p_out, &v->p_out_b))
+        if (load_norm(ck, norm, D, true, &v->p_norm) || load_linear(ck, in, m2 * D, m2 * D, true, &v->tower.kp, &v->p_in, &v->p_in_b) ||
+            load_linear(ck, out, H, m2 * D, true, &v->tower.kp, &v->p_out, &v->p_out_b))
             return MX_ERR;
         break;
     }
@@ -238,6 +239,7 @@ int mx_vision_open(const char *dir, int text_hidden, mx_vision **out) {
         return MX_ERR;
     }
     pthread_mutex_init(&v->mu, NULL);
+    v->tower.kp = mx_kpolicy_default(); /* the process's policy; each encode runs it on its pool */
     mx_vision_desc *d = &v->d;
     mx_arch *a = &v->tower.arch;
     mx_cfg c = {vc, NULL, ck.config_path}, top = {ck.config, NULL, ck.config_path};
@@ -292,7 +294,7 @@ int mx_vision_open(const char *dir, int text_hidden, mx_vision **out) {
             mx_set_err("%s: missing or malformed position embedding '%s.weight'", dir, pos);
             goto fail;
         }
-        if (mx_load_weight(&ck, pos, n_pos, v->D, 0, &v->pos)) goto fail;
+        if (mx_load_weight(&ck, pos, n_pos, v->D, 0, NULL, &v->pos)) goto fail; /* rows looked up */
     }
     if (load_projector(v, &ck)) goto fail;
     ck.scope = MX_CKPT_VISION;

@@ -7,6 +7,11 @@ MLXCEL=${MLXCEL:-$PWD/build/mlxcel}
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 here=tests/cli
+# fixture[:tensors the family must ignore]
+CONVERT_FAMILIES="qwen3_5_text:mtp.fc.weight,mtp.layers.0.mlp.up_proj.weight qwen3_5_moe_text:mtp.fc.weight lfm2_moe minimax llama4_text gemma4_text"
+CONVERT_FAMILIES="$CONVERT_FAMILIES seed_oss apertus bitnet hunyuan_v1_dense hunyuan_v1_moe ministral3 glm4_moe dots1"
+CONVERT_FAMILIES="$CONVERT_FAMILIES ernie4_5_moe:model.mtp_block.0.input_layernorm.weight deepseek_v2 deepseek olmoe-clip longcat_flash:model.mtp.layers.0.eh_proj.weight"
+CONVERT_FAMILIES="$CONVERT_FAMILIES youtu minicpm3 glm4_moe_lite mistral4 minimax_m2 mimo_v2_flash:model.mtp.layers.0.eh_proj.weight deepseek_v32"
 ok() { echo "ok $1"; }
 fail() { echo "FAIL $1: $2"; }
 
@@ -61,6 +66,27 @@ if [ -d tests/fixtures/llama ]; then
       ok convert_summary; else fail convert_summary "$(tail -1 "$T/err")"; fi
   else fail convert_fixture_llama "$(tail -1 "$T/err")"; fi
 fi
+
+# the newer families: a purpose-built model from each fixture (margins that 4 bits keep), converted with
+# the default mode; its greedy ids must equal the float run's and its prompt top-1 agree
+fam_ids=$(python3 -c "import random; r=random.Random(5); print(','.join(str(r.randrange(3,300)) for _ in range(60)))")
+gen_ids() { python3 -c "import json,sys; print(json.load(sys.stdin)['generated_ids'])"; }
+for entry in $CONVERT_FAMILIES; do
+  fx=${entry%%:*}; extra=; [ "$fx" != "$entry" ] && extra=${entry#*:}
+  [ -d tests/fixtures/$fx ] || { fail "convert_family_$fx" "no fixture"; continue; }
+  src="$T/fam_$fx"
+  python3 $here/convert_family.py tests/fixtures/$fx "$src" 0.3 "$extra" || { fail "convert_family_$fx" "could not write the model"; continue; }
+  if ! fo=$("$MLXCEL" generate -m "$src" --prompt-ids "$fam_ids" -n 16 --ignore-eos --output-format json \
+            --logits-out "$T/fam_f.st" 2>"$T/err" | gen_ids); then fail "convert_family_${fx}_float" "$(tail -1 "$T/err")"; continue; fi
+  if ! "$MLXCEL" convert -m "$src" -o "${src}_q4" -q >/dev/null 2>"$T/err"; then
+    fail "convert_family_$fx" "$(tail -1 "$T/err")"; continue
+  fi
+  python3 $here/convert_check.py "$src" "${src}_q4" affine 4 64 keep 1
+  if ! qo=$("$MLXCEL" generate -m "${src}_q4" --prompt-ids "$fam_ids" -n 16 --ignore-eos --output-format json \
+            --logits-out "$T/fam_q.st" 2>"$T/err" | gen_ids); then fail "convert_family_${fx}_q4_runs" "$(tail -1 "$T/err")"; continue; fi
+  if [ "$fo" = "$qo" ]; then ok "convert_family_${fx}_greedy"; else fail "convert_family_${fx}_greedy" "float $fo vs 4-bit $qo"; fi
+  python3 $here/convert_top1.py "$T/fam_f.st" "$T/fam_q.st" "convert_family_${fx}_top1" 0.95
+done
 
 # bad arguments: one-line errors, non-zero exit
 expect_err() { # name, needle, args...

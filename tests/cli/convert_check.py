@@ -45,7 +45,8 @@ check("index_total_size", idx["metadata"]["total_size"] == sum(
 scfg = json.load(open(os.path.join(src, "config.json")))
 tied = scfg.get("tie_word_embeddings") is True
 expect = {}
-fdt = {"keep": None}.get(dtype, dtype)
+# "keep": what convert keeps without --dtype, the config's torch_dtype (as mlx-lm), else each tensor's own
+fdt = {"keep": {"float32": "F32", "bfloat16": "BF16", "float16": "F16"}.get(scfg.get("torch_dtype"))}.get(dtype, dtype)
 for k, (d, s, _) in st.items():
     if k.endswith("rotary_emb.inv_freq") or (tied and k == "lm_head.weight"): continue
     isf = d in ("F32", "F16", "BF16")

@@ -5,6 +5,7 @@
 # options, truncation, text input through a tokenizer, and clean errors.
 set -u
 cd "$(dirname "$0")/../.."
+here=tests/cli
 MLXCEL=${MLXCEL:-build/mlxcel}
 F=tests/fixtures
 tmp=$(mktemp -d)
@@ -46,7 +47,7 @@ EOF
 }
 
 # --- embed --hidden-out: last_hidden_state / pooler_output vs the references
-for fx in bert-embed xlm-roberta-embed modernbert-embed; do
+for fx in bert-embed xlm-roberta-embed modernbert-embed embeddinggemma; do
   ids=$(ref_ids $fx input_ids)
   types=""
   [ $fx = bert-embed ] && types="--token-type-ids $(ref_ids $fx token_type_ids)"
@@ -56,13 +57,55 @@ for fx in bert-embed xlm-roberta-embed modernbert-embed; do
   fi
   if msg=$(st_close "$tmp/h.st" $F/$fx/reference.safetensors last_hidden_state $rows); then ok "embed hidden-out $fx last_hidden_state"
   else fail "embed hidden-out $fx last_hidden_state" "$msg"; fi
-  if [ $fx != modernbert-embed ]; then
+  if [ $fx != modernbert-embed ] && [ $fx != embeddinggemma ]; then
     if msg=$(st_close "$tmp/h.st" $F/$fx/reference.safetensors pooler_output 1); then ok "embed hidden-out $fx pooler_output"
     else fail "embed hidden-out $fx pooler_output" "$msg"; fi
   elif python3 -c "import sys,json,struct;b=open('$tmp/h.st','rb').read();n=struct.unpack('<Q',b[:8])[0];sys.exit('pooler_output' in json.loads(b[8:8+n]))"; then
-    ok "embed hidden-out modernbert-embed has no pooler_output"
-  else fail "embed hidden-out modernbert-embed" "wrote a pooler_output for a model without a pooler"; fi
+    ok "embed hidden-out $fx has no pooler_output"
+  else fail "embed hidden-out $fx" "wrote a pooler_output for a model without a pooler"; fi
 done
+
+# --- EmbeddingGemma (bidirectional Gemma 3): the default pooling of a bidirectional model is the mean of
+# the valid rows of the reference hidden states, and the server's /v1/embeddings serves the same vector
+G=$F/embeddinggemma
+gids=$(ref_ids embeddinggemma input_ids)
+mean_close() { # json-file
+  python3 - "$1" $G/reference.safetensors <<'EOF'
+import json, struct, sys
+j = json.load(open(sys.argv[1])); v = j['embeddings'][0] if 'embeddings' in j else j['data'][0]['embedding']
+b = open(sys.argv[2], 'rb').read(); n = struct.unpack('<Q', b[:8])[0]; h = json.loads(b[8:8 + n])
+def get(k, f):
+    s, e = h[k]['data_offsets']; return struct.unpack('<%d%s' % ((e - s) // struct.calcsize(f), f), b[8 + n + s:8 + n + e])
+mask, hid = get('attention_mask', 'q'), get('last_hidden_state', 'f'); H = len(v)
+rows = [hid[t * H:(t + 1) * H] for t in range(len(mask)) if mask[t]]
+ref = [sum(r[i] for r in rows) / len(rows) for i in range(H)]
+tol = 1e-4 * max(1.0, max(abs(x) for x in hid))
+d = max(abs(a - b) for a, b in zip(v, ref))
+if d > tol: print('max diff %g > %g' % (d, tol)); sys.exit(1)
+EOF
+}
+if "$MLXCEL" embed -m $G --prompt-ids "$gids" --output-format json >"$tmp/g.json" 2>"$tmp/err" && msg=$(mean_close "$tmp/g.json"); then
+  ok "embed embeddinggemma: bidirectional, mean pooling of the reference rows"
+else fail "embed embeddinggemma" "$msg $(head -c 300 "$tmp/err")"; fi
+mkdir -p "$tmp/eg" # a server needs a tokenizer: the test WordPiece (tests/server/tinybert) over the fixture ids
+cp $G/config.json $G/model.safetensors tests/server/tinybert/tokenizer.json "$tmp/eg/"
+gport=$((20000 + RANDOM % 20000))
+"$MLXCEL" serve -m "$tmp/eg" --port $gport -t 1 2>"$tmp/gserve.log" & gpid=$!
+for i in $(seq 1 100); do
+  python3 -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:$gport/health')" 2>/dev/null && break; sleep 0.1
+done
+if python3 - $gport "$gids" "$tmp/gs.json" <<'EOF'
+import json, sys, urllib.request
+body = json.dumps({"input": [[int(x) for x in sys.argv[2].split(',')]], "encoding_format": "float"}).encode()
+r = urllib.request.urlopen(urllib.request.Request('http://127.0.0.1:%s/v1/embeddings' % sys.argv[1], body, {'content-type': 'application/json'}))
+open(sys.argv[3], 'w').write(r.read().decode())
+EOF
+then
+  if msg=$(mean_close "$tmp/gs.json") && python3 -c "import json,sys; a=json.load(open('$tmp/gs.json'))['data'][0]['embedding']; b=json.load(open('$tmp/g.json'))['embeddings'][0]; sys.exit(max(abs(x-y) for x,y in zip(a,b)) > 1e-6)"; then
+    ok "serve embeddinggemma: /v1/embeddings equals the CLI and the reference"
+  else fail "serve embeddinggemma" "$msg"; fi
+else fail "serve embeddinggemma" "$(tail -3 "$tmp/gserve.log")"; fi
+kill -TERM $gpid 2>/dev/null; wait $gpid 2>/dev/null
 
 # --- rerank logits vs the references (json: logits, scores = sigmoid)
 for fx in bert-cls xlm-roberta-cls modernbert-cls; do
@@ -82,6 +125,20 @@ if abs(lg - ref) > tol or abs(sc - 1 / (1 + math.exp(-ref))) > tol or j['ranking
     print('logit %g ref %g score %g' % (lg, ref, sc)); sys.exit(1)
 EOF
   ); then ok "rerank $fx logits and scores"; else fail "rerank $fx" "$msg"; fi
+done
+
+# --- LFM2.5-Embedding-style bidirectional LFM2 (the lfm2 fixture's weights): hidden states against a
+# plain-Python reference of transformers' Lfm2BidirectionalModel (tests/cli/lfm2_bidir_ref.py), under
+# model_type lfm2_bidirectional and under lfm2 with an Lfm2BidirectionalModel architecture
+lids=2,17,45,3,200,91,8,150,33,61,5,270,19
+python3 $here/lfm2_bidir_ref.py $F/lfm2 $lids "$tmp/lfm2_ref.st"
+for mt in lfm2_bidirectional lfm2; do
+  mkdir -p "$tmp/lfm2bi_$mt"
+  ln -sf "$PWD/$F/lfm2/model.safetensors" "$tmp/lfm2bi_$mt/"
+  python3 -c "import json,sys; c=json.load(open('$F/lfm2/config.json')); c['model_type']='$mt'; c['architectures']=['Lfm2BidirectionalModel']; json.dump(c, open('$tmp/lfm2bi_$mt/config.json','w'))"
+  if "$MLXCEL" embed -m "$tmp/lfm2bi_$mt" --prompt-ids $lids --hidden-out "$tmp/lh.st" >/dev/null 2>"$tmp/err" &&
+     msg=$(st_close "$tmp/lh.st" "$tmp/lfm2_ref.st" last_hidden_state 13); then ok "embed bidirectional lfm2 ($mt): hidden states equal the reference"
+  else fail "embed bidirectional lfm2 ($mt)" "$msg $(head -c 300 "$tmp/err")"; fi
 done
 
 # --- embed output formats, batching, options
@@ -199,4 +256,5 @@ err_case "embed token type out of range" "token type id 2" "$MLXCEL" embed -m $B
 err_case "rerank with an embedding model" "not a one-label cross-encoder" "$MLXCEL" rerank -m $B --prompt-ids 2,3
 err_case "rerank without documents" "at least one -d" "$MLXCEL" rerank -m $F/bert-cls -q "x"
 err_case "rerank bad output format" "is not one of text|json" "$MLXCEL" rerank -m $F/bert-cls --prompt-ids 2,3 --output-format xml
+err_case "generate with a bidirectional model" "attends bidirectionally" "$MLXCEL" generate -m $F/embeddinggemma --prompt-ids 2,3 -n 1
 exit 0

@@ -34,7 +34,7 @@ PY
 cmp -s "$tmp/want.txt" "$tmp/got.txt" && [ $rc = 0 ]; check "cli/tokenize --jsonl gpt2 goldens" $? "rc=$rc $(diff "$tmp/want.txt" "$tmp/got.txt" | head -3)"
 # errors
 out=$("$M" tokenize -m "$tmp" -p x 2>&1); rc=$?
-[ $rc = 1 ] && [[ "$out" == *"$tmp: no tokenizer.json or tokenizer.model"* ]]; check "cli/tokenize missing files" $? "rc=$rc $out"
+[ $rc = 1 ] && [[ "$out" == *"$tmp: no tokenizer.json, vocab.json + merges.txt or tokenizer.model"* ]]; check "cli/tokenize missing files" $? "rc=$rc $out"
 printf '{"model": {"type": "BPE", "vocab": {"a": 0}, "merges": ["a b"]}}' > "$tmp/tokenizer.json"
 out=$("$M" tokenize -m "$tmp" -p x 2>&1); rc=$?
 [ $rc = 1 ] && [[ "$out" == *"$tmp/tokenizer.json: model.merges[0]: \"b\" is not in the vocabulary"* ]]; check "cli/tokenize malformed json" $? "rc=$rc $out"

@@ -7,7 +7,6 @@
 #include "test.h"
 #include "base/base.h"
 #include "runtime/engine.h"
-#include "quant/quant.h"
 #include "fixtures.h"
 
 #define NS 3
@@ -30,7 +29,7 @@ static void check_fixture(const char *name, const char *dir) {
     int bad_step = -1;
     for (int step = 0; step <= steps && same; step++) {
         /* the kernel choices the scheduler makes: prompt chunks, then decode steps */
-        mx_qmatmul_set_mode(step ? MX_QMODE_PER_TOKEN : MX_QMODE_PANEL);
+        mx_ctx_policy(ctx)->qmode = step ? MX_QMODE_PER_TOKEN : MX_QMODE_PANEL;
         mx_seq_in in[NS];
         for (int s = 0; s < NS; s++) {
             int off = step ? LENS[s] + step - 1 : 0, n = step ? 1 : LENS[s];
@@ -67,8 +66,8 @@ static void check_long(const char *name, const char *dir) {
     mx_pool *pool = mx_pool_new(2);
     mx_ctx *ctx = mx_ctx_new(&e.model, L0 + L1, L0 + 1, pool);
     float *la = malloc(sizeof(float) * 2 * V), *lj = malloc(sizeof(float) * 2 * V);
-    mx_qmatmul_set_mode(MX_QMODE_PANEL);
     bool ok = ctx != NULL;
+    if (ok) mx_ctx_policy(ctx)->qmode = MX_QMODE_PANEL;
     mx_seq_in in[2];
     for (int s = 0; s < 2 && ok; s++) {
         mx_kv *k = mx_kv_new(&e.model, L0 + 1);

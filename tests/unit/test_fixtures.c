@@ -5,7 +5,7 @@
  * or 2e-2 * max(1, max|ref|) where a matmul quantized the activations
  * (12-bit codes on VNNI CPUs; such fixtures also run once with them off and
  * must then meet 1e-4). BF16-weight fixtures run once more with the opt-in
- * bf16 activations (MLXCEL_BF16_DOT) under the 2e-2 rule. Greedy ids are
+ * bf16 activations (the policy's bf16_dot) under the 2e-2 rule. Greedy ids are
  * exact either way. */
 #include "test.h"
 #include "base/base.h"
@@ -18,6 +18,8 @@
 /* matmuls so far that quantized the activations */
 static unsigned long qcalls(void) { return mx_qmatmul_int8_calls() + mx_matmul_bf16dot_calls(); }
 static float rule(unsigned long qcalls_before) { return qcalls() != qcalls_before ? 2e-2f : 1e-4f; }
+/* the activation paths of the sessions run_mode makes (kernels/policy.h) */
+static bool g_act12 = true, g_bf16_dot = false;
 
 static void run_mode(const char *name, mx_engine *e, int chunk, const int32_t *ids, int T, const float *ref_logits,
                      const int32_t *gids, int N, const float *ref_glogits, bool check_prompt) {
@@ -26,6 +28,8 @@ static void run_mode(const char *name, mx_engine *e, int chunk, const int32_t *i
     mx_session s;
     snprintf(label, sizeof label, "%s/chunk%d", name, chunk);
     if (mx_session_init(&s, e, T + N + 1, chunk, NULL)) { CHECK(label, 0, "session: %s", mx_errmsg()); return; }
+    mx_ctx_policy(s.ctx)->act12 = g_act12;
+    mx_ctx_policy(s.ctx)->bf16_dot = g_bf16_dot;
     float *lg = malloc(sizeof(float) * (size_t)T * V), *last = malloc(sizeof(float) * V);
     unsigned long c0 = qcalls();
     if (mx_session_feed(&s, ids, T, lg, last)) { CHECK(label, 0, "prefill: %s", mx_errmsg()); goto out; }
@@ -77,18 +81,18 @@ static void one(const char *name, const char *dir, const char *task, void *ctx) 
         char nm[256];
         snprintf(nm, sizeof nm, "%s/bf16dot", name);
         unsigned long d0 = mx_matmul_bf16dot_calls();
-        mx_mm_set_bf16_dot(1);
+        g_bf16_dot = true;
         run_mode(nm, &e, 512, ids, T, logits, gids, N, gl, true);
-        mx_mm_set_bf16_dot(0);
+        g_bf16_dot = false;
         CHECK(nm, mx_matmul_bf16dot_calls() != d0, "the prompt's matmuls did not take the bf16 dot path");
     }
     if (mx_qmatmul_int8_calls() != c0) { /* the f32-activation kernels still meet 1e-4 */
         char nm[256];
         snprintf(nm, sizeof nm, "%s/f32act", name);
-        mx_qmatmul_set_int8(false);
+        g_act12 = false;
         run_mode(nm, &e, 512, ids, T, logits, gids, N, gl, true);
         run_mode(nm, &e, 1, ids, T, logits, gids, N, gl, true);
-        mx_qmatmul_set_int8(true);
+        g_act12 = true;
     }
     free(ids); free(gids); free(logits); free(gl);
     mx_engine_close(&e);

@@ -77,6 +77,8 @@ static const int ns[] = {1, 2, 3, 4, 7, 33, 48, 130};
 
 static void test_matmul_level(const char *lvl, mx_pool *pool, int bf16dot) {
     unsigned seed = 12345;
+    mx_kpolicy kp = mx_kpolicy_on(pool);
+    kp.bf16_dot = bf16dot;
     const mx_wfmt fmts[] = {MX_W_F32, MX_W_F16, MX_W_BF16};
     const char *fnames[] = {"f32", "f16", "bf16"};
     for (int fi = 0; fi < 3; fi++) {
@@ -96,7 +98,7 @@ static void test_matmul_level(const char *lvl, mx_pool *pool, int bf16dot) {
                 for (size_t i = 0; i < (size_t)n * ldx; i++) x[i] = t_randf(&seed);
                 for (size_t i = 0; i < (size_t)n * ldy; i++) y[i] = ref[i] = 1234.5f;
                 mx_matmul_ref(&t.w, x, n, ldx, ref, ldy);
-                mx_matmul(&t.w, x, n, ldx, y, ldy, pool);
+                mx_matmul(&t.w, x, n, ldx, y, ldy, &kp);
                 /* bf16 dot rounds x to bf16: relative 2^-9 per product; the
                  * bf2 kernels (BF16 weights, AVX-512 BF16) take x as bf16
                  * hi + lo, at most 2^-17 |x| off */
@@ -110,7 +112,7 @@ static void test_matmul_level(const char *lvl, mx_pool *pool, int bf16dot) {
                 /* batch invariance: every token alone gives the same bits as in the batch */
                 for (int tok = 0; tok < n && !fails && !bf16dot; tok++) {
                     float *y1 = malloc(sizeof(float) * (size_t)rows);
-                    mx_matmul(&t.w, x + (size_t)tok * ldx, 1, ldx, y1, rows, pool);
+                    mx_matmul(&t.w, x + (size_t)tok * ldx, 1, ldx, y1, rows, &kp);
                     if (memcmp(y1, y + (size_t)tok * ldy, sizeof(float) * (size_t)rows) != 0) {
                         snprintf(why, sizeof why, "token %d alone differs from the batch [rows=%d cols=%d n=%d]", tok,
                                  rows, cols, n);
@@ -411,11 +413,7 @@ int main(void) {
         const char *nm = mx_cpu_name(l);
         test_matmul_level(nm, NULL, 0);
         test_matmul_level(nm, pool, 0);
-        if (l == MX_CPU_AVX512 && ci->avx512_bf16) {
-            mx_mm_set_bf16_dot(1);
-            test_matmul_level(nm, pool, 1);
-            mx_mm_set_bf16_dot(0);
-        }
+        if (l == MX_CPU_AVX512 && ci->avx512_bf16) test_matmul_level(nm, pool, 1);
         test_ops_level(nm);
         test_bf16_split(nm, !split_ref);
         split_ref = true;

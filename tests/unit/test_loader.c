@@ -86,7 +86,64 @@ static void expect(const char *name, const char *needle, const char *needle2) {
     CHECK(name, ok, "error was: %s (wanted '%s'%s%s)", msg, needle, needle2 ? " and " : "", needle2 ? needle2 : "");
 }
 
+/* A copy of fixture `fx` in g_dir whose config gets `cfg_extra` (a JSON
+ * fragment appended to the top-level object, or "") and whose weights get one
+ * more tensor `extra` of 4 floats: multi-token-prediction modules some
+ * checkpoints carry, which their families must ignore by name. */
+static void mtp_copy(const char *fx, const char *cfg_extra, const char *extra) {
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "rm -rf %s && mkdir -p %s", g_dir, g_dir);
+    if (system(cmd)) {}
+    char *src = mx_path_join(fx, "config.json"), *text = NULL;
+    size_t len = 0;
+    if (mx_read_file(src, 1 << 20, &text, &len)) { free(src); return; }
+    char *end = strrchr(text, '}');
+    if (end) *end = 0;
+    char *cfg = mx_asprintf("%s%s}", text, cfg_extra);
+    write_text("config.json", cfg);
+    free(cfg); free(text); free(src);
+    src = mx_path_join(fx, "model.safetensors");
+    mx_st_file f;
+    if (mx_st_open(src, &f)) { free(src); return; }
+    mx_st_out *ts = calloc((size_t)f.n_tensors + 1, sizeof *ts);
+    for (int i = 0; i < f.n_tensors; i++) {
+        const mx_tensor *t = &f.tensors[i];
+        ts[i] = (mx_st_out){t->name, t->dtype, t->ndim, {0}, t->data, t->nbytes};
+        memcpy(ts[i].shape, t->shape, sizeof t->shape);
+    }
+    ts[f.n_tensors] = (mx_st_out){extra, MX_DT_F32, 1, {4}, g_zeros, 16};
+    char *dst = mx_path_join(g_dir, "model.safetensors");
+    mx_st_write(dst, ts, f.n_tensors + 1, NULL);
+    free(dst); free(ts); free(src);
+    mx_st_close(&f);
+}
+
+static void expect_loads(const char *name) {
+    mx_engine e;
+    int rc = mx_engine_open(g_dir, &e);
+    CHECK(name, rc == 0, "%s", mx_errmsg());
+    if (!rc) mx_engine_close(&e);
+}
+
+static void test_mtp(void) {
+    /* GLM-4.5 / DeepSeek: next-n layers after the last layer */
+    mtp_copy("tests/fixtures/glm4_moe", ",\"num_nextn_predict_layers\":1", "model.layers.3.eh_proj.weight");
+    expect_loads("mtp/glm4_moe_nextn_layer_ignored");
+    mtp_copy("tests/fixtures/glm4_moe", "", "model.layers.3.eh_proj.weight");
+    expect("mtp/glm4_moe_undeclared_layer", "unexpected tensor", "model.layers.3.eh_proj.weight");
+    /* ERNIE 4.5: model.mtp_* modules */
+    mtp_copy("tests/fixtures/ernie4_5_moe", "", "model.mtp_block.0.input_layernorm.weight");
+    expect_loads("mtp/ernie4_5_moe_ignored");
+    /* Qwen3-Next: top-level mtp.* */
+    mtp_copy("tests/fixtures/qwen3_next", "", "mtp.fc.weight");
+    expect_loads("mtp/qwen3_next_ignored");
+}
+
 int main(void) {
+    if (!access("tests/fixtures/glm4_moe/config.json", R_OK)) {
+        snprintf(g_dir, sizeof g_dir, "/tmp/mlxcel-test-loader-mtp-%d", (int)getpid());
+        test_mtp();
+    }
     snprintf(g_dir, sizeof g_dir, "/tmp/mlxcel-test-loader-%d", (int)getpid());
     reset(NULL);
     write_model(NULL, NULL, NULL);
@@ -226,6 +283,49 @@ int main(void) {
     reset(",\"rms_norm_eps\":-5");
     write_model(NULL, NULL, NULL);
     expect("config/negative_eps", "rms_norm_eps", NULL);
+    /* transformers v5 rope_parameters are read like rope_scaling */
+    reset(",\"rope_parameters\":{\"rope_type\":\"warp\",\"rope_theta\":1e4}");
+    write_model(NULL, NULL, NULL);
+    expect("config/rope_parameters_type", "unsupported rope_type 'warp'", NULL);
+    reset(",\"rope_parameters\":{\"rope_type\":\"default\",\"rope_theta\":-1}");
+    write_model(NULL, NULL, NULL);
+    expect("config/rope_parameters_theta", "rope_theta", NULL);
+    /* xIELU has per-layer parameters only some families bind */
+    reset(",\"hidden_act\":\"xielu\"");
+    write_model(NULL, NULL, NULL);
+    expect("config/xielu_unbound", "xielu activation needs per-layer parameters", NULL);
+    /* configs refused by name rather than mis-read */
+    static const struct { const char *name, *cfg, *needle; } refuse[] = {
+        {"config/griffin_deepmind", "{\"model_type\":\"griffin\",\"width\":8,\"num_heads\":2}", "DeepMind Griffin config"},
+        {"config/phixtral", "{\"model_type\":\"phi-msft\",\"n_embd\":8,\"n_head\":2,\"num_local_experts\":4}", "Phixtral"},
+        {"config/bitnet_packed", "{\"model_type\":\"bitnet\",\"hidden_size\":8,\"num_hidden_layers\":1,\"num_attention_heads\":2,"
+                                 "\"vocab_size\":16,\"quantization_config\":{\"quant_method\":\"bitnet\"}}", "ternary-packed"},
+        {"config/hunyuan_cla", "{\"model_type\":\"hunyuan\",\"hidden_size\":8,\"num_hidden_layers\":1,\"num_attention_heads\":2,"
+                               "\"vocab_size\":16,\"use_cla\":true}", "use_cla"},
+        {"config/hunyuan_uneven_experts", "{\"model_type\":\"hunyuan_v1_moe\",\"hidden_size\":8,\"num_hidden_layers\":2,"
+                                          "\"num_attention_heads\":2,\"vocab_size\":16,\"num_experts\":[4,8]}", "per-layer values that differ"},
+        {"config/deepseek_v2_norm_topk", "{\"model_type\":\"deepseek_v2\",\"hidden_size\":8,\"num_hidden_layers\":1,"
+                                         "\"num_attention_heads\":2,\"vocab_size\":16,\"num_experts_per_tok\":2,\"norm_topk_prob\":true}",
+         "norm_topk_prob"},
+        {"config/longcat_layers", "{\"model_type\":\"longcat_flash\",\"hidden_size\":8,\"num_layers\":2,\"num_hidden_layers\":3,"
+                                  "\"num_attention_heads\":2,\"vocab_size\":16}", "is not 2 * num_layers"},
+        {"config/deepseek_sigmoid", "{\"model_type\":\"deepseek\",\"hidden_size\":8,\"num_hidden_layers\":1,\"num_attention_heads\":2,"
+                                    "\"vocab_size\":16,\"scoring_func\":\"sigmoid\"}", "scoring_func 'sigmoid'"},
+        {"config/deepseek_v32_no_q_lora", "{\"model_type\":\"deepseek_v32\",\"hidden_size\":8,\"num_hidden_layers\":1,"
+                                          "\"num_attention_heads\":2,\"vocab_size\":16,\"q_lora_rank\":null}", "q_lora_rank is required"},
+        {"config/deepseek_v32_layer_types", "{\"model_type\":\"deepseek_v32\",\"hidden_size\":8,\"num_hidden_layers\":1,"
+                                            "\"num_attention_heads\":2,\"vocab_size\":16,\"layer_types\":[\"full_attention\"]}",
+         "only deepseek_sparse_attention"},
+        {"config/mlp_layer_types", "{\"model_type\":\"glm4_moe_lite\",\"hidden_size\":8,\"num_hidden_layers\":2,"
+                                   "\"num_attention_heads\":2,\"vocab_size\":16,\"mlp_layer_types\":[\"dense\",\"moe\"]}",
+         "mlp_layer_types[1]: unsupported type 'moe'"},
+    };
+    for (size_t i = 0; i < MX_ARRAY_LEN(refuse); i++) {
+        reset(NULL);
+        write_model(NULL, NULL, NULL);
+        write_text("config.json", refuse[i].cfg);
+        expect(refuse[i].name, refuse[i].needle, NULL);
+    }
     write_text("config.json", "{\"model_type\":\"nosuchmodel\",\"hidden_size\":8}");
     expect("config/unknown_model_type", "model_type 'nosuchmodel' is not supported", NULL);
     write_text("config.json", "{\"model_type\": ");

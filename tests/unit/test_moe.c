@@ -11,6 +11,7 @@
 #include "nn/moe.h"
 #include "quant/quant.h"
 #include "quant/quant_impl.h"
+#include "convert/convert.h"
 #include "runtime/engine.h"
 #include <signal.h>
 #include <sys/mman.h>
@@ -80,6 +81,39 @@ static void test_routing(void) {
     mx_moe_spec g = {.n_experts = 4, .top_k = 1, .route = MX_ROUTE_SIGMOID, .n_group = 2, .topk_group = 1};
     mx_moe_route(&g, ln, bn, idx, w, tmp);
     CHECK("route_sigmoid_masked_zero", idx[0] == 0, "got %d", idx[0]);
+    g.group_mask_inf = true; /* GLM-4.7-Flash, DeepSeek-V3.2: masked to -inf, the eligible group's best wins */
+    mx_moe_route(&g, ln, bn, idx, w, tmp);
+    CHECK("route_sigmoid_masked_inf", idx[0] == 2, "got %d", idx[0]);
+
+    /* softmax with a selection bias (ERNIE 4.5): logits {1, 3, 2, 0}, bias
+     * e3 += 0.9 -> choice p + b: e3 (.032 + .9) then e1; weights are the plain
+     * probabilities, renormalised over max(sum, norm_min) */
+    float be[4] = {0, 0, 0, 0.9f};
+    mx_moe_spec e = {.n_experts = 4, .top_k = 2, .route = MX_ROUTE_SOFTMAX, .norm_p = 1, .norm_min = 1e-12f};
+    mx_moe_route(&e, l4, be, idx, w, tmp);
+    double p3 = 1 / z, p1b = exp(3.0) / z;
+    CHECK("route_softmax_bias", idx[0] == 3 && idx[1] == 1 && near(w[0], (float)(p3 / (p3 + p1b)), 1e-6f) &&
+                                    near(w[1], (float)(p1b / (p3 + p1b)), 1e-6f),
+          "got %d %d %g %g", idx[0], idx[1], w[0], w[1]);
+    /* the clamp: weights over max(sum, norm_min) when the sum is smaller */
+    e.norm_min = 10.0f;
+    mx_moe_route(&e, l4, be, idx, w, tmp);
+    CHECK("route_norm_min", near(w[0], (float)(p3 / 10), 1e-7f) && near(w[1], (float)(p1b / 10), 1e-7f), "got %g %g", w[0], w[1]);
+
+    /* DeepSeek-V2 group_limited_greedy: a group scores its best probability.
+     * logits {2, -5, 1.5, 1.5, 0, 0, 0, 0}, 4 groups of 2, 1 group kept, top-2:
+     * g0 (max e0) beats g1 (1.5 each: sum of top-2 would win) -> e0, e1 */
+    float lg[8] = {2, -5, 1.5f, 1.5f, 0, 0, 0, 0};
+    mx_moe_spec v2 = {.n_experts = 8, .top_k = 2, .route = MX_ROUTE_SOFTMAX, .n_group = 4, .topk_group = 1, .group_max = true,
+                      .routed_scale = 2};
+    mx_moe_route(&v2, lg, NULL, idx, w, tmp);
+    double zg = exp(2.0) + exp(-5.0) + 2 * exp(1.5) + 4;
+    CHECK("route_group_max", idx[0] == 0 && idx[1] == 1 && near(w[0], (float)(2 * exp(2.0) / zg), 1e-6f) &&
+                                 near(w[1], (float)(2 * exp(-5.0) / zg), 1e-6f),
+          "got %d %d %g %g", idx[0], idx[1], w[0], w[1]);
+    v2.group_max = false;
+    mx_moe_route(&v2, lg, NULL, idx, w, tmp);
+    CHECK("route_group_top2", idx[0] == 2 && idx[1] == 3, "got %d %d (top-2 sums pick group 1)", idx[0], idx[1]);
 
     /* sparsemixer (PhiMoE), eps 0.01: logits {2, 1.99, 0, 1}. Round 1: max 2
      * (e0); masked where (2 - s) / max(|s|, 2) > 0.02 -> e2, e3; weight =
@@ -126,7 +160,7 @@ static void prefill_vs_decode(const char *name, const char *dir, mx_pool *pool) 
     mx_seq_in s1 = {.kv = k1, .tokens = toks, .n = T};
     /* grouping is what is compared: both passes with f32 activations (the
      * int8 decode path is checked against the fixtures in test_fixtures) */
-    mx_qmatmul_set_int8(false);
+    mx_ctx_policy(c)->act12 = false;
     int rc = mx_forward(c, &s1, 1, a, true);
     mx_moe_stats pre;
     mx_moe_stats_get(m, &pre, true);
@@ -142,7 +176,6 @@ static void prefill_vs_decode(const char *name, const char *dir, mx_pool *pool) 
             st.expert_bytes != per_expert * (uint64_t)(K * L))
             step_ok = false;
     }
-    mx_qmatmul_set_int8(true);
     snprintf(label, sizeof label, "%s_forward", name);
     CHECK(label, !rc, "%s", mx_errmsg());
     float mx = 1;
@@ -383,6 +416,8 @@ static int convert(const char *src, const char *dst, bool stacked, bool quant, b
     return rc;
 }
 
+static bool g_act12 = true; /* the activation path of prompt_logits' passes */
+
 static float *prompt_logits(const char *dir, int T, const int32_t *toks, mx_pool *pool, int *V, uint64_t *bytes) {
     mx_engine e;
     if (mx_engine_open(dir, &e)) { printf("# %s: %s\n", dir, mx_errmsg()); return NULL; }
@@ -392,6 +427,7 @@ static float *prompt_logits(const char *dir, int T, const int32_t *toks, mx_pool
     mx_ctx *c = mx_ctx_new(&e.model, T, T, pool);
     mx_kv *kv = mx_kv_new(&e.model, T);
     mx_seq_in s = {.kv = kv, .tokens = toks, .n = T, .seg_end = 0};
+    if (c) mx_ctx_policy(c)->act12 = g_act12;
     if (mx_forward(c, &s, 1, lg, true)) { free(lg); lg = NULL; }
     mx_kv_free(kv);
     mx_ctx_free(c);
@@ -470,10 +506,10 @@ static void test_mla_layout(mx_pool *pool) {
     uint64_t by[4];
     /* the layouts are compared with f32 activations: int8 coding of the
      * differently factored products would differ by its own rounding */
-    mx_qmatmul_set_int8(false);
+    g_act12 = false;
     float *r = prompt_logits(src, T, toks, pool, &V, &by[0]), *a = ok ? prompt_logits(da, T, toks, pool, &V, &by[1]) : NULL;
     float *b = ok ? prompt_logits(db, T, toks, pool, &V, &by[2]) : NULL, *c = ok ? prompt_logits(dc, T, toks, pool, &V, &by[3]) : NULL;
-    mx_qmatmul_set_int8(true);
+    g_act12 = true;
     CHECK("mla_layout_load", r && a && b && c, "load/forward failed");
     if (r && a && b && c) {
         size_t n = (size_t)T * V;
@@ -657,7 +693,8 @@ static void test_mla_cache(void) {
 int main(void) {
     test_routing();
     mx_pool *pool = mx_pool_new(2);
-    const char *fx[] = {"mixtral", "qwen2_moe", "qwen3_moe", "olmoe", "phimoe", "dbrx", "granitemoe", "gpt_oss", "deepseek_v3"};
+    const char *fx[] = {"mixtral", "qwen2_moe", "qwen3_moe", "olmoe", "phimoe", "dbrx", "granitemoe", "gpt_oss", "deepseek_v3",
+                        "qwen3_5_moe_text", "lfm2_moe", "minimax", "llama4_text"};
     for (size_t i = 0; i < MX_ARRAY_LEN(fx); i++) {
         char dir[128];
         snprintf(dir, sizeof dir, "tests/fixtures/%s", fx[i]);

@@ -12,6 +12,7 @@
 #include "kernels/kernels.h"
 #include "quant/quant.h"
 #include "quant/quant_impl.h"
+#include "convert/convert.h"
 #include <dirent.h>
 #include <stdint.h>
 #include <unistd.h>
@@ -111,12 +112,12 @@ static tw make_tw(mx_wfmt fmt, int bits, int group, int rows, int cols, mx_dtype
     return t;
 }
 
-/* Checks mx_qrow against the README formulas, exactly. */
+/* Checks mx_weight_row against the README formulas, exactly. */
 static int check_rows(const mx_weight *w, char *why, size_t whylen) {
     float *row = malloc((size_t)w->cols * sizeof(float));
     int bad = 0;
     for (int r = 0; r < w->rows && !bad; r++) {
-        mx_qrow(w, r, row);
+        mx_weight_row(w, r, row);
         for (int c = 0; c < w->cols; c++) {
             float e = ref_elem(w, r, c);
             if (memcmp(&e, &row[c], 4) && !(e == row[c])) {
@@ -141,7 +142,8 @@ static int check_mm(const mx_weight *w, mx_pool *pool, char *why, size_t whylen)
         for (int i = 0; i < n * ldx; i++) x[i] = t_randf(&seed);
         for (int i = 0; i < n * ldy; i++) y[i] = yr[i] = 12345.0f;
         unsigned long c0 = mx_qmatmul_int8_calls();
-        mx_matmul(w, x, n, ldx, y, ldy, pool);
+        mx_kpolicy kp = mx_kpolicy_on(pool);
+        mx_matmul(w, x, n, ldx, y, ldy, &kp);
         bool int8 = mx_qmatmul_int8_calls() != c0;
         mx_matmul_ref(w, x, n, ldx, yr, ldy);
         int bad = 0;
@@ -191,12 +193,14 @@ static void extreme_tests(mx_pool *pool) {
     for (int v = 0; v < 4; v++) {
         tw t = make_tw(MX_W_AFFINE, 8, 128, R, C, MX_DT_BF16, 500u + (unsigned)v);
         memset((void *)t.w.data, v == 3 ? 0 : 0xFF, (size_t)R * C);
+        mx_kpolicy kp = mx_kpolicy_on(pool);
+        mx_weight_prepare(&t.w, &kp);
         float *x = malloc(sizeof(float) * N * C), *y1 = malloc(sizeof(float) * N * R), *yn = malloc(sizeof(float) * N * R),
               *yr = malloc(sizeof(float) * N * R), *row = malloc(sizeof(float) * C);
         for (int i = 0; i < N * C; i++) x[i] = v == 0 ? 1.5f : v == 1 ? -1.5f : (i / 2) % 2 ? 1.5f : -1.5f;
-        for (int i = 0; i < N; i++) mx_matmul(&t.w, x + (size_t)i * C, 1, C, y1 + (size_t)i * R, R, pool);
+        for (int i = 0; i < N; i++) mx_matmul(&t.w, x + (size_t)i * C, 1, C, y1 + (size_t)i * R, R, &kp);
         unsigned long c0 = mx_qmatmul_int8_calls();
-        mx_matmul(&t.w, x, N, C, yn, R, pool);
+        mx_matmul(&t.w, x, N, C, yn, R, &kp);
         bool int8 = mx_qmatmul_int8_calls() != c0;
         mx_matmul_ref(&t.w, x, N, C, yr, R);
         double worst = 0;
@@ -212,8 +216,8 @@ static void extreme_tests(mx_pool *pool) {
         CHECK(name, int8 && !memcmp(y1, yn, sizeof(float) * N * R) && worst <= 1, "%s, worst %.3g of the bound",
               !int8 ? "int8 path not taken" : memcmp(y1, yn, sizeof(float) * N * R) ? "one token and all differ" : "off", worst);
         free(x); free(y1); free(yn); free(yr); free(row);
+        mx_weight_free(&t.w);
         free(t.buf);
-        mxq_ril_free(t.w.ril);
     }
 }
 
@@ -223,20 +227,22 @@ static void vbmi_tests(mx_pool *pool) {
                               {MX_W_NVFP4, 4, 16, 33, 384, MX_DT_U8}, {MX_W_NVFP4, 4, 16, 517, 2048, MX_DT_U8}};
     for (size_t i = 0; i < MX_ARRAY_LEN(sp); i++) {
         tw t = make_tw(sp[i].fmt, sp[i].bits, sp[i].group, sp[i].rows, sp[i].cols, sp[i].sdt, 77u + (unsigned)i);
+        mx_kpolicy kp = mx_kpolicy_on(pool);
+        mx_weight_prepare(&t.w, &kp);
         unsigned seed = 5;
         float *x = malloc(sizeof(float) * (size_t)t.w.cols), *y[2];
         for (int c = 0; c < t.w.cols; c++) x[c] = t_randf(&seed);
         for (int v = 0; v < 2; v++) {
             y[v] = malloc(sizeof(float) * (size_t)t.w.rows);
             mx_cpu_set_vbmi(v == 0);
-            mx_matmul(&t.w, x, 1, t.w.cols, y[v], t.w.rows, pool);
+            mx_matmul(&t.w, x, 1, t.w.cols, y[v], t.w.rows, &kp);
         }
         mx_cpu_set_vbmi(true);
         char name[96];
         snprintf(name, sizeof name, "vbmi_same_bits_%s_%dx%d", mx_wfmt_name(sp[i].fmt), sp[i].rows, sp[i].cols);
-        CHECK(name, t.w.ril && !memcmp(y[0], y[1], sizeof(float) * (size_t)t.w.rows), "VBMI and plain kernels differ");
+        CHECK(name, t.w.prep && !memcmp(y[0], y[1], sizeof(float) * (size_t)t.w.rows), "VBMI and plain kernels differ");
         free(x); free(y[0]); free(y[1]);
-        mxq_ril_free(t.w.ril);
+        mx_weight_free(&t.w);
         free(t.buf);
     }
 }
@@ -277,12 +283,14 @@ static void kernel_tests(mx_pool *pool) {
                 if (p) memcpy(p, "fp8b", 4);
             }
             int bad = li == 0 || mx_cpu()->level == MX_CPU_PORTABLE ? check_rows(&t.w, why, sizeof why) : 0;
+            mx_kpolicy kp = mx_kpolicy_on(pool); /* as a model's weights at load */
+            if (!bad) bad = mx_weight_prepare(&t.w, &kp);
             if (!bad) bad = check_mm(&t.w, NULL, why, sizeof why);
             if (!bad) bad = check_mm(&t.w, pool, why, sizeof why);
             /* rows read back from the int8 kernels' repacked copy are the same values */
-            if (!bad && t.w.ril) bad = check_rows(&t.w, why, sizeof why);
+            if (!bad && t.w.prep) bad = check_rows(&t.w, why, sizeof why);
             CHECK(name, !bad, "%s", why);
-            mxq_ril_free(t.w.ril);
+            mx_weight_free(&t.w);
             free(t.buf);
         }
     }
@@ -322,7 +330,7 @@ static void quantizer_tests(void) {
             for (int g = 0; g < ng; g++) { store_sc(scb, MX_DT_F32, g, sc[g]); store_sc(bib, MX_DT_F32, g, bi[g]); }
             v.scales = scb; v.biases = bib; v.scale_dtype = MX_DT_F32;
         } else { v.scales = scodes; v.scale_dtype = MX_DT_U8; }
-        mx_qrow(&v, 0, out);
+        mx_weight_row(&v, 0, out);
         double worst = 0;
         for (int g = 0; g < ng; g++) {
             float amax = 0, lo = INFINITY, hi = 0;
@@ -388,7 +396,8 @@ static int try_load(const char *config, const tdesc *ts, int n, int rows, int co
     write_st(ts, n);
     mx_ckpt ck;
     if (mx_ckpt_open(g_dir, true, &ck)) return MX_ERR;
-    int rc = mx_load_weight(&ck, "m", rows, cols, 0, w);
+    mx_kpolicy kp = mx_kpolicy_default();
+    int rc = mx_load_weight(&ck, "m", rows, cols, 0, &kp, w);
     if (!rc) { /* check the kernel on it while the mapping is alive */
         char why[256];
         if (check_mm(w, NULL, why, sizeof why)) rc = mx_set_err("kernel mismatch: %s", why);
@@ -496,12 +505,13 @@ static void fixture_tests(mx_pool *pool) {
                                                             {"mlp.gate_proj", I, H}, {"mlp.up_proj", I, H}, {"mlp.down_proj", H, I}};
         int bad = 0, nq = 0;
         char why[300] = "";
+        mx_kpolicy kp = mx_kpolicy_on(pool);
         for (int l = 0; l < L && !bad; l++)
             for (size_t m = 0; m < MX_ARRAY_LEN(mods) && !bad; m++) {
                 char name[128];
                 snprintf(name, sizeof name, "model.layers.%d.%s", l, mods[m].n);
                 mx_weight w;
-                if (mx_load_weight(&ck, name, mods[m].rows, mods[m].cols, 0, &w)) { snprintf(why, sizeof why, "%s", mx_errmsg()); bad = 1; break; }
+                if (mx_load_weight(&ck, name, mods[m].rows, mods[m].cols, 0, &kp, &w)) { snprintf(why, sizeof why, "%s", mx_errmsg()); bad = 1; break; }
                 if (w.fmt != MX_W_F32 && w.fmt != MX_W_F16 && w.fmt != MX_W_BF16) {
                     nq++;
                     if (check_rows(&w, why, sizeof why) || check_mm(&w, pool, why, sizeof why)) bad = 1;
@@ -509,7 +519,7 @@ static void fixture_tests(mx_pool *pool) {
                 mx_weight_free(&w);
             }
         mx_weight w;
-        if (!bad && mx_load_weight(&ck, "model.embed_tokens", V, H, 0, &w) == MX_OK) {
+        if (!bad && mx_load_weight(&ck, "model.embed_tokens", V, H, 0, &kp, &w) == MX_OK) {
             if (w.fmt >= MX_W_AFFINE && (check_rows(&w, why, sizeof why) || check_mm(&w, pool, why, sizeof why))) bad = 1;
             mx_weight_free(&w);
         } else if (!bad) { snprintf(why, sizeof why, "%s", mx_errmsg()); bad = 1; }

@@ -43,11 +43,12 @@ static mx_weight mk(mx_wfmt fmt, int bits, int group, int rows, int cols, uint8_
 }
 
 static double run(const mx_weight *w, const float *x, int n, float *y, mx_pool *pool, int iters, bool cpu) {
-    mx_matmul(w, x, n, w->cols, y, w->rows, pool);
+    mx_kpolicy kp = mx_kpolicy_on(pool);
+    mx_matmul(w, x, n, w->cols, y, w->rows, &kp);
     double best = 1e9;
     for (int it = 0; it < iters; it++) {
         double t0 = cpu ? cpu_now() : mx_now();
-        mx_matmul(w, x, n, w->cols, y, w->rows, pool);
+        mx_matmul(w, x, n, w->cols, y, w->rows, &kp);
         double dt = (cpu ? cpu_now() : mx_now()) - t0;
         if (dt < best) best = dt;
     }
@@ -88,6 +89,8 @@ int main(int argc, char **argv) {
         int nn = bench ? n : 3;
         uint8_t *buf;
         mx_weight w = mk(fs[i].f, fs[i].b, fs[i].g, rows, bench ? cols : 512, &buf);
+        mx_kpolicy kp = mx_kpolicy_on(pool); /* repacked as a model's weights are at load */
+        mx_weight_prepare(&w, &kp);
         float *x = malloc(sizeof(float) * (size_t)nn * w.cols), *y = malloc(sizeof(float) * (size_t)nn * rows);
         for (int k = 0; k < nn * w.cols; k++) x[k] = (float)(k % 7) * 0.1f - 0.3f;
         double t = run(&w, x, nn, y, pool, bench ? (nn == 1 ? 20 : getenv("QB_IT") ? atoi(getenv("QB_IT")) : 3) : 2, cpu);
@@ -97,11 +100,11 @@ int main(int argc, char **argv) {
             CHECK(name, t > 0 && y[0] == y[0], "no result");
         } else if (nn == 1)
             printf("%-14s decode  %s, %d thread(s): %6.1f GB/s (%.1f MB, %.2f ms)\n", fs[i].nm, mx_cpu_name(mx_cpu()->level), threads,
-                   mx_qbytes(&w) / t / 1e9, mx_qbytes(&w) / 1e6, t * 1e3);
+                   mx_weight_bytes(&w) / t / 1e9, mx_weight_bytes(&w) / 1e6, t * 1e3);
         else
             printf("%-14s prefill %s, %d thread(s), n=%d: %6.1f GFLOP/s\n", fs[i].nm, mx_cpu_name(mx_cpu()->level), threads, nn,
                    2.0 * nn * rows * w.cols / t / 1e9);
-        mxq_ril_free(w.ril);
+        mx_weight_free(&w);
         free(buf); free(x); free(y);
     }
     mx_pool_free(pool);

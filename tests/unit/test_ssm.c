@@ -1,3 +1,4 @@
+#define _GNU_SOURCE
 /* Recurrent mixers (Mamba-1/2, RG-LRU and hybrids) on the fixture models with
  * random prompts: a prefill cut into random chunks equals the one-pass
  * prefill (the scan carries its state across forwards), a reused cache
@@ -6,6 +7,8 @@
 #include "test.h"
 #include "base/base.h"
 #include "runtime/engine.h"
+#include "format/safetensors.h"
+#include <unistd.h>
 
 static float maxabs(const float *x, size_t n) {
     float m = 0;
@@ -91,9 +94,66 @@ static void run(const char *name) {
     mx_engine_close(&e);
 }
 
+static float *prompt_logits(const char *dir, const int32_t *tok, int T, int *V) {
+    mx_engine e;
+    if (mx_engine_open(dir, &e)) return NULL;
+    *V = e.model.arch.vocab;
+    float *lg = malloc(sizeof(float) * (size_t)T * *V);
+    mx_ctx *c = mx_ctx_new(&e.model, T, T, NULL);
+    mx_kv *kv = mx_kv_new(&e.model, T);
+    if (!c || !kv || fwd(c, kv, tok, T, lg)) { free(lg); lg = NULL; }
+    mx_kv_free(kv);
+    mx_ctx_free(c);
+    mx_engine_close(&e);
+    return lg;
+}
+
+/* MiniMax: a checkpoint without the slope buffers (the decays then come from
+ * HF's formula) gives the logits of the one that stores them */
+static void minimax_slope_formula(void) {
+    const char *src = "tests/fixtures/minimax";
+    char dir[] = "/tmp/mlxcel_minimax_XXXXXX";
+    if (!mkdtemp(dir)) { CHECK("ssm/minimax/slope_formula", 0, "mkdtemp failed"); return; }
+    char *sp = mx_path_join(src, "model.safetensors"), *dp = mx_path_join(dir, "model.safetensors");
+    char *sc = mx_path_join(src, "config.json"), *dc = mx_path_join(dir, "config.json");
+    mx_st_file f;
+    bool ok = !mx_st_open(sp, &f);
+    if (ok) {
+        mx_st_out *o = malloc(sizeof(mx_st_out) * (size_t)f.n_tensors);
+        int n = 0;
+        for (int i = 0; i < f.n_tensors; i++) {
+            const mx_tensor *t = &f.tensors[i];
+            if (strstr(t->name, "decay") || strstr(t->name, "slope_rate")) continue;
+            o[n] = (mx_st_out){t->name, t->dtype, t->ndim, {0}, t->data, t->nbytes};
+            memcpy(o[n].shape, t->shape, sizeof t->shape);
+            n++;
+        }
+        ok = n < f.n_tensors && !mx_st_write(dp, o, n, NULL);
+        free(o);
+        mx_st_close(&f);
+    }
+    json_t *cfg = ok ? mx_json_load_file(sc, 1 << 20) : NULL;
+    ok = cfg && !json_dump_file(cfg, dc, 0);
+    json_decref(cfg);
+    enum { T = 40 };
+    int32_t tok[T];
+    unsigned seed = 77;
+    for (int i = 0; i < T; i++) tok[i] = (int32_t)(3 + t_rng(&seed) % 300u);
+    int V = 0;
+    float *a = ok ? prompt_logits(src, tok, T, &V) : NULL, *b = a ? prompt_logits(dir, tok, T, &V) : NULL;
+    float tol = a ? 1e-4f * fmaxf(1, maxabs(a, (size_t)T * V)) : 0;
+    CHECK("ssm/minimax/slope_formula", a && b && t_maxdiff(a, b, (size_t)T * V) <= tol, "%s, max diff %g", a && b ? "ran" : mx_errmsg(),
+          a && b ? t_maxdiff(a, b, (size_t)T * V) : 0);
+    free(a); free(b);
+    unlink(dp); unlink(dc); rmdir(dir);
+    free(sp); free(dp); free(sc); free(dc);
+}
+
 int main(void) {
     const char *names[] = {"mamba", "falcon_mamba", "mamba2", "jamba", "recurrent_gemma", "bamba", "falcon_h1",
-                           "granitemoehybrid", "nemotron_h", "zamba2", "lfm2", "qwen3_next"};
+                           "granitemoehybrid", "nemotron_h", "zamba2", "lfm2", "qwen3_next", "qwen3_5_text", "qwen3_5_moe_text",
+                           "lfm2_moe", "minimax"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) run(names[i]);
+    minimax_slope_formula();
     TEST_END();
 }

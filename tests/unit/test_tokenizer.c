@@ -1,7 +1,9 @@
 /* Unit tests of the tokenizer pieces on small in-memory tokenizer.json files:
  * models (BPE, WordPiece, Unigram, WordLevel), normalizers, pre-tokenizer
  * split behaviors, decoders, UTF-8 edge cases, streaming, and the error
- * messages for malformed input. */
+ * messages for malformed input; the slow formats (vocab.json + merges.txt,
+ * tokenizer.model with added tokens) on small folders and on
+ * tests/tokenizers/slow (run from the repo root). */
 #define _GNU_SOURCE
 #include "test.h"
 #include "tokenizer/tok_internal.h"
@@ -275,7 +277,7 @@ static void test_errors(void) {
     char tmpl[] = "/tmp/mxtoktestXXXXXX";
     char *dir = mkdtemp(tmpl);
     mx_tokenizer *t = mx_tok_load(dir);
-    CHECK("err/empty dir", !t && strstr(mx_errmsg(), "no tokenizer.json or tokenizer.model"), "%s", mx_errmsg());
+    CHECK("err/empty dir", !t && strstr(mx_errmsg(), "no tokenizer.json, vocab.json + merges.txt or tokenizer.model"), "%s", mx_errmsg());
     char *mp = mx_path_join(dir, "tokenizer.model");
     FILE *f = fopen(mp, "wb");
     fwrite("\x0a\x10\x0a\x03", 1, 4, f);
@@ -328,6 +330,89 @@ static void test_stream(void) {
     mx_tok_free(t);
 }
 
+static void put_file(const char *dir, const char *name, const char *text) {
+    char *p = mx_path_join(dir, name);
+    FILE *f = fopen(p, "wb");
+    fputs(text, f);
+    fclose(f);
+    free(p);
+}
+
+static void test_slow(void) {
+    char tmpl[] = "/tmp/mxslowtestXXXXXX";
+    char *dir = mkdtemp(tmpl);
+    /* byte-level BPE: GPT-2's split regex, merges.txt read as text.split("\n")[1:-1] */
+    put_file(dir, "vocab.json", "{\"a\":0,\"b\":1,\"\\u0120\":2,\"ab\":3,\"\\u0120ab\":4,\"!\":5,\"<|endoftext|>\":6}");
+    put_file(dir, "merges.txt", "#version: 0.2\na b\n\xC4\xA0 ab");
+    put_file(dir, "tokenizer_config.json", "{\"tokenizer_class\":\"GPT2Tokenizer\",\"add_prefix_space\":true,\"bos_token\":\"<|endoftext|>\","
+                                           "\"added_tokens_decoder\":{\"7\":{\"content\":\"<x>\",\"special\":false}}}");
+    mx_tokenizer *t = mx_tok_load(dir);
+    EQ("slow/bpe prefix space, last line dropped", enc(t, "ab ab!", false), "2 3 2 3 5");
+    EQ("slow/bpe added token", enc(t, "ab<x>ab", false), "2 3 7 3");
+    int32_t ids[] = {3, 7, 3, 6};
+    EQ("slow/bpe decode spaces legacy added tokens", dec(t, ids, 4, false), "ab <x> ab<|endoftext|>");
+    EQ("slow/bpe decode skip special", dec(t, ids, 4, true), "ab <x> ab");
+    mx_tok_free(t);
+    put_file(dir, "merges.txt", "#version: 0.2\na b\n\xC4\xA0 ab\n");
+    put_file(dir, "tokenizer_config.json", "{\"tokenizer_class\":\"Qwen2Tokenizer\"}");
+    t = mx_tok_load(dir);
+    EQ("slow/qwen2 merges, no prefix space", enc(t, "ab ab", false), "3 4");
+    mx_tok_free(t);
+    /* errors name the file */
+    put_file(dir, "merges.txt", "#version: 0.2\na b c\n");
+    t = mx_tok_load(dir);
+    CHECK("slow/err merges", !t && strstr(mx_errmsg(), "merges.txt: line 2: expected two tokens"), "%s", mx_errmsg());
+    put_file(dir, "merges.txt", "#version: 0.2\na q\n");
+    t = mx_tok_load(dir);
+    CHECK("slow/err merge not in vocab", !t && strstr(mx_errmsg(), "merges.txt"), "%s", mx_errmsg());
+    put_file(dir, "merges.txt", "#version: 0.2\n");
+    put_file(dir, "tokenizer_config.json", "{\"tokenizer_class\":\"RobertaTokenizer\"}");
+    t = mx_tok_load(dir);
+    CHECK("slow/err class", !t && strstr(mx_errmsg(), "tokenizer_class \"RobertaTokenizer\" with vocab.json + merges.txt"), "%s", mx_errmsg());
+    put_file(dir, "tokenizer_config.json", "{\"added_tokens_decoder\":{\"x\":{\"content\":\"<y>\"}}}");
+    t = mx_tok_load(dir);
+    CHECK("slow/err added id", !t && strstr(mx_errmsg(), "tokenizer_config.json: added_tokens_decoder: key \"x\""), "%s", mx_errmsg());
+    put_file(dir, "tokenizer_config.json", "{\"added_tokens_decoder\":{\"9\":{\"content\":\"\"}}}");
+    t = mx_tok_load(dir);
+    CHECK("slow/err added content", !t && strstr(mx_errmsg(), "added_tokens_decoder[\"9\"].content"), "%s", mx_errmsg());
+    put_file(dir, "tokenizer_config.json", "{}");
+    put_file(dir, "vocab.json", "[1]");
+    t = mx_tok_load(dir);
+    CHECK("slow/err vocab", !t && strstr(mx_errmsg(), "vocab.json: expected an object"), "%s", mx_errmsg());
+    put_file(dir, "vocab.json", "{\"a\":0}");
+    put_file(dir, "added_tokens.json", "{\"<z>\":-1}");
+    t = mx_tok_load(dir);
+    CHECK("slow/err added_tokens.json", !t && strstr(mx_errmsg(), "added_tokens.json: \"<z>\": expected an id"), "%s", mx_errmsg());
+    put_file(dir, "added_tokens.json", "{\"<z>\":5}");
+    t = mx_tok_load(dir);
+    EQ("slow/added_tokens.json", enc(t, "a<z>a", false), "0 5 0");
+    mx_tok_free(t);
+    const char *names[] = {"vocab.json", "merges.txt", "tokenizer_config.json", "added_tokens.json"};
+    for (int i = 0; i < 4; i++) { char *p = mx_path_join(dir, names[i]); unlink(p); free(p); }
+    rmdir(dir);
+
+    /* the fixtures' tokenizers: Whisper's prefix tokens, slow Llama and Gemma */
+    t = mx_tok_load("tests/tokenizers/slow/whisper");
+    EQ("slow/whisper special", enc(t, "<|en|>", true), "317 326 318 316");
+    int32_t w[] = {317, 318, 322, 326, 76, 316};
+    EQ("slow/whisper decode", dec(t, w, 6, false), "<|startoftranscript|><|en|><|transcribe|><|notimestamps|>L<|endoftext|>");
+    EQ("slow/whisper decode skip", dec(t, w, 6, true), "L");
+    mx_tok_free(t);
+    t = mx_tok_load("tests/tokenizers/slow/llava");
+    /* "▁" + text; "▁" in the text reads as " "; a chunk after an added token keeps one leading space, no dummy prefix */
+    CHECK("slow/llama eq", !strcmp(enc(t, "\xE2\x96\x81is<image>  is", false), enc(t, " is<image> is", false)), "%s", enc(t, " is<image> is", false));
+    EQ("slow/llama chunks", enc(t, "is<image>is<image> is", false), "368 302 420 302 420 368 302");
+    EQ("slow/llama bos", enc(t, "<s>is", true), "1 1 302");
+    int32_t l[] = {1, 368, 302, 420, 368, 302};
+    EQ("slow/llama decode", dec(t, l, 6, true), "is is");
+    mx_tok_free(t);
+    t = mx_tok_load("tests/tokenizers/slow/paligemma");
+    EQ("slow/gemma dummy prefix per chunk", enc(t, "en<image>en", false), "288 354 400 288 354");
+    int32_t g[] = {288, 354, 400, 288, 354};
+    EQ("slow/gemma decode", dec(t, g, 5, false), "en<image>en");
+    mx_tok_free(t);
+}
+
 int main(void) {
     test_bpe();
     test_wordpiece();
@@ -340,5 +425,6 @@ int main(void) {
     test_config();
     test_errors();
     test_stream();
+    test_slow();
     TEST_END();
 }

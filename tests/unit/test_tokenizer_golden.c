@@ -2,7 +2,11 @@
  * tokens, decoded; with and without special tokens), llama.cpp's
  * upstream_vectors, streaming detokenization on every golden, and the llama2
  * tokenizer.model alone. One ok/FAIL line per tokenizer x mode. The data dir
- * is $MX_TOK_DATA or tests/tokenizers (run from the repo root). */
+ * is $MX_TOK_DATA or tests/tokenizers (run from the repo root).
+ * Slow formats: the multimodal fixtures' tokenizers (tests/tokenizers/slow/NAME:
+ * vocab.json + merges.txt or tokenizer.model, cases.jsonl = the processor's text
+ * and the reference input_ids), and the gpt2 / qwen3 goldens once more from a
+ * vocab.json + merges.txt written out of their tokenizer.json. */
 #define _GNU_SOURCE
 #include "test.h"
 #include "tokenizer/tokenizer.h"
@@ -170,6 +174,109 @@ static void run_upstream(mx_tokenizer *t, const char *label, const char *inp, co
     free(b);
 }
 
+/* tests/tokenizers/slow/NAME/cases.jsonl: {"text", "add_special_tokens", "ids"} */
+static void run_slow_cases(const char *name) {
+    char *dir = mx_asprintf("%s/slow/%s", g_data, name), *cases = mx_asprintf("%s/cases.jsonl", dir);
+    mx_tokenizer *t = mx_tok_load(dir);
+    if (!t) { printf("FAIL slow/%s: load: %s\n", name, mx_errmsg()); t_failed++; }
+    FILE *f = t ? fopen(cases, "rb") : NULL;
+    char *line = NULL;
+    size_t cap = 0;
+    int n_ok = 0, n_bad = 0;
+    while (f && getline(&line, &cap, f) > 0) {
+        json_error_t e;
+        json_t *j = json_loads(line, 0, &e);
+        json_t *jt = json_object_get(j, "text"), *jids = json_object_get(j, "ids");
+        int32_t *ids = NULL;
+        int n = 0;
+        mx_buf why = {0};
+        if (mx_tok_encode(t, json_string_value(jt), json_string_length(jt), json_is_true(json_object_get(j, "add_special_tokens")), &ids, &n))
+            mx_buf_printf(&why, "encode error %s", mx_errmsg());
+        else {
+            int gn = (int)json_array_size(jids);
+            bool same = gn == n;
+            for (int i = 0; same && i < n; i++) same = ids[i] == (int32_t)json_integer_value(json_array_get(jids, (size_t)i));
+            if (!same) {
+                int32_t *g = malloc(sizeof(int32_t) * (size_t)(gn + 1));
+                for (int i = 0; i < gn; i++) g[i] = (int32_t)json_integer_value(json_array_get(jids, (size_t)i));
+                mx_buf_puts(&why, "ids ");
+                show_ids(&why, ids, n);
+                mx_buf_puts(&why, " want ");
+                show_ids(&why, g, gn);
+                free(g);
+            }
+            /* the stream equals the decode */
+            mx_buf d = {0}, s = {0};
+            mx_tok_decode(t, ids, n, false, &d);
+            mx_detok *dt = mx_detok_new(t, false);
+            for (int i = 0; dt && i < n; i++) mx_detok_push(dt, ids[i], &s);
+            if (dt) mx_detok_flush(dt, &s);
+            mx_detok_free(dt);
+            if (!why.len && (d.len != s.len || (d.len && memcmp(d.data, s.data, d.len)))) mx_buf_puts(&why, "streamed text differs from the decode");
+            mx_buf_free(&d);
+            mx_buf_free(&s);
+        }
+        if (why.len) { n_bad++; printf("FAIL slow/%s: %s\n", name, why.data); t_failed++; }
+        else n_ok++;
+        mx_buf_free(&why);
+        free(ids);
+        json_decref(j);
+    }
+    if (t && !n_bad) printf("ok slow/%s (%d prompt%s)\n", name, n_ok, n_ok == 1 ? "" : "s");
+    if (t && !f) { printf("FAIL slow/%s: cannot open %s\n", name, cases); t_failed++; }
+    if (f) fclose(f);
+    free(line);
+    mx_tok_free(t);
+    free(dir);
+    free(cases);
+}
+
+/* NAME's tokenizer.json (BPE) written as vocab.json + merges.txt +
+ * tokenizer_config.json (added_tokens_decoder) of class CLS, then its golden. */
+static void run_slow_golden(const char *name, const char *cls) {
+    char *src = mx_asprintf("%s/%s/tokenizer.json", g_data, name), *gold = mx_asprintf("%s/%s/golden.jsonl", g_data, name);
+    char *csrc = mx_asprintf("%s/%s/tokenizer_config.json", g_data, name);
+    char tmpl[] = "/tmp/mxslowXXXXXX";
+    char *td = mkdtemp(tmpl);
+    char *vp = mx_asprintf("%s/vocab.json", td), *mp = mx_asprintf("%s/merges.txt", td), *cp = mx_asprintf("%s/tokenizer_config.json", td);
+    json_error_t e;
+    json_t *tj = json_load_file(src, 0, &e), *cfg = json_load_file(csrc, 0, &e);
+    json_t *model = json_object_get(tj, "model"), *merges = json_object_get(model, "merges");
+    if (!tj || !cfg || !merges) { printf("FAIL slow-golden/%s: cannot read %s\n", name, src); t_failed++; goto done; }
+    json_dump_file(json_object_get(model, "vocab"), vp, 0);
+    FILE *f = fopen(mp, "wb");
+    fputs("#version: 0.2\n", f);
+    for (size_t i = 0; i < json_array_size(merges); i++) {
+        json_t *m = json_array_get(merges, i);
+        if (json_is_string(m)) fprintf(f, "%s\n", json_string_value(m));
+        else fprintf(f, "%s %s\n", json_string_value(json_array_get(m, 0)), json_string_value(json_array_get(m, 1)));
+    }
+    fclose(f);
+    json_t *dec = json_object();
+    json_t *added = json_object_get(tj, "added_tokens");
+    for (size_t i = 0; i < json_array_size(added); i++) {
+        json_t *a = json_array_get(added, i), *o = json_object();
+        const char *keys[] = {"content", "special", "lstrip", "rstrip", "normalized", "single_word"};
+        for (int k = 0; k < 6; k++) json_object_set(o, keys[k], json_object_get(a, keys[k]));
+        char id[16];
+        snprintf(id, sizeof id, "%lld", (long long)json_integer_value(json_object_get(a, "id")));
+        json_object_set_new(dec, id, o);
+    }
+    json_object_set_new(cfg, "added_tokens_decoder", dec);
+    json_object_set_new(cfg, "tokenizer_class", json_string(cls));
+    json_dump_file(cfg, cp, 0);
+    mx_tokenizer *t = mx_tok_load(td);
+    char *lab = mx_asprintf("%s-slow", name);
+    if (!t) { printf("FAIL load/%s: %s\n", lab, mx_errmsg()); t_failed++; }
+    else { printf("ok load/%s\n", lab); run_golden(t, lab, gold, true); mx_tok_free(t); }
+    free(lab);
+done:
+    json_decref(tj);
+    json_decref(cfg);
+    unlink(vp); unlink(mp); unlink(cp); rmdir(td);
+    free(vp); free(mp); free(cp); free(src); free(gold); free(csrc);
+}
+
 static int cmpstr(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
 int main(void) {
@@ -244,5 +351,21 @@ int main(void) {
         free(model);
         free(dir); free(tj); free(gold); free(names[i]);
     }
+    run_slow_golden("gpt2", "GPT2Tokenizer");
+    run_slow_golden("qwen3", "Qwen2Tokenizer");
+    char *sd = mx_asprintf("%s/slow", g_data);
+    DIR *ds = opendir(sd);
+    char *snames[64];
+    int ns = 0;
+    while (ds && (de = readdir(ds)) && ns < 64) {
+        char *p = mx_asprintf("%s/%s/cases.jsonl", sd, de->d_name);
+        if (de->d_name[0] != '.' && mx_file_exists(p)) snames[ns++] = mx_strdup(de->d_name);
+        free(p);
+    }
+    if (ds) closedir(ds);
+    if (!ns) { printf("FAIL slow: no cases under %s\n", sd); t_failed++; }
+    qsort(snames, (size_t)ns, sizeof(char *), cmpstr);
+    for (int i = 0; i < ns; i++) { run_slow_cases(snames[i]); free(snames[i]); }
+    free(sd);
     TEST_END();
 }

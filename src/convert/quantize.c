@@ -1,7 +1,8 @@
 /* Quantizers (the MLX Metal kernel's rules, as mlx-community checkpoints were
  * made; README "How the codes were chosen"): affine with round-half-away,
  * w_max starting at 0; mxfp4/nvfp4/mxfp8 with amax/6 or amax/448 scales. */
-#include "quant_impl.h"
+#include "convert.h"
+#include "../quant/codes.h"
 #include "../base/base.h"
 #include <math.h>
 #include <string.h>

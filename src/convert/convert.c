@@ -6,9 +6,10 @@
  * {"format":"mlx"} metadata (5 GB shards), model.safetensors.index.json, and
  * the other files of the source folder copied. */
 #define _GNU_SOURCE
-#include "quant_impl.h"
+#include "convert.h"
 #include "../base/base.h"
 #include "../base/half.h"
+#include "../base/progress.h"
 #include <dirent.h>
 #include <errno.h>
 #include <stdlib.h>
@@ -147,16 +148,6 @@ static json_t *sorted_copy(json_t *obj) {
     return out;
 }
 
-static void progress(bool on, int done, int total, const char *what) {
-    if (!on) return;
-    int w = 30, f = total ? done * w / total : w;
-    fprintf(stderr, "\r[");
-    for (int i = 0; i < w; i++) fputc(i < f ? '#' : ' ', stderr);
-    fprintf(stderr, "] %d/%d %-48.48s", done, total, what ? what : "");
-    if (done == total) fputc('\n', stderr);
-    fflush(stderr);
-}
-
 int mx_convert(const char *src, const char *dst, const mx_convert_opts *o) {
     mx_wfmt fmt = MX_W_AFFINE;
     const char *mode = o->mode ? o->mode : "affine";
@@ -180,6 +171,7 @@ int mx_convert(const char *src, const char *dst, const mx_convert_opts *o) {
     mx_ckpt ck;
     if (mx_ckpt_open(src, true, &ck)) return MX_ERR;
     int rc = MX_ERR;
+    void *prog = NULL; /* the progress task of the tensor loop */
     otensor *ots = NULL;
     int n_ot = 0, cap_ot = 0;
     json_t *cfg = NULL, *sorted = NULL, *index = NULL;
@@ -213,6 +205,7 @@ int mx_convert(const char *src, const char *dst, const mx_convert_opts *o) {
     int total = 0;
     for (int f = 0; f < ck.n_files; f++) total += ck.files[f].n_tensors;
     int done_n = 0;
+    prog = mx_progress_begin("converting tensors", (uint64_t)total, false);
     size_t shard_bytes = 0;
     int shard = 0;
     int64_t total_params = 0;
@@ -220,7 +213,7 @@ int mx_convert(const char *src, const char *dst, const mx_convert_opts *o) {
     for (int f = 0; f < ck.n_files; f++) {
         for (int i = 0; i < ck.files[f].n_tensors; i++) {
             const mx_tensor *t = &ck.files[f].tensors[i];
-            progress(o->progress, ++done_n, total, t->name);
+            mx_progress_update(prog, (uint64_t)++done_n);
             if (ends_with(t->name, "rotary_emb.inv_freq")) continue;
             if (tied && !strcmp(t->name, "lm_head.weight")) continue;
             if (n_ot + 3 > cap_ot) {
@@ -292,6 +285,8 @@ int mx_convert(const char *src, const char *dst, const mx_convert_opts *o) {
             }
         }
     }
+    mx_progress_end(prog, true);
+    prog = NULL;
     /* shard assignment in sorted order, as mlx-lm (5 GB per shard) */
     qsort(ots, (size_t)n_ot, sizeof(otensor), cmp_ot);
     for (int i = 0; i < n_ot; i++) {
@@ -387,6 +382,7 @@ int mx_convert(const char *src, const char *dst, const mx_convert_opts *o) {
     if (d) closedir(d);
     rc = MX_OK;
 done:
+    if (prog) mx_progress_end(prog, false);
     for (int i = 0; i < n_ot; i++) { free(ots[i].name); free(ots[i].data); }
     free(ots);
     for (int s = 0; shard_names && s < n_shards; s++) free(shard_names[s]);
