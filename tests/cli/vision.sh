@@ -4,7 +4,9 @@
 # --ignore-eos --logits-out F --output-format json` with the fixture's
 # input_ids (placeholders expanded) gives Hugging Face's prompt logits [T, V],
 # step logits [16, V] (1e-4 * max(1, max|ref|)) and greedy ids, with the whole
-# prompt in one pass and with --prefill-chunk 1. Then images refused cleanly:
+# prompt in one pass and with --prefill-chunk 1; -p with the processor's
+# prompt text arrives at the same ids; chat's /image gives generate's reply and
+# the gemma3 folder chats text-only. Then images refused cleanly:
 # a model without a vision side, a corrupt file, a prompt whose image tokens
 # do not match the image.
 set -u
@@ -56,6 +58,44 @@ for fx in llava llava_next paligemma idefics3 gemma3 qwen2_vl; do
     else fail "$fx/chunk$chunk parity" "$(head -c 300 "$tmp/err")"; fi
   done
 done
+
+# -p TEXT (here -f FILE, to keep a final newline): the engine expands the
+# image placeholder of the processor's prompt itself and must arrive at the
+# fixture's input_ids and greedy ids
+for fx in llava llava_next paligemma idefics3 gemma3 qwen2_vl; do
+  F=tests/fixtures/$fx
+  python3 -c "import json, sys; sys.stdout.write(json.load(open('$F/reference.json'))['prompt_text'])" >"$tmp/prompt.txt"
+  if "$M" generate -m $F --image $F/inputs/image.png -f "$tmp/prompt.txt" -n 16 --temp 0 --ignore-eos --output-format json \
+       >"$tmp/out" 2>"$tmp/err"; then
+    if msg=$(python3 - $F/reference.safetensors "$tmp/out" <<'PY'
+import json, struct, sys
+b = open(sys.argv[1], "rb").read(); n = struct.unpack("<Q", b[:8])[0]; h = json.loads(b[8:8 + n])
+def ids(k):
+    t = h[k]; o = 8 + n + t["data_offsets"][0]
+    return list(struct.unpack("<%dq" % t["shape"][0], b[o:o + 8 * t["shape"][0]]))
+js = json.loads(open(sys.argv[2]).read().strip().splitlines()[-1])
+msgs = []
+if js["prompt_ids"] != ids("input_ids"): msgs.append("prompt_ids %s != input_ids %s" % (js["prompt_ids"], ids("input_ids")))
+if js["generated_ids"] != ids("greedy_ids"): msgs.append("generated_ids %s != %s" % (js["generated_ids"], ids("greedy_ids")))
+print("; ".join(msgs)); sys.exit(1 if msgs else 0)
+PY
+    ); then ok "$fx/-p expands to the reference ids"
+    else fail "$fx/-p expands to the reference ids" "$(head -c 400 <<<"$msg")"; fi
+  else fail "$fx/-p expands to the reference ids" "$(head -c 300 "$tmp/err")"; fi
+done
+
+# chat: /image attaches the image to the next message, whose reply is generate's
+# with the same template; the same folder chats text-only
+F=tests/fixtures/gemma3; T=tests/server/vision_template.jinja
+want=$("$M" generate -m $F --image $F/inputs/image.png --chat-template-file $T -p "Describe this image." -n 12 --temp 0 \
+  --output-format json 2>"$tmp/err" | tail -1 | python3 -c "import json, sys; sys.stdout.write(json.load(sys.stdin)['text'])")
+printf '/image %s\nDescribe this image.\n/exit\n' $F/inputs/image.png |
+  "$M" chat -m $F --chat-template-file $T -n 12 --temp 0 -t 1 >"$tmp/out" 2>"$tmp/err"
+if [ $? -eq 0 ] && [ -n "$want" ] && [ "$(cat "$tmp/out")" = "$want" ]; then ok "chat /image reply = generate --image"
+else fail "chat /image reply = generate --image" "$(head -c 200 "$tmp/out") vs $want: $(head -c 300 "$tmp/err")"; fi
+printf 'Hello there\nAnd again\n/exit\n' | "$M" chat -m $F -n 4 --temp 0 -t 1 >"$tmp/out" 2>"$tmp/err"
+if [ $? -eq 0 ] && [ "$(wc -l <"$tmp/out")" -eq 2 ]; then ok "gemma3 chats text-only"
+else fail "gemma3 chats text-only" "$(head -c 300 "$tmp/err")"; fi
 
 # refusals: one line, non-zero exit
 check_err() { # name, expected substring, command...
