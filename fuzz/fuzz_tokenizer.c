@@ -3,11 +3,19 @@
  *   even: the rest is "TOKENIZER_JSON \0\0 TEXT": load the tokenizer.json from
  *         memory (every error path of the loader), then encode TEXT, decode
  *         the ids and stream-decode them;
+ *   2 mod 4: the rest is up to five "\0\0"-separated files of a slow
+ *         tokenizer folder (vocab.json, merges.txt, tokenizer_config.json,
+ *         special_tokens_map.json, added_tokens.json) and then TEXT: written
+ *         to a scratch folder, loaded as Whisper's and GPT-2's folders are,
+ *         then TEXT encoded and decoded;
  *   odd:  the rest is text encoded with the committed test tokenizers (loaded
  *         once from tests/tokenizers, run from the repo root), then decoded,
  *         stream-decoded (must equal the decode), and random ids decoded. */
+#define _DEFAULT_SOURCE /* mkdtemp */
 #include "tokenizer/tokenizer.h"
+#include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 #include <string.h>
 
 static mx_tokenizer *g_tok[8];
@@ -44,6 +52,48 @@ static void exercise(const mx_tokenizer *t, const char *text, size_t n, bool spe
     free(ids);
 }
 
+static const char *SLOW_FILES[] = {"vocab.json", "merges.txt", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json"};
+
+/* The next "\0\0"-separated part of [*p, end): returns its length, advances *p past the separator. */
+static size_t next_part(const char **p, const char *end, const char **part) {
+    const char *s = *p;
+    *part = s;
+    for (const char *q = s; q + 1 < end; q++)
+        if (!q[0] && !q[1]) { *p = q + 2; return (size_t)(q - s); }
+    *p = end;
+    return (size_t)(end - s);
+}
+
+static void slow_folder(const char *p, size_t n) {
+    static char dir[64];
+    if (!dir[0]) {
+        snprintf(dir, sizeof dir, "/tmp/fuzz_tok_slow.XXXXXX");
+        if (!mkdtemp(dir)) abort();
+    }
+    const char *q = p, *end = p + n, *part;
+    char path[128];
+    for (size_t f = 0; f < sizeof SLOW_FILES / sizeof SLOW_FILES[0]; f++) {
+        snprintf(path, sizeof path, "%s/%s", dir, SLOW_FILES[f]);
+        unlink(path);
+        if (q >= end) continue;
+        size_t l = next_part(&q, end, &part);
+        FILE *fp = fopen(path, "wb");
+        if (!fp) abort();
+        if (l && fwrite(part, 1, l, fp) != l) abort();
+        fclose(fp);
+    }
+    mx_tokenizer *t = mx_tok_load(dir);
+    if (!t) {
+        if (!mx_errmsg()[0]) abort(); /* every failure must say why */
+        return;
+    }
+    const char *text = q < end ? q : "Hello world! <|endoftext|> h\xC3\xA9llo";
+    size_t tl = q < end ? (size_t)(end - q) : strlen(text);
+    exercise(t, text, tl, true);
+    exercise(t, text, tl, false);
+    mx_tok_free(t);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1) return 0;
     if (g_ntok < 0) init();
@@ -64,6 +114,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         mx_buf d = {0};
         mx_tok_decode(t, ids, k, (data[0] >> 5) & 1, &d);
         mx_buf_free(&d);
+        return 0;
+    }
+    if ((data[0] & 3) == 2) {
+        slow_folder(p, n);
         return 0;
     }
     const char *sep = NULL;
