@@ -6,6 +6,7 @@ CFLAGS  ?= $(OPT) -g
 CFLAGS  += -std=c17 -Wall -Wextra -pthread -fno-strict-aliasing
 LDLIBS  := -ljansson -lpcre2-8 -lutf8proc -lmicrohttpd -lcurl -lcrypto -lpng -ljpeg -lwebpdemux -lwebp -lsndfile -lvorbisfile -lopusfile -lmpg123 -lsoxr -lz -lm -lpthread
 BUILD   ?= build
+comma   := ,
 # build with every core unless the caller chose -j (sub-makes share the jobserver)
 ifeq ($(MAKELEVEL),0)
 ifeq (,$(filter -j%,$(MAKEFLAGS)))
@@ -38,13 +39,15 @@ deps:
 	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null; fi
 
+# SIMD_NOSAN: flags the SIMD kernels are built without (the fuzz library's
+# sanitizers: UBSan makes clang take minutes on one kernel file)
 $(BUILD)/%_avx2.o: %_avx2.c | deps
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(SIMD_AVX2) -MMD -MP -c $< -o $@
+	$(CC) $(filter-out $(SIMD_NOSAN),$(CFLAGS)) $(SIMD_AVX2) -MMD -MP -c $< -o $@
 $(BUILD)/src/quant/qvnni_vbmi_avx512.o: SIMD_AVX512 += -mavx512vbmi
 $(BUILD)/%_avx512.o: %_avx512.c | deps
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(SIMD_AVX512) -MMD -MP -c $< -o $@
+	$(CC) $(filter-out $(SIMD_NOSAN),$(CFLAGS)) $(SIMD_AVX512) -MMD -MP -c $< -o $@
 # opusfile.h includes <opus_multistream.h> from the opus include folder
 $(BUILD)/src/audio/audio.o: override CFLAGS += -I/usr/include/opus
 $(BUILD)/%.o: %.c | deps
@@ -89,7 +92,7 @@ test-deps:
 	if [ -n "$$missing" ]; then echo "installing:$$missing"; SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null; fi
 
-test: all unit asan test-deps
+test: all unit asan fuzz test-deps
 	@bash tests/tokenizers/fetch.sh >/dev/null || echo "warning: tests/tokenizers/fetch.sh failed; the gemma3 goldens will fail"
 	@bash tests/run.sh
 
@@ -125,22 +128,35 @@ $(BUILD)/isa_bounds: tools/isa_bounds.c $(BUILD)/libmlxcel.a
 all: $(BUILD)/mkmodel
 
 # libFuzzer targets (fuzz/fuzz_*.c), built with clang, ASan/UBSan and
-# -fsanitize=fuzzer against the portable parts of the library (no kernels).
-# Run e.g.: build/fuzz/fuzz_tokenizer -max_total_time=180 fuzz/corpus-tokenizer
-# (fuzz_model: from the repo root, seeds in fuzz/seeds-model, -dict=fuzz/model.dict;
-#  fuzz_image: from the repo root, seeds in fuzz/seeds-image)
-FUZZ_SRC := $(filter-out fuzz/fuzz_model.c,$(sort $(wildcard fuzz/fuzz_*.c)))
-FUZZ_LIB := src/base/base.c src/base/progress.c src/format/json.c src/format/safetensors.c $(wildcard src/tokenizer/*.c) $(wildcard src/template/*.c) \
-            src/hub/api.c src/hub/hub.c src/runtime/sampling_opts.c \
-            src/base/threadpool.c $(wildcard src/audio/*.c) $(wildcard src/image/*.c)
-FUZZ_CFLAGS := -I/usr/include/opus -std=c17 -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
-fuzz: deps
+# -fsanitize=fuzzer against one clang ASan/UBSan build of the library
+# (build/fuzzlib, kept up to date by its own make: built once, shared by all
+# targets; fuzz_model, fuzz_http and fuzz_image take the whole archive for
+# the families' and image processors' constructors). `make test` runs each
+# for a few seconds from the committed seeds (tests/cli/fuzz.sh); a longer
+# run, e.g.:
+#   build/fuzz/fuzz_tokenizer -max_total_time=180 fuzz/corpus-tokenizer fuzz/seeds-tokenizer
+# (from the repo root; docs/fuzzing.md has each target's seeds and flags)
+FUZZ_WHOLE  := fuzz_model fuzz_http fuzz_image
+FUZZ_BIN    := $(addprefix build/fuzz/,$(basename $(notdir $(sort $(wildcard fuzz/fuzz_*.c)))))
+FUZZ_CFLAGS := -std=c17 -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+FUZZLIB_OPT := -O1 -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -fsanitize=fuzzer-no-link
+# the SIMD kernels without ASan/UBSan (coverage still): clang spent 215 s of CPU on
+# qvnni_avx512.c with them, 7 s without; `make asan` (gcc) checks the kernels' tests
+FUZZLIB_NOSAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined
+.PHONY: FORCE fuzz-deps
+fuzz: $(FUZZ_BIN)
+# clang and its sanitizer and libFuzzer runtimes, from Debian when absent
+fuzz-deps: deps
+	@command -v clang >/dev/null 2>&1 || { echo "installing: clang libclang-rt-dev"; SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq clang libclang-rt-dev >/dev/null; }
+build/fuzz/%: fuzz/%.c build/fuzzlib/libmlxcel.a $(wildcard src/*/*.h)
 	@mkdir -p build/fuzz
-	@for f in $(FUZZ_SRC); do n=$$(basename $$f .c); echo "clang $$f -> build/fuzz/$$n"; \
-	  clang $(FUZZ_CFLAGS) -fsanitize=fuzzer -Isrc -o build/fuzz/$$n $$f $(FUZZ_LIB) $(LDLIBS) || exit 1; done
-	@# fuzz_model opens whole model folders: it links a clang ASan/UBSan build of the whole library
-	$(MAKE) CC=clang BUILD=build/fuzzlib OPT="-O1 -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -fsanitize=fuzzer-no-link" build/fuzzlib/libmlxcel.a
-	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer -Isrc -o build/fuzz/fuzz_model fuzz/fuzz_model.c -Wl,--whole-archive build/fuzzlib/libmlxcel.a -Wl,--no-whole-archive $(LDLIBS)
+	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer -Isrc -o $@ $< $(if $(filter $*,$(FUZZ_WHOLE)),-Wl$(comma)--whole-archive build/fuzzlib/libmlxcel.a -Wl$(comma)--no-whole-archive,build/fuzzlib/libmlxcel.a) $(LDLIBS)
+ifneq ($(BUILD),build/fuzzlib)
+# its own make decides what to rebuild; the archive's time stamp then tells ours
+build/fuzzlib/libmlxcel.a: FORCE | fuzz-deps
+	@$(MAKE) --no-print-directory CC=clang BUILD=build/fuzzlib OPT="$(FUZZLIB_OPT)" SIMD_NOSAN="$(FUZZLIB_NOSAN)" build/fuzzlib/libmlxcel.a
+endif
 
 # embed_bench: embeddings/s of an encoder checkpoint through the library API
 # (docs/embed-bench.md; the MiniLM-shaped checkpoint comes from mkmodel).

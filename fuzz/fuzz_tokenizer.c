@@ -10,7 +10,9 @@
  *         then TEXT encoded and decoded;
  *   odd:  the rest is text encoded with the committed test tokenizers (loaded
  *         once from tests/tokenizers, run from the repo root), then decoded,
- *         stream-decoded (must equal the decode), and random ids decoded. */
+ *         stream-decoded (must equal the decode), and random ids decoded.
+ * Every mode also encodes with split_special:
+ * with the whole text as markup the ids must equal the default encoding. */
 #define _DEFAULT_SOURCE /* mkdtemp */
 #include "tokenizer/tokenizer.h"
 #include <stdio.h>
@@ -47,6 +49,18 @@ static void exercise(const mx_tokenizer *t, const char *text, size_t n, bool spe
         size_t l;
         if (!mx_tok_token_str(t, ids[i], &l)) abort();
     }
+    /* split_special with the whole text as markup reads it as the default does;
+     * with parts or none of it, it must still encode */
+    size_t all[2] = {0, n}, part[4] = {0, n / 3, n / 2, n};
+    mx_tok_opts o = {.add_special = special, .split_special = true, .markup = all, .n_markup = 1};
+    int32_t *ids2 = NULL;
+    int nid2 = 0;
+    if (mx_tok_encode_ex(t, text, n, &o, &ids2, &nid2) || nid2 != nid || (nid && memcmp(ids, ids2, sizeof(int32_t) * (size_t)nid))) abort();
+    free(ids2);
+    o.markup = part;
+    o.n_markup = 2;
+    if (mx_tok_encode_ex(t, text, n, &o, &ids2, &nid2)) abort();
+    free(ids2);
     mx_buf_free(&d);
     mx_buf_free(&s);
     free(ids);

@@ -1,11 +1,13 @@
 #define _GNU_SOURCE
 #include "base.h"
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 static _Thread_local char g_err[1024];
 
@@ -99,16 +101,27 @@ char *mx_asprintf(const char *fmt, ...) {
 
 int mx_read_file(const char *path, size_t max, char **data, size_t *len) { return mx_read_file_with(path, max, mx_malloc, data, len); }
 
+int mx_open_regular(const char *path, struct stat *st) {
+    /* O_NONBLOCK: opening a FIFO for reading would wait for a writer */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return mx_set_err("%s: cannot open: %s", path, strerror(errno));
+    if (fstat(fd, st) != 0 || !S_ISREG(st->st_mode)) {
+        close(fd);
+        return mx_set_err("%s: not a regular file", path);
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    return fd;
+}
+
 int mx_read_file_with(const char *path, size_t max, void *(*alloc)(size_t), char **data, size_t *len) {
     *data = NULL;
     if (len) *len = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) return mx_set_err("%s: cannot open: %s", path, strerror(errno));
     struct stat st;
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-        fclose(f);
-        return mx_set_err("%s: not a regular file", path);
-    }
+    int fd = mx_open_regular(path, &st);
+    if (fd < 0) return MX_ERR;
+    FILE *f = fdopen(fd, "rb");
+    if (!f) { close(fd); return mx_set_err("%s: cannot open: %s", path, strerror(errno)); }
     if ((uint64_t)st.st_size > max) {
         fclose(f);
         return mx_set_err("%s: file is %lld bytes, more than the %zu allowed", path, (long long)st.st_size, max);

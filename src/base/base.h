@@ -44,6 +44,11 @@ int mx_read_file(const char *path, size_t max, char **data, size_t *len);
 /* The same into memory from alloc (which sets the error when it fails), freed with free(). */
 int mx_read_file_with(const char *path, size_t max, void *(*alloc)(size_t), char **data, size_t *len);
 bool mx_file_exists(const char *path);
+/* Opens a regular file for reading, checked before anything can block (a
+ * FIFO or device is refused, not waited on). Returns the descriptor (st
+ * gets its fstat), or MX_ERR (-1) with the error set. */
+struct stat;
+int mx_open_regular(const char *path, struct stat *st);
 char *mx_path_join(const char *dir, const char *name);
 
 double mx_now(void); /* monotonic seconds */

@@ -1,6 +1,5 @@
 /* mlxcel serve (also run as mlxcel-server): the OpenAI-compatible server. */
 #include "cli.h"
-#include "../base/threadpool.h"
 #include "../server/server.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,8 +13,7 @@ typedef struct {
 
 static void serve_init(void *p) {
     serve_opts *o = p;
-    o->s = (mx_serve_opts){.host = "127.0.0.1", .port = 8080, .parallel = 4, .ctx_size = 4096, .step_tokens = 256,
-                           .threads = mx_default_threads()};
+    mx_serve_opts_defaults(&o->s);
     o->body_mb = 8;
     mx_sampling_defaults(&o->samp); /* OpenAI's defaults: temperature 1, a new seed per request */
     o->samp.temperature = 1.0f;
@@ -36,6 +34,17 @@ static const mx_opt serve_tab[] = {
     OPT_TEMPLATES(serve_opts, s.chat_template, s.chat_template_file),
     {NULL, "--allowed-image-dir", NULL, OPT_STR, "DIR", 0, 0, S(image_dir),
      "chat image parts may name local files (file:// or absolute paths) under DIR; otherwise only data: URLs", NULL, 0},
+    /* limits against hostile clients (docs/security.md) */
+    {NULL, "--max-conns-per-ip", NULL, OPT_INT, "N", 0, 1 << 20, S(max_conns_per_ip), "open connections per client address (0: no limit)", NULL, 0},
+    {NULL, "--rate-limit", NULL, OPT_FLOAT, "R", 0, 1e6, S(rate_limit), "requests per second per client address, in bursts of R (429); 0: off", NULL, 0},
+    {NULL, "--max-queue", NULL, OPT_INT, "N", 0, 1 << 20, S(max_queue), "requests waiting beyond the --parallel running ones (503 past it)", NULL, 0},
+    {NULL, "--header-timeout", NULL, OPT_FLOAT, "S", 0.1, 3600, S(header_timeout), "seconds for a request's headers to arrive", NULL, 0},
+    {NULL, "--body-timeout", NULL, OPT_FLOAT, "S", 0.1, 3600, S(body_timeout), "seconds for a request's body to arrive", NULL, 0},
+    {NULL, "--max-messages", NULL, OPT_INT, "N", 1, 1 << 24, S(max_messages), "messages per chat request", NULL, 0},
+    {NULL, "--prompt-budget", NULL, OPT_FLOAT, "S", 0.01, 3600, S(prompt_budget), "seconds of template rendering and tokenizing per request", NULL, 0},
+    {NULL, "--shutdown-grace", NULL, OPT_FLOAT, "S", 0, 3600, S(shutdown_grace), "seconds requests in flight get after SIGTERM before they are ended", NULL, 0},
+    {NULL, "--allow-special-in-content", NULL, OPT_FLAG, NULL, 0, 0, S(allow_special_in_content),
+     "read special tokens in message content (unsafe with untrusted clients)", NULL, 0},
     {0},
 };
 #undef S

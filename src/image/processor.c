@@ -1,3 +1,4 @@
+#define _GNU_SOURCE /* memmem */
 /* The shared steps of the image processors (see processor.h) and the
  * registry of family descriptions. Arithmetic follows the Python it
  * reproduces: int() truncation, Python round() (halves to even, nearbyint
@@ -545,44 +546,106 @@ static int expand_one(const mx_image_processor *p, const mx_image_input *im, mx_
     }
 }
 
-int mx_image_expand_prompt(const mx_image_processor *p, const char *text, const mx_image_input *imgs, int n_images,
-                           const char *bos_text, char **out, bool *add_bos) {
-    mx_buf b = {0};
-    *out = NULL;
+/* The output being written, with its markup ranges when they are tracked. */
+typedef struct {
+    mx_buf *b, *mk;       /* mk: NULL when not tracked */
+    const size_t *in;     /* the input's ranges */
+    size_t n_in;
+} emitter;
+
+static int add_mark(mx_buf *mk, size_t s, size_t e) {
+    size_t n = mk->len / (2 * sizeof(size_t)), *r = (size_t *)(void *)mk->data;
+    if (n && r[2 * n - 1] == s) { /* adjacent: one range */
+        r[2 * n - 1] = e;
+        return MX_OK;
+    }
+    size_t pair[2] = {s, e};
+    return mx_buf_append(mk, pair, sizeof pair);
+}
+
+/* text[a, e) copied, its markup ranges carried over. */
+static int emit_text(emitter *m, const char *text, size_t a, size_t e) {
+    size_t base = m->b->len;
+    if (mx_buf_append(m->b, text + a, e - a)) return MX_ERR;
+    for (size_t i = 0; m->mk && i < m->n_in; i++) {
+        size_t s = MX_MAX(m->in[2 * i], a), t = MX_MIN(m->in[2 * i + 1], e);
+        if (s < t && add_mark(m->mk, base + s - a, base + t - a)) return MX_ERR;
+    }
+    return MX_OK;
+}
+
+/* What the processor wrote since from is markup. */
+static int mark_from(emitter *m, size_t from) { return m->mk && m->b->len > from ? add_mark(m->mk, from, m->b->len) : MX_OK; }
+
+/* A placeholder at [a, e) is an image's when markup is not tracked or it
+ * lies wholly in markup (the template wrote it, not a client). */
+static bool is_image_ph(const emitter *m, size_t a, size_t e) {
+    if (!m->mk) return true;
+    for (size_t i = 0; i < m->n_in && a < e; i++)
+        if (m->in[2 * i] <= a && m->in[2 * i + 1] > a) a = m->in[2 * i + 1];
+    return a >= e;
+}
+
+static const char *next_ph(const char *text, size_t len, const char *from, const char *ph, size_t phl) {
+    return memmem(from, len - (size_t)(from - text), ph, phl);
+}
+
+int mx_image_expand_marked(const mx_image_processor *p, const char *text, size_t len, const size_t *markup, size_t n_markup,
+                           const mx_image_input *imgs, int n_images, const char *bos_text, mx_buf *out, mx_buf *out_markup,
+                           bool *add_bos) {
+    emitter m = {out, out_markup, markup, n_markup};
     *add_bos = true;
     const char *ph = p->placeholder;
-    size_t phl = strlen(ph);
+    size_t phl = strlen(ph), from;
+    if (!phl) return mx_set_err("the image processor has an empty placeholder");
     int n_ph = 0;
-    for (const char *s = strstr(text, ph); s; s = strstr(s + phl, ph)) n_ph++;
+    for (const char *s = next_ph(text, len, text, ph, phl); s; s = next_ph(text, len, s + phl, ph, phl))
+        n_ph += is_image_ph(&m, (size_t)(s - text), (size_t)(s - text) + phl);
     if (p->prompt == MX_IP_PROMPT_PREFIX) {
         /* PaliGemma: no placeholders -> the image tokens and BOS before the
          * text; placeholders -> each expanded in place; "\n" after either */
         *add_bos = false;
         if (!n_ph) {
+            from = out->len;
             for (int i = 0; i < n_images; i++)
-                if (repeat(&b, p->image_token, imgs[i].n_tokens)) goto fail;
-            if (mx_buf_puts(&b, bos_text ? bos_text : "") || mx_buf_puts(&b, text) || mx_buf_puts(&b, "\n")) goto fail;
-            *out = b.data;
-            return MX_OK;
+                if (repeat(out, p->image_token, imgs[i].n_tokens)) return MX_ERR;
+            if (mx_buf_puts(out, bos_text ? bos_text : "") || mark_from(&m, from) || emit_text(&m, text, 0, len)) return MX_ERR;
+            from = out->len;
+            return mx_buf_puts(out, "\n") || mark_from(&m, from) ? MX_ERR : MX_OK;
         }
+    } else if (!n_ph && out_markup && n_images) { /* tracked and none written: the images go first */
+        from = out->len;
+        for (int i = 0; i < n_images; i++)
+            if (expand_one(p, &imgs[i], out)) return MX_ERR;
+        return mark_from(&m, from) || emit_text(&m, text, 0, len) ? MX_ERR : MX_OK;
     }
-    if (n_ph != n_images) {
-        mx_set_err("the prompt holds %d image placeholder%s (\"%s\") for %d image%s", n_ph, n_ph == 1 ? "" : "s", ph, n_images,
-                   n_images == 1 ? "" : "s");
-        goto fail;
+    if (n_ph != n_images)
+        return mx_set_err("the prompt holds %d image placeholder%s (\"%s\") for %d image%s", n_ph, n_ph == 1 ? "" : "s", ph, n_images,
+                          n_images == 1 ? "" : "s");
+    size_t at = 0;
+    for (const char *s = next_ph(text, len, text, ph, phl); s; s = next_ph(text, len, s + phl, ph, phl)) {
+        size_t a = (size_t)(s - text);
+        if (!is_image_ph(&m, a, a + phl)) continue;
+        if (emit_text(&m, text, at, a)) return MX_ERR;
+        from = out->len;
+        if (expand_one(p, &imgs[n_images - n_ph], out) || mark_from(&m, from)) return MX_ERR;
+        n_ph--;
+        at = a + phl;
     }
-    const char *s = text;
-    for (int i = 0; i < n_images; i++) {
-        const char *at = strstr(s, ph);
-        if (mx_buf_append(&b, s, (size_t)(at - s)) || expand_one(p, &imgs[i], &b)) goto fail;
-        s = at + phl;
+    if (emit_text(&m, text, at, len)) return MX_ERR;
+    from = out->len;
+    if (p->prompt == MX_IP_PROMPT_PREFIX && (mx_buf_puts(out, "\n") || mark_from(&m, from))) return MX_ERR;
+    return !out->data ? mx_buf_puts(out, "") : MX_OK;
+}
+
+int mx_image_expand_prompt(const mx_image_processor *p, const char *text, const mx_image_input *imgs, int n_images,
+                           const char *bos_text, char **out, bool *add_bos) {
+    mx_buf b = {0};
+    *out = NULL;
+    if (mx_image_expand_marked(p, text, strlen(text), NULL, 0, imgs, n_images, bos_text, &b, NULL, add_bos)) {
+        mx_buf_free(&b);
+        return MX_ERR;
     }
-    if (mx_buf_puts(&b, s)) goto fail;
-    if (p->prompt == MX_IP_PROMPT_PREFIX && mx_buf_puts(&b, "\n")) goto fail;
-    if (!b.data && mx_buf_puts(&b, "")) goto fail;
     *out = b.data;
     return MX_OK;
-fail:
-    mx_buf_free(&b);
-    return MX_ERR;
 }

@@ -16,6 +16,7 @@
 #define MX_IMAGE_PROCESSOR_H
 #include "image.h"
 #include "../format/json.h"
+#include "../base/base.h"
 #include <stdbool.h>
 
 typedef enum {
@@ -118,6 +119,15 @@ int mx_image_processor_decode(const mx_image_processor *p, const void *data, siz
  * tokenizer's own BOS (PaliGemma writes it itself). */
 int mx_image_expand_prompt(const mx_image_processor *p, const char *text, const mx_image_input *imgs, int n_images,
                            const char *bos_text, char **out, bool *add_bos);
+/* The same over len bytes, appended to out. With out_markup (a rendered
+ * chat's markup ranges in markup, size_t pairs as mx_tok_opts reads them)
+ * only placeholders wholly in markup are images' (one in message content
+ * stays text), none of them puts the images first, and out_markup gets the
+ * output's ranges: the text's, carried over, and everything the processor
+ * wrote (the image tokens are specials the template did not write). */
+int mx_image_expand_marked(const mx_image_processor *p, const char *text, size_t len, const size_t *markup, size_t n_markup,
+                           const mx_image_input *imgs, int n_images, const char *bos_text, mx_buf *out, mx_buf *out_markup,
+                           bool *add_bos);
 
 /* Shared readers for family descriptions. Each names the file and key in
  * its error and checks the range; absent keys keep the default.

@@ -96,6 +96,12 @@ int deepseek_mla_configure(mx_arch *a, const mx_cfg *c, const mx_mla_defaults *d
 /* ernie4_5_moe.c: ERNIE 4.5 MoE on top of llama's defaults (also ERNIE 4.5
  * MoE configs that say model_type ernie4_5). */
 int ernie4_5_moe_configure(mx_arch *a, const mx_cfg *c);
+/* gemma4.c: Gemma 4 / 3n KV sharing: layers first_shared.. attend over the
+ * cache of the last earlier layer of their type (sliding or full). */
+int gemma_kv_shared(mx_arch *a, const mx_cfg *c, int first_shared);
+/* gemma4.c: Gemma 4 / 3n per-layer inputs of `dim` (a post block in every
+ * layer) under their transformers names. */
+void gemma_ple_spec(mx_arch *a, int dim, int vocab);
 /* ministral3.c: Llama 4's position scale of q, 1 + beta * log(1 + floor(pos /
  * div)), with beta = rope_parameters.llama_4_scaling_beta and div its
  * original_max_position_embeddings (def_beta, def_div: the class's when the

@@ -15,6 +15,27 @@
 #include "../base/base.h"
 #include <string.h>
 
+int gemma_kv_shared(mx_arch *a, const mx_cfg *c, int first_shared) {
+    for (int i = first_shared; i < a->n_layers; i++) {
+        mx_layer_spec *ls = &a->layers[i];
+        int src = -1;
+        for (int j = 0; j < first_shared; j++)
+            if ((a->layers[j].window != 0) == (ls->window != 0)) src = j;
+        if (src < 0) return mx_set_err("%s: layer %d shares the K/V of an earlier layer of its type, and there is none", c->file, i);
+        ls->kv_shared = true;
+        ls->kv_from = src;
+    }
+    return 0;
+}
+
+void gemma_ple_spec(mx_arch *a, int dim, int vocab) {
+    for (int i = 0; i < a->n_layers; i++) a->layers[i].post = &mx_block_ple;
+    a->ple = (mx_ple_spec){.dim = dim, .vocab = vocab, .act = a->act,
+                           .embed = "model.embed_tokens_per_layer", .proj = "model.per_layer_model_projection",
+                           .proj_norm = "model.per_layer_projection_norm", .gate = "model.layers.%d.per_layer_input_gate",
+                           .up = "model.layers.%d.per_layer_projection", .norm = "model.layers.%d.post_per_layer_input_norm"};
+}
+
 static int configure(mx_arch *a, const mx_cfg *c) {
     int w, global_hd, global_kv, n_shared, ple_dim, ple_vocab, err = 0;
     bool k_eq_v, double_mlp, moe;
@@ -62,22 +83,10 @@ static int configure(mx_arch *a, const mx_cfg *c) {
         if (i == L - 1) ls->window = 0;           /* the last layer is always full */
         ls->attn = ls->window ? s : g;
         ls->rope_idx = ls->window ? 1 : 0;
-        if (i >= first_shared) {
-            int src = -1;
-            for (int j = 0; j < first_shared; j++)
-                if ((a->layers[j].window != 0) == (ls->window != 0)) src = j;
-            if (src < 0) return mx_set_err("%s: layer %d shares the K/V of an earlier layer of its type, and there is none", c->file, i);
-            ls->kv_shared = true;
-            ls->kv_from = src;
-            if (double_mlp && first_shared > 0) ls->ffn_width = 2 * a->ffn;
-        }
-        if (ple_dim) ls->post = &mx_block_ple;
+        if (i >= first_shared && double_mlp && first_shared > 0) ls->ffn_width = 2 * a->ffn;
     }
-    if (ple_dim)
-        a->ple = (mx_ple_spec){.dim = ple_dim, .vocab = ple_vocab, .act = a->act,
-                               .embed = "model.embed_tokens_per_layer", .proj = "model.per_layer_model_projection",
-                               .proj_norm = "model.per_layer_projection_norm", .gate = "model.layers.%d.per_layer_input_gate",
-                               .up = "model.layers.%d.per_layer_projection", .norm = "model.layers.%d.post_per_layer_input_norm"};
+    if (gemma_kv_shared(a, c, first_shared)) return -1;
+    if (ple_dim) gemma_ple_spec(a, ple_dim, ple_vocab);
     a->names.layer_scale = "model.layers.%d.layer_scalar";
     return 0;
 }

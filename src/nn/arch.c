@@ -113,6 +113,16 @@ int mx_arch_mlp_layer_types(mx_arch *a, const mx_cfg *c, const mx_block_ops *spa
     return 1;
 }
 
+void mx_arch_rope_per_type(mx_arch *a, const mx_cfg *c, double full_theta, double sliding_theta) {
+    json_t *rp = mx_cfg_get(c, "rope_parameters");
+    static const char *const key[2] = {"full_attention", "sliding_attention"};
+    for (int r = 0; r < 2; r++)
+        a->rope_decl[r] = (mx_rope_decl){.theta = r ? sliding_theta : full_theta,
+                                         .params_key = json_is_object(json_object_get(rp, key[r])) ? key[r] : NULL};
+    a->n_rope = 2;
+    for (int i = 0; i < a->n_layers; i++) a->layers[i].rope_idx = a->layers[i].window ? 1 : 0;
+}
+
 int mx_arch_ropes(mx_arch *a, const mx_cfg *c) {
     for (int r = 0; a->pos == MX_POS_ROPE && r < a->n_rope; r++) {
         const mx_rope_decl *d = &a->rope_decl[r];
@@ -153,6 +163,7 @@ int mx_arch_ropes(mx_arch *a, const mx_cfg *c) {
         json_decref(def);
         if (rc) return MX_ERR;
         a->rope[r].interleaved = d->interleaved;
+        a->rope[r].reversed = d->reversed;
         if (d->attn_factor > 0) a->rope[r].attn_factor = d->attn_factor;
         if (d->mrope && mx_rope_mrope_section(&a->rope[r], &src)) return MX_ERR;
     }
@@ -209,7 +220,18 @@ int mx_arch_hf_defaults(mx_arch *a, const mx_cfg *c) {
     int hd_def = a->hidden % at->n_heads == 0 ? a->hidden / at->n_heads : 0;
     if (mx_cfg_i32(c, "head_dim", hd_def, 1, 1 << 14, &at->head_dim)) return MX_ERR;
     if (!at->head_dim) return mx_set_err("%s: hidden_size %d is not divisible by num_attention_heads %d and head_dim is missing", c->file, a->hidden, at->n_heads);
-    if (mx_cfg_i32(c, "intermediate_size", 4 * a->hidden, 1, 1 << 20, &a->ffn)) return MX_ERR;
+    json_t *is = mx_cfg_get(c, "intermediate_size");
+    if (json_is_array(is)) { /* one width per layer (Gemma 3n): arch.ffn is layer 0's */
+        if ((int)json_array_size(is) != n_layers)
+            return mx_set_err("%s: intermediate_size: %zu entries for %d layers", c->file, json_array_size(is), n_layers);
+        for (int i = 0; i < n_layers; i++) {
+            double v;
+            if (mx_json_num(json_array_get(is, i), c->file, "intermediate_size", 1, 1 << 20, &v)) return MX_ERR;
+            if (v != floor(v)) return mx_set_err("%s: intermediate_size: entry %d is not an integer", c->file, i);
+            a->layers[i].ffn_width = (int)v;
+        }
+        a->ffn = a->layers[0].ffn_width;
+    } else if (mx_cfg_i32(c, "intermediate_size", 4 * a->hidden, 1, 1 << 20, &a->ffn)) return MX_ERR;
     float eps;
     if (mx_cfg_f32(c, "rms_norm_eps", 1e-6f, 0, 1, &eps)) return MX_ERR;
     a->norm = (mx_norm_spec){MX_NORM_RMS, 0, true, false, eps};

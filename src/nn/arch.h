@@ -53,8 +53,8 @@ typedef struct {
 } mx_names;
 
 /* Attention (nn/attention.c): q/k/v projections (separate, or one fused qkv),
- * optional clamp, q/k norm, rope, GQA/MQA, soft-capping, sinks, output gate,
- * o. One spec describes one kind of attention; each layer points to the spec
+ * optional clamp, q/k norm, rope, GQA/MQA, soft-capping, sinks, output gate
+ * (from q, or a projection of its own), o. One spec describes one kind of attention; each layer points to the spec
  * it runs (mx_layer_spec.attn). arch.attn is the default every layer starts
  * with; mx_arch_add_attn makes another (a second head size, an encoder's
  * bidirectional attention, a cross-attention). MLA (nn/mla.c) reads its
@@ -64,6 +64,8 @@ typedef struct {
     const char *q, *k, *v, *qkv, *o, *q_norm, *k_norm;
     const char *sinks;       /* per-head sink logits (GPT-OSS): a full tensor name with "%d" */
     const char *out_norm;    /* norm (arch.norm) on the heads' output, concatenated, before o (BitNet) */
+    const char *gate;        /* a separate output-gate projection of the layer input: the heads' output is
+                                multiplied by sigmoid (or softplus) of it before o (AFMoE, Laguna) */
 } mx_attn_names;
 
 typedef struct mx_attn_spec {
@@ -88,6 +90,9 @@ typedef struct mx_attn_spec {
     bool temp_pos0;           /* floor(pos / temp_floor) instead: Ministral 3's Llama-4 scaling
                                  (rope_parameters.llama_4_scaling_beta) */
     bool clip_after_qk_norm;  /* clip_qkv clamps q, k, v after the q/k norms (OLMoE) */
+    bool gate_per_head;       /* names.gate gives one value per head, broadcast over head_dim
+                                 (else one per (head, dim)) */
+    bool gate_softplus;       /* names.gate through softplus, not sigmoid (Laguna) */
     int v_head_dim;           /* values' head size when it differs from q/k's (MiMo-V2-Flash); 0 = head_dim */
     float v_scale;            /* v multiplied by this before caching (MiMo's attention_value_scale); 0 = 1 */
 } mx_attn_spec;
@@ -140,6 +145,9 @@ typedef struct {
     bool group_mask_inf;        /* experts of the groups left out score -inf, not 0 (GLM-4.7-Flash,
                                    DeepSeek-V3.2: a corrected score may be negative) */
     mx_expert_names alt2;       /* a third layout, tried when neither `experts` nor `alt` is present */
+    float router_softcap;       /* router logits soft-capped c * tanh(logits / c) before routing (Laguna); 0 = off */
+    float shared_scale;         /* the shared expert's output multiplier (0 = 1; Cohere2-MoE's "average":
+                                   0.5, with routed_scale 0.5) */
 } mx_moe_spec;
 
 /* Multi-head latent attention (DeepSeek V2/V3, nn/mla.c): q through a
@@ -286,6 +294,7 @@ typedef struct {
                                (Gemma 4); NULL = rope_parameters itself, when present */
     const char *scaling_default; /* JSON of the rope scaling a config class applies when the config
                                     has neither rope_scaling nor rope_parameters (not even null) */
+    bool reversed;          /* rotate in the opposite direction (NanoChat) */
     bool yarn_factor_given; /* yarn's factor as given, not max_position_embeddings / original_... (v5) */
 } mx_rope_decl;
 
@@ -317,6 +326,33 @@ typedef struct {
     const char *gate, *up, *norm;
 } mx_ple_spec;
 
+/* AltUp (Gemma 3n, nn/altup.c): the residual is n streams. Before the first
+ * layer s_0 = the embeddings, s_j = proj_j(s_0) rescaled to s_0's RMS (j >= 1,
+ * `proj` "%d" = j - 1). Each layer: predict s_i += sum_j P_ij s_j with
+ * P = predict(tanh(router(router_norm(s_active) / hidden))) [n x n]; the
+ * layer runs on s_active; its output y corrects
+ * s_i += (correct(tanh(router(router_norm(y) / hidden))) + 1)_i (y - s_active)
+ * (correct's weights clamped to +-coef_clip); the layer's post block then
+ * reads s_active (times out_scale when correct_scale) and its output is added
+ * to every stream but s_0. After the last layer h = mean(s_0,
+ * unembed_j(s_j) rescaled to s_0's RMS). n = 0: off. */
+#define MX_ALTUP_MAX 16
+typedef struct {
+    int n, active;
+    float coef_clip;
+    bool correct_scale;
+    const char *proj, *unembed;                                    /* model level, "%d" = stream - 1 */
+    const char *router_norm, *router, *predict, *correct, *out_scale; /* per layer */
+} mx_altup_spec;
+
+/* LAuReL (Gemma 3n, nn/laurel.c), a layer's branch block:
+ * out = x + norm(right(left(x))) (left [rank, hidden], right [hidden, rank],
+ * norm arch.norm). */
+typedef struct {
+    int rank;
+    const char *left, *right, *norm;
+} mx_laurel_spec;
+
 /* One layer: its blocks, the attention spec it runs, and where it sits in
  * the sequence (window, rope). Per-layer differences of a family are data
  * here: a sliding layer has a window, a NoPE layer rope = false, a layer with
@@ -347,6 +383,11 @@ typedef struct {
     const mx_block_ops *shortcut; /* a second ffn block on this layer's normed ffn input whose
                                      output joins the residual at the end of the NEXT layer
                                      (LongCat's shortcut MoE); NULL = none */
+    const mx_block_ops *branch; /* a block on the mixer's normed input whose output joins the
+                                   residual beside the mixer's (post-normed) one:
+                                   x = (x + mixer + branch) * arch.branch_scale (Gemma 3n's LAuReL) */
+    float gate_sparsity; /* dense MLP: the gate keeps only values above mean + std * Phi^-1(p)
+                            of its row, relu(g - that) (Gemma 3n's gaussian top-k); p = 0: off */
     /* encoder-decoders: a cross-attention sub-layer between the mixer and the
      * ffn, x += xattn(norm_xattn(x)), reading the encoder memory (arch.mem_len
      * rows) through the spec xattn_attn (its q/k/v/o names and biases) */
@@ -443,6 +484,9 @@ typedef struct mx_arch {
     mx_ple_spec ple;             /* per-layer inputs (dim 0 = none), for layers whose post is mx_block_ple */
     const mx_rename *renames; /* tensor-name rewrites applied before binding (format/checkpoint.h) */
     int n_renames;
+    mx_altup_spec altup;      /* AltUp streams (n 0 = none) */
+    mx_laurel_spec laurel;    /* for layers whose branch is mx_block_laurel */
+    float branch_scale;       /* see mx_layer_spec.branch (0 = 1) */
 } mx_arch;
 
 /* Fills a (zeroed) from the keys most HF decoder configs share (hidden_size,
@@ -472,6 +516,12 @@ int mx_arch_layer_types(mx_arch *a, const mx_cfg *c, int window);
 /* Reads `mlp_layer_types` when present: "dense" layers run the dense MLP,
  * "sparse" ones `sparse`; returns 1 when it was present. */
 int mx_arch_mlp_layer_types(mx_arch *a, const mx_cfg *c, const mx_block_ops *sparse);
+/* A rope per layer type (transformers v5's rope_parameters keyed by
+ * full_attention / sliding_attention): rope[0] for the full layers, rope[1]
+ * for the sliding ones (by window, so call it after the windows are set),
+ * each read from its rope_parameters entry when there is one, else with the
+ * theta default given. */
+void mx_arch_rope_per_type(mx_arch *a, const mx_cfg *c, double full_theta, double sliding_theta);
 /* Builds rope[r] from rope_decl[r] for r < n_rope (when pos is MX_POS_ROPE):
  * the one place rope_theta, partial_rotary_factor and rope_scaling are read. */
 int mx_arch_ropes(mx_arch *a, const mx_cfg *c);

@@ -2,11 +2,13 @@
  * layer's attention spec (arch.h mx_attn_spec) says: q/k/v projections
  * (separate or fused, with biases), optional clip (before or after the q/k
  * norms), q/k norm (before or after rope), rope, a position-dependent q
- * scale, the layer's sliding window, soft-capping, sinks, output gate, a norm
- * on the output before o, GQA/MQA, a value head size of its own and a value
- * scale. Its per-sequence state is K [cap][kv heads * head_dim] then V
+ * scale, the layer's sliding window, soft-capping, sinks, output gate (from
+ * q, or a sigmoid / softplus gate projection of its own, per element or per
+ * head), a norm on the output before o, GQA/MQA, a value head size of its own
+ * and a value scale. Its per-sequence state is K [cap][kv heads * head_dim] then V
  * [cap][kv heads * v head dim]. */
 #include "model.h"
+#include "ssm.h"
 #include "../base/base.h"
 #include <math.h>
 #include <stdlib.h>
@@ -14,7 +16,7 @@
 
 typedef struct {
     mx_normw q_norm, k_norm, out_norm;
-    mx_weight q, k, v, qkv, o;
+    mx_weight q, k, v, qkv, o, gate; /* gate: names.gate's projection */
     float *q_b, *k_b, *v_b, *qkv_b, *o_b;
     float *sinks; /* per-head sink logits (names.sinks, GPT-OSS) */
 } att_w;
@@ -49,6 +51,9 @@ static int load_head_norm(mx_model *m, const mx_norm_spec *s, const char *pat, i
     if (s->bias && load_head_vec(m, pat, layer, n_heads, d, ".bias", &nw->b)) return MX_ERR;
     return MX_OK;
 }
+
+/* values per token of names.gate's projection */
+static int gate_rows(const mx_attn_spec *a) { return a->gate_per_head ? a->n_heads : a->n_heads * mx_attn_vdim(a); }
 
 static int att_load(mx_model *m, int i, void **out) {
     const mx_layer_spec *ls = &m->arch.layers[i];
@@ -86,6 +91,8 @@ static int att_load(mx_model *m, int i, void **out) {
                (!shared && !a->k_eq_v && mx_load_lin(m, N->v, i, a->n_kv_heads * vd, H, a->v_bias, &w->v, &w->v_b)))
         return MX_ERR;
     if (N->sinks && mx_load_vec(m, N->sinks, i, a->n_heads, true, &w->sinks)) return MX_ERR;
+    if (N->gate && a->gate) return mx_set_err("%s: layer %d: an output gate from q and from a projection of its own", m->ck.dir, i);
+    if (mx_load_lin(m, N->gate, i, gate_rows(a), H, false, &w->gate, NULL)) return MX_ERR;
     if (mx_load_norm(m, &m->arch.norm, N->out_norm, i, ovd, &w->out_norm)) return MX_ERR;
     return mx_load_lin(m, N->o, i, H, ovd, a->o_bias, &w->o, &w->o_b);
 }
@@ -96,7 +103,7 @@ static void att_free(void *p) {
     mx_normw_free(&w->q_norm);
     mx_normw_free(&w->k_norm);
     mx_normw_free(&w->out_norm);
-    mx_weight *ws[] = {&w->q, &w->k, &w->v, &w->qkv, &w->o};
+    mx_weight *ws[] = {&w->q, &w->k, &w->v, &w->qkv, &w->o, &w->gate};
     for (size_t k = 0; k < MX_ARRAY_LEN(ws); k++) mx_weight_free(ws[k]);
     free(w->q_b); free(w->k_b); free(w->v_b); free(w->qkv_b); free(w->o_b);
     free(w->sinks);
@@ -123,7 +130,8 @@ static _Atomic int g_key_block;
 void mx_attention_set_key_block(int keys) { g_key_block = keys > 0 ? keys : 0; }
 
 /* qkv [rows][q|k|v]; att [rows][heads * v head dim]; scores: per thread a group's rows of
- * max_ctx; row: one fused qkv row being regrouped; gate [rows][2 q dim] */
+ * max_ctx; row: one fused qkv row being regrouped; gate [rows][2 q dim] (q
+ * with its gate) or [rows][gate_rows] (names.gate) */
 typedef struct { float *qkv, *att, *scores, *row, *gate; } att_bufs;
 static size_t att_plan(const mx_attn_spec *a, int rows, int max_ctx, int nt, float *base, att_bufs *b) {
     mx_plan p = {base, 0};
@@ -132,7 +140,7 @@ static size_t att_plan(const mx_attn_spec *a, int rows, int max_ctx, int nt, flo
     b->att = mx_plan_take(&p, (size_t)rows * a->n_heads * mx_attn_vdim(a));
     b->scores = mx_plan_take(&p, (size_t)nt * att_group(a) * max_ctx);
     b->row = mx_plan_take(&p, a->qkv_layout == MX_QKV_GROUPED ? (size_t)qkv_dim(a) : 0);
-    b->gate = mx_plan_take(&p, a->gate ? (size_t)rows * 2 * qd : 0);
+    b->gate = mx_plan_take(&p, a->gate ? (size_t)rows * 2 * qd : a->names.gate ? (size_t)rows * gate_rows(a) : 0);
     return p.n;
 }
 
@@ -247,6 +255,7 @@ static void att_forward(mx_fwd *f, int layer, void *wp, const float *xn, float *
     att_bufs b;
     att_plan(a, f->max_tokens, f->max_ctx, mx_pool_size(f->pool), f->scratch, &b);
     float *qkv = b.qkv, *att = b.att, *gate = b.gate;
+    if (w->gate.fmt) mx_linear(f, &w->gate, NULL, xn, N, H, gate, gate_rows(a));
     if (w->qkv.fmt) {
         mx_linear(f, &w->qkv, w->qkv_b, xn, N, H, qkv, qkvd);
         if (a->qkv_layout == MX_QKV_GROUPED) { /* reorder each row to [q | k | v] */
@@ -313,6 +322,18 @@ static void att_forward(mx_fwd *f, int layer, void *wp, const float *xn, float *
                 const float *g = gate + (size_t)t * 2 * qd + (size_t)h * 2 * hd + hd;
                 for (int d = 0; d < hd; d++) o[d] *= 1.0f / (1.0f + expf(-g[d]));
             }
+    if (w->gate.fmt) { /* in f32 as HF: out * sigmoid(g) or out * softplus(g) */
+        int gr = gate_rows(a);
+        for (int t = 0; t < N; t++)
+            for (int h = 0; h < a->n_heads; h++) {
+                float *o = att + (size_t)t * ovd + (size_t)h * vd;
+                const float *g = gate + (size_t)t * gr + (size_t)h * (a->gate_per_head ? 1 : vd);
+                for (int d = 0; d < vd; d++) {
+                    float gv = g[a->gate_per_head ? 0 : d];
+                    o[d] *= a->gate_softplus ? mx_softplus(gv) : 1.0f / (1.0f + expf(-gv));
+                }
+            }
+    }
     if (w->out_norm.w || w->out_norm.b) mx_norm_rows(&arch->norm, &w->out_norm, att, att, N, ovd, ovd);
     mx_linear(f, &w->o, w->o_b, att, N, ovd, out, H);
 }

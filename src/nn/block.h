@@ -45,6 +45,7 @@ extern const mx_block_ops mx_block_shortconv; /* LFM2 gated short convolution (a
 extern const mx_block_ops mx_block_deltanet;  /* gated DeltaNet linear attention (arch.deltanet), nn/deltanet.c */
 extern const mx_block_ops mx_block_ple;       /* Gemma 4 per-layer input (arch.ple), a layer's post block, nn/ple.c */
 extern const mx_block_ops mx_block_lightning; /* MiniMax lightning attention (arch.lightning), nn/lightning.c */
+extern const mx_block_ops mx_block_laurel;    /* Gemma 3n LAuReL low-rank branch (arch.laurel), nn/laurel.c */
 extern const mx_block_ops mx_block_xattn;     /* cross-attention to the encoder memory (layer.xattn_attn), nn/xattn.c */
 extern const mx_block_ops mx_block_zamba;     /* Zamba2 shared-transformer + Mamba2 hybrid layer (arch.shared_block), nn/zamba.c */
 #endif

@@ -61,9 +61,9 @@ size_t mx_blocks_scratch_floats(const mx_model *m, int max_tokens, int max_ctx, 
     const mx_arch *a = &m->arch;
     size_t scratch = 0;
     for (int l = 0; l < a->n_layers; l++) {
-        const mx_block_ops *bs[6] = {a->layers[l].mixer, a->layers[l].ffn, a->layers[l].mixer2, a->layers[l].post, a->layers[l].shortcut,
-                                     a->layers[l].xattn};
-        for (int k = 0; k < 6; k++)
+        const mx_block_ops *bs[7] = {a->layers[l].mixer, a->layers[l].ffn, a->layers[l].mixer2, a->layers[l].post, a->layers[l].shortcut,
+                                     a->layers[l].xattn, a->layers[l].branch};
+        for (int k = 0; k < 7; k++)
             if (bs[k] && bs[k]->scratch_floats) scratch = MX_MAX(scratch, bs[k]->scratch_floats(m, l, max_tokens, max_ctx, n_threads));
     }
     return scratch;
@@ -88,8 +88,9 @@ int mx_fwd_bufs_alloc(mx_fwd_bufs *b, const mx_model *m, int max_tokens, int max
     bool shortcut = false;
     for (int l = 0; l < a->n_layers; l++) shortcut |= a->layers[l].shortcut != NULL;
     if (shortcut) b->carry = mx_aligned_alloc(N * H * 4);
+    if (a->altup.n) b->altup = mx_aligned_alloc(mx_altup_floats(a, max_tokens) * 4);
     if (!b->x || !b->xn || !b->tmp || !b->tmp2 || !b->cs || !b->scratch || !b->pos || !b->seq_of || !b->span || !b->apos ||
-        (a->ple.dim && !b->ple) || (shortcut && !b->carry)) {
+        (a->ple.dim && !b->ple) || (shortcut && !b->carry) || (a->altup.n && !b->altup)) {
         mx_fwd_bufs_free(b);
         return MX_ERR;
     }
@@ -97,7 +98,7 @@ int mx_fwd_bufs_alloc(mx_fwd_bufs *b, const mx_model *m, int max_tokens, int max
 }
 
 void mx_fwd_bufs_free(mx_fwd_bufs *b) {
-    float *bufs[] = {b->x, b->xn, b->tmp, b->tmp2, b->cs, b->scratch, b->ple, b->carry};
+    float *bufs[] = {b->x, b->xn, b->tmp, b->tmp2, b->cs, b->scratch, b->ple, b->carry, b->altup};
     for (size_t i = 0; i < MX_ARRAY_LEN(bufs); i++) mx_aligned_free(bufs[i]);
     free(b->pos);
     free(b->seq_of);
@@ -217,6 +218,12 @@ void mx_layer_forward(mx_fwd *f, int l, float *x, float *xn, float *tmp, float *
             for (size_t i = 0; i < NH; i++) tmp[i] = tmp[i] * s1 + tmp2[i] * s2;
         } else if (a->mixer_scale && a->mixer_scale != 1.0f) mx_scale(tmp, a->mixer_scale, (int)NH);
         if (a->names.post_attn_norm && !res_norm) mx_norm_rows(&a->norm, &L->post_attn_norm, tmp, tmp, N, H, H);
+        if (ls->branch) { /* x = (x + mixer + branch) * branch_scale; tmp2 is free until the ffn */
+            ls->branch->forward(f, l, L->branch_w, xn, tmp2);
+            float bs = a->branch_scale ? a->branch_scale : 1;
+            for (size_t i = 0; i < NH; i++) x[i] = (x[i] + tmp[i] + tmp2[i]) * bs;
+            memset(tmp, 0, NH * 4); /* joined: the residual below adds nothing */
+        }
     } else memset(tmp, 0, NH * 4);
     if (!ls->ffn) {
         add_scaled(x, tmp, a->residual_scale, NH);
@@ -245,7 +252,7 @@ void mx_layer_forward(mx_fwd *f, int l, float *x, float *xn, float *tmp, float *
         if (a->names.post_ffn_norm && res_norm) mx_norm_rows(&a->norm, &L->post_ffn_norm, x, x, N, H, H);
         if (l > 0 && a->layers[l - 1].shortcut) add_scaled(x, f->carry, 1.0f, NH);
     }
-    if (ls->post) { /* reads the layer's output, adds to it */
+    if (ls->post && !a->altup.n) { /* reads the layer's output, adds to it (AltUp: mx_altup_correct runs it) */
         ls->post->forward(f, l, L->post_w, x, tmp);
         add_scaled(x, tmp, 1.0f, NH);
     }
@@ -302,6 +309,7 @@ int mx_forward(mx_ctx *c, const mx_seq_in *seqs, int n_seqs, float *logits, bool
             mx_add(row, c->b.tmp, H);
         }
     }
+    if (a->names.embed_norm) mx_norm_rows(&a->norm, &m->embed_norm, c->b.x, c->b.x, N, H, H); /* NanoChat */
     /* rope tables per spec, per sequence (dynamic variants depend on length) */
     if (a->pos == MX_POS_ROPE) {
         size_t off = 0;
@@ -322,7 +330,13 @@ int mx_forward(mx_ctx *c, const mx_seq_in *seqs, int n_seqs, float *logits, bool
                 .kp = &c->kp, .span_lo = spans ? c->b.span : NULL, .span_hi = spans ? c->b.span + N : NULL};
     for (int r = 0, off = 0; r < a->n_rope; off += N * a->rope[r].dim, r++) f.cs[r] = c->b.cs + off;
     if (a->ple.dim) mx_ple_inputs(&f, c->b.x, c->b.ple);
-    for (int l = 0; l < a->n_layers; l++) mx_layer_forward(&f, l, c->b.x, c->b.xn, c->b.tmp, c->b.tmp2);
+    if (a->altup.n) mx_altup_embed(&f, c->b.x, c->b.altup);
+    for (int l = 0; l < a->n_layers; l++) {
+        if (a->altup.n) mx_altup_predict(&f, l, c->b.altup, c->b.x);
+        mx_layer_forward(&f, l, c->b.x, c->b.xn, c->b.tmp, c->b.tmp2);
+        if (a->altup.n) mx_altup_correct(&f, l, c->b.altup, c->b.x, c->b.tmp);
+    }
+    if (a->altup.n) mx_altup_unembed(&f, c->b.altup, c->b.x, c->b.tmp);
     for (int s = 0; s < n_seqs; s++) seqs[s].kv->len += seqs[s].n;
     /* final norm and head on the rows that need logits */
     int nrows = 0;

@@ -162,10 +162,14 @@ static int run_layers(mx_enc *c, int n_seqs, int N, bool any_mask, float *hidden
                 .key_mask = any_mask ? c->mask : NULL};
     for (int r = 0, ro = 0; r < a->n_rope; ro += N * a->rope[r].dim, r++) f.cs[r] = c->b.cs + ro;
     if (a->ple.dim) mx_ple_inputs(&f, c->b.x, c->b.ple);
+    if (a->altup.n) mx_altup_embed(&f, c->b.x, c->b.altup);
     for (int l = 0; l < a->n_layers; l++) {
         if (a->layers[l].mixer != &mx_block_attention) memset(c->state, 0, need * 4); /* recurrent state starts empty */
+        if (a->altup.n) mx_altup_predict(&f, l, c->b.altup, c->b.x);
         mx_layer_forward(&f, l, c->b.x, c->b.xn, c->b.tmp, c->b.tmp2);
+        if (a->altup.n) mx_altup_correct(&f, l, c->b.altup, c->b.x, c->b.tmp);
     }
+    if (a->altup.n) mx_altup_unembed(&f, c->b.altup, c->b.x, c->b.tmp);
     if (a->names.final_norm) mx_norm_rows(&a->norm, &m->final_norm, hidden, c->b.x, N, H, H);
     else memcpy(hidden, c->b.x, (size_t)N * H * 4);
     return MX_OK;

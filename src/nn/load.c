@@ -85,6 +85,7 @@ void mx_model_free(mx_model *m) {
             if (ls->mixer2 && L->mixer2_w) ls->mixer2->free(L->mixer2_w);
             if (ls->post && L->post_w) ls->post->free(L->post_w);
             if (ls->shortcut && L->shortcut_w) ls->shortcut->free(L->shortcut_w);
+            if (ls->branch && L->branch_w) ls->branch->free(L->branch_w);
             if (ls->ffn && L->ffn_w) ls->ffn->free(L->ffn_w);
             mx_normw_free(&L->xattn_norm);
             if (ls->xattn && L->xattn_w) ls->xattn->free(L->xattn_w);
@@ -102,6 +103,7 @@ void mx_model_free(mx_model *m) {
     mx_normw_free(&m->final_norm);
     mx_encoder_free(m);
     mx_ple_free(m);
+    mx_altup_free(m);
     mx_ckpt_close(&m->ck);
     mx_arch_free(&m->arch);
     memset(m, 0, sizeof *m);
@@ -185,6 +187,9 @@ int mx_model_bind(mx_model *m, mx_ckpt *ck) {
             goto fail;
         if (ls->mixer && ls->mixer->load(m, i, &L->mixer_w)) goto fail;
         if (ls->mixer2 && ls->mixer2->load(m, i, &L->mixer2_w)) goto fail;
+        if (ls->branch && (ls->branch->state_floats ? mx_set_err("block %s keeps state: not a branch block", ls->branch->name)
+                                                    : ls->branch->load(m, i, &L->branch_w)))
+            goto fail;
         if (ls->post && (ls->post->state_floats ? mx_set_err("block %s keeps state: not a post block", ls->post->name)
                                                 : ls->post->load(m, i, &L->post_w)))
             goto fail;
@@ -201,7 +206,7 @@ int mx_model_bind(mx_model *m, mx_ckpt *ck) {
             if (mx_load_norm(m, &a->norm, N->xattn_norm, i, H, &L->xattn_norm) || ls->xattn->load(m, i, &L->xattn_w)) goto fail;
         }
     }
-    if (mx_encoder_bind(m) || mx_ple_bind(m)) goto fail;
+    if (mx_encoder_bind(m) || mx_ple_bind(m) || mx_altup_bind(m)) goto fail;
     if (mx_ckpt_check_unused(&m->ck, a->ignore, a->n_ignore)) goto fail;
     if (a->encoder) { /* an encoder-decoder: the encoder's description over the same folder */
         mx_ckpt eck;

@@ -1,7 +1,8 @@
 /* Dense MLP block: gated (down(act(gate x) * up x), gate and up separate or
  * fused) or plain (down(act(up x))), with optional biases, an optional norm
- * on the activation before down (BitNet's ffn_sub_norm), and xIELU, whose
- * scalars are learned per layer (Apertus). */
+ * on the activation before down (BitNet's ffn_sub_norm), xIELU, whose
+ * scalars are learned per layer (Apertus), and a gaussian top-k on the gate
+ * (Gemma 3n's activation sparsity). */
 #include "model.h"
 #include "../base/base.h"
 #include "../base/half.h"
@@ -17,6 +18,7 @@ typedef struct {
     float *gate_b, *up_b, *gate_up_b, *down_b;
     mx_normw act_norm;
     float xielu[4]; /* alpha_p, alpha_n (softplus applied), beta, eps */
+    float sparsity_z; /* Phi^-1(layer's gate_sparsity) when that is > 0 */
 } mlp_w;
 
 static float bf16_round(float x) { return mx_bf16_to_f32(mx_f32_to_bf16(x)); }
@@ -57,6 +59,28 @@ static void xielu(const float p[4], float *x, int n) {
     }
 }
 
+/* Phi^-1(p), the standard normal quantile: sqrt(2) erfinv(2p - 1) by
+ * bisection on erf in double (torch's Normal.icdf, then used in float) */
+static float normal_quantile(double p) {
+    double lo = -10, hi = 10, y = 2 * p - 1;
+    for (int k = 0; k < 200; k++) {
+        double mid = 0.5 * (lo + hi);
+        if (erf(mid) < y) lo = mid;
+        else hi = mid;
+    }
+    return (float)(sqrt(2.0) * 0.5 * (lo + hi));
+}
+
+/* g = relu(g - (mean(g) + std(g) * z)), population std over the row */
+static void gaussian_topk(float *g, int n, float z) {
+    double s = 0, s2 = 0;
+    for (int i = 0; i < n; i++) s += g[i];
+    float mean = (float)(s / n);
+    for (int i = 0; i < n; i++) s2 += (double)(g[i] - mean) * (g[i] - mean);
+    float cut = mean + sqrtf((float)(s2 / n)) * z;
+    for (int i = 0; i < n; i++) g[i] = g[i] > cut ? g[i] - cut : 0.0f;
+}
+
 static int mlp_load(mx_model *m, int i, void **out) {
     const mx_arch *a = &m->arch;
     const mx_names *N = &a->names;
@@ -70,6 +94,11 @@ static int mlp_load(mx_model *m, int i, void **out) {
         if (load_xielu(m, N->act_params, i, w->xielu)) return MX_ERR;
     }
     if (mx_load_norm(m, &a->norm, N->ffn_act_norm, i, F, &w->act_norm)) return MX_ERR;
+    float p = a->layers[i].gate_sparsity;
+    if (p > 0) {
+        if (p >= 1 || a->mlp != MX_MLP_GATED) return mx_set_err("%s: layer %d: gate sparsity %g needs a gated MLP and p < 1", m->ck.dir, i, p);
+        w->sparsity_z = normal_quantile(p);
+    }
     if (a->mlp == MX_MLP_GATED) {
         if (N->gate_up) {
             if (mx_load_lin(m, N->gate_up, i, 2 * F, H, a->mlp_bias, &w->gate_up, &w->gate_up_b)) return MX_ERR;
@@ -113,6 +142,8 @@ static void mlp_slice(mx_fwd *f, int layer, const mlp_w *w, const float *in, int
         }
         if (a->mlp_gate_scale && a->mlp_gate_scale != 1.0f)
             for (int t = 0; t < N; t++) mx_scale(gu + (size_t)t * F2, a->mlp_gate_scale, F);
+        if (a->layers[layer].gate_sparsity > 0)
+            for (int t = 0; t < N; t++) gaussian_topk(gu + (size_t)t * F2, F, w->sparsity_z);
         for (int t = 0; t < N; t++) mx_act_mul(a->act, gu + (size_t)t * F2, gu + (size_t)t * F2 + F, F);
     } else {
         mx_linear(f, &w->up, w->up_b, in, N, H, gu, F2);

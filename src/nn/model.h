@@ -20,6 +20,7 @@ typedef struct {
     void *post_w;          /* layers with a post block */
     float out_scale;       /* names.layer_scale's value (0 = none) */
     void *shortcut_w;      /* layers with a shortcut block */
+    void *branch_w;        /* layers with a branch block */
     mx_normw xattn_norm;   /* layers with a cross-attention sub-layer */
     void *xattn_w;
 } mx_layer_w;
@@ -44,6 +45,7 @@ struct mx_model {
     /* per-layer inputs (arch.ple, nn/ple.c) */
     mx_weight ple_embed, ple_proj;
     mx_normw ple_norm;
+    struct mx_altup_w *altup; /* AltUp weights (arch.altup), nn/altup.c */
     /* encoder-decoders: the encoder (arch.encoder bound to the same folder) */
     struct mx_model *encoder;
     mx_weight stem_w[2];      /* an encoder's input stem (nn/stem.c) */
@@ -63,6 +65,9 @@ void mx_encoder_free(mx_model *m);
  * when ple.dim is 0), nn/ple.c. */
 int mx_ple_bind(mx_model *m);
 void mx_ple_free(mx_model *m);
+/* Binds/frees the AltUp weights (arch.altup; nothing when altup.n is 0), nn/altup.c. */
+int mx_altup_bind(mx_model *m);
+void mx_altup_free(mx_model *m);
 
 /* Per-sequence cache: every layer's state (attention K/V for `cap`
  * positions, recurrent state, ...), laid out by the layers' blocks. */
@@ -97,6 +102,7 @@ typedef struct {
     int *apos;    /* [MX_ROPE_MAX_AXES][max_tokens] multi-axis rope positions */
     float *ple; /* per-layer inputs [tokens + 1][n_layers * ple.dim] (arch.ple) */
     float *carry; /* [N, hidden]: a shortcut block's output until the next layer ends (NULL when no layer has one) */
+    float *altup; /* AltUp streams and coefficients (mx_altup_floats; NULL when arch.altup.n is 0) */
 } mx_fwd_bufs;
 int mx_fwd_bufs_alloc(mx_fwd_bufs *b, const mx_model *m, int max_tokens, int max_ctx, int n_threads);
 void mx_fwd_bufs_free(mx_fwd_bufs *b);
@@ -165,6 +171,16 @@ struct mx_fwd {
 /* Fills buf (mx_fwd_bufs.ple) with f's per-layer inputs from the scaled
  * token embeddings h0 [N, hidden] and sets f->ple (nn/ple.c). */
 void mx_ple_inputs(mx_fwd *f, const float *h0, float *buf);
+/* AltUp (arch.altup, nn/altup.c) in a forward over buf (mx_altup_floats):
+ * embed makes the streams from the scaled embeddings x; predict updates them
+ * and sets x to the active one (the layer's input); correct spreads the
+ * layer's output y (clobbered) to the streams and adds the layer's post
+ * block output to streams 1..n-1; unembed writes the merged streams to x. */
+size_t mx_altup_floats(const mx_arch *a, int max_tokens);
+void mx_altup_embed(mx_fwd *f, const float *x, float *buf);
+void mx_altup_predict(mx_fwd *f, int layer, float *buf, float *x);
+void mx_altup_correct(mx_fwd *f, int layer, float *buf, float *y, float *tmp);
+void mx_altup_unembed(mx_fwd *f, float *buf, float *x, float *tmp);
 
 /* Scratch plan: a block declares its scratch buffers once, in one function
  * that takes them in order from a plan. Run with base NULL it only sizes

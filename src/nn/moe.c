@@ -1,7 +1,8 @@
-/* Mixture-of-experts ffn block (arch.moe): a router picks top_k experts per
- * token (softmax, top-k-then-softmax, sigmoid with correction bias and group
- * limit, sparsemixer), the chosen experts' outputs are summed with their
- * weights, plus an optional shared expert with an optional sigmoid gate.
+/* Mixture-of-experts ffn block (arch.moe): a router (its logits optionally
+ * soft-capped) picks top_k experts per token (softmax, top-k-then-softmax,
+ * sigmoid with correction bias and group limit, sparsemixer), the chosen
+ * experts' outputs are summed with their weights, plus an optional shared
+ * expert with an optional sigmoid gate and scale.
  *
  * Tokens are grouped by expert: the rows routed to expert e are gathered into
  * one block and run through e's weights with one matmul per projection, so a
@@ -392,6 +393,8 @@ static void moe_forward(mx_fwd *f, int layer, void *wp, const float *in, float *
     float *logits = b.logits, *wts = b.wts, *xg = b.xg, *yg = b.yg, *gu = b.gu, *row = b.row, *tmp = b.tmp, *sg = b.sg;
     int *sel = b.sel, *order = b.order, *start = b.start;
     mx_linear(f, &w->router, w->router_b, in, N, H, logits, E);
+    if (s->router_softcap > 0)
+        for (size_t i = 0; i < (size_t)N * E; i++) logits[i] = tanhf(logits[i] / s->router_softcap) * s->router_softcap;
     for (int t = 0; t < N; t++) mx_moe_route(s, logits + (size_t)t * E, w->score_bias, sel + (size_t)t * K, wts + (size_t)t * K, tmp);
     /* group the (token, k) pairs by expert, tokens in order within each */
     memset(start, 0, (size_t)(E + 1) * sizeof(int));
@@ -407,6 +410,7 @@ static void moe_forward(mx_fwd *f, int layer, void *wp, const float *in, float *
             mx_linear(f, &w->shared_gate, w->shared_gate_b, in, N, H, sg, 1);
             for (int t = 0; t < N; t++) mx_scale(out + (size_t)t * H, sigmoidf(sg[t]), H);
         }
+        if (s->shared_scale && s->shared_scale != 1.0f) mx_scale(out, s->shared_scale, N * H);
     } else memset(out, 0, (size_t)N * H * sizeof(float));
     for (int e = 0; e < E; e++) {
         int n = start[e + 1] - start[e];

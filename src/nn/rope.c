@@ -170,13 +170,13 @@ void mx_rope_table_axes(const mx_rope *r, const int *const *pos, int n, int max_
                     f[i] = 1.0f / powf((float)r->theta, e);
                 }
             }
-    float af = (float)r->attn_factor;
+    float af = (float)r->attn_factor, sa = r->reversed ? -af : af;
     for (int t = 0; t < n; t++) {
         float *row = cs + (size_t)t * r->dim;
         for (int i = 0; i < half; i++) {
             float a = (float)pos[axis[i]][t] * f[i];
             row[i] = cosf(a) * af;
-            row[half + i] = sinf(a) * af;
+            row[half + i] = sinf(a) * sa;
         }
     }
 }

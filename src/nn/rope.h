@@ -36,6 +36,7 @@ typedef struct {
     int section[MX_ROPE_MAX_AXES];
     bool section_restart;
     int n_freq;         /* PROPORTIONAL: rotated pairs, int(partial_rotary_factor * dim // 2) */
+    bool reversed;      /* rotate the other way (sin negated): NanoChat's rotate_half(x) = [x2, -x1] */
 } mx_rope;
 
 /* Parses config keys rope_theta (or the given theta), rope_scaling, and the

@@ -22,6 +22,8 @@ struct mx_req {
     int n_ev, cap_ev, read;
     mx_finish fin;
     bool cancel;
+    void (*notify)(void *);   /* consumer wake-up, under mu */
+    void *notify_arg;
     int cached;
     double t_submit;
     mx_req *next;
@@ -79,15 +81,26 @@ static void req_unref(mx_req *r) {
     req_free(r);
 }
 
+static void notify(mx_req *r) {
+    if (r->notify) r->notify(r->notify_arg);
+}
+
+/* The request is over (first reason wins); its consumer is told. */
+static void set_fin(mx_req *r, mx_finish why) {
+    if (r->fin == MX_FIN_NONE) r->fin = why;
+    notify(r);
+}
+
 static void push_event(mx_req *r, const mx_tok_event *ev) {
     if (r->n_ev == r->cap_ev) {
         int cap = r->cap_ev ? r->cap_ev * 2 : 64;
         mx_tok_event *n = realloc(r->ev, sizeof(mx_tok_event) * (size_t)cap);
-        if (!n) { r->fin = MX_FIN_ERROR; return; }
+        if (!n) { set_fin(r, MX_FIN_ERROR); return; }
         r->ev = n;
         r->cap_ev = cap;
     }
     r->ev[r->n_ev++] = *ev;
+    notify(r);
 }
 
 /* Tokens of the prompt a free slot can reuse: equal tokens with equal image
@@ -140,14 +153,14 @@ static void admit(mx_sched *s) {
         sl->decoding = false;
         mx_sampler_free(sl->smp);
         sl->smp = mx_sampler_new(&r->p.samp, s->vocab);
-        if (!sl->smp) { r->fin = MX_FIN_ERROR; sl->req = NULL; req_unref(r); continue; }
+        if (!sl->smp) { set_fin(r, MX_FIN_ERROR); sl->req = NULL; req_unref(r); continue; }
         s->st.cached_tokens += (uint64_t)keep;
     }
 }
 
 static void finish(mx_sched *s, slot *sl, mx_finish why) {
     mx_req *r = sl->req;
-    if (r->fin == MX_FIN_NONE) r->fin = why;
+    set_fin(r, why);
     sl->req = NULL;
     req_unref(r);
     (void)s;
@@ -346,7 +359,7 @@ void mx_sched_stop(mx_sched *s) {
     while (s->q_head) {
         mx_req *r = s->q_head;
         s->q_head = r->next;
-        r->fin = MX_FIN_CANCELLED;
+        set_fin(r, MX_FIN_CANCELLED);
         req_unref(r);
     }
     s->q_tail = NULL;
@@ -498,17 +511,29 @@ void mx_req_cancel(mx_req *r) {
         *pp = r->next;
         if (s->q_tail == r) s->q_tail = prev;
         s->n_queued--;
-        r->fin = MX_FIN_CANCELLED;
+        set_fin(r, MX_FIN_CANCELLED);
         req_unref(r);
     }
     pthread_cond_broadcast(&s->cv);
     pthread_mutex_unlock(&s->mu);
 }
 
+void mx_req_set_notify(mx_req *r, void (*fn)(void *), void *arg) {
+    pthread_mutex_lock(&r->s->mu);
+    r->notify = fn;
+    r->notify_arg = arg;
+    if (fn && (r->read < r->n_ev || r->fin != MX_FIN_NONE)) fn(arg); /* what came before */
+    pthread_mutex_unlock(&r->s->mu);
+}
+
 void mx_req_release(mx_req *r) {
     mx_sched *s = r->s;
-    if (r->fin == MX_FIN_NONE) mx_req_cancel(r);
     pthread_mutex_lock(&s->mu);
+    bool running = r->fin == MX_FIN_NONE;
+    pthread_mutex_unlock(&s->mu);
+    if (running) mx_req_cancel(r);
+    pthread_mutex_lock(&s->mu);
+    r->notify = NULL;
     req_unref(r);
     pthread_mutex_unlock(&s->mu);
 }

@@ -65,6 +65,11 @@ int mx_req_next(mx_req *r, mx_tok_event *ev, int timeout_ms);
 mx_finish mx_req_finish(const mx_req *r);
 int mx_req_cached_tokens(const mx_req *r);
 int mx_req_prompt_tokens(const mx_req *r);
+/* Calls fn(arg) whenever an event or the finish of r becomes readable (at
+ * once when one already is), from the engine thread and under the
+ * scheduler's lock: fn must be quick and must not call back into the
+ * scheduler. fn NULL stops it; mx_req_release stops it too. */
+void mx_req_set_notify(mx_req *r, void (*fn)(void *), void *arg);
 /* Cancel (client gone, stop string seen); the slot frees at the next step. */
 void mx_req_cancel(mx_req *r);
 /* Drops the consumer's reference (after the last event or a cancel). */

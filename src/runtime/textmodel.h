@@ -48,4 +48,28 @@ int mx_textmodel_encode(const mx_textmodel *tm, const char *text, size_t len, bo
  * the plain fallback is raw text, which gets the tokenizer's (BOS) as a
  * prompt to a base model does. */
 int mx_textmodel_encode_chat(const mx_textmodel *tm, const char *text, size_t len, int32_t **ids, int *n);
+
+/* Rendering and encoding a chat in one step, for untrusted requests. */
+typedef struct {
+    /* Special tokens only where the template wrote them: text in message
+     * content (and tools, documents, other variables) is tokenized as text,
+     * so "<|im_end|>" in a message cannot close its turn (the server's
+     * default; mx_tmpl_opts / mx_tok_opts tell how). */
+    bool content_as_text;
+    double deadline;     /* mx_now() time past which rendering or encoding fails (0: none) */
+    size_t max_memory;   /* the template's memory for this render (0: its limit) */
+    int max_tokens;      /* > 0: a prompt that cannot fit is refused before it is tokenized */
+} mx_chat_opts;
+/* Renders ctx (as mx_textmodel_render) into *text (appended to an empty
+ * buffer) and encodes it (as mx_textmodel_encode_chat). */
+int mx_textmodel_chat_ids(const mx_textmodel *tm, json_t *ctx, const mx_chat_opts *o, mx_buf *text, int32_t **ids, int *n);
+/* Its two steps, for a front end that edits the rendered text between them
+ * (image placeholders, vlprompt.h): marks gets the markup ranges (size_t
+ * pairs, as mx_tok_opts reads them) when o->content_as_text. */
+int mx_textmodel_chat_render(const mx_textmodel *tm, json_t *ctx, const mx_chat_opts *o, mx_buf *text, mx_buf *marks);
+int mx_textmodel_chat_encode(const mx_textmodel *tm, const char *text, size_t len, const mx_chat_opts *o, const mx_buf *marks, int32_t **ids,
+                             int *n);
+/* Fewest tokens len bytes of text can encode to (assuming a normalizer
+ * shrinks text at most 4x); 0 without a tokenizer. */
+int64_t mx_textmodel_min_tokens(const mx_textmodel *tm, size_t len);
 #endif

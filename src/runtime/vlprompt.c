@@ -53,6 +53,27 @@ int mx_vlprompt_tokenize(const mx_vlprompt *p, const mx_textmodel *tm, const cha
     return r;
 }
 
+int mx_vlprompt_chat_ids(const mx_vlprompt *p, const mx_textmodel *tm, json_t *ctx, const mx_chat_opts *o, mx_buf *text, int32_t **ids, int *n) {
+    *ids = NULL;
+    *n = 0;
+    if (!tm->tok) return mx_set_err("%s has no tokenizer", tm->e.model.ck.dir);
+    if (!tm->e.vision) return mx_set_err("%s does not take images", tm->e.model.ck.dir);
+    mx_buf marks = {0}, exp = {0}, exp_marks = {0};
+    bool add_bos;
+    int r = mx_textmodel_chat_render(tm, ctx, o, text, &marks);
+    if (!r && !o->content_as_text) r = mx_vlprompt_tokenize(p, tm, text->data ? text->data : "", true, ids, n); /* all of it is trusted */
+    else if (!r) {
+        const char *bos = mx_tok_special_str(tm->tok, "bos_token");
+        r = mx_image_expand_marked(mx_vision_processor(tm->e.vision), text->data ? text->data : "", text->len, (const size_t *)(void *)marks.data,
+                                   marks.len / (2 * sizeof(size_t)), p->in, p->n, bos, &exp, &exp_marks, &add_bos);
+        if (!r) r = mx_textmodel_chat_encode(tm, exp.data, exp.len, o, &exp_marks, ids, n);
+    }
+    mx_buf_free(&marks);
+    mx_buf_free(&exp);
+    mx_buf_free(&exp_marks);
+    return r;
+}
+
 int mx_vlprompt_prepare(mx_vlprompt *p, mx_engine *e, const int32_t *ids, int n, mx_pool *pool) {
     if (!e->vision) return mx_set_err("%s does not take images", e->model.ck.dir);
     int H = e->model.arch.hidden, total = 0;

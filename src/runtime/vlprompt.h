@@ -27,6 +27,12 @@ int mx_vlprompt_add(mx_vlprompt *p, const mx_engine *e, const void *data, size_t
  * text without any gets them in front, one per image), then tokenized
  * (chat: the text is a rendered template, whose specials are its own). */
 int mx_vlprompt_tokenize(const mx_vlprompt *p, const mx_textmodel *tm, const char *text, bool chat, int32_t **ids, int *n);
+/* A chat (mx_textmodel_chat_ids) with images: rendered, the placeholders
+ * the template wrote expanded (none: the images go first), tokenized. With
+ * o->content_as_text the expansions are markup and message text stays
+ * text, a placeholder or special token typed in it included. text gets
+ * the rendered chat (before the expansion). */
+int mx_vlprompt_chat_ids(const mx_vlprompt *p, const mx_textmodel *tm, json_t *ctx, const mx_chat_opts *o, mx_buf *text, int32_t **ids, int *n);
 /* The layout over the prompt's ids and the image rows (tower + projector;
  * rows of an image encoded before come from the engine's cache). */
 int mx_vlprompt_prepare(mx_vlprompt *p, mx_engine *e, const int32_t *ids, int n, mx_pool *pool);

@@ -1,11 +1,10 @@
-/* server: the OpenAI-compatible HTTP server (libmicrohttpd, one thread per
- * connection) in front of the continuous-batching scheduler. Routes:
- * POST /v1/chat/completions (image_url parts for vision-language models),
- * /v1/completions, /tokenize, /detokenize;
- * GET /v1/models, /health, /metrics. Stops cleanly on SIGINT/SIGTERM. */
+/* server: the OpenAI-compatible HTTP server (libmicrohttpd) in front of the
+ * continuous-batching scheduler or the embedding batcher. The routes are
+ * listed in routes.c. Stops cleanly on SIGINT/SIGTERM. */
 #ifndef MX_SERVER_H
 #define MX_SERVER_H
 #include "../runtime/sampler.h"
+#include <stdbool.h>
 #include <stddef.h>
 
 typedef struct {
@@ -24,7 +23,20 @@ typedef struct {
     const char *model_name;      /* the model id the API reports; NULL: the folder's name */
     const char *image_dir;       /* chat image parts may name local files only under this folder;
                                     NULL: data URLs only */
+    /* limits against hostile clients (docs/security.md) */
+    int max_conns_per_ip;      /* open connections per client address; 0: no limit */
+    float rate_limit;          /* requests per second per client address (burst of as many); 0: none */
+    int max_queue;             /* requests waiting beyond the busy slots before 503 + Retry-After */
+    float header_timeout;      /* seconds for a request's headers to arrive */
+    float body_timeout;        /* seconds for its body */
+    float shutdown_grace;      /* seconds requests in flight get after SIGTERM */
+    int max_messages;          /* chat messages per request */
+    float prompt_budget;       /* seconds of rendering and tokenizing per request */
+    bool allow_special_in_content; /* read special tokens in message content (the old, unsafe way) */
 } mx_serve_opts;
+
+/* The defaults of the fields above (cmd_serve starts from them). */
+void mx_serve_opts_defaults(mx_serve_opts *o);
 
 /* Serves until SIGINT or SIGTERM; returns the process exit code. */
 int mx_serve(const mx_serve_opts *o);

@@ -15,7 +15,7 @@ typedef struct mx_tmpl mx_tmpl;
 
 typedef struct {
     size_t max_output; /* bytes of rendered text (default 64 MiB) */
-    size_t max_memory; /* bytes the renderer may allocate (default 1 GiB) */
+    size_t max_memory; /* bytes the renderer may allocate (default 256 MiB) */
     uint64_t max_steps; /* statements + loop iterations + calls (default 20M, a few seconds) */
     int max_depth;     /* nesting of evaluation, incl. macro recursion (default 1000) */
 } mx_tmpl_limits;
@@ -32,11 +32,27 @@ void mx_tmpl_set_limits(mx_tmpl *t, const mx_tmpl_limits *lim);
 int mx_tmpl_render(const mx_tmpl *t, json_t *context, mx_buf *out);
 const char *mx_tmpl_raised(void);
 
+/* Options of one render. Markup tracking tells the template's own text
+ * from the data it was given: with `markup` set, the output's bytes that
+ * come from the template source (text, string literals) or from a trusted
+ * variable (special tokens) — directly or copied through concatenation,
+ * joins, formatting, slicing — are reported as markup; bytes of the
+ * context's strings and bytes a filter computes are not. A tokenizer then
+ * reads special tokens only in markup (mx_tok_opts). */
+typedef struct {
+    double deadline;   /* mx_now() time past which the render fails (0: none) */
+    size_t max_memory; /* bytes the render may allocate (0: the template's limit) */
+    json_t *trusted;   /* variables set where the context lacks them; their strings are markup */
+    mx_buf *markup;    /* NULL, or gets size_t pairs [start, end): the markup byte ranges, as offsets into out */
+} mx_tmpl_opts;
+int mx_tmpl_render_ex(const mx_tmpl *t, json_t *context, const mx_tmpl_opts *o, mx_buf *out);
+
 /* transformers' apply_chat_template(tokenize=False) on a context object:
  * messages, tools (an empty list becomes none), documents,
  * add_generation_prompt, continue_final_message (not passed to the template:
  * the output is cut after the final message's content), any other variables. */
 int mx_tmpl_render_chat(const mx_tmpl *t, json_t *context, mx_buf *out);
+int mx_tmpl_render_chat_ex(const mx_tmpl *t, json_t *context, const mx_tmpl_opts *o, mx_buf *out);
 
 /* Finds a model directory's chat template as transformers does:
  * chat_template.jinja, chat_template.json, else tokenizer_config.json

@@ -1281,7 +1281,7 @@ static val sort_key(rctx *c, val x, val attr, bool case_sensitive) {
     if (!case_sensitive && x.t == V_STR) x = str_lower(c, x);
     return x;
 }
-static void stable_sort(rctx *c, val *items, val *keys, size_t n, bool reverse) {
+void v_stable_sort(rctx *c, val *items, val *keys, size_t n, bool reverse) {
     /* merge sort by keys (stable) */
     if (n < 2) return;
     val *ti = rx_alloc(c, n * sizeof(val)), *tk = rx_alloc(c, n * sizeof(val));
@@ -1310,7 +1310,7 @@ FILTER(f_sort) {
     val r = v_list(c, l->n);
     val *keys = rx_alloc(c, (l->n + 1) * sizeof(val));
     for (size_t i = 0; i < l->n; i++) { list_push(c, r.l, l->v[i]); keys[i] = sort_key(c, l->v[i], attr, cs); }
-    stable_sort(c, r.l->v, keys, r.l->n, reverse);
+    v_stable_sort(c, r.l->v, keys, r.l->n, reverse);
     return r;
 }
 FILTER(f_dictsort) {
@@ -1330,7 +1330,7 @@ FILTER(f_dictsort) {
         val k = r.l->v[i].l->v[pos];
         keys[i] = (!cs && k.t == V_STR) ? str_lower(c, k) : k;
     }
-    stable_sort(c, r.l->v, keys, r.l->n, reverse);
+    v_stable_sort(c, r.l->v, keys, r.l->n, reverse);
     return r;
 }
 FILTER(f_unique) {

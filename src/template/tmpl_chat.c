@@ -40,7 +40,9 @@ static const char *final_text(json_t *messages, size_t *len) {
     return NULL;
 }
 
-int mx_tmpl_render_chat(const mx_tmpl *t, json_t *context, mx_buf *out) {
+int mx_tmpl_render_chat(const mx_tmpl *t, json_t *context, mx_buf *out) { return mx_tmpl_render_chat_ex(t, context, NULL, out); }
+
+int mx_tmpl_render_chat_ex(const mx_tmpl *t, json_t *context, const mx_tmpl_opts *o, mx_buf *out) {
     if (context && !json_is_object(context)) return mx_set_err("chat template context must be a JSON object");
     json_t *ctx = context ? json_copy(context) : json_object();
     if (!ctx) return mx_set_err("out of memory");
@@ -58,8 +60,10 @@ int mx_tmpl_render_chat(const mx_tmpl *t, json_t *context, mx_buf *out) {
         if (!v || (json_is_array(v) && !json_array_size(v)) || (json_is_object(v) && !json_object_size(v)) || json_is_false(v))
             json_object_set_new(ctx, opt[i], json_null());
     }
-    mx_buf tmp = {0};
-    int rc = mx_tmpl_render(t, ctx, &tmp);
+    mx_buf tmp = {0}, marks = {0};
+    mx_tmpl_opts ro = o ? *o : (mx_tmpl_opts){0};
+    if (o && o->markup) ro.markup = &marks;
+    int rc = mx_tmpl_render_ex(t, ctx, &ro, &tmp);
     if (rc == MX_OK && cont) {
         size_t fl = 0;
         const char *fm = final_text(json_object_get(ctx, "messages"), &fl);
@@ -81,8 +85,16 @@ int mx_tmpl_render_chat(const mx_tmpl *t, json_t *context, mx_buf *out) {
             }
         }
     }
+    if (rc == MX_OK && o && o->markup) { /* ranges past the cut go, the rest move to out's offsets */
+        size_t *r = (size_t *)(void *)marks.data, nr = marks.len / (2 * sizeof(size_t));
+        for (size_t i = 0; rc == MX_OK && i < nr && r[2 * i] < tmp.len; i++) {
+            size_t pr[2] = {out->len + r[2 * i], out->len + MX_MIN(r[2 * i + 1], tmp.len)};
+            rc = mx_buf_append(o->markup, pr, sizeof pr);
+        }
+    }
     if (rc == MX_OK) rc = mx_buf_append(out, tmp.data ? tmp.data : "", tmp.len);
     mx_buf_free(&tmp);
+    mx_buf_free(&marks);
     json_decref(ctx);
     return rc;
 }

@@ -11,6 +11,7 @@ const char *mx_tmpl_raised(void) { return g_has_raised ? g_raised : NULL; }
 
 static void step(rctx *c) {
     if (++c->steps > c->t->lim.max_steps) rx_fail(c, "RuntimeError", "template step limit exceeded");
+    if (c->deadline && !(c->steps & 1023) && mx_now() > c->deadline) rx_fail(c, "RuntimeError", "template time limit exceeded");
 }
 static void enter(rctx *c) {
     if (++c->depth > c->t->lim.max_depth) rx_fail(c, "RecursionError", "maximum recursion depth exceeded");
@@ -526,7 +527,7 @@ static void run_for(rctx *c, node *n, val iterable, scope *s, int depth0) {
         step(c);
         lp->idx = (int64_t)i;
         /* a fresh scope per iteration; the previous one is recycled unless a macro captured it */
-        if (is && !is->captured) is->vars.n = 0;
+        if (is && !is->captured) dict_clear(&is->vars);
         else is = new_scope(c, s);
         bind_target(c, n->a, items->v[i], is);
         scope_set(c, is, "loop", 4, lv);
@@ -813,17 +814,32 @@ static void exec_list(rctx *c, nlist *l, scope *s) {
 }
 
 /* ---- entry ---- */
-int mx_tmpl_render(const mx_tmpl *t, json_t *context, mx_buf *out) {
+int mx_tmpl_render(const mx_tmpl *t, json_t *context, mx_buf *out) { return mx_tmpl_render_ex(t, context, NULL, out); }
+
+static void set_vars(rctx *c, scope *root, json_t *vars, bool trusted) {
+    if (!vars || !json_is_object(vars)) return;
+    void *it;
+    for (it = json_object_iter(vars); it; it = json_object_iter_next(vars, it)) {
+        const char *k = json_object_iter_key(it);
+        if (trusted && dict_gets(&root->vars, k, strlen(k))) continue;
+        val v = v_from_json(c, json_object_iter_value(it), 0);
+        scope_set(c, root, k, strlen(k), trusted ? mk_trusted(c, v) : v);
+    }
+}
+
+int mx_tmpl_render_ex(const mx_tmpl *t, json_t *context, const mx_tmpl_opts *o, mx_buf *out) {
     g_has_raised = false;
     g_raised[0] = 0;
     if (!t) return mx_set_err("no template");
     rctx *c = mx_calloc(1, sizeof *c);
     arena *ar = mx_calloc(1, sizeof *ar);
     if (!c || !ar) { free(c); free(ar); return MX_ERR; }
-    ar->limit = t->lim.max_memory;
+    ar->limit = o && o->max_memory ? o->max_memory : t->lim.max_memory;
+    ar->track = o && o->markup;
     c->t = t;
     c->ar = ar;
     c->line = 1;
+    c->deadline = o ? o->deadline : 0;
     if (setjmp(c->jb)) {
         if (c->is_raise) {
             snprintf(g_raised, sizeof g_raised, "%s", c->raised);
@@ -835,18 +851,15 @@ int mx_tmpl_render(const mx_tmpl *t, json_t *context, mx_buf *out) {
         free(c);
         return MX_ERR;
     }
+    if (ar->track) mk_init(c, t);
     sbuf *ob = rx_alloc(c, sizeof *ob);
     memset(ob, 0, sizeof *ob);
     c->out = ob;
     scope *root = new_scope(c, NULL);
-    if (context && json_is_object(context)) {
-        void *it;
-        for (it = json_object_iter(context); it; it = json_object_iter_next(context, it)) {
-            const char *k = json_object_iter_key(it);
-            scope_set(c, root, k, strlen(k), v_from_json(c, json_object_iter_value(it), 0));
-        }
-    }
+    set_vars(c, root, context, false);
+    if (o) set_vars(c, root, o->trusted, true);
     exec_list(c, &t->root->l1, root);
+    if (ar->track) mk_ranges(c, ob->p, ob->n, out->len, o->markup);
     int rc = mx_buf_append(out, ob->p ? ob->p : "", ob->n);
     arena_free(ar);
     free(ar);

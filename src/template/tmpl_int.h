@@ -13,6 +13,11 @@ typedef struct achunk achunk;
 typedef struct {
     achunk *head;
     size_t total, limit;
+    /* provenance (a render with markup tracking): the chunks by address,
+     * each with a bit per byte set where the byte is markup */
+    bool track;
+    achunk **by_addr;
+    size_t n_by_addr, cap_by_addr;
 } arena;
 void *arena_alloc(arena *a, size_t n); /* NULL past the limit or on OOM */
 void arena_free(arena *a);
@@ -49,7 +54,10 @@ typedef struct val {
 /* V_GEN: a consumed-lazily python iterator (generator, dict view, reversed...);
  * err: the error its lazy evaluation raised, re-raised when it is iterated. */
 struct tlist { size_t n, cap; val *v; const char *gen_name; const char *err; };
-struct tdict { size_t n, cap; val *k, *v; };
+/* Keys in insertion order; past a few keys an open-addressing index
+ * (slot = position + 1, 0 = empty) makes lookups constant time, so
+ * scopes with thousands of variables stay linear to build. */
+struct tdict { size_t n, cap; val *k, *v; uint32_t *idx; size_t icap; };
 /* Undefined: why it is undefined, for the error raised when it is used. */
 struct tundef { const char *msg; const char *exc; };
 
@@ -119,6 +127,12 @@ struct tloop {
 
 /* ---- render context ---- */
 typedef struct { char *p; size_t n, cap; } sbuf;
+/* Markup tracking: bytes of the template's own text (the source and the
+ * parse arena: static regions) and of trusted variables (special tokens)
+ * are markup; a copy of markup bytes is markup (sb_put, rx_strndup);
+ * everything else (the context's strings, bytes a filter computes) is not. */
+typedef struct { const char *a, *b; } mregion;
+typedef struct { mregion *stat; size_t nstat; } tmarks;
 struct rctx {
     const mx_tmpl *t;
     arena *ar;
@@ -133,6 +147,8 @@ struct rctx {
     char err[900];
     char raised[900];
     bool is_raise;
+    double deadline;   /* mx_now() past which the render fails; 0 = none */
+    tmarks *mk;        /* NULL unless markup is tracked */
 };
 
 /* errors: never return */
@@ -140,6 +156,14 @@ _Noreturn void rx_raise(rctx *c, const char *fmt, ...) MX_PRINTF(2, 3);
 _Noreturn void rx_fail(rctx *c, const char *exc, const char *fmt, ...) MX_PRINTF(3, 4);
 void *rx_alloc(rctx *c, size_t n);
 char *rx_strndup(rctx *c, const char *s, size_t n);
+/* markup tracking (no-ops unless c->mk): mk_init starts it for a render of
+ * t; mk_copy: dst[0..n) was copied from src */
+void mk_init(rctx *c, const mx_tmpl *t);
+val mk_trusted(rctx *c, val v);
+void mk_copy(rctx *c, const char *dst, const char *src, size_t n);
+void mk_set(rctx *c, const char *dst, size_t n);
+/* the markup ranges of p[0..n) (an arena buffer) as size_t pairs, offset by base */
+void mk_ranges(rctx *c, const char *p, size_t n, size_t base, mx_buf *out);
 
 /* string buffers in the arena */
 void sb_put(rctx *c, sbuf *b, const char *p, size_t n);
@@ -165,6 +189,9 @@ void list_push(rctx *c, tlist *l, val x);
 val *dict_get(tdict *d, val key);
 val *dict_gets(tdict *d, const char *k, size_t n);
 void dict_set(rctx *c, tdict *d, val key, val x);
+void dict_clear(tdict *d);
+/* merge sort of items by keys (both rearranged), stable like python's sorted */
+void v_stable_sort(rctx *c, val *items, val *keys, size_t n, bool reverse);
 
 /* python semantics */
 const char *type_name(val v);

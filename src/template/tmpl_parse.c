@@ -1125,7 +1125,7 @@ mx_tmpl *mx_tmpl_parse(const char *src, size_t len, const char *name) {
     t->src[w] = 0;
     t->srclen = w;
     t->lim.max_output = (size_t)64 << 20;
-    t->lim.max_memory = (size_t)1 << 30;
+    t->lim.max_memory = (size_t)256 << 20;
     t->lim.max_steps = 20000000ull;
     t->lim.max_depth = 1000;
     t->ar.limit = ((size_t)64 << 20) + w * 64;

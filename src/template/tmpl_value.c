@@ -11,8 +11,25 @@
 struct achunk {
     achunk *next;
     size_t used, cap;
+    uint8_t *shadow; /* markup bits, one per byte of data (tracking arenas) */
     max_align_t data[];
 };
+
+/* a tracking arena keeps its chunks sorted by address for mk_* lookups */
+static bool by_addr_add(arena *a, achunk *k) {
+    if (a->n_by_addr == a->cap_by_addr) {
+        size_t cap = a->cap_by_addr ? 2 * a->cap_by_addr : 32;
+        achunk **n = realloc(a->by_addr, cap * sizeof *n);
+        if (!n) return false;
+        a->by_addr = n;
+        a->cap_by_addr = cap;
+    }
+    size_t i = a->n_by_addr;
+    while (i > 0 && (uintptr_t)a->by_addr[i - 1] > (uintptr_t)k) { a->by_addr[i] = a->by_addr[i - 1]; i--; }
+    a->by_addr[i] = k;
+    a->n_by_addr++;
+    return true;
+}
 
 void *arena_alloc(arena *a, size_t n) {
     n = (n + 15) & ~(size_t)15;
@@ -28,9 +45,11 @@ void *arena_alloc(arena *a, size_t n) {
     if (a->limit && (a->total + cap > a->limit || cap > a->limit)) return NULL;
     achunk *k = malloc(sizeof *k + cap);
     if (!k) return NULL;
+    if (a->track && !by_addr_add(a, k)) { free(k); return NULL; }
     a->total += cap;
     k->cap = cap;
     k->used = n;
+    k->shadow = NULL;
     if (h && n > 32768) { /* big block: keep the current chunk on top */
         k->next = h->next;
         h->next = k;
@@ -45,11 +64,101 @@ void arena_free(arena *a) {
     achunk *k = a->head;
     while (k) {
         achunk *n = k->next;
+        free(k->shadow);
         free(k);
         k = n;
     }
     a->head = NULL;
     a->total = 0;
+    free(a->by_addr);
+    a->by_addr = NULL;
+    a->n_by_addr = a->cap_by_addr = 0;
+}
+
+/* ---- markup tracking ---- */
+static achunk *chunk_of(arena *a, const char *p) {
+    size_t lo = 0, hi = a->n_by_addr;
+    while (lo < hi) { /* the last chunk whose data starts at or before p */
+        size_t mid = (lo + hi) / 2;
+        if ((const char *)a->by_addr[mid]->data <= p) lo = mid + 1;
+        else hi = mid;
+    }
+    if (!lo) return NULL;
+    achunk *k = a->by_addr[lo - 1];
+    return p < (const char *)k->data + k->cap ? k : NULL;
+}
+
+static bool in_static(const tmarks *m, const char *p, size_t n) {
+    for (size_t i = 0; i < m->nstat; i++)
+        if (p >= m->stat[i].a && p + n <= m->stat[i].b) return true;
+    return false;
+}
+
+void mk_init(rctx *c, const mx_tmpl *t) {
+    size_t n = 1;
+    for (achunk *k = t->ar.head; k; k = k->next) n++;
+    tmarks *m = rx_alloc(c, sizeof *m);
+    m->stat = rx_alloc(c, n * sizeof *m->stat);
+    m->nstat = 0;
+    m->stat[m->nstat++] = (mregion){t->src, t->src + t->srclen + 1};
+    for (achunk *k = t->ar.head; k; k = k->next) m->stat[m->nstat++] = (mregion){(const char *)k->data, (const char *)k->data + k->cap};
+    c->mk = m;
+}
+
+/* A trusted variable's value: its strings copied into the arena as markup. */
+val mk_trusted(rctx *c, val v) {
+    if (v.t == V_STR) {
+        char *p = rx_strndup(c, v.s.p, v.s.n);
+        mk_set(c, p, v.s.n);
+        v.s.p = p;
+    } else if (v.t == V_LIST || v.t == V_TUPLE) {
+        for (size_t i = 0; i < v.l->n; i++) v.l->v[i] = mk_trusted(c, v.l->v[i]);
+    }
+    return v;
+}
+
+void mk_set(rctx *c, const char *dst, size_t n) {
+    if (!c->mk || !n) return;
+    achunk *k = chunk_of(c->ar, dst);
+    if (!k) return;
+    if (!k->shadow) {
+        size_t sz = (k->cap + 7) / 8;
+        if (c->ar->limit && c->ar->total + sz > c->ar->limit) rx_fail(c, "MemoryError", "template memory limit exceeded");
+        if (!(k->shadow = calloc(1, sz))) rx_fail(c, "MemoryError", "out of memory");
+        c->ar->total += sz;
+    }
+    size_t o = (size_t)(dst - (const char *)k->data);
+    for (size_t i = o; i < o + n; i++) k->shadow[i >> 3] |= (uint8_t)(1u << (i & 7));
+}
+
+void mk_copy(rctx *c, const char *dst, const char *src, size_t n) {
+    if (!c->mk || !n) return;
+    if (in_static(c->mk, src, n)) { mk_set(c, dst, n); return; }
+    achunk *sk = chunk_of(c->ar, src);
+    if (!sk || !sk->shadow) return; /* not markup; fresh bytes start unmarked */
+    size_t so = (size_t)(src - (const char *)sk->data);
+    for (size_t i = 0; i < n;) {
+        size_t b = so + i;
+        if (!(sk->shadow[b >> 3] >> (b & 7) & 1)) { i++; continue; }
+        size_t e = i;
+        while (e < n && (sk->shadow[(so + e) >> 3] >> ((so + e) & 7) & 1)) e++;
+        mk_set(c, dst + i, e - i);
+        i = e;
+    }
+}
+
+void mk_ranges(rctx *c, const char *p, size_t n, size_t base, mx_buf *out) {
+    achunk *k = c->mk && n ? chunk_of(c->ar, p) : NULL;
+    if (!k || !k->shadow) return;
+    size_t o = (size_t)(p - (const char *)k->data);
+    for (size_t i = 0; i < n;) {
+        if (!(k->shadow[(o + i) >> 3] >> ((o + i) & 7) & 1)) { i++; continue; }
+        size_t e = i;
+        while (e < n && (k->shadow[(o + e) >> 3] >> ((o + e) & 7) & 1)) e++;
+        size_t r[2] = {base + i, base + e};
+        mx_buf_append(out, r, sizeof r);
+        i = e;
+    }
 }
 
 /* ---- errors ---- */
@@ -82,6 +191,7 @@ char *rx_strndup(rctx *c, const char *s, size_t n) {
     char *p = rx_alloc(c, n + 1);
     if (n) memcpy(p, s, n);
     p[n] = 0;
+    mk_copy(c, p, s, n);
     return p;
 }
 
@@ -95,10 +205,12 @@ void sb_put(rctx *c, sbuf *b, const char *p, size_t n) {
         while (cap < need) cap *= 2;
         char *q = rx_alloc(c, cap);
         if (b->n) memcpy(q, b->p, b->n);
+        mk_copy(c, q, b->p, b->n);
         b->p = q;
         b->cap = cap;
     }
     memcpy(b->p + b->n, p, n);
+    mk_copy(c, b->p + b->n, p, n);
     b->n += n;
 }
 void sb_puts(rctx *c, sbuf *b, const char *s) { sb_put(c, b, s, strlen(s)); }
@@ -203,7 +315,40 @@ static bool key_eq(val a, val b) {
     return false;
 }
 
+/* python hash of a dict key, consistent with key_eq (1 == 1.0 == True) */
+static uint64_t key_hash(val k) {
+    uint64_t h = 1469598103934665603ull;
+    if (k.t == V_STR) {
+        for (size_t i = 0; i < k.s.n; i++) h = (h ^ (unsigned char)k.s.p[i]) * 1099511628211ull;
+        return h;
+    }
+    if (k.t == V_INT) return (uint64_t)k.i * 0x9E3779B97F4A7C15ull;
+    if (k.t == V_BOOL) return (uint64_t)k.b * 0x9E3779B97F4A7C15ull;
+    if (k.t == V_FLOAT) {
+        double f = k.f;
+        if (f >= -9.2e18 && f <= 9.2e18 && f == (double)(int64_t)f) return (uint64_t)(int64_t)f * 0x9E3779B97F4A7C15ull;
+        uint64_t u;
+        memcpy(&u, &f, 8);
+        return u * 0x9E3779B97F4A7C15ull;
+    }
+    return (uint64_t)k.t;
+}
+
+#define DICT_INDEX_FROM 8
+
+static void dict_index_put(tdict *d, size_t pos) {
+    size_t m = d->icap - 1, i = (size_t)key_hash(d->k[pos]) & m;
+    while (d->idx[i]) i = (i + 1) & m;
+    d->idx[i] = (uint32_t)(pos + 1);
+}
+
 val *dict_get(tdict *d, val key) {
+    if (d->idx) {
+        size_t m = d->icap - 1, i = (size_t)key_hash(key) & m;
+        for (; d->idx[i]; i = (i + 1) & m)
+            if (key_eq(d->k[d->idx[i] - 1], key)) return &d->v[d->idx[i] - 1];
+        return NULL;
+    }
     for (size_t i = 0; i < d->n; i++)
         if (key_eq(d->k[i], key)) return &d->v[i];
     return NULL;
@@ -211,11 +356,17 @@ val *dict_get(tdict *d, val key) {
 
 val *dict_gets(tdict *d, const char *k, size_t n) { return dict_get(d, v_strn(k, n)); }
 
+void dict_clear(tdict *d) {
+    d->n = 0;
+    if (d->idx) memset(d->idx, 0, d->icap * sizeof *d->idx);
+}
+
 void dict_set(rctx *c, tdict *d, val key, val x) {
     val *p = dict_get(d, key);
     if (p) { *p = x; return; }
     if (d->n == d->cap) {
         size_t cap = d->cap ? d->cap * 2 : 4;
+        if (cap > UINT32_MAX / 4) rx_fail(c, "MemoryError", "dict too large");
         val *nk = rx_alloc(c, cap * sizeof(val)), *nv = rx_alloc(c, cap * sizeof(val));
         if (d->n) {
             memcpy(nk, d->k, d->n * sizeof(val));
@@ -228,6 +379,15 @@ void dict_set(rctx *c, tdict *d, val key, val x) {
     d->k[d->n] = key;
     d->v[d->n] = x;
     d->n++;
+    if (d->n > DICT_INDEX_FROM && 2 * d->n > d->icap) { /* (re)build at half load */
+        d->icap = d->icap ? 2 * d->icap : 4 * DICT_INDEX_FROM;
+        while (2 * d->n > d->icap) d->icap *= 2;
+        d->idx = rx_alloc(c, d->icap * sizeof *d->idx);
+        memset(d->idx, 0, d->icap * sizeof *d->idx);
+        for (size_t i = 0; i < d->n; i++) dict_index_put(d, i);
+    } else if (d->idx) {
+        dict_index_put(d, d->n - 1);
+    }
 }
 
 /* ---- python semantics ---- */
@@ -739,11 +899,10 @@ void v_tojson(rctx *c, val v, sbuf *b, const char *indent, int level, const char
                 if (v.d->k[i].t != V_STR && v.d->k[0].t == V_STR)
                     rx_fail(c, "TypeError", "'<' not supported between instances of '%s' and 'str'", type_name(v.d->k[i]));
             }
-            for (size_t i = 1; i < n; i++) { /* insertion sort: stable */
-                size_t x = ord[i], j = i;
-                while (j > 0 && v_cmp(c, v.d->k[ord[j - 1]], v.d->k[x], "<") > 0) { ord[j] = ord[j - 1]; j--; }
-                ord[j] = x;
-            }
+            val *pos = rx_alloc(c, n * sizeof *pos), *keys = rx_alloc(c, n * sizeof *keys);
+            for (size_t i = 0; i < n; i++) { pos[i] = v_int((int64_t)i); keys[i] = v.d->k[i]; }
+            v_stable_sort(c, pos, keys, n, false);
+            for (size_t i = 0; i < n; i++) ord[i] = (size_t)pos[i].i;
         }
         sb_putc(c, b, '{');
         for (size_t i = 0; i < n; i++) {

@@ -116,8 +116,12 @@ typedef struct {
     pcre2_match_data *md;
     pcre2_match_context *mc;
     mx_buf b[4];
+    double deadline;  /* mx_now() time past which encoding fails (0: none) */
+    unsigned tick;
     bool keep_lead; /* slow Llama: a chunk that starts with a space keeps one (see tok_slow.c) */
 } tk_ctx;
+/* MX_ERR once c's deadline has passed (checked every 64th call). */
+int tk_over_budget(tk_ctx *c);
 int tk_ctx_init(tk_ctx *c);
 void tk_ctx_free(tk_ctx *c);
 /* Parses {"String": s} or {"Regex": r} (or a plain string); `what` names the
@@ -262,6 +266,7 @@ struct mx_tokenizer {
     char **tmpl_name, **tmpl_text;
     int ntmpl;
     int64_t model_max_length;
+    size_t max_token_bytes; /* longest string of the vocabulary and added tokens */
     int32_t bos, eos, pad;
     char *name;
     /* rules of transformers' slow (Python) tokenizers, set by tok_slow.c;

@@ -3,6 +3,7 @@
  * CharDelimiterSplit, Sequence. Pieces carry flag 1 when they start at
  * offset 0 of the original text (Metaspace prepend_scheme "first"). */
 #include "tok_internal.h"
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -25,15 +26,16 @@ const int32_t tk_byte2cp[256] = {
     240, 241, 242, 243, 244, 245, 246, 247, 248, 249, 250, 251, 252, 253, 254, 255,
 };
 
+static int16_t g_cp_inv[324];
+static void cp_inv_init(void) {
+    for (int i = 0; i < 324; i++) g_cp_inv[i] = -1;
+    for (int b = 0; b < 256; b++) g_cp_inv[tk_byte2cp[b]] = (int16_t)b;
+}
+
 int tk_cp2byte(int32_t cp) {
-    static int16_t inv[324];
-    static int ready; /* benign race: every thread writes the same values */
-    if (!__atomic_load_n(&ready, __ATOMIC_ACQUIRE)) {
-        for (int i = 0; i < 324; i++) inv[i] = -1;
-        for (int b = 0; b < 256; b++) inv[tk_byte2cp[b]] = (int16_t)b;
-        __atomic_store_n(&ready, 1, __ATOMIC_RELEASE);
-    }
-    return (cp >= 0 && cp < 324) ? inv[cp] : -1;
+    static pthread_once_t once = PTHREAD_ONCE_INIT; /* decoders run on many threads at once */
+    pthread_once(&once, cp_inv_init);
+    return (cp >= 0 && cp < 324) ? g_cp_inv[cp] : -1;
 }
 
 typedef struct { uint32_t s, e; uint8_t m; } span;

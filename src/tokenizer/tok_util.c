@@ -541,8 +541,14 @@ static const char *memmem_(const char *h, size_t hn, const char *n, size_t nn) {
     return NULL;
 }
 
+int tk_over_budget(tk_ctx *c) {
+    if (c->deadline > 0 && !(++c->tick & 63) && mx_now() > c->deadline) return mx_set_err("tokenizer: the input took longer than its time budget");
+    return MX_OK;
+}
+
 int tk_pat_find(const tk_pat *p, tk_ctx *c, const char *s, size_t n, size_t from, size_t *ms, size_t *me) {
     if (from > n) return 0;
+    if (tk_over_budget(c)) return MX_ERR;
     if (!p->re) {
         const char *f = memmem_(s + from, n - from, p->str, p->len);
         if (!f) return 0;

@@ -65,9 +65,51 @@ static int32_t prev_cp(const uint8_t *s, size_t at, size_t *start) {
     return cp;
 }
 
+/* Where special tokens are read as such: everywhere, unless the options
+ * split them (then only inside the markup ranges). */
+typedef struct {
+    const mx_tok_opts *o;
+    bool none, all; /* no special token at all in this text / every one */
+} special_ok;
+
+static bool special_allowed(const special_ok *sp, size_t s, size_t e) {
+    if (!sp->o || !sp->o->split_special) return true;
+    if (sp->none || sp->all) return sp->all;
+    const size_t *r = sp->o->markup;
+    size_t lo = 0, hi = sp->o->n_markup;
+    while (lo < hi) { /* the first range ending after s */
+        size_t mid = (lo + hi) / 2;
+        if (r[2 * mid + 1] <= s) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < sp->o->n_markup && r[2 * lo] <= s && e <= r[2 * lo + 1];
+}
+
+/* The markup ranges of o after the slow classes' rewrite of text: prefix
+ * bytes put before it and, with meta, each "▁" read as " " (3 bytes to 1).
+ * A boundary inside a "▁" moves to its start. NULL when out of memory. */
+static size_t *move_markup(const mx_tok_opts *o, const char *text, size_t len, size_t prefix, bool meta) {
+    size_t nb = 2 * o->n_markup, *r = mx_malloc(nb * sizeof *r);
+    if (!r) return NULL;
+    size_t i = 0, shrink = 0; /* text before i is scanned; its "▁"s shrank it by shrink bytes */
+    for (size_t k = 0; k < nb; k++) {
+        size_t x = MX_MIN(o->markup[k], len), at = x;
+        for (; i + 3 <= x; i++)
+            if (meta && !memcmp(text + i, "\xE2\x96\x81", 3)) {
+                shrink += 2;
+                i += 2;
+            }
+        for (size_t j = i; meta && j < x; j++)
+            if (j + 3 <= len && !memcmp(text + j, "\xE2\x96\x81", 3)) { at = j; break; }
+        r[k] = prefix + at - shrink;
+    }
+    return r;
+}
+
 /* Splits s on the added tokens of trie tr (leftmost-longest, then the
- * single_word / lstrip / rstrip rules of HF). Appends segs to out. */
-static int split_added(const mx_tokenizer *t, const tk_trie *tr, const char *s, size_t n, mx_buf *out) {
+ * single_word / lstrip / rstrip rules of HF). Appends segs to out. A special
+ * token where sp does not allow one stays text (HF's split_special_tokens). */
+static int split_added(const mx_tokenizer *t, const tk_trie *tr, const special_ok *sp, const char *s, size_t n, mx_buf *out) {
     const uint8_t *u = (const uint8_t *)s;
     size_t start_off = 0, i = 0;
     if (!tr->val || tr->nnodes <= 1) return n ? add_seg(out, 0, n, -1) : MX_OK;
@@ -83,6 +125,7 @@ static int split_added(const mx_tokenizer *t, const tk_trie *tr, const char *s, 
         }
         if (best < 0) { i++; continue; }
         const tk_added *a = &t->added[best];
+        if (a->special && !special_allowed(sp, i, best_end)) { i = best_end; continue; }
         size_t ms = i, me = best_end;
         i = best_end;
         if (a->single_word) {
@@ -121,13 +164,17 @@ static int split_added(const mx_tokenizer *t, const tk_trie *tr, const char *s, 
     return MX_OK;
 }
 
-/* Normalized part: normalized added tokens, pre-tokenizer, model. */
-static int encode_normalized(const mx_tokenizer *t, tk_ctx *c, const char *s, size_t n, bool at_start, int32_t **ids, int *nids, int *cap) {
+/* Normalized part: normalized added tokens, pre-tokenizer, model. sp tells
+ * whether special tokens may be read in it (offsets do not survive the
+ * normalizer: the raw segment as a whole decides). */
+static int encode_normalized(const mx_tokenizer *t, tk_ctx *c, const special_ok *sp, const char *s, size_t n, bool at_start, int32_t **ids,
+                             int *nids, int *cap) {
     mx_buf segs = {0};
     tk_pieces in = {0}, out = {0};
-    int rc = split_added(t, &t->norm_trie, s, n, &segs);
+    int rc = split_added(t, &t->norm_trie, sp, s, n, &segs);
     size_t nseg = segs.len / sizeof(seg);
     for (size_t k = 0; !rc && k < nseg; k++) {
+        if ((rc = tk_over_budget(c))) break;
         seg g = ((seg *)(void *)segs.data)[k];
         if (g.added >= 0) { rc = tk_push_id(ids, nids, cap, t->added[g.added].id); continue; }
         tk_pieces_clear(&in);
@@ -138,7 +185,10 @@ static int encode_normalized(const mx_tokenizer *t, tk_ctx *c, const char *s, si
             rc = tk_pre_apply(t->pre, c, &in, &out);
             res = &out;
         }
-        for (int i = 0; !rc && i < res->n; i++) rc = tk_model_tokenize(t, c, tk_piece(res, i), res->len[i], ids, nids, cap);
+        for (int i = 0; !rc && i < res->n; i++) {
+            rc = tk_model_tokenize(t, c, tk_piece(res, i), res->len[i], ids, nids, cap);
+            if (!rc) rc = tk_over_budget(c);
+        }
     }
     mx_buf_free(&segs);
     tk_pieces_free(&in);
@@ -147,22 +197,44 @@ static int encode_normalized(const mx_tokenizer *t, tk_ctx *c, const char *s, si
 }
 
 int mx_tok_encode(const mx_tokenizer *t, const char *text, size_t len, bool add_special, int32_t **ids_out, int *n_out) {
+    mx_tok_opts o = {.add_special = add_special};
+    return mx_tok_encode_ex(t, text, len, &o, ids_out, n_out);
+}
+
+int mx_tok_encode_ex(const mx_tokenizer *t, const char *text, size_t len, const mx_tok_opts *o, int32_t **ids_out, int *n_out) {
+    bool add_special = o->add_special;
     *ids_out = NULL;
     *n_out = 0;
     if (len > (size_t)INT32_MAX / 2) return mx_set_err("tokenizer: input of %zu bytes is too long", len);
     tk_ctx c;
     if (tk_ctx_init(&c)) return MX_ERR;
+    c.deadline = o->deadline;
     mx_buf clean = {0}, segs = {0}, nb = {0}, nb2 = {0};
     int32_t *ids = NULL;
     int n = 0, cap = 0, rc = MX_OK;
     if (!text) text = "";
+    special_ok sp = {o, false, false};
+    size_t len0 = len;
     if (!tk_u8_valid(text, len)) {
         rc = tk_u8_lossy(text, len, &clean);
         text = clean.data;
         len = clean.len;
+        /* markup offsets refer to the original bytes: only all-or-nothing survives */
+        bool whole = o->n_markup == 1 && o->markup[0] == 0 && o->markup[1] >= len0;
+        sp.all = whole;
+        sp.none = !whole;
     }
+    mx_tok_opts moved;
+    size_t *moved_markup = NULL;
     if (!rc && (t->slow.space_prefix || (t->slow.llama && len))) { /* the slow classes' text rewrite (tok_slow.c) */
-        rc = mx_buf_append(&nb2, t->slow.space_prefix ? " " : t->slow.meta_prefix ? "\xE2\x96\x81" : "", t->slow.space_prefix ? 1 : t->slow.meta_prefix ? 3 : 0);
+        size_t prefix = t->slow.space_prefix ? 1 : t->slow.meta_prefix ? 3 : 0;
+        if (o->split_special && !sp.all && !sp.none && o->n_markup) { /* the markup moves with the bytes */
+            if (!(moved_markup = move_markup(o, text, len, prefix, t->slow.llama))) rc = MX_ERR;
+            moved = *o;
+            moved.markup = moved_markup;
+            sp.o = &moved;
+        }
+        if (!rc) rc = mx_buf_append(&nb2, t->slow.space_prefix ? " " : t->slow.meta_prefix ? "\xE2\x96\x81" : "", t->slow.space_prefix ? 1 : t->slow.meta_prefix ? 3 : 0);
         for (size_t i = 0; !rc && i < len; i++) {
             bool meta = t->slow.llama && i + 3 <= len && !memcmp(text + i, "\xE2\x96\x81", 3);
             rc = meta ? mx_buf_append(&nb2, " ", 1) : mx_buf_append(&nb2, text + i, 1);
@@ -176,10 +248,13 @@ int mx_tok_encode(const mx_tokenizer *t, const char *text, size_t len, bool add_
     }
     for (int i = 0; !rc && add_special && i < t->npost_pre; i++) rc = tk_push_id(&ids, &n, &cap, t->post_pre[i]);
     int first = n;
-    if (!rc) rc = split_added(t, &t->raw_trie, text, len, &segs);
+    if (!rc) rc = split_added(t, &t->raw_trie, &sp, text, len, &segs);
     size_t nseg = segs.len / sizeof(seg);
     for (size_t k = 0; !rc && k < nseg; k++) {
         seg g = ((seg *)(void *)segs.data)[k];
+        special_ok spn = {o, false, false};
+        if (special_allowed(&sp, g.s, g.e)) spn.all = true;
+        else spn.none = true;
         if (g.added >= 0) { rc = tk_push_id(&ids, &n, &cap, t->added[g.added].id); continue; }
         const char *s = text + g.s;
         size_t sl = g.e - g.s;
@@ -198,7 +273,7 @@ int mx_tok_encode(const mx_tokenizer *t, const char *text, size_t len, bool add_
             s = nb.data ? nb.data : "";
             sl = nb.len;
         }
-        rc = encode_normalized(t, &c, s, sl, g.s == 0, &ids, &n, &cap);
+        rc = encode_normalized(t, &c, &spn, s, sl, g.s == 0, &ids, &n, &cap);
     }
     /* slow Llama drops a lone leading "▁" before a special token */
     if (!rc && t->slow.llama && n > first + 1 && ids[first] == t->slow.meta_id && mx_tok_is_special(t, ids[first + 1])) {
@@ -206,6 +281,7 @@ int mx_tok_encode(const mx_tokenizer *t, const char *text, size_t len, bool add_
         n--;
     }
     for (int i = 0; !rc && add_special && i < t->npost_post; i++) rc = tk_push_id(&ids, &n, &cap, t->post_post[i]);
+    free(moved_markup);
     mx_buf_free(&clean);
     mx_buf_free(&segs);
     mx_buf_free(&nb);
@@ -414,6 +490,7 @@ int32_t mx_tok_bos(const mx_tokenizer *t) { return t->bos; }
 int32_t mx_tok_eos(const mx_tokenizer *t) { return t->eos; }
 int32_t mx_tok_pad(const mx_tokenizer *t) { return t->pad; }
 int64_t mx_tok_model_max_length(const mx_tokenizer *t) { return t->model_max_length; }
+size_t mx_tok_max_token_bytes(const mx_tokenizer *t) { return t->max_token_bytes; }
 
 bool mx_tok_is_special(const mx_tokenizer *t, int32_t id) {
     if (id < 0 || id >= t->vocab_size) return false;
@@ -781,6 +858,7 @@ int tk_finish(mx_tokenizer *t, const char *file) {
     mx_buf_free(&nb);
     tk_ctx_free(&c);
     if (rc) return rc;
+    for (int32_t i = 0; i < vs; i++) t->max_token_bytes = MX_MAX(t->max_token_bytes, (size_t)t->id2str[i].len);
     if (t->model.type == M_BPE) {
         t->cache = mx_calloc(TK_CACHE_SIZE, sizeof(tk_cache_ent));
         if (!t->cache) return MX_ERR;

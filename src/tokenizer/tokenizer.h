@@ -24,6 +24,22 @@ void mx_tok_free(mx_tokenizer *t);
  * add_special the post-processor adds BOS/EOS/CLS... as HF does. *ids is
  * malloc'ed (caller frees; may be NULL when *n == 0). */
 int mx_tok_encode(const mx_tokenizer *t, const char *text, size_t len, bool add_special, int32_t **ids, int *n);
+/* Encoding options. split_special (HF's split_special_tokens) reads the
+ * text of special tokens as plain text, except inside the `markup` ranges
+ * (size_t pairs [start, end) of byte offsets into the text, sorted): a
+ * rendered chat passes its template's markup there, so the special tokens
+ * the template wrote are read as such and those in message content are not.
+ * Non-special added tokens are matched everywhere, as HF does. */
+typedef struct {
+    bool add_special;       /* BOS/EOS/CLS... by the post-processor */
+    bool split_special;
+    const size_t *markup;
+    size_t n_markup;
+    double deadline;        /* mx_now() time past which encoding fails (0: none) */
+} mx_tok_opts;
+int mx_tok_encode_ex(const mx_tokenizer *t, const char *text, size_t len, const mx_tok_opts *o, int32_t **ids, int *n);
+/* Bytes of the longest token string (vocabulary and added tokens). */
+size_t mx_tok_max_token_bytes(const mx_tokenizer *t);
 /* Decodes ids (decoder + clean_up_tokenization_spaces) and appends to out. */
 int mx_tok_decode(const mx_tokenizer *t, const int32_t *ids, int n, bool skip_special, mx_buf *out);
 

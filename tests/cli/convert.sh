@@ -11,6 +11,7 @@ here=tests/cli
 CONVERT_FAMILIES="qwen3_5_text:mtp.fc.weight,mtp.layers.0.mlp.up_proj.weight qwen3_5_moe_text:mtp.fc.weight lfm2_moe minimax llama4_text gemma4_text"
 CONVERT_FAMILIES="$CONVERT_FAMILIES seed_oss apertus bitnet hunyuan_v1_dense hunyuan_v1_moe ministral3 glm4_moe dots1"
 CONVERT_FAMILIES="$CONVERT_FAMILIES ernie4_5_moe:model.mtp_block.0.input_layernorm.weight deepseek_v2 deepseek olmoe-clip longcat_flash:model.mtp.layers.0.eh_proj.weight"
+CONVERT_FAMILIES="$CONVERT_FAMILIES nanochat mellum solar_open exaone_moe afmoe laguna cohere2_moe gemma3n_text"
 CONVERT_FAMILIES="$CONVERT_FAMILIES youtu minicpm3 glm4_moe_lite mistral4 minimax_m2 mimo_v2_flash:model.mtp.layers.0.eh_proj.weight deepseek_v32"
 ok() { echo "ok $1"; }
 fail() { echo "FAIL $1: $2"; }

@@ -5,7 +5,8 @@ so that a 4-bit conversion can be held to the float run's greedy ids: the
 embedding is N(0, 1), the untied head equals it, every other matrix (and
 fused expert tensor) is the fixture's scaled by SCALE (smaller residual
 updates; with sandwich norms the post norms too), vectors and buffers are
-kept (in their dtype), a final logit soft-cap is set to 30. EXTRA names tensors to add ([4, 64]
+kept (in their dtype), a final logit soft-cap is set to 30,
+Gemma 3n's AltUp stream projections are identities. EXTRA names tensors to add ([4, 64]
 zeros) that the family must ignore (multi-token-prediction layers real
 checkpoints carry). Usage: FIXTURE_DIR OUT_DIR [SCALE [EXTRA,...]]."""
 import array, json, os, random, struct, sys
@@ -36,6 +37,8 @@ for name, (shape, a) in t.items():
     if name == emb_name: t[name] = (shape, emb)
     elif sandwich and name.endswith(post_norms): t[name] = (shape, array.array("f", [x * scale for x in a]))
     elif name == "lm_head.weight": t[name] = (shape, array.array("f", emb))
+    elif ".altup_projections." in name or ".altup_unembed_projections." in name:  # Gemma 3n: streams start and end as copies
+        t[name] = (shape, array.array("f", [float(i // shape[1] == i % shape[1]) for i in range(shape[0] * shape[1])]))
     elif len(shape) >= 2 and (name.endswith(".weight") or name.endswith("_proj")):  # matrices and fused experts, not buffers
         t[name] = (shape, array.array("f", [x * scale for x in a]))
 for name in (sys.argv[4].split(",") if len(sys.argv) > 4 and sys.argv[4] else []):

@@ -115,4 +115,24 @@ await attempt('audio/chat refused', async () => {
                        { 'content-type': 'application/json' });
   check('audio/chat refused', r.status === 400 && r.text.includes('speech-to-text'), `${r.status} ${r.text}`);
 });
+await attempt('audio/embeddings refused', async () => {
+  const r = await post('/v1/embeddings', JSON.stringify({ input: 'hi' }), { 'content-type': 'application/json' });
+  check('audio/embeddings refused', r.status === 400 && r.text.includes('speech-to-text'), `${r.status} ${r.text}`);
+});
+// concurrent uploads queue for the one runner: each gets its own, full answer
+await attempt('audio/concurrent', async () => {
+  const rs = await Promise.all(Array.from({ length: 4 }, () => client.audio.transcriptions.create({ file: file(), model: 'whisper-1', language: 'en' })));
+  check('audio/concurrent', rs.every((r) => r.text === jsonText), JSON.stringify(rs.map((r) => r.text)));
+});
+// a client that leaves while its upload waits in the queue: the others are still answered
+await attempt('audio/client_leaves', async () => {
+  const ac = new AbortController();
+  const gone = Array.from({ length: 2 }, () => fetch(`http://127.0.0.1:${port}/v1/audio/transcriptions`, {
+    method: 'POST', signal: ac.signal, body: form([['file', audioBlob, 'a.wav'], ['model', 'whisper-1'], ['language', 'en']]) }).catch(() => null));
+  const kept = client.audio.transcriptions.create({ file: file(), model: 'whisper-1', language: 'en' });
+  setTimeout(() => ac.abort(), 20);
+  await Promise.all(gone);
+  const r = await kept;
+  check('audio/client_leaves', r.text === jsonText, JSON.stringify(r));
+});
 process.exit(failed ? 1 : 0);

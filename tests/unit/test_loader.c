@@ -5,6 +5,8 @@
 #include "base/base.h"
 #include "runtime/engine.h"
 #include "format/safetensors.h"
+#include "template/template.h"
+#include "tokenizer/tokenizer.h"
 #include <stdint.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -235,19 +237,28 @@ int main(void) {
     expect("loader/truncated_header", "truncated", NULL);
     free(mp);
 
-    patch_header("{\"a\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]},"
-                 "\"b\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[8,24]}}", 24);
-    expect("loader/overlap", "overlapping data", NULL);
-    patch_header("{\"a\":{\"dtype\":\"Q9\",\"shape\":[4],\"data_offsets\":[0,16]}}", 16);
-    expect("loader/unknown_dtype", "unknown dtype 'Q9'", NULL);
-    patch_header("{\"a\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,160]}}", 16);
-    expect("loader/offset_past_end", "truncated", "'a'");
-    patch_header("{\"a\":{\"dtype\":\"F32\",\"shape\":[5],\"data_offsets\":[0,16]}}", 16);
-    expect("loader/size_mismatch", "need 20", NULL);
-    patch_header("{\"a\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]}", 16);
-    expect("loader/bad_json", "not valid JSON", NULL);
-    patch_header("{\"a\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296],\"data_offsets\":[0,16]}}", 16);
-    expect("loader/huge_shape", "'a'", NULL);
+    /* bad headers: each is refused with its reason */
+    static const struct { const char *name, *header; size_t data; const char *needle, *needle2; } bad[] = {
+        {"loader/overlap", "{\"a\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]},\"b\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[8,24]}}", 24, "overlapping data", NULL},
+        {"loader/unknown_dtype", "{\"a\":{\"dtype\":\"Q9\",\"shape\":[4],\"data_offsets\":[0,16]}}", 16, "unknown dtype 'Q9'", NULL},
+        {"loader/offset_past_end", "{\"a\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,160]}}", 16, "truncated", "'a'"},
+        {"loader/size_mismatch", "{\"a\":{\"dtype\":\"F32\",\"shape\":[5],\"data_offsets\":[0,16]}}", 16, "need 20", NULL},
+        {"loader/bad_json", "{\"a\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]}", 16, "not valid JSON", NULL},
+        {"loader/huge_shape", "{\"a\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296],\"data_offsets\":[0,16]}}", 16, "'a'", NULL},
+        /* the streaming header reader refuses what the JSON tree did */
+        {"loader/duplicate_tensor", "{\"a\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]},\"a\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[16,32]}}", 32,
+         "tensor 'a' appears twice", NULL},
+        {"loader/text_after_header", "{\"a\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]}} x", 16, "not valid JSON", NULL},
+        {"loader/float_dimension", "{\"a\":{\"dtype\":\"F32\",\"shape\":[4.0],\"data_offsets\":[0,16]}}", 16, "shape[0] is not a valid dimension", NULL},
+        {"loader/nul_in_name", "{\"a\\u0000\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]}}", 16, "not valid JSON", NULL},
+        /* parsed (metadata and extra keys skipped); the loader then misses the other tensors */
+        {"loader/metadata_and_extra_keys_read", "{\"__metadata__\":{\"format\":\"pt\",\"x\":[1,{\"y\":null}]},"
+         "\"model.embed_tokens.weight\":{\"dtype\":\"F32\",\"shape\":[16,8],\"data_offsets\":[0,512],\"extra\":{}}}", 512, "missing", NULL},
+    };
+    for (size_t i = 0; i < MX_ARRAY_LEN(bad); i++) {
+        patch_header(bad[i].header, bad[i].data);
+        expect(bad[i].name, bad[i].needle, bad[i].needle2);
+    }
     {
         char *p = mx_path_join(g_dir, "model.safetensors");
         FILE *f = fopen(p, "wb");
@@ -257,6 +268,54 @@ int main(void) {
         fclose(f);
         free(p);
         expect("loader/huge_header_len", "header length", NULL);
+    }
+
+    {
+        /* a header of empty tensors: refused after a bounded count, in a pass */
+        mx_buf h = {0};
+        mx_buf_puts(&h, "{");
+        for (int i = 0; i < 5000; i++) mx_buf_printf(&h, "%s\"t%d\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]}", i ? "," : "", i);
+        mx_buf_puts(&h, "}");
+        patch_header(h.data, 0);
+        mx_buf_free(&h);
+        double t0 = mx_now();
+        expect("loader/empty_tensor_flood", "tensors hold no data", NULL);
+        CHECK("loader/empty_tensor_flood_fast", mx_now() - t0 < 1.0, "%.3f s", mx_now() - t0);
+    }
+
+    /* only regular files are opened: a FIFO in place of any model file is
+     * refused at once, not waited on (a child process would hang on open) */
+    {
+        const char *names[] = {"config.json", "model.safetensors", "tokenizer.json", "chat_template.jinja", "tokenizer_config.json"};
+        for (size_t i = 0; i < MX_ARRAY_LEN(names); i++) {
+            reset(NULL);
+            write_model(NULL, NULL, NULL);
+            char *p = mx_path_join(g_dir, names[i]);
+            unlink(p);
+            int mk = mkfifo(p, 0600);
+            double t0 = mx_now();
+            int rc;
+            if (i < 2) {
+                mx_engine e;
+                rc = mx_engine_open(g_dir, &e);
+                if (!rc) mx_engine_close(&e);
+            } else if (i == 2) {
+                mx_tokenizer *tk = mx_tok_load(g_dir);
+                rc = tk ? 0 : -1;
+                mx_tok_free(tk);
+            } else {
+                char *src = NULL;
+                size_t len = 0;
+                json_t *sp = NULL;
+                rc = mx_chat_template_load(g_dir, false, &src, &len, &sp);
+                free(src);
+                json_decref(sp);
+            }
+            char name[64];
+            snprintf(name, sizeof name, "loader/fifo_%s", names[i]);
+            CHECK(name, mk == 0 && rc != 0 && strstr(mx_errmsg(), "not a regular file") && mx_now() - t0 < 1.0, "mkfifo=%d rc=%d %s", mk, rc, mx_errmsg());
+            free(p);
+        }
     }
 
     /* sharded: the index names a shard that is missing */
@@ -311,6 +370,12 @@ int main(void) {
                                   "\"num_attention_heads\":2,\"vocab_size\":16}", "is not 2 * num_layers"},
         {"config/deepseek_sigmoid", "{\"model_type\":\"deepseek\",\"hidden_size\":8,\"num_hidden_layers\":1,\"num_attention_heads\":2,"
                                     "\"vocab_size\":16,\"scoring_func\":\"sigmoid\"}", "scoring_func 'sigmoid'"},
+        {"config/ffn_list_length", "{\"model_type\":\"gemma3n_text\",\"hidden_size\":8,\"num_hidden_layers\":2,\"num_attention_heads\":2,"
+                                   "\"vocab_size\":16,\"intermediate_size\":[8]}", "intermediate_size: 1 entries for 2 layers"},
+        {"config/gemma3n_sparsity", "{\"model_type\":\"gemma3n_text\",\"hidden_size\":8,\"num_hidden_layers\":2,\"num_attention_heads\":2,"
+                                    "\"vocab_size\":16,\"activation_sparsity_pattern\":[0.5,1.0]}", "activation_sparsity_pattern"},
+        {"config/gemma3n_altup_idx", "{\"model_type\":\"gemma3n_text\",\"hidden_size\":8,\"num_hidden_layers\":2,\"num_attention_heads\":2,"
+                                     "\"vocab_size\":16,\"altup_num_inputs\":2,\"altup_active_idx\":2}", "altup_active_idx 2"},
         {"config/deepseek_v32_no_q_lora", "{\"model_type\":\"deepseek_v32\",\"hidden_size\":8,\"num_hidden_layers\":1,"
                                           "\"num_attention_heads\":2,\"vocab_size\":16,\"q_lora_rank\":null}", "q_lora_rank is required"},
         {"config/deepseek_v32_layer_types", "{\"model_type\":\"deepseek_v32\",\"hidden_size\":8,\"num_hidden_layers\":1,"

@@ -487,6 +487,71 @@ static void test_layouts(mx_pool *pool) {
     rmdir(g_tmp);
 }
 
+/* transformers v5's fused experts (experts.gate_up_proj [E, 2F, H], experts.down_proj
+ * [E, H, F]; bound through moe.alt2) rewritten per expert (experts.<e>.{gate,up,
+ * down}_proj, the primary names): the layout checkpoints saved before the fusion use. */
+static int split_fused(const char *src, const char *dst) {
+    char *mp = mx_path_join(src, "model.safetensors"), *cp = mx_path_join(src, "config.json");
+    mx_st_file f;
+    int rc = mx_st_open(mp, &f);
+    free(mp);
+    if (rc) { free(cp); return -1; }
+    int cap = f.n_tensors * 3 * 64 + 16, n = 0;
+    mx_st_out *outs = calloc((size_t)cap, sizeof *outs);
+    char **names = calloc((size_t)cap, sizeof(char *));
+    for (int i = 0; i < f.n_tensors; i++) {
+        const mx_tensor *t = &f.tensors[i];
+        int l;
+        char which[32];
+        if (sscanf(t->name, "model.layers.%d.mlp.experts.%31s", &l, which) == 2 && t->ndim == 3 && t->dtype == MX_DT_F32 &&
+            (!strcmp(which, "gate_up_proj") || !strcmp(which, "down_proj"))) {
+            bool gu = !strcmp(which, "gate_up_proj");
+            int E = (int)t->shape[0], R = (int)t->shape[1], C = (int)t->shape[2], parts = gu ? 2 : 1, r = R / parts;
+            for (int e = 0; e < E; e++)
+                for (int q = 0; q < parts; q++) {
+                    names[n] = mx_asprintf("model.layers.%d.mlp.experts.%d.%s.weight", l, e, gu ? (q ? "up_proj" : "gate_proj") : "down_proj");
+                    outs[n] = (mx_st_out){names[n], MX_DT_F32, 2, {r, C}, t->data + ((size_t)e * R + (size_t)q * r) * C * 4, (size_t)r * C * 4};
+                    n++;
+                }
+            continue;
+        }
+        outs[n++] = (mx_st_out){t->name, t->dtype, t->ndim, {t->shape[0], t->ndim > 1 ? t->shape[1] : 0}, t->data, t->nbytes};
+    }
+    mkdir(dst, 0755);
+    char *op = mx_path_join(dst, "model.safetensors"), *oc = mx_path_join(dst, "config.json");
+    json_t *cfg = mx_json_load_file(cp, 1 << 20);
+    rc = mx_st_write(op, outs, n, "{\"format\":\"pt\"}") || !cfg || json_dump_file(cfg, oc, 0) ? -1 : 0;
+    json_decref(cfg);
+    for (int i = 0; i < n; i++) free(names[i]);
+    free(names); free(outs); free(op); free(oc); free(cp);
+    mx_st_close(&f);
+    return rc;
+}
+
+static void test_fused_split(mx_pool *pool, const char *fx) {
+    char src[128], dst[300], label[128];
+    snprintf(src, sizeof src, "tests/fixtures/%s", fx);
+    snprintf(g_tmp, sizeof g_tmp, "/tmp/mlxcel_moe_XXXXXX");
+    if (!mkdtemp(g_tmp)) { CHECK("fused_split_tmpdir", 0, "mkdtemp failed"); return; }
+    snprintf(dst, sizeof dst, "%s/per_expert", g_tmp);
+    int T = 16, V = 0;
+    int32_t toks[16];
+    unsigned seed = 9;
+    for (int i = 0; i < T; i++) toks[i] = (int32_t)(t_rng(&seed) % 300u);
+    uint64_t b0 = 0, b1 = 0;
+    float *a = prompt_logits(src, T, toks, pool, &V, &b0), *b = NULL;
+    snprintf(label, sizeof label, "fused_split_%s_write", fx);
+    int rc = split_fused(src, dst);
+    CHECK(label, !rc, "rewrite failed");
+    if (!rc) b = prompt_logits(dst, T, toks, pool, &V, &b1);
+    snprintf(label, sizeof label, "fused_split_%s_per_expert_eq_fused", fx);
+    CHECK(label, a && b && t_maxdiff(a, b, (size_t)T * V) == 0 && b0 == b1, "logits or bytes differ");
+    free(a);
+    free(b);
+    rm_dir(dst);
+    rmdir(g_tmp);
+}
+
 /* MLX's DeepSeek layout: kv_b_proj pre-split per head (embed_q /
  * unembed_out) and switch_mlp experts, float and 4-bit */
 static void test_mla_layout(mx_pool *pool) {
@@ -694,7 +759,7 @@ int main(void) {
     test_routing();
     mx_pool *pool = mx_pool_new(2);
     const char *fx[] = {"mixtral", "qwen2_moe", "qwen3_moe", "olmoe", "phimoe", "dbrx", "granitemoe", "gpt_oss", "deepseek_v3",
-                        "qwen3_5_moe_text", "lfm2_moe", "minimax", "llama4_text"};
+                        "qwen3_5_moe_text", "lfm2_moe", "minimax", "llama4_text", "mellum", "solar_open", "exaone_moe", "afmoe", "laguna", "cohere2_moe"};
     for (size_t i = 0; i < MX_ARRAY_LEN(fx); i++) {
         char dir[128];
         snprintf(dir, sizeof dir, "tests/fixtures/%s", fx[i]);
@@ -704,6 +769,7 @@ int main(void) {
     test_decode_page_faults("deepseek_v3", "tests/fixtures/deepseek_v3");
     test_decode_page_faults("olmoe", "tests/fixtures/olmoe");
     test_layouts(pool);
+    test_fused_split(pool, "solar_open");
     test_mla_layout(pool);
     test_gpt_oss_mxfp4(pool);
     test_mla_cache();

@@ -1,0 +1,185 @@
+/* The generation runner: submits a request to the scheduler, turns its
+ * token events into content, reasoning and tool calls (detokenizer + output
+ * parser), and drives the reply in the request's format — streamed as
+ * server-sent events or as one body at the end. Generation runs in the
+ * scheduler's engine thread, which wakes the connection for each token
+ * (mx_req_set_notify -> mx_srv_wake); the reply is built on the I/O thread
+ * from what has arrived, never waiting.
+ *
+ * A generation ends normally (finish_reason "stop", "length",
+ * "tool_calls") only when the model ended it (EOS, a stop string, the
+ * token limit). A cancelled or failed one ends with an explicit error: an
+ * error event and [DONE] on a stream, a 503/500 error body otherwise. */
+#include "gen.h"
+#include "../base/base.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static void gen_free(mx_gen *x) {
+    if (x->req) mx_req_release(x->req); /* after this the scheduler no longer wakes x->rq */
+    if (x->rq) mx_srv_drop(x->rq);
+    mx_detok_free(x->dt);
+    mx_out_free(&x->op);
+    mx_buf_free(&x->content); mx_buf_free(&x->reasoning); mx_buf_free(&x->piece);
+    mx_buf_free(&x->dc); mx_buf_free(&x->dr); mx_buf_free(&x->sse);
+    json_decref(x->lp);
+    json_decref(x->calls);
+    mx_gen_params_free(&x->g);
+    free(x);
+}
+
+json_t *mx_gen_token_text(server *sv, int32_t id) {
+    mx_buf b = {0};
+    mx_tok_decode(sv->tm.tok, &id, 1, false, &b);
+    json_t *s = json_stringn(b.data ? b.data : "", b.len);
+    if (!s) s = json_string("\xef\xbf\xbd"); /* a lone byte of a multi-byte character */
+    mx_buf_free(&b);
+    return s;
+}
+
+json_t *mx_gen_usage(mx_gen *x) {
+    int pt = mx_req_prompt_tokens(x->req);
+    return json_pack("{s:i,s:i,s:i,s:{s:i}}", "prompt_tokens", pt, "completion_tokens", x->n_gen, "total_tokens", pt + x->n_gen,
+                     "prompt_tokens_details", "cached_tokens", mx_req_cached_tokens(x->req));
+}
+
+void mx_gen_sse_put(mx_gen *x, json_t *chunk) {
+    char *s = json_dumps(chunk, JSON_COMPACT);
+    json_decref(chunk);
+    if (!s) return;
+    mx_buf_puts(&x->sse, "data: ");
+    mx_buf_puts(&x->sse, s);
+    mx_buf_puts(&x->sse, "\n\n");
+    free(s);
+}
+
+/* How it ended: a finish reason, or an error when it was cut. */
+static void set_finish(mx_gen *x) {
+    mx_finish f = mx_req_finish(x->req);
+    x->finish = NULL;
+    if (x->op.stopped || f == MX_FIN_STOP) x->finish = "stop";
+    else if (f == MX_FIN_LENGTH) x->finish = "length";
+    else if (f == MX_FIN_CANCELLED) {
+        x->err_type = "unavailable_error";
+        x->err_msg = atomic_load(&x->sv->stopping) ? "the server is shutting down; the generation was cut" : "the generation was cancelled";
+    } else {
+        x->err_type = "server_error";
+        x->err_msg = "the generation failed";
+    }
+    if (x->finish && x->calls) x->finish = "tool_calls";
+}
+
+/* Handles one event when one is there. Returns false when there was none
+ * (or generation is over). */
+static bool gen_step(mx_gen *x) {
+    if (x->finished) return false;
+    mx_tok_event ev;
+    int r = mx_req_next(x->req, &ev, 0);
+    if (r == 0) return false;
+    x->dc.len = x->dr.len = 0;
+    json_t *lp = NULL;
+    if (r > 0) {
+        x->n_gen++;
+        bool eos = mx_textmodel_is_eos(&x->sv->tm, ev.token) && !x->g.p.ignore_eos;
+        if (x->g.logprobs) lp = x->fmt->logprob(x, &ev);
+        if (!eos) {
+            x->piece.len = 0;
+            mx_detok_push(x->dt, ev.token, &x->piece);
+            if (x->piece.len && mx_out_push(&x->op, x->piece.data, x->piece.len, &x->dc, &x->dr)) {
+                mx_req_cancel(x->req); /* a stop string ended the reply */
+            }
+        }
+    } else {
+        x->piece.len = 0;
+        if (!x->op.stopped) {
+            mx_detok_flush(x->dt, &x->piece);
+            if (x->piece.len) mx_out_push(&x->op, x->piece.data, x->piece.len, &x->dc, &x->dr);
+        }
+        mx_out_finish(&x->op, &x->dc, &x->dr, &x->calls);
+        x->finished = true;
+        set_finish(x);
+    }
+    mx_buf_append(&x->content, x->dc.data, x->dc.len);
+    mx_buf_append(&x->reasoning, x->dr.data, x->dr.len);
+    if (x->g.stream && (x->dc.len || x->dr.len || lp)) x->fmt->delta(x, x->dc.data, x->dc.len, x->dr.data, x->dr.len, lp);
+    else json_decref(lp);
+    if (x->finished && x->g.stream) {
+        if (x->finish) x->fmt->final(x);
+        else x->fmt->fail(x, x->err_type, x->err_msg);
+    }
+    return true;
+}
+
+static ssize_t sse_read(void *arg, char *buf, size_t max) {
+    mx_gen *x = arg;
+    for (;;) {
+        if (x->sse_off < x->sse.len) {
+            size_t n = MX_MIN(max, x->sse.len - x->sse_off);
+            memcpy(buf, x->sse.data + x->sse_off, n);
+            x->sse_off += n;
+            if (x->sse_off == x->sse.len) x->sse.len = x->sse_off = 0;
+            x->last_out = mx_now();
+            return (ssize_t)n;
+        }
+        if (x->finished) return -1;
+        /* everything that has arrived, in as few writes as the buffer takes */
+        while (x->sse.len < max && gen_step(x)) {}
+        if (x->sse.len) continue;
+        if (x->finished) return -1;
+        /* an idle second: a comment line keeps proxies open and finds a gone client */
+        if (mx_now() - x->last_out >= 1.0) { mx_buf_puts(&x->sse, ": keep-alive\n\n"); continue; }
+        return 0;
+    }
+}
+
+static void gen_done(void *arg) { gen_free(arg); }
+
+static bool blocking_poll(void *arg, mx_srv_req *rq) {
+    mx_gen *x = arg;
+    while (gen_step(x)) {}
+    if (!x->finished) {
+        if (mx_srv_client_gone(rq)) mx_req_cancel(x->req);
+        return false;
+    }
+    if (x->finish) mx_srv_json(rq, 200, x->fmt->reply(x));
+    else if (!strcmp(x->err_type, "unavailable_error")) mx_srv_unavailable(x->sv, rq, x->err_msg);
+    else mx_srv_error(x->sv, rq, 500, x->err_type, x->err_msg);
+    return true;
+}
+
+static void wake(void *arg) { mx_srv_wake(arg); }
+
+int mx_gen_run(server *sv, mx_srv_req *rq, mx_gen_params *g, const mx_gen_format *fmt) {
+    if (atomic_load(&sv->stopping)) {
+        mx_gen_params_free(g);
+        return mx_srv_unavailable(sv, rq, "the server is shutting down");
+    }
+    mx_gen *x = calloc(1, sizeof *x);
+    if (!x) { mx_gen_params_free(g); return mx_srv_error(sv, rq, 500, "server_error", "out of memory"); }
+    x->sv = sv;
+    x->fmt = fmt;
+    x->g = *g;
+    memset(g, 0, sizeof *g);
+    x->g.p.prompt = x->g.prompt;
+    x->req = mx_sched_submit(sv->sched, &x->g.p);
+    mx_gen_images_free(&x->g); /* the request copied them */
+    if (!x->req) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", mx_errmsg());
+        gen_free(x);
+        return atomic_load(&sv->stopping) ? mx_srv_unavailable(sv, rq, msg) : mx_srv_bad_request(sv, rq, "%s", msg);
+    }
+    atomic_fetch_add(&sv->n_completions, 1);
+    x->dt = mx_detok_new(sv->tm.tok, true);
+    mx_out_init(&x->op, x->g.reasoning, x->g.starts_in_think, x->g.tools, (const char *const *)x->g.stops, x->g.n_stops);
+    snprintf(x->id, sizeof x->id, "%s-%08x%08x", fmt->id_prefix, (unsigned)rand(), (unsigned)rand());
+    x->created = (long)time(NULL);
+    x->last_out = mx_now();
+    x->rq = rq;
+    mx_srv_hold(rq);
+    mx_req_set_notify(x->req, wake, rq);
+    if (x->g.stream) return mx_srv_stream(rq, sse_read, gen_done, x);
+    return mx_srv_defer(rq, blocking_poll, gen_done, x);
+}

@@ -1,0 +1,143 @@
+/* The request fields every generation route shares (OpenAI shape):
+ * model, sampling (read through the shared table, runtime/sampling_opts.c),
+ * limits, stream, stop strings and logit_bias. */
+#include "gen.h"
+#include "../base/base.h"
+#include "../runtime/sampling_opts.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+void mx_gen_images_free(mx_gen_params *g) {
+    if (g->images) mx_vlprompt_free(g->images);
+    free(g->images);
+    free(g->tags);
+    g->images = NULL;
+    g->tags = NULL;
+    g->p.lay = NULL;
+    g->p.rows = NULL;
+    g->p.n_rows = 0;
+    g->p.tags = NULL;
+}
+
+bool mx_gen_prepare_images(server *sv, mx_gen_params *g, char *err, size_t errn) {
+    mx_vlprompt *vp = g->images;
+    int n = g->p.n_prompt;
+    if (mx_vlprompt_prepare(vp, &sv->tm.e, g->prompt, n, sv->vpool) || !(g->tags = mx_malloc(sizeof(uint64_t) * (size_t)(n ? n : 1)))) {
+        snprintf(err, errn, "%s", mx_errmsg());
+        return false;
+    }
+    mx_vlprompt_tags(vp, g->tags);
+    g->p.lay = &vp->lay;
+    g->p.rows = vp->rows;
+    g->p.n_rows = vp->n_rows;
+    g->p.tags = g->tags;
+    return true;
+}
+
+void mx_gen_params_free(mx_gen_params *g) {
+    mx_gen_images_free(g);
+    free(g->prompt);
+    free(g->bias_ids);
+    free(g->bias_vals);
+    for (int i = 0; i < g->n_stops; i++) free(g->stops[i]);
+    free(g->stops);
+    memset(g, 0, sizeof *g);
+}
+
+int mx_gen_add_stop(mx_gen_params *g, const char *s) {
+    char **st = realloc(g->stops, sizeof(char *) * (size_t)(g->n_stops + 1));
+    if (!st) return mx_set_err("out of memory");
+    g->stops = st;
+    if (!(g->stops[g->n_stops] = mx_strdup(s))) return MX_ERR;
+    g->n_stops++;
+    return MX_OK;
+}
+
+bool mx_opt_int(json_t *req, const char *key, long lo, long hi, int *out, char *err, size_t errn) {
+    json_t *v = json_object_get(req, key);
+    if (!v || json_is_null(v)) return true;
+    if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi) {
+        snprintf(err, errn, "'%s' must be an integer in [%ld, %ld]", key, lo, hi);
+        return false;
+    }
+    *out = (int)json_integer_value(v);
+    return true;
+}
+
+bool mx_opt_bool(json_t *req, const char *key, bool *out, char *err, size_t errn) {
+    json_t *v = json_object_get(req, key);
+    if (!v || json_is_null(v)) return true;
+    if (!json_is_boolean(v)) { snprintf(err, errn, "'%s' must be a boolean", key); return false; }
+    *out = json_is_true(v);
+    return true;
+}
+
+bool mx_gen_parse_common(server *sv, json_t *req, mx_gen_params *g, char *err, size_t errn) {
+    if (sv->o.sampling) g->p.samp = *sv->o.sampling;
+    else {
+        mx_sampling_defaults(&g->p.samp);
+        g->p.samp.temperature = 1.0f;
+        g->p.samp.seed = MX_SEED_RANDOM;
+    }
+    g->p.top_logprobs = -1;
+    int max_tokens = -1, n = 1;
+    json_t *model = json_object_get(req, "model");
+    if (model && !json_is_null(model)) {
+        if (!json_is_string(model)) { snprintf(err, errn, "'model' must be a string"); return false; }
+        if (strcmp(json_string_value(model), sv->name) != 0) {
+            snprintf(err, errn, "model '%s' is not served here (available: '%s')", json_string_value(model), sv->name);
+            return false;
+        }
+    }
+    if (!mx_opt_int(req, "max_tokens", 1, 1 << 24, &max_tokens, err, errn) ||
+        !mx_opt_int(req, "max_completion_tokens", 1, 1 << 24, &max_tokens, err, errn) ||
+        !mx_opt_int(req, "n", 1, 1 << 20, &n, err, errn) ||
+        !mx_opt_bool(req, "stream", &g->stream, err, errn) || !mx_opt_bool(req, "ignore_eos", &g->p.ignore_eos, err, errn))
+        return false;
+    /* the sampling fields: the table the CLI's options come from, with the same ranges */
+    if (mx_sampling_from_json(&g->p.samp, req)) { snprintf(err, errn, "%s", mx_errmsg()); return false; }
+    if (g->p.samp.seed == MX_SEED_RANDOM) g->p.samp.seed = (uint64_t)time(NULL) ^ (uint64_t)rand();
+    if (n != 1) { snprintf(err, errn, "'n' must be 1: this server returns one choice per request"); return false; }
+    g->p.max_tokens = max_tokens > 0 ? max_tokens : sv->o.ctx_size;
+    json_t *so = json_object_get(req, "stream_options");
+    if (so && !json_is_null(so)) {
+        if (!json_is_object(so)) { snprintf(err, errn, "'stream_options' must be an object"); return false; }
+        if (!mx_opt_bool(so, "include_usage", &g->include_usage, err, errn)) return false;
+    }
+    json_t *stop = json_object_get(req, "stop");
+    if (stop && !json_is_null(stop)) {
+        size_t cnt = json_is_string(stop) ? 1 : json_is_array(stop) ? json_array_size(stop) : 0;
+        if ((!json_is_string(stop) && !json_is_array(stop)) || cnt > 16) { snprintf(err, errn, "'stop' must be a string or a list of at most 16 strings"); return false; }
+        for (size_t i = 0; i < cnt; i++) {
+            json_t *s = json_is_string(stop) ? stop : json_array_get(stop, i);
+            if (!json_is_string(s) || !json_string_length(s)) { snprintf(err, errn, "'stop' entries must be non-empty strings"); return false; }
+            if (mx_gen_add_stop(g, json_string_value(s))) { snprintf(err, errn, "%s", mx_errmsg()); return false; }
+        }
+    }
+    json_t *lb = json_object_get(req, "logit_bias");
+    if (lb && !json_is_null(lb)) {
+        if (!json_is_object(lb) || json_object_size(lb) > 4096) { snprintf(err, errn, "'logit_bias' must be an object of token id -> bias"); return false; }
+        size_t cnt = json_object_size(lb);
+        g->bias_ids = calloc(cnt + 1, sizeof(int32_t));
+        g->bias_vals = calloc(cnt + 1, sizeof(float));
+        if (!g->bias_ids || !g->bias_vals) { snprintf(err, errn, "out of memory"); return false; }
+        const char *k;
+        json_t *v;
+        json_object_foreach(lb, k, v) {
+            char *end;
+            long id = strtol(k, &end, 10);
+            if (*end || end == k || id < 0 || id >= sv->tm.e.model.arch.vocab || !json_is_number(v) ||
+                json_number_value(v) < -100 || json_number_value(v) > 100) {
+                snprintf(err, errn, "'logit_bias': '%s' must be a token id with a bias in [-100, 100]", k);
+                return false;
+            }
+            g->bias_ids[g->p.n_bias] = (int32_t)id;
+            g->bias_vals[g->p.n_bias++] = (float)json_number_value(v);
+        }
+        g->p.bias_ids = g->bias_ids;
+        g->p.bias_vals = g->bias_vals;
+    }
+    return true;
+}

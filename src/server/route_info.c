@@ -1,0 +1,59 @@
+/* GET /health, /v1/models and /metrics (Prometheus text). */
+#include "server_int.h"
+#include "../base/base.h"
+#include <time.h>
+
+int mx_route_health(server *sv, mx_srv_req *rq, json_t *req) {
+    (void)req;
+    if (atomic_load(&sv->ready)) return mx_srv_json(rq, 200, json_pack("{s:s}", "status", "ok"));
+    const char *why = atomic_load(&sv->draining) ? "shutting down" : "loading model";
+    return mx_srv_json(rq, 503, json_pack("{s:{s:s,s:s}}", "error", "message", why, "type", "unavailable_error"));
+}
+
+int mx_route_models(server *sv, mx_srv_req *rq, json_t *req) {
+    (void)req;
+    return mx_srv_json(rq, 200, json_pack("{s:s,s:[{s:s,s:s,s:i,s:s}]}", "object", "list", "data", "id", sv->name, "object", "model",
+                                          "created", (json_int_t)time(NULL), "owned_by", "mlxcel"));
+}
+
+int mx_route_metrics(server *sv, mx_srv_req *rq, json_t *req) {
+    (void)req;
+    mx_sched_stats st = {0};
+    if (sv->sched) mx_sched_stats_get(sv->sched, &st);
+    mx_buf b = {0};
+    mx_buf_printf(&b,
+                  "# HELP mlxcel_http_requests_total HTTP requests received.\n# TYPE mlxcel_http_requests_total counter\n"
+                  "mlxcel_http_requests_total %llu\n"
+                  "# HELP mlxcel_http_errors_total Requests answered with an error.\n# TYPE mlxcel_http_errors_total counter\n"
+                  "mlxcel_http_errors_total %llu\n"
+                  "# HELP mlxcel_requests_total Generation requests accepted.\n# TYPE mlxcel_requests_total counter\n"
+                  "mlxcel_requests_total %llu\n"
+                  "# HELP mlxcel_prompt_tokens_total Prompt tokens processed.\n# TYPE mlxcel_prompt_tokens_total counter\n"
+                  "mlxcel_prompt_tokens_total %llu\n"
+                  "# HELP mlxcel_prompt_tokens_cached_total Prompt tokens reused from the prompt cache.\n# TYPE mlxcel_prompt_tokens_cached_total counter\n"
+                  "mlxcel_prompt_tokens_cached_total %llu\n"
+                  "# HELP mlxcel_generation_tokens_total Tokens generated.\n# TYPE mlxcel_generation_tokens_total counter\n"
+                  "mlxcel_generation_tokens_total %llu\n"
+                  "# HELP mlxcel_requests_active Requests being generated.\n# TYPE mlxcel_requests_active gauge\n"
+                  "mlxcel_requests_active %d\n"
+                  "# HELP mlxcel_queue_depth Requests waiting for a slot.\n# TYPE mlxcel_queue_depth gauge\n"
+                  "mlxcel_queue_depth %d\n"
+                  "# HELP mlxcel_time_to_first_token_seconds Mean time from request to first token.\n# TYPE mlxcel_time_to_first_token_seconds gauge\n"
+                  "mlxcel_time_to_first_token_seconds %.6f\n"
+                  "# HELP mlxcel_decode_tokens_per_second Aggregate decode rate of the last step.\n# TYPE mlxcel_decode_tokens_per_second gauge\n"
+                  "mlxcel_decode_tokens_per_second %.3f\n",
+                  (unsigned long long)atomic_load(&sv->n_http), (unsigned long long)atomic_load(&sv->n_errors),
+                  (unsigned long long)st.requests, (unsigned long long)st.prompt_tokens, (unsigned long long)st.cached_tokens,
+                  (unsigned long long)st.gen_tokens, st.active, st.queued, st.ttft_count ? st.ttft_sum / st.ttft_count : 0.0, st.decode_tps);
+    if (sv->sched && sv->tm.e.vision) {
+        unsigned long enc, hits;
+        mx_vision_counts(sv->tm.e.vision, &enc, &hits);
+        mx_buf_printf(&b,
+                      "# HELP mlxcel_images_encoded_total Images run through the vision tower.\n# TYPE mlxcel_images_encoded_total counter\n"
+                      "mlxcel_images_encoded_total %lu\n"
+                      "# HELP mlxcel_images_cached_total Images whose rows came from the cache (seen before).\n"
+                      "# TYPE mlxcel_images_cached_total counter\nmlxcel_images_cached_total %lu\n",
+                      enc, hits);
+    }
+    return mx_srv_text(rq, 200, "text/plain; version=0.0.4", &b);
+}

@@ -1,0 +1,32 @@
+/* The route table: method + path -> handler. A new route is a handler in
+ * its own file (an mx_route_fn) plus one declaration and one entry here;
+ * the transport (transport.c) does auth, limits and JSON for every route. */
+#include "server_int.h"
+#include <string.h>
+
+mx_route_fn mx_route_health, mx_route_models, mx_route_metrics;
+mx_route_fn mx_route_chat, mx_route_completions;
+mx_route_fn mx_route_tokenize, mx_route_detokenize;
+mx_route_fn mx_route_embeddings, mx_route_rerank;
+mx_route_fn mx_route_transcriptions, mx_route_translations;
+
+static const mx_http_route g_routes[] = {
+    {{"/health"}, MX_HTTP_GET, MX_RT_OPEN, mx_route_health},
+    {{"/v1/models", "/models"}, MX_HTTP_GET, 0, mx_route_models},
+    {{"/metrics"}, MX_HTTP_GET, 0, mx_route_metrics},
+    {{"/v1/chat/completions", "/chat/completions"}, MX_HTTP_POST, MX_RT_GENERATES, mx_route_chat},
+    {{"/v1/completions", "/completions"}, MX_HTTP_POST, MX_RT_GENERATES, mx_route_completions},
+    {{"/tokenize"}, MX_HTTP_POST, 0, mx_route_tokenize},
+    {{"/detokenize"}, MX_HTTP_POST, 0, mx_route_detokenize},
+    {{"/v1/embeddings", "/embeddings"}, MX_HTTP_POST, MX_RT_EMBEDS, mx_route_embeddings},
+    {{"/v1/rerank", "/rerank", "/v2/rerank"}, MX_HTTP_POST, MX_RT_EMBEDS, mx_route_rerank},
+    {{"/v1/audio/transcriptions", "/audio/transcriptions"}, MX_HTTP_POST, MX_RT_SPEECH | MX_RT_RAW_BODY, mx_route_transcriptions},
+    {{"/v1/audio/translations", "/audio/translations"}, MX_HTTP_POST, MX_RT_SPEECH | MX_RT_RAW_BODY, mx_route_translations},
+};
+
+const mx_http_route *mx_route_find(const char *url) {
+    for (size_t i = 0; i < sizeof g_routes / sizeof g_routes[0]; i++)
+        for (int k = 0; k < 4 && g_routes[i].paths[k]; k++)
+            if (!strcmp(url, g_routes[i].paths[k])) return &g_routes[i];
+    return NULL;
+}

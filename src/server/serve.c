@@ -1,0 +1,175 @@
+/* mx_serve: the server's lifetime — start listening (so /health answers
+ * while the model loads), load the model, serve until SIGINT/SIGTERM, then
+ * drain: stop accepting, let requests in flight finish for
+ * --shutdown-grace seconds, end the rest with an explicit error, exit.
+ * A signal while the model loads exits at once; a second signal during
+ * the grace ends it. */
+#define _GNU_SOURCE
+#include "server_int.h"
+#include "../base/base.h"
+#include "../base/threadpool.h"
+#include "../runtime/speech.h"
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+void mx_serve_opts_defaults(mx_serve_opts *o) {
+    *o = (mx_serve_opts){.host = "127.0.0.1", .port = 8080, .parallel = 4, .ctx_size = 4096, .step_tokens = 256, .threads = mx_default_threads(),
+                         .max_body = 8u << 20, .max_conns_per_ip = 64, .max_queue = 64, .header_timeout = 10, .body_timeout = 60,
+                         .shutdown_grace = 10, .max_messages = 2048, .prompt_budget = 2};
+}
+
+/* Signals: a thread of their own (they are blocked everywhere else). */
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool serving;   /* the model is loaded */
+    int signals;    /* received while serving */
+    sigset_t set;
+} g_sig = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, 0, {{0}}};
+
+static void *signal_main(void *arg) {
+    (void)arg;
+    for (;;) {
+        int sig = 0;
+        if (sigwait(&g_sig.set, &sig)) continue;
+        pthread_mutex_lock(&g_sig.mu);
+        if (!g_sig.serving) {
+            fprintf(stderr, "mlxcel serve: signal %d while loading the model, exiting\n", sig);
+            _exit(0);
+        }
+        g_sig.signals++;
+        pthread_cond_broadcast(&g_sig.cv);
+        pthread_mutex_unlock(&g_sig.mu);
+    }
+    return NULL;
+}
+
+/* Waits until n signals have come or until deadline (mx_now(); 0 = none). */
+static bool wait_signals(int n, double deadline) {
+    pthread_mutex_lock(&g_sig.mu);
+    while (g_sig.signals < n) {
+        if (!deadline) { pthread_cond_wait(&g_sig.cv, &g_sig.mu); continue; }
+        double left = deadline - mx_now();
+        if (left <= 0) break;
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        left = MX_MIN(left, 0.02);
+        ts.tv_nsec += (long)(left * 1e9);
+        if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+        pthread_cond_timedwait(&g_sig.cv, &g_sig.mu, &ts);
+        break; /* callers poll */
+    }
+    bool got = g_sig.signals >= n;
+    pthread_mutex_unlock(&g_sig.mu);
+    return got;
+}
+
+int mx_srv_load(server *sv, mx_task *task) {
+    const mx_serve_opts *o = &sv->o;
+    *task = MX_TASK_CAUSAL_LM;
+    if (mx_speech_folder(o->model_dir)) {
+        if (mx_speech_runner_new(o->model_dir, o->threads, &sv->speech)) return MX_ERR;
+        snprintf(sv->name, sizeof sv->name, "%s", o->model_name ? o->model_name : mx_speech_runner_name(sv->speech));
+        sv->tok = mx_speech_runner_tokenizer(sv->speech);
+        return MX_OK;
+    }
+    mx_ckpt probe;
+    if (mx_ckpt_open(o->model_dir, false, &probe)) return MX_ERR;
+    json_t *archs = mx_cfg_get(&probe.cfg, "architectures");
+    if (json_is_string(json_array_get(archs, 0))) *task = mx_task_from_arch(json_string_value(json_array_get(archs, 0)));
+    mx_ckpt_close(&probe);
+    if (*task != MX_TASK_CAUSAL_LM) {
+        if (mx_embed_batcher_new(o->model_dir, o->threads, &sv->emb)) return MX_ERR;
+        if (o->model_name) snprintf(sv->name, sizeof sv->name, "%s", o->model_name);
+        else mx_model_dir_name(o->model_dir, sv->name, sizeof sv->name);
+        sv->tok = mx_embed_batcher_tokenizer(sv->emb);
+        return MX_OK;
+    }
+    if (mx_textmodel_open(o->model_dir, &sv->tm) ||
+        ((o->chat_template || o->chat_template_file) && mx_textmodel_set_template(&sv->tm, o->chat_template, o->chat_template_file)) ||
+        !(sv->sched = mx_sched_new(&sv->tm.e, o->parallel, o->ctx_size, o->step_tokens, o->threads)))
+        return MX_ERR;
+    snprintf(sv->name, sizeof sv->name, "%s", o->model_name ? o->model_name : sv->tm.name);
+    sv->tok = sv->tm.tok;
+    if (sv->tm.e.vision && !(sv->vpool = mx_pool_new(o->threads))) return MX_ERR;
+    if (sv->tok) mx_textmodel_warn_plain(&sv->tm, "mlxcel serve");
+    return MX_OK;
+}
+
+/* Waits until no request is in flight, or deadline, or another signal. */
+static bool drained(mx_srv_transport *tr, double deadline, int signals) {
+    while (mx_srv_transport_inflight(tr) > 0) {
+        if (mx_now() >= deadline || wait_signals(signals, deadline)) return false;
+    }
+    return true;
+}
+
+int mx_serve(const mx_serve_opts *o) {
+    static server sv;
+    memset(&sv, 0, sizeof sv);
+    sv.o = *o;
+    srand((unsigned)time(NULL));
+    sigemptyset(&g_sig.set);
+    sigaddset(&g_sig.set, SIGINT);
+    sigaddset(&g_sig.set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &g_sig.set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    pthread_t sig_th;
+    if (pthread_create(&sig_th, NULL, signal_main, NULL)) { fprintf(stderr, "mlxcel serve: cannot start the signal thread\n"); return 1; }
+    pthread_detach(sig_th);
+    mx_srv_transport *tr = NULL;
+    int rc = mx_srv_transport_start(&sv, &tr);
+    if (rc) return rc;
+    fprintf(stderr, "mlxcel serve: listening on http://%s:%d, loading %s\n", o->host, o->port, o->model_dir);
+    mx_task task;
+    if (mx_srv_load(&sv, &task)) {
+        fprintf(stderr, "mlxcel serve: %s\n", mx_errmsg());
+        mx_srv_transport_stop(tr);
+        mx_embed_batcher_free(sv.emb);
+        mx_speech_runner_free(sv.speech);
+        mx_sched_free(sv.sched);
+        mx_pool_free(sv.vpool);
+        mx_textmodel_close(&sv.tm);
+        return 1;
+    }
+    pthread_mutex_lock(&g_sig.mu);
+    g_sig.serving = true;
+    pthread_mutex_unlock(&g_sig.mu);
+    atomic_store(&sv.ready, true);
+    if (sv.speech) fprintf(stderr, "mlxcel serve: ready (speech-to-text model '%s')\n", sv.name);
+    else if (sv.sched) fprintf(stderr, "mlxcel serve: ready (model '%s', %d slots of %d tokens)\n", sv.name, o->parallel, o->ctx_size);
+    else fprintf(stderr, "mlxcel serve: ready (embedding model '%s')\n", sv.name);
+    wait_signals(1, 0);
+    /* drain: no new connections, new requests on open ones get 503 */
+    atomic_store(&sv.draining, true);
+    atomic_store(&sv.ready, false);
+    mx_srv_transport_quiesce(tr);
+    int n = mx_srv_transport_inflight(tr);
+    fprintf(stderr, "mlxcel serve: shutting down (%d request%s in flight, %.0f s grace)\n", n, n == 1 ? "" : "s", o->shutdown_grace);
+    if (!drained(tr, mx_now() + o->shutdown_grace, 2)) {
+        /* the rest end with an explicit error: cancelled generations, failed batches */
+        fprintf(stderr, "mlxcel serve: ending %d request%s\n", mx_srv_transport_inflight(tr), mx_srv_transport_inflight(tr) == 1 ? "" : "s");
+        atomic_store(&sv.stopping, true);
+        if (sv.sched) mx_sched_stop(sv.sched);
+        mx_embed_batcher_stop(sv.emb);
+        mx_speech_runner_stop(sv.speech); /* after the transcription running now */
+        mx_srv_transport_wake_all(tr);
+        drained(tr, mx_now() + 2.0, 1 << 30); /* their replies go out */
+    }
+    mx_srv_transport_stop(tr);
+    mx_sched_free(sv.sched);
+    sv.sched = NULL;
+    mx_embed_batcher_free(sv.emb);
+    sv.emb = NULL;
+    mx_speech_runner_free(sv.speech);
+    sv.speech = NULL;
+    mx_pool_free(sv.vpool);
+    sv.vpool = NULL;
+    if (task == MX_TASK_CAUSAL_LM) mx_textmodel_close(&sv.tm);
+    return 0;
+}
