@@ -162,3 +162,8 @@ endif
 # (docs/embed-bench.md; the MiniLM-shaped checkpoint comes from mkmodel).
 $(BUILD)/embed_bench: tools/embed_bench.c $(BUILD)/libmlxcel.a
 	$(CC) $(CFLAGS) -Isrc -o $@ $< $(WHOLE_LIB) $(LDLIBS)
+
+# grammar_bench: constrained decoding's cost per token against the decode
+# step (BENCHMARKS.md, "Constrained decoding").
+$(BUILD)/grammar_bench: tools/grammar_bench.c $(BUILD)/libmlxcel.a
+	$(CC) $(CFLAGS) -Isrc -o $@ $< $(WHOLE_LIB) $(LDLIBS)

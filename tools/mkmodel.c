@@ -7,6 +7,7 @@
  * w1/w3/w2), deepseek_v3 (MLA with q lora or plain q_proj, dense MLPs in
  * the first first_k_dense_replace layers, then MoE: router with
  * e_score_correction_bias, per expert gate/up/down, fused shared experts),
+ * deepseek_v32 (that plus the sparse attention's indexer per layer),
  * deepseek (DeepSeek-MoE: Llama attention with that MoE, softmax router
  * without bias, moe_layer_freq) and glm4_moe (GLM-4.5: q/k/v biases, q/k
  * norms, that MoE), qwen3_5_text (DeltaNet / gated attention) and gemma4_text
@@ -183,10 +184,12 @@ static int ds_moe_specs(specs *s, const ds_moe *m, int H, int l) {
     return ok ? MX_OK : MX_ERR;
 }
 
-/* DeepSeek V3 (MLA; defaults as the HF config class). MTP layers are not
- * written (the loader ignores them). */
-static int deepseek_specs(const mx_cfg *c, specs *s) {
-    int H, I, L, nh, V, qlr, kvr, nope, rope, vhd;
+/* DeepSeek V3 (MLA; defaults as the HF config class); with `indexer`
+ * (deepseek_v32) each layer also gets the sparse attention's lightning
+ * indexer (self_attn.indexer: wq_b, wk, LayerNorm k_norm, weights_proj).
+ * MTP layers are not written (the loader ignores them). */
+static int deepseek_specs(const mx_cfg *c, bool indexer, specs *s) {
+    int H, I, L, nh, V, qlr, kvr, nope, rope, vhd, ih = 0, id = 0;
     bool tie, attn_bias;
     ds_moe m;
     static const ds_moe def = {.E = 256, .moeI = 2048, .nsh = 1, .dense = 3, .bias = true};
@@ -199,6 +202,9 @@ static int deepseek_specs(const mx_cfg *c, specs *s) {
         mx_cfg_bool(c, "tie_word_embeddings", false, &tie) || mx_cfg_bool(c, "attention_bias", false, &attn_bias) ||
         ds_moe_read(c, I, &def, &m))
         return MX_ERR;
+    if (indexer && (mx_cfg_i32(c, "index_n_heads", 64, 1, 4096, &ih) || mx_cfg_i32(c, "index_head_dim", 128, 1, 1 << 14, &id)))
+        return MX_ERR;
+    if (indexer && qlr < 1) return mx_set_err("%s: q_lora_rank is required (the indexer reads the q LoRA latent)", c->file);
     if (!H || !I || !L || !nh || !V) return mx_set_err("%s: hidden_size, intermediate_size, num_hidden_layers, num_attention_heads and vocab_size are required", c->file);
     if (attn_bias) return mx_set_err("%s: attention_bias is not supported for deepseek_v3", c->file);
     int64_t qk = (int64_t)nope + rope;
@@ -214,6 +220,13 @@ static int deepseek_specs(const mx_cfg *c, specs *s) {
         ok &= add(s, INIT_ONES, kvr, 0, "model.layers.%d.self_attn.kv_a_layernorm.weight", l) == MX_OK;
         ok &= add(s, INIT_NORMAL, (int64_t)nh * (nope + vhd), kvr, "model.layers.%d.self_attn.kv_b_proj.weight", l) == MX_OK;
         ok &= add(s, INIT_NORMAL, H, (int64_t)nh * vhd, "model.layers.%d.self_attn.o_proj.weight", l) == MX_OK;
+        if (indexer) {
+            ok &= add(s, INIT_NORMAL, (int64_t)ih * id, qlr, "model.layers.%d.self_attn.indexer.wq_b.weight", l) == MX_OK;
+            ok &= add(s, INIT_NORMAL, id, H, "model.layers.%d.self_attn.indexer.wk.weight", l) == MX_OK;
+            ok &= add(s, INIT_ONES, id, 0, "model.layers.%d.self_attn.indexer.k_norm.weight", l) == MX_OK;
+            ok &= add(s, INIT_ZEROS, id, 0, "model.layers.%d.self_attn.indexer.k_norm.bias", l) == MX_OK;
+            ok &= add(s, INIT_NORMAL, ih, H, "model.layers.%d.self_attn.indexer.weights_proj.weight", l) == MX_OK;
+        }
         ok &= add(s, INIT_ONES, H, 0, "model.layers.%d.post_attention_layernorm.weight", l) == MX_OK;
         ok &= ds_moe_specs(s, &m, H, l) == MX_OK;
     }
@@ -726,14 +739,14 @@ int main(int argc, char **argv) {
     if (!strcmp(mt, "bert")) rc = bert_specs(&c, &s);
     else if (!strcmp(mt, "llama") || !strcmp(mt, "mistral") || !strcmp(mt, "qwen2") || !strcmp(mt, "qwen3") || !strcmp(mt, "mixtral"))
         rc = llama_specs(&c, mt, &s);
-    else if (!strcmp(mt, "deepseek_v3")) rc = deepseek_specs(&c, &s);
+    else if (!strcmp(mt, "deepseek_v3") || !strcmp(mt, "deepseek_v32")) rc = deepseek_specs(&c, !strcmp(mt, "deepseek_v32"), &s);
     else if (!strcmp(mt, "deepseek") || !strcmp(mt, "glm4_moe")) rc = gqa_moe_specs(&c, mt, &s);
     else if (!strcmp(mt, "whisper")) rc = whisper_specs(&c, &s);
     else if (!strcmp(mt, "qwen3_5_text")) rc = qwen3_5_specs(&c, &s);
     else if (!strcmp(mt, "gemma4_text")) rc = gemma4_specs(&c, &s);
     else if (!strcmp(mt, "qwen2_vl")) rc = qwen2_vl_specs(&c, &s);
     else if (!strcmp(mt, "gemma3")) rc = gemma3_specs(&c, &s);
-    else rc = mx_set_err("%s: model_type \"%s\" not supported (llama, mistral, qwen2, qwen3, mixtral, deepseek_v3, deepseek, glm4_moe, qwen3_5_text, gemma4_text, bert, whisper, qwen2_vl, gemma3)", cfg_path, mt);
+    else rc = mx_set_err("%s: model_type \"%s\" not supported (llama, mistral, qwen2, qwen3, mixtral, deepseek_v3, deepseek_v32, deepseek, glm4_moe, qwen3_5_text, gemma4_text, bert, whisper, qwen2_vl, gemma3)", cfg_path, mt);
     if (rc) goto done;
     rc = MX_ERR;
     if (mkdir(out, 0755) != 0 && errno != EEXIST) { mx_set_err("%s: cannot create: %s", out, strerror(errno)); goto done; }

@@ -4,6 +4,7 @@
 #define MX_CLI_H
 #include "opts.h"
 #include "../runtime/sampler.h"
+#include "../runtime/spec.h"
 #include <stddef.h>
 
 extern const mx_cmd mx_cmd_generate, mx_cmd_chat, mx_cmd_serve, mx_cmd_bench, mx_cmd_tokenize, mx_cmd_template,
@@ -39,4 +40,22 @@ void cli_fmt_count(double n, char *out, size_t cap); /* 1.23 B, 4.5 M, 6.7 K */
     {NULL, "--chat-template", NULL, OPT_STR, "NAME", 0, 0, offsetof(T, name),                                                \
      "use a built-in chat template: plain, chatml, llama3, llama2, mistral, gemma, phi3, zephyr", NULL, 0},                  \
     {NULL, "--chat-template-file", NULL, OPT_STR, "FILE", 0, 0, offsetof(T, file), "use the Jinja chat template in FILE", NULL, 0}
+
+/* Speculative decoding's options (runtime/spec.h), shared by the commands
+ * that decode: --draft-model, --draft-max, --lookup-ngram. */
+typedef struct {
+    const char *draft_model;
+    int draft_max, lookup_ngram;
+} cli_spec_opts;
+#define CLI_SPEC_DEFAULT_MAX 4
+#define OPT_SPEC(T, f)                                                                                                       \
+    {NULL, "--draft-model", NULL, OPT_STR, "DIR", 0, 0, offsetof(T, f.draft_model),                                          \
+     "speculative decoding with this draft model (the target's tokenizer; not for models with recurrent state)", NULL, 0},   \
+    {NULL, "--draft-max", NULL, OPT_INT, "N", 1, 64, offsetof(T, f.draft_max), "tokens drafted per verification pass", NULL, 0}, \
+    {NULL, "--lookup-ngram", NULL, OPT_INT, "N", 0, 64, offsetof(T, f.lookup_ngram),                                         \
+     "speculative decoding by prompt lookup: draft what followed the last earlier match of the last N..1 tokens", NULL, 0}
+/* Fills cfg from the options (cfg->kind 0: no speculation asked for); a
+ * draft model is opened into *draft and checked against target's tokenizer.
+ * Returns 0, or 1 after printing one line "mlxcel CMD: ...". */
+int cli_spec_open(const char *cmd, const cli_spec_opts *o, const mx_textmodel *target, mx_textmodel *draft, mx_spec_cfg *cfg);
 #endif

@@ -28,29 +28,91 @@ static int cmp_d(const void *a, const void *b) {
 
 typedef struct {
     const char *model;
-    int pp, tg, threads, reps, bw_mb;
-    bool json;
+    int pp, tg, threads, reps, bw_mb, depth;
+    bool json, depth_random, oracle;
+    cli_spec_opts spec;
 } bench_opts;
 
 static void bench_init(void *p) {
     bench_opts *o = p;
-    *o = (bench_opts){.pp = 512, .tg = 128, .threads = mx_default_threads(), .reps = 3};
+    *o = (bench_opts){.pp = 512, .tg = 128, .threads = mx_default_threads(), .reps = 3, .spec.draft_max = CLI_SPEC_DEFAULT_MAX};
+}
+
+static double median(double *x, int n) {
+    qsort(x, (size_t)n, sizeof(double), cmp_d);
+    return n ? (n & 1 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2])) : 0;
+}
+
+enum { SPEC_PROMPT = 16 }; /* the speculative runs' prompt: random tokens */
+
+/* Greedy decoding of n tokens after prompt, plainly (sp NULL) or
+ * speculatively; *dt: the time after the prompt. */
+static int greedy_run(mx_session *s, mx_spec *sp, const int32_t *prompt, int n, int32_t *out, int32_t *buf, float *last, double *dt) {
+    mx_session_truncate(s, 0);
+    if (mx_session_feed(s, prompt, SPEC_PROMPT, NULL, last)) return MX_ERR;
+    double t0 = mx_now();
+    out[0] = mx_argmax(last, s->e->model.arch.vocab);
+    for (int g = 1; g < n;) {
+        if (!sp) {
+            if (mx_session_feed(s, &out[g - 1], 1, NULL, last)) return MX_ERR;
+            out[g++] = mx_argmax(last, s->e->model.arch.vocab);
+            continue;
+        }
+        int m = mx_spec_step(sp, out[g - 1], n - g, buf);
+        if (m < 0) return MX_ERR;
+        memcpy(out + g, buf, sizeof(int32_t) * (size_t)m);
+        g += m;
+    }
+    *dt = mx_now() - t0;
+    return MX_OK;
 }
 
 static const mx_opt bench_tab[] = {
     OPT_MODEL(bench_opts, model),
     {"-p", "--n-prompt", NULL, OPT_INT, "N", 0, 1 << 20, offsetof(bench_opts, pp), "prompt tokens per prompt-processing run", NULL, 0},
     {"-n", "--n-gen", NULL, OPT_INT, "N", 0, 1 << 20, offsetof(bench_opts, tg), "tokens per generation run", NULL, 0},
+    {"-d", "--n-depth", NULL, OPT_INT, "N", 0, 1 << 20, offsetof(bench_opts, depth),
+     "tokens already in the cache before each pp and tg run (filled once by one prefill, reported as its own row)", NULL, 0},
+    {NULL, "--depth-random", NULL, OPT_FLAG, NULL, 0, 0, offsetof(bench_opts, depth_random),
+     "the depth's cache holds random values instead of a prefill's (times pp and tg at a depth too long to prefill here; "
+     "not for recurrent models)", NULL, 0},
     {"-r", "--repetitions", NULL, OPT_INT, "N", 1, 1000, offsetof(bench_opts, reps), "runs of each test", NULL, 0},
     OPT_THREADS(bench_opts, threads),
     {NULL, "--bw-mb", NULL, OPT_INT, "MB", 16, 1 << 16, offsetof(bench_opts, bw_mb),
      "the bandwidth probe's buffer (default 1024, or a quarter of a smaller machine's memory; at most half)", NULL, 0},
+    OPT_SPEC(bench_opts, spec),
+    {NULL, "--spec-oracle", NULL, OPT_FLAG, NULL, 0, 0, offsetof(bench_opts, oracle),
+     "speculative decoding with an oracle draft: the target's own greedy continuation, computed first (the cost of verification alone)", NULL, 0},
     {NULL, "--json", NULL, OPT_FLAG, NULL, 0, 0, offsetof(bench_opts, json),
      "one JSON object: pp_tps, tg_tps (and _sd), threads, bytes_per_token, mem_read_gbs, tg_efficiency, peak_rss_mb, ttft_ms, ...", NULL, 0},
     {0},
 };
 
 static int bench(const bench_opts *o, const char *model);
+
+/* The first `depth` tokens' cache as random values of unit variance, as
+ * a prefill would leave normed keys: the time of attending them does not
+ * depend on what they hold. */
+static void fill_random(mx_session *s, const int32_t *toks, int depth) {
+    mx_kv *kv = s->kv;
+    uint64_t rng = 777;
+    for (size_t i = kv->offset[0]; i < kv->offset[kv->n_layers]; i++) {
+        rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+        kv->data[i] = (float)((double)(rng >> 40) / (double)(1ull << 24) * 3.4641016 - 1.7320508);
+    }
+    kv->len = depth;
+    s->n_history = depth;
+    memcpy(s->history, toks, (size_t)depth * sizeof(int32_t));
+}
+
+/* back to the first `depth` tokens; a cache that cannot be cut back
+ * (recurrent state) is filled again */
+static int to_depth(mx_session *s, const int32_t *toks, int depth, float *last) {
+    mx_session_truncate(s, depth);
+    if (s->n_history == depth) return MX_OK;
+    mx_session_truncate(s, 0);
+    return depth ? mx_session_feed(s, toks, depth, NULL, last) : MX_OK;
+}
 
 static int bench_run(void *p) {
     const bench_opts *o = p;
@@ -68,7 +130,9 @@ const mx_cmd mx_cmd_bench = {
     .usage = "-m MODEL [options]",
     .details = "llama-bench-style prompt processing (pp) and generation (tg) speed, with the memory read bandwidth measured in "
                "the same run, decode efficiency (each quarter of a generation run rated against probes taken right before "
-               "and after it; median), peak RSS and time to first token.",
+               "and after it; median), peak RSS and time to first token. With a drafter (--draft-model, --lookup-ngram or --spec-oracle), greedy decoding of -n "
+               "tokens after a 16-token prompt, plain and speculative in turn in each repetition: tokens/s of each, their ratio "
+               "(medians), the acceptance rate and whether the outputs are identical.",
     .opts = bench_tab,
     .size = sizeof(bench_opts),
     .init = bench_init,
@@ -79,8 +143,9 @@ const mx_cmd mx_cmd_bench = {
 
 static int bench(const bench_opts *bo, const char *model) {
     const char *label = bo->model;
-    int pp = bo->pp, tg = bo->tg, threads = bo->threads, reps = bo->reps, bw_mb = bo->bw_mb;
+    int pp = bo->pp, tg = bo->tg, threads = bo->threads, reps = bo->reps, bw_mb = bo->bw_mb, d = bo->depth;
     bool json = bo->json;
+    if (bo->depth_random && !d) { fprintf(stderr, "mlxcel bench: --depth-random needs a depth (-d N)\n"); return 2; }
     /* the probe's buffer is faulted in whole: past the machine's memory that would be the OOM killer */
     long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
     double mem_mb = pages > 0 && psz > 0 ? (double)pages * (double)psz / 1048576.0 : 0;
@@ -90,21 +155,54 @@ static int bench(const bench_opts *bo, const char *model) {
         return 2;
     }
     double t_start = mx_now();
-    mx_engine e;
-    if (mx_engine_open(model, &e)) { fprintf(stderr, "mlxcel bench: %s\n", mx_errmsg()); return 1; }
-    const mx_arch *ar = &e.model.arch;
-    int V = ar->vocab, ctx = MX_MAX(pp, 8) + tg + 1;
+    /* a draft model's tokenizer is checked against the target's: open it with its tokenizer then */
+    mx_textmodel tm = {0}, dtm;
+    mx_spec_cfg sc;
+    mx_engine *ep = &tm.e;
+    if (bo->oracle && (bo->spec.draft_model || bo->spec.lookup_ngram)) { fprintf(stderr, "mlxcel bench: give one drafter\n"); return 2; }
+    if (d && (bo->oracle || bo->spec.draft_model || bo->spec.lookup_ngram)) { fprintf(stderr, "mlxcel bench: -d and a drafter together are not supported (the speculative runs start at depth 0)\n"); return 2; }
+    if (bo->spec.draft_model ? mx_textmodel_open(model, &tm) : mx_engine_open(model, ep)) { fprintf(stderr, "mlxcel bench: %s\n", mx_errmsg()); return 1; }
+    if (cli_spec_open("bench", &bo->spec, &tm, &dtm, &sc)) { bo->spec.draft_model ? mx_textmodel_close(&tm) : mx_engine_close(ep); return 1; }
+    if (bo->oracle) sc.kind = MX_DRAFT_ORACLE;
+    bool spec = sc.kind && tg > 1;
+    mx_engine *e = ep;
+    const mx_arch *ar = &e->model.arch;
+    int rc = 0;
+    if (bo->depth_random && mx_model_recurrent(&e->model)) {
+        fprintf(stderr, "mlxcel bench: --depth-random: %s keeps recurrent state, which random values do not stand for\n", ar->family);
+        rc = 2;
+        goto out_model;
+    }
+    int V = ar->vocab, ctx = d + MX_MAX(pp, SPEC_PROMPT) + tg + 1;
     mx_pool *pool = mx_pool_new(threads);
     mx_session s;
-    if (mx_session_init(&s, &e, ctx, 512, pool)) { fprintf(stderr, "mlxcel bench: %s\n", mx_errmsg()); mx_engine_close(&e); return 1; }
+    mx_spec sp = {0};
+    if (mx_session_init_batch(&s, e, ctx, 512, sc.draft_max + 1, pool)) {
+        fprintf(stderr, "mlxcel bench: %s\n", mx_errmsg());
+        mx_pool_free(pool);
+        rc = 1;
+        goto out_model;
+    }
     float *last = malloc(sizeof(float) * V);
     int32_t *toks = malloc(sizeof(int32_t) * (size_t)ctx);
+    if (!last || !toks) {
+        fprintf(stderr, "mlxcel bench: out of memory\n");
+        free(last); free(toks); mx_session_free(&s); mx_pool_free(pool);
+        rc = 1;
+        goto out_model;
+    }
     uint64_t rng = 12345;
     for (int i = 0; i < ctx; i++) { rng = rng * 6364136223846793005ull + 1442695040888963407ull; toks[i] = (int32_t)((rng >> 33) % (uint64_t)V); }
     /* time to first token: model open + an 8-token prompt + one sample */
-    int rc = mx_session_feed(&s, toks, 8, NULL, last);
+    rc = mx_session_feed(&s, toks, 8, NULL, last);
     mx_argmax(last, V);
-    double ttft = mx_now() - t_start;
+    double ttft = mx_now() - t_start, fill_tps = 0;
+    if (d > 0 && !rc && bo->depth_random) fill_random(&s, toks, d); else if (d > 0 && !rc) { /* the depth: one prefill, timed */
+        mx_session_truncate(&s, 0);
+        double t0 = mx_now();
+        rc = mx_session_feed(&s, toks, d, NULL, last);
+        fill_tps = d / (mx_now() - t0);
+    }
     /* Each generation run is cut into nseg stretches with a bandwidth probe
      * before the first and after each (their decode time alone counts for
      * tg t/s): a stretch's efficiency is its bytes/s over the mean of the
@@ -120,6 +218,22 @@ static int bench(const bench_opts *bo, const char *model) {
     double *bw = calloc((size_t)nbw, sizeof(double)), *seg_eff = calloc((size_t)reps * nseg, sizeof(double));
     int n_bw = 0, n_eff = 0;
     mx_bw_probe *probe = mx_bw_probe_new((size_t)bw_mb << 20);
+    /* speculative decoding: per repetition, plain greedy decoding (which
+     * gives the oracle its continuation) and then the speculative run */
+    mx_sampling greedy;
+    mx_sampling_defaults(&greedy);
+    mx_sampler *gsmp = spec ? mx_sampler_new(&greedy, V) : NULL;
+    int32_t *plain_ids = spec ? malloc(sizeof(int32_t) * (size_t)tg) : NULL, *spec_ids = spec ? malloc(sizeof(int32_t) * (size_t)tg) : NULL;
+    int32_t *oracle = spec ? malloc(sizeof(int32_t) * (size_t)(SPEC_PROMPT + tg)) : NULL, *sbuf = spec ? malloc(sizeof(int32_t) * (size_t)(sc.draft_max + 1)) : NULL;
+    double *sp_plain = calloc((size_t)reps, sizeof(double)), *sp_spec = calloc((size_t)reps, sizeof(double)), *sp_ratio = calloc((size_t)reps, sizeof(double));
+    int n_diff = 0, first_diff = -1;
+    if (spec && (!gsmp || !plain_ids || !spec_ids || !oracle || !sbuf || !sp_plain || !sp_spec || !sp_ratio)) { fprintf(stderr, "mlxcel bench: out of memory\n"); rc = 1; goto out; }
+    if (spec) {
+        memcpy(oracle, toks, sizeof(int32_t) * SPEC_PROMPT);
+        sc.oracle = oracle;
+        sc.n_oracle = SPEC_PROMPT + tg;
+        if (mx_spec_init(&sp, &s, gsmp, &greedy, &sc)) { fprintf(stderr, "mlxcel bench: %s\n", mx_errmsg()); rc = 1; goto out; }
+    }
     if (!rc && (!pp_t || !tg_t || !bw || !seg_eff || !probe)) {
         fprintf(stderr, "mlxcel bench: cannot map the %d MB bandwidth probe buffer (--bw-mb)\n", bw_mb);
         rc = 1;
@@ -127,26 +241,39 @@ static int bench(const bench_opts *bo, const char *model) {
     }
     for (int r = 0; r < reps && !rc; r++) {
         if (pp > 0) {
-            mx_session_truncate(&s, 0);
+            rc = to_depth(&s, toks, d, last);
             double t0 = mx_now();
-            rc = mx_session_feed(&s, toks, pp, NULL, last);
+            if (!rc) rc = mx_session_feed(&s, toks + d, pp, NULL, last);
             pp_t[r] = pp / (mx_now() - t0);
         }
+        if (tg > 0 && !rc) rc = to_depth(&s, toks, d, last);
         if (tg > 0 && !rc) {
-            mx_session_truncate(&s, 0);
             double t_dec = 0, before = bw[n_bw++] = mx_bw_probe_run(probe, pool, 3);
             for (int k = 0; k < nseg && !rc; k++) {
                 int a0 = (int)((long)tg * k / nseg), a1 = (int)((long)tg * (k + 1) / nseg);
                 double t0 = mx_now();
-                for (int i = a0; i < a1 && !rc; i++) rc = mx_session_feed(&s, &toks[i], 1, NULL, last);
+                for (int i = a0; i < a1 && !rc; i++) rc = mx_session_feed(&s, &toks[d + i], 1, NULL, last);
                 double dt = mx_now() - t0, after = bw[n_bw++] = mx_bw_probe_run(probe, pool, 3);
                 t_dec += dt;
-                /* the token at position i reads every weight and i + 1 cached positions */
-                double bytes = (a1 - a0) * ((double)e.model.weight_bytes + kv_per_pos * (a0 + a1 + 1) / 2.0);
+                /* the token at position d + i reads every weight and d + i + 1 cached positions */
+                double bytes = (a1 - a0) * ((double)e->model.weight_bytes + kv_per_pos * (d + (a0 + a1 + 1) / 2.0));
                 if (dt > 0 && before + after > 0) seg_eff[n_eff++] = bytes / dt / (0.5 * (before + after) * 1e9);
                 before = after;
             }
             tg_t[r] = tg / t_dec;
+        }
+        if (spec && !rc) {
+            double dt_p = 0, dt_s = 0;
+            rc = greedy_run(&s, NULL, toks, tg, plain_ids, sbuf, last, &dt_p);
+            if (!rc) memcpy(oracle + SPEC_PROMPT, plain_ids, sizeof(int32_t) * (size_t)tg);
+            if (!rc) rc = greedy_run(&s, &sp, toks, tg, spec_ids, sbuf, last, &dt_s);
+            if (!rc) {
+                sp_plain[r] = tg / dt_p;
+                sp_spec[r] = tg / dt_s;
+                sp_ratio[r] = dt_p / dt_s;
+                for (int i = 0; i < tg; i++)
+                    if (plain_ids[i] != spec_ids[i]) { n_diff++; if (first_diff < 0) first_diff = i; break; }
+            }
         }
     }
     if (!tg && !rc) bw[n_bw++] = mx_bw_probe_run(probe, pool, 3);
@@ -158,12 +285,11 @@ static int bench(const bench_opts *bo, const char *model) {
     mean_sd(tg_t, reps, &tg_m, &tg_sd);
     qsort(bw, (size_t)n_bw, sizeof(double), cmp_d);
     double bw_med = bw[n_bw / 2];
-    qsort(seg_eff, (size_t)n_eff, sizeof(double), cmp_d);
-    double eff = n_eff ? (n_eff & 1 ? seg_eff[n_eff / 2] : 0.5 * (seg_eff[n_eff / 2 - 1] + seg_eff[n_eff / 2])) : 0;
+    double eff = median(seg_eff, n_eff); /* sorted: the range is its ends */
     size_t ckpt = 0;
-    for (int f = 0; f < e.model.ck.n_files; f++) ckpt += e.model.ck.files[f].map_len;
+    for (int f = 0; f < e->model.ck.n_files; f++) ckpt += e->model.ck.files[f].map_len;
     /* per generated token: every linear once, plus the KV read at the mean context of the tg run */
-    double bpt = (double)e.model.weight_bytes + kv_per_pos * (tg + 1) / 2.0;
+    double bpt = (double)e->model.weight_bytes + kv_per_pos * (d + (tg + 1) / 2.0);
     double rss_mb = ru.ru_maxrss / 1024.0, bw_buf_mb = bw_mb;
     /* the bandwidth probe's buffer is part of the peak; report the model's share */
     double rss_model_mb = rss_mb - bw_buf_mb;
@@ -176,15 +302,22 @@ static int bench(const bench_opts *bo, const char *model) {
     char act[128] = "f32";
     for (int i = 0, k = 0; i < 3; i++)
         if (paths[i]) k += snprintf(act + k, sizeof act - (size_t)k, "%s%s", k ? " and " : "", paths[i]);
+    const char *spec_kind = sc.kind == MX_DRAFT_ORACLE ? "oracle" : sc.kind == MX_DRAFT_NGRAM ? "n-gram lookup" : "draft model";
+    double med_plain = spec ? median(sp_plain, reps) : 0, med_spec = spec ? median(sp_spec, reps) : 0, med_ratio = spec ? median(sp_ratio, reps) : 0;
+    double acc_rate = sp.drafted ? (double)sp.accepted / sp.drafted : 0, per_pass = sp.rounds ? (double)(reps * (tg - 1)) / sp.rounds : 0;
     double eff_lo = n_eff ? seg_eff[0] : 0, eff_hi = n_eff ? seg_eff[n_eff - 1] : 0;
     if (json) { /* jansson: the model path may hold any character */
-        json_t *o = json_pack("{s:s,s:s,s:i,s:i,s:i,s:i,s:f,s:f,s:f,s:f,s:I,s:f,s:f,s:[f,f],s:[f,f],s:I,s:I,s:f,s:f,s:f,s:s,s:s}",
-                              "model", label, "family", ar->family, "threads", threads, "n_prompt", pp, "n_gen", tg, "reps", reps,
+        json_t *o = json_pack("{s:s,s:s,s:i,s:i,s:i,s:i,s:i,s:f,s:f,s:f,s:f,s:f,s:I,s:f,s:f,s:[f,f],s:[f,f],s:I,s:I,s:f,s:f,s:f,s:s,s:s}",
+                              "model", label, "family", ar->family, "threads", threads, "n_prompt", pp, "n_gen", tg, "n_depth", d, "reps", reps, "depth_fill_tps", fill_tps,
                               "pp_tps", pp_m, "pp_tps_sd", pp_sd, "tg_tps", tg_m, "tg_tps_sd", tg_sd, "bytes_per_token", (json_int_t)llround(bpt),
                               "mem_read_gbs", bw_med, "tg_efficiency", eff, "mem_read_gbs_range", bw[0], bw[n_bw - 1],
                               "tg_efficiency_range", eff_lo, eff_hi, "checkpoint_bytes", (json_int_t)ckpt, "kv_cache_bytes",
                               (json_int_t)kv_bytes, "peak_rss_mb", rss_mb, "peak_rss_model_mb", rss_model_mb, "ttft_ms", ttft * 1e3,
                               "weights", wmode, "activations", act);
+        if (o && spec)
+            json_object_set_new(o, "speculative", json_pack("{s:s,s:i,s:f,s:f,s:f,s:f,s:f,s:i}", "draft", spec_kind, "draft_max", sc.draft_max,
+                                                            "plain_tps", med_plain, "spec_tps", med_spec, "speedup", med_ratio, "acceptance",
+                                                            acc_rate, "tokens_per_pass", per_pass, "runs_differing", n_diff));
         char *js = o ? json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(6)) : NULL;
         if (js) printf("%s\n", js);
         else fprintf(stderr, "mlxcel bench: cannot format the JSON result\n");
@@ -192,8 +325,11 @@ static int bench(const bench_opts *bo, const char *model) {
         json_decref(o);
     } else {
         printf("| model | family | size | threads | test | t/s |\n|---|---|---|---|---|---|\n");
-        if (pp) printf("| %s | %s | %.2f GiB | %d | pp%d | %.2f ± %.2f |\n", label, ar->family, ckpt / 1073741824.0, threads, pp, pp_m, pp_sd);
-        if (tg) printf("| %s | %s | %.2f GiB | %d | tg%d | %.2f ± %.2f |\n", label, ar->family, ckpt / 1073741824.0, threads, tg, tg_m, tg_sd);
+        char at[32] = "";
+        if (d) snprintf(at, sizeof at, " @ d%d", d);
+        if (d && !bo->depth_random) printf("| %s | %s | %.2f GiB | %d | pp%d (the depth, once) | %.2f |\n", label, ar->family, ckpt / 1073741824.0, threads, d, fill_tps);
+        if (pp) printf("| %s | %s | %.2f GiB | %d | pp%d%s | %.2f ± %.2f |\n", label, ar->family, ckpt / 1073741824.0, threads, pp, at, pp_m, pp_sd);
+        if (tg) printf("| %s | %s | %.2f GiB | %d | tg%d%s | %.2f ± %.2f |\n", label, ar->family, ckpt / 1073741824.0, threads, tg, at, tg_m, tg_sd);
         printf("\nmemory read bandwidth (median of %d probes, %d threads): %.2f GB/s\n", n_bw, threads, bw_med);
         printf("bytes read per generated token: %.1f MB -> decode efficiency %.1f%% of the bandwidth probed around each stretch of decode (median of %d; %.1f-%.1f%%)\n",
                bpt / 1e6, eff * 100, n_eff, eff_lo * 100, eff_hi * 100);
@@ -201,12 +337,26 @@ static int bench(const bench_opts *bo, const char *model) {
                rss_model_mb, bw_mb, ckpt / 1048576.0, kv_bytes / 1048576.0);
         printf("time to first token (open + 8-token prompt): %.0f ms\n", ttft * 1e3);
         printf("weights: %s; matmuls' activations: %s\n", wmode, act);
+        if (spec) {
+            printf("speculative decoding (%s, draft-max %d; greedy, %d tokens after a %d-token prompt, medians of %d): plain %.2f t/s, "
+                   "speculative %.2f t/s (%.2fx); %ld of %ld drafted tokens accepted (%.1f%%), %.2f tokens per verification pass\n",
+                   spec_kind, sc.draft_max, tg, SPEC_PROMPT, reps, med_plain, med_spec, med_ratio, sp.accepted, sp.drafted, acc_rate * 100,
+                   per_pass);
+            if (n_diff) printf("speculative output differs from plain decoding in %d of %d runs (first at token %d)\n", n_diff, reps, first_diff);
+            else printf("speculative output identical to plain decoding\n");
+        }
     }
 out:
+    if (spec) mx_spec_free(&sp);
+    mx_sampler_free(gsmp);
+    free(plain_ids); free(spec_ids); free(oracle); free(sbuf); free(sp_plain); free(sp_spec); free(sp_ratio);
     free(pp_t); free(tg_t); free(bw); free(seg_eff); free(last); free(toks);
     mx_bw_probe_free(probe);
     mx_session_free(&s);
     mx_pool_free(pool);
-    mx_engine_close(&e);
-    return rc ? 1 : 0;
+out_model:
+    if (sc.kind == MX_DRAFT_MODEL) mx_textmodel_close(&dtm);
+    if (bo->spec.draft_model) mx_textmodel_close(&tm);
+    else mx_engine_close(ep);
+    return rc == 2 ? 2 : rc ? 1 : 0; /* 2: a usage refusal */
 }

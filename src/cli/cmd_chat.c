@@ -6,6 +6,7 @@
  * the context the oldest turns are dropped, with a notice. */
 #include "cli.h"
 #include "../base/base.h"
+#include "../runtime/constrain.h"
 #include "../runtime/generate.h"
 #include "../runtime/outparse.h"
 #include "../runtime/textmodel.h"
@@ -17,7 +18,7 @@
 #include <string.h>
 
 typedef struct {
-    const char *model, *system, *tmpl_name, *tmpl_file;
+    const char *model, *system, *tmpl_name, *tmpl_file, *json_schema, *grammar;
     int n_max, threads, ctx;
     bool verbose;
     mx_sampling samp;
@@ -40,6 +41,10 @@ static const mx_opt chat_tab[] = {
     {"-c", "--ctx-size", NULL, OPT_INT, "N", 16, 1 << 24, offsetof(chat_opts, ctx),
      "context size; past it the oldest turns are dropped", NULL, 0},
     OPT_TEMPLATES(chat_opts, tmpl_name, tmpl_file),
+    {NULL, "--json-schema", NULL, OPT_STR, "FILE", 0, 0, offsetof(chat_opts, json_schema),
+     "every reply is JSON valid against the JSON Schema in FILE", NULL, 0},
+    {NULL, "--grammar", "--grammar-file", OPT_STR, "FILE", 0, 0, offsetof(chat_opts, grammar),
+     "every reply follows the GBNF grammar in FILE", NULL, 0},
     OPT_THREADS(chat_opts, threads),
     {"-v", "--verbose", NULL, OPT_FLAG, NULL, 0, 0, offsetof(chat_opts, verbose), "print each turn's prefill and decode times", NULL, 0},
     {0},
@@ -82,6 +87,8 @@ typedef struct {
     mx_sampler *smp;
     float *last;
     json_t *msgs; /* the conversation, system message first when there is one */
+    mx_gvocab *gv;
+    mx_grammar *gram; /* --json-schema / --grammar: each reply follows it */
     char *system;
     bool plain;
     const chat_opts *o;
@@ -183,9 +190,15 @@ static int reply(chat *c, mx_pool *pool) {
     mx_buf text = {0}, piece = {0}, vis = {0}, unused = {0};
     int limit = MX_MIN(o->n_max, o->ctx - n), ng = 0;
     bool stopped = false;
-    for (; ng < limit; ng++) {
+    mx_constraint con = {0};
+    if (c->gram && mx_constraint_init(&con, c->gram, c->tm.e.model.arch.vocab)) rc = MX_ERR;
+    for (; ng < limit && !rc; ng++) {
         if (g_interrupt) { stopped = true; break; }
+        int allowed = con.m ? mx_constraint_mask(&con, c->last) : 1;
+        if (allowed < 0) rc = MX_ERR;
+        if (allowed <= 0) break;
         int32_t tok = mx_sampler_sample(c->smp, c->last, c->s.history, c->s.n_history);
+        if (con.m && mx_constraint_accept(&con, tok)) { rc = MX_ERR; break; }
         if (mx_textmodel_is_eos(&c->tm, tok)) break;
         piece.len = vis.len = 0;
         mx_detok_push(dt, tok, &piece);
@@ -193,9 +206,10 @@ static int reply(chat *c, mx_pool *pool) {
         if (vis.len) fwrite(vis.data, 1, vis.len, stdout);
         fflush(stdout);
         mx_buf_append(&text, vis.data, vis.len);
-        if (stop) break;
+        if (stop || (con.m && mx_constraint_done(&con))) { ng++; break; }
         if (ng + 1 < limit && mx_session_feed(&c->s, &tok, 1, NULL, c->last)) { rc = MX_ERR; break; }
     }
+    mx_constraint_free(&con);
     if (!op.stopped && !rc) {
         piece.len = vis.len = 0;
         mx_detok_flush(dt, &piece);
@@ -312,6 +326,7 @@ static int chat_run(void *p) {
     const chat_opts *o = p;
     if (!o->model) { fprintf(stderr, "mlxcel chat: -m MODEL is required\n"); return 2; }
     if (o->tmpl_name && o->tmpl_file) { fprintf(stderr, "mlxcel chat: give --chat-template or --chat-template-file, not both\n"); return 2; }
+    if (o->json_schema && o->grammar) { fprintf(stderr, "mlxcel chat: give --json-schema or --grammar, not both\n"); return 2; }
     char *dir = cli_model_dir("chat", o->model);
     if (!dir) return 1;
     chat c = {.o = o};
@@ -329,6 +344,11 @@ static int chat_run(void *p) {
     }
     mx_textmodel_warn_plain(&c.tm, "mlxcel chat");
     c.plain = mx_textmodel_plain_chat(&c.tm);
+    if ((o->json_schema || o->grammar) &&
+        (!(c.gv = mx_textmodel_gvocab(&c.tm)) || !(c.gram = mx_grammar_load_file(c.gv, o->json_schema, o->grammar)))) {
+        fprintf(stderr, "mlxcel chat: %s\n", mx_errmsg());
+        goto out;
+    }
     int V = c.tm.e.model.arch.vocab;
     pool = mx_pool_new(o->threads);
     c.last = malloc(sizeof(float) * V);
@@ -384,6 +404,8 @@ out:
     mx_sampler_free(c.smp);
     free(c.last);
     mx_pool_free(pool);
+    mx_grammar_unref(c.gram);
+    mx_gvocab_free(c.gv);
     mx_textmodel_close(&c.tm);
     return rc;
 }

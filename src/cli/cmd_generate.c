@@ -2,6 +2,7 @@
 #include "cli.h"
 #include "args.h"
 #include "../base/base.h"
+#include "../runtime/constrain.h"
 #include "../runtime/generate.h"
 #include "../runtime/outparse.h"
 #include "../runtime/textmodel.h"
@@ -11,11 +12,12 @@
 #include <string.h>
 
 typedef struct {
-    const char *model, *prompt, *prompt_file, *prompt_ids, *logits_out, *format, *system, *tmpl_name, *tmpl_file, *audio;
+    const char *model, *prompt, *prompt_file, *prompt_ids, *logits_out, *format, *system, *tmpl_name, *tmpl_file, *json_schema, *grammar, *audio;
     mx_strlist stops, images;
     int n_new, chunk, threads, ctx_size;
     bool ignore_eos, no_template, verbose;
     mx_sampling samp;
+    cli_spec_opts spec;
     char *prompt_buf; /* -p - or -f FILE */
 } gen_opts;
 
@@ -25,7 +27,29 @@ static void gen_init(void *p) {
     o->chunk = 512;
     o->format = "text";
     o->threads = mx_default_threads();
+    o->spec.draft_max = CLI_SPEC_DEFAULT_MAX;
     mx_sampling_defaults(&o->samp);
+}
+
+int cli_spec_open(const char *cmd, const cli_spec_opts *o, const mx_textmodel *target, mx_textmodel *draft, mx_spec_cfg *cfg) {
+    memset(cfg, 0, sizeof *cfg);
+    cfg->draft_max = o->draft_max;
+    if (o->draft_model && o->lookup_ngram) { fprintf(stderr, "mlxcel %s: give --draft-model or --lookup-ngram, not both\n", cmd); return 1; }
+    if (o->lookup_ngram) { cfg->kind = MX_DRAFT_NGRAM; cfg->ngram = o->lookup_ngram; }
+    if (!o->draft_model) return 0;
+    char *dir = cli_model_dir(cmd, o->draft_model);
+    if (!dir) return 1;
+    int rc = mx_textmodel_open(dir, draft);
+    free(dir);
+    if (rc) { fprintf(stderr, "mlxcel %s: draft model: %s\n", cmd, mx_errmsg()); return 1; }
+    if (mx_spec_check_vocab(target, draft)) {
+        fprintf(stderr, "mlxcel %s: %s\n", cmd, mx_errmsg());
+        mx_textmodel_close(draft);
+        return 1;
+    }
+    cfg->kind = MX_DRAFT_MODEL;
+    cfg->draft = &draft->e;
+    return 0;
 }
 
 static const mx_opt gen_tab[] = {
@@ -44,6 +68,10 @@ static const mx_opt gen_tab[] = {
      "an image (PNG, JPEG, WebP) for a vision-language model (repeatable); -p TEXT's image placeholders take them in order, "
      "or they go first", NULL, 0},
     {NULL, "--ignore-eos", NULL, OPT_FLAG, NULL, 0, 0, offsetof(gen_opts, ignore_eos), "go on past the end-of-sequence token", NULL, 0},
+    {NULL, "--json-schema", NULL, OPT_STR, "FILE", 0, 0, offsetof(gen_opts, json_schema),
+     "constrain the output to JSON valid against the JSON Schema in FILE (see Structured output)", NULL, 0},
+    {NULL, "--grammar", "--grammar-file", OPT_STR, "FILE", 0, 0, offsetof(gen_opts, grammar),
+     "constrain the output to the GBNF grammar in FILE (llama.cpp's format)", NULL, 0},
     {"-c", "--ctx-size", NULL, OPT_INT, "N", 1, 1 << 24, offsetof(gen_opts, ctx_size), "context size (default: prompt + -n)", NULL, 0},
     {NULL, "--prefill-chunk", NULL, OPT_INT, "K", 1, 1 << 16, offsetof(gen_opts, chunk),
      "prompt tokens per forward pass (1 walks the prompt through the decode path)", NULL, 0},
@@ -53,6 +81,7 @@ static const mx_opt gen_tab[] = {
     {NULL, "--logits-out", NULL, OPT_STR, "FILE", 0, 0, offsetof(gen_opts, logits_out),
      "write F32 logits [T, V] for every prompt position and step_logits [N, V] for every generated token (safetensors)", NULL, 0},
     {"-v", "--verbose", NULL, OPT_FLAG, NULL, 0, 0, offsetof(gen_opts, verbose), "print the time of each phase", NULL, 0},
+    OPT_SPEC(gen_opts, spec),
     {NULL, "--audio", NULL, OPT_STR, "FILE", 0, 0, offsetof(gen_opts, audio),
      "a speech model (Whisper): encode FILE (one 30 s window) and run the decoder on --prompt-ids, without decoding rules", NULL, 0},
     {0},
@@ -147,10 +176,12 @@ static int gen_run(void *p) {
     if (!o.prompt && !o.prompt_file && !o.prompt_ids) { fprintf(stderr, "mlxcel generate: give -p TEXT, -f FILE or --prompt-ids IDS\n"); return 2; }
     if ((o.prompt || o.prompt_file) && o.prompt_ids) { fprintf(stderr, "mlxcel generate: give either a prompt or --prompt-ids, not both\n"); return 2; }
     if (o.tmpl_name && o.tmpl_file) { fprintf(stderr, "mlxcel generate: give --chat-template or --chat-template-file, not both\n"); return 2; }
+    if (o.json_schema && o.grammar) { fprintf(stderr, "mlxcel generate: give --json-schema or --grammar, not both\n"); return 2; }
     if (o.stops.n > 16) { fprintf(stderr, "mlxcel generate: at most 16 --stop strings\n"); return 2; }
     for (int i = 0; i < o.stops.n; i++)
         if (!o.stops.v[i][0]) { fprintf(stderr, "mlxcel generate: --stop needs a non-empty string\n"); return 2; }
     if (o.audio) { /* an encoder-decoder speech model: the raw model on the audio */
+        if (o.spec.draft_model || o.spec.lookup_ngram) { fprintf(stderr, "mlxcel generate: --audio decodes without speculation\n"); return 2; }
         if (o.prompt || o.prompt_file || o.system || o.stops.n) { fprintf(stderr, "mlxcel generate: with --audio give the decoder prompt as --prompt-ids\n"); return 2; }
         if (o.images.n) { fprintf(stderr, "mlxcel generate: --audio and --image do not go together\n"); return 2; }
         char *dir = cli_model_dir("generate", o.model);
@@ -185,6 +216,25 @@ static int generate(const gen_opts *go, const char *dir) {
         return 1;
     }
     mx_engine *e = &tm.e;
+    mx_textmodel dtm;
+    mx_spec_cfg sc;
+    if ((o.json_schema || o.grammar) && (o.spec.draft_model || o.spec.lookup_ngram)) {
+        fprintf(stderr, "mlxcel generate: --json-schema / --grammar with a drafter (--draft-model, --lookup-ngram) is not supported\n");
+        free(ids);
+        mx_textmodel_close(&tm);
+        return 2;
+    }
+    if (o.images.n && (o.spec.draft_model || o.spec.lookup_ngram)) {
+        fprintf(stderr, "mlxcel generate: --image with a drafter (--draft-model, --lookup-ngram) is not supported\n");
+        free(ids);
+        mx_textmodel_close(&tm);
+        return 2;
+    }
+    if (cli_spec_open("generate", &o.spec, &tm, &dtm, &sc)) { free(ids); mx_textmodel_close(&tm); return 1; }
+    bool spec = sc.kind != 0;
+    mx_spec sp = {0};
+    int32_t *sbuf = NULL; /* a round's tokens, emitted one by one */
+    int np = 0, ip = 0;
     double t_load = mx_now() - t0, t_enc0 = mx_now();
     mx_vlprompt vp = {0};
     double t_image = 0, t_img0 = mx_now(); /* decode, preprocess, tower + projector */
@@ -212,12 +262,35 @@ static int generate(const gen_opts *go, const char *dir) {
     if (o.prompt && encode_prompt(&tm, &o, o.images.n ? &vp : NULL, &ids, &T)) {
         fprintf(stderr, "mlxcel generate: %s\n", mx_errmsg());
         mx_vlprompt_free(&vp);
+        if (sc.kind == MX_DRAFT_MODEL) mx_textmodel_close(&dtm);
         mx_textmodel_close(&tm);
         return 1;
     }
-    if (T == 0) { fprintf(stderr, "mlxcel generate: the prompt is empty\n"); free(ids); mx_vlprompt_free(&vp); mx_textmodel_close(&tm); return 2; }
+    if (T == 0) {
+        fprintf(stderr, "mlxcel generate: the prompt is empty\n");
+        free(ids);
+        mx_vlprompt_free(&vp);
+        if (sc.kind == MX_DRAFT_MODEL) mx_textmodel_close(&dtm);
+        mx_textmodel_close(&tm);
+        return 2;
+    }
     double t_encode = mx_now() - t_enc0, t_init0 = 0, t_init = 0;
     int V = e->model.arch.vocab, rc = 1;
+    /* the output constraint (--json-schema / --grammar) */
+    mx_gvocab *gv = NULL;
+    mx_grammar *gram = NULL;
+    mx_constraint con = {0};
+    if ((o.json_schema || o.grammar) &&
+        (!(gv = mx_textmodel_gvocab(&tm)) || !(gram = mx_grammar_load_file(gv, o.json_schema, o.grammar)) || mx_constraint_init(&con, gram, V))) {
+        fprintf(stderr, "mlxcel generate: %s\n", mx_errmsg());
+        mx_grammar_unref(gram);
+        mx_gvocab_free(gv);
+        free(ids);
+        mx_vlprompt_free(&vp);
+        if (sc.kind == MX_DRAFT_MODEL) mx_textmodel_close(&dtm);
+        mx_textmodel_close(&tm);
+        return 1;
+    }
     int ctx = o.ctx_size ? o.ctx_size : T + o.n_new;
     mx_pool *pool = mx_pool_new(o.threads);
     mx_session s;
@@ -234,8 +307,15 @@ static int generate(const gen_opts *go, const char *dir) {
         goto out_engine;
     }
     t_init0 = mx_now();
-    if (mx_session_init(&s, e, ctx, o.chunk, pool)) { fprintf(stderr, "mlxcel generate: %s\n", mx_errmsg()); goto out_engine; }
+    if (mx_session_init_batch(&s, e, ctx, o.chunk, spec ? sc.draft_max + 1 : o.chunk, pool)) {
+        fprintf(stderr, "mlxcel generate: %s\n", mx_errmsg());
+        goto out_engine;
+    }
     smp = mx_sampler_new(&o.samp, V);
+    if (spec && smp && (!(sbuf = malloc(sizeof(int32_t) * (size_t)(sc.draft_max + 1))) || mx_spec_init(&sp, &s, smp, &o.samp, &sc))) {
+        fprintf(stderr, "mlxcel generate: %s\n", sbuf ? mx_errmsg() : "out of memory");
+        goto out;
+    }
     last = malloc(sizeof(float) * V);
     if (o.logits_out) {
         plog = malloc(sizeof(float) * (size_t)T * V);
@@ -261,8 +341,20 @@ static int generate(const gen_opts *go, const char *dir) {
     double t_prefill = mx_now() - t1, t2 = mx_now();
     bool text = !strcmp(o.format, "text");
     for (ng = 0; ng < o.n_new;) {
-        if (slog) memcpy(slog + (size_t)ng * V, last, sizeof(float) * V);
-        int32_t tok = mx_sampler_sample(smp, last, s.history, s.n_history);
+        int32_t tok;
+        if (ip < np) { /* the rest of a speculative round */
+            if (slog) memcpy(slog + (size_t)ng * V, sp.rows + (size_t)ip * V, sizeof(float) * V);
+            tok = sbuf[ip++];
+        } else {
+            if (slog) memcpy(slog + (size_t)ng * V, last, sizeof(float) * V);
+            if (con.m) {
+                int allowed = mx_constraint_mask(&con, last);
+                if (allowed < 0) { fprintf(stderr, "mlxcel generate: %s\n", mx_errmsg()); goto out; }
+                if (!allowed) break; /* the grammar is complete and the model has no end token */
+            }
+            tok = mx_sampler_sample(smp, last, s.history, s.n_history);
+            if (con.m && mx_constraint_accept(&con, tok)) { fprintf(stderr, "mlxcel generate: %s\n", mx_errmsg()); goto out; }
+        }
         gen[ng++] = tok;
         bool eos = !o.ignore_eos && mx_textmodel_is_eos(&tm, tok);
         if (dt && !eos) {
@@ -273,8 +365,13 @@ static int generate(const gen_opts *go, const char *dir) {
             if (text && vis.len) { fwrite(vis.data, 1, vis.len, stdout); fflush(stdout); }
             if (stop) break;
         } else if (!dt && text) { printf("%s%d", ng > 1 ? " " : "", tok); fflush(stdout); }
-        if (eos || ng == o.n_new) break;
-        if (mx_session_feed(&s, &tok, 1, NULL, last)) { fprintf(stderr, "mlxcel generate: %s\n", mx_errmsg()); goto out; }
+        if (eos || ng == o.n_new || (con.m && mx_constraint_done(&con))) break;
+        if (spec) {
+            if (ip == np) { /* the round is out: pass its last token to the next */
+                if ((np = mx_spec_step(&sp, tok, o.n_new - ng, sbuf)) < 0) { fprintf(stderr, "mlxcel generate: %s\n", mx_errmsg()); goto out; }
+                ip = 0;
+            }
+        } else if (mx_session_feed(&s, &tok, 1, NULL, last)) { fprintf(stderr, "mlxcel generate: %s\n", mx_errmsg()); goto out; }
     }
     if (dt && !op.stopped) {
         piece.len = vis.len = 0;
@@ -299,13 +396,18 @@ static int generate(const gen_opts *go, const char *dir) {
         printf(",\"text\":%s,\"timings\"", ts ? ts : "\"\"");
         free(ts);
         json_decref(jt);
-        printf(":{\"load_ms\":%.3f,\"image_ms\":%.3f,\"prefill_ms\":%.3f,\"decode_ms\":%.3f,\"prompt_tps\":%.3f,\"gen_tps\":%.3f}}\n",
+        printf(":{\"load_ms\":%.3f,\"image_ms\":%.3f,\"prefill_ms\":%.3f,\"decode_ms\":%.3f,\"prompt_tps\":%.3f,\"gen_tps\":%.3f}",
                t_load * 1e3, t_image * 1e3, t_prefill * 1e3, t_decode * 1e3, T / (t_prefill > 0 ? t_prefill : 1e-9),
                ng > 1 ? (ng - 1) / (t_decode > 0 ? t_decode : 1e-9) : 0.0);
+        if (spec) printf(",\"speculative\":{\"rounds\":%ld,\"drafted\":%ld,\"accepted\":%ld}", sp.rounds, sp.drafted, sp.accepted);
+        printf("}\n");
     } else {
         fflush(stdout); /* the text before the statistics, also when both go to one file */
         fprintf(stderr, "prompt: %d tokens, %.1f t/s | generation: %d tokens, %.1f t/s\n", T, T / (t_prefill > 0 ? t_prefill : 1e-9), ng,
                 ng > 1 ? (ng - 1) / (t_decode > 0 ? t_decode : 1e-9) : 0.0);
+        if (spec)
+            fprintf(stderr, "speculative: %ld verification passes, %ld of %ld drafted tokens accepted (%.1f%%)\n", sp.rounds, sp.accepted,
+                    sp.drafted, sp.drafted ? 100.0 * sp.accepted / sp.drafted : 0.0);
     }
     if (o.verbose)
         fprintf(stderr, "timings: load %.1f ms | images %.1f ms | template + tokenize %.2f ms | cache %.2f ms | prefill %.1f ms "
@@ -314,8 +416,11 @@ static int generate(const gen_opts *go, const char *dir) {
                 ng ? t_decode * 1e3 / ng : 0.0);
     rc = 0;
 out:
+    if (spec) mx_spec_free(&sp);
     mx_session_free(&s);
 out_engine:
+    free(sbuf);
+    if (sc.kind == MX_DRAFT_MODEL) mx_textmodel_close(&dtm);
     mx_detok_free(dt);
     mx_out_free(&op);
     mx_buf_free(&all); mx_buf_free(&piece); mx_buf_free(&vis); mx_buf_free(&unused);
@@ -323,6 +428,9 @@ out_engine:
     free(plog); free(slog); free(last); free(gen); free(ids);
     mx_vlprompt_free(&vp);
     mx_pool_free(pool);
+    mx_constraint_free(&con);
+    mx_grammar_unref(gram);
+    mx_gvocab_free(gv);
     mx_textmodel_close(&tm);
     return rc;
 }

@@ -4,15 +4,22 @@
 #include <string.h>
 
 int mx_session_init(mx_session *s, mx_engine *e, int ctx_size, int chunk, mx_pool *pool) {
+    return mx_session_init_batch(s, e, ctx_size, chunk, chunk, pool);
+}
+
+int mx_session_init_batch(mx_session *s, mx_engine *e, int ctx_size, int chunk, int batch, mx_pool *pool) {
     memset(s, 0, sizeof *s);
     if (chunk < 1) chunk = 1;
     if (chunk > ctx_size) chunk = ctx_size;
+    if (batch < chunk) batch = chunk;
+    if (batch > ctx_size) batch = ctx_size;
+    s->batch = batch;
     s->e = e;
     s->pool = pool;
     s->chunk = chunk;
     s->cap = ctx_size;
     s->kv = mx_kv_new(&e->model, ctx_size);
-    s->ctx = s->kv ? mx_ctx_new(&e->model, chunk, ctx_size, pool) : NULL;
+    s->ctx = s->kv ? mx_ctx_new(&e->model, batch, ctx_size, pool) : NULL;
     s->logits = mx_malloc((size_t)e->model.arch.vocab * sizeof(float)); /* last-token rows only */
     s->history = mx_malloc((size_t)ctx_size * sizeof(int32_t));
     s->img_start = -1;
@@ -95,6 +102,16 @@ done:
     free(hi);
     free(mpos);
     return r;
+}
+
+int mx_session_feed_pass(mx_session *s, const int32_t *tok, int n, float *rows) {
+    if (n > s->batch) return mx_set_err("%d tokens in one pass, at most %d", n, s->batch);
+    if (s->n_history + n > s->cap) return mx_set_err("context size %d exceeded (%d tokens in cache, %d more)", s->cap, s->n_history, n);
+    mx_seq_in in = {.kv = s->kv, .tokens = tok, .n = n, .rope_shift = s->rope_shift};
+    if (mx_forward(s->ctx, &in, 1, rows, true)) return MX_ERR;
+    memcpy(s->history + s->n_history, tok, (size_t)n * sizeof(int32_t));
+    s->n_history += n;
+    return MX_OK;
 }
 
 void mx_session_truncate(mx_session *s, int n) {

@@ -12,6 +12,7 @@ typedef struct {
     mx_kv *kv;
     mx_pool *pool;
     int chunk;
+    int batch;         /* most tokens one pass takes (>= chunk) */
     float *logits;     /* [chunk, vocab] scratch */
     int32_t *history;  /* every token in the cache, in order */
     int n_history, cap;
@@ -21,6 +22,9 @@ typedef struct {
 
 /* ctx_size: positions the cache holds; chunk: prefill chunk size (1 = the decode path). */
 int mx_session_init(mx_session *s, mx_engine *e, int ctx_size, int chunk, mx_pool *pool);
+/* The same, with passes of up to batch tokens (speculative verification)
+ * while prompts still go in chunks of `chunk`. */
+int mx_session_init_batch(mx_session *s, mx_engine *e, int ctx_size, int chunk, int batch, mx_pool *pool);
 void mx_session_free(mx_session *s);
 /* Feeds tokens; when all_logits is non-NULL it receives one row per token,
  * otherwise `last` (may be NULL) receives the last token's logits. */
@@ -32,6 +36,8 @@ int mx_session_feed(mx_session *s, const int32_t *tok, int n, float *all_logits,
  * one pass). Later feeds continue the M-RoPE positions. */
 int mx_session_feed_images(mx_session *s, const int32_t *tok, int n, const mx_vision_layout *lay, const float *rows,
                            bool rows_scaled, float *all_logits, float *last);
+/* Feeds n <= s->batch tokens in one forward pass; rows receives [n, vocab]. */
+int mx_session_feed_pass(mx_session *s, const int32_t *tok, int n, float *rows);
 /* Drops the cache back to n tokens (prompt reuse: keep the common prefix);
  * a recurrent model's cache restarts from 0 instead, and a cut inside or
  * before the images restarts from the first image segment (its M-RoPE

@@ -58,7 +58,7 @@ static void drain(mx_outparse *o, mx_buf *content, mx_buf *reasoning, bool final
         int kind = 0; /* 1 stop, 2 think open, 3 think close, 4 tool */
         for (int i = 0; i < o->n_stops; i++) {
             const char *p = find_mem(h, n, o->stops[i]);
-            if (p && (!best || p < best)) { best = p; best_len = strlen(o->stops[i]); kind = 1; }
+            if (p && (!best || p < best)) { best = p; best_len = strlen(o->stops[i]); kind = 1; o->stop_index = i; }
         }
         if (o->reasoning && !o->in_tool) {
             const char *m = o->in_think ? "</think>" : "<think>";

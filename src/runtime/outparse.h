@@ -14,6 +14,7 @@ typedef struct {
     bool tools;            /* the request offered tools */
     bool in_tool;          /* a tool-call section started: buffered to the end */
     bool stopped;          /* a stop string was seen */
+    int stop_index;        /* which one (stops[stop_index]) */
     bool any_content;      /* content emitted so far (llama3 JSON calls must lead) */
     const char *const *stops;
     int n_stops;

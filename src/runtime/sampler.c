@@ -83,7 +83,10 @@ static int select_top(mx_sampler *s, const float *l, int k) {
     return k;
 }
 
-int32_t mx_sampler_sample(mx_sampler *s, float *l, const int32_t *hist, int nh) {
+/* Penalties, temperature and the truncations: the kept candidates are
+ * s->idx[0..n) with probabilities s->prob[0..n) (summing to *sum, not yet
+ * normalized). Returns n; 0 means greedy (temperature 0: take the argmax). */
+static int candidates(mx_sampler *s, float *l, const int32_t *hist, int nh, float *sum_out) {
     const mx_sampling *p = &s->p;
     int V = s->vocab;
     if (p->repetition_penalty != 1 || p->presence_penalty != 0 || p->frequency_penalty != 0) {
@@ -100,7 +103,7 @@ int32_t mx_sampler_sample(mx_sampler *s, float *l, const int32_t *hist, int nh) 
             s->count[t] = 0; /* each distinct token once */
         }
     }
-    if (p->temperature <= 0) return mx_argmax(l, V);
+    if (p->temperature <= 0) return 0;
     for (int i = 0; i < V; i++) l[i] /= p->temperature;
     int n = select_top(s, l, p->top_k);
     /* softmax over the kept candidates */
@@ -124,10 +127,28 @@ int32_t mx_sampler_sample(mx_sampler *s, float *l, const int32_t *hist, int nh) 
     }
     sum = 0;
     for (int i = 0; i < n; i++) sum += s->prob[i];
-    double r = (double)(splitmix(&s->rng) >> 11) / 9007199254740992.0 * sum, c = 0;
+    *sum_out = sum;
+    return n;
+}
+
+double mx_sampler_uniform(mx_sampler *s) { return (double)(splitmix(&s->rng) >> 11) / 9007199254740992.0; }
+
+int32_t mx_sampler_sample(mx_sampler *s, float *l, const int32_t *hist, int nh) {
+    float sum = 0;
+    int n = candidates(s, l, hist, nh, &sum);
+    if (!n) return mx_argmax(l, s->vocab);
+    double r = mx_sampler_uniform(s) * sum, c = 0;
     for (int i = 0; i < n; i++) {
         c += s->prob[i];
         if (r < c) return s->idx[i];
     }
     return s->idx[n - 1];
+}
+
+void mx_sampler_dist(mx_sampler *s, float *l, const int32_t *hist, int nh, float *dist) {
+    float sum = 0;
+    int n = candidates(s, l, hist, nh, &sum);
+    memset(dist, 0, (size_t)s->vocab * sizeof(float));
+    if (!n) { dist[mx_argmax(l, s->vocab)] = 1; return; }
+    for (int i = 0; i < n; i++) dist[s->idx[i]] = s->prob[i] / sum;
 }

@@ -27,5 +27,10 @@ void mx_sampler_free(mx_sampler *s);
 /* history: tokens seen so far (prompt + generated) for the penalties.
  * logits is modified in place. */
 int32_t mx_sampler_sample(mx_sampler *s, float *logits, const int32_t *history, int n_history);
+/* The distribution mx_sampler_sample draws from, as a dense [vocab] row
+ * (greedy: all mass on the argmax); logits modified in place. */
+void mx_sampler_dist(mx_sampler *s, float *logits, const int32_t *history, int n_history, float *dist);
+/* A uniform draw in [0, 1) from the sampler's seeded generator. */
+double mx_sampler_uniform(mx_sampler *s);
 int32_t mx_argmax(const float *x, int n);
 #endif

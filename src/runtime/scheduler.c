@@ -26,6 +26,8 @@ struct mx_req {
     void *notify_arg;
     int cached;
     double t_submit;
+    mx_constraint con;        /* the grammar's state (con.m NULL: unconstrained) */
+    int allowed;              /* tokens the mask of this step allows (computed outside the lock) */
     mx_req *next;
 };
 
@@ -73,6 +75,8 @@ static void req_free(mx_req *r) {
     free(r->rows);
     free(r->tags);
     free(r->ev);
+    mx_constraint_free(&r->con);
+    mx_grammar_unref(r->p.grammar);
     free(r);
 }
 
@@ -171,6 +175,7 @@ static void sample_into(mx_sched *s, slot *sl, float *row) {
     mx_req *r = sl->req;
     int V = s->vocab;
     for (int i = 0; i < r->p.n_bias; i++) row[r->bias_ids[i]] += r->bias_vals[i];
+    if (r->con.m && r->allowed <= 0) { finish(s, sl, r->allowed < 0 ? MX_FIN_ERROR : MX_FIN_STOP); return; }
     mx_tok_event ev = {0};
     if (r->p.top_logprobs >= 0) {
         /* log-softmax of the biased logits, before sampling transforms */
@@ -181,8 +186,12 @@ static void sample_into(mx_sched *s, slot *sl, float *row) {
         float lse = mx + (float)log(sum);
         for (int i = 0; i < V; i++) s->lp[i] = row[i] - lse;
     }
+    /* the grammar's mask (computed with the forward pass) applies after the
+     * logprobs, which stay the model's */
+    if (r->con.m) mx_gmask_apply(r->con.bits, row, V);
     /* history for penalties: the prompt and what was generated so far */
     int32_t tok = mx_sampler_sample(sl->smp, row, sl->toks, sl->kv->len);
+    if (r->con.m && mx_constraint_accept(&r->con, tok)) { finish(s, sl, MX_FIN_ERROR); return; }
     ev.token = tok;
     if (r->p.top_logprobs >= 0) {
         ev.logprob = s->lp[tok];
@@ -209,6 +218,7 @@ static void sample_into(mx_sched *s, slot *sl, float *row) {
     sl->pending = tok;
     sl->decoding = true;
     if (!r->p.ignore_eos && mx_engine_is_eos(s->e, tok)) finish(s, sl, MX_FIN_STOP);
+    else if (r->con.m && mx_constraint_done(&r->con)) finish(s, sl, MX_FIN_STOP);
     else if (sl->n_gen >= r->p.max_tokens || sl->kv->len + 1 > s->ctx_len) finish(s, sl, MX_FIN_LENGTH);
 }
 
@@ -279,6 +289,13 @@ static void *engine_loop(void *arg) {
         if (!rc && k > kd) {
             mx_ctx_policy(s->ctx)->qmode = MX_QMODE_PANEL;
             rc = mx_forward(s->ctx, s->ins + kd, k - kd, s->logits + (size_t)kd * V, false);
+        }
+        /* grammar masks of the rows that sample this step, before taking the
+         * lock (only this thread touches a slot's request state) */
+        for (int j = 0; !rc && j < k; j++) {
+            slot *sl = &s->slots[s->in_slot[j]];
+            mx_req *r = sl->req;
+            if (r && r->con.m && (sl->decoding || sl->n_fed + s->ins[j].n == r->p.n_prompt)) r->allowed = mx_gmatch_mask(r->con.m, r->con.bits);
         }
         pthread_mutex_lock(&s->mu);
         int n_dec = 0;
@@ -448,6 +465,7 @@ mx_req *mx_sched_submit(mx_sched *s, const mx_req_params *p) {
     if (!r->prompt || !r->bias_ids || !r->bias_vals) { free(r->prompt); free(r->bias_ids); free(r->bias_vals); free(r); return NULL; }
     memcpy(r->prompt, p->prompt, sizeof(int32_t) * (size_t)p->n_prompt);
     r->p.lay = NULL;
+    r->p.grammar = mx_grammar_ref(p->grammar); /* req_free drops it on any failure below */
     if (p->lay && copy_images(s, r, p)) {
         req_free(r);
         return NULL;
@@ -459,6 +477,10 @@ mx_req *mx_sched_submit(mx_sched *s, const mx_req_params *p) {
     r->p.prompt = r->prompt;
     r->p.bias_ids = r->bias_ids;
     r->p.bias_vals = r->bias_vals;
+    if (p->grammar && mx_constraint_init(&r->con, p->grammar, s->vocab)) {
+        req_free(r);
+        return NULL;
+    }
     if (r->p.max_tokens < 1) r->p.max_tokens = 1;
     r->t_submit = mx_now();
     pthread_mutex_lock(&s->mu);

@@ -7,6 +7,7 @@
  * read token events from their request and may cancel it at any time. */
 #ifndef MX_SCHEDULER_H
 #define MX_SCHEDULER_H
+#include "constrain.h"
 #include "engine.h"
 #include "sampler.h"
 
@@ -32,6 +33,7 @@ typedef struct {
     const float *rows;
     int n_rows;
     const uint64_t *tags;
+    mx_grammar *grammar;    /* constrains the output (NULL: none); the request holds a reference */
 } mx_req_params;
 
 typedef struct {

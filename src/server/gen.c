@@ -98,6 +98,8 @@ static bool gen_step(mx_gen *x) {
             if (x->piece.len) mx_out_push(&x->op, x->piece.data, x->piece.len, &x->dc, &x->dr);
         }
         mx_out_finish(&x->op, &x->dc, &x->dr, &x->calls);
+        /* parallel_tool_calls false: the first call only */
+        if (x->g.one_call && x->calls) while (json_array_size(x->calls) > 1) json_array_remove(x->calls, json_array_size(x->calls) - 1);
         x->finished = true;
         set_finish(x);
     }

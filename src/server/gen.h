@@ -19,6 +19,7 @@ typedef struct {
     char **stops;
     int n_stops;
     bool stream, include_usage, logprobs, tools;
+    bool one_call;           /* parallel_tool_calls false: at most one tool call */
     bool starts_in_think;    /* the prompt leaves the reply inside <think> */
     bool reasoning;          /* split <think> blocks into reasoning text */
     mx_vlprompt *images;     /* NULL, or the chat's images: decoded by the parse, their rows by
@@ -37,9 +38,29 @@ void mx_gen_images_free(mx_gen_params *g);
  * server's --temp etc. are their defaults), stream, stop, logit_bias. false
  * with err set when a field is bad. */
 bool mx_gen_parse_common(server *sv, json_t *req, mx_gen_params *g, char *err, size_t errn);
+/* Every field of req is one the routes read: the common ones, the
+ * sampling table's, or extra (NULL-terminated); else false with err naming
+ * it (a field not implemented is refused, never ignored). */
+bool mx_gen_check_fields(json_t *req, const char *const *extra, char *err, size_t errn);
+/* o has no keys beyond ok[] (NULL-terminated); else false with err
+ * "'what.key' is not supported" ("'key' ..." when what is ""). */
+bool mx_only_fields(json_t *o, const char *const *ok, const char *what, char *err, size_t errn);
+/* Message content as one string: a string, or a list of parts whose type
+ * is one of types[] (NULL-terminated, at most two) with a string text,
+ * joined. NULL with err naming the part otherwise. */
+json_t *mx_text_parts(json_t *c, const char *const *types, const char *what, char *err, size_t errn);
 /* Optional fields with a range: absent or null leaves *out; false with err. */
 bool mx_opt_int(json_t *req, const char *key, long lo, long hi, int *out, char *err, size_t errn);
 bool mx_opt_bool(json_t *req, const char *key, bool *out, char *err, size_t errn);
+/* The output constraint: response_format (json_object, json_schema),
+ * llama-server's json_schema or grammar (GBNF) -> g->p.grammar (owned).
+ * Call after the prompt is known (g->starts_in_think). false with err set
+ * (an unsupported schema keyword is named). */
+bool mx_gen_parse_grammar(server *sv, json_t *req, mx_gen_params *g, char *err, size_t errn);
+/* tool_choice "required" or a named function: g->p.grammar holds the
+ * reply to one call, in the template's format, of one of fns ({"name",
+ * "parameters"} each), its arguments valid against the parameters. */
+bool mx_gen_tool_grammar(server *sv, json_t *fns, mx_gen_params *g, char *err, size_t errn);
 /* Adds a stop string (copied). */
 int mx_gen_add_stop(mx_gen_params *g, const char *s);
 
@@ -92,6 +113,9 @@ struct mx_gen {
     size_t sse_off;
     double last_out;           /* when bytes last went out (keep-alives) */
     bool done, finished, sent_role;
+    int block;                 /* the Anthropic stream's open content block (its index; -1: none) */
+    const char *block_kind;    /* its kind ("text", "thinking"; Responses: the open output item's) */
+    int n_events;              /* Responses: the stream's sequence_number */
 };
 
 /* Submits g (taken) and answers rq with fmt's reply, streamed when g->stream. */

@@ -43,6 +43,7 @@ void mx_gen_params_free(mx_gen_params *g) {
     free(g->bias_vals);
     for (int i = 0; i < g->n_stops; i++) free(g->stops[i]);
     free(g->stops);
+    mx_grammar_unref(g->p.grammar);
     memset(g, 0, sizeof *g);
 }
 
@@ -71,6 +72,58 @@ bool mx_opt_bool(json_t *req, const char *key, bool *out, char *err, size_t errn
     if (!v || json_is_null(v)) return true;
     if (!json_is_boolean(v)) { snprintf(err, errn, "'%s' must be a boolean", key); return false; }
     *out = json_is_true(v);
+    return true;
+}
+
+bool mx_only_fields(json_t *o, const char *const *ok, const char *what, char *err, size_t errn) {
+    const char *k;
+    json_t *v;
+    json_object_foreach(o, k, v) {
+        bool known = false;
+        for (int i = 0; ok[i] && !known; i++) known = !strcmp(k, ok[i]);
+        if (!known) { snprintf(err, errn, "'%s%s%.64s' is not supported", what, *what ? "." : "", k); return false; }
+    }
+    return true;
+}
+
+json_t *mx_text_parts(json_t *c, const char *const *types, const char *what, char *err, size_t errn) {
+    if (json_is_string(c)) return json_incref(c);
+    if (!json_is_array(c)) { snprintf(err, errn, "'%s' must be a string or a list of %s parts", what, types[0]); return NULL; }
+    mx_buf t = {0};
+    size_t i;
+    json_t *p;
+    json_array_foreach(c, i, p) {
+        const char *type = json_string_value(json_object_get(p, "type"));
+        json_t *text = json_object_get(p, "text");
+        bool ok = false;
+        for (int k = 0; type && types[k] && !ok; k++) ok = !strcmp(type, types[k]);
+        if (!ok || !json_is_string(text)) {
+            mx_buf_free(&t);
+            snprintf(err, errn, "'%s[%zu]': %s parts are not supported (%s%s%s are, with a string text)", what, i, type ? type : "untyped", types[0],
+                     types[1] ? " and " : "", types[1] ? types[1] : "");
+            return NULL;
+        }
+        mx_buf_append(&t, json_string_value(text), json_string_length(text));
+    }
+    json_t *s = json_stringn(t.data ? t.data : "", t.len);
+    mx_buf_free(&t);
+    return s;
+}
+
+bool mx_gen_check_fields(json_t *req, const char *const *extra, char *err, size_t errn) {
+    /* what every generation route reads (the sampling fields come from their table) */
+    static const char *const common[] = {"model", "max_tokens", "max_completion_tokens", "n", "stream", "stream_options", "ignore_eos", "stop",
+                                         "logit_bias", "response_format", "json_schema", "grammar", "user", NULL};
+    const char *k;
+    json_t *v;
+    json_object_foreach(req, k, v) {
+        bool ok = mx_samp_find_json(k) != NULL;
+        for (int i = 0; !ok && common[i]; i++) ok = !strcmp(k, common[i]);
+        for (int i = 0; !ok && extra[i]; i++) ok = !strcmp(k, extra[i]);
+        if (!ok) { snprintf(err, errn, "'%.64s' is not supported", k); return false; }
+    }
+    json_t *u = json_object_get(req, "user"); /* the client's end-user id: for its records */
+    if (u && !json_is_null(u) && !json_is_string(u)) { snprintf(err, errn, "'user' must be a string"); return false; }
     return true;
 }
 

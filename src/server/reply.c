@@ -32,7 +32,8 @@ int mx_srv_json(mx_srv_req *rq, unsigned code, json_t *j) {
 
 int mx_srv_error(server *sv, mx_srv_req *rq, unsigned code, const char *type, const char *msg) {
     atomic_fetch_add(&sv->n_errors, 1);
-    return mx_srv_json(rq, code, json_pack("{s:{s:s,s:s,s:n,s:n}}", "error", "message", msg, "type", type, "param", "code"));
+    /* OpenAI's shape; the top-level "type" makes it Anthropic's too */
+    return mx_srv_json(rq, code, json_pack("{s:s,s:{s:s,s:s,s:n,s:n}}", "type", "error", "error", "message", msg, "type", type, "param", "code"));
 }
 
 int mx_srv_bad_request(server *sv, mx_srv_req *rq, const char *fmt, ...) {

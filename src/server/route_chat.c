@@ -99,11 +99,86 @@ static bool check_kwargs(json_t *kw, char *err, size_t errn) {
     return true;
 }
 
+/* tools, tool_choice and parallel_tool_calls. *offer: the tools the
+ * template shows (borrowed; NULL: none); *required: the functions one of
+ * which the reply must call ({"name", "parameters"} each; new reference,
+ * NULL when the call is the model's choice). */
+static bool parse_tools(json_t *req, mx_gen_params *g, json_t **offer, json_t **required, char *err, size_t errn) {
+    static const char *const tool_keys[] = {"type", "function", NULL};
+    static const char *const fn_keys[] = {"name", "description", "parameters", "strict", NULL};
+    *offer = *required = NULL;
+    json_t *tools = json_object_get(req, "tools"), *tc = json_object_get(req, "tool_choice");
+    bool par = true;
+    if (!mx_opt_bool(req, "parallel_tool_calls", &par, err, errn)) return false;
+    g->one_call = !par;
+    if (json_is_null(tools)) tools = NULL;
+    if (json_is_null(tc)) tc = NULL;
+    if (tools && !json_is_array(tools)) { snprintf(err, errn, "'tools' must be a list"); return false; }
+    json_t *fns = json_array();
+    size_t i;
+    json_t *t;
+    json_array_foreach(tools, i, t) {
+        char what[64];
+        snprintf(what, sizeof what, "tools[%zu]", i);
+        if (!json_is_object(t) || !mx_only_fields(t, tool_keys, what, err, errn)) {
+            if (!err[0]) snprintf(err, errn, "'%s' must be an object", what);
+            goto bad;
+        }
+        const char *type = json_string_value(json_object_get(t, "type"));
+        json_t *fn = json_object_get(t, "function");
+        if (!type || strcmp(type, "function")) { snprintf(err, errn, "'%s.type' must be \"function\" (the only tool type supported)", what); goto bad; }
+        snprintf(what, sizeof what, "tools[%zu].function", i);
+        if (!json_is_object(fn) || !mx_only_fields(fn, fn_keys, what, err, errn)) {
+            if (!err[0]) snprintf(err, errn, "'%s' must be an object", what);
+            goto bad;
+        }
+        const char *name = json_string_value(json_object_get(fn, "name"));
+        size_t n = name ? strlen(name) : 0;
+        bool ok = n >= 1 && n <= 64;
+        for (size_t k = 0; ok && k < n; k++) ok = (name[k] >= 'a' && name[k] <= 'z') || (name[k] >= 'A' && name[k] <= 'Z') || (name[k] >= '0' && name[k] <= '9') || name[k] == '_' || name[k] == '-';
+        if (!ok) { snprintf(err, errn, "'%s.name' must be 1 to 64 of a-z, A-Z, 0-9, _ and -", what); goto bad; }
+        json_t *params = json_object_get(fn, "parameters"), *strict = json_object_get(fn, "strict"), *desc = json_object_get(fn, "description");
+        if (params && !json_is_null(params) && !json_is_object(params)) { snprintf(err, errn, "'%s.parameters' must be an object", what); goto bad; }
+        if (strict && !json_is_null(strict) && !json_is_boolean(strict)) { snprintf(err, errn, "'%s.strict' must be a boolean", what); goto bad; }
+        if (desc && !json_is_null(desc) && !json_is_string(desc)) { snprintf(err, errn, "'%s.description' must be a string", what); goto bad; }
+        json_t *f = json_pack("{s:s}", "name", name);
+        if (json_is_object(params)) json_object_set(f, "parameters", params);
+        json_array_append_new(fns, f);
+    }
+    const char *choice = json_string_value(tc);
+    if (tc && !choice) {
+        /* {"type": "function", "function": {"name": ...}} */
+        json_t *fn = json_object_get(tc, "function");
+        const char *type = json_string_value(json_object_get(tc, "type")), *name = json_string_value(json_object_get(fn, "name"));
+        if (!json_is_object(tc) || !type || strcmp(type, "function") || !name || json_object_size(tc) != 2 || json_object_size(fn) != 1) {
+            snprintf(err, errn, "'tool_choice' must be \"none\", \"auto\", \"required\" or {\"type\": \"function\", \"function\": {\"name\": ...}}");
+            goto bad;
+        }
+        json_t *pick = NULL, *f;
+        json_array_foreach(fns, i, f)
+            if (!strcmp(json_string_value(json_object_get(f, "name")), name)) pick = f;
+        if (!pick) { snprintf(err, errn, "'tool_choice' names '%.64s', which is not in 'tools'", name); goto bad; }
+        *required = json_pack("[O]", pick);
+    } else if (choice && !strcmp(choice, "required")) {
+        if (!json_array_size(fns)) { snprintf(err, errn, "'tool_choice' \"required\" needs 'tools'"); goto bad; }
+        *required = json_incref(fns);
+    } else if (choice && strcmp(choice, "none") && strcmp(choice, "auto")) {
+        snprintf(err, errn, "'tool_choice' \"%.32s\" is not supported (none, auto, required or a function)", choice);
+        goto bad;
+    }
+    if (json_array_size(fns) && !(choice && !strcmp(choice, "none"))) *offer = tools;
+    json_decref(fns);
+    return true;
+bad:
+    json_decref(fns);
+    return false;
+}
+
 /* The template's variables: chat_template_kwargs, documents, messages,
  * tools and the generation prompt (or continue_final_message when the last
  * message is the assistant's); what the server sets goes in last. NULL with
  * err set. */
-static json_t *chat_context(server *sv, json_t *req, mx_gen_params *g, bool *cont, char *err, size_t errn) {
+static json_t *chat_context(server *sv, json_t *req, mx_gen_params *g, bool *cont, json_t **required, char *err, size_t errn) {
     json_t *msgs = json_object_get(req, "messages");
     if (json_is_array(msgs) && json_array_size(msgs) > (size_t)sv->o.max_messages) {
         snprintf(err, errn, "'messages' has %zu entries; at most %d are accepted", json_array_size(msgs), sv->o.max_messages);
@@ -111,6 +186,8 @@ static json_t *chat_context(server *sv, json_t *req, mx_gen_params *g, bool *con
     }
     json_t *kw = json_object_get(req, "chat_template_kwargs");
     if (kw && !json_is_null(kw) && !check_kwargs(kw, err, errn)) return NULL;
+    json_t *offer;
+    if (!parse_tools(req, g, &offer, required, err, errn)) return NULL;
     msgs = json_deep_copy(msgs);
     if (!normalize_messages(sv, msgs, g, err, errn)) { json_decref(msgs); return NULL; }
     json_t *ctx = json_object();
@@ -118,13 +195,7 @@ static json_t *chat_context(server *sv, json_t *req, mx_gen_params *g, bool *con
     json_t *docs = json_object_get(req, "documents");
     if (docs) json_object_set(ctx, "documents", docs);
     json_object_set_new(ctx, "messages", msgs);
-    json_t *tools = json_object_get(req, "tools");
-    if (tools && !json_is_null(tools)) {
-        if (!json_is_array(tools)) { json_decref(ctx); snprintf(err, errn, "'tools' must be a list"); return NULL; }
-        json_t *tc = json_object_get(req, "tool_choice");
-        bool none = json_is_string(tc) && !strcmp(json_string_value(tc), "none");
-        if (json_array_size(tools) && !none) { json_object_set(ctx, "tools", tools); g->tools = true; }
-    }
+    if (offer) { json_object_set(ctx, "tools", offer); g->tools = true; }
     json_t *last = json_array_get(msgs, json_array_size(msgs) - 1);
     json_t *role = json_object_get(last, "role");
     *cont = json_is_string(role) && !strcmp(json_string_value(role), "assistant");
@@ -133,7 +204,9 @@ static json_t *chat_context(server *sv, json_t *req, mx_gen_params *g, bool *con
 }
 
 bool mx_chat_parse(server *sv, json_t *req, size_t body_len, mx_gen_params *g, char *err, size_t errn) {
-    if (!mx_gen_parse_common(sv, req, g, err, errn)) return false;
+    static const char *const fields[] = {"messages", "logprobs", "top_logprobs", "tools", "tool_choice", "parallel_tool_calls",
+                                         "chat_template_kwargs", "documents", NULL};
+    if (!mx_gen_check_fields(req, fields, err, errn) || !mx_gen_parse_common(sv, req, g, err, errn)) return false;
     if (!sv->tm.tok) { snprintf(err, errn, "this model has no tokenizer; use /v1/completions with token ids"); return false; }
     json_t *lp = json_object_get(req, "logprobs");
     if (lp && !json_is_null(lp) && !json_is_boolean(lp)) { snprintf(err, errn, "'logprobs' must be a boolean"); return false; }
@@ -142,8 +215,9 @@ bool mx_chat_parse(server *sv, json_t *req, size_t body_len, mx_gen_params *g, c
     if (!mx_opt_int(req, "top_logprobs", 0, MX_MAX_TOP_LOGPROBS, &top, err, errn)) return false;
     if (g->logprobs) g->p.top_logprobs = top;
     bool cont = false;
-    json_t *ctx = chat_context(sv, req, g, &cont, err, errn);
-    if (!ctx) return false;
+    json_t *required = NULL;
+    json_t *ctx = chat_context(sv, req, g, &cont, &required, err, errn);
+    if (!ctx) { json_decref(required); return false; }
     /* the prompt's budgets: time, template memory, and no tokenizing of what cannot fit */
     mx_chat_opts co = {.content_as_text = !sv->o.allow_special_in_content, .deadline = mx_now() + sv->o.prompt_budget,
                        .max_memory = ((size_t)64 << 20) + 8 * body_len, .max_tokens = sv->o.ctx_size};
@@ -153,6 +227,7 @@ bool mx_chat_parse(server *sv, json_t *req, size_t body_len, mx_gen_params *g, c
                        : mx_textmodel_chat_ids(&sv->tm, ctx, &co, &text, &g->prompt, &n);
     json_decref(ctx);
     if (rc) {
+        json_decref(required);
         snprintf(err, errn, "%s%s", text.len ? "" : "chat template: ", mx_errmsg()); /* nothing rendered: the template failed */
         mx_buf_free(&text);
         return false;
@@ -168,10 +243,13 @@ bool mx_chat_parse(server *sv, json_t *req, size_t body_len, mx_gen_params *g, c
     mx_buf_free(&text);
     /* the plain format's next turn marks the end of the reply */
     if (mx_textmodel_plain_chat(&sv->tm) && !cont && mx_gen_add_stop(g, mx_textmodel_plain_stop)) {
+        json_decref(required);
         snprintf(err, errn, "%s", mx_errmsg());
         return false;
     }
-    return true;
+    bool ok = mx_gen_parse_grammar(sv, req, g, err, errn) && (!required || mx_gen_tool_grammar(sv, required, g, err, errn));
+    json_decref(required);
+    return ok;
 }
 
 int mx_route_chat(server *sv, mx_srv_req *rq, json_t *req) {

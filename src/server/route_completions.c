@@ -6,7 +6,8 @@
 #include <stdlib.h>
 
 bool mx_completion_parse(server *sv, json_t *req, mx_gen_params *g, char *err, size_t errn) {
-    if (!mx_gen_parse_common(sv, req, g, err, errn)) return false;
+    static const char *const fields[] = {"prompt", "logprobs", NULL};
+    if (!mx_gen_check_fields(req, fields, err, errn) || !mx_gen_parse_common(sv, req, g, err, errn)) return false;
     int lp = -1;
     if (!mx_opt_int(req, "logprobs", 0, MX_MAX_TOP_LOGPROBS, &lp, err, errn)) return false;
     if (lp >= 0) { g->logprobs = true; g->p.top_logprobs = lp; }
@@ -46,7 +47,7 @@ bool mx_completion_parse(server *sv, json_t *req, mx_gen_params *g, char *err, s
     }
     if (!g->p.n_prompt) { snprintf(err, errn, "the prompt is empty"); return false; }
     if (!sv->tm.tok) { snprintf(err, errn, "this model has no tokenizer to turn generated ids into text"); return false; }
-    return true;
+    return mx_gen_parse_grammar(sv, req, g, err, errn);
 }
 
 int mx_route_completions(server *sv, mx_srv_req *rq, json_t *req) {

@@ -8,6 +8,7 @@ mx_route_fn mx_route_health, mx_route_models, mx_route_metrics;
 mx_route_fn mx_route_chat, mx_route_completions;
 mx_route_fn mx_route_tokenize, mx_route_detokenize;
 mx_route_fn mx_route_embeddings, mx_route_rerank;
+mx_route_fn mx_route_messages, mx_route_count_tokens, mx_route_responses;
 mx_route_fn mx_route_transcriptions, mx_route_translations;
 
 static const mx_http_route g_routes[] = {
@@ -16,6 +17,9 @@ static const mx_http_route g_routes[] = {
     {{"/metrics"}, MX_HTTP_GET, 0, mx_route_metrics},
     {{"/v1/chat/completions", "/chat/completions"}, MX_HTTP_POST, MX_RT_GENERATES, mx_route_chat},
     {{"/v1/completions", "/completions"}, MX_HTTP_POST, MX_RT_GENERATES, mx_route_completions},
+    {{"/v1/messages"}, MX_HTTP_POST, MX_RT_GENERATES, mx_route_messages},
+    {{"/v1/messages/count_tokens"}, MX_HTTP_POST, MX_RT_GENERATES, mx_route_count_tokens},
+    {{"/v1/responses", "/responses"}, MX_HTTP_POST, MX_RT_GENERATES, mx_route_responses},
     {{"/tokenize"}, MX_HTTP_POST, 0, mx_route_tokenize},
     {{"/detokenize"}, MX_HTTP_POST, 0, mx_route_detokenize},
     {{"/v1/embeddings", "/embeddings"}, MX_HTTP_POST, MX_RT_EMBEDS, mx_route_embeddings},

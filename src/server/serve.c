@@ -164,6 +164,7 @@ int mx_serve(const mx_serve_opts *o) {
     mx_srv_transport_stop(tr);
     mx_sched_free(sv.sched);
     sv.sched = NULL;
+    mx_srv_grammars_free(&sv);
     mx_embed_batcher_free(sv.emb);
     sv.emb = NULL;
     mx_speech_runner_free(sv.speech);

@@ -17,6 +17,7 @@
 #include <sys/types.h>
 
 typedef struct mx_embed_batcher mx_embed_batcher;
+typedef struct mx_srv_grammars mx_srv_grammars;
 typedef struct mx_speech_runner mx_speech_runner;
 
 typedef struct server {
@@ -28,6 +29,7 @@ typedef struct server {
     mx_speech_runner *speech; /* speech-to-text mode (the /v1/audio routes) */
     char name[256];           /* model id */
     const mx_tokenizer *tok;  /* for /tokenize and /detokenize; may be NULL */
+    mx_srv_grammars *grammars; /* structured output: the vocabulary and recent grammars (structured.c) */
     atomic_bool ready;
     atomic_bool draining;     /* SIGTERM: new requests get 503, those in flight go on */
     atomic_bool stopping;     /* the grace is over: what still runs ends with an error */
@@ -168,4 +170,6 @@ int mx_srv_transport_inflight(mx_srv_transport *t);
 void mx_srv_transport_wake_all(mx_srv_transport *t);
 /* Closes every connection and waits for the handlers to return. */
 void mx_srv_transport_stop(mx_srv_transport *t);
+/* Frees structured output's vocabulary and cached grammars (structured.c). */
+void mx_srv_grammars_free(server *sv);
 #endif

@@ -261,8 +261,10 @@ static bool screen(server *sv, mx_srv_req *rq, const char *url, const char *meth
         return true;
     }
     if (sv->o.api_key) {
+        /* Bearer (OpenAI) or x-api-key (Anthropic) */
         const char *auth = MHD_lookup_connection_value(rq->c, MHD_HEADER_KIND, "Authorization");
-        bool ok = auth && !strncmp(auth, "Bearer ", 7) && keys_equal(auth + 7, sv->o.api_key);
+        const char *xkey = MHD_lookup_connection_value(rq->c, MHD_HEADER_KIND, "x-api-key");
+        bool ok = (auth && !strncmp(auth, "Bearer ", 7) && keys_equal(auth + 7, sv->o.api_key)) || (xkey && keys_equal(xkey, sv->o.api_key));
         if (!ok) return mx_srv_error(sv, rq, 401, "authentication_error", "invalid or missing API key"), true;
     }
     if (rq->too_big) {

@@ -68,6 +68,7 @@ static int dec_one(const tk_dec *d, tk_ctx *c, tk_pieces *in, tk_pieces *out) {
                 if (mx_buf_append(raw, s, n)) return MX_ERR;
             }
         }
+        if (c->mid) return add_buf(out, raw);
         t->len = 0;
         if (tk_u8_lossy(raw->data ? raw->data : "", raw->len, t)) return MX_ERR;
         return add_buf(out, t);
@@ -79,7 +80,7 @@ static int dec_one(const tk_dec *d, tk_ctx *c, tk_pieces *in, tk_pieces *out) {
             size_t n = in->len[i];
             for (size_t k = 0; k < n;) {
                 if (k + (size_t)d->repl_len <= n && !memcmp(s + k, d->repl, (size_t)d->repl_len)) {
-                    if (!(i == 0 && d->prepend) && mx_buf_append(t, " ", 1)) return MX_ERR;
+                    if (!(i == 0 && d->prepend && !c->mid) && mx_buf_append(t, " ", 1)) return MX_ERR;
                     k += (size_t)d->repl_len;
                 } else {
                     if (mx_buf_append(t, s + k, 1)) return MX_ERR;
@@ -94,7 +95,7 @@ static int dec_one(const tk_dec *d, tk_ctx *c, tk_pieces *in, tk_pieces *out) {
             t->len = 0;
             const char *s = tk_piece(in, i);
             size_t n = in->len[i];
-            if (i != 0) {
+            if (i != 0 || c->mid) {
                 if (n >= d->prefix_len && !memcmp(s, d->prefix, d->prefix_len)) { s += d->prefix_len; n -= d->prefix_len; }
                 else if (mx_buf_append(t, " ", 1)) return MX_ERR;
             }
@@ -125,7 +126,7 @@ static int dec_one(const tk_dec *d, tk_ctx *c, tk_pieces *in, tk_pieces *out) {
                 continue;
             }
             if (bytes->len) {
-                if (tk_u8_valid(bytes->data, bytes->len)) { if (tk_pieces_add(out, bytes->data, bytes->len, 0)) return MX_ERR; }
+                if (c->mid || tk_u8_valid(bytes->data, bytes->len)) { if (tk_pieces_add(out, bytes->data, bytes->len, 0)) return MX_ERR; }
                 else for (size_t k = 0; k < bytes->len; k++) if (tk_pieces_add(out, "\xEF\xBF\xBD", 3, 0)) return MX_ERR;
                 bytes->len = 0;
             }
@@ -139,6 +140,7 @@ static int dec_one(const tk_dec *d, tk_ctx *c, tk_pieces *in, tk_pieces *out) {
         return MX_OK;
     case D_STRIP:
         for (int i = 0; i < in->n; i++) {
+            if (c->mid) { if (tk_pieces_add(out, tk_piece(in, i), in->len[i], 0)) return MX_ERR; continue; }
             const uint8_t *s = (const uint8_t *)tk_piece(in, i);
             size_t n = in->len[i], a = 0, e = n;
             for (int k = 0; k < d->start && a < n; k++) {
@@ -168,7 +170,7 @@ static int dec_one(const tk_dec *d, tk_ctx *c, tk_pieces *in, tk_pieces *out) {
     case D_BPE:
         for (int i = 0; i < in->n; i++) {
             t->len = 0;
-            const char *rep = i == in->n - 1 ? "" : " ";
+            const char *rep = i == in->n - 1 && !c->mid ? "" : " ";
             if (replace_all(tk_piece(in, i), in->len[i], d->prefix, d->prefix_len, rep, strlen(rep), t)) return MX_ERR;
             if (add_buf(out, t)) return MX_ERR;
         }
@@ -314,4 +316,22 @@ tk_dec *tk_dec_parse(const tj *v, const char *file, int depth) {
 fail:
     tk_dec_free(d);
     return NULL;
+}
+
+int mx_tok_token_bytes(const mx_tokenizer *t, int32_t id, mx_buf *out) {
+    if (id < 0 || id >= t->vocab_size || !t->id2str[id].s) return MX_OK;
+    const char *s = t->id2str[id].s;
+    size_t n = t->id2str[id].len;
+    if (!t->dec) return mx_buf_append(out, " ", 1) || mx_buf_append(out, s, n) ? MX_ERR : MX_OK;
+    tk_ctx c;
+    if (tk_ctx_init(&c)) return MX_ERR;
+    c.mid = true;
+    tk_pieces in = {0}, res = {0};
+    int rc = tk_pieces_add(&in, s, n, 0);
+    if (!rc) rc = tk_dec_apply(t->dec, &c, &in, &res);
+    for (int i = 0; !rc && i < res.n; i++) rc = mx_buf_append(out, tk_piece(&res, i), res.len[i]);
+    tk_pieces_free(&in);
+    tk_pieces_free(&res);
+    tk_ctx_free(&c);
+    return rc;
 }

@@ -113,6 +113,7 @@ static inline const char *tk_piece(const tk_pieces *p, int i) { return p->text.d
 typedef struct { char *str; size_t len; pcre2_code *re; } tk_pat;
 /* Scratch for one encode/decode call. */
 typedef struct {
+    bool mid; /* decoding tokens in the middle of a text: raw bytes, no first-token rules */
     pcre2_match_data *md;
     pcre2_match_context *mc;
     mx_buf b[4];

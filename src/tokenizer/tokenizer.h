@@ -67,6 +67,12 @@ int mx_detok_push(mx_detok *d, int32_t id, mx_buf *out_append);
 int mx_detok_flush(mx_detok *d, mx_buf *out_append);
 void mx_detok_free(mx_detok *d);
 
+/* The bytes token id adds in the middle of a text: the decoders' output
+ * without first-token rules (Metaspace prepend, Strip, WordPiece) or the
+ * replacement of incomplete UTF-8, and without cleanup. Constrained
+ * decoding matches these against its grammar. */
+int mx_tok_token_bytes(const mx_tokenizer *t, int32_t id, mx_buf *out);
+
 /* Loads a tokenizer from tokenizer.json text in memory (config may be NULL);
  * `name` is used in error messages. For tests and fuzzing. */
 mx_tokenizer *mx_tok_load_json(const char *json, size_t len, const char *config, size_t config_len, const char *name);

@@ -69,6 +69,20 @@ else
   fail bench_table "$(tail -1 "$T/err")"
 fi
 
+# -d: the depth filled once (its own row) and the tests after it; --depth-random fills it without a prefill
+for mode in prefill random; do
+  extra=""; [ $mode = random ] && extra=--depth-random
+  if "$MLXCEL" bench -m "$T/q4" -d 24 $extra -p 8 -n 4 -r 2 -t 1 --bw-mb 32 >"$T/out.txt" 2>"$T/err" &&
+     "$MLXCEL" bench -m "$T/q4" -d 24 $extra -p 8 -n 4 -r 1 -t 1 --bw-mb 32 --json >"$T/d.json" 2>>"$T/err"; then
+    rows=$(grep -c '| pp24 (the depth, once) |' "$T/out.txt"); want_rows=1; [ $mode = random ] && want_rows=0
+    nd=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["n_depth"])' "$T/d.json")
+    grep -q '| pp8 @ d24 |' "$T/out.txt" && grep -q '| tg4 @ d24 |' "$T/out.txt" && [ "$rows" = $want_rows ] && [ "$nd" = 24 ] &&
+      ok bench_depth_$mode || fail bench_depth_$mode "n_depth $nd, table: $(grep '^| ' "$T/out.txt" | tr '\n' ' ')"
+  else
+    fail bench_depth_$mode "$(tail -1 "$T/err")"
+  fi
+done
+
 # bad arguments: usage errors exit 2, a bad model 1, each with one line naming the problem
 # (a probe buffer over half the memory is refused; 64 GiB is the largest --bw-mb)
 mem_mb=$(awk '/^MemTotal/ {print int($2 / 1024)}' /proc/meminfo)
@@ -84,6 +98,7 @@ neg_prompt 2 -m $T/q4 -p -1
 zero_reps 2 -m $T/q4 -r 0
 small_probe 2 -m $T/q4 --bw-mb 1
 unknown_flag 2 -m $T/q4 --frobnicate
+random_no_depth 2 -m $T/q4 --depth-random
 missing_dir 1 -m $T/nope
 $huge
 LIST

@@ -10,8 +10,11 @@ if [ ! -d "$node_dir/node_modules/openai" ]; then
   mkdir -p "$node_dir"
   (cd "$node_dir" && npm install --silent --no-audit --no-fund openai@4 >/dev/null 2>&1) || { echo "FAIL server/setup: npm install openai failed"; exit 1; }
 fi
+if [ ! -d "$node_dir/node_modules/@anthropic-ai/sdk" ]; then
+  (cd "$node_dir" && npm install --silent --no-audit --no-fund @anthropic-ai/sdk@0 >/dev/null 2>&1) || { echo "FAIL server/setup: npm install @anthropic-ai/sdk failed"; exit 1; }
+fi
 tmp=$(mktemp -d)
-trap 'kill $pid $pid2 $pid3 $pid4 2>/dev/null; rm -rf "$tmp"' EXIT
+trap 'kill $pid $pid2 $pid3 $pid4 $pid5 2>/dev/null; rm -rf "$tmp"' EXIT
 model="$tmp/tinychat"
 mkdir -p "$model"
 cp tests/server/tinymodel/*.json "$model/"
@@ -20,20 +23,25 @@ for fx in bert-embed bert-cls; do
   mkdir -p "$tmp/$fx"
   cp tests/fixtures/$fx/config.json tests/fixtures/$fx/model.safetensors tests/server/tinybert/tokenizer.json "$tmp/$fx/"
 done
-port=$((20000 + RANDOM % 20000)); port2=$((port + 1)); port3=$((port + 2)); port4=$((port + 3))
+port=$((20000 + RANDOM % 20000)); port2=$((port + 1)); port3=$((port + 2)); port4=$((port + 3)); port5=$((port + 4))
 "$MLXCEL" serve -m "$model" --port $port --parallel 16 --ctx-size 512 -t 2 2>"$tmp/server.log" & pid=$!
 "$MLXCEL" serve -m "$model" --port $port2 --parallel 1 --ctx-size 256 -t 1 --api-key s3cret 2>"$tmp/server2.log" & pid2=$!
 "$MLXCEL" serve -m "$tmp/bert-embed" --port $port3 -t 1 2>"$tmp/server3.log" & pid3=$!
 "$MLXCEL" serve -m "$tmp/bert-cls" --port $port4 -t 1 2>"$tmp/server4.log" & pid4=$!
+# a template that writes Hermes/Qwen <tool_call> blocks (tool calls that tool_choice requires)
+"$MLXCEL" serve -m "$model" --port $port5 --parallel 8 --ctx-size 2048 -t 1 --chat-template-file tests/templates/Qwen-Qwen2.5-7B-Instruct.jinja 2>"$tmp/server5.log" & pid5=$!
 up=0
 for i in $(seq 1 100); do
-  if node -e "Promise.all([$port,$port2,$port3,$port4].map(p=>fetch('http://127.0.0.1:'+p+'/health'))).then(rs=>process.exit(rs.every(r=>r.status===200)?0:1)).catch(()=>process.exit(1))" 2>/dev/null; then up=1; break; fi
+  if node -e "Promise.all([$port,$port2,$port3,$port4,$port5].map(p=>fetch('http://127.0.0.1:'+p+'/health'))).then(rs=>process.exit(rs.every(r=>r.status===200)?0:1)).catch(()=>process.exit(1))" 2>/dev/null; then up=1; break; fi
   sleep 0.1
 done
 if [ $up = 1 ]; then echo "ok server/health_ready"; else echo "FAIL server/health_ready: no 200 from /health"; cat "$tmp"/server*.log; exit 1; fi
-cp tests/server/test_server.mjs "$node_dir/"
+cp tests/server/check.mjs tests/server/test_server.mjs tests/server/test_structured.mjs tests/server/test_messages.mjs tests/server/test_responses.mjs "$node_dir/"
 timeout 300 node "$node_dir/test_server.mjs" $port $port2 $port3 $port4 "$(realpath "$MLXCEL")" "$tmp/bert-embed" "$tmp/bert-cls"
-kill -TERM $pid $pid2 $pid3 $pid4
+timeout 300 node "$node_dir/test_structured.mjs" $port $port5
+timeout 300 node "$node_dir/test_messages.mjs" $port $port2 $port5
+timeout 300 node "$node_dir/test_responses.mjs" $port $port5
+kill -TERM $pid $pid2 $pid3 $pid4 $pid5
 rcs=""
-for p in $pid $pid2 $pid3 $pid4; do wait $p; rcs="$rcs $?"; done
-if [ "$rcs" = " 0 0 0 0" ]; then echo "ok server/sigterm_clean_exit"; else echo "FAIL server/sigterm_clean_exit: status$rcs"; tail -5 "$tmp/server.log"; fi
+for p in $pid $pid2 $pid3 $pid4 $pid5; do wait $p; rcs="$rcs $?"; done
+if [ "$rcs" = " 0 0 0 0 0" ]; then echo "ok server/sigterm_clean_exit"; else echo "FAIL server/sigterm_clean_exit: status$rcs"; tail -5 "$tmp/server.log"; fi

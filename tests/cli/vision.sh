@@ -111,3 +111,16 @@ check_err "truncated image refused" "truncated" "$M" generate -m $F --image "$tm
 printf 'not an image' >"$tmp/x.png"
 check_err "non-image refused" "not a PNG, JPEG or WebP" "$M" generate -m $F --image "$tmp/x.png" --prompt-ids "$ids" -n 1
 check_err "image tokens without their image refused" "image tokens" "$M" generate -m $F --image $F/inputs/image.png --prompt-ids 1,2,3 -n 1
+check_err "--image with a drafter refused" "image with a drafter" "$M" generate -m $F --image $F/inputs/image.png --prompt-ids "$ids" -n 1 --lookup-ngram 2
+
+# images and a grammar together: the image rows in the prompt, the mask on the output
+for fx in gemma3 qwen2_vl; do
+  F=tests/fixtures/$fx
+  printf 'root ::= [0-9]+\n' >"$tmp/digits.gbnf"
+  python3 -c "import json, sys; sys.stdout.write(json.load(open('$F/reference.json'))['prompt_text'])" >"$tmp/prompt.txt"
+  if "$M" generate -m $F --image $F/inputs/image.png -f "$tmp/prompt.txt" --grammar "$tmp/digits.gbnf" -n 6 --temp 0 --output-format json \
+       >"$tmp/out" 2>"$tmp/err" &&
+     tail -1 "$tmp/out" | python3 -c "import json, re, sys; j = json.load(sys.stdin); sys.exit(0 if 1 <= len(j['generated_ids']) <= 6 and re.fullmatch('[0-9]+', j['text']) else 1)"; then
+    ok "$fx/--image with --grammar"
+  else fail "$fx/--image with --grammar" "$(tail -c 200 "$tmp/out") $(head -c 300 "$tmp/err")"; fi
+done

@@ -76,3 +76,30 @@ await expect400('not_an_image_refused', client.chat.completions.create({ ...para
 await expect400('truncated_image_refused',
   client.chat.completions.create({ ...params, messages: msgs('data:image/png;base64,' + png.subarray(0, 500).toString('base64')) }), 'truncated');
 await expect400('text_model_refuses_images', textClient.chat.completions.create({ ...params, model: 'tinychat', messages: msgs(dataUrl) }), 'does not take images');
+
+// images and a grammar in one request: the same constrained greedy text as
+// `generate --image --grammar`
+try {
+  const g = 'root ::= [0-9]+\n';
+  const gfile = `${allowedDir}/../digits.gbnf`;
+  fs.writeFileSync(gfile, g);
+  const out = execFileSync(mlxcel, ['generate', '-m', model, '--image', image, '--chat-template-file', tmpl, '-p', question,
+    '-n', '6', '--temp', '0', '--grammar', gfile, '--output-format', 'json'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const gw = JSON.parse(out.toString().trim().split('\n').pop());
+  const r = await client.chat.completions.create({ model: 'gemma3', max_tokens: 6, temperature: 0, grammar: g, messages: msgs(dataUrl) });
+  const c = r.choices[0].message.content;
+  check('image_with_grammar_equals_generate', /^[0-9]+$/.test(c) && c === gw.text, `${JSON.stringify(c)} vs ${JSON.stringify(gw.text)}`);
+} catch (e) {
+  fail('image_with_grammar_equals_generate', `${e.status} ${String(e.stderr || e.message).trim()}`);
+}
+
+// the Anthropic route takes no image blocks (one 400 naming them)
+{
+  const r = await fetch(`http://127.0.0.1:${port}/v1/messages`, {
+    method: 'POST', headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ model: 'gemma3', max_tokens: 4, messages: [{ role: 'user', content: [
+      { type: 'image', source: { type: 'base64', media_type: 'image/png', data: png.toString('base64') } }, { type: 'text', text: question }] }] }),
+  });
+  const t = await r.text();
+  check('messages_image_block_refused', r.status === 400 && t.includes('image'), `${r.status} ${t}`);
+}

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Speculative decoding from the command line (runtime/spec.h): generate with
+# --draft-model / --lookup-ngram gives the ids of plain greedy decoding and
+# --logits-out still the target's logits for every prompt position and
+# generated token; a draft with another tokenizer, a recurrent target and two
+# drafters at once are refused with one clear line; bench reports it.
+set -u
+cd "$(dirname "$0")/../.."
+M=${MLXCEL:-$PWD/build/mlxcel}
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+ok() { echo "ok spec/$1"; }
+fail() { echo "FAIL spec/$1: $2"; }
+F=tests/fixtures
+P=1,5,9,33,7,7,12,90,5,9,33,7,7
+
+# safetensors F32 tensors by name, without numpy
+cat >"$T/cmp.py" <<'PY'
+import json, struct, sys
+def load(p):
+    b = open(p, "rb").read()
+    n = struct.unpack("<Q", b[:8])[0]
+    h = json.loads(b[8:8 + n])
+    out = {}
+    for k, v in h.items():
+        if k == "__metadata__": continue
+        s, e = v["data_offsets"]
+        out[k] = struct.unpack("<%df" % ((e - s) // 4), b[8 + n + s:8 + n + e])
+    return out
+a, b = load(sys.argv[1]), load(sys.argv[2])
+for k in ("logits", "step_logits"):
+    x, y = a[k], b[k]
+    if len(x) != len(y): print(f"{k}: {len(x)} vs {len(y)} values"); sys.exit(1)
+    tol = 1e-4 * max(1.0, max(abs(v) for v in x))
+    d = max(abs(u - v) for u, v in zip(x, y))
+    if d > tol: print(f"{k}: max diff {d} > {tol}"); sys.exit(1)
+PY
+ids() { python3 -c "import json,sys; print(json.loads(sys.stdin.read())['generated_ids'])"; }
+
+for fam in llama gemma2 qwen3; do
+  "$M" generate -m $F/$fam --prompt-ids $P -n 24 -t 2 --output-format json --logits-out "$T/plain.st" 2>"$T/err" | ids >"$T/plain" ||
+    { fail "$fam/plain" "$(tail -1 "$T/err")"; continue; }
+  for d in "self:--draft-model $F/$fam" "other:--draft-model $F/mistral --draft-max 3" "ngram:--lookup-ngram 3 --draft-max 6"; do
+    name=${d%%:*}; opts=${d#*:}
+    if "$M" generate -m $F/$fam --prompt-ids $P -n 24 -t 2 --output-format json --logits-out "$T/spec.st" $opts 2>"$T/err" | ids >"$T/spec" &&
+       cmp -s "$T/plain" "$T/spec" && python3 "$T/cmp.py" "$T/plain.st" "$T/spec.st" >"$T/cmp" 2>&1; then ok "$fam/$name"
+    else fail "$fam/$name" "$(cat "$T/plain" "$T/spec" "$T/cmp" 2>/dev/null | tr '\n' ' ') $(tail -1 "$T/err")"; fi
+  done
+done
+
+# text output and the statistics line
+"$M" generate -m $F/llama --prompt-ids $P -n 16 -t 2 --draft-model $F/llama >"$T/out" 2>"$T/err" &&
+  grep -q '^speculative: .* verification passes, [0-9]* of [0-9]* drafted tokens accepted' "$T/err" && ok stats_line || fail stats_line "$(cat "$T/err")"
+
+# refusals: one line, non-zero exit
+refuse() { # name, pattern, args...
+  local n=$1 pat=$2; shift 2
+  "$M" "$@" >"$T/out" 2>"$T/err"; local rc=$?
+  if [ $rc -ne 0 ] && [ "$(wc -l <"$T/err")" -eq 1 ] && grep -q "$pat" "$T/err"; then ok "$n"; else fail "$n" "rc $rc: $(cat "$T/err")"; fi
+}
+mk() { # a fixture with a tokenizer: dir, fixture, tokenizer folder
+  mkdir -p "$1"; for f in config.json model.safetensors; do ln -s "$PWD/$F/$2/$f" "$1/$f"; done
+  [ -n "$3" ] && cp tests/tokenizers/$3/tokenizer.json tests/tokenizers/$3/tokenizer_config.json "$1/"
+}
+mk "$T/t-gpt2" llama gpt2; mk "$T/d-qwen" mistral qwen3; mk "$T/d-gpt2" mistral gpt2
+refuse other_tokenizer "needs the target's tokenizer" generate -m "$T/t-gpt2" --prompt-ids $P -n 4 --draft-model "$T/d-qwen"
+refuse no_tokenizer "one of the two folders has none" generate -m "$T/t-gpt2" --prompt-ids $P -n 4 --draft-model $F/mistral
+"$M" generate -m "$T/t-gpt2" --prompt-ids $P -n 8 -t 2 --draft-model "$T/d-gpt2" >/dev/null 2>"$T/err" && ok same_tokenizer || fail same_tokenizer "$(cat "$T/err")"
+refuse recurrent "recurrent state" generate -m $F/mamba --prompt-ids $P -n 4 --lookup-ngram 2
+refuse two_drafters "not both" generate -m $F/llama --prompt-ids $P -n 4 --lookup-ngram 2 --draft-model $F/llama
+refuse draft_max_range "draft-max" generate -m $F/llama --prompt-ids $P -n 4 --lookup-ngram 2 --draft-max 0
+
+# bench: the oracle is accepted whole and the outputs agree
+if "$M" bench -m $F/llama -p 0 -n 24 -r 2 -t 2 --bw-mb 64 --spec-oracle --json >"$T/b.json" 2>"$T/err"; then
+  python3 - "$T/b.json" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1])).get("speculative")
+good = s and s["draft"] == "oracle" and s["acceptance"] == 1 and s["runs_differing"] == 0 and s["plain_tps"] > 0 and s["spec_tps"] > 0 \
+    and 4 < s["tokens_per_pass"] <= 5
+print("ok spec/bench_oracle" if good else f"FAIL spec/bench_oracle: {s}")
+PY
+else fail bench_oracle "$(tail -1 "$T/err")"; fi
+"$M" bench -m $F/llama -p 0 -n 24 -r 1 -t 2 --bw-mb 64 --lookup-ngram 2 >"$T/b.txt" 2>"$T/err" &&
+  grep -q '^speculative decoding (n-gram lookup, draft-max 4' "$T/b.txt" && grep -q 'identical to plain decoding' "$T/b.txt" &&
+  ok bench_ngram || fail bench_ngram "$(cat "$T/b.txt" "$T/err" | tail -3)"
