@@ -4,7 +4,7 @@ CC      ?= gcc
 OPT     ?= -O2
 CFLAGS  ?= $(OPT) -g
 CFLAGS  += -std=c17 -Wall -Wextra -pthread -fno-strict-aliasing
-LDLIBS  := -ljansson -lpcre2-8 -lutf8proc -lmicrohttpd -lcurl -lcrypto -lsndfile -lvorbisfile -lopusfile -lmpg123 -lsoxr -lz -lm -lpthread
+LDLIBS  := -ljansson -lpcre2-8 -lutf8proc -lmicrohttpd -lcurl -lcrypto -lpng -ljpeg -lwebpdemux -lwebp -lsndfile -lvorbisfile -lopusfile -lmpg123 -lsoxr -lz -lm -lpthread
 BUILD   ?= build
 comma   := ,
 # build with every core unless the caller chose -j (sub-makes share the jobserver)
@@ -27,7 +27,7 @@ CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC := $(sort $(wildcard tests/unit/test_*.c))
 TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
-DEB_PKGS := libjansson-dev libpcre2-dev libutf8proc-dev libmicrohttpd-dev libcurl4-openssl-dev libssl-dev libsndfile1-dev libvorbis-dev libopusfile-dev libmpg123-dev libsoxr-dev zlib1g-dev pkg-config
+DEB_PKGS := libjansson-dev libpcre2-dev libutf8proc-dev libmicrohttpd-dev libcurl4-openssl-dev libssl-dev libpng-dev libjpeg62-turbo-dev libwebp-dev libsndfile1-dev libvorbis-dev libopusfile-dev libmpg123-dev libsoxr-dev zlib1g-dev pkg-config
 
 .PHONY: all deps test test-deps unit asan clean fuzz demo
 all: deps $(BUILD)/mlxcel
@@ -130,12 +130,13 @@ all: $(BUILD)/mkmodel
 # libFuzzer targets (fuzz/fuzz_*.c), built with clang, ASan/UBSan and
 # -fsanitize=fuzzer against one clang ASan/UBSan build of the library
 # (build/fuzzlib, kept up to date by its own make: built once, shared by all
-# targets; fuzz_model and fuzz_http take the whole archive for the families'
-# constructors). `make test` runs each for a few seconds from the committed
-# seeds (tests/cli/fuzz.sh); a longer run, e.g.:
+# targets; fuzz_model, fuzz_http and fuzz_image take the whole archive for
+# the families' and image processors' constructors). `make test` runs each
+# for a few seconds from the committed seeds (tests/cli/fuzz.sh); a longer
+# run, e.g.:
 #   build/fuzz/fuzz_tokenizer -max_total_time=180 fuzz/corpus-tokenizer fuzz/seeds-tokenizer
 # (from the repo root; docs/fuzzing.md has each target's seeds and flags)
-FUZZ_WHOLE  := fuzz_model fuzz_http
+FUZZ_WHOLE  := fuzz_model fuzz_http fuzz_image
 FUZZ_BIN    := $(addprefix build/fuzz/,$(basename $(notdir $(sort $(wildcard fuzz/fuzz_*.c)))))
 FUZZ_CFLAGS := -std=c17 -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 FUZZLIB_OPT := -O1 -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -fsanitize=fuzzer-no-link

@@ -11,7 +11,10 @@
  * deepseek (DeepSeek-MoE: Llama attention with that MoE, softmax router
  * without bias, moe_layer_freq) and glm4_moe (GLM-4.5: q/k/v biases, q/k
  * norms, that MoE), qwen3_5_text (DeltaNet / gated attention) and gemma4_text
- * (sliding / full layers, per-layer inputs).
+ * (sliding / full layers, per-layer inputs); vision-language models:
+ * qwen2_vl (Qwen2 text + its ViT and merger) and gemma3 (Gemma 3 text +
+ * SigLIP + pool/norm projector), convolutions written as [out, in * kernel]
+ * matrices (the loader reads them either way).
  * whisper: the encoder-decoder (conv stem, sinusoidal-position table, encoder
  * and decoder stacks with cross-attention) plus what a hub folder holds beside
  * it: generation_config.json (the token ids, lang_to_id, task_to_id, the
@@ -606,6 +609,93 @@ static int whisper_files(const char *dir, const mx_cfg *c) {
     return rc;
 }
 
+/* ---- vision-language models ---- */
+
+static int lin(specs *s, int out, int in, bool bias, const char *fmt, const char *pfx, int l) {
+    char name[256];
+    snprintf(name, sizeof name, fmt, pfx, l);
+    int ok = add(s, INIT_NORMAL, out, in, "%s.weight", name) == MX_OK;
+    if (bias) ok &= add(s, INIT_NORMAL, out, 0, "%s.bias", name) == MX_OK;
+    return ok ? MX_OK : MX_ERR;
+}
+
+/* Qwen2-VL: the Qwen2 text model (plain names) and "visual." */
+static int qwen2_vl_specs(const mx_cfg *c, specs *s) {
+    if (llama_specs(c, "qwen2", s)) return MX_ERR;
+    json_t *vj = json_object_get(c->root, "vision_config");
+    mx_cfg v = {vj, NULL, c->file};
+    int depth, D, heads, ratio, H, P, T;
+    if (!json_is_object(vj) || mx_cfg_i32(&v, "depth", 32, 1, 1024, &depth) || mx_cfg_i32(&v, "embed_dim", 1280, 1, 1 << 16, &D) ||
+        mx_cfg_i32(&v, "num_heads", 16, 1, 1024, &heads) || mx_cfg_i32(&v, "mlp_ratio", 4, 1, 64, &ratio) ||
+        mx_cfg_i32(&v, "hidden_size", 3584, 1, 1 << 16, &H) || mx_cfg_i32(&v, "patch_size", 14, 1, 1024, &P) ||
+        mx_cfg_i32(&v, "temporal_patch_size", 2, 1, 16, &T))
+        return mx_set_err("%s: vision_config: %s", c->file, mx_errmsg());
+    const char *p = "visual";
+    int ok = add(s, INIT_NORMAL, D, 3 * T * P * P, "visual.patch_embed.proj.weight") == MX_OK;
+    for (int l = 0; l < depth && ok; l++) {
+        ln(s, &ok, D, "%s.blocks.%d.norm1", p, l);
+        ln(s, &ok, D, "%s.blocks.%d.norm2", p, l);
+        ok &= lin(s, 3 * D, D, true, "%s.blocks.%d.attn.qkv", p, l) == MX_OK && lin(s, D, D, true, "%s.blocks.%d.attn.proj", p, l) == MX_OK;
+        ok &= lin(s, D * ratio, D, true, "%s.blocks.%d.mlp.fc1", p, l) == MX_OK && lin(s, D, D * ratio, true, "%s.blocks.%d.mlp.fc2", p, l) == MX_OK;
+    }
+    ln(s, &ok, D, "%s.merger.ln_q", p, 0);
+    ok &= lin(s, 4 * D, 4 * D, true, "%s.merger.mlp.0", p, 0) == MX_OK &&
+          lin(s, H, 4 * D, true, "%s.merger.mlp.2", p, 0) == MX_OK;
+    return ok ? MX_OK : mx_set_err("out of memory");
+}
+
+/* Gemma 3: text_config (Gemma3TextConfig's defaults for absent keys) under
+ * "language_model.model.", SigLIP under "vision_tower.vision_model.", the
+ * projector under "multi_modal_projector." */
+static int gemma3_specs(const mx_cfg *c, specs *s) {
+    json_t *tj = json_object_get(c->root, "text_config"), *vj = json_object_get(c->root, "vision_config");
+    mx_cfg t = {tj, NULL, c->file}, v = {vj, NULL, c->file};
+    int H, I, L, nh, nkv, hd, V, D, F, VL, vh, P, S;
+    if (!json_is_object(tj) || !json_is_object(vj) || mx_cfg_i32(&t, "hidden_size", 2304, 1, 1 << 16, &H) ||
+        mx_cfg_i32(&t, "intermediate_size", 9216, 1, 1 << 20, &I) || mx_cfg_i32(&t, "num_hidden_layers", 26, 1, 1024, &L) ||
+        mx_cfg_i32(&t, "num_attention_heads", 8, 1, 1024, &nh) || mx_cfg_i32(&t, "num_key_value_heads", 4, 1, 1024, &nkv) ||
+        mx_cfg_i32(&t, "head_dim", 256, 1, 1 << 14, &hd) || mx_cfg_i32(&t, "vocab_size", 262208, 1, 1 << 22, &V) ||
+        mx_cfg_i32(&v, "hidden_size", 1152, 1, 1 << 16, &D) || mx_cfg_i32(&v, "intermediate_size", 4304, 1, 1 << 20, &F) ||
+        mx_cfg_i32(&v, "num_hidden_layers", 27, 1, 1024, &VL) || mx_cfg_i32(&v, "num_attention_heads", 16, 1, 1024, &vh) ||
+        mx_cfg_i32(&v, "patch_size", 14, 1, 1024, &P) || mx_cfg_i32(&v, "image_size", 896, 1, 1 << 14, &S))
+        return mx_set_err("%s: text_config / vision_config: %s", c->file, mx_errmsg());
+    (void)vh;
+    const char *m = "language_model.model";
+    int ok = add(s, INIT_NORMAL, V, H, "%s.embed_tokens.weight", m) == MX_OK;
+    for (int l = 0; l < L && ok; l++) {
+        static const char *norms[] = {"input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm", "post_feedforward_layernorm"};
+        for (int k = 0; k < 4; k++) ok &= add(s, INIT_ZEROS, H, 0, "%s.layers.%d.%s.weight", m, l, norms[k]) == MX_OK;
+        ok &= add(s, INIT_NORMAL, (int64_t)nh * hd, H, "%s.layers.%d.self_attn.q_proj.weight", m, l) == MX_OK;
+        ok &= add(s, INIT_NORMAL, (int64_t)nkv * hd, H, "%s.layers.%d.self_attn.k_proj.weight", m, l) == MX_OK;
+        ok &= add(s, INIT_NORMAL, (int64_t)nkv * hd, H, "%s.layers.%d.self_attn.v_proj.weight", m, l) == MX_OK;
+        ok &= add(s, INIT_NORMAL, H, (int64_t)nh * hd, "%s.layers.%d.self_attn.o_proj.weight", m, l) == MX_OK;
+        ok &= add(s, INIT_ZEROS, hd, 0, "%s.layers.%d.self_attn.q_norm.weight", m, l) == MX_OK;
+        ok &= add(s, INIT_ZEROS, hd, 0, "%s.layers.%d.self_attn.k_norm.weight", m, l) == MX_OK;
+        ok &= add(s, INIT_NORMAL, I, H, "%s.layers.%d.mlp.gate_proj.weight", m, l) == MX_OK;
+        ok &= add(s, INIT_NORMAL, I, H, "%s.layers.%d.mlp.up_proj.weight", m, l) == MX_OK;
+        ok &= add(s, INIT_NORMAL, H, I, "%s.layers.%d.mlp.down_proj.weight", m, l) == MX_OK;
+    }
+    ok &= add(s, INIT_ZEROS, H, 0, "%s.norm.weight", m) == MX_OK;
+    const char *p = "vision_tower.vision_model";
+    ok &= lin(s, D, 3 * P * P, true, "%s.embeddings.patch_embedding", p, 0) == MX_OK;
+    ok &= add(s, INIT_NORMAL, (int64_t)(S / P) * (S / P), D, "%s.embeddings.position_embedding.weight", p) == MX_OK;
+    for (int l = 0; l < VL && ok; l++) {
+        ln(s, &ok, D, "%s.encoder.layers.%d.layer_norm1", p, l);
+        ln(s, &ok, D, "%s.encoder.layers.%d.layer_norm2", p, l);
+        static const char *pr[] = {"q_proj", "k_proj", "v_proj", "out_proj"};
+        for (int k = 0; k < 4; k++) {
+            char f[96];
+            snprintf(f, sizeof f, "%%s.encoder.layers.%%d.self_attn.%s", pr[k]);
+            ok &= lin(s, D, D, true, f, p, l) == MX_OK;
+        }
+        ok &= lin(s, F, D, true, "%s.encoder.layers.%d.mlp.fc1", p, l) == MX_OK && lin(s, D, F, true, "%s.encoder.layers.%d.mlp.fc2", p, l) == MX_OK;
+    }
+    ln(s, &ok, D, "%s.post_layernorm", p, 0);
+    ok &= add(s, INIT_ZEROS, D, 0, "multi_modal_projector.mm_soft_emb_norm.weight") == MX_OK;
+    ok &= add(s, INIT_NORMAL, D, H, "multi_modal_projector.mm_input_projection_weight") == MX_OK;
+    return ok ? MX_OK : mx_set_err("out of memory");
+}
+
 static int usage(void) {
     fprintf(stderr, "usage: mkmodel --config CONFIG.json -o DIR [--dtype f32|bf16|f16] [--seed S] [--std SD]\n");
     return 2;
@@ -654,7 +744,9 @@ int main(int argc, char **argv) {
     else if (!strcmp(mt, "whisper")) rc = whisper_specs(&c, &s);
     else if (!strcmp(mt, "qwen3_5_text")) rc = qwen3_5_specs(&c, &s);
     else if (!strcmp(mt, "gemma4_text")) rc = gemma4_specs(&c, &s);
-    else rc = mx_set_err("%s: model_type \"%s\" not supported (llama, mistral, qwen2, qwen3, mixtral, deepseek_v3, deepseek_v32, deepseek, glm4_moe, qwen3_5_text, gemma4_text, bert, whisper)", cfg_path, mt);
+    else if (!strcmp(mt, "qwen2_vl")) rc = qwen2_vl_specs(&c, &s);
+    else if (!strcmp(mt, "gemma3")) rc = gemma3_specs(&c, &s);
+    else rc = mx_set_err("%s: model_type \"%s\" not supported (llama, mistral, qwen2, qwen3, mixtral, deepseek_v3, deepseek_v32, deepseek, glm4_moe, qwen3_5_text, gemma4_text, bert, whisper, qwen2_vl, gemma3)", cfg_path, mt);
     if (rc) goto done;
     rc = MX_ERR;
     if (mkdir(out, 0755) != 0 && errno != EEXIST) { mx_set_err("%s: cannot create: %s", out, strerror(errno)); goto done; }

@@ -193,3 +193,34 @@ void mx_buf_free(mx_buf *b) {
     b->data = NULL;
     b->len = b->cap = 0;
 }
+
+int mx_b64_decode(const char *s, size_t n, uint8_t **out, size_t *olen) {
+    uint8_t *o = mx_malloc(n / 4 * 3 + 4);
+    if (!o) return MX_ERR;
+    size_t k = 0;
+    uint32_t acc = 0;
+    int bits = 0;
+    for (size_t i = 0; i < n; i++) {
+        char ch = s[i];
+        int v;
+        if (ch >= 'A' && ch <= 'Z') v = ch - 'A';
+        else if (ch >= 'a' && ch <= 'z') v = ch - 'a' + 26;
+        else if (ch >= '0' && ch <= '9') v = ch - '0' + 52;
+        else if (ch == '+' || ch == '-') v = 62;
+        else if (ch == '/' || ch == '_') v = 63;
+        else if (ch == '=') break;
+        else {
+            free(o);
+            return mx_set_err("invalid base64 character at offset %zu", i);
+        }
+        acc = (acc << 6) | (uint32_t)v;
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            o[k++] = (uint8_t)(acc >> bits);
+        }
+    }
+    *out = o;
+    *olen = k;
+    return MX_OK;
+}

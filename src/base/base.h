@@ -53,6 +53,11 @@ char *mx_path_join(const char *dir, const char *name);
 
 double mx_now(void); /* monotonic seconds */
 
+/* Base64, standard or URL-safe alphabet, padding optional (decoding stops at
+ * the first '='); MX_ERR with the error set on any other character. *out is
+ * freed with free(). */
+int mx_b64_decode(const char *s, size_t n, uint8_t **out, size_t *olen);
+
 /* Growable byte buffer used for building strings and JSON output. */
 typedef struct {
     char *data;

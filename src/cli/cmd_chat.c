@@ -10,6 +10,7 @@
 #include "../runtime/generate.h"
 #include "../runtime/outparse.h"
 #include "../runtime/textmodel.h"
+#include "../runtime/vlprompt.h"
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -56,7 +57,8 @@ const mx_cmd mx_cmd_chat = {
     .summary = "interactive multi-turn chat in the terminal",
     .usage = "-m MODEL [options]",
     .details = "Streams the reply; the KV cache is kept between turns, so a turn only prefills its new text. "
-               "In the chat: /help, /clear (start over), /system [TEXT] (show or set the system prompt), /exit; "
+               "In the chat: /help, /clear (start over), /system [TEXT] (show or set the system prompt), "
+               "/image PATH (an image for the next message, vision-language models), /exit; "
                "Ctrl-C stops a reply, Ctrl-D quits. A model without a chat template gets a plain User:/Assistant: format.",
     .opts = chat_tab,
     .size = sizeof(chat_opts),
@@ -75,6 +77,7 @@ static void on_sigint(int sig) {
 static const char chat_help[] = "  /help           this list\n"
                                 "  /clear          forget the conversation (the system prompt stays)\n"
                                 "  /system [TEXT]  show the system prompt, or set it and start over\n"
+                                "  /image PATH     attach an image (PNG, JPEG, WebP) to the next message\n"
                                 "  /exit, /quit    leave (also Ctrl-D)\n"
                                 "  Ctrl-C          stop the reply being written\n";
 
@@ -89,9 +92,26 @@ typedef struct {
     char *system;
     bool plain;
     const chat_opts *o;
+    /* the conversation's images in order (a message's count in its "_images");
+     * the last n_pending go with the next message */
+    char **img;
+    size_t *img_len;
+    int n_img, n_pending;
+    mx_vlprompt vp;
 } chat;
 
+static void drop_images(chat *c, int n) {
+    if (n <= 0) return;
+    for (int i = 0; i < n && i < c->n_img; i++) free(c->img[i]);
+    n = MX_MIN(n, c->n_img);
+    memmove(c->img, c->img + n, sizeof(char *) * (size_t)(c->n_img - n));
+    memmove(c->img_len, c->img_len + n, sizeof(size_t) * (size_t)(c->n_img - n));
+    c->n_img -= n;
+}
+
 static void reset(chat *c) {
+    drop_images(c, c->n_img);
+    c->n_pending = 0;
     json_array_clear(c->msgs);
     if (c->system) json_array_append_new(c->msgs, json_pack("{s:s,s:s}", "role", "system", "content", c->system));
 }
@@ -102,45 +122,64 @@ static bool drop_oldest(chat *c) {
     if (n <= first + 1) return false;
     size_t end = first + 1;
     while (end < n - 1 && strcmp(json_string_value(json_object_get(json_array_get(c->msgs, end), "role")), "user")) end++;
-    for (size_t i = first; i < end; i++) json_array_remove(c->msgs, first);
+    for (size_t i = first; i < end; i++) {
+        drop_images(c, (int)json_integer_value(json_object_get(json_array_get(c->msgs, first), "_images")));
+        json_array_remove(c->msgs, first);
+    }
     return true;
 }
 
-static int render(chat *c, int32_t **ids, int *n) {
+/* The conversation's ids; with images, c->vp holds them prepared (rows of
+ * images seen in earlier turns come from the engine's cache). */
+static int render(chat *c, int32_t **ids, int *n, mx_pool *pool) {
     json_t *ctx = json_pack("{s:O,s:b}", "messages", c->msgs, "add_generation_prompt", 1);
     mx_buf text = {0};
     int rc = mx_textmodel_render(&c->tm, ctx, &text);
-    if (!rc) rc = mx_textmodel_encode_chat(&c->tm, text.data ? text.data : "", text.len, ids, n);
+    mx_vlprompt_free(&c->vp);
+    for (int i = 0; !rc && i < c->n_img; i++) rc = mx_vlprompt_add(&c->vp, &c->tm.e, c->img[i], c->img_len[i], 0, "image");
+    if (!rc && c->n_img) {
+        rc = mx_vlprompt_tokenize(&c->vp, &c->tm, text.data ? text.data : "", true, ids, n);
+        if (!rc) rc = mx_vlprompt_prepare(&c->vp, &c->tm.e, *ids, *n, pool);
+    } else if (!rc) rc = mx_textmodel_encode_chat(&c->tm, text.data ? text.data : "", text.len, ids, n);
     json_decref(ctx);
     mx_buf_free(&text);
     return rc;
 }
 
 /* One reply to the conversation in c->msgs (which ends with the user's turn). */
-static int reply(chat *c) {
+static int reply(chat *c, mx_pool *pool) {
     const chat_opts *o = c->o;
     int32_t *ids = NULL;
     int n = 0;
     int room = MX_MIN(o->n_max, o->ctx / 4); /* a reply gets at least this much of the context */
     for (;;) {
-        if (render(c, &ids, &n)) return MX_ERR;
+        if (render(c, &ids, &n, pool)) return MX_ERR;
         if (n + room <= o->ctx) break;
         free(ids);
         ids = NULL;
         if (!drop_oldest(c)) {
             fprintf(stderr, "[this message is too long for the context: %d tokens of %d; it was not sent]\n", n, o->ctx);
-            json_array_remove(c->msgs, json_array_size(c->msgs) - 1);
+            size_t last = json_array_size(c->msgs) - 1;
+            int k = (int)json_integer_value(json_object_get(json_array_get(c->msgs, last), "_images"));
+            for (int i = c->n_img - k; i < c->n_img; i++) free(c->img[i]); /* its images go too */
+            c->n_img -= k;
+            json_array_remove(c->msgs, last);
             return MX_OK;
         }
         fprintf(stderr, "[context full (%d tokens): dropped the oldest turn]\n", o->ctx);
     }
-    int keep = 0;
-    while (keep < n - 1 && keep < c->s.n_history && c->s.history[keep] == ids[keep]) keep++;
-    mx_session_truncate(&c->s, keep);
-    keep = c->s.n_history; /* a recurrent model restarts from 0 */
+    int keep = 0, rc;
     double t0 = mx_now();
     g_interrupt = 0;
-    int rc = mx_session_feed(&c->s, ids + keep, n - keep, NULL, c->last);
+    if (c->vp.n) {
+        keep = mx_vlprompt_reuse(&c->vp, &c->s, ids, n);
+        rc = mx_vlprompt_feed(&c->vp, &c->s, ids, n, keep, NULL, c->last);
+    } else {
+        while (keep < n - 1 && keep < c->s.n_history && c->s.history[keep] == ids[keep]) keep++;
+        mx_session_truncate(&c->s, keep);
+        keep = c->s.n_history; /* a recurrent model restarts from 0 */
+        rc = mx_session_feed(&c->s, ids + keep, n - keep, NULL, c->last);
+    }
     free(ids);
     if (rc) return MX_ERR;
     double t1 = mx_now();
@@ -228,8 +267,59 @@ static bool command(chat *c, const char *line, bool *quit) {
         fprintf(stderr, "[system prompt set; conversation cleared]\n");
         return true;
     }
+    if (!strncmp(line, "/image", 6) && (!line[6] || line[6] == ' ')) {
+        const char *path = line + 6;
+        while (*path == ' ') path++;
+        char *data;
+        size_t len;
+        mx_vlprompt probe = {0};
+        if (!*path) fprintf(stderr, "[/image PATH: give the image file]\n");
+        else if (mx_read_file(path, MX_IMAGE_MAX_FILE_BYTES, &data, &len)) fprintf(stderr, "[%s]\n", mx_errmsg());
+        else if (mx_vlprompt_add(&probe, &c->tm.e, data, len, 0, path)) { /* checked now, not at the next message */
+            fprintf(stderr, "[%s]\n", mx_errmsg());
+            free(data);
+        } else {
+            char **img = realloc(c->img, sizeof(char *) * (size_t)(c->n_img + 1));
+            size_t *il = img ? realloc(c->img_len, sizeof(size_t) * (size_t)(c->n_img + 1)) : NULL;
+            if (img) c->img = img;
+            if (il) c->img_len = il;
+            if (!img || !il) {
+                fprintf(stderr, "[out of memory]\n");
+                free(data);
+            } else {
+                c->img[c->n_img] = data;
+                c->img_len[c->n_img++] = len;
+                c->n_pending++;
+                fprintf(stderr, "[image attached: %s, %dx%d; it goes with your next message]\n", path, probe.in[0].orig_w,
+                        probe.in[0].orig_h);
+            }
+        }
+        mx_vlprompt_free(&probe);
+        return true;
+    }
     fprintf(stderr, "[unknown command %s: /help lists them]\n", line);
     return true;
+}
+
+/* The user's message with the images attached since the last one: parts for
+ * a template, the processor's placeholders in the text for the plain format. */
+static json_t *user_message(chat *c, const char *line, size_t len) {
+    int k = c->n_pending;
+    c->n_pending = 0;
+    if (!k) return json_pack("{s:s,s:s%}", "role", "user", "content", line, len);
+    json_t *content;
+    if (c->plain) {
+        mx_buf b = {0};
+        for (int i = 0; i < k; i++) mx_buf_puts(&b, mx_vision_processor(c->tm.e.vision)->placeholder);
+        mx_buf_append(&b, line, len);
+        content = json_stringn(b.data ? b.data : "", b.len);
+        mx_buf_free(&b);
+    } else {
+        content = json_array();
+        for (int i = 0; i < k; i++) json_array_append_new(content, json_pack("{s:s}", "type", "image"));
+        json_array_append_new(content, json_pack("{s:s,s:s%}", "type", "text", "text", line, len));
+    }
+    return json_pack("{s:s,s:o,s:i}", "role", "user", "content", content, "_images", k);
 }
 
 static int chat_run(void *p) {
@@ -298,14 +388,18 @@ static int chat_run(void *p) {
         warned = false;
         while (len && (line[len - 1] == '\n' || line[len - 1] == '\r')) line[--len] = 0;
         if (!len || command(&c, line, &quit)) continue;
-        json_array_append_new(c.msgs, json_pack("{s:s,s:s%}", "role", "user", "content", line, (size_t)len));
-        if (reply(&c)) { fprintf(stderr, "mlxcel chat: %s\n", mx_errmsg()); rc = 1; break; }
+        json_array_append_new(c.msgs, user_message(&c, line, (size_t)len));
+        if (reply(&c, pool)) { fprintf(stderr, "mlxcel chat: %s\n", mx_errmsg()); rc = 1; break; }
     }
     sigaction(SIGINT, &old, NULL);
 out:
     free(line);
     if (sess) mx_session_free(&c.s);
     json_decref(c.msgs);
+    drop_images(&c, c.n_img);
+    free(c.img);
+    free(c.img_len);
+    mx_vlprompt_free(&c.vp);
     free(c.system);
     mx_sampler_free(c.smp);
     free(c.last);

@@ -6,13 +6,14 @@
 #include "../runtime/generate.h"
 #include "../runtime/outparse.h"
 #include "../runtime/textmodel.h"
+#include "../runtime/vlprompt.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 typedef struct {
     const char *model, *prompt, *prompt_file, *prompt_ids, *logits_out, *format, *system, *tmpl_name, *tmpl_file, *json_schema, *grammar, *audio;
-    mx_strlist stops;
+    mx_strlist stops, images;
     int n_new, chunk, threads, ctx_size;
     bool ignore_eos, no_template, verbose;
     mx_sampling samp;
@@ -63,6 +64,9 @@ static const mx_opt gen_tab[] = {
      "feed -p as raw text even when the model has a chat template", NULL, 0},
     OPT_TEMPLATES(gen_opts, tmpl_name, tmpl_file),
     {NULL, "--stop", NULL, OPT_LIST, "STR", 0, 0, offsetof(gen_opts, stops), "stop before STR (repeatable, at most 16)", NULL, 0},
+    {NULL, "--image", NULL, OPT_LIST, "FILE", 0, 0, offsetof(gen_opts, images),
+     "an image (PNG, JPEG, WebP) for a vision-language model (repeatable); -p TEXT's image placeholders take them in order, "
+     "or they go first", NULL, 0},
     {NULL, "--ignore-eos", NULL, OPT_FLAG, NULL, 0, 0, offsetof(gen_opts, ignore_eos), "go on past the end-of-sequence token", NULL, 0},
     {NULL, "--json-schema", NULL, OPT_STR, "FILE", 0, 0, offsetof(gen_opts, json_schema),
      "constrain the output to JSON valid against the JSON Schema in FILE (see Structured output)", NULL, 0},
@@ -98,24 +102,34 @@ const mx_cmd mx_cmd_generate = {
     .loads_model = true,
 };
 
-/* Prompt ids from -p: through the chat template when the model has one. */
+/* Prompt ids from -p: through the chat template when the model has one. With
+ * images (vp), the user message is [image parts..., text] and the
+ * processor expands the placeholders the template wrote (or puts them first). */
 static int generate(const gen_opts *go, const char *dir);
-static int encode_prompt(const mx_textmodel *tm, const gen_opts *o, int32_t **ids, int *n) {
+static int encode_prompt(const mx_textmodel *tm, const gen_opts *o, const mx_vlprompt *vp, int32_t **ids, int *n) {
     if (!tm->tok) return mx_set_err("%s has no tokenizer (tokenizer.json or tokenizer.model): use --prompt-ids", o->model);
     /* the model's template, or one the user named (the plain fallback too); else raw text */
     bool chat = !o->no_template && (tm->tmpl || o->tmpl_name || o->tmpl_file);
     if (!chat) {
         if (o->system && o->no_template) return mx_set_err("--system needs a chat template, and --no-chat-template turns it off");
         if (o->system) return mx_set_err("--system needs a chat template and %s has none: give --chat-template NAME or --chat-template-file F", o->model);
+        if (vp) return mx_vlprompt_tokenize(vp, tm, o->prompt, false, ids, n);
         return mx_textmodel_encode(tm, o->prompt, strlen(o->prompt), true, ids, n);
     }
-    json_t *msgs = json_array();
+    json_t *msgs = json_array(), *content = json_string(o->prompt);
+    if (vp && !mx_textmodel_plain_chat(tm)) {
+        json_decref(content);
+        content = json_array();
+        for (int i = 0; i < vp->n; i++) json_array_append_new(content, json_pack("{s:s}", "type", "image"));
+        json_array_append_new(content, json_pack("{s:s,s:s}", "type", "text", "text", o->prompt));
+    }
     if (o->system) json_array_append_new(msgs, json_pack("{s:s,s:s}", "role", "system", "content", o->system));
-    json_array_append_new(msgs, json_pack("{s:s,s:s}", "role", "user", "content", o->prompt));
+    json_array_append_new(msgs, json_pack("{s:s,s:o}", "role", "user", "content", content));
     json_t *ctx = json_pack("{s:o,s:b}", "messages", msgs, "add_generation_prompt", 1);
     mx_buf text = {0};
     int rc = mx_textmodel_render(tm, ctx, &text);
-    if (!rc) rc = mx_textmodel_encode_chat(tm, text.data ? text.data : "", text.len, ids, n);
+    if (!rc && vp) rc = mx_vlprompt_tokenize(vp, tm, text.data ? text.data : "", true, ids, n);
+    else if (!rc) rc = mx_textmodel_encode_chat(tm, text.data ? text.data : "", text.len, ids, n);
     json_decref(ctx);
     mx_buf_free(&text);
     return rc;
@@ -169,6 +183,7 @@ static int gen_run(void *p) {
     if (o.audio) { /* an encoder-decoder speech model: the raw model on the audio */
         if (o.spec.draft_model || o.spec.lookup_ngram) { fprintf(stderr, "mlxcel generate: --audio decodes without speculation\n"); return 2; }
         if (o.prompt || o.prompt_file || o.system || o.stops.n) { fprintf(stderr, "mlxcel generate: with --audio give the decoder prompt as --prompt-ids\n"); return 2; }
+        if (o.images.n) { fprintf(stderr, "mlxcel generate: --audio and --image do not go together\n"); return 2; }
         char *dir = cli_model_dir("generate", o.model);
         if (!dir) return 1;
         int rc = cli_generate_audio(dir, o.audio, o.prompt_ids, o.n_new, o.chunk, o.threads, &o.samp, o.ignore_eos, o.logits_out, o.format);
@@ -209,14 +224,44 @@ static int generate(const gen_opts *go, const char *dir) {
         mx_textmodel_close(&tm);
         return 2;
     }
+    if (o.images.n && (o.spec.draft_model || o.spec.lookup_ngram)) {
+        fprintf(stderr, "mlxcel generate: --image with a drafter (--draft-model, --lookup-ngram) is not supported\n");
+        free(ids);
+        mx_textmodel_close(&tm);
+        return 2;
+    }
     if (cli_spec_open("generate", &o.spec, &tm, &dtm, &sc)) { free(ids); mx_textmodel_close(&tm); return 1; }
     bool spec = sc.kind != 0;
     mx_spec sp = {0};
     int32_t *sbuf = NULL; /* a round's tokens, emitted one by one */
     int np = 0, ip = 0;
     double t_load = mx_now() - t0, t_enc0 = mx_now();
-    if (o.prompt && encode_prompt(&tm, &o, &ids, &T)) {
+    mx_vlprompt vp = {0};
+    double t_image = 0, t_img0 = mx_now(); /* decode, preprocess, tower + projector */
+    if (o.images.n > MX_VLPROMPT_MAX_IMAGES) {
+        fprintf(stderr, "mlxcel generate: at most %d --image files\n", MX_VLPROMPT_MAX_IMAGES);
+        free(ids);
+        mx_textmodel_close(&tm);
+        return 2;
+    }
+    for (int i = 0; i < o.images.n; i++) {
+        char *data;
+        size_t len;
+        if (mx_read_file(o.images.v[i], MX_IMAGE_MAX_FILE_BYTES, &data, &len) || mx_vlprompt_add(&vp, e, data, len, 0, o.images.v[i])) {
+            free(data);
+            fprintf(stderr, "mlxcel generate: %s\n", mx_errmsg());
+            mx_vlprompt_free(&vp);
+            free(ids);
+            mx_textmodel_close(&tm);
+            return 1;
+        }
+        free(data);
+    }
+    t_image = mx_now() - t_img0;
+    double t_img_dec = t_image; /* within the tokenizing phase's time */
+    if (o.prompt && encode_prompt(&tm, &o, o.images.n ? &vp : NULL, &ids, &T)) {
         fprintf(stderr, "mlxcel generate: %s\n", mx_errmsg());
+        mx_vlprompt_free(&vp);
         if (sc.kind == MX_DRAFT_MODEL) mx_textmodel_close(&dtm);
         mx_textmodel_close(&tm);
         return 1;
@@ -224,6 +269,7 @@ static int generate(const gen_opts *go, const char *dir) {
     if (T == 0) {
         fprintf(stderr, "mlxcel generate: the prompt is empty\n");
         free(ids);
+        mx_vlprompt_free(&vp);
         if (sc.kind == MX_DRAFT_MODEL) mx_textmodel_close(&dtm);
         mx_textmodel_close(&tm);
         return 2;
@@ -240,6 +286,7 @@ static int generate(const gen_opts *go, const char *dir) {
         mx_grammar_unref(gram);
         mx_gvocab_free(gv);
         free(ids);
+        mx_vlprompt_free(&vp);
         if (sc.kind == MX_DRAFT_MODEL) mx_textmodel_close(&dtm);
         mx_textmodel_close(&tm);
         return 1;
@@ -276,8 +323,21 @@ static int generate(const gen_opts *go, const char *dir) {
     }
     if (!smp || !last || !gen || (o.logits_out && (!plog || !slog))) { fprintf(stderr, "mlxcel generate: out of memory\n"); goto out; }
     t_init = mx_now() - t_init0;
+    if (o.images.n) {
+        double t = mx_now();
+        if (mx_vlprompt_prepare(&vp, e, ids, T, pool)) {
+            fprintf(stderr, "mlxcel generate: %s\n", mx_errmsg());
+            goto out;
+        }
+        t_image += mx_now() - t;
+    }
     double t1 = mx_now();
-    if (mx_session_feed(&s, ids, T, plog, last)) { fprintf(stderr, "mlxcel generate: %s\n", mx_errmsg()); goto out; }
+    if (o.images.n) { /* the images' rows at their tokens */
+        if (mx_session_feed_images(&s, ids, T, &vp.lay, vp.rows, mx_vision_spec(e->vision)->rows_scaled, plog, last)) {
+            fprintf(stderr, "mlxcel generate: %s\n", mx_errmsg());
+            goto out;
+        }
+    } else if (mx_session_feed(&s, ids, T, plog, last)) { fprintf(stderr, "mlxcel generate: %s\n", mx_errmsg()); goto out; }
     double t_prefill = mx_now() - t1, t2 = mx_now();
     bool text = !strcmp(o.format, "text");
     for (ng = 0; ng < o.n_new;) {
@@ -336,8 +396,8 @@ static int generate(const gen_opts *go, const char *dir) {
         printf(",\"text\":%s,\"timings\"", ts ? ts : "\"\"");
         free(ts);
         json_decref(jt);
-        printf(":{\"load_ms\":%.3f,\"prefill_ms\":%.3f,\"decode_ms\":%.3f,\"prompt_tps\":%.3f,\"gen_tps\":%.3f}",
-               t_load * 1e3, t_prefill * 1e3, t_decode * 1e3, T / (t_prefill > 0 ? t_prefill : 1e-9),
+        printf(":{\"load_ms\":%.3f,\"image_ms\":%.3f,\"prefill_ms\":%.3f,\"decode_ms\":%.3f,\"prompt_tps\":%.3f,\"gen_tps\":%.3f}",
+               t_load * 1e3, t_image * 1e3, t_prefill * 1e3, t_decode * 1e3, T / (t_prefill > 0 ? t_prefill : 1e-9),
                ng > 1 ? (ng - 1) / (t_decode > 0 ? t_decode : 1e-9) : 0.0);
         if (spec) printf(",\"speculative\":{\"rounds\":%ld,\"drafted\":%ld,\"accepted\":%ld}", sp.rounds, sp.drafted, sp.accepted);
         printf("}\n");
@@ -350,9 +410,9 @@ static int generate(const gen_opts *go, const char *dir) {
                     sp.drafted, sp.drafted ? 100.0 * sp.accepted / sp.drafted : 0.0);
     }
     if (o.verbose)
-        fprintf(stderr, "timings: load %.1f ms | template + tokenize %.2f ms | cache %.2f ms | prefill %.1f ms (%d tokens, %.2f ms each) | "
-                        "decode %.1f ms (%d tokens, %.2f ms each)\n",
-                t_load * 1e3, t_encode * 1e3, t_init * 1e3, t_prefill * 1e3, T, t_prefill * 1e3 / T, t_decode * 1e3, ng,
+        fprintf(stderr, "timings: load %.1f ms | images %.1f ms | template + tokenize %.2f ms | cache %.2f ms | prefill %.1f ms "
+                        "(%d tokens, %.2f ms each) | decode %.1f ms (%d tokens, %.2f ms each)\n",
+                t_load * 1e3, t_image * 1e3, (t_encode - t_img_dec) * 1e3, t_init * 1e3, t_prefill * 1e3, T, t_prefill * 1e3 / T, t_decode * 1e3, ng,
                 ng ? t_decode * 1e3 / ng : 0.0);
     rc = 0;
 out:
@@ -366,6 +426,7 @@ out_engine:
     mx_buf_free(&all); mx_buf_free(&piece); mx_buf_free(&vis); mx_buf_free(&unused);
     mx_sampler_free(smp);
     free(plog); free(slog); free(last); free(gen); free(ids);
+    mx_vlprompt_free(&vp);
     mx_pool_free(pool);
     mx_constraint_free(&con);
     mx_grammar_unref(gram);

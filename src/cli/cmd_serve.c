@@ -32,6 +32,8 @@ static const mx_opt serve_tab[] = {
     {NULL, "--api-key", NULL, OPT_STR, "KEY", 0, 0, S(api_key), "require 'Authorization: Bearer KEY'", NULL, 0},
     {NULL, "--max-body-mb", NULL, OPT_INT, "M", 1, 4096, offsetof(serve_opts, body_mb), "refuse request bodies over M MB (413)", NULL, 0},
     OPT_TEMPLATES(serve_opts, s.chat_template, s.chat_template_file),
+    {NULL, "--allowed-image-dir", NULL, OPT_STR, "DIR", 0, 0, S(image_dir),
+     "chat image parts may name local files (file:// or absolute paths) under DIR; otherwise only data: URLs", NULL, 0},
     /* limits against hostile clients (docs/security.md) */
     {NULL, "--max-conns-per-ip", NULL, OPT_INT, "N", 0, 1 << 20, S(max_conns_per_ip), "open connections per client address (0: no limit)", NULL, 0},
     {NULL, "--rate-limit", NULL, OPT_FLOAT, "R", 0, 1e6, S(rate_limit), "requests per second per client address, in bursts of R (429); 0: off", NULL, 0},

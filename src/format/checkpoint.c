@@ -22,12 +22,49 @@ static int index_add(mx_ckpt *ck, mx_tensor *t) {
     }
 }
 
-mx_tensor *mx_ckpt_find(const mx_ckpt *ck, const char *name) {
+static mx_tensor *find_exact(const mx_ckpt *ck, const char *name) {
     if (!ck->index_cap) return NULL;
     size_t m = ck->index_cap - 1;
     for (size_t i = hash_str(name) & m; ck->index[i]; i = (i + 1) & m)
         if (!strcmp(ck->index[i]->name, name)) return ck->index[i];
     return NULL;
+}
+
+mx_tensor *mx_ckpt_find(const mx_ckpt *ck, const char *name) {
+    mx_tensor *t = find_exact(ck, name);
+    if (t || !ck->text_prefix) return t;
+    char buf[1024];
+    if (!strncmp(name, "model.", 6)) snprintf(buf, sizeof buf, "%s%s", ck->text_prefix, name + 6);
+    else if (!strncmp(name, "lm_head.", 8)) snprintf(buf, sizeof buf, "%s%s", ck->head_prefix, name + 8);
+    else return NULL;
+    return find_exact(ck, buf);
+}
+
+/* Where vision-language checkpoints keep their text model, newest first:
+ * transformers >= 4.52 (Gemma 3, Mistral 3, ...), older transformers and
+ * mlx-vlm (LLaVA, PaliGemma), Idefics3 / SmolVLM. */
+static void find_packaging(mx_ckpt *ck) {
+    static const char *const packs[][2] = {
+        {"model.language_model.", "lm_head."},
+        {"language_model.model.", "language_model.lm_head."},
+        {"model.text_model.", "lm_head."},
+    };
+    if (!ck->config || !json_object_get(ck->config, "vision_config")) return;
+    ck->scope = MX_CKPT_TEXT;
+    ck->text_prefix = "model.";
+    ck->head_prefix = "lm_head.";
+    for (size_t k = 0; k < MX_ARRAY_LEN(packs); k++)
+        for (int f = 0; f < ck->n_files; f++)
+            for (int i = 0; i < ck->files[f].n_tensors; i++)
+                if (!strncmp(ck->files[f].tensors[i].name, packs[k][0], strlen(packs[k][0]))) {
+                    ck->text_prefix = packs[k][0];
+                    ck->head_prefix = packs[k][1];
+                    return;
+                }
+}
+
+static bool in_text_model(const mx_ckpt *ck, const char *name) {
+    return !strncmp(name, ck->text_prefix, strlen(ck->text_prefix)) || !strncmp(name, ck->head_prefix, strlen(ck->head_prefix));
 }
 
 mx_tensor *mx_ckpt_take(mx_ckpt *ck, const char *name) {
@@ -58,7 +95,9 @@ int mx_ckpt_check_unused(const mx_ckpt *ck, const char *const *ignore, int n_ign
     for (int f = 0; f < ck->n_files; f++) {
         for (int i = 0; i < ck->files[f].n_tensors; i++) {
             const mx_tensor *t = &ck->files[f].tensors[i];
-            if (t->used) continue;
+            if (t->used || (ck->scope == MX_CKPT_TEXT && !in_text_model(ck, t->name)) ||
+                (ck->scope == MX_CKPT_VISION && in_text_model(ck, t->name)))
+                continue;
             bool ok = false;
             for (int k = 0; k < n_ignore && !ok; k++) ok = mx_glob_match(ignore[k], t->name);
             if (!ok) return mx_set_err("%s: unexpected tensor '%s' (not used by this model)", ck->files[f].path, t->name);
@@ -229,6 +268,7 @@ int mx_ckpt_open(const char *dir, bool weights, mx_ckpt *ck) {
     }
     free(gp);
     if (weights && load_weights(ck)) { mx_ckpt_close(ck); return MX_ERR; }
+    if (weights) find_packaging(ck);
     return MX_OK;
 }
 

@@ -20,12 +20,21 @@ typedef struct {
     mx_tensor **index;    /* open-addressing hash over all tensors */
     size_t index_cap;
     int n_tensors;
+    /* A vision-language checkpoint (config.json has vision_config) holds the
+     * text model under a prefix: "model.X" and "lm_head.X" are found as
+     * text_prefix + X and head_prefix + X when not present as named (plain
+     * layouts keep "model." / "lm_head."). The text model and the vision
+     * side each bind from their own mx_ckpt of the folder, and each leaves
+     * the other's tensors alone: scope TEXT skips what lies outside the text
+     * namespaces when checking for stray tensors, VISION what lies inside. */
+    const char *text_prefix, *head_prefix;
+    enum { MX_CKPT_ALL, MX_CKPT_TEXT, MX_CKPT_VISION } scope;
 } mx_ckpt;
 
 /* load_weights=false opens only the configs (tokenizer-only folders). */
 int mx_ckpt_open(const char *dir, bool load_weights, mx_ckpt *ck);
 void mx_ckpt_close(mx_ckpt *ck);
-mx_tensor *mx_ckpt_find(const mx_ckpt *ck, const char *name);
+mx_tensor *mx_ckpt_find(const mx_ckpt *ck, const char *name); /* packaged names resolved, see above */
 /* Finds and marks used; NULL without error when absent. */
 mx_tensor *mx_ckpt_take(mx_ckpt *ck, const char *name);
 /* Like take, but a missing tensor is an error naming it. */

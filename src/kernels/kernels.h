@@ -65,7 +65,8 @@ void mx_kernels_redispatch(void);
 
 /* MX_ACT_XIELU has learned per-layer parameters: only the dense MLP block
  * applies it (arch names.act_params); mx_act_apply / mx_act_mul do not. */
-typedef enum { MX_ACT_SILU, MX_ACT_GELU, MX_ACT_GELU_TANH, MX_ACT_RELU, MX_ACT_RELU2, MX_ACT_IDENTITY, MX_ACT_SIGMOID, MX_ACT_TANH, MX_ACT_XIELU } mx_act;
+typedef enum { MX_ACT_SILU, MX_ACT_GELU, MX_ACT_GELU_TANH, MX_ACT_RELU, MX_ACT_RELU2, MX_ACT_IDENTITY, MX_ACT_SIGMOID, MX_ACT_TANH, MX_ACT_XIELU,
+               MX_ACT_QUICK_GELU /* x sigmoid(1.702 x) (CLIP) */ } mx_act;
 int mx_act_parse(const char *name, mx_act *out);
 void mx_act_apply(mx_act a, float *x, int n);
 /* x[i] = act(gate[i]) * up[i] into gate */

@@ -128,7 +128,7 @@ int mx_act_parse(const char *s, mx_act *out) {
         {"silu", MX_ACT_SILU}, {"swish", MX_ACT_SILU}, {"gelu", MX_ACT_GELU}, {"gelu_pytorch_tanh", MX_ACT_GELU_TANH},
         {"gelu_new", MX_ACT_GELU_TANH}, {"gelu_fast", MX_ACT_GELU_TANH}, {"gelu_tanh", MX_ACT_GELU_TANH},
         {"relu", MX_ACT_RELU}, {"relu2", MX_ACT_RELU2}, {"identity", MX_ACT_IDENTITY}, {"linear", MX_ACT_IDENTITY},
-        {"sigmoid", MX_ACT_SIGMOID}, {"tanh", MX_ACT_TANH},
+        {"sigmoid", MX_ACT_SIGMOID}, {"tanh", MX_ACT_TANH}, {"quick_gelu", MX_ACT_QUICK_GELU},
     };
     for (size_t i = 0; i < sizeof tab / sizeof tab[0]; i++)
         if (!strcmp(s, tab[i].n)) { *out = tab[i].a; return 0; }
@@ -145,6 +145,7 @@ static inline float act1(mx_act a, float x) {
     case MX_ACT_RELU2: return x > 0 ? x * x : 0;
     case MX_ACT_SIGMOID: return 1.0f / (1.0f + expf(-x));
     case MX_ACT_TANH: return tanhf(x);
+    case MX_ACT_QUICK_GELU: return x / (1.0f + expf(-1.702f * x));
     default: return x;
     }
 }

@@ -21,6 +21,11 @@ typedef struct mx_family {
     const char *features;             /* what the family exercises, for `mlxcel arch` */
     const char *task;                 /* "causal-lm" (NULL), "embedding", "sequence-classification" */
     int (*configure)(mx_arch *a, const mx_cfg *c); /* after the base's; NULL = the base alone */
+    /* The HF config class's defaults for keys a config may leave out, as a
+     * JSON object (e.g. Gemma3TextConfig's heads and vocabulary, which
+     * packaged Gemma 3 configs omit from text_config): seen by every
+     * configure of the chain when the config has no such key. */
+    const char *defaults;
     struct mx_family *next;
 } mx_family;
 

@@ -31,6 +31,11 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     return 0;
 }
 
+/* Gemma3TextConfig's defaults: released Gemma 3 configs (the packaged ones'
+ * text_config above all) leave these out */
 MX_FAMILY(gemma3_text, .name = "gemma3_text", .base = "gemma2",
           .features = "gemma2 + per-head q/k norm, sliding/global pattern with two rope bases; bidirectional (EmbeddingGemma)",
-          .configure = configure)
+          .configure = configure,
+          .defaults = "{\"vocab_size\": 262208, \"num_attention_heads\": 8, \"num_key_value_heads\": 4, \"head_dim\": 256,"
+                      " \"query_pre_attn_scalar\": 256, \"max_position_embeddings\": 131072, \"rope_theta\": 1000000.0,"
+                      " \"rms_norm_eps\": 1e-6, \"sliding_window\": 4096}")

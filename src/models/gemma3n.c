@@ -65,4 +65,7 @@ static int configure(mx_arch *a, const mx_cfg *c) {
 MX_FAMILY(gemma3n_text, .name = "gemma3n_text", .base = "gemma3_text",
           .features = "altup streams (predict / correct), laurel branch, per-layer inputs, gaussian top-k mlp gate, kv-shared layers, "
                       "v norm, attention scale 1, rope theta per layer type, per-layer mlp width, final softcap",
-          .configure = configure)
+          .configure = configure,
+          /* Gemma3nTextConfig's own defaults, before gemma3_text's (another config class) */
+          .defaults = "{\"vocab_size\": 262400, \"num_attention_heads\": 8, \"num_key_value_heads\": 2, \"head_dim\": 256,"
+                      " \"max_position_embeddings\": 32768, \"rope_theta\": 1000000.0, \"rms_norm_eps\": 1e-6, \"sliding_window\": 512}")

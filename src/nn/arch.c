@@ -165,6 +165,7 @@ int mx_arch_ropes(mx_arch *a, const mx_cfg *c) {
         a->rope[r].interleaved = d->interleaved;
         a->rope[r].reversed = d->reversed;
         if (d->attn_factor > 0) a->rope[r].attn_factor = d->attn_factor;
+        if (d->mrope && mx_rope_mrope_section(&a->rope[r], &src)) return MX_ERR;
     }
     return MX_OK;
 }

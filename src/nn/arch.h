@@ -289,6 +289,7 @@ typedef struct {
     bool interleaved;       /* rotate pairs (2i, 2i+1), not halves (GLM, Cohere) */
     const char *section;    /* read from this config object (DBRX's attn_config); NULL = top level */
     double attn_factor;     /* > 0: replaces the scaling's attention factor (PhiMoE's mscale) */
+    bool mrope;             /* multi-axis positions from rope_scaling.mrope_section (Qwen2-VL) */
     const char *params_key; /* rope_parameters holds one object per layer type: read this one
                                (Gemma 4); NULL = rope_parameters itself, when present */
     const char *scaling_default; /* JSON of the rope scaling a config class applies when the config

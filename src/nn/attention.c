@@ -196,6 +196,10 @@ static void att_task(void *ctx, int i, int tid) {
         int last = kv->len + f->seqs[f->seq_of[t]].n - 1;
         j1 = win > 0 ? MX_MIN(last, p + win - 1) : last;
     }
+    if (f->span_lo && f->span_hi[t] > f->span_lo[t]) { /* an image block / prefix seen both ways */
+        j0 = MX_MIN(j0, f->span_lo[t]);
+        j1 = MX_MAX(j1, f->span_hi[t] - 1);
+    }
     const float *K = mx_kv_layer(kv, ls->kv_shared ? ls->kv_from : j->layer), *V = K + (size_t)kv->cap * kvd;
     K += (size_t)j0 * kvd + (size_t)kvh * hd;
     V += (size_t)j0 * kvvd + (size_t)kvh * vd;

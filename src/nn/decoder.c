@@ -82,13 +82,15 @@ int mx_fwd_bufs_alloc(mx_fwd_bufs *b, const mx_model *m, int max_tokens, int max
     b->scratch = mx_aligned_alloc((scratch ? scratch : 1) * 4);
     b->pos = mx_calloc(N, sizeof(int));
     b->seq_of = mx_calloc(N, sizeof(int));
+    b->span = mx_calloc(2 * N, sizeof(int));
+    b->apos = mx_calloc(MX_ROPE_MAX_AXES * N, sizeof(int));
     if (a->ple.dim) b->ple = mx_aligned_alloc((N + 1) * (size_t)a->n_layers * a->ple.dim * 4);
     bool shortcut = false;
     for (int l = 0; l < a->n_layers; l++) shortcut |= a->layers[l].shortcut != NULL;
     if (shortcut) b->carry = mx_aligned_alloc(N * H * 4);
     if (a->altup.n) b->altup = mx_aligned_alloc(mx_altup_floats(a, max_tokens) * 4);
-    if (!b->x || !b->xn || !b->tmp || !b->tmp2 || !b->cs || !b->scratch || !b->pos || !b->seq_of || (a->ple.dim && !b->ple) ||
-        (shortcut && !b->carry) || (a->altup.n && !b->altup)) {
+    if (!b->x || !b->xn || !b->tmp || !b->tmp2 || !b->cs || !b->scratch || !b->pos || !b->seq_of || !b->span || !b->apos ||
+        (a->ple.dim && !b->ple) || (shortcut && !b->carry) || (a->altup.n && !b->altup)) {
         mx_fwd_bufs_free(b);
         return MX_ERR;
     }
@@ -100,6 +102,8 @@ void mx_fwd_bufs_free(mx_fwd_bufs *b) {
     for (size_t i = 0; i < MX_ARRAY_LEN(bufs); i++) mx_aligned_free(bufs[i]);
     free(b->pos);
     free(b->seq_of);
+    free(b->span);
+    free(b->apos);
     memset(b, 0, sizeof *b);
 }
 
@@ -151,6 +155,12 @@ float *mx_kv_block(const mx_model *m, const mx_kv *kv, int layer, const mx_block
     if (b == ls->xattn) return p;
     if (ls->xattn && ls->xattn->state_floats) p += ls->xattn->state_floats(m, layer, kv->cap);
     return p;
+}
+
+void mx_rope_positions(const mx_rope *r, const mx_seq_in *s, const int *pos, int *apos, int stride) {
+    for (int k = 0; k < MX_ROPE_MAX_AXES; k++)
+        for (int i = 0; i < s->n; i++)
+            apos[(size_t)k * stride + i] = s->mpos && k < r->n_axes ? s->mpos[(size_t)k * s->n + i] : pos[i] + s->rope_shift;
 }
 
 void mx_norm_rows(const mx_norm_spec *s, const mx_normw *w, float *y, const float *x, int n, int d, int ld) {
@@ -266,6 +276,10 @@ int mx_forward(mx_ctx *c, const mx_seq_in *seqs, int n_seqs, float *logits, bool
         for (int i = 0; i < seqs[s].n; i++) {
             int32_t tok = seqs[s].tokens[i];
             if (tok < 0 || tok >= a->vocab) return mx_set_err("token id %d is outside the vocabulary (size %d)", tok, a->vocab);
+            if (seqs[s].span_lo && seqs[s].span_hi[i] > seqs[s].span_lo[i] &&
+                (seqs[s].span_lo[i] < 0 || seqs[s].span_hi[i] > kv->len + seqs[s].n))
+                return mx_set_err("a bidirectional span [%d, %d) reaches past this pass (positions %d..%d)", seqs[s].span_lo[i],
+                                  seqs[s].span_hi[i], kv->len, kv->len + seqs[s].n - 1);
             c->b.pos[N] = kv->len + i;
             c->b.seq_of[N] = s;
             c->max_len[N] = MX_MAX(kv->len + seqs[s].n, seqs[s].seg_end);
@@ -277,13 +291,19 @@ int mx_forward(mx_ctx *c, const mx_seq_in *seqs, int n_seqs, float *logits, bool
             if (c->b.pos[t] + a->pos_offset >= a->max_pos + a->pos_offset)
                 return mx_set_err("position %d exceeds max_position_embeddings %d", c->b.pos[t], a->max_pos);
     }
-    /* embeddings */
+    /* embeddings (image rows where a sequence gives them) */
+    bool spans = false;
     for (int t = 0; t < N; t++) {
         const mx_seq_in *s = &seqs[c->b.seq_of[t]];
-        int32_t tok = s->tokens[c->b.pos[t] - s->kv->len];
+        int i = c->b.pos[t] - s->kv->len, er = s->embed_row ? s->embed_row[i] : -1;
+        int32_t tok = s->tokens[i];
         float *row = c->b.x + (size_t)t * H;
-        mx_weight_row(&m->embed, tok, row);
-        if (a->embed_scale != 1.0f) mx_scale(row, a->embed_scale, H);
+        if (er >= 0) memcpy(row, s->embeds + (size_t)er * H, (size_t)H * 4);
+        else mx_weight_row(&m->embed, tok, row);
+        if (a->embed_scale != 1.0f && (er < 0 || s->embeds_scaled)) mx_scale(row, a->embed_scale, H);
+        c->b.span[t] = s->span_lo ? s->span_lo[i] : 0;
+        c->b.span[N + t] = s->span_hi ? s->span_hi[i] : 0;
+        spans |= s->span_lo != NULL;
         if (a->pos == MX_POS_LEARNED) {
             mx_weight_row(&m->pos_embed, c->b.pos[t] + a->pos_offset, c->b.tmp);
             mx_add(row, c->b.tmp, H);
@@ -296,7 +316,10 @@ int mx_forward(mx_ctx *c, const mx_seq_in *seqs, int n_seqs, float *logits, bool
         for (int r = 0; r < a->n_rope; r++) {
             int t = 0;
             for (int s = 0; s < n_seqs; s++) {
-                mx_rope_table(&a->rope[r], c->b.pos + t, seqs[s].n, c->max_len[t], c->b.cs + off + (size_t)t * a->rope[r].dim);
+                mx_rope_positions(&a->rope[r], &seqs[s], c->b.pos + t, c->b.apos + t, c->max_tokens);
+                const int *axes[MX_ROPE_MAX_AXES];
+                for (int k = 0; k < MX_ROPE_MAX_AXES; k++) axes[k] = c->b.apos + (size_t)k * c->max_tokens + t;
+                mx_rope_table_axes(&a->rope[r], axes, seqs[s].n, c->max_len[t], c->b.cs + off + (size_t)t * a->rope[r].dim);
                 t += seqs[s].n;
             }
             off += (size_t)N * a->rope[r].dim;
@@ -304,7 +327,7 @@ int mx_forward(mx_ctx *c, const mx_seq_in *seqs, int n_seqs, float *logits, bool
     }
     mx_fwd f = {.m = m, .pool = c->pool, .seqs = seqs, .n_seqs = n_seqs, .N = N, .pos = c->b.pos, .seq_of = c->b.seq_of,
                 .scratch = c->b.scratch, .max_tokens = c->max_tokens, .max_ctx = c->max_ctx, .carry = c->b.carry,
-                .kp = &c->kp};
+                .kp = &c->kp, .span_lo = spans ? c->b.span : NULL, .span_hi = spans ? c->b.span + N : NULL};
     for (int r = 0, off = 0; r < a->n_rope; off += N * a->rope[r].dim, r++) f.cs[r] = c->b.cs + off;
     if (a->ple.dim) mx_ple_inputs(&f, c->b.x, c->b.ple);
     if (a->altup.n) mx_altup_embed(&f, c->b.x, c->b.altup);

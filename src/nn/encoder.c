@@ -80,8 +80,8 @@ int mx_encode(mx_enc *c, const mx_enc_seq *seqs, int n_seqs, float *hidden) {
         if (q->n < 1) return mx_set_err("sequence %d is empty", s);
         if (q->n > c->max_tokens - N) return mx_set_err("batch of %d+ tokens exceeds the encoder capacity %d", N + q->n, c->max_tokens);
         for (int i = 0; i < q->n; i++) {
-            int32_t tok = q->tokens[i], ty = q->type_ids ? q->type_ids[i] : 0;
-            if (tok < 0 || tok >= a->vocab) return mx_set_err("token id %d is outside the vocabulary (size %d)", tok, a->vocab);
+            int32_t tok = q->tokens ? q->tokens[i] : 0, ty = q->type_ids ? q->type_ids[i] : 0;
+            if (!q->embeds && (tok < 0 || tok >= a->vocab)) return mx_set_err("token id %d is outside the vocabulary (size %d)", tok, a->vocab);
             if (ty < 0 || ty >= (m->type_embed.fmt ? a->n_types : 1))
                 return mx_set_err("token type id %d is out of range (the model has %d token types)", ty, m->type_embed.fmt ? a->n_types : 1);
             c->b.pos[N] = i;
@@ -99,6 +99,10 @@ int mx_encode(mx_enc *c, const mx_enc_seq *seqs, int n_seqs, float *hidden) {
         int counted = 0, pad = a->pos_offset - 1;
         for (int i = 0; i < q->n; i++, t++) {
             float *row = c->b.x + (size_t)t * H;
+            if (q->embeds) { /* given rows: nothing is added */
+                memcpy(row, q->embeds + (size_t)i * H, (size_t)H * 4);
+                continue;
+            }
             mx_weight_row(&m->embed, q->tokens[i], row);
             if (a->embed_scale != 1.0f) mx_scale(row, a->embed_scale, H);
             if (a->pos == MX_POS_LEARNED) {
@@ -113,7 +117,7 @@ int mx_encode(mx_enc *c, const mx_enc_seq *seqs, int n_seqs, float *hidden) {
         }
     }
     if (a->names.embed_norm) mx_norm_rows(&a->norm, &m->embed_norm, c->b.x, c->b.x, N, H, H);
-    for (int s = 0; s < n_seqs; s++) c->seqs[s] = (mx_seq_in){.tokens = seqs[s].tokens, .n = seqs[s].n, .seg_end = seqs[s].n};
+    for (int s = 0; s < n_seqs; s++) c->seqs[s] = (mx_seq_in){.tokens = seqs[s].tokens, .n = seqs[s].n, .seg_end = seqs[s].n, .mpos = seqs[s].mpos};
     return run_layers(c, n_seqs, N, any_mask, hidden);
 }
 
@@ -144,8 +148,12 @@ static int run_layers(mx_enc *c, int n_seqs, int N, bool any_mask, float *hidden
     if (a->pos == MX_POS_ROPE) {
         size_t roff = 0;
         for (int r = 0; r < a->n_rope; r++) {
-            for (int s = 0, t = 0; s < n_seqs; t += c->seqs[s].n, s++)
-                mx_rope_table(&a->rope[r], c->b.pos + t, c->seqs[s].n, c->seqs[s].n, c->b.cs + roff + (size_t)t * a->rope[r].dim);
+            for (int s = 0, t = 0; s < n_seqs; t += c->seqs[s].n, s++) {
+                mx_rope_positions(&a->rope[r], &c->seqs[s], c->b.pos + t, c->b.apos + t, c->max_tokens);
+                const int *axes[MX_ROPE_MAX_AXES];
+                for (int k = 0; k < MX_ROPE_MAX_AXES; k++) axes[k] = c->b.apos + (size_t)k * c->max_tokens + t;
+                mx_rope_table_axes(&a->rope[r], axes, c->seqs[s].n, c->seqs[s].n, c->b.cs + roff + (size_t)t * a->rope[r].dim);
+            }
             roff += (size_t)N * a->rope[r].dim;
         }
     }

@@ -24,6 +24,11 @@ typedef struct {
     const int32_t *type_ids; /* NULL = all 0 */
     const uint8_t *mask;     /* NULL = all 1 */
     int n;
+    /* Vision towers: the input rows [n, hidden] themselves (patch embeddings,
+     * positions already added) instead of tokens, and the positions of a
+     * multi-axis rope, [n_axes][n] (NULL: 0..n-1 on every axis). */
+    const float *embeds;
+    const int *mpos;
 } mx_enc_seq;
 
 typedef struct mx_enc mx_enc;

@@ -98,6 +98,8 @@ size_t mx_blocks_scratch_floats(const mx_model *m, int max_tokens, int max_ctx, 
 typedef struct {
     float *x, *xn, *tmp, *tmp2, *cs, *scratch;
     int *pos, *seq_of;
+    int *span;    /* [2][max_tokens] stacked spans (lo, then hi) */
+    int *apos;    /* [MX_ROPE_MAX_AXES][max_tokens] multi-axis rope positions */
     float *ple; /* per-layer inputs [tokens + 1][n_layers * ple.dim] (arch.ple) */
     float *carry; /* [N, hidden]: a shortcut block's output until the next layer ends (NULL when no layer has one) */
     float *altup; /* AltUp streams and coefficients (mx_altup_floats; NULL when arch.altup.n is 0) */
@@ -119,6 +121,23 @@ typedef struct {
      * (>= kv->len + n; 0 = kv->len + n). Length-dependent rope variants use
      * it, so chunking a prompt gives the same result as one pass. */
     int seg_end;
+    /* Vision-language inputs (all optional, NULL / 0 = none):
+     * embed_row[i] >= 0: token i takes row embed_row[i] of embeds [*, hidden]
+     * instead of its token embedding, multiplied by arch.embed_scale only when
+     * embeds_scaled (PaliGemma scales its image rows like tokens, Gemma 3 not).
+     * mpos: rope positions of multi-axis ropes, [n_axes][n] (axis-major);
+     * without it every axis reads kv->len + i + rope_shift (M-RoPE after an
+     * image: the position continues from the image's largest one).
+     * span_lo/span_hi[i]: besides its causal keys, token i also attends the
+     * cache positions [span_lo, span_hi) (an image block seen both ways,
+     * PaliGemma's prefix); every position of a span must be in this pass,
+     * and stay in the cache of every layer (a sliding layer too). */
+    const float *embeds;
+    const int *embed_row;
+    bool embeds_scaled;
+    const int *mpos;
+    int rope_shift;
+    const int *span_lo, *span_hi;
 } mx_seq_in;
 
 /* Appends each sequence's tokens to its cache and writes logits: all=true
@@ -144,6 +163,7 @@ struct mx_fwd {
     int max_tokens, max_ctx;
     const uint8_t *key_mask; /* per stacked token, 0 = no query attends it
                                 (encoder padding); NULL = none */
+    const int *span_lo, *span_hi; /* per stacked token: extra keys [lo, hi) (mx_seq_in); NULL = none */
     const float *ple;        /* per-layer inputs [N][n_layers * ple.dim] (arch.ple); NULL = none */
     float *carry;           /* mx_fwd_bufs.carry */
     const mx_kpolicy *kp;    /* the products' policy (its pool is `pool`); NULL: the model's on `pool` */
@@ -192,6 +212,9 @@ float mx_attn_q_temp(const mx_attn_spec *a, int pos);
 /* The values' head size of an attention spec (v_head_dim, or head_dim). */
 int mx_attn_vdim(const mx_attn_spec *a);
 void mx_norm_rows(const mx_norm_spec *s, const mx_normw *w, float *y, const float *x, int n, int d, int ld);
+/* Rope positions of one sequence's n tokens, per axis k at apos[k * stride]:
+ * s->mpos where given, else pos[i] + s->rope_shift. */
+void mx_rope_positions(const mx_rope *r, const mx_seq_in *s, const int *pos, int *apos, int stride);
 /* Loaders used by blocks: patterns have "%d" for the layer. */
 int mx_load_lin(mx_model *m, const char *pat, int layer, int rows, int cols, bool bias, mx_weight *w, float **b);
 int mx_load_norm(mx_model *m, const mx_norm_spec *s, const char *pat, int layer, int n, mx_normw *nw);

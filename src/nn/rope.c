@@ -40,7 +40,7 @@ int mx_rope_from_scaling(mx_rope *r, const mx_cfg *c, json_t *rs, double theta, 
     if (err) return MX_ERR;
     if (mx_cfg_float(&s, "factor", 1.0, 1e-6, 1e6, &r->factor)) return MX_ERR;
     int half = rot_dim / 2;
-    if (!strcmp(type, "default")) r->kind = MX_ROPE_DEFAULT;
+    if (!strcmp(type, "default") || !strcmp(type, "mrope")) r->kind = MX_ROPE_DEFAULT; /* mrope: sections read by the family */
     else if (!strcmp(type, "linear")) r->kind = MX_ROPE_LINEAR;
     else if (!strcmp(type, "dynamic")) r->kind = MX_ROPE_DYNAMIC;
     else if (!strcmp(type, "llama3")) {
@@ -156,20 +156,50 @@ static void inv_freq(const mx_rope *r, int max_len, float *f) {
     }
 }
 
-void mx_rope_table(const mx_rope *r, const int *pos, int n, int max_len, float *cs) {
+void mx_rope_table_axes(const mx_rope *r, const int *const *pos, int n, int max_len, float *cs) {
     float f[MX_ROPE_MAX_HALF];
-    int half = r->dim / 2;
+    int half = r->dim / 2, axis[MX_ROPE_MAX_HALF];
     inv_freq(r, max_len, f);
+    for (int i = 0; i < half; i++) axis[i] = 0;
+    if (r->n_axes > 1)
+        for (int k = 0, i0 = 0; k < r->n_axes; i0 += r->section[k], k++)
+            for (int i = i0; i < i0 + r->section[k] && i < half; i++) {
+                axis[i] = k;
+                if (r->section_restart) { /* as a rope of dim 2 * section: theta^(-2j / (2 section)) */
+                    float e = (float)(2 * (i - i0)) / (float)(2 * r->section[k]);
+                    f[i] = 1.0f / powf((float)r->theta, e);
+                }
+            }
     float af = (float)r->attn_factor, sa = r->reversed ? -af : af;
     for (int t = 0; t < n; t++) {
         float *row = cs + (size_t)t * r->dim;
-        float p = (float)pos[t];
         for (int i = 0; i < half; i++) {
-            float a = p * f[i];
+            float a = (float)pos[axis[i]][t] * f[i];
             row[i] = cosf(a) * af;
             row[half + i] = sinf(a) * sa;
         }
     }
+}
+
+void mx_rope_table(const mx_rope *r, const int *pos, int n, int max_len, float *cs) {
+    const int *axes[MX_ROPE_MAX_AXES] = {pos, pos, pos};
+    mx_rope_table_axes(r, axes, n, max_len, cs);
+}
+
+int mx_rope_mrope_section(mx_rope *r, const mx_cfg *c) {
+    json_t *rs = mx_cfg_get(c, "rope_scaling"), *sec = rs && json_is_object(rs) ? json_object_get(rs, "mrope_section") : NULL;
+    if (!sec) return MX_OK;
+    int half = r->dim / 2, sum = 0;
+    if (!json_is_array(sec) || json_array_size(sec) != 3) return mx_set_err("%s: rope_scaling.mrope_section: expected 3 numbers", c->file);
+    for (int k = 0; k < 3; k++) {
+        double d;
+        if (mx_json_num(json_array_get(sec, (size_t)k), c->file, "rope_scaling.mrope_section", 0, half, &d)) return MX_ERR;
+        r->section[k] = (int)d;
+        sum += r->section[k];
+    }
+    if (sum != half) return mx_set_err("%s: rope_scaling.mrope_section sums to %d, not head_dim/2 = %d", c->file, sum, half);
+    r->n_axes = 3;
+    return MX_OK;
 }
 
 void mx_rope_apply(const mx_rope *r, float *x, int n_heads, int head_stride, const float *cs) {

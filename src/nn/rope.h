@@ -15,6 +15,7 @@ typedef enum { MX_ROPE_DEFAULT, MX_ROPE_LINEAR, MX_ROPE_DYNAMIC, MX_ROPE_YARN, M
                MX_ROPE_PROPORTIONAL } mx_rope_kind;
 
 #define MX_ROPE_MAX_HALF 512
+#define MX_ROPE_MAX_AXES 3
 typedef struct {
     mx_rope_kind kind;
     double theta;
@@ -25,6 +26,15 @@ typedef struct {
     double low_freq_factor, high_freq_factor, beta_fast, beta_slow;
     bool yarn_no_truncate; /* yarn "truncate": false (GPT-OSS): the correction range is not rounded to whole dims */
     float long_factor[MX_ROPE_MAX_HALF], short_factor[MX_ROPE_MAX_HALF];
+    /* Multi-axis positions (Qwen2-VL): a token has n_axes positions (temporal,
+     * height, width) and section[k] consecutive frequencies take axis k's
+     * (M-RoPE; the sections sum to dim/2). With section_restart each section
+     * has frequencies of its own, those of a rope of dim 2 * section[k]
+     * (the vision tower's 2-D rope: rows, then columns). n_axes <= 1: one
+     * position per token. */
+    int n_axes;
+    int section[MX_ROPE_MAX_AXES];
+    bool section_restart;
     int n_freq;         /* PROPORTIONAL: rotated pairs, int(partial_rotary_factor * dim // 2) */
     bool reversed;      /* rotate the other way (sin negated): NanoChat's rotate_half(x) = [x2, -x1] */
 } mx_rope;
@@ -41,6 +51,11 @@ int mx_rope_from_scaling(mx_rope *r, const mx_cfg *c, json_t *rs, double theta, 
 /* cos/sin for positions pos[0..n) into cs[n][dim] (cos in the first dim/2,
  * sin in the second). max_len = the sequence length this forward reaches. */
 void mx_rope_table(const mx_rope *r, const int *pos, int n, int max_len, float *cs);
+/* The same with n_axes positions per token: pos[k][0..n) for axis k. */
+void mx_rope_table_axes(const mx_rope *r, const int *const *pos, int n, int max_len, float *cs);
+/* Reads mrope_section (from rope_scaling, where Qwen2-VL keeps it) into r's
+ * sections over 3 axes; no key: one axis. */
+int mx_rope_mrope_section(mx_rope *r, const mx_cfg *c);
 /* Rotates n_heads vectors of x (stride head_stride between heads). */
 void mx_rope_apply(const mx_rope *r, float *x, int n_heads, int head_stride, const float *cs_row);
 #endif

@@ -78,10 +78,16 @@ int mx_engine_open(const char *dir, mx_engine *e) {
     int rc = mx_model_bind(m, &ck);
     m->kp.pool = NULL;
     mx_pool_free(pool);
-    return rc;
+    if (rc) return MX_ERR;
+    if (e->task == MX_TASK_CAUSAL_LM && mx_vision_open(dir, m->arch.hidden, &e->vision)) {
+        mx_model_free(m);
+        return MX_ERR;
+    }
+    return MX_OK;
 }
 
 void mx_engine_close(mx_engine *e) {
+    mx_vision_free(e->vision);
     mx_model_free(&e->model);
     memset(e, 0, sizeof *e);
 }

@@ -5,15 +5,19 @@
 #define MX_ENGINE_H
 #include "../nn/model.h"
 #include "../models/family.h"
+#include "../vision/vision.h"
 
 typedef struct {
     mx_model model;
     const mx_family *family;
     mx_task task;
     char model_type[64];
+    mx_vision *vision; /* the image side of a vision-language model; NULL: text only */
 } mx_engine;
 
-/* Opens DIR; on failure returns MX_ERR with a message naming the file/field. */
+/* Opens DIR; on failure returns MX_ERR with a message naming the file/field.
+ * A vision-language folder also opens its tower, projector and image
+ * processor (e->vision) when its family has a vision description. */
 int mx_engine_open(const char *dir, mx_engine *e);
 /* Family detection and configuration from an opened checkpoint's config
  * (model_type, architectures, EOS ids), binding no weights: what `mlxcel

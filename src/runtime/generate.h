@@ -16,6 +16,8 @@ typedef struct {
     float *logits;     /* [chunk, vocab] scratch */
     int32_t *history;  /* every token in the cache, in order */
     int n_history, cap;
+    int rope_shift;    /* M-RoPE: rope position minus cache index from the last image on */
+    int img_start, img_end; /* cache span of the segments fed with images (img_start -1: none) */
 } mx_session;
 
 /* ctx_size: positions the cache holds; chunk: prefill chunk size (1 = the decode path). */
@@ -27,9 +29,18 @@ void mx_session_free(mx_session *s);
 /* Feeds tokens; when all_logits is non-NULL it receives one row per token,
  * otherwise `last` (may be NULL) receives the last token's logits. */
 int mx_session_feed(mx_session *s, const int32_t *tok, int n, float *all_logits, float *last);
+/* Feeds a prompt segment holding images: lay from mx_vision_layout_make
+ * over these n tokens, rows the images' rows (mx_vision_encode, in prompt
+ * order) taking the text model's embedding scale when rows_scaled. Chunks
+ * never split a bidirectional span (a span longer than the chunk is fed in
+ * one pass). Later feeds continue the M-RoPE positions. */
+int mx_session_feed_images(mx_session *s, const int32_t *tok, int n, const mx_vision_layout *lay, const float *rows,
+                           bool rows_scaled, float *all_logits, float *last);
 /* Feeds n <= s->batch tokens in one forward pass; rows receives [n, vocab]. */
 int mx_session_feed_pass(mx_session *s, const int32_t *tok, int n, float *rows);
 /* Drops the cache back to n tokens (prompt reuse: keep the common prefix);
- * a recurrent model's cache restarts from 0 instead (s->n_history says). */
+ * a recurrent model's cache restarts from 0 instead, and a cut inside or
+ * before the images restarts from the first image segment (its M-RoPE
+ * positions must be recomputed): s->n_history says where it stands. */
 void mx_session_truncate(mx_session *s, int n);
 #endif

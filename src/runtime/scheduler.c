@@ -14,6 +14,10 @@ struct mx_req {
     int32_t *prompt;
     int32_t *bias_ids;
     float *bias_vals;
+    mx_vision_layout lay;     /* copies of the image inputs (lay.n = 0: none) */
+    float *rows;
+    uint64_t *tags;           /* [n_prompt]; NULL without images */
+    bool rows_scaled;
     mx_tok_event *ev;
     int n_ev, cap_ev, read;
     mx_finish fin;
@@ -30,6 +34,9 @@ struct mx_req {
 typedef struct {
     mx_kv *kv;
     int32_t *toks;            /* tokens held in kv, in order */
+    uint64_t *tags;           /* their image content tags (0: text) */
+    int *mpos;                /* [3][step_tokens]: a prompt chunk's M-RoPE positions */
+    int rope_shift;           /* decode positions: cache index + this */
     mx_req *req;
     int n_fed;                /* prompt tokens already in the cache */
     mx_sampler *smp;
@@ -60,15 +67,22 @@ struct mx_sched {
     mx_sched_stats st;
 };
 
-static void req_unref(mx_req *r) {
-    if (--r->refs > 0) return;
+static void req_free(mx_req *r) {
     free(r->prompt);
     free(r->bias_ids);
     free(r->bias_vals);
+    mx_vision_layout_free(&r->lay);
+    free(r->rows);
+    free(r->tags);
     free(r->ev);
     mx_constraint_free(&r->con);
     mx_grammar_unref(r->p.grammar);
     free(r);
+}
+
+static void req_unref(mx_req *r) {
+    if (--r->refs > 0) return;
+    req_free(r);
 }
 
 static void notify(mx_req *r) {
@@ -93,15 +107,13 @@ static void push_event(mx_req *r, const mx_tok_event *ev) {
     notify(r);
 }
 
-static int common_prefix(const int32_t *a, int na, const int32_t *b, int nb) {
-    int n = 0, m = MX_MIN(na, nb);
-    while (n < m && a[n] == b[n]) n++;
-    return n;
-}
-
-/* Tokens of the prompt a free slot can reuse. */
+/* Tokens of the prompt a free slot can reuse: equal tokens with equal image
+ * tags, and never ending inside a bidirectional span (its keys go in one
+ * pass). */
 static int reusable(const mx_sched *s, const slot *sl, const mx_req *r) {
-    int l = common_prefix(sl->toks, sl->kv->len, r->prompt, r->p.n_prompt);
+    int l = 0, m = MX_MIN(sl->kv->len, r->p.n_prompt);
+    while (l < m && sl->toks[l] == r->prompt[l] && sl->tags[l] == (r->tags ? r->tags[l] : 0)) l++;
+    if (r->lay.span_lo && l < r->p.n_prompt && r->lay.span_hi[l] > r->lay.span_lo[l]) l = MX_MIN(l, r->lay.span_lo[l]);
     if (!s->truncatable && l < sl->kv->len) l = 0;
     return l;
 }
@@ -133,7 +145,9 @@ static void admit(mx_sched *s) {
         slot *sl = &s->slots[best];
         /* keep at least one prompt token to feed, so the step yields logits */
         int keep = MX_MIN(best_len, r->p.n_prompt - 1);
+        if (r->lay.span_lo && r->lay.span_hi[keep] > r->lay.span_lo[keep]) keep = MX_MIN(keep, r->lay.span_lo[keep]);
         if (!s->truncatable && keep < sl->kv->len) keep = 0;
+        sl->rope_shift = 0;
         sl->kv->len = keep;
         sl->n_fed = keep;
         r->cached = keep;
@@ -230,7 +244,7 @@ static void *engine_loop(void *arg) {
         for (int i = 0; i < s->parallel; i++) {
             slot *sl = &s->slots[i];
             if (!sl->req || !sl->decoding) continue;
-            s->ins[k] = (mx_seq_in){sl->kv, &sl->pending, 1, 0};
+            s->ins[k] = (mx_seq_in){.kv = sl->kv, .tokens = &sl->pending, .n = 1, .rope_shift = sl->rope_shift};
             s->in_slot[k++] = i;
             budget--;
         }
@@ -238,8 +252,26 @@ static void *engine_loop(void *arg) {
         for (int i = 0; i < s->parallel && budget > 0; i++) {
             slot *sl = &s->slots[i];
             if (!sl->req || sl->decoding) continue;
-            int m = MX_MIN(sl->req->p.n_prompt - sl->n_fed, budget);
-            s->ins[k] = (mx_seq_in){sl->kv, sl->req->prompt + sl->n_fed, m, sl->req->p.n_prompt};
+            mx_req *r = sl->req;
+            int f = sl->n_fed, m = MX_MIN(r->p.n_prompt - f, budget);
+            for (int t = f; r->lay.span_lo && t < f + m; t++) /* a span goes in whole: now, or in a later step */
+                if (r->lay.span_hi[t] > r->lay.span_lo[t] && r->lay.span_hi[t] > f + m) m = r->lay.span_hi[t] - f;
+            if (m > budget) continue;
+            s->ins[k] = (mx_seq_in){.kv = sl->kv, .tokens = r->prompt + f, .n = m, .seg_end = r->p.n_prompt};
+            if (r->lay.n) {
+                mx_seq_in *in = &s->ins[k];
+                in->embeds = r->rows;
+                in->embed_row = r->lay.embed_row + f;
+                in->embeds_scaled = r->rows_scaled;
+                if (r->lay.span_lo) {
+                    in->span_lo = r->lay.span_lo + f;
+                    in->span_hi = r->lay.span_hi + f;
+                }
+                if (r->lay.mpos) {
+                    for (int a = 0; a < 3; a++) memcpy(sl->mpos + (size_t)a * m, r->lay.mpos + (size_t)a * r->p.n_prompt + f, sizeof(int) * (size_t)m);
+                    in->mpos = sl->mpos;
+                }
+            }
             s->in_slot[k++] = i;
             budget -= m;
         }
@@ -270,13 +302,20 @@ static void *engine_loop(void *arg) {
         for (int j = 0; j < k; j++) {
             slot *sl = &s->slots[s->in_slot[j]];
             int base = sl->kv->len - s->ins[j].n;
-            if (!rc) memcpy(sl->toks + base, s->ins[j].tokens, sizeof(int32_t) * (size_t)s->ins[j].n);
+            if (!rc) {
+                memcpy(sl->toks + base, s->ins[j].tokens, sizeof(int32_t) * (size_t)s->ins[j].n);
+                for (int t = 0; t < s->ins[j].n; t++)
+                    sl->tags[base + t] = !sl->decoding && sl->req && sl->req->tags ? sl->req->tags[sl->n_fed + t] : 0;
+            }
             if (!sl->req) continue;
             if (rc) { finish(s, sl, MX_FIN_ERROR); continue; }
             if (sl->decoding) { n_dec++; sample_into(s, sl, s->logits + (size_t)j * V); continue; }
             sl->n_fed += s->ins[j].n;
             s->st.prompt_tokens += (uint64_t)s->ins[j].n;
-            if (sl->n_fed == sl->req->p.n_prompt) sample_into(s, sl, s->logits + (size_t)j * V);
+            if (sl->n_fed == sl->req->p.n_prompt) {
+                sl->rope_shift = sl->req->lay.rope_shift;
+                sample_into(s, sl, s->logits + (size_t)j * V);
+            }
         }
         if (n_dec && dt > 0) s->st.decode_tps = n_dec / dt;
         pthread_cond_broadcast(&s->cv_ev);
@@ -314,7 +353,9 @@ mx_sched *mx_sched_new(mx_engine *e, int parallel, int ctx, int step_tokens, int
     for (int i = 0; i < parallel; i++) {
         s->slots[i].kv = mx_kv_new(&e->model, ctx);
         s->slots[i].toks = mx_malloc(sizeof(int32_t) * (size_t)ctx);
-        if (!s->slots[i].kv || !s->slots[i].toks) { mx_sched_free(s); return NULL; }
+        s->slots[i].tags = mx_calloc((size_t)ctx, sizeof(uint64_t));
+        s->slots[i].mpos = mx_malloc(sizeof(int) * 3 * (size_t)s->step_tokens);
+        if (!s->slots[i].kv || !s->slots[i].toks || !s->slots[i].tags || !s->slots[i].mpos) { mx_sched_free(s); return NULL; }
     }
     if (pthread_create(&s->th, NULL, engine_loop, s) != 0) { mx_set_err("cannot start the engine thread"); mx_sched_free(s); return NULL; }
     s->started = true;
@@ -350,6 +391,8 @@ void mx_sched_free(mx_sched *s) {
     for (int i = 0; s->slots && i < s->parallel; i++) {
         mx_kv_free(s->slots[i].kv);
         free(s->slots[i].toks);
+        free(s->slots[i].tags);
+        free(s->slots[i].mpos);
         mx_sampler_free(s->slots[i].smp);
     }
     free(s->slots);
@@ -363,6 +406,42 @@ void mx_sched_free(mx_sched *s) {
     pthread_cond_destroy(&s->cv);
     pthread_cond_destroy(&s->cv_ev);
     free(s);
+}
+
+/* The request's own copy of its image inputs; a span longer than a step
+ * could never be fed. */
+static int copy_images(const mx_sched *s, mx_req *r, const mx_req_params *p) {
+    const mx_vision_layout *l = p->lay;
+    int n = p->n_prompt, H = s->e->model.arch.hidden;
+    if (l->n != n) return mx_set_err("image layout of %d tokens for a prompt of %d", l->n, n);
+    for (int i = 0; l->span_lo && i < n; i++)
+        if (l->span_hi[i] - l->span_lo[i] > s->step_tokens)
+            return mx_set_err("an image block of %d tokens is longer than a step (%d tokens): raise the server's step size",
+                              l->span_hi[i] - l->span_lo[i], s->step_tokens);
+    r->lay.n = n;
+    r->lay.rope_shift = l->rope_shift;
+    r->rows_scaled = s->e->vision && mx_vision_spec(s->e->vision)->rows_scaled;
+    r->lay.embed_row = mx_malloc(sizeof(int) * (size_t)n);
+    r->rows = mx_malloc(sizeof(float) * (size_t)(p->n_rows ? p->n_rows : 1) * H);
+    r->tags = mx_malloc(sizeof(uint64_t) * (size_t)n);
+    if (!r->lay.embed_row || !r->rows || !r->tags) return MX_ERR;
+    memcpy(r->lay.embed_row, l->embed_row, sizeof(int) * (size_t)n);
+    memcpy(r->rows, p->rows, sizeof(float) * (size_t)p->n_rows * H);
+    memcpy(r->tags, p->tags, sizeof(uint64_t) * (size_t)n);
+    for (int i = 0; i < n; i++)
+        if (l->embed_row[i] >= p->n_rows) return mx_set_err("image row %d of %d", l->embed_row[i], p->n_rows);
+    if (l->span_lo) {
+        r->lay.span_lo = mx_malloc(sizeof(int) * (size_t)n);
+        r->lay.span_hi = mx_malloc(sizeof(int) * (size_t)n);
+        if (!r->lay.span_lo || !r->lay.span_hi) return MX_ERR;
+        memcpy(r->lay.span_lo, l->span_lo, sizeof(int) * (size_t)n);
+        memcpy(r->lay.span_hi, l->span_hi, sizeof(int) * (size_t)n);
+    }
+    if (l->mpos) {
+        if (!(r->lay.mpos = mx_malloc(sizeof(int) * 3 * (size_t)n))) return MX_ERR;
+        memcpy(r->lay.mpos, l->mpos, sizeof(int) * 3 * (size_t)n);
+    }
+    return MX_OK;
 }
 
 mx_req *mx_sched_submit(mx_sched *s, const mx_req_params *p) {
@@ -385,6 +464,12 @@ mx_req *mx_sched_submit(mx_sched *s, const mx_req_params *p) {
     r->bias_vals = mx_malloc(sizeof(float) * (size_t)(p->n_bias + 1));
     if (!r->prompt || !r->bias_ids || !r->bias_vals) { free(r->prompt); free(r->bias_ids); free(r->bias_vals); free(r); return NULL; }
     memcpy(r->prompt, p->prompt, sizeof(int32_t) * (size_t)p->n_prompt);
+    r->p.lay = NULL;
+    r->p.grammar = mx_grammar_ref(p->grammar); /* req_free drops it on any failure below */
+    if (p->lay && copy_images(s, r, p)) {
+        req_free(r);
+        return NULL;
+    }
     if (p->n_bias) {
         memcpy(r->bias_ids, p->bias_ids, sizeof(int32_t) * (size_t)p->n_bias);
         memcpy(r->bias_vals, p->bias_vals, sizeof(float) * (size_t)p->n_bias);
@@ -392,10 +477,8 @@ mx_req *mx_sched_submit(mx_sched *s, const mx_req_params *p) {
     r->p.prompt = r->prompt;
     r->p.bias_ids = r->bias_ids;
     r->p.bias_vals = r->bias_vals;
-    r->p.grammar = mx_grammar_ref(p->grammar);
     if (p->grammar && mx_constraint_init(&r->con, p->grammar, s->vocab)) {
-        mx_grammar_unref(r->p.grammar);
-        free(r->prompt); free(r->bias_ids); free(r->bias_vals); free(r);
+        req_free(r);
         return NULL;
     }
     if (r->p.max_tokens < 1) r->p.max_tokens = 1;
@@ -403,9 +486,7 @@ mx_req *mx_sched_submit(mx_sched *s, const mx_req_params *p) {
     pthread_mutex_lock(&s->mu);
     if (s->quit) {
         pthread_mutex_unlock(&s->mu);
-        mx_constraint_free(&r->con);
-        mx_grammar_unref(r->p.grammar);
-        free(r->prompt); free(r->bias_ids); free(r->bias_vals); free(r);
+        req_free(r);
         mx_set_err("the server is shutting down");
         return NULL;
     }

@@ -25,6 +25,14 @@ typedef struct {
     const int32_t *bias_ids; /* logit_bias */
     const float *bias_vals;
     int n_bias;
+    /* Images (vision-language models; NULL = none): the prompt's layout
+     * (mx_vision_layout over these n_prompt tokens), the image rows and each
+     * token's content tag (mx_vlprompt_tags): a slot's cached prefix is
+     * reused only as far as tokens and tags agree. Copied at submit. */
+    const mx_vision_layout *lay;
+    const float *rows;
+    int n_rows;
+    const uint64_t *tags;
     mx_grammar *grammar;    /* constrains the output (NULL: none); the request holds a reference */
 } mx_req_params;
 

@@ -163,23 +163,31 @@ int64_t mx_textmodel_min_tokens(const mx_textmodel *tm, size_t len) {
     return m ? (int64_t)(len / (4 * m)) : 0;
 }
 
-int mx_textmodel_chat_ids(const mx_textmodel *tm, json_t *ctx, const mx_chat_opts *o, mx_buf *text, int32_t **ids, int *n) {
-    *ids = NULL;
-    *n = 0;
+int mx_textmodel_chat_render(const mx_textmodel *tm, json_t *ctx, const mx_chat_opts *o, mx_buf *text, mx_buf *marks) {
     const mx_tmpl *t = chat_template(tm, ctx);
     if (!t) return MX_ERR;
-    if (text->len) return mx_set_err("mx_textmodel_chat_ids: the text buffer must be empty");
-    mx_buf marks = {0};
-    mx_tmpl_opts to = {.deadline = o->deadline, .max_memory = o->max_memory, .trusted = tm->special, .markup = o->content_as_text ? &marks : NULL};
+    if (text->len) return mx_set_err("mx_textmodel_chat_render: the text buffer must be empty");
+    mx_tmpl_opts to = {.deadline = o->deadline, .max_memory = o->max_memory, .trusted = tm->special, .markup = o->content_as_text ? marks : NULL};
     int rc = mx_tmpl_render_chat_ex(t, ctx, &to, text);
     int64_t least = rc ? 0 : mx_textmodel_min_tokens(tm, text->len);
     if (!rc && o->max_tokens > 0 && least >= o->max_tokens)
         rc = mx_set_err("the prompt has at least %lld tokens (%zu bytes); the context size is %d", (long long)least, text->len, o->max_tokens);
-    if (!rc) {
-        mx_tok_opts ko = {.add_special = mx_textmodel_plain_chat(tm), .split_special = o->content_as_text, .markup = (const size_t *)(void *)marks.data,
-                          .n_markup = marks.len / (2 * sizeof(size_t)), .deadline = o->deadline};
-        rc = mx_tok_encode_ex(tm->tok, text->data ? text->data : "", text->len, &ko, ids, n);
-    }
+    return rc;
+}
+
+int mx_textmodel_chat_encode(const mx_textmodel *tm, const char *text, size_t len, const mx_chat_opts *o, const mx_buf *marks, int32_t **ids,
+                             int *n) {
+    mx_tok_opts ko = {.add_special = mx_textmodel_plain_chat(tm), .split_special = o->content_as_text, .markup = (const size_t *)(void *)marks->data,
+                      .n_markup = marks->len / (2 * sizeof(size_t)), .deadline = o->deadline};
+    return mx_tok_encode_ex(tm->tok, text ? text : "", len, &ko, ids, n);
+}
+
+int mx_textmodel_chat_ids(const mx_textmodel *tm, json_t *ctx, const mx_chat_opts *o, mx_buf *text, int32_t **ids, int *n) {
+    *ids = NULL;
+    *n = 0;
+    mx_buf marks = {0};
+    int rc = mx_textmodel_chat_render(tm, ctx, o, text, &marks);
+    if (!rc) rc = mx_textmodel_chat_encode(tm, text->data, text->len, o, &marks, ids, n);
     mx_buf_free(&marks);
     return rc;
 }

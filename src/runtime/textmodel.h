@@ -63,6 +63,12 @@ typedef struct {
 /* Renders ctx (as mx_textmodel_render) into *text (appended to an empty
  * buffer) and encodes it (as mx_textmodel_encode_chat). */
 int mx_textmodel_chat_ids(const mx_textmodel *tm, json_t *ctx, const mx_chat_opts *o, mx_buf *text, int32_t **ids, int *n);
+/* Its two steps, for a front end that edits the rendered text between them
+ * (image placeholders, vlprompt.h): marks gets the markup ranges (size_t
+ * pairs, as mx_tok_opts reads them) when o->content_as_text. */
+int mx_textmodel_chat_render(const mx_textmodel *tm, json_t *ctx, const mx_chat_opts *o, mx_buf *text, mx_buf *marks);
+int mx_textmodel_chat_encode(const mx_textmodel *tm, const char *text, size_t len, const mx_chat_opts *o, const mx_buf *marks, int32_t **ids,
+                             int *n);
 /* Fewest tokens len bytes of text can encode to (assuming a normalizer
  * shrinks text at most 4x); 0 without a tokenizer. */
 int64_t mx_textmodel_min_tokens(const mx_textmodel *tm, size_t len);

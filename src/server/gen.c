@@ -166,6 +166,7 @@ int mx_gen_run(server *sv, mx_srv_req *rq, mx_gen_params *g, const mx_gen_format
     memset(g, 0, sizeof *g);
     x->g.p.prompt = x->g.prompt;
     x->req = mx_sched_submit(sv->sched, &x->g.p);
+    mx_gen_images_free(&x->g); /* the request copied them */
     if (!x->req) {
         char msg[512];
         snprintf(msg, sizeof msg, "%s", mx_errmsg());

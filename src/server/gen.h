@@ -9,6 +9,7 @@
 #define MX_SERVER_GEN_H
 #include "server_int.h"
 #include "../runtime/outparse.h"
+#include "../runtime/vlprompt.h"
 
 typedef struct {
     mx_req_params p;
@@ -21,9 +22,17 @@ typedef struct {
     bool one_call;           /* parallel_tool_calls false: at most one tool call */
     bool starts_in_think;    /* the prompt leaves the reply inside <think> */
     bool reasoning;          /* split <think> blocks into reasoning text */
+    mx_vlprompt *images;     /* NULL, or the chat's images: decoded by the parse, their rows by
+                                mx_gen_prepare_images; p.lay, p.rows and p.tags point into them */
+    uint64_t *tags;
 } mx_gen_params;
 
 void mx_gen_params_free(mx_gen_params *g);
+/* The images' rows (the vision tower, or the cache), layout and tags for
+ * the prompt; false with err. */
+bool mx_gen_prepare_images(server *sv, mx_gen_params *g, char *err, size_t errn);
+/* Frees the images (the scheduler has copied what it needs). */
+void mx_gen_images_free(mx_gen_params *g);
 /* The sampling and limit fields of the OpenAI request shape: model,
  * max_tokens, the sampling table's fields (temperature, top_p, ...; the
  * server's --temp etc. are their defaults), stream, stop, logit_bias. false

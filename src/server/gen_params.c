@@ -9,7 +9,35 @@
 #include <string.h>
 #include <time.h>
 
+void mx_gen_images_free(mx_gen_params *g) {
+    if (g->images) mx_vlprompt_free(g->images);
+    free(g->images);
+    free(g->tags);
+    g->images = NULL;
+    g->tags = NULL;
+    g->p.lay = NULL;
+    g->p.rows = NULL;
+    g->p.n_rows = 0;
+    g->p.tags = NULL;
+}
+
+bool mx_gen_prepare_images(server *sv, mx_gen_params *g, char *err, size_t errn) {
+    mx_vlprompt *vp = g->images;
+    int n = g->p.n_prompt;
+    if (mx_vlprompt_prepare(vp, &sv->tm.e, g->prompt, n, sv->vpool) || !(g->tags = mx_malloc(sizeof(uint64_t) * (size_t)(n ? n : 1)))) {
+        snprintf(err, errn, "%s", mx_errmsg());
+        return false;
+    }
+    mx_vlprompt_tags(vp, g->tags);
+    g->p.lay = &vp->lay;
+    g->p.rows = vp->rows;
+    g->p.n_rows = vp->n_rows;
+    g->p.tags = g->tags;
+    return true;
+}
+
 void mx_gen_params_free(mx_gen_params *g) {
+    mx_gen_images_free(g);
     free(g->prompt);
     free(g->bias_ids);
     free(g->bias_vals);

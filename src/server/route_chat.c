@@ -5,8 +5,35 @@
 #include <stdio.h>
 #include <string.h>
 
-/* Message content: a string, or a list of {"type":"text","text":...} parts. */
-static bool normalize_messages(json_t *msgs, char *err, size_t errn) {
+/* One image_url part: read (a data URL, or a local file only under
+ * --allowed-image-dir; remote URLs are refused: the server does not fetch
+ * for a client), decoded and preprocessed into g->images. */
+static bool add_image(server *sv, json_t *part, size_t i, size_t k, mx_gen_params *g, char *err, size_t errn) {
+    const mx_engine *e = &sv->tm.e;
+    if (!e->vision) { snprintf(err, errn, "messages[%zu].content[%zu]: this model does not take images", i, k); return false; }
+    json_t *iu = json_object_get(part, "image_url"), *url = json_is_object(iu) ? json_object_get(iu, "url") : iu;
+    if (!json_is_string(url)) { snprintf(err, errn, "messages[%zu].content[%zu].image_url.url must be a string", i, k); return false; }
+    if (!g->images && !(g->images = mx_calloc(1, sizeof *g->images))) { snprintf(err, errn, "%s", mx_errmsg()); return false; }
+    char *data, what[64];
+    size_t len;
+    snprintf(what, sizeof what, "messages[%zu].content[%zu]", i, k);
+    if (mx_image_source_read(json_string_value(url), sv->o.image_dir, &data, &len)) {
+        snprintf(err, errn, "%s: %s", what, mx_errmsg());
+        return false;
+    }
+    int r = mx_vlprompt_add(g->images, e, data, len, 0, what);
+    free(data);
+    if (r) snprintf(err, errn, "%s", mx_errmsg());
+    return !r;
+}
+
+/* Message content: a string, or a list of parts: {"type":"text","text":...}
+ * and, for a vision-language model, {"type":"image_url","image_url":{"url":
+ * "data:image/png;base64,..."}}. The images go into g->images in order; a
+ * message with images keeps its parts for the template as [{"type":"image"},
+ * {"type":"text", ...}], whose placeholders mx_vlprompt_chat_ids expands
+ * (the plain chat format, with none, gets the images first). */
+static bool normalize_messages(server *sv, json_t *msgs, mx_gen_params *g, char *err, size_t errn) {
     if (!json_is_array(msgs) || !json_array_size(msgs)) { snprintf(err, errn, "'messages' must be a non-empty list"); return false; }
     size_t i;
     json_t *m;
@@ -16,14 +43,34 @@ static bool normalize_messages(json_t *msgs, char *err, size_t errn) {
         if (!json_is_string(role)) { snprintf(err, errn, "messages[%zu].role must be a string", i); return false; }
         json_t *c = json_object_get(m, "content");
         if (json_is_array(c)) {
-            static const char *const text_only[] = {"text", NULL};
-            char what[48];
-            snprintf(what, sizeof what, "messages[%zu].content", i);
-            json_t *t = mx_text_parts(c, text_only, what, err, errn);
-            if (!t) return false;
-            json_object_set_new(m, "content", t);
+            mx_buf t = {0};
+            json_t *parts = json_array();
+            bool images = false, ok = true;
+            size_t k;
+            json_t *part;
+            json_array_foreach(c, k, part) {
+                json_t *type = json_object_get(part, "type"), *text = json_object_get(part, "text");
+                const char *ty = json_string_value(type);
+                if (ty && !strcmp(ty, "text") && json_is_string(text)) {
+                    mx_buf_append(&t, json_string_value(text), json_string_length(text));
+                    json_array_append_new(parts, json_pack("{s:s,s:O}", "type", "text", "text", text));
+                } else if (ty && !strcmp(ty, "image_url")) {
+                    if (!(ok = add_image(sv, part, i, k, g, err, errn))) break;
+                    images = true;
+                    json_array_append_new(parts, json_pack("{s:s}", "type", "image"));
+                } else {
+                    snprintf(err, errn, "messages[%zu].content[%zu]: only text and image_url parts are supported", i, k);
+                    ok = false;
+                    break;
+                }
+            }
+            if (ok && images && !mx_textmodel_plain_chat(&sv->tm)) json_object_set(m, "content", parts);
+            else if (ok) json_object_set_new(m, "content", json_stringn(t.data ? t.data : "", t.len));
+            json_decref(parts);
+            mx_buf_free(&t);
+            if (!ok) return false;
         } else if (c && !json_is_string(c) && !json_is_null(c)) {
-            snprintf(err, errn, "messages[%zu].content must be a string or a list of text parts", i);
+            snprintf(err, errn, "messages[%zu].content must be a string or a list of text and image_url parts", i);
             return false;
         }
     }
@@ -142,7 +189,7 @@ static json_t *chat_context(server *sv, json_t *req, mx_gen_params *g, bool *con
     json_t *offer;
     if (!parse_tools(req, g, &offer, required, err, errn)) return NULL;
     msgs = json_deep_copy(msgs);
-    if (!normalize_messages(msgs, err, errn)) { json_decref(msgs); return NULL; }
+    if (!normalize_messages(sv, msgs, g, err, errn)) { json_decref(msgs); return NULL; }
     json_t *ctx = json_object();
     if (json_is_object(kw)) json_object_update(ctx, kw);
     json_t *docs = json_object_get(req, "documents");
@@ -176,7 +223,8 @@ bool mx_chat_parse(server *sv, json_t *req, size_t body_len, mx_gen_params *g, c
                        .max_memory = ((size_t)64 << 20) + 8 * body_len, .max_tokens = sv->o.ctx_size};
     mx_buf text = {0};
     int n = 0;
-    int rc = mx_textmodel_chat_ids(&sv->tm, ctx, &co, &text, &g->prompt, &n);
+    int rc = g->images ? mx_vlprompt_chat_ids(g->images, &sv->tm, ctx, &co, &text, &g->prompt, &n)
+                       : mx_textmodel_chat_ids(&sv->tm, ctx, &co, &text, &g->prompt, &n);
     json_decref(ctx);
     if (rc) {
         json_decref(required);
@@ -207,7 +255,7 @@ bool mx_chat_parse(server *sv, json_t *req, size_t body_len, mx_gen_params *g, c
 int mx_route_chat(server *sv, mx_srv_req *rq, json_t *req) {
     char err[1024] = "";
     mx_gen_params g = {0};
-    if (!mx_chat_parse(sv, req, mx_srv_body_len(rq), &g, err, sizeof err)) {
+    if (!mx_chat_parse(sv, req, mx_srv_body_len(rq), &g, err, sizeof err) || (g.images && !mx_gen_prepare_images(sv, &g, err, sizeof err))) {
         mx_gen_params_free(&g);
         return mx_srv_bad_request(sv, rq, "%s", err);
     }

@@ -45,5 +45,15 @@ int mx_route_metrics(server *sv, mx_srv_req *rq, json_t *req) {
                   (unsigned long long)atomic_load(&sv->n_http), (unsigned long long)atomic_load(&sv->n_errors),
                   (unsigned long long)st.requests, (unsigned long long)st.prompt_tokens, (unsigned long long)st.cached_tokens,
                   (unsigned long long)st.gen_tokens, st.active, st.queued, st.ttft_count ? st.ttft_sum / st.ttft_count : 0.0, st.decode_tps);
+    if (sv->sched && sv->tm.e.vision) {
+        unsigned long enc, hits;
+        mx_vision_counts(sv->tm.e.vision, &enc, &hits);
+        mx_buf_printf(&b,
+                      "# HELP mlxcel_images_encoded_total Images run through the vision tower.\n# TYPE mlxcel_images_encoded_total counter\n"
+                      "mlxcel_images_encoded_total %lu\n"
+                      "# HELP mlxcel_images_cached_total Images whose rows came from the cache (seen before).\n"
+                      "# TYPE mlxcel_images_cached_total counter\nmlxcel_images_cached_total %lu\n",
+                      enc, hits);
+    }
     return mx_srv_text(rq, 200, "text/plain; version=0.0.4", &b);
 }

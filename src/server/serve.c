@@ -96,6 +96,7 @@ int mx_srv_load(server *sv, mx_task *task) {
         return MX_ERR;
     snprintf(sv->name, sizeof sv->name, "%s", o->model_name ? o->model_name : sv->tm.name);
     sv->tok = sv->tm.tok;
+    if (sv->tm.e.vision && !(sv->vpool = mx_pool_new(o->threads))) return MX_ERR;
     if (sv->tok) mx_textmodel_warn_plain(&sv->tm, "mlxcel serve");
     return MX_OK;
 }
@@ -132,6 +133,7 @@ int mx_serve(const mx_serve_opts *o) {
         mx_embed_batcher_free(sv.emb);
         mx_speech_runner_free(sv.speech);
         mx_sched_free(sv.sched);
+        mx_pool_free(sv.vpool);
         mx_textmodel_close(&sv.tm);
         return 1;
     }
@@ -167,6 +169,8 @@ int mx_serve(const mx_serve_opts *o) {
     sv.emb = NULL;
     mx_speech_runner_free(sv.speech);
     sv.speech = NULL;
+    mx_pool_free(sv.vpool);
+    sv.vpool = NULL;
     if (task == MX_TASK_CAUSAL_LM) mx_textmodel_close(&sv.tm);
     return 0;
 }

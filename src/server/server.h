@@ -21,6 +21,8 @@ typedef struct {
     const mx_sampling *sampling; /* what a request's absent sampling fields take; NULL: temperature 1,
                                     the rest off, a new seed per request */
     const char *model_name;      /* the model id the API reports; NULL: the folder's name */
+    const char *image_dir;       /* chat image parts may name local files only under this folder;
+                                    NULL: data URLs only */
     /* limits against hostile clients (docs/security.md) */
     int max_conns_per_ip;      /* open connections per client address; 0: no limit */
     float rate_limit;          /* requests per second per client address (burst of as many); 0: none */

@@ -24,6 +24,7 @@ typedef struct server {
     mx_serve_opts o;
     mx_textmodel tm;          /* generation mode */
     mx_sched *sched;
+    mx_pool *vpool;           /* encodes request images (vision-language models) */
     mx_embed_batcher *emb;    /* embedding / rerank mode */
     mx_speech_runner *speech; /* speech-to-text mode (the /v1/audio routes) */
     char name[256];           /* model id */

@@ -318,32 +318,6 @@ void tk_norm_free(tk_norm *n) {
     free(n);
 }
 
-/* base64 (standard alphabet, padding optional) */
-static int b64dec(const char *s, size_t n, uint8_t **out, size_t *olen) {
-    uint8_t *o = mx_malloc(n / 4 * 3 + 4);
-    if (!o) return MX_ERR;
-    size_t k = 0;
-    uint32_t acc = 0;
-    int bits = 0;
-    for (size_t i = 0; i < n; i++) {
-        char ch = s[i];
-        int v;
-        if (ch >= 'A' && ch <= 'Z') v = ch - 'A';
-        else if (ch >= 'a' && ch <= 'z') v = ch - 'a' + 26;
-        else if (ch >= '0' && ch <= '9') v = ch - '0' + 52;
-        else if (ch == '+' || ch == '-') v = 62;
-        else if (ch == '/' || ch == '_') v = 63;
-        else if (ch == '=') break;
-        else { free(o); return MX_ERR; }
-        acc = (acc << 6) | (uint32_t)v;
-        bits += 6;
-        if (bits >= 8) { bits -= 8; o[k++] = (uint8_t)(acc >> bits); }
-    }
-    *out = o;
-    *olen = k;
-    return MX_OK;
-}
-
 static bool jbool(const tj *o, const char *k, bool def) {
     const tj *v = tj_get(o, k);
     if (!v || v->type == TJ_NULL) return def;
@@ -409,7 +383,7 @@ tk_norm *tk_norm_parse(const tj *v, const char *file, int depth) {
         if (cm->type != TJ_STR) { mx_set_err("%s: normalizer.precompiled_charsmap: expected a base64 string", file); goto fail; }
         uint8_t *blob;
         size_t bl;
-        if (b64dec(cm->v.str, cm->n, &blob, &bl)) { mx_set_err("%s: normalizer.precompiled_charsmap: bad base64", file); goto fail; }
+        if (mx_b64_decode(cm->v.str, cm->n, &blob, &bl)) { mx_set_err("%s: normalizer.precompiled_charsmap: bad base64", file); goto fail; }
         int rc = bl ? tk_precompiled_init(n, blob, bl, file) : MX_OK;
         if (!bl) n->type = N_SEQ;
         free(blob);

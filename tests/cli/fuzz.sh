@@ -20,6 +20,7 @@ seeds() { # target -> seed dirs and flags
     fuzz_hub) echo "fuzz/seeds-hub -max_len=4096" ;;
     fuzz_grammar) echo "fuzz/seeds-grammar -max_len=4096" ;;
     fuzz_audio) echo "fuzz/seeds-audio -max_len=65536" ;;
+    fuzz_image) echo "fuzz/seeds-image -max_len=8192" ;;
     *) echo "" ;;
   esac
 }

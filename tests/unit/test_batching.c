@@ -33,8 +33,8 @@ static void check_fixture(const char *name, const char *dir) {
         mx_seq_in in[NS];
         for (int s = 0; s < NS; s++) {
             int off = step ? LENS[s] + step - 1 : 0, n = step ? 1 : LENS[s];
-            in[s] = (mx_seq_in){joint[s], toks[s] + off, n, 0};
-            mx_seq_in one = {alone[s], toks[s] + off, n, 0};
+            in[s] = (mx_seq_in){.kv = joint[s], .tokens = toks[s] + off, .n = n, .seg_end = 0};
+            mx_seq_in one = {.kv = alone[s], .tokens = toks[s] + off, .n = n, .seg_end = 0};
             if (mx_forward(ctx, &one, 1, la + (size_t)s * V, false)) { CHECK(name, 0, "%s", mx_errmsg()); goto out; }
         }
         if (mx_forward(ctx, in, NS, lj, false)) { CHECK(name, 0, "%s", mx_errmsg()); goto out; }
@@ -71,12 +71,12 @@ static void check_long(const char *name, const char *dir) {
     mx_seq_in in[2];
     for (int s = 0; s < 2 && ok; s++) {
         mx_kv *k = mx_kv_new(&e.model, L0 + 1);
-        mx_seq_in one = {k, toks[s], lens[s], 0};
+        mx_seq_in one = {.kv = k, .tokens = toks[s], .n = lens[s], .seg_end = 0};
         ok = !mx_forward(ctx, &one, 1, la + (size_t)s * V, false);
         mx_kv_free(k);
     }
     mx_kv *kj[2] = {mx_kv_new(&e.model, L0 + 1), mx_kv_new(&e.model, L0 + 1)};
-    for (int s = 0; s < 2; s++) in[s] = (mx_seq_in){kj[s], toks[s], lens[s], 0};
+    for (int s = 0; s < 2; s++) in[s] = (mx_seq_in){.kv = kj[s], .tokens = toks[s], .n = lens[s], .seg_end = 0};
     mx_attention_set_key_block(16); /* stacked run also takes keys in blocks: same bits */
     ok = ok && !mx_forward(ctx, in, 2, lj, false);
     mx_attention_set_key_block(0);

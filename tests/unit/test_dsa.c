@@ -23,7 +23,7 @@ static int run(const mx_model *m, const int32_t *toks, int chunk, int threads, f
     int rc = c && kv ? 0 : -1;
     for (int i = 0; i < T && !rc; i += chunk) {
         int n = MX_MIN(chunk, T - i);
-        mx_seq_in s = {kv, toks + i, n, 0};
+        mx_seq_in s = {.kv = kv, .tokens = toks + i, .n = n};
         rc = mx_forward(c, &s, 1, out + (size_t)i * m->arch.vocab, true);
     }
     mx_kv_free(kv);

@@ -103,18 +103,18 @@ static void run_fixture(const char *name, const char *dir, mx_pool *pool) {
     mx_enc *enc = mx_enc_new(m, 4 * T, pool);
     float *h = calloc((size_t)4 * T * H, sizeof(float)), *h1 = calloc((size_t)T * H, sizeof(float));
     /* padded as given, with the mask */
-    mx_enc_seq s = {r.ids, r.types, r.mask8, T};
+    mx_enc_seq s = {.tokens = r.ids, .type_ids = r.types, .mask = r.mask8, .n = T};
     snprintf(label, sizeof label, "%s/padded", name);
     if (mx_encode(enc, &s, 1, h)) CHECK(label, 0, "%s", mx_errmsg());
     else check_outputs(label, m, pool, &r, h, T, r.mask8);
     /* unpadded: the valid prefix only */
-    mx_enc_seq u = {r.ids, r.types, NULL, r.nv};
+    mx_enc_seq u = {.tokens = r.ids, .type_ids = r.types, .mask = NULL, .n = r.nv};
     snprintf(label, sizeof label, "%s/unpadded", name);
     if (mx_encode(enc, &u, 1, h1)) CHECK(label, 0, "%s", mx_errmsg());
     else check_outputs(label, m, pool, &r, h1, r.nv, NULL);
     /* batching: [prefix of half, full (padded), valid prefix] in one pass equals each alone */
     int half = r.nv / 2;
-    mx_enc_seq b[3] = {{r.ids, r.types, NULL, half}, {r.ids, r.types, r.mask8, T}, {r.ids, r.types, NULL, r.nv}};
+    mx_enc_seq b[3] = {{.tokens = r.ids, .type_ids = r.types, .mask = NULL, .n = half}, {.tokens = r.ids, .type_ids = r.types, .mask = r.mask8, .n = T}, {.tokens = r.ids, .type_ids = r.types, .mask = NULL, .n = r.nv}};
     float *hb = calloc((size_t)4 * T * H, sizeof(float)), *hs = calloc((size_t)T * H, sizeof(float));
     snprintf(label, sizeof label, "%s/batch_equals_single", name);
     if (mx_encode(enc, b, 3, hb)) CHECK(label, 0, "%s", mx_errmsg());

@@ -157,7 +157,7 @@ static void prefill_vs_decode(const char *name, const char *dir, mx_pool *pool) 
     mx_kv *k1 = mx_kv_new(m, T), *k2 = mx_kv_new(m, T);
     mx_moe_stats st;
     mx_moe_stats_get(m, &st, true);
-    mx_seq_in s1 = {k1, toks, T, 0};
+    mx_seq_in s1 = {.kv = k1, .tokens = toks, .n = T};
     /* grouping is what is compared: both passes with f32 activations (the
      * int8 decode path is checked against the fixtures in test_fixtures) */
     mx_ctx_policy(c)->act12 = false;
@@ -168,7 +168,7 @@ static void prefill_vs_decode(const char *name, const char *dir, mx_pool *pool) 
     bool step_ok = true;
     uint64_t per_expert = pre.all_expert_bytes / (uint64_t)(E * L); /* experts are equal-sized */
     for (int i = 0; i < T && !rc; i++) {
-        mx_seq_in s2 = {k2, toks + i, 1, 0};
+        mx_seq_in s2 = {.kv = k2, .tokens = toks + i, .n = 1};
         rc = mx_forward(c, &s2, 1, b + (size_t)i * V, true);
         mx_moe_stats_get(m, &st, true);
         /* a decode step runs exactly top_k experts per MoE layer and reads only their bytes */
@@ -248,7 +248,7 @@ static void test_decode_page_faults(const char *name, const char *dir) {
     int32_t toks[8] = {5, 17, 33, 2, 250, 7, 99, 101};
     mx_ctx *c = mx_ctx_new(m, T, T + 1, NULL);
     mx_kv *kv = mx_kv_new(m, T + 1);
-    mx_seq_in pre = {kv, toks, T - 1, 0}, step = {kv, toks + T - 1, 1, 0};
+    mx_seq_in pre = {.kv = kv, .tokens = toks, .n = T - 1, .seg_end = 0}, step = {.kv = kv, .tokens = toks + T - 1, .n = 1, .seg_end = 0};
     float *lg = malloc(sizeof(float) * (size_t)m->arch.vocab);
     int rc = mx_forward(c, &pre, 1, lg, false);
     struct sigaction sa;
@@ -426,7 +426,7 @@ static float *prompt_logits(const char *dir, int T, const int32_t *toks, mx_pool
     float *lg = malloc(sizeof(float) * (size_t)T * *V);
     mx_ctx *c = mx_ctx_new(&e.model, T, T, pool);
     mx_kv *kv = mx_kv_new(&e.model, T);
-    mx_seq_in s = {kv, toks, T, 0};
+    mx_seq_in s = {.kv = kv, .tokens = toks, .n = T, .seg_end = 0};
     if (c) mx_ctx_policy(c)->act12 = g_act12;
     if (mx_forward(c, &s, 1, lg, true)) { free(lg); lg = NULL; }
     mx_kv_free(kv);

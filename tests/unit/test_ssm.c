@@ -17,7 +17,7 @@ static float maxabs(const float *x, size_t n) {
 }
 
 static int fwd(mx_ctx *c, mx_kv *kv, const int32_t *tok, int n, float *logits) {
-    mx_seq_in in = {kv, tok, n, 0};
+    mx_seq_in in = {.kv = kv, .tokens = tok, .n = n, .seg_end = 0};
     return mx_forward(c, &in, 1, logits, true);
 }
 
@@ -69,7 +69,7 @@ static void run(const char *name) {
     a->len = 0;
     rc = rc || fwd(c, a, tok, 10, got);
     d->len = 0;
-    mx_seq_in in[2] = {{a, tok + 10, 20, 0}, {d, tok2, 15, 0}};
+    mx_seq_in in[2] = {{.kv = a, .tokens = tok + 10, .n = 20}, {.kv = d, .tokens = tok2, .n = 15}};
     float *both = malloc(sizeof(float) * 35 * V);
     rc = rc || mx_forward(c, in, 2, both, true);
     snprintf(label, sizeof label, "ssm/%s/stacked_sequences", name);
