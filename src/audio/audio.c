@@ -34,7 +34,7 @@ typedef struct {
     sf_count_t len, pos;
 } src_t;
 
-static sf_count_t v_len(void *u) { return ((src_t *)u)->len; }
+static sf_count_t tmpl_v_len(void *u) { return ((src_t *)u)->len; }
 static sf_count_t v_tell(void *u) { return ((src_t *)u)->pos; }
 static sf_count_t v_seek(sf_count_t off, int whence, void *u) {
     src_t *s = u;
@@ -268,7 +268,7 @@ static int open_reader(reader *r, src_t *src, const uint8_t *head, size_t hn) {
         r->close = ov_cl;
         return MX_OK;
     }
-    SF_VIRTUAL_IO vio = {v_len, v_seek, v_read, v_write, v_tell};
+    SF_VIRTUAL_IO vio = {tmpl_v_len, v_seek, v_read, v_write, v_tell};
     SF_INFO si;
     memset(&si, 0, sizeof si);
     r->sf = sf_open_virtual(&vio, SFM_READ, &si, src);

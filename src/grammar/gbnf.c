@@ -672,7 +672,7 @@ static mx_grammar *flatten(gb *b, int root) {
     g->rule_alt = mx_malloc(((size_t)nr + 1) * sizeof *g->rule_alt);
     g->ret_site = mx_malloc(((size_t)nr + 1) * sizeof *g->ret_site);
     g->bs = mx_malloc((size_t)(b->n_bs ? b->n_bs : 1) * sizeof *g->bs);
-    if (!g->el || !g->rule_of || !g->alt_start || !g->rule_alt || !g->ret_site || !g->bs || g_ctab_init(&g->pre)) goto fail;
+    if (!g->el || !g->rule_of || !g->alt_start || !g->rule_alt || !g->ret_site || !g->bs || mx_g_ctab_init(&g->pre)) goto fail;
     g->pre.dense = true;
     if (b->n_bs) memcpy(g->bs, b->bs, (size_t)b->n_bs * sizeof *g->bs);
     g->n_bs = b->n_bs;
@@ -720,7 +720,7 @@ static mx_grammar *flatten(gb *b, int root) {
 fail:
     free(newid);
     free(queue);
-    g_grammar_free(g);
+    mx_g_grammar_free(g);
     return NULL;
 }
 

@@ -71,19 +71,19 @@ typedef struct {
     uint64_t *skey;
     uint32_t scap2;
 } g_ctab;
-int g_ctab_init(g_ctab *t);
-void g_ctab_free(g_ctab *t);
+int mx_g_ctab_init(g_ctab *t);
+void mx_g_ctab_free(g_ctab *t);
 
 enum { G_DEAD = -1, G_FAIL = -2 };
 /* The state of the given sorted, unique stacks (n >= 1); G_FAIL on error. */
-int32_t g_state(g_ctab *t, const uint64_t *keys, int n);
+int32_t mx_g_state(g_ctab *t, const uint64_t *keys, int n);
 static inline const uint64_t *g_keys(const g_ctab *t, int32_t s, int *n) {
     *n = (int)t->slen[s];
     return t->spool.v + t->soff[s];
 }
 /* The state after byte b: an id, G_DEAD when no stack accepts b, G_FAIL on
  * error; *esc set when a stack popped past G_CTX_BASE. */
-int32_t g_step(const struct mx_grammar *g, g_ctab *t, int32_t s, uint8_t b, bool *esc);
+int32_t mx_g_step(const struct mx_grammar *g, g_ctab *t, int32_t s, uint8_t b, bool *esc);
 
 /* For a parser state reduced to its stacks' positions and the return
  * positions of the frames above them (pairs): the tokens accepted whatever
@@ -137,5 +137,5 @@ struct mx_gvocab {
     int max_len;
 };
 
-void g_grammar_free(mx_grammar *g);
+void mx_g_grammar_free(mx_grammar *g);
 #endif

@@ -53,12 +53,12 @@ static uint32_t mix(uint64_t x) {
 
 #define EMPTY_KEY UINT64_MAX
 
-int g_ctab_init(g_ctab *t) {
+int mx_g_ctab_init(g_ctab *t) {
     memset(t, 0, sizeof *t);
     t->cap = 1024;
     t->ret = mx_malloc((size_t)t->cap * sizeof *t->ret);
     t->parent = mx_malloc((size_t)t->cap * sizeof *t->parent);
-    if (!t->ret || !t->parent) { g_ctab_free(t); return MX_ERR; }
+    if (!t->ret || !t->parent) { mx_g_ctab_free(t); return MX_ERR; }
     /* ROOT and BASE are never followed (the closure stops at them) */
     t->ret[0] = t->ret[1] = -1;
     t->parent[0] = t->parent[1] = -1;
@@ -66,7 +66,7 @@ int g_ctab_init(g_ctab *t) {
     return MX_OK;
 }
 
-void g_ctab_free(g_ctab *t) {
+void mx_g_ctab_free(g_ctab *t) {
     free(t->ret);
     free(t->parent);
     free(t->hkey);
@@ -315,7 +315,7 @@ static uint32_t hash_keys(const uint64_t *k, int n) {
     return mix(h);
 }
 
-int32_t g_state(g_ctab *t, const uint64_t *keys, int n) {
+int32_t mx_g_state(g_ctab *t, const uint64_t *keys, int n) {
     if ((uint32_t)t->ns * 2 >= t->shcap) {
         uint32_t nc = t->shcap ? t->shcap * 2 : 1024;
         int32_t *nh = mx_malloc(nc * sizeof *nh);
@@ -357,7 +357,7 @@ int32_t g_state(g_ctab *t, const uint64_t *keys, int n) {
 
 static int32_t step_slow(const mx_grammar *g, g_ctab *t, int32_t s, uint8_t b, bool *esc);
 
-int32_t g_step(const mx_grammar *g, g_ctab *t, int32_t s, uint8_t b, bool *esc) {
+int32_t mx_g_step(const mx_grammar *g, g_ctab *t, int32_t s, uint8_t b, bool *esc) {
     if (t->dense) {
         if (s < t->nrow && t->row[s]) {
             int32_t v = t->row[s][b];
@@ -408,7 +408,7 @@ compute:;
     bool e = false;
     int32_t id = G_DEAD;
     int rc = g_advance(g, t, t->tmp.v, n, b, &t->adv, &e);
-    if (!rc && t->adv.n) id = g_state(t, t->adv.v, t->adv.n);
+    if (!rc && t->adv.n) id = mx_g_state(t, t->adv.v, t->adv.n);
     if (rc || id == G_FAIL) return G_FAIL;
     if (t->dense) {
         if (e) *esc = true;
@@ -436,12 +436,12 @@ static void pcache_free(g_pcache *c) {
     free(c);
 }
 
-void g_grammar_free(mx_grammar *g) {
+void mx_g_grammar_free(mx_grammar *g) {
     if (!g) return;
     for (uint32_t i = 0; i < g->pccap; i++) pcache_free(g->pcval[i]);
     free(g->pckey);
     free(g->pcval);
-    g_ctab_free(&g->pre);
+    mx_g_ctab_free(&g->pre);
     pthread_mutex_destroy(&g->mu);
     free(g->el);
     free(g->bs);
@@ -458,7 +458,7 @@ mx_grammar *mx_grammar_ref(mx_grammar *g) {
 }
 
 void mx_grammar_unref(mx_grammar *g) {
-    if (g && atomic_fetch_sub(&g->refs, 1) == 1) g_grammar_free(g);
+    if (g && atomic_fetch_sub(&g->refs, 1) == 1) mx_g_grammar_free(g);
 }
 
 /* ---------- per-position precomputation ---------- */
@@ -495,7 +495,7 @@ static int walk(mx_grammar *g, pwalk *w, int32_t s0) {
         int32_t c = f->child;
         f->child = v->end[c];
         bool e = false;
-        int32_t ns = g_step(g, &g->pre, f->state, v->byte[c], &e);
+        int32_t ns = mx_g_step(g, &g->pre, f->state, v->byte[c], &e);
         if (ns == G_FAIL) { rc = MX_ERR; break; }
         bool live = ns >= 0, esc = f->esc || e;
         int32_t lo = v->lo[c], own = lo + v->own[c], hi = v->lo[v->end[c]];
@@ -532,7 +532,7 @@ static g_pcache *precompute(mx_grammar *g, const uint64_t *pairs, int n) {
     }
     g_vec kv = {keys, n, n};
     sort_unique(&kv);
-    if ((s0 = g_state(&g->pre, kv.v, kv.n)) == G_FAIL || walk(g, &w, s0)) goto fail;
+    if ((s0 = mx_g_state(&g->pre, kv.v, kv.n)) == G_FAIL || walk(g, &w, s0)) goto fail;
     free(keys);
     keys = NULL;
     /* to token ids; a short list beats a bitmap when few tokens pass */
@@ -655,7 +655,7 @@ mx_gmatch *mx_gmatch_new(mx_grammar *g) {
     int n;
     bool esc = false;
     const uint64_t *c;
-    if (g_ctab_init(&m->t) || !(c = g_closure(g, &m->t, G_START, G_CTX_ROOT, &n, &esc)) || (m->cur = g_state(&m->t, c, n)) < 0) {
+    if (mx_g_ctab_init(&m->t) || !(c = g_closure(g, &m->t, G_START, G_CTX_ROOT, &n, &esc)) || (m->cur = mx_g_state(&m->t, c, n)) < 0) {
         mx_gmatch_free(m);
         return NULL;
     }
@@ -664,7 +664,7 @@ mx_gmatch *mx_gmatch_new(mx_grammar *g) {
 
 void mx_gmatch_free(mx_gmatch *m) {
     if (!m) return;
-    g_ctab_free(&m->t);
+    mx_g_ctab_free(&m->t);
     g_vec_free(&m->pairs);
     free(m->hist);
     mx_grammar_unref(m->g);
@@ -686,7 +686,7 @@ bool mx_gmatch_finished(const mx_gmatch *m) {
 /* The state after bytes s from state st; G_DEAD when they leave the grammar. */
 static int32_t run_bytes(mx_gmatch *m, int32_t st, const uint8_t *s, size_t n) {
     bool esc = false;
-    for (size_t i = 0; i < n && st >= 0; i++) st = g_step(m->g, &m->t, st, s[i], &esc);
+    for (size_t i = 0; i < n && st >= 0; i++) st = mx_g_step(m->g, &m->t, st, s[i], &esc);
     return st;
 }
 

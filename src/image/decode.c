@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-int img_check_size(const char *what, const char *fmt, int64_t w, int64_t h, int64_t max_pixels) {
+int mx_img_check_size(const char *what, const char *fmt, int64_t w, int64_t h, int64_t max_pixels) {
     if (max_pixels <= 0) max_pixels = MX_IMAGE_MAX_PIXELS_DEFAULT;
     if (w <= 0 || h <= 0) return mx_set_err("%s: %s image has an empty size %lldx%lld", what, fmt, (long long)w, (long long)h);
     if (w > MX_IMAGE_MAX_SIDE || h > MX_IMAGE_MAX_SIDE || w * h > max_pixels)
@@ -61,10 +61,10 @@ int mx_image_decode_alpha(const void *data, size_t len, int64_t max_pixels, cons
     out->w = out->h = 0;
     out->px = NULL;
     if (!what) what = "image";
-    if (len >= 8 && !memcmp(p, "\x89PNG\r\n\x1a\n", 8)) r = img_decode_png(p, len, max_pixels, what, out, &alpha);
-    else if (len >= 3 && p[0] == 0xff && p[1] == 0xd8 && p[2] == 0xff) r = img_decode_jpeg(p, len, max_pixels, what, out, &alpha);
+    if (len >= 8 && !memcmp(p, "\x89PNG\r\n\x1a\n", 8)) r = mx_img_decode_png(p, len, max_pixels, what, out, &alpha);
+    else if (len >= 3 && p[0] == 0xff && p[1] == 0xd8 && p[2] == 0xff) r = mx_img_decode_jpeg(p, len, max_pixels, what, out, &alpha);
     else if (len >= 12 && !memcmp(p, "RIFF", 4) && !memcmp(p + 8, "WEBP", 4))
-        r = img_decode_webp(p, len, max_pixels, what, out, &alpha);
+        r = mx_img_decode_webp(p, len, max_pixels, what, out, &alpha);
     else return mx_set_err("%s: not a PNG, JPEG or WebP image (%zu bytes)", what, len);
     if (!r && alpha && mode == MX_ALPHA_WHITE) composite_white(out, alpha);
     free(alpha);

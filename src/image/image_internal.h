@@ -1,5 +1,5 @@
 /* Shared by the decoders in src/image/: each one checks the declared size
- * with img_check_size before it allocates, and returns RGB in *out plus, when
+ * with mx_img_check_size before it allocates, and returns RGB in *out plus, when
  * the image carries transparency, the alpha plane Pillow's convert("RGBA")
  * would give (NULL for opaque images). */
 #ifndef MX_IMAGE_INTERNAL_H
@@ -7,10 +7,10 @@
 #include "image.h"
 #include <stdbool.h>
 
-int img_check_size(const char *what, const char *fmt, int64_t w, int64_t h, int64_t max_pixels);
-int img_decode_png(const uint8_t *data, size_t len, int64_t max_pixels, const char *what, mx_image *out, uint8_t **alpha);
-int img_decode_jpeg(const uint8_t *data, size_t len, int64_t max_pixels, const char *what, mx_image *out, uint8_t **alpha);
-int img_decode_webp(const uint8_t *data, size_t len, int64_t max_pixels, const char *what, mx_image *out, uint8_t **alpha);
+int mx_img_check_size(const char *what, const char *fmt, int64_t w, int64_t h, int64_t max_pixels);
+int mx_img_decode_png(const uint8_t *data, size_t len, int64_t max_pixels, const char *what, mx_image *out, uint8_t **alpha);
+int mx_img_decode_jpeg(const uint8_t *data, size_t len, int64_t max_pixels, const char *what, mx_image *out, uint8_t **alpha);
+int mx_img_decode_webp(const uint8_t *data, size_t len, int64_t max_pixels, const char *what, mx_image *out, uint8_t **alpha);
 
 /* Pillow's CMYK -> RGB (Convert.c cmyk2rgb): each channel nk - c*nk/255 with
  * nk = 255 - k, the product rounded as its MULDIV255. */

@@ -49,7 +49,7 @@ static void on_progress(j_common_ptr ci) {
     }
 }
 
-int img_decode_jpeg(const uint8_t *data, size_t len, int64_t max_pixels, const char *what, mx_image *out, uint8_t **alpha) {
+int mx_img_decode_jpeg(const uint8_t *data, size_t len, int64_t max_pixels, const char *what, mx_image *out, uint8_t **alpha) {
     *alpha = NULL; /* JPEG has no transparency */
     /* on the heap: what changes between setjmp and a longjmp must not be a local */
     jpeg_ctx *c = mx_calloc(1, sizeof *c);
@@ -75,7 +75,7 @@ int img_decode_jpeg(const uint8_t *data, size_t len, int64_t max_pixels, const c
         snprintf(c->msg, sizeof c->msg, "file is truncated");
         longjmp(c->jmp, 1);
     }
-    if (img_check_size(what, "JPEG", ci->image_width, ci->image_height, max_pixels)) goto fail;
+    if (mx_img_check_size(what, "JPEG", ci->image_width, ci->image_height, max_pixels)) goto fail;
     int comps = ci->num_components;
     if (comps == 1) ci->out_color_space = JCS_GRAYSCALE;
     else if (comps == 3) ci->out_color_space = JCS_RGB;

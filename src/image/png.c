@@ -50,7 +50,7 @@ static void read_mem(png_structp png, png_bytep out, size_t n) {
     c->pos += n;
 }
 
-int img_decode_png(const uint8_t *data, size_t len, int64_t max_pixels, const char *what, mx_image *out, uint8_t **alpha) {
+int mx_img_decode_png(const uint8_t *data, size_t len, int64_t max_pixels, const char *what, mx_image *out, uint8_t **alpha) {
     *alpha = NULL;
     /* on the heap: what changes between setjmp and a longjmp must not be a local */
     png_ctx *c = mx_calloc(1, sizeof *c);
@@ -78,7 +78,7 @@ int img_decode_png(const uint8_t *data, size_t len, int64_t max_pixels, const ch
     png_uint_32 w, h;
     int depth, ctype, interlace;
     png_get_IHDR(png, info, &w, &h, &depth, &ctype, &interlace, NULL, NULL);
-    if (img_check_size(what, "PNG", w, h, max_pixels)) {
+    if (mx_img_check_size(what, "PNG", w, h, max_pixels)) {
         png_destroy_read_struct(&png, &info, NULL);
         goto fail;
     }

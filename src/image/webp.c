@@ -12,13 +12,13 @@
 #include <webp/decode.h>
 #include <webp/demux.h>
 
-int img_decode_webp(const uint8_t *data, size_t len, int64_t max_pixels, const char *what, mx_image *out, uint8_t **alpha) {
+int mx_img_decode_webp(const uint8_t *data, size_t len, int64_t max_pixels, const char *what, mx_image *out, uint8_t **alpha) {
     *alpha = NULL;
     WebPBitstreamFeatures feat;
     VP8StatusCode st = WebPGetFeatures(data, len, &feat);
     if (st != VP8_STATUS_OK)
         return mx_set_err("%s: WebP: %s", what, st == VP8_STATUS_NOT_ENOUGH_DATA ? "file is truncated" : "invalid header");
-    if (img_check_size(what, "WebP", feat.width, feat.height, max_pixels)) return MX_ERR;
+    if (mx_img_check_size(what, "WebP", feat.width, feat.height, max_pixels)) return MX_ERR;
     WebPAnimDecoderOptions opt;
     if (!WebPAnimDecoderOptionsInit(&opt)) return mx_set_err("%s: WebP: library version mismatch", what);
     opt.color_mode = MODE_RGBA;

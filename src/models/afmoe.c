@@ -49,7 +49,7 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     s->shared_ffn = s->ffn * n_shared;
     s->router = "model.layers.%d.mlp.router.gate";
     s->score_bias = "model.layers.%d.mlp.expert_bias";
-    deepseek_moe_names(s);
+    mx_deepseek_moe_names(s);
     return 0;
 }
 

@@ -10,7 +10,7 @@
 /* Reads the hybrid Mamba2 keys (mamba_n_heads, mamba_d_head, ...); d_inner
  * = mamba_d_ssm, or mamba_expand * hidden_size when absent; gated RMSNorm over d_inner
  * with eps rms_norm_eps; dt unclamped. */
-int hybrid_mamba2_config(mx_ssm_spec *s, const mx_cfg *c, const mx_arch *a, const char *prefix) {
+int mx_hybrid_mamba2_config(mx_ssm_spec *s, const mx_cfg *c, const mx_arch *a, const char *prefix) {
     int expand;
     if (mx_cfg_i32(c, "mamba_expand", 2, 1, 64, &expand) || mx_cfg_i32(c, "mamba_n_heads", 128, 1, 1 << 16, &s->n_heads) ||
         mx_cfg_i32(c, "mamba_n_groups", 1, 1, 1 << 16, &s->n_groups) ||
@@ -38,7 +38,7 @@ int hybrid_mamba2_config(mx_ssm_spec *s, const mx_cfg *c, const mx_arch *a, cons
 }
 
 static int configure(mx_arch *a, const mx_cfg *c) {
-    if (hybrid_mamba2_config(&a->ssm, c, a, "model.layers.%d.mamba")) return -1;
+    if (mx_hybrid_mamba2_config(&a->ssm, c, a, "model.layers.%d.mamba")) return -1;
     a->rope_decl[0].partial = 0.5;
     a->names.ffn_norm = "model.layers.%d.pre_ff_layernorm";
     a->names.final_norm = "model.final_layernorm";

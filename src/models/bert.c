@@ -4,7 +4,7 @@
  * BertModel checkpoints name tensors without a prefix; the task heads
  * (…ForSequenceClassification, …ForMaskedLM) put the encoder under "bert.".
  * A sequence classifier is pooler -> classifier. XLM-RoBERTa builds on
- * bert_configure. */
+ * mx_bert_configure. */
 #include "family.h"
 #include "../base/base.h"
 #include <string.h>
@@ -24,7 +24,7 @@
     }
 
 /* prefix: the encoder's module name in task checkpoints ("bert", "roberta"). */
-int bert_configure(mx_arch *a, const mx_cfg *c, const char *prefix, bool *task_head) {
+int mx_bert_configure(mx_arch *a, const mx_cfg *c, const char *prefix, bool *task_head) {
     static const mx_names plain = BERT_NAMES(""), bert = BERT_NAMES("bert."), roberta = BERT_NAMES("roberta.");
     static const mx_attn_names attn[] = {BERT_ATTN_NAMES(""), BERT_ATTN_NAMES("bert."), BERT_ATTN_NAMES("roberta.")};
     static const char *const poolers[] = {"pooler.dense", "bert.pooler.dense", "roberta.pooler.dense"};
@@ -67,7 +67,7 @@ int bert_configure(mx_arch *a, const mx_cfg *c, const char *prefix, bool *task_h
 }
 
 /* num_labels as HF derives it: the size of id2label (default 2). */
-int bert_num_labels(const mx_cfg *c, int *n) {
+int mx_bert_num_labels(const mx_cfg *c, int *n) {
     json_t *m = mx_cfg_get(c, "id2label");
     if (m && json_is_object(m)) { *n = (int)json_object_size(m); return 0; }
     return mx_cfg_i32(c, "num_labels", 2, 1, 1 << 20, n);
@@ -75,11 +75,11 @@ int bert_num_labels(const mx_cfg *c, int *n) {
 
 static int configure(mx_arch *a, const mx_cfg *c) {
     bool cls;
-    if (bert_configure(a, c, "bert", &cls)) return -1;
+    if (mx_bert_configure(a, c, "bert", &cls)) return -1;
     if (cls) { /* pooler -> classifier */
         a->head.optional = false;
         a->head.out = "classifier";
-        if (bert_num_labels(c, &a->head.n_labels)) return -1;
+        if (mx_bert_num_labels(c, &a->head.n_labels)) return -1;
     }
     return 0;
 }

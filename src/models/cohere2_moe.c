@@ -53,7 +53,7 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     s->shared_ffn = s->ffn * n_shared;
     if (n_shared && !strcmp(comb, "average")) s->routed_scale = s->shared_scale = 0.5f;
     s->router = "model.layers.%d.mlp.gate";
-    deepseek_moe_names(s);
+    mx_deepseek_moe_names(s);
     return 0;
 }
 

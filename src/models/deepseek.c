@@ -17,7 +17,7 @@ static int configure(mx_arch *a, const mx_cfg *c) {
                                         .dense = 0, .scale = 1.0f, .norm = false};
     int err = 0;
     const char *score = mx_cfg_str(c, "scoring_func", "softmax", &err);
-    if (err || deepseek_moe_configure(a, c, &d)) return -1;
+    if (err || mx_deepseek_moe_configure(a, c, &d)) return -1;
     if (strcmp(score, "softmax")) return mx_set_err("%s: scoring_func '%s' is not supported (softmax)", c->file, score);
     mx_moe_spec *s = &a->moe;
     if (!mx_cfg_has(c, "n_routed_experts")) { /* no experts: every layer dense */

@@ -16,7 +16,7 @@ static int configure(mx_arch *a, const mx_cfg *c) {
                                         .dense = 0, .scale = 1.0f, .norm = false};
     int err = 0;
     const char *method = mx_cfg_str(c, "topk_method", "greedy", &err);
-    if (err || deepseek_mla_configure(a, c, &deepseek_mla_defaults) || deepseek_moe_configure(a, c, &d)) return -1;
+    if (err || mx_deepseek_mla_configure(a, c, &mx_deepseek_mla_defaults) || mx_deepseek_moe_configure(a, c, &d)) return -1;
     mx_moe_spec *s = &a->moe;
     if (s->norm_p) return mx_set_err("%s: norm_topk_prob true is not supported for deepseek_v2", c->file);
     if (!strcmp(method, "group_limited_greedy")) s->group_max = true;

@@ -11,7 +11,7 @@
 #include "../base/base.h"
 #include <math.h>
 
-void deepseek_moe_names(mx_moe_spec *s) {
+void mx_deepseek_moe_names(mx_moe_spec *s) {
     s->experts = (mx_expert_names){.gate = "model.layers.%d.mlp.experts.%d.gate_proj", .up = "model.layers.%d.mlp.experts.%d.up_proj",
                                    .down = "model.layers.%d.mlp.experts.%d.down_proj"};
     s->alt = (mx_expert_names){.gate = "model.layers.%d.mlp.switch_mlp.gate_proj", .up = "model.layers.%d.mlp.switch_mlp.up_proj",
@@ -22,7 +22,7 @@ void deepseek_moe_names(mx_moe_spec *s) {
     s->alt2 = (mx_expert_names){.gate_up = "model.layers.%d.mlp.experts.gate_up_proj", .down = "model.layers.%d.mlp.experts.down_proj"};
 }
 
-int deepseek_moe_configure(mx_arch *a, const mx_cfg *c, const mx_dsmoe_defaults *d) {
+int mx_deepseek_moe_configure(mx_arch *a, const mx_cfg *c, const mx_dsmoe_defaults *d) {
     mx_moe_spec *s = &a->moe;
     int dense, n_shared, freq;
     bool norm;
@@ -45,17 +45,17 @@ int deepseek_moe_configure(mx_arch *a, const mx_cfg *c, const mx_dsmoe_defaults 
     s->shared_ffn = s->ffn * n_shared;
     s->router = "model.layers.%d.mlp.gate";
     s->score_bias = "model.layers.%d.mlp.gate.e_score_correction_bias";
-    deepseek_moe_names(s);
+    mx_deepseek_moe_names(s);
     for (int i = 0; i < a->n_layers; i++) a->layers[i].ffn = i >= dense && i % freq == 0 ? &mx_block_moe : &mx_block_mlp;
     return 0;
 }
 
-const mx_mla_defaults deepseek_mla_defaults = {.q_lora = 1536, .kv_lora = 512, .nope = 128, .rope = 64, .v = 128, .interleave = true};
+const mx_mla_defaults mx_deepseek_mla_defaults = {.q_lora = 1536, .kv_lora = 512, .nope = 128, .rope = 64, .v = 128, .interleave = true};
 
 /* A key present with JSON null (a config class then applies its null meaning). */
 static bool cfg_null(const mx_cfg *c, const char *key) { return !mx_cfg_absent(c, key) && !mx_cfg_get(c, key); }
 
-int deepseek_mla_configure(mx_arch *a, const mx_cfg *c, const mx_mla_defaults *d) {
+int mx_deepseek_mla_configure(mx_arch *a, const mx_cfg *c, const mx_mla_defaults *d) {
     mx_mla_spec *m = &a->mla;
     bool il = d->interleave;
     bool q_null = cfg_null(c, "q_lora_rank"), v_null = cfg_null(c, "v_head_dim");
@@ -99,7 +99,7 @@ int deepseek_mla_configure(mx_arch *a, const mx_cfg *c, const mx_mla_defaults *d
 static int configure(mx_arch *a, const mx_cfg *c) {
     static const mx_dsmoe_defaults d = {.experts = 256, .top_k = 8, .ffn = 2048, .shared = 1, .n_group = 8, .topk_group = 4,
                                         .dense = 3, .scale = 2.5f, .norm = true};
-    return deepseek_mla_configure(a, c, &deepseek_mla_defaults) || deepseek_moe_configure(a, c, &d) ? -1 : 0;
+    return mx_deepseek_mla_configure(a, c, &mx_deepseek_mla_defaults) || mx_deepseek_moe_configure(a, c, &d) ? -1 : 0;
 }
 
 MX_FAMILY(deepseek_v3, .name = "deepseek_v3", .base = "llama",

@@ -18,7 +18,7 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     static const mx_dsmoe_defaults d = {.experts = 256, .top_k = 8, .ffn = 2048, .shared = 1, .n_group = 8, .topk_group = 4,
                                         .dense = 3, .scale = 2.5f, .norm = true};
     mx_mla_spec *m = &a->mla;
-    if (deepseek_mla_configure(a, c, &md) || deepseek_moe_configure(a, c, &d) || mx_arch_mlp_layer_types(a, c, &mx_block_moe) < 0 ||
+    if (mx_deepseek_mla_configure(a, c, &md) || mx_deepseek_moe_configure(a, c, &d) || mx_arch_mlp_layer_types(a, c, &mx_block_moe) < 0 ||
         mx_cfg_i32(c, "index_topk", 2048, 1, 1 << 24, &m->index_topk) || mx_cfg_i32(c, "index_head_dim", 128, 2, 1 << 14, &m->index_dim) ||
         mx_cfg_i32(c, "index_n_heads", 64, 1, 4096, &m->index_heads))
         return -1;

@@ -22,7 +22,7 @@ static int configure(mx_arch *a, const mx_cfg *c) {
         for (int i = from; i < a->n_layers; i++) a->layers[i].window = w;
     if (!mx_cfg_has(c, "n_routed_experts") || !mx_cfg_has(c, "num_experts_per_tok"))
         return mx_set_err("%s: n_routed_experts and num_experts_per_tok are required", c->file);
-    return deepseek_moe_configure(a, c, &d);
+    return mx_deepseek_moe_configure(a, c, &d);
 }
 
 MX_FAMILY(dots1, .name = "dots1", .base = "qwen3",

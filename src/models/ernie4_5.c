@@ -9,7 +9,7 @@
 static int configure(mx_arch *a, const mx_cfg *c) {
     int experts;
     if (mx_cfg_i32(c, "moe_num_experts", 0, 0, MX_MAX_EXPERTS, &experts)) return -1;
-    if (experts > 0) return ernie4_5_moe_configure(a, c); /* an ERNIE 4.5 MoE config under this model_type */
+    if (experts > 0) return mx_ernie4_5_moe_configure(a, c); /* an ERNIE 4.5 MoE config under this model_type */
     bool bias;
     if (mx_cfg_f32(c, "rms_norm_eps", 1e-5f, 0, 1, &a->norm.eps) ||
         mx_cfg_bool(c, "tie_word_embeddings", true, &a->tied) || mx_cfg_bool(c, "use_bias", false, &bias))

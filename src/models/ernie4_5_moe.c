@@ -13,7 +13,7 @@
 #include "../base/base.h"
 #include <math.h>
 
-int ernie4_5_moe_configure(mx_arch *a, const mx_cfg *c) {
+int mx_ernie4_5_moe_configure(mx_arch *a, const mx_cfg *c) {
     mx_moe_spec *s = &a->moe;
     int start, end, interval, n_shared;
     bool bias;
@@ -40,7 +40,7 @@ int ernie4_5_moe_configure(mx_arch *a, const mx_cfg *c) {
     s->shared_ffn = s->ffn * n_shared;
     s->router = "model.layers.%d.mlp.gate";
     s->score_bias = "model.layers.%d.mlp.moe_statics.e_score_correction_bias";
-    deepseek_moe_names(s);
+    mx_deepseek_moe_names(s);
     for (int i = 0; i < a->n_layers; i++)
         a->layers[i].ffn = (i + 1) % interval == 0 && i >= start && i <= end ? &mx_block_moe : &mx_block_mlp;
     return 0;
@@ -48,4 +48,4 @@ int ernie4_5_moe_configure(mx_arch *a, const mx_cfg *c) {
 
 MX_FAMILY(ernie4_5_moe, .name = "ernie4_5_moe", .base = "llama",
           .features = "ernie4_5 attention + softmax moe with selection bias, renormalised (clamped), shared experts, dense/moe layer interval; mtp ignored",
-          .configure = ernie4_5_moe_configure)
+          .configure = mx_ernie4_5_moe_configure)

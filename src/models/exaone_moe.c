@@ -12,7 +12,7 @@ static int configure(mx_arch *a, const mx_cfg *c) {
                                         .dense = 1, .scale = 2.5f, .norm = true};
     mx_moe_spec *s = &a->moe;
     int n_shared;
-    if (deepseek_moe_configure(a, c, &d) || mx_cfg_i32(c, "num_experts", d.experts, 1, MX_MAX_EXPERTS, &s->n_experts) ||
+    if (mx_deepseek_moe_configure(a, c, &d) || mx_cfg_i32(c, "num_experts", d.experts, 1, MX_MAX_EXPERTS, &s->n_experts) ||
         mx_cfg_i32(c, "num_shared_experts", d.shared, 0, 1 << 10, &n_shared) || mx_arch_mlp_layer_types(a, c, &mx_block_moe) < 0)
         return -1;
     s->shared_ffn = s->ffn * n_shared;

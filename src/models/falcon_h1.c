@@ -25,7 +25,7 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     mx_ssm_spec *s = &a->ssm;
     float att_in, att_out, key_mult, ssm_in, ssm_out, lm_mult, mlp_m[2];
     bool rms, before, pbias;
-    if (hybrid_mamba2_config(s, c, a, "model.layers.%d.mamba") ||
+    if (mx_hybrid_mamba2_config(s, c, a, "model.layers.%d.mamba") ||
         mx_cfg_f32(c, "embedding_multiplier", 1, -1e9f, 1e9f, &a->embed_scale) ||
         mx_cfg_f32(c, "lm_head_multiplier", 1, -1e9f, 1e9f, &lm_mult) ||
         mx_cfg_f32(c, "attention_in_multiplier", 1, -1e9f, 1e9f, &att_in) ||

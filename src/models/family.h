@@ -46,21 +46,21 @@ int mx_family_configure(const mx_family *f, mx_arch *a, const mx_cfg *c);
 /* bert.c: the BERT encoder on top of llama's defaults; prefix is the
  * encoder's module in task checkpoints ("bert", "roberta"); *task_head tells
  * a …ForSequenceClassification checkpoint. */
-int bert_configure(mx_arch *a, const mx_cfg *c, const char *prefix, bool *task_head);
+int mx_bert_configure(mx_arch *a, const mx_cfg *c, const char *prefix, bool *task_head);
 /* bert.c: num_labels as HF derives it (the size of id2label, default 2). */
-int bert_num_labels(const mx_cfg *c, int *n);
+int mx_bert_num_labels(const mx_cfg *c, int *n);
 /* qwen2_moe.c: Qwen-MoE's sparse blocks (softmax router, per-expert SwiGLU,
  * mlp_only_layers / decoder_sparse_step) with the family's defaults. */
-int qwen_moe_configure(mx_arch *a, const mx_cfg *c, int def_experts, int def_topk, int def_ffn);
+int mx_qwen_moe_configure(mx_arch *a, const mx_cfg *c, int def_experts, int def_topk, int def_ffn);
 /* granitemoe.c: Granite's sparse block (top-k then softmax, fused stacked experts). */
-void granite_moe_spec(mx_arch *a);
+void mx_granite_moe_spec(mx_arch *a);
 /* mamba.c: the model-level part of the pure state-space families (Mamba,
  * FalconMamba, Mamba2): embeddings, norms, head, every layer `mixer`. */
-int mamba_configure_base(mx_arch *a, const mx_cfg *c, const mx_block_ops *mixer);
+int mx_mamba_configure_base(mx_arch *a, const mx_cfg *c, const mx_block_ops *mixer);
 /* mamba2.c: the Mamba2 mixer keys of Mamba2 and the hybrids built on it. */
-int mamba2_ssm_config(mx_ssm_spec *s, const mx_cfg *c, int hidden, const char *eps_key);
+int mx_mamba2_ssm_config(mx_ssm_spec *s, const mx_cfg *c, int hidden, const char *eps_key);
 /* bamba.c: the hybrids' mamba_* keys (Bamba, Granite-MoE-Hybrid, Falcon-H1). */
-int hybrid_mamba2_config(mx_ssm_spec *s, const mx_cfg *c, const mx_arch *a, const char *prefix);
+int mx_hybrid_mamba2_config(mx_ssm_spec *s, const mx_cfg *c, const mx_arch *a, const char *prefix);
 /* deepseek_v3.c: DeepSeek-style MoE layers, shared by the families built on
  * DeepSeek's MoE: n_routed_experts / num_experts_per_tok /
  * moe_intermediate_size / n_shared_experts / n_group / topk_group /
@@ -75,11 +75,11 @@ typedef struct {
     float scale;
     bool norm;
 } mx_dsmoe_defaults;
-int deepseek_moe_configure(mx_arch *a, const mx_cfg *c, const mx_dsmoe_defaults *d);
+int mx_deepseek_moe_configure(mx_arch *a, const mx_cfg *c, const mx_dsmoe_defaults *d);
 /* deepseek_v3.c: the expert names of that layout alone (per expert
  * mlp.experts.<e>.{gate,up,down}_proj, MLX mlp.switch_mlp.*, transformers
  * v5's fused mlp.experts.{gate_up,down}_proj, mlp.shared_experts.*). */
-void deepseek_moe_names(mx_moe_spec *s);
+void mx_deepseek_moe_names(mx_moe_spec *s);
 /* deepseek_v3.c: latent attention in every layer: q_lora_rank (null: a plain
  * q_proj), kv_lora_rank, qk_nope / qk_rope / v head dims (v null:
  * hidden / heads), rope on the rope slices (interleaved unless
@@ -91,20 +91,20 @@ typedef struct {
     bool interleave;                   /* rope_interleave's default */
     bool fixed_rope;                   /* the class has no rope_interleave key: always `interleave` */
 } mx_mla_defaults;
-extern const mx_mla_defaults deepseek_mla_defaults; /* DeepSeek-V3's: 1536, 512, 128, 64, 128, interleaved */
-int deepseek_mla_configure(mx_arch *a, const mx_cfg *c, const mx_mla_defaults *d);
+extern const mx_mla_defaults mx_deepseek_mla_defaults; /* DeepSeek-V3's: 1536, 512, 128, 64, 128, interleaved */
+int mx_deepseek_mla_configure(mx_arch *a, const mx_cfg *c, const mx_mla_defaults *d);
 /* ernie4_5_moe.c: ERNIE 4.5 MoE on top of llama's defaults (also ERNIE 4.5
  * MoE configs that say model_type ernie4_5). */
-int ernie4_5_moe_configure(mx_arch *a, const mx_cfg *c);
+int mx_ernie4_5_moe_configure(mx_arch *a, const mx_cfg *c);
 /* gemma4.c: Gemma 4 / 3n KV sharing: layers first_shared.. attend over the
  * cache of the last earlier layer of their type (sliding or full). */
-int gemma_kv_shared(mx_arch *a, const mx_cfg *c, int first_shared);
+int mx_gemma_kv_shared(mx_arch *a, const mx_cfg *c, int first_shared);
 /* gemma4.c: Gemma 4 / 3n per-layer inputs of `dim` (a post block in every
  * layer) under their transformers names. */
-void gemma_ple_spec(mx_arch *a, int dim, int vocab);
+void mx_gemma_ple_spec(mx_arch *a, int dim, int vocab);
 /* ministral3.c: Llama 4's position scale of q, 1 + beta * log(1 + floor(pos /
  * div)), with beta = rope_parameters.llama_4_scaling_beta and div its
  * original_max_position_embeddings (def_beta, def_div: the class's when the
  * config has no rope settings); none when beta is 0. */
-int llama4_q_scale_configure(mx_attn_spec *at, const mx_cfg *c, double def_beta, int def_div);
+int mx_llama4_q_scale_configure(mx_attn_spec *at, const mx_cfg *c, double def_beta, int def_div);
 #endif

@@ -12,7 +12,7 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     int w, pattern;
     if (mx_cfg_i32(c, "sliding_window", 4096, 1, 1 << 30, &w) || mx_cfg_i32(c, "sliding_window_pattern", 6, 1, 1 << 20, &pattern))
         return -1;
-    /* EmbeddingGemma: use_bidirectional_attention (any truthy value, as Python reads it) makes every
+    /* EmbeddingGemma: use_bidirectional_attention (any tmpl_truthy value, as Python reads it) makes every
      * layer bidirectional, and Gemma3TextConfig then replaces sliding_window S by S // 2 + 1, also
      * when loading a saved config: a sliding layer sees keys with |i - j| < S // 2 + 1 */
     json_t *bd = mx_cfg_get(c, "use_bidirectional_attention");

@@ -47,8 +47,8 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     mx_arch_rope_per_type(a, c, 1000000.0, 10000.0);
     if (!a->rope_decl[1].params_key) /* configs before rope_parameters: Gemma 3's local base */
         a->rope_decl[1] = (mx_rope_decl){.theta_key = "rope_local_base_freq", .theta = 10000.0, .plain = true};
-    if (gemma_kv_shared(a, c, a->n_layers - n_shared)) return -1;
-    gemma_ple_spec(a, ple_dim, ple_vocab);
+    if (mx_gemma_kv_shared(a, c, a->n_layers - n_shared)) return -1;
+    mx_gemma_ple_spec(a, ple_dim, ple_vocab);
     a->branch_scale = (float)(1.0 / sqrt(2.0));
     a->laurel = (mx_laurel_spec){.rank = rank, .left = "model.layers.%d.laurel.linear_left",
                                  .right = "model.layers.%d.laurel.linear_right", .norm = "model.layers.%d.laurel.post_laurel_norm"};

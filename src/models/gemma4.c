@@ -15,7 +15,7 @@
 #include "../base/base.h"
 #include <string.h>
 
-int gemma_kv_shared(mx_arch *a, const mx_cfg *c, int first_shared) {
+int mx_gemma_kv_shared(mx_arch *a, const mx_cfg *c, int first_shared) {
     for (int i = first_shared; i < a->n_layers; i++) {
         mx_layer_spec *ls = &a->layers[i];
         int src = -1;
@@ -28,7 +28,7 @@ int gemma_kv_shared(mx_arch *a, const mx_cfg *c, int first_shared) {
     return 0;
 }
 
-void gemma_ple_spec(mx_arch *a, int dim, int vocab) {
+void mx_gemma_ple_spec(mx_arch *a, int dim, int vocab) {
     for (int i = 0; i < a->n_layers; i++) a->layers[i].post = &mx_block_ple;
     a->ple = (mx_ple_spec){.dim = dim, .vocab = vocab, .act = a->act,
                            .embed = "model.embed_tokens_per_layer", .proj = "model.per_layer_model_projection",
@@ -85,8 +85,8 @@ static int configure(mx_arch *a, const mx_cfg *c) {
         ls->rope_idx = ls->window ? 1 : 0;
         if (i >= first_shared && double_mlp && first_shared > 0) ls->ffn_width = 2 * a->ffn;
     }
-    if (gemma_kv_shared(a, c, first_shared)) return -1;
-    if (ple_dim) gemma_ple_spec(a, ple_dim, ple_vocab);
+    if (mx_gemma_kv_shared(a, c, first_shared)) return -1;
+    if (ple_dim) mx_gemma_ple_spec(a, ple_dim, ple_vocab);
     a->names.layer_scale = "model.layers.%d.layer_scalar";
     return 0;
 }

@@ -12,7 +12,7 @@ static int configure(mx_arch *a, const mx_cfg *c) {
                                         .dense = 1, .scale = 1.0f, .norm = true};
     bool qk;
     if (mx_cfg_f32(c, "rms_norm_eps", 1e-5f, 0, 1, &a->norm.eps) || mx_cfg_bool(c, "use_qk_norm", false, &qk) ||
-        deepseek_moe_configure(a, c, &d))
+        mx_deepseek_moe_configure(a, c, &d))
         return -1;
     a->rope_decl[0] = (mx_rope_decl){.partial = 0.5};
     a->attn->o_bias = false;

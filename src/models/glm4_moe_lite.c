@@ -12,7 +12,7 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     static const mx_dsmoe_defaults d = {.experts = 64, .top_k = 4, .ffn = 1536, .shared = 1, .n_group = 1, .topk_group = 1,
                                         .dense = 1, .scale = 1.8f, .norm = true};
     int lt;
-    if (mx_cfg_f32(c, "rms_norm_eps", 1e-5f, 0, 1, &a->norm.eps) || deepseek_mla_configure(a, c, &md) || deepseek_moe_configure(a, c, &d) ||
+    if (mx_cfg_f32(c, "rms_norm_eps", 1e-5f, 0, 1, &a->norm.eps) || mx_deepseek_mla_configure(a, c, &md) || mx_deepseek_moe_configure(a, c, &d) ||
         (lt = mx_arch_mlp_layer_types(a, c, &mx_block_moe)) < 0)
         return -1;
     if (!lt) /* the class default, whatever first_k_dense_replace says */

@@ -7,7 +7,7 @@
 
 /* Granite's sparse block: top-k then softmax, fused input_linear [gate|up],
  * output_linear (also Granite-MoE-Hybrid's). */
-void granite_moe_spec(mx_arch *a) {
+void mx_granite_moe_spec(mx_arch *a) {
     mx_moe_spec *s = &a->moe;
     s->ffn = a->ffn;
     s->route = MX_ROUTE_TOPK_SOFTMAX;
@@ -23,7 +23,7 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     if (mx_cfg_i32(c, "num_local_experts", 8, 1, MX_MAX_EXPERTS, &s->n_experts) ||
         mx_cfg_i32(c, "num_experts_per_tok", 2, 1, MX_MAX_EXPERTS, &s->top_k))
         return -1;
-    granite_moe_spec(a);
+    mx_granite_moe_spec(a);
     s->alt = (mx_expert_names){.gate = "model.layers.%d.block_sparse_moe.switch_mlp.gate_proj",
                                .up = "model.layers.%d.block_sparse_moe.switch_mlp.up_proj",
                                .down = "model.layers.%d.block_sparse_moe.switch_mlp.down_proj"};

@@ -13,14 +13,14 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     if (mx_cfg_i32(c, "num_local_experts", 8, 0, MX_MAX_EXPERTS, &s->n_experts) ||
         mx_cfg_i32(c, "num_experts_per_tok", 2, 1, MX_MAX_EXPERTS, &s->top_k) ||
         mx_cfg_i32(c, "shared_intermediate_size", 1024, 0, 1 << 20, &s->shared_ffn) ||
-        hybrid_mamba2_config(&a->ssm, c, a, "model.layers.%d.mamba"))
+        mx_hybrid_mamba2_config(&a->ssm, c, a, "model.layers.%d.mamba"))
         return -1;
     const char *pe = mx_cfg_str(c, "position_embedding_type", "nope", &err);
     if (err) return -1;
     a->names.ffn_norm = "model.layers.%d.post_attention_layernorm";
     bool rope = !strcmp(pe, "rope");
     if (!rope) { a->pos = MX_POS_NONE; a->n_rope = 0; }
-    granite_moe_spec(a);
+    mx_granite_moe_spec(a);
     s->shared = (mx_expert_names){.gate_up = "model.layers.%d.shared_mlp.input_linear",
                                   .down = "model.layers.%d.shared_mlp.output_linear"};
     if (s->n_experts == 0) { /* dense: the shared MLP is the whole ffn */

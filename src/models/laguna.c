@@ -78,7 +78,7 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     s->act = a->act;
     s->router = "model.layers.%d.mlp.gate";
     s->score_bias = "model.layers.%d.mlp.gate.e_score_correction_bias";
-    deepseek_moe_names(s);
+    mx_deepseek_moe_names(s);
     int r = mx_arch_mlp_layer_types(a, c, &mx_block_moe);
     if (r < 0) return -1;
     if (!r)

@@ -38,7 +38,7 @@ static int configure(mx_arch *a, const mx_cfg *c) {
         return json_decref(t), mx_set_err("out of memory");
     mx_cfg tc = {t, c->sub, c->file};
     int rc = mx_arch_hf_defaults(a, &tc) || mx_cfg_f32(c, "rms_norm_eps", 1e-5f, 0, 1, &a->norm.eps) ||
-             deepseek_mla_configure(a, c, &deepseek_mla_defaults) ? -1 : 0;
+             mx_deepseek_mla_configure(a, c, &mx_deepseek_mla_defaults) ? -1 : 0;
     json_decref(t);
     if (rc) return -1;
     mx_mla_spec *m = &a->mla;

@@ -7,7 +7,7 @@
 
 /* The model-level part shared by the pure state-space families (Mamba,
  * FalconMamba, Mamba2): embeddings, layer norms, final norm, head. */
-int mamba_configure_base(mx_arch *a, const mx_cfg *c, const mx_block_ops *mixer) {
+int mx_mamba_configure_base(mx_arch *a, const mx_cfg *c, const mx_block_ops *mixer) {
     float eps;
     int n_layers;
     if (mx_cfg_i32(c, "hidden_size", 768, 1, 1 << 18, &a->hidden) ||
@@ -29,7 +29,7 @@ int mamba_configure_base(mx_arch *a, const mx_cfg *c, const mx_block_ops *mixer)
 }
 
 static int configure(mx_arch *a, const mx_cfg *c) {
-    if (mamba_configure_base(a, c, &mx_block_mamba)) return MX_ERR;
+    if (mx_mamba_configure_base(a, c, &mx_block_mamba)) return MX_ERR;
     mx_ssm_spec *s = &a->ssm;
     double expand;
     if (mx_cfg_float(c, "expand", 2, 1e-3, 64, &expand) ||

@@ -5,7 +5,7 @@
 #include <math.h>
 
 /* Reads the Mamba2 mixer keys shared by Mamba2 and the hybrids built on it. */
-int mamba2_ssm_config(mx_ssm_spec *s, const mx_cfg *c, int hidden, const char *eps_key) {
+int mx_mamba2_ssm_config(mx_ssm_spec *s, const mx_cfg *c, int hidden, const char *eps_key) {
     double expand;
     bool rms;
     if (mx_cfg_float(c, "expand", 2, 1e-3, 64, &expand) ||
@@ -31,8 +31,8 @@ int mamba2_ssm_config(mx_ssm_spec *s, const mx_cfg *c, int hidden, const char *e
 }
 
 static int configure(mx_arch *a, const mx_cfg *c) {
-    if (mamba_configure_base(a, c, &mx_block_mamba2) || mx_cfg_bool(c, "tie_word_embeddings", false, &a->tied) ||
-        mamba2_ssm_config(&a->ssm, c, a->hidden, "layer_norm_epsilon"))
+    if (mx_mamba_configure_base(a, c, &mx_block_mamba2) || mx_cfg_bool(c, "tie_word_embeddings", false, &a->tied) ||
+        mx_mamba2_ssm_config(&a->ssm, c, a->hidden, "layer_norm_epsilon"))
         return -1;
     a->ssm.act = a->act;
     a->ssm.prefix = "backbone.layers.%d.mixer";

@@ -20,7 +20,7 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     if (mx_cfg_f32(c, "rms_norm_eps", 1e-5f, 0, 1, &a->norm.eps) || mx_cfg_i32(c, "head_dim", 192, 1, 1 << 14, &at->head_dim) ||
         mx_cfg_i32(c, "v_head_dim", 128, 1, 1 << 14, &at->v_head_dim) || mx_cfg_i32(c, "sliding_window", 128, 1, 1 << 30, &win) ||
         mx_cfg_float(c, "attention_value_scale", vs, 1e-6, 1e6, &vs) ||
-        (lt = mx_arch_layer_types(a, c, win)) < 0 || deepseek_moe_configure(a, c, &d) || (mt = mx_arch_mlp_layer_types(a, c, &mx_block_moe)) < 0 ||
+        (lt = mx_arch_layer_types(a, c, win)) < 0 || mx_deepseek_moe_configure(a, c, &d) || (mt = mx_arch_mlp_layer_types(a, c, &mx_block_moe)) < 0 ||
         mx_arch_ignore(a, "model.mtp.*"))
         return -1;
     at->scale = 1.0f / sqrtf((float)at->head_dim);

@@ -15,7 +15,7 @@ static int configure(mx_arch *a, const mx_cfg *c) {
         mx_cfg_float(c, "scale_emb", 12, 0, 1e6, &emb) ||
         mx_cfg_float(c, "scale_depth", mx_cfg_absent(c, "scale_depth") ? 1.4 : sqrt(a->n_layers), 0, 1e6, &depth) ||
         mx_cfg_float(c, "dim_model_base", mx_cfg_absent(c, "dim_model_base") ? 256 : a->hidden, 1e-6, 1e9, &base) ||
-        deepseek_mla_configure(a, c, &d))
+        mx_deepseek_mla_configure(a, c, &d))
         return -1;
     a->embed_scale = (float)emb;
     a->residual_scale = (float)(depth / sqrt(a->n_layers));

@@ -19,10 +19,10 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     a->rope_decl[0] = (mx_rope_decl){.theta = 1e6,
                                      .scaling_default = "{\"rope_type\": \"yarn\", \"factor\": 16.0, \"original_max_position_embeddings\": 16384, "
                                                         "\"beta_fast\": 32.0, \"beta_slow\": 1.0, \"mscale\": 1.0, \"mscale_all_dim\": 1.0}"};
-    return llama4_q_scale_configure(a->attn, c, no_rope ? 0.1 : 0, no_rope ? 16384 : 0);
+    return mx_llama4_q_scale_configure(a->attn, c, no_rope ? 0.1 : 0, no_rope ? 16384 : 0);
 }
 
-int llama4_q_scale_configure(mx_attn_spec *at, const mx_cfg *c, double def_beta, int def_div) {
+int mx_llama4_q_scale_configure(mx_attn_spec *at, const mx_cfg *c, double def_beta, int def_div) {
     json_t *rp = mx_cfg_get(c, "rope_parameters");
     double beta = def_beta;
     int div = def_div;

@@ -16,13 +16,13 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     static const mx_dsmoe_defaults d = {.experts = 128, .top_k = 4, .ffn = 2048, .shared = 1, .n_group = 1, .topk_group = 1,
                                         .dense = 0, .scale = 1.0f, .norm = true};
     bool no_rope = mx_cfg_absent(c, "rope_parameters") && mx_cfg_absent(c, "rope_scaling");
-    if (deepseek_mla_configure(a, c, &md) || deepseek_moe_configure(a, c, &d) ||
-        llama4_q_scale_configure(a->attn, c, no_rope ? 0.1 : 0, no_rope ? 8192 : 0))
+    if (mx_deepseek_mla_configure(a, c, &md) || mx_deepseek_moe_configure(a, c, &d) ||
+        mx_llama4_q_scale_configure(a->attn, c, no_rope ? 0.1 : 0, no_rope ? 8192 : 0))
         return -1;
     a->rope_decl[0].yarn_factor_given = true;
     a->rope_decl[0].scaling_default = "{\"rope_type\": \"yarn\", \"factor\": 128.0, \"original_max_position_embeddings\": 8192, "
                                       "\"beta_fast\": 32.0, \"beta_slow\": 1.0, \"mscale\": 1.0, \"mscale_all_dim\": 1.0}";
-    if (no_rope) { /* the default yarn's mscale(128, 1)^2 on the softmax scale, as deepseek_mla_configure does for a given one */
+    if (no_rope) { /* the default yarn's mscale(128, 1)^2 on the softmax scale, as mx_deepseek_mla_configure does for a given one */
         double ms = 0.1 * log(128.0) + 1.0;
         a->attn->scale *= (float)(ms * ms);
     }

@@ -7,7 +7,7 @@
 static int configure(mx_arch *a, const mx_cfg *c) {
     /* experts are intermediate_size wide; Qwen-MoE's router and expert layout otherwise */
     if (mx_cfg_f32(c, "rms_norm_eps", 1e-5f, 0, 1, &a->norm.eps) ||
-        qwen_moe_configure(a, c, 64, 8, a->ffn))
+        mx_qwen_moe_configure(a, c, 64, 8, a->ffn))
         return -1;
     if (mx_cfg_f32(c, "clip_qkv", 0, 0, 1e30f, &a->attn->clip_qkv)) return -1;
     a->attn->clip_after_qk_norm = true; /* OLMoE clamps q, k and v after the q/k norms */

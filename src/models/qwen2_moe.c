@@ -3,11 +3,11 @@
  * moe_intermediate_size, plus an always-on shared expert scaled by
  * sigmoid(shared_expert_gate x). Layers listed in mlp_only_layers, or off
  * the decoder_sparse_step grid, keep a dense MLP. Qwen3-MoE reuses
- * qwen_moe_configure. */
+ * mx_qwen_moe_configure. */
 #include "family.h"
 #include "../base/base.h"
 
-int qwen_moe_configure(mx_arch *a, const mx_cfg *c, int def_experts, int def_topk, int def_ffn) {
+int mx_qwen_moe_configure(mx_arch *a, const mx_cfg *c, int def_experts, int def_topk, int def_ffn) {
     mx_moe_spec *s = &a->moe;
     bool norm;
     int step;
@@ -40,7 +40,7 @@ int qwen_moe_configure(mx_arch *a, const mx_cfg *c, int def_experts, int def_top
 }
 
 static int configure(mx_arch *a, const mx_cfg *c) {
-    if (qwen_moe_configure(a, c, 60, 4, 1408) ||
+    if (mx_qwen_moe_configure(a, c, 60, 4, 1408) ||
         mx_cfg_i32(c, "shared_expert_intermediate_size", 5632, 0, 1 << 20, &a->moe.shared_ffn))
         return -1;
     a->moe.shared = (mx_expert_names){.gate = "model.layers.%d.mlp.shared_expert.gate_proj", .up = "model.layers.%d.mlp.shared_expert.up_proj",

@@ -18,7 +18,7 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     if (mx_cfg_f32(c, "rms_norm_eps", 1e-5f, 0, 1, &a->norm.eps) || mx_cfg_i32(c, "head_dim", 128, 1, 1 << 14, &a->attn->head_dim) ||
         mx_cfg_float(c, "partial_rotary_factor", 1, 0, 1, &partial) ||
         (json_is_object(rp) && mx_cfg_float(&rpc, "partial_rotary_factor", partial, 0, 1, &partial)) ||
-        deepseek_moe_configure(a, c, &d))
+        mx_deepseek_moe_configure(a, c, &d))
         return -1;
     if (partial < 1) return mx_set_err("%s: partial_rotary_factor %g: Solar Open rotates the whole head (a smaller factor is not supported)", c->file, partial);
     a->attn->scale = 1.0f / sqrtf((float)a->attn->head_dim);

@@ -8,7 +8,7 @@
 static int configure(mx_arch *a, const mx_cfg *c) {
     bool cls;
     int pad;
-    if (bert_configure(a, c, "roberta", &cls) || mx_cfg_i32(c, "pad_token_id", 1, 0, 1 << 24, &pad)) return -1;
+    if (mx_bert_configure(a, c, "roberta", &cls) || mx_cfg_i32(c, "pad_token_id", 1, 0, 1 << 24, &pad)) return -1;
     a->pos_offset = pad + 1;
     a->pos_skip_pad = true;
     if (a->max_pos <= a->pos_offset)
@@ -17,7 +17,7 @@ static int configure(mx_arch *a, const mx_cfg *c) {
     if (cls) {
         a->head = (mx_head_spec){.pool = MX_POOL_CLS, .dense = "classifier.dense", .dense_bias = true, .act = MX_ACT_TANH,
                                  .out = "classifier.out_proj"};
-        if (bert_num_labels(c, &a->head.n_labels)) return -1;
+        if (mx_bert_num_labels(c, &a->head.n_labels)) return -1;
     }
     return 0;
 }

@@ -5,7 +5,7 @@
 #include "family.h"
 
 static int configure(mx_arch *a, const mx_cfg *c) {
-    return mx_cfg_bool(c, "tie_word_embeddings", true, &a->tied) || deepseek_mla_configure(a, c, &deepseek_mla_defaults) ? -1 : 0;
+    return mx_cfg_bool(c, "tie_word_embeddings", true, &a->tied) || mx_deepseek_mla_configure(a, c, &mx_deepseek_mla_defaults) ? -1 : 0;
 }
 
 MX_FAMILY(youtu, .name = "youtu", .base = "llama", .features = "llama + mla (q lora or plain q_proj, latent kv cache, rope slice), dense mlp, tied",

@@ -17,7 +17,7 @@ typedef struct arena_chunk { uint8_t *base; size_t size, used; int live; } arena
 static arena_chunk *g_cur;
 static pthread_mutex_t g_arena_mu = PTHREAD_MUTEX_INITIALIZER;
 
-static uint8_t *arena_alloc(size_t n, void **chunk) {
+static uint8_t *tmpl_arena_alloc(size_t n, void **chunk) {
     n = (n + 63) & ~(size_t)63;
     if (!g_cur || g_cur->size - g_cur->used < n) {
         size_t huge = (size_t)2 << 20, size = MX_MAX(ARENA_CHUNK, (n + huge - 1) & ~(huge - 1));
@@ -45,7 +45,7 @@ static uint8_t *arena_alloc(size_t n, void **chunk) {
 
 uint8_t *mxq_arena_alloc(size_t n, void **chunk) {
     pthread_mutex_lock(&g_arena_mu);
-    uint8_t *p = arena_alloc(n, chunk);
+    uint8_t *p = tmpl_arena_alloc(n, chunk);
     pthread_mutex_unlock(&g_arena_mu);
     return p;
 }

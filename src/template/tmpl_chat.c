@@ -10,16 +10,16 @@ static void py_strip_bounds(const char *s, size_t n, size_t *a, size_t *b) {
     size_t i = 0, j = n;
     while (i < j) {
         size_t adv;
-        uint32_t cp = utf8_decode(s + i, j - i, &adv);
-        if (!py_isspace(cp)) break;
+        uint32_t cp = tmpl_utf8_decode(s + i, j - i, &adv);
+        if (!tmpl_py_isspace(cp)) break;
         i += adv;
     }
     while (j > i) {
         size_t k = j - 1;
         while (k > i && ((unsigned char)s[k] & 0xC0) == 0x80) k--;
         size_t adv;
-        uint32_t cp = utf8_decode(s + k, j - k, &adv);
-        if (!py_isspace(cp)) break;
+        uint32_t cp = tmpl_utf8_decode(s + k, j - k, &adv);
+        if (!tmpl_py_isspace(cp)) break;
         j = k;
     }
     *a = i;

@@ -19,8 +19,8 @@ typedef struct {
     achunk **by_addr;
     size_t n_by_addr, cap_by_addr;
 } arena;
-void *arena_alloc(arena *a, size_t n); /* NULL past the limit or on OOM */
-void arena_free(arena *a);
+void *tmpl_arena_alloc(arena *a, size_t n); /* NULL past the limit or on OOM */
+void tmpl_arena_free(arena *a);
 
 /* ---- values ---- */
 enum {
@@ -129,7 +129,7 @@ struct tloop {
 typedef struct { char *p; size_t n, cap; } sbuf;
 /* Markup tracking: bytes of the template's own text (the source and the
  * parse arena: static regions) and of trusted variables (special tokens)
- * are markup; a copy of markup bytes is markup (sb_put, rx_strndup);
+ * are markup; a copy of markup bytes is markup (tmpl_sb_put, tmpl_rx_strndup);
  * everything else (the context's strings, bytes a filter computes) is not. */
 typedef struct { const char *a, *b; } mregion;
 typedef struct { mregion *stat; size_t nstat; } tmarks;
@@ -152,25 +152,25 @@ struct rctx {
 };
 
 /* errors: never return */
-_Noreturn void rx_raise(rctx *c, const char *fmt, ...) MX_PRINTF(2, 3);
-_Noreturn void rx_fail(rctx *c, const char *exc, const char *fmt, ...) MX_PRINTF(3, 4);
-void *rx_alloc(rctx *c, size_t n);
-char *rx_strndup(rctx *c, const char *s, size_t n);
-/* markup tracking (no-ops unless c->mk): mk_init starts it for a render of
- * t; mk_copy: dst[0..n) was copied from src */
-void mk_init(rctx *c, const mx_tmpl *t);
-val mk_trusted(rctx *c, val v);
-void mk_copy(rctx *c, const char *dst, const char *src, size_t n);
-void mk_set(rctx *c, const char *dst, size_t n);
+_Noreturn void tmpl_rx_raise(rctx *c, const char *fmt, ...) MX_PRINTF(2, 3);
+_Noreturn void tmpl_rx_fail(rctx *c, const char *exc, const char *fmt, ...) MX_PRINTF(3, 4);
+void *tmpl_rx_alloc(rctx *c, size_t n);
+char *tmpl_rx_strndup(rctx *c, const char *s, size_t n);
+/* markup tracking (no-ops unless c->mk): tmpl_mk_init starts it for a render of
+ * t; tmpl_mk_copy: dst[0..n) was copied from src */
+void tmpl_mk_init(rctx *c, const mx_tmpl *t);
+val tmpl_mk_trusted(rctx *c, val v);
+void tmpl_mk_copy(rctx *c, const char *dst, const char *src, size_t n);
+void tmpl_mk_set(rctx *c, const char *dst, size_t n);
 /* the markup ranges of p[0..n) (an arena buffer) as size_t pairs, offset by base */
-void mk_ranges(rctx *c, const char *p, size_t n, size_t base, mx_buf *out);
+void tmpl_mk_ranges(rctx *c, const char *p, size_t n, size_t base, mx_buf *out);
 
 /* string buffers in the arena */
-void sb_put(rctx *c, sbuf *b, const char *p, size_t n);
-void sb_puts(rctx *c, sbuf *b, const char *s);
-void sb_putc(rctx *c, sbuf *b, char ch);
-void sb_printf(rctx *c, sbuf *b, const char *fmt, ...) MX_PRINTF(3, 4);
-val sb_val(sbuf *b);
+void tmpl_sb_put(rctx *c, sbuf *b, const char *p, size_t n);
+void tmpl_sb_puts(rctx *c, sbuf *b, const char *s);
+void tmpl_sb_putc(rctx *c, sbuf *b, char ch);
+void tmpl_sb_printf(rctx *c, sbuf *b, const char *fmt, ...) MX_PRINTF(3, 4);
+val tmpl_sb_val(sbuf *b);
 
 /* constructors */
 static inline val v_undef(void) { val v = {0}; v.t = V_UNDEF; return v; }
@@ -179,64 +179,64 @@ static inline val v_bool(bool b) { val v = {0}; v.t = V_BOOL; v.b = b; return v;
 static inline val v_int(int64_t i) { val v = {0}; v.t = V_INT; v.i = i; return v; }
 static inline val v_float(double f) { val v = {0}; v.t = V_FLOAT; v.f = f; return v; }
 static inline val v_strn(const char *p, size_t n) { val v = {0}; v.t = V_STR; v.s.p = p; v.s.n = n; return v; }
-val v_cstr(const char *s);
-val v_undef_msg(rctx *c, const char *exc, const char *fmt, ...) MX_PRINTF(3, 4);
-val v_list(rctx *c, size_t cap);
-val v_tuple2(rctx *c, val a, val b);
-val v_dict(rctx *c);
-val v_func(rctx *c, builtin_fn fn, val self, const char *name);
-void list_push(rctx *c, tlist *l, val x);
-val *dict_get(tdict *d, val key);
-val *dict_gets(tdict *d, const char *k, size_t n);
-void dict_set(rctx *c, tdict *d, val key, val x);
-void dict_clear(tdict *d);
+val tmpl_v_cstr(const char *s);
+val tmpl_v_undef_msg(rctx *c, const char *exc, const char *fmt, ...) MX_PRINTF(3, 4);
+val tmpl_v_list(rctx *c, size_t cap);
+val tmpl_v_tuple2(rctx *c, val a, val b);
+val tmpl_v_dict(rctx *c);
+val tmpl_v_func(rctx *c, builtin_fn fn, val self, const char *name);
+void tmpl_list_push(rctx *c, tlist *l, val x);
+val *tmpl_dict_get(tdict *d, val key);
+val *tmpl_dict_gets(tdict *d, const char *k, size_t n);
+void tmpl_dict_set(rctx *c, tdict *d, val key, val x);
+void tmpl_dict_clear(tdict *d);
 /* merge sort of items by keys (both rearranged), stable like python's sorted */
-void v_stable_sort(rctx *c, val *items, val *keys, size_t n, bool reverse);
+void tmpl_v_stable_sort(rctx *c, val *items, val *keys, size_t n, bool reverse);
 
 /* python semantics */
-const char *type_name(val v);
-const char *obj_type_repr(val v); /* "dict object" */
-bool truthy(rctx *c, val v);
-void v_to_str(rctx *c, val v, sbuf *b);
-void v_repr(rctx *c, val v, sbuf *b, int depth);
-val v_str(rctx *c, val v); /* python str() */
-bool v_eq(rctx *c, val a, val b, int depth);
-int v_cmp(rctx *c, val a, val b, const char *op);
-void fmt_float(double f, char *buf, size_t cap);
-tlist *v_iter(rctx *c, val v); /* materialized iteration; raises when not iterable */
-int64_t v_len(rctx *c, val v);
-size_t utf8_count(const char *p, size_t n);
-size_t utf8_offset(const char *p, size_t n, int64_t cp); /* byte offset of code point cp */
-val v_from_json(rctx *c, json_t *j, int depth);
-void v_tojson(rctx *c, val v, sbuf *b, const char *indent, int level, const char *item_sep,
+const char *tmpl_type_name(val v);
+const char *tmpl_obj_type_repr(val v); /* "dict object" */
+bool tmpl_truthy(rctx *c, val v);
+void tmpl_v_to_str(rctx *c, val v, sbuf *b);
+void tmpl_v_repr(rctx *c, val v, sbuf *b, int depth);
+val tmpl_v_str(rctx *c, val v); /* python str() */
+bool tmpl_v_eq(rctx *c, val a, val b, int depth);
+int tmpl_v_cmp(rctx *c, val a, val b, const char *op);
+void tmpl_fmt_float(double f, char *buf, size_t cap);
+tlist *tmpl_v_iter(rctx *c, val v); /* materialized iteration; raises when not iterable */
+int64_t tmpl_v_len(rctx *c, val v);
+size_t tmpl_utf8_count(const char *p, size_t n);
+size_t tmpl_utf8_offset(const char *p, size_t n, int64_t cp); /* byte offset of code point cp */
+val tmpl_v_from_json(rctx *c, json_t *j, int depth);
+void tmpl_v_tojson(rctx *c, val v, sbuf *b, const char *indent, int level, const char *item_sep,
               const char *key_sep, bool sort_keys, int depth);
-_Noreturn void undef_fail(rctx *c, val u);
-val html_escape(rctx *c, val s);
+_Noreturn void tmpl_undef_fail(rctx *c, val u);
+val tmpl_html_escape(rctx *c, val s);
 
 /* operations (tmpl_eval.c) */
-val op_getattr(rctx *c, val obj, const char *name, size_t n);
-val op_getitem(rctx *c, val obj, val key);
-val op_binary(rctx *c, int op, val a, val b);
-val call_value(rctx *c, val fn, args *a);
-bool op_contains(rctx *c, val item, val cont);
-val str_percent_format(rctx *c, val fmt, val args);
+val tmpl_op_getattr(rctx *c, val obj, const char *name, size_t n);
+val tmpl_op_getitem(rctx *c, val obj, val key);
+val tmpl_op_binary(rctx *c, int op, val a, val b);
+val tmpl_call_value(rctx *c, val fn, args *a);
+bool tmpl_op_contains(rctx *c, val item, val cont);
+val tmpl_str_percent_format(rctx *c, val fmt, val args);
 
 /* builtins (tmpl_builtins.c) */
 typedef val (*filter_fn)(rctx *c, val in, args *a);
 typedef bool (*test_fn)(rctx *c, val in, args *a);
-filter_fn find_filter(const char *name);
-test_fn find_test(const char *name);
-val find_method(rctx *c, val obj, const char *name, size_t n, bool *found);
-val find_global(rctx *c, const char *name, size_t n, bool *found);
-val arg_get(rctx *c, args *a, int idx, const char *name, val def, bool *present);
-void args_check(rctx *c, args *a, int maxpos, const char *const *kwnames, const char *fname);
+filter_fn tmpl_find_filter(const char *name);
+test_fn tmpl_find_test(const char *name);
+val tmpl_find_method(rctx *c, val obj, const char *name, size_t n, bool *found);
+val tmpl_find_global(rctx *c, const char *name, size_t n, bool *found);
+val tmpl_arg_get(rctx *c, args *a, int idx, const char *name, val def, bool *present);
+void tmpl_args_check(rctx *c, args *a, int maxpos, const char *const *kwnames, const char *fname);
 /* python str helpers shared by filters and methods */
-bool py_isspace(uint32_t cp);
-uint32_t utf8_decode(const char *p, size_t n, size_t *adv);
-void utf8_encode(rctx *c, sbuf *b, uint32_t cp);
-val str_strip(rctx *c, val s, val chars, int which); /* which: 1 left, 2 right, 3 both */
-val str_lower(rctx *c, val s);
-val str_upper(rctx *c, val s);
-val str_replace(rctx *c, val s, val old, val new_, int64_t count);
-tlist *str_splitlines(rctx *c, val s, bool keepends);
+bool tmpl_py_isspace(uint32_t cp);
+uint32_t tmpl_utf8_decode(const char *p, size_t n, size_t *adv);
+void tmpl_utf8_encode(rctx *c, sbuf *b, uint32_t cp);
+val tmpl_str_strip(rctx *c, val s, val chars, int which); /* which: 1 left, 2 right, 3 both */
+val tmpl_str_lower(rctx *c, val s);
+val tmpl_str_upper(rctx *c, val s);
+val tmpl_str_replace(rctx *c, val s, val old, val new_, int64_t count);
+tlist *tmpl_str_splitlines(rctx *c, val s, bool keepends);
 #endif

@@ -41,7 +41,7 @@ static void perr(P *p, int line, const char *fmt, ...) {
 }
 
 static void *palloc(P *p, size_t n) {
-    void *r = arena_alloc(p->ar, n);
+    void *r = tmpl_arena_alloc(p->ar, n);
     if (!r) perr(p, 0, "template too large");
     memset(r, 0, n);
     return r;
@@ -1149,7 +1149,7 @@ mx_tmpl *mx_tmpl_parse(const char *src, size_t len, const char *name) {
 
 void mx_tmpl_free(mx_tmpl *t) {
     if (!t) return;
-    arena_free(&t->ar);
+    tmpl_arena_free(&t->ar);
     free(t->name);
     free(t->src);
     free(t);

@@ -31,7 +31,7 @@ static bool by_addr_add(arena *a, achunk *k) {
     return true;
 }
 
-void *arena_alloc(arena *a, size_t n) {
+void *tmpl_arena_alloc(arena *a, size_t n) {
     n = (n + 15) & ~(size_t)15;
     if (!n) n = 16;
     achunk *h = a->head;
@@ -60,7 +60,7 @@ void *arena_alloc(arena *a, size_t n) {
     return k->data;
 }
 
-void arena_free(arena *a) {
+void tmpl_arena_free(arena *a) {
     achunk *k = a->head;
     while (k) {
         achunk *n = k->next;
@@ -94,11 +94,11 @@ static bool in_static(const tmarks *m, const char *p, size_t n) {
     return false;
 }
 
-void mk_init(rctx *c, const mx_tmpl *t) {
+void tmpl_mk_init(rctx *c, const mx_tmpl *t) {
     size_t n = 1;
     for (achunk *k = t->ar.head; k; k = k->next) n++;
-    tmarks *m = rx_alloc(c, sizeof *m);
-    m->stat = rx_alloc(c, n * sizeof *m->stat);
+    tmarks *m = tmpl_rx_alloc(c, sizeof *m);
+    m->stat = tmpl_rx_alloc(c, n * sizeof *m->stat);
     m->nstat = 0;
     m->stat[m->nstat++] = (mregion){t->src, t->src + t->srclen + 1};
     for (achunk *k = t->ar.head; k; k = k->next) m->stat[m->nstat++] = (mregion){(const char *)k->data, (const char *)k->data + k->cap};
@@ -106,34 +106,34 @@ void mk_init(rctx *c, const mx_tmpl *t) {
 }
 
 /* A trusted variable's value: its strings copied into the arena as markup. */
-val mk_trusted(rctx *c, val v) {
+val tmpl_mk_trusted(rctx *c, val v) {
     if (v.t == V_STR) {
-        char *p = rx_strndup(c, v.s.p, v.s.n);
-        mk_set(c, p, v.s.n);
+        char *p = tmpl_rx_strndup(c, v.s.p, v.s.n);
+        tmpl_mk_set(c, p, v.s.n);
         v.s.p = p;
     } else if (v.t == V_LIST || v.t == V_TUPLE) {
-        for (size_t i = 0; i < v.l->n; i++) v.l->v[i] = mk_trusted(c, v.l->v[i]);
+        for (size_t i = 0; i < v.l->n; i++) v.l->v[i] = tmpl_mk_trusted(c, v.l->v[i]);
     }
     return v;
 }
 
-void mk_set(rctx *c, const char *dst, size_t n) {
+void tmpl_mk_set(rctx *c, const char *dst, size_t n) {
     if (!c->mk || !n) return;
     achunk *k = chunk_of(c->ar, dst);
     if (!k) return;
     if (!k->shadow) {
         size_t sz = (k->cap + 7) / 8;
-        if (c->ar->limit && c->ar->total + sz > c->ar->limit) rx_fail(c, "MemoryError", "template memory limit exceeded");
-        if (!(k->shadow = calloc(1, sz))) rx_fail(c, "MemoryError", "out of memory");
+        if (c->ar->limit && c->ar->total + sz > c->ar->limit) tmpl_rx_fail(c, "MemoryError", "template memory limit exceeded");
+        if (!(k->shadow = calloc(1, sz))) tmpl_rx_fail(c, "MemoryError", "out of memory");
         c->ar->total += sz;
     }
     size_t o = (size_t)(dst - (const char *)k->data);
     for (size_t i = o; i < o + n; i++) k->shadow[i >> 3] |= (uint8_t)(1u << (i & 7));
 }
 
-void mk_copy(rctx *c, const char *dst, const char *src, size_t n) {
+void tmpl_mk_copy(rctx *c, const char *dst, const char *src, size_t n) {
     if (!c->mk || !n) return;
-    if (in_static(c->mk, src, n)) { mk_set(c, dst, n); return; }
+    if (in_static(c->mk, src, n)) { tmpl_mk_set(c, dst, n); return; }
     achunk *sk = chunk_of(c->ar, src);
     if (!sk || !sk->shadow) return; /* not markup; fresh bytes start unmarked */
     size_t so = (size_t)(src - (const char *)sk->data);
@@ -142,12 +142,12 @@ void mk_copy(rctx *c, const char *dst, const char *src, size_t n) {
         if (!(sk->shadow[b >> 3] >> (b & 7) & 1)) { i++; continue; }
         size_t e = i;
         while (e < n && (sk->shadow[(so + e) >> 3] >> ((so + e) & 7) & 1)) e++;
-        mk_set(c, dst + i, e - i);
+        tmpl_mk_set(c, dst + i, e - i);
         i = e;
     }
 }
 
-void mk_ranges(rctx *c, const char *p, size_t n, size_t base, mx_buf *out) {
+void tmpl_mk_ranges(rctx *c, const char *p, size_t n, size_t base, mx_buf *out) {
     achunk *k = c->mk && n ? chunk_of(c->ar, p) : NULL;
     if (!k || !k->shadow) return;
     size_t o = (size_t)(p - (const char *)k->data);
@@ -162,7 +162,7 @@ void mk_ranges(rctx *c, const char *p, size_t n, size_t base, mx_buf *out) {
 }
 
 /* ---- errors ---- */
-void rx_raise(rctx *c, const char *fmt, ...) {
+void tmpl_rx_raise(rctx *c, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(c->err, sizeof c->err, fmt, ap);
@@ -170,7 +170,7 @@ void rx_raise(rctx *c, const char *fmt, ...) {
     longjmp(c->jb, 1);
 }
 
-void rx_fail(rctx *c, const char *exc, const char *fmt, ...) {
+void tmpl_rx_fail(rctx *c, const char *exc, const char *fmt, ...) {
     char msg[800];
     va_list ap;
     va_start(ap, fmt);
@@ -180,79 +180,79 @@ void rx_fail(rctx *c, const char *exc, const char *fmt, ...) {
     longjmp(c->jb, 1);
 }
 
-void *rx_alloc(rctx *c, size_t n) {
-    if (n > ((size_t)1 << 40)) rx_fail(c, "MemoryError", "allocation too large");
-    void *p = arena_alloc(c->ar, n);
-    if (!p) rx_fail(c, "MemoryError", "template memory limit exceeded");
+void *tmpl_rx_alloc(rctx *c, size_t n) {
+    if (n > ((size_t)1 << 40)) tmpl_rx_fail(c, "MemoryError", "allocation too large");
+    void *p = tmpl_arena_alloc(c->ar, n);
+    if (!p) tmpl_rx_fail(c, "MemoryError", "template memory limit exceeded");
     return p;
 }
 
-char *rx_strndup(rctx *c, const char *s, size_t n) {
-    char *p = rx_alloc(c, n + 1);
+char *tmpl_rx_strndup(rctx *c, const char *s, size_t n) {
+    char *p = tmpl_rx_alloc(c, n + 1);
     if (n) memcpy(p, s, n);
     p[n] = 0;
-    mk_copy(c, p, s, n);
+    tmpl_mk_copy(c, p, s, n);
     return p;
 }
 
 /* ---- string buffers ---- */
-void sb_put(rctx *c, sbuf *b, const char *p, size_t n) {
+void tmpl_sb_put(rctx *c, sbuf *b, const char *p, size_t n) {
     if (!n) return;
     if (b->cap - b->n < n) {
         size_t need = b->n + n;
-        if (need < b->n) rx_fail(c, "MemoryError", "string too large");
+        if (need < b->n) tmpl_rx_fail(c, "MemoryError", "string too large");
         size_t cap = b->cap ? b->cap * 2 : 64;
         while (cap < need) cap *= 2;
-        char *q = rx_alloc(c, cap);
+        char *q = tmpl_rx_alloc(c, cap);
         if (b->n) memcpy(q, b->p, b->n);
-        mk_copy(c, q, b->p, b->n);
+        tmpl_mk_copy(c, q, b->p, b->n);
         b->p = q;
         b->cap = cap;
     }
     memcpy(b->p + b->n, p, n);
-    mk_copy(c, b->p + b->n, p, n);
+    tmpl_mk_copy(c, b->p + b->n, p, n);
     b->n += n;
 }
-void sb_puts(rctx *c, sbuf *b, const char *s) { sb_put(c, b, s, strlen(s)); }
-void sb_putc(rctx *c, sbuf *b, char ch) { sb_put(c, b, &ch, 1); }
-void sb_printf(rctx *c, sbuf *b, const char *fmt, ...) {
+void tmpl_sb_puts(rctx *c, sbuf *b, const char *s) { tmpl_sb_put(c, b, s, strlen(s)); }
+void tmpl_sb_putc(rctx *c, sbuf *b, char ch) { tmpl_sb_put(c, b, &ch, 1); }
+void tmpl_sb_printf(rctx *c, sbuf *b, const char *fmt, ...) {
     char tmp[256];
     va_list ap;
     va_start(ap, fmt);
     int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
     va_end(ap);
     if (n < 0) return;
-    if ((size_t)n < sizeof tmp) { sb_put(c, b, tmp, (size_t)n); return; }
-    char *big = rx_alloc(c, (size_t)n + 1);
+    if ((size_t)n < sizeof tmp) { tmpl_sb_put(c, b, tmp, (size_t)n); return; }
+    char *big = tmpl_rx_alloc(c, (size_t)n + 1);
     va_start(ap, fmt);
     vsnprintf(big, (size_t)n + 1, fmt, ap);
     va_end(ap);
-    sb_put(c, b, big, (size_t)n);
+    tmpl_sb_put(c, b, big, (size_t)n);
 }
-val sb_val(sbuf *b) { return v_strn(b->n ? b->p : "", b->n); }
+val tmpl_sb_val(sbuf *b) { return v_strn(b->n ? b->p : "", b->n); }
 
 /* ---- constructors ---- */
-val v_cstr(const char *s) { return v_strn(s, strlen(s)); }
+val tmpl_v_cstr(const char *s) { return v_strn(s, strlen(s)); }
 
-val v_undef_msg(rctx *c, const char *exc, const char *fmt, ...) {
+val tmpl_v_undef_msg(rctx *c, const char *exc, const char *fmt, ...) {
     char msg[512];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    tundef *u = rx_alloc(c, sizeof *u);
-    u->msg = rx_strndup(c, msg, strlen(msg));
+    tundef *u = tmpl_rx_alloc(c, sizeof *u);
+    u->msg = tmpl_rx_strndup(c, msg, strlen(msg));
     u->exc = exc;
     val v = v_undef();
     v.u = u;
     return v;
 }
 
-val v_list(rctx *c, size_t cap) {
-    tlist *l = rx_alloc(c, sizeof *l);
+val tmpl_v_list(rctx *c, size_t cap) {
+    tlist *l = tmpl_rx_alloc(c, sizeof *l);
     memset(l, 0, sizeof *l);
     if (cap) {
-        l->v = rx_alloc(c, cap * sizeof(val));
+        l->v = tmpl_rx_alloc(c, cap * sizeof(val));
         l->cap = cap;
     }
     val v = v_undef();
@@ -261,16 +261,16 @@ val v_list(rctx *c, size_t cap) {
     return v;
 }
 
-val v_tuple2(rctx *c, val a, val b) {
-    val t = v_list(c, 2);
-    list_push(c, t.l, a);
-    list_push(c, t.l, b);
+val tmpl_v_tuple2(rctx *c, val a, val b) {
+    val t = tmpl_v_list(c, 2);
+    tmpl_list_push(c, t.l, a);
+    tmpl_list_push(c, t.l, b);
     t.t = V_TUPLE;
     return t;
 }
 
-val v_dict(rctx *c) {
-    tdict *d = rx_alloc(c, sizeof *d);
+val tmpl_v_dict(rctx *c) {
+    tdict *d = tmpl_rx_alloc(c, sizeof *d);
     memset(d, 0, sizeof *d);
     val v = v_undef();
     v.t = V_DICT;
@@ -278,8 +278,8 @@ val v_dict(rctx *c) {
     return v;
 }
 
-val v_func(rctx *c, builtin_fn fn, val self, const char *name) {
-    tfunc *f = rx_alloc(c, sizeof *f);
+val tmpl_v_func(rctx *c, builtin_fn fn, val self, const char *name) {
+    tfunc *f = tmpl_rx_alloc(c, sizeof *f);
     f->fn = fn;
     f->self = self;
     f->name = name;
@@ -289,10 +289,10 @@ val v_func(rctx *c, builtin_fn fn, val self, const char *name) {
     return v;
 }
 
-void list_push(rctx *c, tlist *l, val x) {
+void tmpl_list_push(rctx *c, tlist *l, val x) {
     if (l->n == l->cap) {
         size_t cap = l->cap ? l->cap * 2 : 4;
-        val *nv = rx_alloc(c, cap * sizeof(val));
+        val *nv = tmpl_rx_alloc(c, cap * sizeof(val));
         if (l->n) memcpy(nv, l->v, l->n * sizeof(val));
         l->v = nv;
         l->cap = cap;
@@ -342,7 +342,7 @@ static void dict_index_put(tdict *d, size_t pos) {
     d->idx[i] = (uint32_t)(pos + 1);
 }
 
-val *dict_get(tdict *d, val key) {
+val *tmpl_dict_get(tdict *d, val key) {
     if (d->idx) {
         size_t m = d->icap - 1, i = (size_t)key_hash(key) & m;
         for (; d->idx[i]; i = (i + 1) & m)
@@ -354,20 +354,20 @@ val *dict_get(tdict *d, val key) {
     return NULL;
 }
 
-val *dict_gets(tdict *d, const char *k, size_t n) { return dict_get(d, v_strn(k, n)); }
+val *tmpl_dict_gets(tdict *d, const char *k, size_t n) { return tmpl_dict_get(d, v_strn(k, n)); }
 
-void dict_clear(tdict *d) {
+void tmpl_dict_clear(tdict *d) {
     d->n = 0;
     if (d->idx) memset(d->idx, 0, d->icap * sizeof *d->idx);
 }
 
-void dict_set(rctx *c, tdict *d, val key, val x) {
-    val *p = dict_get(d, key);
+void tmpl_dict_set(rctx *c, tdict *d, val key, val x) {
+    val *p = tmpl_dict_get(d, key);
     if (p) { *p = x; return; }
     if (d->n == d->cap) {
         size_t cap = d->cap ? d->cap * 2 : 4;
-        if (cap > UINT32_MAX / 4) rx_fail(c, "MemoryError", "dict too large");
-        val *nk = rx_alloc(c, cap * sizeof(val)), *nv = rx_alloc(c, cap * sizeof(val));
+        if (cap > UINT32_MAX / 4) tmpl_rx_fail(c, "MemoryError", "dict too large");
+        val *nk = tmpl_rx_alloc(c, cap * sizeof(val)), *nv = tmpl_rx_alloc(c, cap * sizeof(val));
         if (d->n) {
             memcpy(nk, d->k, d->n * sizeof(val));
             memcpy(nv, d->v, d->n * sizeof(val));
@@ -382,7 +382,7 @@ void dict_set(rctx *c, tdict *d, val key, val x) {
     if (d->n > DICT_INDEX_FROM && 2 * d->n > d->icap) { /* (re)build at half load */
         d->icap = d->icap ? 2 * d->icap : 4 * DICT_INDEX_FROM;
         while (2 * d->n > d->icap) d->icap *= 2;
-        d->idx = rx_alloc(c, d->icap * sizeof *d->idx);
+        d->idx = tmpl_rx_alloc(c, d->icap * sizeof *d->idx);
         memset(d->idx, 0, d->icap * sizeof *d->idx);
         for (size_t i = 0; i < d->n; i++) dict_index_put(d, i);
     } else if (d->idx) {
@@ -391,7 +391,7 @@ void dict_set(rctx *c, tdict *d, val key, val x) {
 }
 
 /* ---- python semantics ---- */
-const char *type_name(val v) {
+const char *tmpl_type_name(val v) {
     switch (v.t) {
     case V_UNDEF: return "Undefined";
     case V_NONE: return "NoneType";
@@ -411,7 +411,7 @@ const char *type_name(val v) {
     return "object";
 }
 
-const char *obj_type_repr(val v) {
+const char *tmpl_obj_type_repr(val v) {
     switch (v.t) {
     case V_NONE: return "None";
     case V_BOOL: return "bool object";
@@ -430,14 +430,14 @@ const char *obj_type_repr(val v) {
     return "object";
 }
 
-void undef_fail(rctx *c, val u) {
-    if (u.u) rx_fail(c, u.u->exc ? u.u->exc : "UndefinedError", "%s", u.u->msg);
-    rx_fail(c, "UndefinedError", "value is undefined");
+void tmpl_undef_fail(rctx *c, val u) {
+    if (u.u) tmpl_rx_fail(c, u.u->exc ? u.u->exc : "UndefinedError", "%s", u.u->msg);
+    tmpl_rx_fail(c, "UndefinedError", "value is undefined");
 }
 
 static bool is_view(val v) { return v.t == V_GEN && v.l->gen_name && !strncmp(v.l->gen_name, "dict_", 5) && strstr(v.l->gen_name, "iterator") == NULL; }
 
-bool truthy(rctx *c, val v) {
+bool tmpl_truthy(rctx *c, val v) {
     (void)c;
     switch (v.t) {
     case V_UNDEF: case V_NONE: return false;
@@ -453,7 +453,7 @@ bool truthy(rctx *c, val v) {
 }
 
 /* Python float repr: shortest round-tripping digits, exponent form outside [1e-4, 1e16). */
-void fmt_float(double f, char *out, size_t cap) {
+void tmpl_fmt_float(double f, char *out, size_t cap) {
     if (isnan(f)) { snprintf(out, cap, "nan"); return; }
     if (isinf(f)) { snprintf(out, cap, f < 0 ? "-inf" : "inf"); return; }
     if (f == 0) { snprintf(out, cap, signbit(f) ? "-0.0" : "0.0"); return; }
@@ -502,27 +502,27 @@ void fmt_float(double f, char *out, size_t cap) {
 #undef PUT
 }
 
-void v_to_str(rctx *c, val v, sbuf *b) {
+void tmpl_v_to_str(rctx *c, val v, sbuf *b) {
     char tmp[64];
     switch (v.t) {
     case V_UNDEF: return;
-    case V_NONE: sb_put(c, b, "None", 4); return;
-    case V_BOOL: sb_puts(c, b, v.b ? "True" : "False"); return;
-    case V_INT: sb_printf(c, b, "%lld", (long long)v.i); return;
-    case V_FLOAT: fmt_float(v.f, tmp, sizeof tmp); sb_puts(c, b, tmp); return;
-    case V_STR: sb_put(c, b, v.s.p, v.s.n); return;
-    default: v_repr(c, v, b, 0); return;
+    case V_NONE: tmpl_sb_put(c, b, "None", 4); return;
+    case V_BOOL: tmpl_sb_puts(c, b, v.b ? "True" : "False"); return;
+    case V_INT: tmpl_sb_printf(c, b, "%lld", (long long)v.i); return;
+    case V_FLOAT: tmpl_fmt_float(v.f, tmp, sizeof tmp); tmpl_sb_puts(c, b, tmp); return;
+    case V_STR: tmpl_sb_put(c, b, v.s.p, v.s.n); return;
+    default: tmpl_v_repr(c, v, b, 0); return;
     }
 }
 
-val v_str(rctx *c, val v) {
+val tmpl_v_str(rctx *c, val v) {
     if (v.t == V_STR) return v;
     sbuf b = {0};
-    v_to_str(c, v, &b);
-    return sb_val(&b);
+    tmpl_v_to_str(c, v, &b);
+    return tmpl_sb_val(&b);
 }
 
-uint32_t utf8_decode(const char *p, size_t n, size_t *adv) {
+uint32_t tmpl_utf8_decode(const char *p, size_t n, size_t *adv) {
     utf8proc_int32_t cp;
     utf8proc_ssize_t k = utf8proc_iterate((const utf8proc_uint8_t *)p, (utf8proc_ssize_t)n, &cp);
     if (k <= 0) { *adv = 1; return (unsigned char)p[0]; }
@@ -530,21 +530,21 @@ uint32_t utf8_decode(const char *p, size_t n, size_t *adv) {
     return (uint32_t)cp;
 }
 
-void utf8_encode(rctx *c, sbuf *b, uint32_t cp) {
+void tmpl_utf8_encode(rctx *c, sbuf *b, uint32_t cp) {
     utf8proc_uint8_t tmp[8];
     utf8proc_ssize_t k = utf8proc_encode_char((utf8proc_int32_t)cp, tmp);
     if (k <= 0) { tmp[0] = '?'; k = 1; }
-    sb_put(c, b, (const char *)tmp, (size_t)k);
+    tmpl_sb_put(c, b, (const char *)tmp, (size_t)k);
 }
 
-size_t utf8_count(const char *p, size_t n) {
+size_t tmpl_utf8_count(const char *p, size_t n) {
     size_t k = 0;
     for (size_t i = 0; i < n; i++)
         if (((unsigned char)p[i] & 0xC0) != 0x80) k++;
     return k;
 }
 
-size_t utf8_offset(const char *p, size_t n, int64_t cp) {
+size_t tmpl_utf8_offset(const char *p, size_t n, int64_t cp) {
     size_t i = 0;
     int64_t k = 0;
     while (i < n) {
@@ -572,75 +572,75 @@ static bool py_isprintable(uint32_t cp) {
 static void repr_str(rctx *c, const char *p, size_t n, sbuf *b) {
     bool sq = memchr(p, '\'', n) != NULL, dq = memchr(p, '"', n) != NULL;
     char q = (sq && !dq) ? '"' : '\'';
-    sb_putc(c, b, q);
+    tmpl_sb_putc(c, b, q);
     size_t i = 0;
     while (i < n) {
         unsigned char ch = (unsigned char)p[i];
         if (ch < 0x80) {
-            if (ch == (unsigned char)q || ch == '\\') { sb_putc(c, b, '\\'); sb_putc(c, b, (char)ch); }
-            else if (ch == '\n') sb_put(c, b, "\\n", 2);
-            else if (ch == '\r') sb_put(c, b, "\\r", 2);
-            else if (ch == '\t') sb_put(c, b, "\\t", 2);
-            else if (ch < 0x20 || ch == 0x7f) sb_printf(c, b, "\\x%02x", ch);
-            else sb_putc(c, b, (char)ch);
+            if (ch == (unsigned char)q || ch == '\\') { tmpl_sb_putc(c, b, '\\'); tmpl_sb_putc(c, b, (char)ch); }
+            else if (ch == '\n') tmpl_sb_put(c, b, "\\n", 2);
+            else if (ch == '\r') tmpl_sb_put(c, b, "\\r", 2);
+            else if (ch == '\t') tmpl_sb_put(c, b, "\\t", 2);
+            else if (ch < 0x20 || ch == 0x7f) tmpl_sb_printf(c, b, "\\x%02x", ch);
+            else tmpl_sb_putc(c, b, (char)ch);
             i++;
             continue;
         }
         size_t adv;
-        uint32_t cp = utf8_decode(p + i, n - i, &adv);
-        if (py_isprintable(cp)) sb_put(c, b, p + i, adv);
-        else if (cp < 0x100) sb_printf(c, b, "\\x%02x", cp);
-        else if (cp < 0x10000) sb_printf(c, b, "\\u%04x", cp);
-        else sb_printf(c, b, "\\U%08x", cp);
+        uint32_t cp = tmpl_utf8_decode(p + i, n - i, &adv);
+        if (py_isprintable(cp)) tmpl_sb_put(c, b, p + i, adv);
+        else if (cp < 0x100) tmpl_sb_printf(c, b, "\\x%02x", cp);
+        else if (cp < 0x10000) tmpl_sb_printf(c, b, "\\u%04x", cp);
+        else tmpl_sb_printf(c, b, "\\U%08x", cp);
         i += adv;
     }
-    sb_putc(c, b, q);
+    tmpl_sb_putc(c, b, q);
 }
 
-void v_repr(rctx *c, val v, sbuf *b, int depth) {
-    if (depth > 200) rx_fail(c, "RecursionError", "maximum recursion depth exceeded while getting the repr of an object");
+void tmpl_v_repr(rctx *c, val v, sbuf *b, int depth) {
+    if (depth > 200) tmpl_rx_fail(c, "RecursionError", "maximum recursion depth exceeded while getting the repr of an object");
     switch (v.t) {
-    case V_UNDEF: sb_puts(c, b, "Undefined"); return;
+    case V_UNDEF: tmpl_sb_puts(c, b, "Undefined"); return;
     case V_STR:
-        if (v.markup) { sb_puts(c, b, "Markup("); repr_str(c, v.s.p, v.s.n, b); sb_putc(c, b, ')'); }
+        if (v.markup) { tmpl_sb_puts(c, b, "Markup("); repr_str(c, v.s.p, v.s.n, b); tmpl_sb_putc(c, b, ')'); }
         else repr_str(c, v.s.p, v.s.n, b);
         return;
     case V_LIST: case V_TUPLE: {
-        sb_putc(c, b, v.t == V_LIST ? '[' : '(');
+        tmpl_sb_putc(c, b, v.t == V_LIST ? '[' : '(');
         for (size_t i = 0; i < v.l->n; i++) {
-            if (i) sb_put(c, b, ", ", 2);
-            v_repr(c, v.l->v[i], b, depth + 1);
+            if (i) tmpl_sb_put(c, b, ", ", 2);
+            tmpl_v_repr(c, v.l->v[i], b, depth + 1);
         }
-        if (v.t == V_TUPLE && v.l->n == 1) sb_putc(c, b, ',');
-        sb_putc(c, b, v.t == V_LIST ? ']' : ')');
+        if (v.t == V_TUPLE && v.l->n == 1) tmpl_sb_putc(c, b, ',');
+        tmpl_sb_putc(c, b, v.t == V_LIST ? ']' : ')');
         return;
     }
     case V_DICT: case V_NS: {
-        if (v.t == V_NS) sb_puts(c, b, "<Namespace ");
-        sb_putc(c, b, '{');
+        if (v.t == V_NS) tmpl_sb_puts(c, b, "<Namespace ");
+        tmpl_sb_putc(c, b, '{');
         for (size_t i = 0; i < v.d->n; i++) {
-            if (i) sb_put(c, b, ", ", 2);
-            v_repr(c, v.d->k[i], b, depth + 1);
-            sb_put(c, b, ": ", 2);
-            v_repr(c, v.d->v[i], b, depth + 1);
+            if (i) tmpl_sb_put(c, b, ", ", 2);
+            tmpl_v_repr(c, v.d->k[i], b, depth + 1);
+            tmpl_sb_put(c, b, ": ", 2);
+            tmpl_v_repr(c, v.d->v[i], b, depth + 1);
         }
-        sb_putc(c, b, '}');
-        if (v.t == V_NS) sb_putc(c, b, '>');
+        tmpl_sb_putc(c, b, '}');
+        if (v.t == V_NS) tmpl_sb_putc(c, b, '>');
         return;
     }
     case V_GEN:
         if (is_view(v)) { /* dict_items([...]) */
-            sb_printf(c, b, "%s(", type_name(v));
+            tmpl_sb_printf(c, b, "%s(", tmpl_type_name(v));
             val l = v;
             l.t = V_LIST;
-            v_repr(c, l, b, depth + 1);
-            sb_putc(c, b, ')');
-        } else sb_printf(c, b, "<%s object>", type_name(v));
+            tmpl_v_repr(c, l, b, depth + 1);
+            tmpl_sb_putc(c, b, ')');
+        } else tmpl_sb_printf(c, b, "<%s object>", tmpl_type_name(v));
         return;
-    case V_MACRO: sb_printf(c, b, "<Macro '%s'>", v.m->name ? v.m->name : "caller"); return;
-    case V_FUNC: sb_printf(c, b, "<built-in method %s>", v.fn->name); return;
-    case V_LOOP: sb_printf(c, b, "<LoopContext %lld/%zu>", (long long)v.lp->idx + 1, v.lp->items->n); return;
-    default: v_to_str(c, v, b); return;
+    case V_MACRO: tmpl_sb_printf(c, b, "<Macro '%s'>", v.m->name ? v.m->name : "caller"); return;
+    case V_FUNC: tmpl_sb_printf(c, b, "<built-in method %s>", v.fn->name); return;
+    case V_LOOP: tmpl_sb_printf(c, b, "<LoopContext %lld/%zu>", (long long)v.lp->idx + 1, v.lp->items->n); return;
+    default: tmpl_v_to_str(c, v, b); return;
     }
 }
 
@@ -648,8 +648,8 @@ static bool is_num(val v) { return v.t == V_INT || v.t == V_BOOL || v.t == V_FLO
 static double num_f(val v) { return v.t == V_FLOAT ? v.f : v.t == V_INT ? (double)v.i : (double)v.b; }
 static int64_t num_i(val v) { return v.t == V_INT ? v.i : (int64_t)v.b; }
 
-bool v_eq(rctx *c, val a, val b, int depth) {
-    if (depth > 200) rx_fail(c, "RecursionError", "maximum recursion depth exceeded in comparison");
+bool tmpl_v_eq(rctx *c, val a, val b, int depth) {
+    if (depth > 200) tmpl_rx_fail(c, "RecursionError", "maximum recursion depth exceeded in comparison");
     if (is_num(a) && is_num(b)) {
         if (a.t == V_FLOAT || b.t == V_FLOAT) return num_f(a) == num_f(b);
         return num_i(a) == num_i(b);
@@ -661,13 +661,13 @@ bool v_eq(rctx *c, val a, val b, int depth) {
     case V_LIST: case V_TUPLE:
         if (a.l->n != b.l->n) return false;
         for (size_t i = 0; i < a.l->n; i++)
-            if (!v_eq(c, a.l->v[i], b.l->v[i], depth + 1)) return false;
+            if (!tmpl_v_eq(c, a.l->v[i], b.l->v[i], depth + 1)) return false;
         return true;
     case V_DICT:
         if (a.d->n != b.d->n) return false;
         for (size_t i = 0; i < a.d->n; i++) {
-            val *o = dict_get(b.d, a.d->k[i]);
-            if (!o || !v_eq(c, a.d->v[i], *o, depth + 1)) return false;
+            val *o = tmpl_dict_get(b.d, a.d->k[i]);
+            if (!o || !tmpl_v_eq(c, a.d->v[i], *o, depth + 1)) return false;
         }
         return true;
     case V_NS: return a.d == b.d;
@@ -680,7 +680,7 @@ bool v_eq(rctx *c, val a, val b, int depth) {
 }
 
 /* <0, 0, >0; TypeError for unorderable types (op names the operator). */
-int v_cmp(rctx *c, val a, val b, const char *op) {
+int tmpl_v_cmp(rctx *c, val a, val b, const char *op) {
     if (is_num(a) && is_num(b)) {
         if (a.t == V_FLOAT || b.t == V_FLOAT) {
             double x = num_f(a), y = num_f(b);
@@ -698,83 +698,83 @@ int v_cmp(rctx *c, val a, val b, const char *op) {
     if ((a.t == V_LIST && b.t == V_LIST) || (a.t == V_TUPLE && b.t == V_TUPLE)) {
         size_t n = MX_MIN(a.l->n, b.l->n);
         for (size_t i = 0; i < n; i++) {
-            if (v_eq(c, a.l->v[i], b.l->v[i], 0)) continue;
-            return v_cmp(c, a.l->v[i], b.l->v[i], op);
+            if (tmpl_v_eq(c, a.l->v[i], b.l->v[i], 0)) continue;
+            return tmpl_v_cmp(c, a.l->v[i], b.l->v[i], op);
         }
         return a.l->n < b.l->n ? -1 : a.l->n > b.l->n ? 1 : 0;
     }
-    if (a.t == V_UNDEF) undef_fail(c, a);
-    if (b.t == V_UNDEF) undef_fail(c, b);
-    rx_fail(c, "TypeError", "'%s' not supported between instances of '%s' and '%s'", op, type_name(a), type_name(b));
+    if (a.t == V_UNDEF) tmpl_undef_fail(c, a);
+    if (b.t == V_UNDEF) tmpl_undef_fail(c, b);
+    tmpl_rx_fail(c, "TypeError", "'%s' not supported between instances of '%s' and '%s'", op, tmpl_type_name(a), tmpl_type_name(b));
 }
 
-tlist *v_iter(rctx *c, val v) {
+tlist *tmpl_v_iter(rctx *c, val v) {
     switch (v.t) {
     case V_UNDEF: {
-        if (v.u && v.u->exc) undef_fail(c, v);
-        return v_list(c, 0).l;
+        if (v.u && v.u->exc) tmpl_undef_fail(c, v);
+        return tmpl_v_list(c, 0).l;
     }
     case V_GEN:
-        if (v.l->err) rx_raise(c, "%s", v.l->err);
+        if (v.l->err) tmpl_rx_raise(c, "%s", v.l->err);
         return v.l;
     case V_LIST: case V_TUPLE: return v.l;
     case V_DICT: {
-        val l = v_list(c, v.d->n);
-        for (size_t i = 0; i < v.d->n; i++) list_push(c, l.l, v.d->k[i]);
+        val l = tmpl_v_list(c, v.d->n);
+        for (size_t i = 0; i < v.d->n; i++) tmpl_list_push(c, l.l, v.d->k[i]);
         return l.l;
     }
     case V_STR: {
-        val l = v_list(c, 0);
+        val l = tmpl_v_list(c, 0);
         size_t i = 0;
         while (i < v.s.n) {
             size_t adv;
-            utf8_decode(v.s.p + i, v.s.n - i, &adv);
+            tmpl_utf8_decode(v.s.p + i, v.s.n - i, &adv);
             if (adv > v.s.n - i) adv = v.s.n - i;
-            list_push(c, l.l, v_strn(v.s.p + i, adv));
+            tmpl_list_push(c, l.l, v_strn(v.s.p + i, adv));
             i += adv;
         }
         return l.l;
     }
     default:
-        rx_fail(c, "TypeError", "'%s' object is not iterable", type_name(v));
+        tmpl_rx_fail(c, "TypeError", "'%s' object is not iterable", tmpl_type_name(v));
     }
 }
 
-int64_t v_len(rctx *c, val v) {
+int64_t tmpl_v_len(rctx *c, val v) {
     switch (v.t) {
     case V_UNDEF: return 0;
-    case V_STR: return (int64_t)utf8_count(v.s.p, v.s.n);
+    case V_STR: return (int64_t)tmpl_utf8_count(v.s.p, v.s.n);
     case V_LIST: case V_TUPLE: return (int64_t)v.l->n;
     case V_DICT: return (int64_t)v.d->n;
     case V_GEN: if (is_view(v)) return (int64_t)v.l->n;
     /* fall through */
-    default: rx_fail(c, "TypeError", "object of type '%s' has no len()", type_name(v));
+    default: tmpl_rx_fail(c, "TypeError", "object of type '%s' has no len()", tmpl_type_name(v));
     }
 }
 
-val html_escape(rctx *c, val s) {
+val tmpl_html_escape(rctx *c, val s) {
     if (s.t == V_STR && s.markup) return s;
-    s = v_str(c, s);
+    s = tmpl_v_str(c, s);
     sbuf b = {0};
     for (size_t i = 0; i < s.s.n; i++) {
         char ch = s.s.p[i];
         switch (ch) {
-        case '&': sb_put(c, &b, "&amp;", 5); break;
-        case '<': sb_put(c, &b, "&lt;", 4); break;
-        case '>': sb_put(c, &b, "&gt;", 4); break;
-        case '"': sb_put(c, &b, "&#34;", 5); break;
-        case '\'': sb_put(c, &b, "&#39;", 5); break;
-        default: sb_putc(c, &b, ch);
+        case '&': tmpl_sb_put(c, &b, "&amp;", 5); break;
+        case '<': tmpl_sb_put(c, &b, "&lt;", 4); break;
+        case '>': tmpl_sb_put(c, &b, "&gt;", 4); break;
+        case '"': tmpl_sb_put(c, &b, "&#34;", 5); break;
+        case '\'': tmpl_sb_put(c, &b, "&#39;", 5); break;
+        default: tmpl_sb_putc(c, &b, ch);
         }
     }
-    val r = sb_val(&b);
+    val r = tmpl_sb_val(&b);
     r.markup = 1;
     return r;
 }
 
 /* ---- JSON ---- */
-val v_from_json(rctx *c, json_t *j, int depth) {
-    if (depth > 500) rx_fail(c, "RecursionError", "context nested too deeply");
+val tmpl_v_from_json(rctx *c, json_t *j, int depth) {
+    if (depth > 500) tmpl_rx_fail(c, "RecursionError", "context nested too deeply");
     switch (json_typeof(j)) {
     case JSON_NULL: return v_none();
     case JSON_TRUE: return v_bool(true);
@@ -783,14 +783,14 @@ val v_from_json(rctx *c, json_t *j, int depth) {
     case JSON_REAL: return v_float(json_real_value(j));
     case JSON_STRING: return v_strn(json_string_value(j), json_string_length(j));
     case JSON_ARRAY: {
-        val l = v_list(c, json_array_size(j));
+        val l = tmpl_v_list(c, json_array_size(j));
         size_t i;
         json_t *x;
-        json_array_foreach(j, i, x) list_push(c, l.l, v_from_json(c, x, depth + 1));
+        json_array_foreach(j, i, x) tmpl_list_push(c, l.l, tmpl_v_from_json(c, x, depth + 1));
         return l;
     }
     case JSON_OBJECT: {
-        val d = v_dict(c);
+        val d = tmpl_v_dict(c);
         const char *k;
         json_t *x;
         void *it;
@@ -801,7 +801,7 @@ val v_from_json(rctx *c, json_t *j, int depth) {
 #if JANSSON_VERSION_HEX >= 0x020e00
             kl = json_object_iter_key_len(it);
 #endif
-            dict_set(c, d.d, v_strn(k, kl), v_from_json(c, x, depth + 1));
+            tmpl_dict_set(c, d.d, v_strn(k, kl), tmpl_v_from_json(c, x, depth + 1));
         }
         return d;
     }
@@ -810,7 +810,7 @@ val v_from_json(rctx *c, json_t *j, int depth) {
 }
 
 static void json_str(rctx *c, const char *p, size_t n, sbuf *b) {
-    sb_putc(c, b, '"');
+    tmpl_sb_putc(c, b, '"');
     size_t run = 0;
     for (size_t i = 0; i < n; i++) {
         unsigned char ch = (unsigned char)p[i];
@@ -828,95 +828,95 @@ static void json_str(rctx *c, const char *p, size_t n, sbuf *b) {
             if (ch < 0x20) { snprintf(tmp, sizeof tmp, "\\u%04x", ch); esc = tmp; }
         }
         if (esc) {
-            sb_put(c, b, p + run, i - run);
-            sb_puts(c, b, esc);
+            tmpl_sb_put(c, b, p + run, i - run);
+            tmpl_sb_puts(c, b, esc);
             run = i + 1;
         }
     }
-    sb_put(c, b, p + run, n - run);
-    sb_putc(c, b, '"');
+    tmpl_sb_put(c, b, p + run, n - run);
+    tmpl_sb_putc(c, b, '"');
 }
 
 static void json_float(rctx *c, double f, sbuf *b) {
-    if (isnan(f)) { sb_puts(c, b, "NaN"); return; }
-    if (isinf(f)) { sb_puts(c, b, f < 0 ? "-Infinity" : "Infinity"); return; }
+    if (isnan(f)) { tmpl_sb_puts(c, b, "NaN"); return; }
+    if (isinf(f)) { tmpl_sb_puts(c, b, f < 0 ? "-Infinity" : "Infinity"); return; }
     char tmp[64];
-    fmt_float(f, tmp, sizeof tmp);
-    sb_puts(c, b, tmp);
+    tmpl_fmt_float(f, tmp, sizeof tmp);
+    tmpl_sb_puts(c, b, tmp);
 }
 
 static void json_newline(rctx *c, sbuf *b, const char *indent, int level) {
-    sb_putc(c, b, '\n');
-    for (int i = 0; i < level; i++) sb_puts(c, b, indent);
+    tmpl_sb_putc(c, b, '\n');
+    for (int i = 0; i < level; i++) tmpl_sb_puts(c, b, indent);
 }
 
-void v_tojson(rctx *c, val v, sbuf *b, const char *indent, int level, const char *item_sep,
+void tmpl_v_tojson(rctx *c, val v, sbuf *b, const char *indent, int level, const char *item_sep,
               const char *key_sep, bool sort_keys, int depth) {
-    if (depth > 400) rx_fail(c, "RecursionError", "maximum recursion depth exceeded while encoding a JSON object");
+    if (depth > 400) tmpl_rx_fail(c, "RecursionError", "maximum recursion depth exceeded while encoding a JSON object");
     switch (v.t) {
-    case V_NONE: sb_puts(c, b, "null"); return;
-    case V_BOOL: sb_puts(c, b, v.b ? "true" : "false"); return;
-    case V_INT: sb_printf(c, b, "%lld", (long long)v.i); return;
+    case V_NONE: tmpl_sb_puts(c, b, "null"); return;
+    case V_BOOL: tmpl_sb_puts(c, b, v.b ? "true" : "false"); return;
+    case V_INT: tmpl_sb_printf(c, b, "%lld", (long long)v.i); return;
     case V_FLOAT: json_float(c, v.f, b); return;
     case V_STR: json_str(c, v.s.p, v.s.n, b); return;
     case V_LIST: case V_TUPLE: {
-        if (!v.l->n) { sb_puts(c, b, "[]"); return; }
-        sb_putc(c, b, '[');
+        if (!v.l->n) { tmpl_sb_puts(c, b, "[]"); return; }
+        tmpl_sb_putc(c, b, '[');
         for (size_t i = 0; i < v.l->n; i++) {
-            if (i) sb_puts(c, b, item_sep);
+            if (i) tmpl_sb_puts(c, b, item_sep);
             if (indent) json_newline(c, b, indent, level + 1);
-            v_tojson(c, v.l->v[i], b, indent, level + 1, item_sep, key_sep, sort_keys, depth + 1);
+            tmpl_v_tojson(c, v.l->v[i], b, indent, level + 1, item_sep, key_sep, sort_keys, depth + 1);
         }
         if (indent) json_newline(c, b, indent, level);
-        sb_putc(c, b, ']');
+        tmpl_sb_putc(c, b, ']');
         return;
     }
     case V_DICT: {
-        if (!v.d->n) { sb_puts(c, b, "{}"); return; }
+        if (!v.d->n) { tmpl_sb_puts(c, b, "{}"); return; }
         size_t n = v.d->n;
-        size_t *ord = rx_alloc(c, n * sizeof *ord);
+        size_t *ord = tmpl_rx_alloc(c, n * sizeof *ord);
         for (size_t i = 0; i < n; i++) ord[i] = i;
         /* keys as strings first (python converts int/float/bool/None keys) */
-        val *ks = rx_alloc(c, n * sizeof *ks);
+        val *ks = tmpl_rx_alloc(c, n * sizeof *ks);
         for (size_t i = 0; i < n; i++) {
             val k = v.d->k[i];
             switch (k.t) {
             case V_STR: ks[i] = k; ks[i].markup = 0; break;
             case V_INT: case V_FLOAT: {
                 sbuf kb = {0};
-                if (k.t == V_FLOAT) json_float(c, k.f, &kb); else sb_printf(c, &kb, "%lld", (long long)k.i);
-                ks[i] = sb_val(&kb);
+                if (k.t == V_FLOAT) json_float(c, k.f, &kb); else tmpl_sb_printf(c, &kb, "%lld", (long long)k.i);
+                ks[i] = tmpl_sb_val(&kb);
                 break;
             }
-            case V_BOOL: ks[i] = v_cstr(k.b ? "true" : "false"); break;
-            case V_NONE: ks[i] = v_cstr("null"); break;
+            case V_BOOL: ks[i] = tmpl_v_cstr(k.b ? "true" : "false"); break;
+            case V_NONE: ks[i] = tmpl_v_cstr("null"); break;
             default:
-                rx_fail(c, "TypeError", "keys must be str, int, float, bool or None, not %s", type_name(k));
+                tmpl_rx_fail(c, "TypeError", "keys must be str, int, float, bool or None, not %s", tmpl_type_name(k));
             }
         }
         if (sort_keys) {
             for (size_t i = 0; i < n; i++) { /* python sorts the original keys */
                 if (v.d->k[i].t != V_STR && v.d->k[0].t == V_STR)
-                    rx_fail(c, "TypeError", "'<' not supported between instances of '%s' and 'str'", type_name(v.d->k[i]));
+                    tmpl_rx_fail(c, "TypeError", "'<' not supported between instances of '%s' and 'str'", tmpl_type_name(v.d->k[i]));
             }
-            val *pos = rx_alloc(c, n * sizeof *pos), *keys = rx_alloc(c, n * sizeof *keys);
+            val *pos = tmpl_rx_alloc(c, n * sizeof *pos), *keys = tmpl_rx_alloc(c, n * sizeof *keys);
             for (size_t i = 0; i < n; i++) { pos[i] = v_int((int64_t)i); keys[i] = v.d->k[i]; }
-            v_stable_sort(c, pos, keys, n, false);
+            tmpl_v_stable_sort(c, pos, keys, n, false);
             for (size_t i = 0; i < n; i++) ord[i] = (size_t)pos[i].i;
         }
-        sb_putc(c, b, '{');
+        tmpl_sb_putc(c, b, '{');
         for (size_t i = 0; i < n; i++) {
-            if (i) sb_puts(c, b, item_sep);
+            if (i) tmpl_sb_puts(c, b, item_sep);
             if (indent) json_newline(c, b, indent, level + 1);
             json_str(c, ks[ord[i]].s.p, ks[ord[i]].s.n, b);
-            sb_puts(c, b, key_sep);
-            v_tojson(c, v.d->v[ord[i]], b, indent, level + 1, item_sep, key_sep, sort_keys, depth + 1);
+            tmpl_sb_puts(c, b, key_sep);
+            tmpl_v_tojson(c, v.d->v[ord[i]], b, indent, level + 1, item_sep, key_sep, sort_keys, depth + 1);
         }
         if (indent) json_newline(c, b, indent, level);
-        sb_putc(c, b, '}');
+        tmpl_sb_putc(c, b, '}');
         return;
     }
     default:
-        rx_fail(c, "TypeError", "Object of type %s is not JSON serializable", type_name(v));
+        tmpl_rx_fail(c, "TypeError", "Object of type %s is not JSON serializable", tmpl_type_name(v));
     }
 }

@@ -226,13 +226,13 @@ void tk_dec_free(tk_dec *d) {
 }
 
 static bool jbool(const tj *o, const char *k, bool def) {
-    const tj *v = tj_get(o, k);
+    const tj *v = tk_json_get(o, k);
     if (!v || v->type == TJ_NULL) return def;
     return v->type == TJ_TRUE;
 }
 
 static int jstr(const tj *o, const char *k, const char *def, const char *file, char **out, size_t *len) {
-    const tj *v = tj_get(o, k);
+    const tj *v = tk_json_get(o, k);
     if (!v || v->type == TJ_NULL) {
         if (!def) return mx_set_err("%s: decoder.%s: missing", file, k);
         *out = mx_strdup(def);
@@ -246,7 +246,7 @@ static int jstr(const tj *o, const char *k, const char *def, const char *file, c
 }
 
 static int jint(const tj *o, const char *k, int def, const char *file, int *out) {
-    const tj *v = tj_get(o, k);
+    const tj *v = tk_json_get(o, k);
     if (!v || v->type == TJ_NULL) { *out = def; return MX_OK; }
     if (v->type != TJ_NUM || v->v.num < 0 || v->v.num > 1e6 || v->v.num != (int)v->v.num)
         return mx_set_err("%s: decoder.%s: expected a small non-negative integer", file, k);
@@ -260,14 +260,14 @@ int tk_parse_prepend(const tj *v, const char *file, int *out);
 tk_dec *tk_dec_parse(const tj *v, const char *file, int depth) {
     if (depth > TK_MAX_DEPTH) { mx_set_err("%s: decoder: nested too deeply", file); return NULL; }
     if (!v || v->type != TJ_OBJ) { mx_set_err("%s: decoder: expected an object", file); return NULL; }
-    const tj *ty = tj_get(v, "type");
+    const tj *ty = tk_json_get(v, "type");
     if (!ty || ty->type != TJ_STR) { mx_set_err("%s: decoder.type: expected a string", file); return NULL; }
     tk_dec *d = mx_calloc(1, sizeof *d);
     if (!d) return NULL;
     const char *t = ty->v.str;
     if (!strcmp(t, "Sequence")) {
         d->type = D_SEQ;
-        const tj *arr = tj_get(v, "decoders");
+        const tj *arr = tk_json_get(v, "decoders");
         if (!arr || arr->type != TJ_ARR) { mx_set_err("%s: decoder.decoders: expected an array", file); goto fail; }
         d->sub = mx_calloc(arr->n ? arr->n : 1, sizeof(tk_dec *));
         if (!d->sub) goto fail;
@@ -298,7 +298,7 @@ tk_dec *tk_dec_parse(const tj *v, const char *file, int depth) {
         if (jint(v, "start", 0, file, &d->start) || jint(v, "stop", 0, file, &d->stop)) goto fail;
     } else if (!strcmp(t, "Replace")) {
         d->type = D_REPLACE;
-        if (tk_pat_parse(&d->pat, tj_get(v, "pattern"), file, "decoder Replace.pattern")) goto fail;
+        if (tk_pat_parse(&d->pat, tk_json_get(v, "pattern"), file, "decoder Replace.pattern")) goto fail;
         if (jstr(v, "content", NULL, file, &d->content, &d->clen)) goto fail;
     } else if (!strcmp(t, "BPEDecoder")) {
         d->type = D_BPE;

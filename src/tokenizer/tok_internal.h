@@ -29,15 +29,15 @@ typedef struct tj {
 } tj;
 typedef struct tj_doc tj_doc;
 /* Parses; errors read "NAME: line L: what". Strings are checked UTF-8. */
-tj *tj_parse(const char *s, size_t n, const char *name, tj_doc **doc);
+tj *tk_json_parse(const char *s, size_t n, const char *name, tj_doc **doc);
 /* Same, parsing in place: takes ownership of buf (malloc'ed, len + 1 bytes). */
-tj *tj_parse_owned(char *buf, size_t len, const char *name, tj_doc **doc);
+tj *tk_json_parse_owned(char *buf, size_t len, const char *name, tj_doc **doc);
 /* Same, but the arrays and objects at root.OUTER.INNER (INNER: NULL-ended
  * list of keys) are checked without being built: they come as TJ_LAZY, to be
- * read with tj_iter. Errors are those of tj_parse_owned. */
-tj *tj_parse_lazy(char *buf, size_t len, const char *name, const char *outer, const char *const *inner, tj_doc **doc);
-void tj_free(tj_doc *doc);
-const tj *tj_get(const tj *obj, const char *key); /* NULL when absent (a JSON null is returned) */
+ * read with tj_iter. Errors are those of tk_json_parse_owned. */
+tj *tk_json_parse_lazy(char *buf, size_t len, const char *name, const char *outer, const char *const *inner, tj_doc **doc);
+void tk_json_free(tj_doc *doc);
+const tj *tk_json_get(const tj *obj, const char *key); /* NULL when absent (a JSON null is returned) */
 static inline bool tj_is_null(const tj *v) { return !v || v->type == TJ_NULL; }
 /* TJ_ARR / TJ_OBJ also for a lazy container; else its type */
 static inline int tj_type(const tj *v) { return v->type == TJ_LAZY ? v->lazy_type : v->type; }
@@ -45,8 +45,8 @@ static inline int tj_type(const tj *v) { return v->type == TJ_LAZY ? v->lazy_typ
  * come lazy. A lazy container can be read once (strings are unescaped in
  * place as they are read). next: 1 and *out set, 0 at the end, or MX_ERR. */
 typedef struct { tj_doc *d; const tj *v; uint32_t i; const char *p; } tj_iter;
-int tj_iter_init(tj_iter *it, tj_doc *d, const tj *v);
-int tj_iter_next(tj_iter *it, tj *out);
+int tk_json_iter_init(tj_iter *it, tj_doc *d, const tj *v);
+int tk_json_iter_next(tj_iter *it, tj *out);
 
 /* ---- big allocations (huge pages where offered); free with free() ---- */
 void *tk_alloc_big(size_t n, bool zero);

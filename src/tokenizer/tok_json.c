@@ -4,7 +4,7 @@
  * nesting is limited to TK_MAX_DEPTH.
  *
  * The vocab and merges of a big tokenizer are ~1.8 M values; building nodes
- * for them cost more than everything else, so tj_parse_lazy only checks
+ * for them cost more than everything else, so tk_json_parse_lazy only checks
  * chosen containers (same errors at the same places) and leaves them as
  * TJ_LAZY spans of text that tj_iter reads later, member by member. */
 #include "tok_internal.h"
@@ -231,22 +231,22 @@ static int parse_num(tj_doc *d, const char **pp, double *out) {
 }
 
 /* Iterative parser with an explicit stack of open containers. */
-tj *tj_parse(const char *src, size_t len, const char *name, tj_doc **docp) {
+tj *tk_json_parse(const char *src, size_t len, const char *name, tj_doc **docp) {
     *docp = NULL;
     char *buf = mx_malloc(len + 1);
     if (!buf) return NULL;
     memcpy(buf, src, len);
     buf[len] = 0;
-    return tj_parse_owned(buf, len, name, docp);
+    return tk_json_parse_owned(buf, len, name, docp);
 }
 
-tj *tj_parse_owned(char *src, size_t len, const char *name, tj_doc **docp) {
-    return tj_parse_lazy(src, len, name, NULL, NULL, docp);
+tj *tk_json_parse_owned(char *src, size_t len, const char *name, tj_doc **docp) {
+    return tk_json_parse_lazy(src, len, name, NULL, NULL, docp);
 }
 
 static bool key_is(const char *k, uint32_t kl, const char *s) { return k && kl == strlen(s) && !memcmp(k, s, kl); }
 
-tj *tj_parse_lazy(char *src, size_t len, const char *name, const char *outer, const char *const *inner, tj_doc **docp) {
+tj *tk_json_parse_lazy(char *src, size_t len, const char *name, const char *outer, const char *const *inner, tj_doc **docp) {
     *docp = NULL;
     tj_doc *d = mx_calloc(1, sizeof *d);
     if (!d) { free(src); return NULL; }
@@ -370,11 +370,11 @@ done:
     *docp = d;
     return r;
 fail:
-    tj_free(d);
+    tk_json_free(d);
     return NULL;
 }
 
-void tj_free(tj_doc *d) {
+void tk_json_free(tj_doc *d) {
     if (!d) return;
     free(d->stack);
     free(d->tmp);
@@ -383,7 +383,7 @@ void tj_free(tj_doc *d) {
     free(d);
 }
 
-const tj *tj_get(const tj *obj, const char *key) {
+const tj *tk_json_get(const tj *obj, const char *key) {
     if (!obj || obj->type != TJ_OBJ) return NULL;
     size_t kl = strlen(key);
     for (uint32_t i = 0; i < obj->n; i++) {
@@ -425,7 +425,7 @@ static const char *skip_container(const char *p, const char *e, uint32_t *count)
     return NULL;
 }
 
-int tj_iter_init(tj_iter *it, tj_doc *d, const tj *v) {
+int tk_json_iter_init(tj_iter *it, tj_doc *d, const tj *v) {
     memset(it, 0, sizeof *it);
     it->d = d;
     it->v = v;
@@ -440,7 +440,7 @@ int tj_iter_init(tj_iter *it, tj_doc *d, const tj *v) {
     return MX_OK;
 }
 
-int tj_iter_next(tj_iter *it, tj *out) {
+int tk_json_iter_next(tj_iter *it, tj *out) {
     const tj *v = it->v;
     if (v->type != TJ_LAZY) {
         if (it->i >= v->n) return 0;

@@ -319,13 +319,13 @@ void tk_norm_free(tk_norm *n) {
 }
 
 static bool jbool(const tj *o, const char *k, bool def) {
-    const tj *v = tj_get(o, k);
+    const tj *v = tk_json_get(o, k);
     if (!v || v->type == TJ_NULL) return def;
     return v->type == TJ_TRUE;
 }
 
 static int jstr(const tj *o, const char *k, const char *file, const char *what, char **out, size_t *len) {
-    const tj *v = tj_get(o, k);
+    const tj *v = tk_json_get(o, k);
     if (!v || v->type != TJ_STR) return mx_set_err("%s: %s.%s: expected a string", file, what, k);
     *out = mx_strndup(v->v.str, v->n);
     *len = v->n;
@@ -335,14 +335,14 @@ static int jstr(const tj *o, const char *k, const char *file, const char *what, 
 tk_norm *tk_norm_parse(const tj *v, const char *file, int depth) {
     if (depth > TK_MAX_DEPTH) { mx_set_err("%s: normalizer: nested too deeply", file); return NULL; }
     if (!v || v->type != TJ_OBJ) { mx_set_err("%s: normalizer: expected an object", file); return NULL; }
-    const tj *ty = tj_get(v, "type");
+    const tj *ty = tk_json_get(v, "type");
     if (!ty || ty->type != TJ_STR) { mx_set_err("%s: normalizer.type: expected a string", file); return NULL; }
     tk_norm *n = mx_calloc(1, sizeof *n);
     if (!n) return NULL;
     const char *t = ty->v.str;
     if (!strcmp(t, "Sequence")) {
         n->type = N_SEQ;
-        const tj *arr = tj_get(v, "normalizers");
+        const tj *arr = tk_json_get(v, "normalizers");
         if (!arr || arr->type != TJ_ARR) { mx_set_err("%s: normalizer.normalizers: expected an array", file); goto fail; }
         n->sub = mx_calloc(arr->n ? arr->n : 1, sizeof(tk_norm *));
         if (!n->sub) goto fail;
@@ -365,7 +365,7 @@ tk_norm *tk_norm_parse(const tj *v, const char *file, int depth) {
     } else if (!strcmp(t, "StripAccents")) n->type = N_STRIPACC;
     else if (!strcmp(t, "Replace")) {
         n->type = N_REPLACE;
-        if (tk_pat_parse(&n->pat, tj_get(v, "pattern"), file, "normalizer Replace.pattern")) goto fail;
+        if (tk_pat_parse(&n->pat, tk_json_get(v, "pattern"), file, "normalizer Replace.pattern")) goto fail;
         if (jstr(v, "content", file, "normalizer Replace", &n->content, &n->clen)) goto fail;
     } else if (!strcmp(t, "Prepend")) {
         n->type = N_PREPEND;
@@ -378,7 +378,7 @@ tk_norm *tk_norm_parse(const tj *v, const char *file, int depth) {
         n->strip_accents = jbool(v, "strip_accents", n->lowercase);
     } else if (!strcmp(t, "Precompiled")) {
         n->type = N_PRECOMP;
-        const tj *cm = tj_get(v, "precompiled_charsmap");
+        const tj *cm = tk_json_get(v, "precompiled_charsmap");
         if (!cm || cm->type == TJ_NULL) { n->type = N_SEQ; return n; } /* no charsmap: identity */
         if (cm->type != TJ_STR) { mx_set_err("%s: normalizer.precompiled_charsmap: expected a base64 string", file); goto fail; }
         uint8_t *blob;

@@ -245,13 +245,13 @@ void tk_pre_free(tk_pre *p) {
 }
 
 static bool jbool(const tj *o, const char *k, bool def) {
-    const tj *v = tj_get(o, k);
+    const tj *v = tk_json_get(o, k);
     if (!v || v->type == TJ_NULL) return def;
     return v->type == TJ_TRUE;
 }
 
 static int parse_behavior(const tj *v, const char *file, int def, int *out) {
-    const tj *b = tj_get(v, "behavior");
+    const tj *b = tk_json_get(v, "behavior");
     if (!b || b->type == TJ_NULL) { *out = def; return MX_OK; }
     if (b->type != TJ_STR) return mx_set_err("%s: pre_tokenizer.behavior: expected a string", file);
     static const char *names[] = {"Removed", "Isolated", "MergedWithPrevious", "MergedWithNext", "Contiguous"};
@@ -262,7 +262,7 @@ static int parse_behavior(const tj *v, const char *file, int def, int *out) {
 /* Reads a one-character string (Metaspace replacement, delimiter). */
 int tk_parse_char(const tj *v, const char *key, const char *file, const char *what, const char *def, char out[8], int *len);
 int tk_parse_char(const tj *v, const char *key, const char *file, const char *what, const char *def, char out[8], int *len) {
-    const tj *r = tj_get(v, key);
+    const tj *r = tk_json_get(v, key);
     const char *s = def;
     size_t n = def ? strlen(def) : 0;
     if (r && r->type != TJ_NULL) {
@@ -282,7 +282,7 @@ int tk_parse_char(const tj *v, const char *key, const char *file, const char *wh
 
 int tk_parse_prepend(const tj *v, const char *file, int *out);
 int tk_parse_prepend(const tj *v, const char *file, int *out) {
-    const tj *ps = tj_get(v, "prepend_scheme");
+    const tj *ps = tk_json_get(v, "prepend_scheme");
     if (ps && ps->type == TJ_STR) {
         if (!strcmp(ps->v.str, "always")) *out = 0;
         else if (!strcmp(ps->v.str, "first")) *out = 1;
@@ -297,14 +297,14 @@ int tk_parse_prepend(const tj *v, const char *file, int *out) {
 tk_pre *tk_pre_parse(const tj *v, const char *file, int depth) {
     if (depth > TK_MAX_DEPTH) { mx_set_err("%s: pre_tokenizer: nested too deeply", file); return NULL; }
     if (!v || v->type != TJ_OBJ) { mx_set_err("%s: pre_tokenizer: expected an object", file); return NULL; }
-    const tj *ty = tj_get(v, "type");
+    const tj *ty = tk_json_get(v, "type");
     if (!ty || ty->type != TJ_STR) { mx_set_err("%s: pre_tokenizer.type: expected a string", file); return NULL; }
     tk_pre *p = mx_calloc(1, sizeof *p);
     if (!p) return NULL;
     const char *t = ty->v.str;
     if (!strcmp(t, "Sequence")) {
         p->type = P_SEQ;
-        const tj *arr = tj_get(v, "pretokenizers");
+        const tj *arr = tk_json_get(v, "pretokenizers");
         if (!arr || arr->type != TJ_ARR) { mx_set_err("%s: pre_tokenizer.pretokenizers: expected an array", file); goto fail; }
         p->sub = mx_calloc(arr->n ? arr->n : 1, sizeof(tk_pre *));
         if (!p->sub) goto fail;
@@ -320,7 +320,7 @@ tk_pre *tk_pre_parse(const tj *v, const char *file, int depth) {
         if (p->use_regex && tk_pat_compile_regex(&p->pat, GPT2_RE, strlen(GPT2_RE), file, "ByteLevel")) goto fail;
     } else if (!strcmp(t, "Split")) {
         p->type = P_SPLIT;
-        if (tk_pat_parse(&p->pat, tj_get(v, "pattern"), file, "pre_tokenizer Split.pattern")) goto fail;
+        if (tk_pat_parse(&p->pat, tk_json_get(v, "pattern"), file, "pre_tokenizer Split.pattern")) goto fail;
         if (parse_behavior(v, file, B_REMOVED, &p->behavior)) goto fail;
         p->invert = jbool(v, "invert", false);
     } else if (!strcmp(t, "Metaspace")) {

@@ -41,7 +41,7 @@ static const tj *read_json(const char *dir, const char *name, tj_doc **doc, char
     if (!p) { *err = MX_ERR; return NULL; }
     if (mx_file_exists(p)) {
         if (mx_read_file(p, 64u << 20, &data, &len)) *err = MX_ERR;
-        else if (!(root = tj_parse(data, len, p, doc))) *err = MX_ERR;
+        else if (!(root = tk_json_parse(data, len, p, doc))) *err = MX_ERR;
         else if (root->type != TJ_OBJ) { mx_set_err("%s: expected an object", p); *err = MX_ERR; root = NULL; }
     }
     free(data);
@@ -52,15 +52,15 @@ static const tj *read_json(const char *dir, const char *name, tj_doc **doc, char
 
 /* A special-token value: "str" or {"content": "str", ...}. */
 static const tj *tok_content(const tj *v) {
-    if (v && v->type == TJ_OBJ) v = tj_get(v, "content");
+    if (v && v->type == TJ_OBJ) v = tk_json_get(v, "content");
     return v && v->type == TJ_STR ? v : NULL;
 }
 
 /* tokenizer_config.json's KEY, or special_tokens_map.json's when the config
  * does not have the key. */
 static const tj *spec_val(const slow_ctx *x, const char *key) {
-    const tj *v = x->cfg ? tj_get(x->cfg, key) : NULL;
-    if (!v && x->stm) v = tj_get(x->stm, key);
+    const tj *v = x->cfg ? tk_json_get(x->cfg, key) : NULL;
+    if (!v && x->stm) v = tk_json_get(x->stm, key);
     return v;
 }
 
@@ -117,7 +117,7 @@ static int put_added(mx_tokenizer *t, int *cap, int32_t id, const char *s, size_
 }
 
 static bool jb(const tj *o, const char *k) {
-    const tj *v = tj_get(o, k);
+    const tj *v = tk_json_get(o, k);
     return v && v->type == TJ_TRUE;
 }
 
@@ -136,7 +136,7 @@ static int parse_id(const char *s, size_t n, int32_t *id) {
 /* The added and special tokens (see the header comment). */
 static int load_added_tokens(mx_tokenizer *t, const slow_ctx *x, const char *atok_name) {
     int cap = t->nadded;
-    const tj *dec = x->cfg ? tj_get(x->cfg, "added_tokens_decoder") : NULL;
+    const tj *dec = x->cfg ? tk_json_get(x->cfg, "added_tokens_decoder") : NULL;
     if (dec && dec->type != TJ_NULL) {
         if (dec->type != TJ_OBJ) return mx_set_err("%s: added_tokens_decoder: expected an object of \"id\": {...}", x->cfgname);
         for (uint32_t i = 0; i < dec->n; i++) {
@@ -144,7 +144,7 @@ static int load_added_tokens(mx_tokenizer *t, const slow_ctx *x, const char *ato
             int32_t id;
             if (parse_id(e->key, e->klen, &id))
                 return mx_set_err("%s: added_tokens_decoder: key \"%.*s\" is not an id below %d", x->cfgname, (int)MX_MIN(e->klen, 32u), e->key, TK_MAX_VOCAB);
-            const tj *c = e->type == TJ_OBJ ? tj_get(e, "content") : NULL;
+            const tj *c = e->type == TJ_OBJ ? tk_json_get(e, "content") : NULL;
             if (!c || c->type != TJ_STR || !c->n || c->n > TK_MAX_TOKEN_LEN)
                 return mx_set_err("%s: added_tokens_decoder[\"%d\"].content: expected a non-empty string", x->cfgname, id);
             if (put_added(t, &cap, id, c->v.str, c->n, jb(e, "special"), jb(e, "lstrip"), jb(e, "rstrip"), jb(e, "single_word"))) return MX_ERR;
@@ -232,12 +232,12 @@ static int load_pipeline(mx_tokenizer *t, const char *pre, const char *norm, con
     for (int k = 0; k < 3; k++) {
         if (!src[k]) continue;
         tj_doc *d = NULL;
-        const tj *v = tj_parse(src[k], strlen(src[k]), "built-in pipeline", &d);
+        const tj *v = tk_json_parse(src[k], strlen(src[k]), "built-in pipeline", &d);
         int rc = v ? MX_OK : MX_ERR;
         if (!rc && k == 0 && !(t->pre = tk_pre_parse(v, "built-in pipeline", 0))) rc = MX_ERR;
         if (!rc && k == 1 && !(t->norm = tk_norm_parse(v, "built-in pipeline", 0))) rc = MX_ERR;
         if (!rc && k == 2 && !(t->dec = tk_dec_parse(v, "built-in pipeline", 0))) rc = MX_ERR;
-        tj_free(d);
+        tk_json_free(d);
         if (rc) return rc;
     }
     return MX_OK;
@@ -249,7 +249,7 @@ static int load_bpe(mx_tokenizer *t, const slow_ctx *x, const char *vpath, const
     tj_doc *doc = NULL;
     int rc = MX_ERR;
     if (mx_read_file_with(vpath, TK_MAX_FILE, alloc_big, &data, &len)) goto done;
-    const tj *root = tj_parse_owned(data, len, vpath, &doc);
+    const tj *root = tk_json_parse_owned(data, len, vpath, &doc);
     data = NULL; /* taken */
     if (!root) goto done;
     if (root->type != TJ_OBJ) { mx_set_err("%s: expected an object of token: id", vpath); goto done; }
@@ -274,7 +274,7 @@ static int load_bpe(mx_tokenizer *t, const slow_ctx *x, const char *vpath, const
 done:
     free(data);
     free(mdata);
-    tj_free(doc);
+    tk_json_free(doc);
     return rc;
 }
 
@@ -290,7 +290,7 @@ static int whisper_post(mx_tokenizer *t, const slow_ctx *x) {
     int32_t ids[4];
     int n = 0;
     ids[n++] = mx_tok_token_id(t, "<|startoftranscript|>", 21);
-    const tj *lang = x->cfg ? tj_get(x->cfg, "language") : NULL, *task = x->cfg ? tj_get(x->cfg, "task") : NULL;
+    const tj *lang = x->cfg ? tk_json_get(x->cfg, "language") : NULL, *task = x->cfg ? tk_json_get(x->cfg, "task") : NULL;
     if (lang && lang->type == TJ_STR) {
         char buf[64];
         int l = snprintf(buf, sizeof buf, "<|%s|>", lang->v.str);
@@ -325,7 +325,7 @@ mx_tokenizer *tk_load_slow(const char *dir) {
     if (err) goto fail;
     x.atok = read_json(dir, "added_tokens.json", &x.adoc, &aname, &err);
     if (err) goto fail;
-    const tj *cl = x.cfg ? tj_get(x.cfg, "tokenizer_class") : NULL;
+    const tj *cl = x.cfg ? tk_json_get(x.cfg, "tokenizer_class") : NULL;
     const char *cls = cl && cl->type == TJ_STR ? cl->v.str : "";
     bool bpe_files = mx_file_exists(vp) && mx_file_exists(mp), spm_file = mx_file_exists(sp);
     if (class_eq(cls, "GPT2Tokenizer") || class_eq(cls, "CodeGenTokenizer")) x.kind = K_GPT2;
@@ -348,9 +348,9 @@ mx_tokenizer *tk_load_slow(const char *dir) {
     if (!spm && !bpe_files) { mx_set_err("%s: %s needs vocab.json and merges.txt", dir, cls); goto fail; }
     t = tk_new(spm ? sp : vp);
     if (!t) goto fail;
-    const tj *lg = x.cfg ? tj_get(x.cfg, "legacy") : NULL;
+    const tj *lg = x.cfg ? tk_json_get(x.cfg, "legacy") : NULL;
     bool llama = x.kind == K_LLAMA && lg && lg->type == TJ_FALSE; /* legacy defaults to true */
-    const tj *aps = x.cfg ? tj_get(x.cfg, "add_prefix_space") : NULL;
+    const tj *aps = x.cfg ? tk_json_get(x.cfg, "add_prefix_space") : NULL;
     bool prefix = !aps || aps->type != TJ_FALSE; /* LlamaTokenizer: add_prefix_space defaults to true */
     if (spm) {
         if (mx_read_file_with(sp, TK_MAX_FILE, alloc_big, &data, &len)) goto fail;
@@ -381,7 +381,7 @@ mx_tokenizer *tk_load_slow(const char *dir) {
     }
     /* decode: which added tokens are decoded apart, and the joiner */
     t->slow.split_decode = true;
-    const tj *sbs = x.cfg ? tj_get(x.cfg, "spaces_between_special_tokens") : NULL;
+    const tj *sbs = x.cfg ? tk_json_get(x.cfg, "spaces_between_special_tokens") : NULL;
     bool dflt = !(x.kind == K_WHISPER || x.kind == K_QWEN2 || x.kind == K_GEMMA);
     t->slow.space_join = sbs && (sbs->type == TJ_TRUE || sbs->type == TJ_FALSE) ? sbs->type == TJ_TRUE : dflt;
     if (x.kind == K_WHISPER) t->slow.space_join = false; /* its _decode always joins with "" */
@@ -396,9 +396,9 @@ fail:
     t = NULL;
 done:
     free(data);
-    tj_free(x.cdoc);
-    tj_free(x.sdoc);
-    tj_free(x.adoc);
+    tk_json_free(x.cdoc);
+    tk_json_free(x.sdoc);
+    tk_json_free(x.adoc);
     free(x.cfgname);
     free(sname);
     free(aname);

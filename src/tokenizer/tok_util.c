@@ -513,13 +513,13 @@ int tk_pat_parse(tk_pat *p, const tj *v, const char *file, const char *what) {
         p->len = v->n;
         return p->str ? MX_OK : MX_ERR;
     }
-    const tj *s = v && v->type == TJ_OBJ ? tj_get(v, "String") : NULL;
+    const tj *s = v && v->type == TJ_OBJ ? tk_json_get(v, "String") : NULL;
     if (s && s->type == TJ_STR) {
         p->str = mx_strndup(s->v.str, s->n);
         p->len = s->n;
         return p->str ? MX_OK : MX_ERR;
     }
-    const tj *r = v && v->type == TJ_OBJ ? tj_get(v, "Regex") : NULL;
+    const tj *r = v && v->type == TJ_OBJ ? tk_json_get(v, "Regex") : NULL;
     if (r && r->type == TJ_STR) return tk_pat_compile_regex(p, r->v.str, r->n, file, what);
     return mx_set_err("%s: %s: expected {\"String\": ...} or {\"Regex\": ...}", file, what);
 }

@@ -542,7 +542,7 @@ void mx_tok_free(mx_tokenizer *t) {
 
 /* ---- loading ---- */
 static bool jbool(const tj *o, const char *k, bool def) {
-    const tj *v = tj_get(o, k);
+    const tj *v = tk_json_get(o, k);
     if (!v || v->type == TJ_NULL) return def;
     return v->type == TJ_TRUE;
 }
@@ -566,8 +566,8 @@ static int alloc_vocab(tk_model *m, int32_t n) {
 static int pair(tj_doc *doc, const tj *e, tj *a, tj *b) {
     if (tj_type(e) != TJ_ARR || e->n != 2) return 0;
     tj_iter it;
-    if (tj_iter_init(&it, doc, e)) return MX_ERR;
-    int ra = tj_iter_next(&it, a), rb = ra > 0 ? tj_iter_next(&it, b) : 0;
+    if (tk_json_iter_init(&it, doc, e)) return MX_ERR;
+    int ra = tk_json_iter_next(&it, a), rb = ra > 0 ? tk_json_iter_next(&it, b) : 0;
     return ra < 0 || rb < 0 ? MX_ERR : ra && rb;
 }
 
@@ -585,8 +585,8 @@ int tk_load_vocab_dict(mx_tokenizer *t, tj_doc *doc, const tj *v, const char *fi
     size_t k = 0, total = 0;
     tj_iter it;
     tj e;
-    int r = tj_iter_init(&it, doc, v);
-    while (!r && (r = tj_iter_next(&it, &e)) > 0) {
+    int r = tk_json_iter_init(&it, doc, v);
+    while (!r && (r = tk_json_iter_next(&it, &e)) > 0) {
         int32_t id = -1;
         if (k == v->n) r = count_bad(file, "model.vocab");
         else if (get_id(&e, file, "model.vocab", &id)) r = MX_ERR;
@@ -618,7 +618,7 @@ int tk_load_vocab_dict(mx_tokenizer *t, tj_doc *doc, const tj *v, const char *fi
 }
 
 static int opt_str(const tj *o, const char *k, const char *file, char **out, size_t *len) {
-    const tj *v = tj_get(o, k);
+    const tj *v = tk_json_get(o, k);
     *out = NULL;
     *len = 0;
     if (!v || v->type == TJ_NULL) return MX_OK;
@@ -633,13 +633,13 @@ static int load_model(mx_tokenizer *t, tj_doc *doc, const tj *mj, const char *fi
     tk_model *m = &t->model;
     m->unk_id = -1;
     if (!mj || mj->type != TJ_OBJ) return mx_set_err("%s: model: expected an object", file);
-    const tj *ty = tj_get(mj, "type"), *vocab = tj_get(mj, "vocab");
+    const tj *ty = tk_json_get(mj, "type"), *vocab = tk_json_get(mj, "vocab");
     const char *type = NULL;
     if (ty && ty->type == TJ_STR) type = ty->v.str;
     else if (ty && ty->type != TJ_NULL) return mx_set_err("%s: model.type: expected a string", file);
     else if (vocab && tj_type(vocab) == TJ_ARR) type = "Unigram"; /* old serialization */
-    else if (tj_get(mj, "merges")) type = "BPE";
-    else if (tj_get(mj, "continuing_subword_prefix") || tj_get(mj, "max_input_chars_per_word")) type = "WordPiece";
+    else if (tk_json_get(mj, "merges")) type = "BPE";
+    else if (tk_json_get(mj, "continuing_subword_prefix") || tk_json_get(mj, "max_input_chars_per_word")) type = "WordPiece";
     else type = "WordLevel";
     if (!strcmp(type, "BPE")) {
         m->type = M_BPE;
@@ -649,10 +649,10 @@ static int load_model(mx_tokenizer *t, tj_doc *doc, const tj *mj, const char *fi
         m->byte_fallback = jbool(mj, "byte_fallback", false);
         m->fuse_unk = jbool(mj, "fuse_unk", false);
         m->ignore_merges = jbool(mj, "ignore_merges", false);
-        const tj *unk = tj_get(mj, "unk_token");
+        const tj *unk = tk_json_get(mj, "unk_token");
         if (unk && unk->type == TJ_STR) m->unk_id = tk_smap_get(&m->map, m->vocab, unk->v.str, unk->n);
         else if (unk && unk->type != TJ_NULL) return mx_set_err("%s: model.unk_token: expected a string", file);
-        const tj *mg = tj_get(mj, "merges");
+        const tj *mg = tk_json_get(mj, "merges");
         if (mg && tj_type(mg) != TJ_ARR && mg->type != TJ_NULL) return mx_set_err("%s: model.merges: expected an array", file);
         if (mg && tj_type(mg) == TJ_ARR) {
             if (tk_umap_init(&m->merges, mg->n)) return MX_ERR;
@@ -662,8 +662,8 @@ static int load_model(mx_tokenizer *t, tj_doc *doc, const tj *mj, const char *fi
             uint32_t first = 0;
             tj_iter it;
             tj e, x, y;
-            int r = tj_iter_init(&it, doc, mg);
-            for (uint32_t i = 0; !r && (r = tj_iter_next(&it, &e)) > 0; i++) {
+            int r = tk_json_iter_init(&it, doc, mg);
+            for (uint32_t i = 0; !r && (r = tk_json_iter_next(&it, &e)) > 0; i++) {
                 tk_str *a = &pend[2 * np], *b = a + 1;
                 int pr = 0;
                 if (e.type == TJ_STR) {
@@ -692,10 +692,10 @@ static int load_model(mx_tokenizer *t, tj_doc *doc, const tj *mj, const char *fi
     } else if (!strcmp(type, "WordPiece") || !strcmp(type, "WordLevel")) {
         m->type = type[4] == 'P' ? M_WORDPIECE : M_WORDLEVEL;
         if (tk_load_vocab_dict(t, doc, vocab, file)) return MX_ERR;
-        const tj *unk = tj_get(mj, "unk_token");
+        const tj *unk = tk_json_get(mj, "unk_token");
         if (unk && unk->type == TJ_STR) m->unk_id = tk_smap_get(&m->map, m->vocab, unk->v.str, unk->n);
         if (m->type == M_WORDPIECE) {
-            const tj *p = tj_get(mj, "continuing_subword_prefix");
+            const tj *p = tk_json_get(mj, "continuing_subword_prefix");
             if (p && p->type == TJ_STR) {
                 m->csp = mx_strndup(p->v.str, p->n);
                 m->csp_len = p->n;
@@ -704,7 +704,7 @@ static int load_model(mx_tokenizer *t, tj_doc *doc, const tj *mj, const char *fi
                 m->csp_len = 2;
             }
             if (!m->csp) return MX_ERR;
-            const tj *mc = tj_get(mj, "max_input_chars_per_word");
+            const tj *mc = tk_json_get(mj, "max_input_chars_per_word");
             m->max_chars = 100;
             if (mc && mc->type == TJ_NUM) m->max_chars = mc->v.num < 0 ? 0 : mc->v.num > 1e9 ? 1000000000 : (int)mc->v.num;
         }
@@ -718,8 +718,8 @@ static int load_model(mx_tokenizer *t, tj_doc *doc, const tj *mj, const char *fi
         tj_iter it;
         tj e, x, y;
         uint32_t i = 0;
-        int r = tj_iter_init(&it, doc, vocab);
-        for (; !r && (r = tj_iter_next(&it, &e)) > 0; i++) {
+        int r = tk_json_iter_init(&it, doc, vocab);
+        for (; !r && (r = tk_json_iter_next(&it, &e)) > 0; i++) {
             if (i == vocab->n) return count_bad(file, "model.vocab");
             int pr = pair(doc, &e, &x, &y);
             if (pr < 0) return MX_ERR;
@@ -734,7 +734,7 @@ static int load_model(mx_tokenizer *t, tj_doc *doc, const tj *mj, const char *fi
         }
         if (r < 0) return MX_ERR;
         if (i != vocab->n) return count_bad(file, "model.vocab");
-        const tj *u = tj_get(mj, "unk_id");
+        const tj *u = tk_json_get(mj, "unk_id");
         if (u && u->type != TJ_NULL) {
             if (get_id(u, file, "model.unk_id", &m->unk_id)) return MX_ERR;
             if (m->unk_id >= m->n) return mx_set_err("%s: model.unk_id: %d is outside the vocabulary", file, m->unk_id);
@@ -762,36 +762,36 @@ static int special_pair(const tj *v, const char *file, const char *what, int32_t
 static int load_post(mx_tokenizer *t, const tj *p, const char *file, int depth) {
     if (tj_is_null(p)) return MX_OK;
     if (depth > TK_MAX_DEPTH) return mx_set_err("%s: post_processor: nested too deeply", file);
-    const tj *ty = tj_get(p, "type");
+    const tj *ty = tk_json_get(p, "type");
     if (!ty || ty->type != TJ_STR) return mx_set_err("%s: post_processor.type: expected a string", file);
     const char *type = ty->v.str;
     if (!strcmp(type, "ByteLevel")) return MX_OK;
     if (!strcmp(type, "Sequence")) {
-        const tj *arr = tj_get(p, "processors");
+        const tj *arr = tk_json_get(p, "processors");
         if (!arr || arr->type != TJ_ARR) return mx_set_err("%s: post_processor.processors: expected an array", file);
         for (uint32_t i = 0; i < arr->n; i++) if (load_post(t, &arr->v.kids[i], file, depth + 1)) return MX_ERR;
         return MX_OK;
     }
     if (!strcmp(type, "BertProcessing") || !strcmp(type, "RobertaProcessing")) {
         int32_t cls, sep;
-        if (special_pair(tj_get(p, "cls"), file, "cls", &cls) || special_pair(tj_get(p, "sep"), file, "sep", &sep)) return MX_ERR;
+        if (special_pair(tk_json_get(p, "cls"), file, "cls", &cls) || special_pair(tk_json_get(p, "sep"), file, "sep", &sep)) return MX_ERR;
         return tk_add_ids(&t->post_pre, &t->npost_pre, &cls, 1) || tk_add_ids(&t->post_post, &t->npost_post, &sep, 1) ? MX_ERR : MX_OK;
     }
     if (!strcmp(type, "TemplateProcessing")) {
-        const tj *single = tj_get(p, "single"), *sp = tj_get(p, "special_tokens");
+        const tj *single = tk_json_get(p, "single"), *sp = tk_json_get(p, "special_tokens");
         if (!single || single->type != TJ_ARR) return mx_set_err("%s: post_processor.single: expected an array", file);
         bool after = false;
         for (uint32_t i = 0; i < single->n; i++) {
             const tj *it = &single->v.kids[i];
-            const tj *st = tj_get(it, "SpecialToken"), *sq = tj_get(it, "Sequence");
+            const tj *st = tk_json_get(it, "SpecialToken"), *sq = tk_json_get(it, "Sequence");
             if (sq) { after = true; continue; }
-            const tj *name = st ? tj_get(st, "id") : NULL;
+            const tj *name = st ? tk_json_get(st, "id") : NULL;
             if (!name || name->type != TJ_STR) return mx_set_err("%s: post_processor.single[%u]: expected SpecialToken or Sequence", file, i);
             const tj *def = NULL;
             if (sp && sp->type == TJ_OBJ)
                 for (uint32_t k = 0; k < sp->n; k++)
                     if (sp->v.kids[k].klen == name->n && !memcmp(sp->v.kids[k].key, name->v.str, name->n)) def = &sp->v.kids[k];
-            const tj *ids = def ? tj_get(def, "ids") : NULL;
+            const tj *ids = def ? tk_json_get(def, "ids") : NULL;
             if (!ids || ids->type != TJ_ARR)
                 return mx_set_err("%s: post_processor.special_tokens: \"%.*s\" has no ids", file, (int)MX_MIN(name->n, 64u), name->v.str);
             for (uint32_t k = 0; k < ids->n; k++) {
@@ -812,9 +812,9 @@ static int load_added(mx_tokenizer *t, const tj *arr, const char *file) {
     if (!t->added) return MX_ERR;
     for (uint32_t i = 0; i < arr->n; i++) {
         const tj *e = &arr->v.kids[i];
-        const tj *c = tj_get(e, "content");
+        const tj *c = tk_json_get(e, "content");
         tk_added *a = &t->added[t->nadded];
-        if (get_id(tj_get(e, "id"), file, "added_tokens[].id", &a->id)) return MX_ERR;
+        if (get_id(tk_json_get(e, "id"), file, "added_tokens[].id", &a->id)) return MX_ERR;
         if (!c || c->type != TJ_STR) return mx_set_err("%s: added_tokens[%u].content: expected a string", file, i);
         if (c->n > TK_MAX_TOKEN_LEN) return mx_set_err("%s: added_tokens[%u].content: too long", file, i);
         a->s = tk_arena_dup(&t->arena, c->v.str, c->n);
@@ -904,28 +904,28 @@ static int load_config(mx_tokenizer *t, const tj *cfg, const char *file, bool *a
         const tj *e = &cfg->v.kids[i];
         if (e->klen > 6 && !memcmp(e->key + e->klen - 6, "_token", 6) && memchr(e->key, 0, e->klen) == NULL) {
             const tj *v = e;
-            if (v->type == TJ_OBJ) v = tj_get(v, "content");
+            if (v->type == TJ_OBJ) v = tk_json_get(v, "content");
             if (v && v->type == TJ_STR && add_spec(t, e->key, v->v.str, v->n)) return MX_ERR;
 
         }
     }
-    const tj *ct = tj_get(cfg, "chat_template");
+    const tj *ct = tk_json_get(cfg, "chat_template");
     if (ct && ct->type == TJ_STR) { if (add_tmpl(t, "default", 7, ct->v.str, ct->n)) return MX_ERR; }
     else if (ct && ct->type == TJ_ARR) {
         for (uint32_t i = 0; i < ct->n; i++) {
-            const tj *nm = tj_get(&ct->v.kids[i], "name"), *tx = tj_get(&ct->v.kids[i], "template");
+            const tj *nm = tk_json_get(&ct->v.kids[i], "name"), *tx = tk_json_get(&ct->v.kids[i], "template");
             if (!nm || nm->type != TJ_STR || !tx || tx->type != TJ_STR)
                 return mx_set_err("%s: chat_template[%u]: expected {\"name\": ..., \"template\": ...}", file, i);
             if (add_tmpl(t, nm->v.str, nm->n, tx->v.str, tx->n)) return MX_ERR;
         }
     } else if (ct && ct->type != TJ_NULL) return mx_set_err("%s: chat_template: expected a string or a list", file);
-    const tj *ml = tj_get(cfg, "model_max_length");
+    const tj *ml = tk_json_get(cfg, "model_max_length");
     if (ml && ml->type == TJ_NUM) t->model_max_length = ml->v.num <= 0 ? 0 : ml->v.num >= 9.2e18 ? INT64_MAX : (int64_t)ml->v.num;
-    const tj *cu = tj_get(cfg, "clean_up_tokenization_spaces");
+    const tj *cu = tk_json_get(cfg, "clean_up_tokenization_spaces");
     if (cu && cu->type != TJ_NULL && cu->type != TJ_TRUE && cu->type != TJ_FALSE)
         return mx_set_err("%s: clean_up_tokenization_spaces: expected true or false", file);
     t->cleanup = cu && cu->type == TJ_TRUE;
-    const tj *ab = tj_get(cfg, "add_bos_token"), *ae = tj_get(cfg, "add_eos_token");
+    const tj *ab = tk_json_get(cfg, "add_bos_token"), *ae = tk_json_get(cfg, "add_eos_token");
     *have_bos_key = ab && (ab->type == TJ_TRUE || ab->type == TJ_FALSE);
     *have_eos_key = ae && (ae->type == TJ_TRUE || ae->type == TJ_FALSE);
     if (*have_bos_key) *add_bos = ab->type == TJ_TRUE;
@@ -949,7 +949,7 @@ mx_tokenizer *tk_new(const char *name) {
 }
 
 static bool class_is(const tj *cfg, const char *a, const char *b) {
-    const tj *c = tj_get(cfg, "tokenizer_class");
+    const tj *c = tk_json_get(cfg, "tokenizer_class");
     if (!c || c->type != TJ_STR) return false;
     return strstr(c->v.str, a) || (b && strstr(c->v.str, b));
 }
@@ -983,35 +983,35 @@ static mx_tokenizer *load_json(char *json, size_t len, const char *config, size_
     const tj *root = NULL, *cfg = NULL;
     if (!t) { free(json); goto fail; }
     /* the big containers are read straight into the tables, not built as nodes */
-    root = tj_parse_lazy(json, len, file, "model", (const char *const[]){"vocab", "merges", NULL}, &doc);
+    root = tk_json_parse_lazy(json, len, file, "model", (const char *const[]){"vocab", "merges", NULL}, &doc);
     if (!root) goto fail;
     if (root->type != TJ_OBJ) { mx_set_err("%s: expected an object", file); goto fail; }
     if (config) {
-        cfg = tj_parse(config, config_len, cfgname, &cdoc);
+        cfg = tk_json_parse(config, config_len, cfgname, &cdoc);
         if (!cfg) goto fail;
     }
-    if (load_model(t, doc, tj_get(root, "model"), file)) goto fail;
-    if (load_added(t, tj_get(root, "added_tokens"), file)) goto fail;
+    if (load_model(t, doc, tk_json_get(root, "model"), file)) goto fail;
+    if (load_added(t, tk_json_get(root, "added_tokens"), file)) goto fail;
     for (int i = 0; i < t->nadded; i++)
         if (t->added[i].id >= TK_MAX_VOCAB) { mx_set_err("%s: added_tokens: id too large", file); goto fail; }
-    const tj *nj = tj_get(root, "normalizer");
+    const tj *nj = tk_json_get(root, "normalizer");
     if (!tj_is_null(nj) && !(t->norm = tk_norm_parse(nj, file, 0))) goto fail;
-    const tj *pj = tj_get(root, "pre_tokenizer");
+    const tj *pj = tk_json_get(root, "pre_tokenizer");
     if (!tj_is_null(pj) && !(t->pre = tk_pre_parse(pj, file, 0))) goto fail;
-    const tj *dj = tj_get(root, "decoder");
+    const tj *dj = tk_json_get(root, "decoder");
     if (!tj_is_null(dj) && !(t->dec = tk_dec_parse(dj, file, 0))) goto fail;
     if (tk_finish(t, file)) goto fail;
-    if (load_post(t, tj_get(root, "post_processor"), file, 0)) goto fail;
+    if (load_post(t, tk_json_get(root, "post_processor"), file, 0)) goto fail;
     for (int i = 0; i < t->npost_pre; i++) if (t->post_pre[i] >= t->vocab_size) { mx_set_err("%s: post_processor: id %d outside the vocabulary", file, t->post_pre[i]); goto fail; }
     for (int i = 0; i < t->npost_post; i++) if (t->post_post[i] >= t->vocab_size) { mx_set_err("%s: post_processor: id %d outside the vocabulary", file, t->post_post[i]); goto fail; }
     if (tk_common_tail(t, cfg, cfgname, false, true, false)) goto fail;
-    tj_free(doc);
-    tj_free(cdoc);
+    tk_json_free(doc);
+    tk_json_free(cdoc);
     free(cfgname);
     return t;
 fail:
-    tj_free(doc);
-    tj_free(cdoc);
+    tk_json_free(doc);
+    tk_json_free(cdoc);
     free(cfgname);
     mx_tok_free(t);
     return NULL;

@@ -103,7 +103,7 @@ static void test_wordlevel(void) {
 static const char *norm(const char *spec, const char *in) {
     static char out[1024];
     tj_doc *doc = NULL;
-    const tj *v = tj_parse(spec, strlen(spec), "n", &doc);
+    const tj *v = tk_json_parse(spec, strlen(spec), "n", &doc);
     tk_norm *n = v ? tk_norm_parse(v, "n", 0) : NULL;
     tk_ctx c;
     mx_buf b = {0};
@@ -113,7 +113,7 @@ static const char *norm(const char *spec, const char *in) {
     mx_buf_free(&b);
     tk_ctx_free(&c);
     tk_norm_free(n);
-    tj_free(doc);
+    tk_json_free(doc);
     return out;
 }
 
@@ -137,7 +137,7 @@ static void test_normalizers(void) {
 static const char *pre(const char *spec, const char *in) {
     static char out[1024];
     tj_doc *doc = NULL;
-    const tj *v = tj_parse(spec, strlen(spec), "p", &doc);
+    const tj *v = tk_json_parse(spec, strlen(spec), "p", &doc);
     tk_pre *p = v ? tk_pre_parse(v, "p", 0) : NULL;
     tk_ctx c;
     tk_pieces a = {0}, b = {0};
@@ -153,7 +153,7 @@ static const char *pre(const char *spec, const char *in) {
     tk_pieces_free(&b);
     tk_ctx_free(&c);
     tk_pre_free(p);
-    tj_free(doc);
+    tk_json_free(doc);
     return out;
 }
 
