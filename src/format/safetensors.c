@@ -430,7 +430,7 @@ int mx_st_parse(const char *path, const uint8_t *buf, size_t len, mx_st_file *ou
     }
     hp_ws(&h);
     if (h.p != h.end) { hp_bad(&h, "text after the header object"); goto done; }
-    qsort(spans, (size_t)out->n_tensors, sizeof(span), span_cmp);
+    if (out->n_tensors > 1) qsort(spans, (size_t)out->n_tensors, sizeof(span), span_cmp); /* no tensors: spans may be NULL */
     for (int i = 1; i < out->n_tensors; i++) {
         if (spans[i].a < spans[i - 1].b) {
             mx_set_err("%s: tensors '%s' and '%s' have overlapping data", path, out->tensors[spans[i - 1].idx].name, out->tensors[spans[i].idx].name);
