@@ -5,14 +5,9 @@
 set -u
 cd "$(dirname "$0")/../.."
 MLXCEL=${MLXCEL:-build/mlxcel}
-node_dir=tests/cache/node
-if [ ! -d "$node_dir/node_modules/openai" ]; then
-  mkdir -p "$node_dir"
-  (cd "$node_dir" && npm install --silent --no-audit --no-fund openai@4 >/dev/null 2>&1) || { echo "FAIL server/setup: npm install openai failed"; exit 1; }
-fi
-if [ ! -d "$node_dir/node_modules/@anthropic-ai/sdk" ]; then
-  (cd "$node_dir" && npm install --silent --no-audit --no-fund @anthropic-ai/sdk@0 >/dev/null 2>&1) || { echo "FAIL server/setup: npm install @anthropic-ai/sdk failed"; exit 1; }
-fi
+. tests/lib/npm_client.sh
+need_npm server openai 4
+need_npm server @anthropic-ai/sdk 0
 tmp=$(mktemp -d)
 trap 'kill $pid $pid2 $pid3 $pid4 $pid5 2>/dev/null; rm -rf "$tmp"' EXIT
 model="$tmp/tinychat"

@@ -5,11 +5,8 @@
 set -u
 cd "$(dirname "$0")/../.."
 MLXCEL=${MLXCEL:-build/mlxcel}
-node_dir=tests/cache/node
-if [ ! -d "$node_dir/node_modules/openai" ]; then
-  mkdir -p "$node_dir"
-  (cd "$node_dir" && npm install --silent --no-audit --no-fund openai@4 >/dev/null 2>&1) || { echo "FAIL server_audio/setup: npm install openai failed"; exit 1; }
-fi
+. tests/lib/npm_client.sh
+need_npm server_audio openai 4
 tmp=$(mktemp -d)
 pid= pid2=
 trap 'kill $pid $pid2 2>/dev/null; rm -rf "$tmp"' EXIT
