@@ -9,6 +9,8 @@ typedef struct {
     mx_serve_opts s;
     int body_mb;
     mx_sampling samp; /* request defaults */
+    mx_strlist alias; /* --alias, each a name or a comma list */
+    bool jinja;       /* llama-server's --jinja: templates are always Jinja here */
 } serve_opts;
 
 static void serve_init(void *p) {
@@ -23,15 +25,21 @@ static void serve_init(void *p) {
 #define S(f) offsetof(serve_opts, s.f)
 static const mx_opt serve_tab[] = {
     OPT_MODEL(serve_opts, s.model_dir),
-    {NULL, "--host", NULL, OPT_STR, "ADDR", 0, 0, S(host), "address to listen on", NULL, 0},
+    {NULL, "--host", NULL, OPT_STR, "ADDR", 0, 0, S(host), "address to listen on (an IPv4 or IPv6 address, or localhost)", NULL, 0},
     {NULL, "--port", NULL, OPT_INT, "PORT", 0, 65535, S(port), "port to listen on", NULL, 0},
     {"-np", "--parallel", NULL, OPT_INT, "N", 1, 256, S(parallel), "requests generated at once (slots)", NULL, 0},
-    {"-c", "--ctx-size", NULL, OPT_INT, "N", 16, 1 << 22, S(ctx_size), "context size of each slot", NULL, 0},
-    {NULL, "--step-tokens", NULL, OPT_INT, "N", 1, 1 << 16, S(step_tokens), "at most N tokens in one forward pass (decode + prompt chunks)", NULL, 0},
+    {"-c", "--ctx-size", NULL, OPT_INT, "N", 16, 1 << 22, S(ctx_size),
+     "context size of each slot (llama-server's -c is the total, divided across -np slots)", NULL, 0},
+    {"-ub", "--step-tokens", "--ubatch-size", OPT_INT, "N", 1, 1 << 16, S(step_tokens), "at most N tokens in one forward pass (decode + prompt chunks)",
+     NULL, 0},
     OPT_THREADS(serve_opts, s.threads),
-    {NULL, "--api-key", NULL, OPT_STR, "KEY", 0, 0, S(api_key), "require 'Authorization: Bearer KEY'", NULL, 0},
+    {NULL, "--api-key", NULL, OPT_STR, "KEY", 0, 0, S(api_key), "require 'Authorization: Bearer KEY' (or 'x-api-key: KEY')", NULL, 0},
+    {"-a", "--alias", NULL, OPT_LIST, "NAME", 0, 0, offsetof(serve_opts, alias),
+     "the model's id in the API (repeatable or a comma list: the first is the id, all are listed by /v1/models)", NULL, 0},
     {NULL, "--max-body-mb", NULL, OPT_INT, "M", 1, 4096, offsetof(serve_opts, body_mb), "refuse request bodies over M MB (413)", NULL, 0},
     OPT_TEMPLATES(serve_opts, s.chat_template, s.chat_template_file),
+    {NULL, "--jinja", NULL, OPT_FLAG, NULL, 0, 0, offsetof(serve_opts, jinja), "accepted (llama-server): chat templates are always Jinja here",
+     NULL, 0},
     {NULL, "--allowed-image-dir", NULL, OPT_STR, "DIR", 0, 0, S(image_dir),
      "chat image parts may name local files (file:// or absolute paths) under DIR; otherwise only data: URLs", NULL, 0},
     /* limits against hostile clients (docs/security.md) */
@@ -45,9 +53,36 @@ static const mx_opt serve_tab[] = {
     {NULL, "--shutdown-grace", NULL, OPT_FLOAT, "S", 0, 3600, S(shutdown_grace), "seconds requests in flight get after SIGTERM before they are ended", NULL, 0},
     {NULL, "--allow-special-in-content", NULL, OPT_FLAG, NULL, 0, 0, S(allow_special_in_content),
      "read special tokens in message content (unsafe with untrusted clients)", NULL, 0},
+    /* llama-server's flags for GPUs and its own memory management: accepted so its scripts run */
+    {"-ngl", "--n-gpu-layers", "--gpu-layers", OPT_IGNORED, "N", 0, 0, 0, "layers on the GPU (llama-server): mlxcel runs on the CPU", NULL, 0},
+    {"-fa", "--flash-attn", NULL, OPT_IGNORED, NULL, 0, 0, 0, "flash attention (llama-server): not a setting in mlxcel",
+     "on|off|auto", 0},
+    {"-sm", "--split-mode", NULL, OPT_IGNORED, "MODE", 0, 0, 0, "multi-GPU split (llama-server): mlxcel runs on the CPU", NULL, 0},
+    {"-ts", "--tensor-split", NULL, OPT_IGNORED, "SPLIT", 0, 0, 0, "multi-GPU split (llama-server): mlxcel runs on the CPU", NULL, 0},
+    {"-mg", "--main-gpu", NULL, OPT_IGNORED, "I", 0, 0, 0, "main GPU (llama-server): mlxcel runs on the CPU", NULL, 0},
+    {"-dev", "--device", NULL, OPT_IGNORED, "DEV", 0, 0, 0, "devices (llama-server): mlxcel runs on the CPU", NULL, 0},
+    {"-nkvo", "--no-kv-offload", NULL, OPT_IGNORED, NULL, 0, 0, 0, "KV offload (llama-server): the cache is in CPU memory", NULL, 0},
+    {NULL, "--mlock", NULL, OPT_IGNORED, NULL, 0, 0, 0, "lock the weights in RAM (llama-server): not done; --no-mmap copies them instead", NULL, 0},
+    {"-b", "--batch-size", NULL, OPT_IGNORED, "N", 0, 0, 0, "logical batch (llama-server): prompts go in chunks of --step-tokens", NULL, 0},
+    {"-cb", "--cont-batching", NULL, OPT_IGNORED, NULL, 0, 0, 0, "continuous batching (llama-server): always on", NULL, 0},
+    {NULL, "--metrics", NULL, OPT_IGNORED, NULL, 0, 0, 0, "the /metrics route (llama-server): always served", NULL, 0},
+    {NULL, "--slots", NULL, OPT_IGNORED, NULL, 0, 0, 0, "the /slots route (llama-server): always served", NULL, 0},
     {0},
 };
 #undef S
+
+/* llama-server's environment variables for the options both have */
+static const mx_opt_env serve_env[] = {
+    {"--model", "LLAMA_ARG_MODEL"}, {"--host", "LLAMA_ARG_HOST"}, {"--port", "LLAMA_ARG_PORT"},
+    {"--parallel", "LLAMA_ARG_N_PARALLEL"}, {"--ctx-size", "LLAMA_ARG_CTX_SIZE"}, {"--step-tokens", "LLAMA_ARG_UBATCH"},
+    {"--threads", "LLAMA_ARG_THREADS"}, {"--api-key", "LLAMA_API_KEY"}, {"--alias", "LLAMA_ARG_ALIAS"},
+    {"--chat-template", "LLAMA_ARG_CHAT_TEMPLATE"}, {"--chat-template-file", "LLAMA_ARG_CHAT_TEMPLATE_FILE"}, {"--jinja", "LLAMA_ARG_JINJA"},
+    {"--n-gpu-layers", "LLAMA_ARG_N_GPU_LAYERS"}, {"--flash-attn", "LLAMA_ARG_FLASH_ATTN"}, {"--split-mode", "LLAMA_ARG_SPLIT_MODE"},
+    {"--tensor-split", "LLAMA_ARG_TENSOR_SPLIT"}, {"--main-gpu", "LLAMA_ARG_MAIN_GPU"}, {"--device", "LLAMA_ARG_DEVICE"},
+    {"--no-kv-offload", "LLAMA_ARG_NO_KV_OFFLOAD"}, {"--mlock", "LLAMA_ARG_MLOCK"}, {"--batch-size", "LLAMA_ARG_BATCH"},
+    {"--cont-batching", "LLAMA_ARG_CONT_BATCHING"}, {"--metrics", "LLAMA_ARG_ENDPOINT_METRICS"}, {"--slots", "LLAMA_ARG_ENDPOINT_SLOTS"},
+    {0},
+};
 
 static int serve_run(void *p) {
     serve_opts *o = p;
@@ -59,7 +94,46 @@ static int serve_run(void *p) {
     o->s.model_name = strcmp(dir, o->s.model_dir) ? o->s.model_dir : NULL; /* a hub id is the model's id */
     o->s.model_dir = dir;
     o->s.sampling = &o->samp;
+    /* llama-server's names for the loopback address */
+    if (!strcmp(o->s.host, "localhost")) o->s.host = "127.0.0.1";
+    /* --alias: repeated, or comma lists; the first name is the model's id */
+    char *names = NULL;
+    const char **aliases = NULL;
+    size_t len = 0;
+    for (int i = 0; i < o->alias.n; i++) len += strlen(o->alias.v[i]) + 1;
+    if (len && (!(names = malloc(len)) || !(aliases = calloc(len, sizeof *aliases)))) {
+        free(names);
+        free(dir);
+        fprintf(stderr, "mlxcel serve: out of memory\n");
+        return 1;
+    }
+    char *w = names;
+    for (int i = 0; i < o->alias.n; i++) {
+        for (const char *a = o->alias.v[i];;) {
+            size_t l = strcspn(a, ",");
+            if (l) {
+                memcpy(w, a, l);
+                w[l] = 0;
+                aliases[o->s.n_aliases++] = w;
+                w += l + 1;
+            }
+            if (!a[l]) break;
+            a += l + 1;
+        }
+    }
+    if (o->alias.n && !o->s.n_aliases) {
+        free(names); free(aliases); free(dir);
+        fprintf(stderr, "mlxcel serve: --alias: no name given\n");
+        return 2;
+    }
+    o->s.aliases = aliases;
+    if (o->s.n_aliases) o->s.model_name = aliases[0];
+    if (o->s.parallel > 1)
+        fprintf(stderr, "mlxcel serve: note: -c/--ctx-size is per slot here: %d slots x %d positions (llama-server divides -c across -np slots)\n",
+                o->s.parallel, o->s.ctx_size);
     int rc = mx_serve(&o->s);
+    free(aliases);
+    free(names);
     free(dir);
     return rc;
 }
@@ -69,11 +143,14 @@ const mx_cmd mx_cmd_serve = {
     .summary = "OpenAI-compatible HTTP server (also: mlxcel-server)",
     .usage = "-m MODEL [options]",
     .details = "Routes and request fields are listed under \"Server API\" below; the sampling options set what a request's "
-               "absent sampling fields take (a field the request gives wins). A hub id given to -m is the model's id.",
+               "absent sampling fields take (a field the request gives wins). A hub id given to -m is the model's id. "
+               "llama-server's flags and LLAMA_ARG_* variables are read as the table \"llama-server flags\" says; "
+               "the command line wins over the environment.",
     .opts = serve_tab,
     .size = sizeof(serve_opts),
     .init = serve_init,
     .samp_off = offsetof(serve_opts, samp),
     .run = serve_run,
     .loads_model = true,
+    .env = serve_env,
 };

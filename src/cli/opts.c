@@ -10,17 +10,23 @@
 typedef struct {
     mx_opt o;
     const mx_samp_field *sf;
+    const char *env; /* its environment variable (mx_cmd.env) */
 } ent;
 
 #define MAX_ENTS 96
 
 static int collect(const mx_cmd *c, ent *e) {
     int n = 0;
-    for (const mx_opt *o = c->opts; o && (o->shrt || o->lng); o++) e[n++] = (ent){*o, NULL};
+    for (const mx_opt *o = c->opts; o && (o->shrt || o->lng); o++) {
+        e[n] = (ent){*o, NULL, NULL};
+        for (const mx_opt_env *v = c->env; v && v->opt && o->lng; v++)
+            if (!strcmp(v->opt, o->lng)) e[n].env = v->var;
+        n++;
+    }
     if (c->samp_off != OPT_NO_SAMPLING)
         for (int i = 0; i < mx_n_samp_fields && n < MAX_ENTS; i++) {
             const mx_samp_field *f = &mx_samp_fields[i];
-            e[n++] = (ent){{f->cli_short, f->cli, f->cli_alias, OPT_FLOAT, f->meta, f->lo, f->hi, 0, f->help, NULL, 0}, f};
+            e[n++] = (ent){{f->cli_short, f->cli, f->cli_alias, OPT_FLOAT, f->meta, f->lo, f->hi, 0, f->help, NULL, 0}, f, NULL};
         }
     return n;
 }
@@ -131,14 +137,54 @@ static int set_value(const mx_cmd *c, const ent *e, const char *opt, const char 
         *(float *)p = (float)x;
         return 0;
     }
+    case OPT_IGNORED:
+        fprintf(stderr, "mlxcel %s: warning: %s%s%s is ignored: %s\n", c->name, opt, v ? " " : "", v ? v : "", e->o.help);
+        return 0;
     default: return 2;
     }
+}
+
+/* An optional value of an OPT_IGNORED option: one of its choices. */
+static bool is_choice(const mx_opt *o, const char *v) {
+    size_t lv = strlen(v);
+    for (const char *s = o->choices; s && *s;) {
+        size_t l = strcspn(s, "|");
+        if (l == lv && !strncmp(s, v, l)) return true;
+        s += l + (s[l] == '|');
+    }
+    return false;
+}
+
+/* The options the command line left unset take their environment variable. */
+static int from_env(const mx_cmd *c, const ent *e, int n, const bool *given, void *o) {
+    for (int k = 0; k < n; k++) {
+        const char *v = e[k].env && !given[k] ? getenv(e[k].env) : NULL;
+        if (!v) continue;
+        mx_opt_kind kind = e[k].o.kind;
+        if (kind == OPT_FLAG || kind == OPT_UNSET || (kind == OPT_IGNORED && !e[k].o.meta)) {
+            bool on = !strcmp(v, "1") || !strcmp(v, "true") || !strcmp(v, "on") || !strcmp(v, "enabled");
+            bool off = !strcmp(v, "0") || !strcmp(v, "false") || !strcmp(v, "off") || !strcmp(v, "disabled");
+            if (kind == OPT_IGNORED && (on || off || is_choice(&e[k].o, v))) {
+                set_value(c, &e[k], e[k].env, v, o);
+                continue;
+            }
+            if (!on && !off) {
+                fprintf(stderr, "mlxcel %s: %s='%s' is not one of 1, true, on, enabled, 0, false, off, disabled\n", c->name, e[k].env, v);
+                return 2;
+            }
+            *(bool *)((char *)o + e[k].o.off) = (kind == OPT_FLAG) == on;
+            continue;
+        }
+        int rc = set_value(c, &e[k], e[k].env, v, o);
+        if (rc) return rc;
+    }
+    return 0;
 }
 
 int mx_cmd_parse(const mx_cmd *c, int argc, char **argv, void *o) {
     ent e[MAX_ENTS];
     int n = collect(c, e);
-    bool only_pos = false;
+    bool only_pos = false, given[MAX_ENTS] = {0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool opt = !only_pos && a[0] == '-' && a[1] && strcmp(a, "-");
@@ -164,6 +210,13 @@ int mx_cmd_parse(const mx_cmd *c, int argc, char **argv, void *o) {
         for (int k = 0; k < n && !m; k++)
             if (is(name, e[k].o.shrt) || is(name, e[k].o.lng) || is(name, e[k].o.alias)) m = &e[k];
         if (!m) { unknown(c, e, n, a); return 2; }
+        given[m - e] = true;
+        if (!m->sf && m->o.kind == OPT_IGNORED && !m->o.meta) {
+            /* a flag, or an optional value that is one of its choices */
+            if (!val && i + 1 < argc && is_choice(&m->o, argv[i + 1])) val = argv[++i];
+            set_value(c, m, name, val, o);
+            continue;
+        }
         if (!m->sf && (m->o.kind == OPT_FLAG || m->o.kind == OPT_UNSET)) {
             if (val) { fprintf(stderr, "mlxcel %s: %s takes no value\n", c->name, name); return 2; }
             *(bool *)((char *)o + m->o.off) = m->o.kind == OPT_FLAG;
@@ -176,7 +229,7 @@ int mx_cmd_parse(const mx_cmd *c, int argc, char **argv, void *o) {
         int rc = set_value(c, m, name, val, o);
         if (rc) return rc;
     }
-    return 0;
+    return from_env(c, e, n, given, o);
 }
 
 /* ---- help ---- */
@@ -190,6 +243,10 @@ static void names_of(const ent *e, char *out, size_t n, bool md) {
         if (!parts[i]) continue;
         k += snprintf(out + k, n - (size_t)k, "%s%s%s%s", k ? ", " : "", q, parts[i], q);
         if ((size_t)k >= n) return;
+    }
+    if (!md && !e->sf && e->o.kind == OPT_IGNORED && !e->o.meta) {
+        if (e->o.choices) snprintf(out + k, n - (size_t)k, " [%s]", e->o.choices);
+        return;
     }
     bool flag = !e->sf && (e->o.kind == OPT_FLAG || e->o.kind == OPT_UNSET);
     if (!flag && !md) snprintf(out + k, n - (size_t)k, " %s", e->o.kind == OPT_CHOICE ? e->o.choices : e->o.meta ? e->o.meta : "VALUE");
@@ -273,7 +330,9 @@ void mx_cmd_help(const mx_cmd *c, FILE *f, bool md) {
             fputs(nm, f);
             fputs(" | ", f);
             bool flag = !e[i].sf && (e[i].o.kind == OPT_FLAG || e[i].o.kind == OPT_UNSET);
-            if (!flag) {
+            if (!e[i].sf && e[i].o.kind == OPT_IGNORED && !e[i].o.meta) {
+                if (e[i].o.choices) { fputs("[", f); md_cell(f, e[i].o.choices); fputs("]", f); }
+            } else if (!flag) {
                 md_cell(f, e[i].o.kind == OPT_CHOICE && !e[i].sf ? e[i].o.choices : e[i].o.meta ? e[i].o.meta : "VALUE");
                 if (rng[0]) fprintf(f, " in %s", rng);
             }
@@ -281,6 +340,8 @@ void mx_cmd_help(const mx_cmd *c, FILE *f, bool md) {
             md_cell(f, def);
             fputs(" | ", f);
             md_cell(f, e[i].o.help ? e[i].o.help : "");
+            if (e[i].o.kind == OPT_IGNORED) fputs(" (accepted with a warning, no effect)", f);
+            if (e[i].env) fprintf(f, " (env `%s`)", e[i].env);
             fputs(" |\n", f);
             continue;
         }
@@ -291,7 +352,9 @@ void mx_cmd_help(const mx_cmd *c, FILE *f, bool md) {
         char h[512];
         int k = snprintf(h, sizeof h, "%s", e[i].o.help ? e[i].o.help : "");
         if (rng[0]) k += snprintf(h + k, sizeof h - (size_t)k, " %s", rng);
-        if (def[0]) snprintf(h + k, sizeof h - (size_t)k, " (default %s)", def);
+        if (def[0]) k += snprintf(h + k, sizeof h - (size_t)k, " (default %s)", def);
+        if (e[i].o.kind == OPT_IGNORED) k += snprintf(h + k, sizeof h - (size_t)k, " (accepted with a warning, no effect)");
+        if (e[i].env && k < (int)sizeof h) snprintf(h + k, sizeof h - (size_t)k, " (env %s)", e[i].env);
         wrapped(f, h, col, 30);
         fputc('\n', f);
     }

@@ -20,6 +20,8 @@ typedef enum {
     OPT_FLOAT,  /* float in [lo, hi] */
     OPT_CHOICE, /* const char *, one of choices ("text|json") */
     OPT_LIST,   /* mx_strlist: every occurrence appended */
+    OPT_IGNORED, /* another server's flag accepted for compatibility: one warning line (its help), no effect;
+                    takes a value when meta is set, an optional one of choices when only choices is */
 } mx_opt_kind;
 
 enum { OPT_NODEF = 1 /* the default depends on the machine: help does not print it */ };
@@ -34,6 +36,12 @@ typedef struct {
     const char *choices;
     int flags;
 } mx_opt;
+
+/* An environment variable that sets an option (named by its long name)
+ * when the command line does not. */
+typedef struct {
+    const char *opt, *var;
+} mx_opt_env;
 
 typedef struct {
     const char **v;
@@ -53,11 +61,15 @@ typedef struct mx_cmd {
     size_t pos_off;           /* mx_strlist receiving them */
     int (*run)(void *o);
     bool loads_model;         /* takes --no-mmap */
+    const mx_opt_env *env;    /* options the environment sets (ends with {0}); may be NULL */
 } mx_cmd;
 #define OPT_NO_SAMPLING ((size_t)-1)
 
 /* Parses argv[1..argc) (argv[0] is the command name) into o, which the
- * caller allocated with spec->size bytes (zeroed) and ran init on.
+ * caller allocated with spec->size bytes (zeroed) and ran init on; then
+ * the options the command line did not give take their environment
+ * variable (mx_cmd.env) when it is set (a flag: 1/true/on/enabled or
+ * 0/false/off/disabled).
  * Returns 0 to run, 1 when help was printed (exit 0), 2 on a usage error
  * (printed, with a suggestion for a mistyped option). */
 int mx_cmd_parse(const mx_cmd *c, int argc, char **argv, void *o);

@@ -189,11 +189,8 @@ static char *base64_f32(const float *v, int n) {
 static bool check_model(server *sv, json_t *req, char *err, size_t n) {
     json_t *m = json_object_get(req, "model");
     if (!m || json_is_null(m)) return true;
+    (void)sv; /* one model is served: any name means it */
     if (!json_is_string(m)) { snprintf(err, n, "'model' must be a string"); return false; }
-    if (strcmp(json_string_value(m), sv->name)) {
-        snprintf(err, n, "model '%s' is not served here (available: '%s')", json_string_value(m), sv->name);
-        return false;
-    }
     return true;
 }
 

@@ -138,11 +138,8 @@ bool mx_gen_parse_common(server *sv, json_t *req, mx_gen_params *g, char *err, s
     int max_tokens = -1, n = 1;
     json_t *model = json_object_get(req, "model");
     if (model && !json_is_null(model)) {
+        /* one model is served: any name means it (agents send their own) */
         if (!json_is_string(model)) { snprintf(err, errn, "'model' must be a string"); return false; }
-        if (strcmp(json_string_value(model), sv->name) != 0) {
-            snprintf(err, errn, "model '%s' is not served here (available: '%s')", json_string_value(model), sv->name);
-            return false;
-        }
     }
     if (!mx_opt_int(req, "max_tokens", 1, 1 << 24, &max_tokens, err, errn) ||
         !mx_opt_int(req, "max_completion_tokens", 1, 1 << 24, &max_tokens, err, errn) ||

@@ -1,6 +1,7 @@
 /* GET /health, /v1/models and /metrics (Prometheus text). */
 #include "server_int.h"
 #include "../base/base.h"
+#include <string.h>
 #include <time.h>
 
 int mx_route_health(server *sv, mx_srv_req *rq, json_t *req) {
@@ -10,10 +11,18 @@ int mx_route_health(server *sv, mx_srv_req *rq, json_t *req) {
     return mx_srv_json(rq, 503, json_pack("{s:{s:s,s:s}}", "error", "message", why, "type", "unavailable_error"));
 }
 
+/* The model's id, then its other --alias names (any name is accepted in requests). */
 int mx_route_models(server *sv, mx_srv_req *rq, json_t *req) {
     (void)req;
-    return mx_srv_json(rq, 200, json_pack("{s:s,s:[{s:s,s:s,s:i,s:s}]}", "object", "list", "data", "id", sv->name, "object", "model",
-                                          "created", (json_int_t)time(NULL), "owned_by", "mlxcel"));
+    json_t *data = json_array(), *aliases = json_array();
+    for (int i = -1; i < sv->o.n_aliases; i++) {
+        const char *id = i < 0 ? sv->name : sv->o.aliases[i];
+        if (i >= 0) json_array_append_new(aliases, json_string(id));
+        if (i >= 0 && !strcmp(id, sv->name)) continue;
+        json_array_append_new(data, json_pack("{s:s,s:s,s:i,s:s}", "id", id, "object", "model", "created", (json_int_t)time(NULL), "owned_by", "mlxcel"));
+    }
+    json_object_set_new(json_array_get(data, 0), "aliases", aliases);
+    return mx_srv_json(rq, 200, json_pack("{s:s,s:o}", "object", "list", "data", data));
 }
 
 int mx_route_metrics(server *sv, mx_srv_req *rq, json_t *req) {

@@ -21,6 +21,8 @@ typedef struct {
     const mx_sampling *sampling; /* what a request's absent sampling fields take; NULL: temperature 1,
                                     the rest off, a new seed per request */
     const char *model_name;      /* the model id the API reports; NULL: the folder's name */
+    const char *const *aliases;  /* --alias: the first is the id the API reports (over model_name); all are listed */
+    int n_aliases;
     const char *image_dir;       /* chat image parts may name local files only under this folder;
                                     NULL: data URLs only */
     /* limits against hostile clients (docs/security.md) */
