@@ -25,7 +25,7 @@ struct mx_req {
     void (*notify)(void *);   /* consumer wake-up, under mu */
     void *notify_arg;
     int cached;
-    double t_submit;
+    double t_submit, t_first, t_end; /* mx_now() at submit, first token, finish */
     mx_constraint con;        /* the grammar's state (con.m NULL: unconstrained) */
     int allowed;              /* tokens the mask of this step allows (computed outside the lock) */
     mx_req *next;
@@ -91,7 +91,7 @@ static void notify(mx_req *r) {
 
 /* The request is over (first reason wins); its consumer is told. */
 static void set_fin(mx_req *r, mx_finish why) {
-    if (r->fin == MX_FIN_NONE) r->fin = why;
+    if (r->fin == MX_FIN_NONE) { r->fin = why; r->t_end = mx_now(); }
     notify(r);
 }
 
@@ -209,7 +209,8 @@ static void sample_into(mx_sched *s, slot *sl, float *row) {
         ev.n_top = k;
     }
     if (sl->n_gen == 0) {
-        s->st.ttft_sum += mx_now() - r->t_submit;
+        r->t_first = mx_now();
+        s->st.ttft_sum += r->t_first - r->t_submit;
         s->st.ttft_count += 1;
     }
     push_event(r, &ev);
@@ -522,6 +523,14 @@ mx_finish mx_req_finish(const mx_req *r) { return r->fin; }
 int mx_req_cached_tokens(const mx_req *r) { return r->cached; }
 int mx_req_prompt_tokens(const mx_req *r) { return r->p.n_prompt; }
 
+void mx_req_times(mx_req *r, double *submit, double *first, double *end) {
+    pthread_mutex_lock(&r->s->mu);
+    *submit = r->t_submit;
+    *first = r->t_first;
+    *end = r->t_end;
+    pthread_mutex_unlock(&r->s->mu);
+}
+
 void mx_req_cancel(mx_req *r) {
     mx_sched *s = r->s;
     pthread_mutex_lock(&s->mu);
@@ -565,4 +574,14 @@ void mx_sched_stats_get(mx_sched *s, mx_sched_stats *out) {
     *out = s->st;
     out->queued = s->n_queued;
     pthread_mutex_unlock(&s->mu);
+}
+
+int mx_sched_slots(mx_sched *s, mx_slot_info *out, int max) {
+    pthread_mutex_lock(&s->mu);
+    for (int i = 0; i < s->parallel && i < max; i++) {
+        const slot *sl = &s->slots[i];
+        out[i] = (mx_slot_info){sl->req != NULL, sl->req ? sl->req->p.n_prompt : 0, sl->req ? sl->n_gen : 0};
+    }
+    pthread_mutex_unlock(&s->mu);
+    return s->parallel;
 }

@@ -67,6 +67,8 @@ int mx_req_next(mx_req *r, mx_tok_event *ev, int timeout_ms);
 mx_finish mx_req_finish(const mx_req *r);
 int mx_req_cached_tokens(const mx_req *r);
 int mx_req_prompt_tokens(const mx_req *r);
+/* mx_now() times of its submission, first token and finish (0: not yet). */
+void mx_req_times(mx_req *r, double *submit, double *first, double *end);
 /* Calls fn(arg) whenever an event or the finish of r becomes readable (at
  * once when one already is), from the engine thread and under the
  * scheduler's lock: fn must be quick and must not call back into the
@@ -77,4 +79,12 @@ void mx_req_cancel(mx_req *r);
 /* Drops the consumer's reference (after the last event or a cancel). */
 void mx_req_release(mx_req *r);
 void mx_sched_stats_get(mx_sched *s, mx_sched_stats *out);
+/* One slot's state now (llama-server's /slots). */
+typedef struct {
+    bool busy;        /* generating (or reading the prompt of) a request */
+    int n_prompt;     /* that request's prompt tokens */
+    int n_decoded;    /* tokens it has generated so far */
+} mx_slot_info;
+/* Fills out[0..min(max, parallel)) and returns the number of slots. */
+int mx_sched_slots(mx_sched *s, mx_slot_info *out, int max);
 #endif

@@ -25,6 +25,7 @@ typedef struct {
     mx_vlprompt *images;     /* NULL, or the chat's images: decoded by the parse, their rows by
                                 mx_gen_prepare_images; p.lay, p.rows and p.tags point into them */
     uint64_t *tags;
+    json_t *ext;             /* the route's own request data for its format (owned; NULL: none) */
 } mx_gen_params;
 
 void mx_gen_params_free(mx_gen_params *g);
@@ -70,6 +71,9 @@ int mx_gen_add_stop(mx_gen_params *g, const char *s);
  * template's memory budget grows with it). */
 bool mx_chat_parse(server *sv, json_t *req, size_t body_len, mx_gen_params *g, char *err, size_t errn);
 bool mx_completion_parse(server *sv, json_t *req, mx_gen_params *g, char *err, size_t errn);
+/* The chat request's messages (and tools, ...) rendered by the template
+ * into text, not tokenized (llama-server's /apply-template). */
+bool mx_chat_render(server *sv, json_t *req, size_t body_len, mx_buf *text, char *err, size_t errn);
 
 typedef struct mx_gen mx_gen;
 

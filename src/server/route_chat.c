@@ -252,6 +252,27 @@ bool mx_chat_parse(server *sv, json_t *req, size_t body_len, mx_gen_params *g, c
     return ok;
 }
 
+bool mx_chat_render(server *sv, json_t *req, size_t body_len, mx_buf *text, char *err, size_t errn) {
+    static const char *const fields[] = {"model", "messages", "tools", "tool_choice", "parallel_tool_calls", "chat_template_kwargs", "documents", NULL};
+    if (!mx_only_fields(req, fields, "", err, errn)) return false;
+    if (!sv->tm.tok) { snprintf(err, errn, "this model has no tokenizer and no chat template"); return false; }
+    mx_gen_params g = {0};
+    bool cont = false;
+    json_t *required = NULL;
+    json_t *ctx = chat_context(sv, req, &g, &cont, &required, err, errn);
+    json_decref(required);
+    mx_gen_params_free(&g);
+    if (!ctx) return false;
+    mx_chat_opts co = {.content_as_text = !sv->o.allow_special_in_content, .deadline = mx_now() + sv->o.prompt_budget,
+                       .max_memory = ((size_t)64 << 20) + 8 * body_len};
+    mx_buf marks = {0};
+    int rc = mx_textmodel_chat_render(&sv->tm, ctx, &co, text, &marks);
+    mx_buf_free(&marks);
+    json_decref(ctx);
+    if (rc) snprintf(err, errn, "chat template: %s", mx_errmsg());
+    return !rc;
+}
+
 int mx_route_chat(server *sv, mx_srv_req *rq, json_t *req) {
     char err[1024] = "";
     mx_gen_params g = {0};

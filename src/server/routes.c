@@ -10,6 +10,7 @@ mx_route_fn mx_route_tokenize, mx_route_detokenize;
 mx_route_fn mx_route_embeddings, mx_route_rerank;
 mx_route_fn mx_route_messages, mx_route_count_tokens, mx_route_responses;
 mx_route_fn mx_route_transcriptions, mx_route_translations;
+mx_route_fn mx_route_llama_completion, mx_route_llama_infill, mx_route_llama_props, mx_route_llama_slots, mx_route_llama_apply_template;
 
 static const mx_http_route g_routes[] = {
     {{"/health"}, MX_HTTP_GET, MX_RT_OPEN, mx_route_health},
@@ -20,6 +21,12 @@ static const mx_http_route g_routes[] = {
     {{"/v1/messages"}, MX_HTTP_POST, MX_RT_GENERATES, mx_route_messages},
     {{"/v1/messages/count_tokens"}, MX_HTTP_POST, MX_RT_GENERATES, mx_route_count_tokens},
     {{"/v1/responses", "/responses"}, MX_HTTP_POST, MX_RT_GENERATES, mx_route_responses},
+    /* llama-server's own (route_llama.c) */
+    {{"/completion"}, MX_HTTP_POST, MX_RT_GENERATES, mx_route_llama_completion},
+    {{"/infill"}, MX_HTTP_POST, MX_RT_GENERATES, mx_route_llama_infill},
+    {{"/props"}, MX_HTTP_GET, MX_RT_GENERATES, mx_route_llama_props},
+    {{"/slots"}, MX_HTTP_GET, MX_RT_GENERATES, mx_route_llama_slots},
+    {{"/apply-template"}, MX_HTTP_POST, MX_RT_GENERATES, mx_route_llama_apply_template},
     {{"/tokenize"}, MX_HTTP_POST, 0, mx_route_tokenize},
     {{"/detokenize"}, MX_HTTP_POST, 0, mx_route_detokenize},
     {{"/v1/embeddings", "/embeddings"}, MX_HTTP_POST, MX_RT_EMBEDS, mx_route_embeddings},
