@@ -390,8 +390,9 @@ static const char *const g_fim_sep[] = {"<|file_sep|>", "<|file_separator|>", "<
 /* llama-server's infill prompt (its repo-level FIM pattern):
  *   [REP]myproject\n [SEP]name\n text ... [SEP]filename\n  (the extra context, when the tokens exist)
  *   [BOS][PRE] prefix prompt [SUF] suffix [MID]
- * with at most 3/4 of the batch of prefix (its end), the rest of a quarter
- * of suffix (its start), and the extra context's end that fits. */
+ * with at most 3/4 of a batch (llama-server's default, 2048) of prefix (its
+ * end), the rest of a quarter of suffix (its start), and the end of the
+ * extra context that leaves a batch and twice n_predict of the context. */
 static bool infill_prompt(server *sv, json_t *req, ids *out, char *err, size_t errn) {
     int32_t pre = fim_token(sv, g_fim_pre), suf = fim_token(sv, g_fim_suf), mid = fim_token(sv, g_fim_mid);
     int32_t rep = fim_token(sv, g_fim_rep), sep = fim_token(sv, g_fim_sep);
@@ -437,7 +438,7 @@ static bool infill_prompt(server *sv, json_t *req, ids *out, char *err, size_t e
     }
     if (ok && sep >= 0) ok = ids_push(&extra, &sep, 1, err, errn) && encode(sv, "filename\n", 9, false, false, &extra, err, errn);
     if (ok) {
-        int n_batch = MX_MIN(2048, sv->o.ctx_size), n_predict = -1;
+        int n_batch = 2048, n_predict = -1; /* llama-server's default -b */
         json_t *np = json_object_get(req, "n_predict");
         if (json_is_integer(np)) n_predict = (int)json_integer_value(np);
         int take_pre = MX_MIN(prefix.n, 3 * (n_batch / 4));
