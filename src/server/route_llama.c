@@ -156,6 +156,7 @@ static bool translate(server *sv, json_t *o, ids *bans, char *err, size_t errn) 
     if ((v = json_object_get(o, "top_k")) && json_is_integer(v) && json_integer_value(v) < 0) json_object_set_new(o, "top_k", json_integer(0));
     /* logit_bias: [[id or text, bias or false], ...] as well as {"id": bias} */
     v = json_object_get(o, "logit_bias");
+    if (json_is_array(v) && json_array_size(v) > 4096) { snprintf(err, errn, "'logit_bias' has more than 4096 entries"); return false; }
     if (json_is_array(v)) {
         json_t *obj = json_object();
         size_t i;
