@@ -19,7 +19,7 @@ int mx_route_models(server *sv, mx_srv_req *rq, json_t *req) {
         const char *id = i < 0 ? sv->name : sv->o.aliases[i];
         if (i >= 0) json_array_append_new(aliases, json_string(id));
         if (i >= 0 && !strcmp(id, sv->name)) continue;
-        json_array_append_new(data, json_pack("{s:s,s:s,s:i,s:s}", "id", id, "object", "model", "created", (json_int_t)time(NULL), "owned_by", "mlxcel"));
+        json_array_append_new(data, json_pack("{s:s,s:s,s:I,s:s}", "id", id, "object", "model", "created", (json_int_t)time(NULL), "owned_by", "mlxcel"));
     }
     json_object_set_new(json_array_get(data, 0), "aliases", aliases);
     return mx_srv_json(rq, 200, json_pack("{s:s,s:o}", "object", "list", "data", data));

@@ -8,7 +8,6 @@
 #include "gen.h"
 #include "../base/base.h"
 #include "../base/version.h"
-#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +22,9 @@ typedef struct {
     int32_t *v;
     int n, cap;
 } ids;
+
+/* The last k ids of t (NULL when none). */
+static const int32_t *ids_tail(const ids *t, int k) { return k > 0 ? t->v + t->n - k : NULL; }
 
 static bool ids_push(ids *t, const int32_t *v, int n, char *err, size_t errn) {
     if (t->n + n > t->cap) {
@@ -245,7 +247,7 @@ static bool ll_parse(server *sv, json_t *req, ids *prompt, mx_gen_params *g, cha
         if (!bi || !bv) { snprintf(err, errn, "out of memory"); goto out; }
         for (int i = 0; i < bans.n; i++) {
             g->bias_ids[g->p.n_bias] = bans.v[i];
-            g->bias_vals[g->p.n_bias++] = -INFINITY;
+            g->bias_vals[g->p.n_bias++] = -1e30f; /* probability 0, and finite: a row of bans only still samples */
         }
         g->p.bias_ids = g->bias_ids;
         g->p.bias_vals = g->bias_vals;
@@ -283,7 +285,7 @@ static json_t *byte_list(json_t *s) {
 
 static json_t *prob_entry(server *sv, int32_t id, float lp) {
     json_t *t = mx_gen_token_text(sv, id);
-    json_t *e = json_pack("{s:i,s:O,s:f,s:o}", "id", (json_int_t)id, "token", t, "logprob", (double)lp, "bytes", byte_list(t));
+    json_t *e = json_pack("{s:i,s:O,s:f,s:o}", "id", (int)id, "token", t, "logprob", (double)lp, "bytes", byte_list(t));
     json_decref(t);
     return e;
 }
@@ -452,8 +454,8 @@ static bool infill_prompt(server *sv, json_t *req, ids *out, char *err, size_t e
         int32_t bos = mx_tok_bos(sv->tm.tok);
         bool add_bos = bos >= 0 && !mx_tok_encode_ex(sv->tm.tok, "", 0, &to, &b, &nb) && nb > 0 && b[0] == bos;
         free(b);
-        ok = ids_push(out, extra.v + extra.n - take_extra, take_extra, err, errn) && (!add_bos || ids_push(out, &bos, 1, err, errn)) &&
-             ids_push(out, &pre, 1, err, errn) && ids_push(out, prefix.v + prefix.n - take_pre, take_pre, err, errn) &&
+        ok = ids_push(out, ids_tail(&extra, take_extra), take_extra, err, errn) && (!add_bos || ids_push(out, &bos, 1, err, errn)) &&
+             ids_push(out, &pre, 1, err, errn) && ids_push(out, ids_tail(&prefix, take_pre), take_pre, err, errn) &&
              ids_push(out, prm.v, prm.n, err, errn) && ids_push(out, &suf, 1, err, errn) && ids_push(out, suffix.v, take_suf, err, errn) &&
              ids_push(out, &mid, 1, err, errn);
     }
