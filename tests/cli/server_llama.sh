@@ -26,6 +26,13 @@ PY
 LLAMA_ARG_PORT=eighty "$MLXCEL" serve -m "$tmp/plain" >/dev/null 2>"$tmp/env.err"; rc=$?
 if [ $rc = 2 ] && grep -q "LLAMA_ARG_PORT: 'eighty' is not an integer" "$tmp/env.err"; then echo "ok llama/env_bad_value"
 else echo "FAIL llama/env_bad_value: status $rc: $(cat "$tmp/env.err")"; fi
+LLAMA_ARG_JINJA=maybe "$MLXCEL" serve -m "$tmp/plain" >/dev/null 2>"$tmp/env2.err"; rc=$?
+if [ $rc = 2 ] && grep -q "LLAMA_ARG_JINJA='maybe'" "$tmp/env2.err"; then echo "ok llama/env_bad_flag"; else echo "FAIL llama/env_bad_flag: status $rc: $(cat "$tmp/env2.err")"; fi
+# -fa takes a value only when one of on|off|auto follows
+"$MLXCEL" serve -fa -m "$tmp/nonexistent" >/dev/null 2>"$tmp/fa.err"; rc=$?
+if [ $rc != 0 ] && grep -q -- "-fa is ignored" "$tmp/fa.err" && grep -q "nonexistent" "$tmp/fa.err"; then echo "ok llama/flag_optional_value"
+else echo "FAIL llama/flag_optional_value: status $rc: $(cat "$tmp/fa.err")"; fi
+if "$MLXCEL" serve --help | tr -s " \n" "  " | grep -q "(env LLAMA_ARG_CTX_SIZE)"; then echo "ok llama/help_names_env"; else echo "FAIL llama/help_names_env"; fi
 port=$((20000 + RANDOM % 20000)); port2=$((port + 1))
 # env gives the slots, the alias and a context size the command line overrides
 LLAMA_ARG_N_PARALLEL=2 LLAMA_ARG_ALIAS=envname LLAMA_ARG_CTX_SIZE=64 LLAMA_ARG_PORT=$port LLAMA_ARG_MLOCK=1 \
