@@ -75,7 +75,7 @@ static const mx_opt serve_tab[] = {
 static const mx_opt_env serve_env[] = {
     {"--model", "LLAMA_ARG_MODEL"}, {"--host", "LLAMA_ARG_HOST"}, {"--port", "LLAMA_ARG_PORT"},
     {"--parallel", "LLAMA_ARG_N_PARALLEL"}, {"--ctx-size", "LLAMA_ARG_CTX_SIZE"}, {"--step-tokens", "LLAMA_ARG_UBATCH"},
-    {"--threads", "LLAMA_ARG_THREADS"}, {"--api-key", "LLAMA_API_KEY"}, {"--alias", "LLAMA_ARG_ALIAS"},
+    {"--threads", "LLAMA_ARG_THREADS"}, {"--api-key", "LLAMA_API_KEY"}, {"--api-key", "LLAMA_ARG_API_KEY"}, {"--alias", "LLAMA_ARG_ALIAS"},
     {"--chat-template", "LLAMA_ARG_CHAT_TEMPLATE"}, {"--chat-template-file", "LLAMA_ARG_CHAT_TEMPLATE_FILE"}, {"--jinja", "LLAMA_ARG_JINJA"},
     {"--n-gpu-layers", "LLAMA_ARG_N_GPU_LAYERS"}, {"--flash-attn", "LLAMA_ARG_FLASH_ATTN"}, {"--split-mode", "LLAMA_ARG_SPLIT_MODE"},
     {"--tensor-split", "LLAMA_ARG_TENSOR_SPLIT"}, {"--main-gpu", "LLAMA_ARG_MAIN_GPU"}, {"--device", "LLAMA_ARG_DEVICE"},

@@ -10,7 +10,7 @@
 typedef struct {
     mx_opt o;
     const mx_samp_field *sf;
-    const char *env; /* its environment variable (mx_cmd.env) */
+    char env[96];    /* its environment variables (mx_cmd.env), comma-separated; "" when none */
 } ent;
 
 #define MAX_ENTS 96
@@ -18,15 +18,17 @@ typedef struct {
 static int collect(const mx_cmd *c, ent *e) {
     int n = 0;
     for (const mx_opt *o = c->opts; o && (o->shrt || o->lng); o++) {
-        e[n] = (ent){*o, NULL, NULL};
-        for (const mx_opt_env *v = c->env; v && v->opt && o->lng; v++)
-            if (!strcmp(v->opt, o->lng)) e[n].env = v->var;
+        e[n] = (ent){*o, NULL, ""};
+        for (const mx_opt_env *v = c->env; v && v->opt && o->lng; v++) {
+            size_t l = strlen(e[n].env);
+            if (!strcmp(v->opt, o->lng)) snprintf(e[n].env + l, sizeof e[n].env - l, "%s%s", l ? ", " : "", v->var);
+        }
         n++;
     }
     if (c->samp_off != OPT_NO_SAMPLING)
         for (int i = 0; i < mx_n_samp_fields && n < MAX_ENTS; i++) {
             const mx_samp_field *f = &mx_samp_fields[i];
-            e[n++] = (ent){{f->cli_short, f->cli, f->cli_alias, OPT_FLOAT, f->meta, f->lo, f->hi, 0, f->help, NULL, 0}, f, NULL};
+            e[n++] = (ent){{f->cli_short, f->cli, f->cli_alias, OPT_FLOAT, f->meta, f->lo, f->hi, 0, f->help, NULL, 0}, f, ""};
         }
     return n;
 }
@@ -155,27 +157,31 @@ static bool is_choice(const mx_opt *o, const char *v) {
     return false;
 }
 
-/* The options the command line left unset take their environment variable. */
-static int from_env(const mx_cmd *c, const ent *e, int n, const bool *given, void *o) {
-    for (int k = 0; k < n; k++) {
-        const char *v = e[k].env && !given[k] ? getenv(e[k].env) : NULL;
+/* The options the command line left unset take their environment variable
+ * (the first of the command's table that is set, for an option with several). */
+static int from_env(const mx_cmd *c, const ent *e, int n, bool *given, void *o) {
+    for (const mx_opt_env *ev = c->env; ev && ev->opt; ev++) {
+        int k = 0;
+        while (k < n && !(e[k].o.lng && !strcmp(e[k].o.lng, ev->opt))) k++;
+        const char *v = k < n && !given[k] ? getenv(ev->var) : NULL;
         if (!v) continue;
+        given[k] = true;
         mx_opt_kind kind = e[k].o.kind;
         if (kind == OPT_FLAG || kind == OPT_UNSET || (kind == OPT_IGNORED && !e[k].o.meta)) {
             bool on = !strcmp(v, "1") || !strcmp(v, "true") || !strcmp(v, "on") || !strcmp(v, "enabled");
             bool off = !strcmp(v, "0") || !strcmp(v, "false") || !strcmp(v, "off") || !strcmp(v, "disabled");
             if (kind == OPT_IGNORED && (on || off || is_choice(&e[k].o, v))) {
-                set_value(c, &e[k], e[k].env, v, o);
+                set_value(c, &e[k], ev->var, v, o);
                 continue;
             }
             if (!on && !off) {
-                fprintf(stderr, "mlxcel %s: %s='%s' is not one of 1, true, on, enabled, 0, false, off, disabled\n", c->name, e[k].env, v);
+                fprintf(stderr, "mlxcel %s: %s='%s' is not one of 1, true, on, enabled, 0, false, off, disabled\n", c->name, ev->var, v);
                 return 2;
             }
             *(bool *)((char *)o + e[k].o.off) = (kind == OPT_FLAG) == on;
             continue;
         }
-        int rc = set_value(c, &e[k], e[k].env, v, o);
+        int rc = set_value(c, &e[k], ev->var, v, o);
         if (rc) return rc;
     }
     return 0;
@@ -341,7 +347,7 @@ void mx_cmd_help(const mx_cmd *c, FILE *f, bool md) {
             fputs(" | ", f);
             md_cell(f, e[i].o.help ? e[i].o.help : "");
             if (e[i].o.kind == OPT_IGNORED) fputs(" (accepted with a warning, no effect)", f);
-            if (e[i].env) fprintf(f, " (env `%s`)", e[i].env);
+            if (e[i].env[0]) fprintf(f, " (env %s)", e[i].env);
             fputs(" |\n", f);
             continue;
         }
@@ -354,7 +360,7 @@ void mx_cmd_help(const mx_cmd *c, FILE *f, bool md) {
         if (rng[0]) k += snprintf(h + k, sizeof h - (size_t)k, " %s", rng);
         if (def[0]) k += snprintf(h + k, sizeof h - (size_t)k, " (default %s)", def);
         if (e[i].o.kind == OPT_IGNORED) k += snprintf(h + k, sizeof h - (size_t)k, " (accepted with a warning, no effect)");
-        if (e[i].env && k < (int)sizeof h) snprintf(h + k, sizeof h - (size_t)k, " (env %s)", e[i].env);
+        if (e[i].env[0] && k < (int)sizeof h) snprintf(h + k, sizeof h - (size_t)k, " (env %s)", e[i].env);
         wrapped(f, h, col, 30);
         fputc('\n', f);
     }

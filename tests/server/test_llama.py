@@ -22,10 +22,13 @@ def check(name, cond, why=""):
         print("FAIL llama/%s: %s" % (name, why))
 
 
-def call(base, path, body=None, raw=False):
-    """(status, parsed JSON or the raw text)"""
+def call(base, path, body=None, raw=False, key="k3y"):
+    """(status, parsed JSON or the raw text); the FIM server wants the key (LLAMA_ARG_API_KEY)"""
     data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(base + path, data=data, headers={"Content-Type": "application/json"})
+    headers = {"Content-Type": "application/json"}
+    if key:
+        headers["Authorization"] = "Bearer " + key
+    req = urllib.request.Request(base + path, data=data, headers=headers)
     try:
         with urllib.request.urlopen(req, timeout=60) as r:
             text = r.read().decode()
@@ -76,6 +79,7 @@ def flags_and_env():
     check("env_alias", props["model_alias"] == "envname" and call(FIM, "/v1/models")[1]["data"][0]["id"] == "envname", props)
     check("props_shape", all(k in props for k in ("model_path", "chat_template", "modalities", "build_info", "bos_token", "eos_token"))
           and dgs["params"]["n_predict"] == -1 and dgs["params"]["seed"] == 4294967295, props)
+    check("env_api_key", call(FIM, "/props", key=None)[0] == 401 and call(FIM, "/props", key="wrong")[0] == 401, "no 401 without the key")
     ids = [m["id"] for m in call(PLAIN, "/v1/models")[1]["data"]]
     check("aliases_listed", ids == ["gpt-x", "other", "third"], ids)
     st, r = call(PLAIN, "/v1/chat/completions", {"model": "some-agent-model", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2})
