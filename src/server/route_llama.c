@@ -256,7 +256,7 @@ static bool ll_parse(server *sv, json_t *req, ids *prompt, mx_gen_params *g, cha
     g->p.n_prompt = prompt->n;
     prompt->v = NULL;
     prompt->n = prompt->cap = 0;
-    /* every token reaches the format (its id, the time of the first); top
+    /* every token reaches the format (its id for "tokens"); top
      * logprobs only when asked */
     g->logprobs = true;
     g->p.top_logprobs = n_probs > 0 ? n_probs : -1;
