@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# GLM-4.1V (tests/fixtures/glm4v) under the parity contract of the vision
+# fixtures: `generate --image PNG --prompt-ids IDS -n 16 --temp 0 --ignore-eos
+# --logits-out F --output-format json` with the fixture's input_ids gives
+# Hugging Face's prompt logits [T, V] and step logits [16, V] within
+# 1e-4 * max(1, max|ref|) and the greedy ids exactly, with the whole prompt in
+# one pass and with --prefill-chunk 1; -p with the processor's prompt text
+# (<|begin_of_image|><|image|><|end_of_image|>) expands to the same ids; the
+# folder runs text-only; a config whose vision and text widths disagree is
+# refused with one line.
+set -u
+cd "$(dirname "$0")/../.."
+M=${MLXCEL:-build/mlxcel}
+F=tests/fixtures/glm4v
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+ok() { echo "ok vision_glm4v/$1"; }
+fail() { echo "FAIL vision_glm4v/$1: $2"; }
+
+cat >"$tmp/check.py" <<'PY'
+import json, struct, sys
+def load(p):
+    b = open(p, "rb").read(); n = struct.unpack("<Q", b[:8])[0]; h = json.loads(b[8:8 + n]); out = {}
+    for k, v in h.items():
+        if k == "__metadata__": continue
+        s, e = v["data_offsets"]; raw = b[8 + n + s:8 + n + e]
+        fmt = {"F32": "f", "I64": "q", "U8": "B"}[v["dtype"]]
+        out[k] = struct.unpack("<%d%s" % (len(raw) // struct.calcsize(fmt), fmt), raw)
+    return out
+ref, js = load(sys.argv[1]), json.loads(open(sys.argv[2]).read().strip().splitlines()[-1])
+msgs = []
+if len(sys.argv) > 3:
+    got = load(sys.argv[3])
+    for mine, theirs in (("logits", "logits"), ("step_logits", "greedy_logits")):
+        a, b = got[mine], ref[theirs]
+        tol = 1e-4 * max(1.0, max(abs(x) for x in b)); d = max(abs(x - y) for x, y in zip(a, b))
+        if len(a) != len(b) or d > tol: msgs.append("%s max diff %g > %g" % (mine, d, tol))
+if list(js["generated_ids"]) != list(ref["greedy_ids"]): msgs.append("generated_ids %s != %s" % (js["generated_ids"], list(ref["greedy_ids"])))
+if list(js["prompt_ids"]) != list(ref["input_ids"]): msgs.append("prompt_ids %s != input_ids %s" % (js["prompt_ids"], list(ref["input_ids"])))
+print("; ".join(msgs)); sys.exit(1 if msgs else 0)
+PY
+
+ids=$(python3 -c "
+import json, struct, sys
+b = open(sys.argv[1], 'rb').read(); n = struct.unpack('<Q', b[:8])[0]; t = json.loads(b[8:8 + n])['input_ids']; o = 8 + n + t['data_offsets'][0]
+print(','.join(map(str, struct.unpack('<%dq' % t['shape'][0], b[o:o + 8 * t['shape'][0]]))))" $F/reference.safetensors)
+for chunk in 512 1; do
+  if "$M" generate -m $F --image $F/inputs/image.png --prompt-ids "$ids" -n 16 --temp 0 --ignore-eos --prefill-chunk $chunk \
+       --logits-out "$tmp/l.st" --output-format json >"$tmp/out" 2>"$tmp/err"; then
+    if msg=$(python3 "$tmp/check.py" $F/reference.safetensors "$tmp/out" "$tmp/l.st" 2>&1); then ok "chunk$chunk parity"
+    else fail "chunk$chunk parity" "$msg"; fi
+  else fail "chunk$chunk parity" "$(head -c 300 "$tmp/err")"; fi
+done
+
+# -f FILE (keeps the prompt's final newline): the engine expands <|image|> itself
+python3 -c "import json, sys; sys.stdout.write(json.load(open('$F/reference.json'))['prompt_text'])" >"$tmp/prompt.txt"
+if "$M" generate -m $F --image $F/inputs/image.png -f "$tmp/prompt.txt" -n 16 --temp 0 --ignore-eos --output-format json \
+     >"$tmp/out" 2>"$tmp/err"; then
+  if msg=$(python3 "$tmp/check.py" $F/reference.safetensors "$tmp/out" 2>&1); then ok "-p expands to the reference ids"
+  else fail "-p expands to the reference ids" "$(head -c 400 <<<"$msg")"; fi
+else fail "-p expands to the reference ids" "$(head -c 300 "$tmp/err")"; fi
+
+# text only: the same folder without an image
+if "$M" generate -m $F --prompt-ids 337,338,340,10,68,285 -n 4 --temp 0 --ignore-eos --output-format json >"$tmp/out" 2>"$tmp/err" &&
+   grep -q '"generated_ids":\[[0-9]*,[0-9]*,[0-9]*,[0-9]*\]' "$tmp/out"; then ok "text only"
+else fail "text only" "$(head -c 300 "$tmp/err")"; fi
+
+# an edited config: the tower's output width must be the text model's
+mkdir "$tmp/bad"
+for f in $F/*; do ln -s "$PWD/$f" "$tmp/bad/"; done
+rm "$tmp/bad/config.json"
+python3 -c "import json; c = json.load(open('$F/config.json')); c['vision_config']['out_hidden_size'] = 48; json.dump(c, open('$tmp/bad/config.json', 'w'))"
+if "$M" generate -m "$tmp/bad" --image $F/inputs/image.png --prompt-ids "$ids" -n 1 >/dev/null 2>"$tmp/err"; then
+  fail "mismatched out_hidden_size refused" "succeeded"
+elif [ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q "out_hidden_size 48" "$tmp/err"; then ok "mismatched out_hidden_size refused"
+else fail "mismatched out_hidden_size refused" "$(head -c 300 "$tmp/err")"; fi
