@@ -7,13 +7,14 @@
  * (proj -> LayerNorm -> GELU -> down(silu(gate) * up), the vision
  * intermediate_size wide). The text model is GLM-4 with M-RoPE on its partial
  * interleaved rotary dims (src/models/glm4v.c); image rows enter causally,
- * unscaled, their M-RoPE positions from the <|begin_of_image|> marker. */
+ * unscaled, their M-RoPE positions from the <|begin_of_image|> marker.
+ * GLM-4.5V (glm4v_moe) has the same tower over a GLM-4.5 MoE text model
+ * (src/models/glm4v_moe.c). */
 #include "vision.h"
 #include "../base/base.h"
 #include <math.h>
 
-static int configure(mx_vision_desc *d, mx_arch *t, const mx_cfg *vc, const mx_cfg *top, const mx_cfg *text) {
-    (void)text;
+static int configure_tower(mx_vision_desc *d, mx_arch *t, const mx_cfg *vc, const mx_cfg *top, int def_image_token) {
     int depth, D, heads, out, ctx;
     float eps;
     bool bias;
@@ -24,7 +25,7 @@ static int configure(mx_vision_desc *d, mx_arch *t, const mx_cfg *vc, const mx_c
         mx_cfg_i32(vc, "spatial_merge_size", 2, 1, 16, &d->merge) ||
         mx_cfg_i32(vc, "temporal_patch_size", 2, 1, 16, &d->temporal) || mx_cfg_f32(vc, "rms_norm_eps", 1e-5f, 0, 1, &eps) ||
         mx_cfg_bool(vc, "attention_bias", false, &bias) || mx_arch_act_default(t, vc, "silu") ||
-        mx_cfg_i32(top, "image_token_id", 151343, 0, 1 << 30, &d->image_token) ||
+        mx_cfg_i32(top, "image_token_id", def_image_token, 0, 1 << 30, &d->image_token) ||
         mx_cfg_i32(top, "image_start_token_id", 151339, 0, 1 << 30, &d->vision_start) || mx_arch_layers(t, depth))
         return MX_ERR;
     if (D % heads || (D / heads) % 4) return mx_set_err("%s: vision hidden_size %d / num_heads %d is not a multiple of 4", vc->file, D, heads);
@@ -78,4 +79,16 @@ static int configure(mx_vision_desc *d, mx_arch *t, const mx_cfg *vc, const mx_c
     return MX_OK;
 }
 
+static int configure(mx_vision_desc *d, mx_arch *t, const mx_cfg *vc, const mx_cfg *top, const mx_cfg *text) {
+    (void)text;
+    return configure_tower(d, t, vc, top, 151343);
+}
+
+/* GLM-4.5V (glm4v_moe): the same tower; Glm4vMoeConfig's image token differs */
+static int configure_moe(mx_vision_desc *d, mx_arch *t, const mx_cfg *vc, const mx_cfg *top, const mx_cfg *text) {
+    (void)text;
+    return configure_tower(d, t, vc, top, 151363);
+}
+
 MX_VISION_FAMILY(glm4v, .name = "glm4v", .configure = configure)
+MX_VISION_FAMILY(glm4v_moe, .name = "glm4v_moe", .configure = configure_moe)

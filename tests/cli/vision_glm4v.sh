@@ -74,3 +74,43 @@ if "$M" generate -m "$tmp/bad" --image $F/inputs/image.png --prompt-ids "$ids" -
   fail "mismatched out_hidden_size refused" "succeeded"
 elif [ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q "out_hidden_size 48" "$tmp/err"; then ok "mismatched out_hidden_size refused"
 else fail "mismatched out_hidden_size refused" "$(head -c 300 "$tmp/err")"; fi
+
+# glm4v_moe (GLM-4.5V; no fixture of its own): the glm4_moe fixture's text
+# model packaged as Glm4vMoeForConditionalGeneration (text under
+# model.language_model., M-RoPE sections over its partial rotary dims) beside
+# the glm4v fixture's tower. Text-only, every M-RoPE axis holds the same
+# position, so it must meet glm4_moe's Hugging Face reference
+# (test_fixtures on the folder); with an image the whole path runs.
+d="$tmp/moe/glm4v_moe"; mkdir -p "$d"
+cp tests/fixtures/glm4_moe/reference.json tests/fixtures/glm4_moe/reference.safetensors $F/preprocessor_config.json "$d/"
+python3 - tests/fixtures/glm4_moe $F "$d" <<'PY' || fail "glm4v_moe packaging" "python failed"
+import json, struct, sys
+text, vis, dst = sys.argv[1:]
+tc = json.load(open(f"{text}/config.json")); vc = json.load(open(f"{vis}/config.json"))["vision_config"]
+tc.update(model_type="glm4v_moe_text", rope_scaling={"rope_type": "default", "mrope_section": [2, 3, 3]})
+vc.update(model_type="glm4v_moe", out_hidden_size=tc["hidden_size"])
+json.dump({"model_type": "glm4v_moe", "architectures": ["Glm4vMoeForConditionalGeneration"], "text_config": tc,
+           "vision_config": vc, "image_token_id": 300, "image_start_token_id": 299, "image_end_token_id": 301},
+          open(f"{dst}/config.json", "w"))
+def read(p):
+    b = open(p, "rb").read(); n = struct.unpack("<Q", b[:8])[0]
+    return json.loads(b[8:8 + n]), b[8 + n:]
+out, data = {}, b""
+for src, keep in ((f"{text}/model.safetensors", lambda k: True), (f"{vis}/model.safetensors", lambda k: k.startswith("model.visual."))):
+    h, raw = read(src)
+    for k, v in h.items():
+        if k == "__metadata__" or not keep(k): continue
+        s, e = v["data_offsets"]
+        name = "model.language_model." + k[6:] if k.startswith("model.") and not k.startswith("model.visual.") else k
+        out[name] = dict(v, data_offsets=[len(data), len(data) + e - s]); data += raw[s:e]
+hb = json.dumps(out).encode(); hb += b" " * ((8 - len(hb) % 8) % 8)
+open(f"{dst}/model.safetensors", "wb").write(struct.pack("<Q", len(hb)) + hb + data)
+PY
+out=$(build/tests/test_fixtures "$tmp/moe" 2>&1)
+n_ok=$(grep -c '^ok ' <<<"$out"); n_fail=$(grep -c '^FAIL ' <<<"$out")
+if [ "$n_fail" -eq 0 ] && [ "$n_ok" -ge 6 ]; then ok "glm4v_moe text-only meets glm4_moe's reference ($n_ok checks)"
+else fail "glm4v_moe text-only meets glm4_moe's reference" "$n_ok ok, $(grep '^FAIL' <<<"$out" | head -3 | tr '\n' ' ')"; fi
+moe_ids="1,5,299,$(printf '300,%.0s' $(seq 20))301,7,8"
+if "$M" generate -m "$d" --image $F/inputs/image.png --prompt-ids "$moe_ids" -n 4 --temp 0 --ignore-eos --output-format json \
+     >"$tmp/out" 2>"$tmp/err" && grep -q '"generated_ids":\[[0-9]*,[0-9]*,[0-9]*,[0-9]*\]' "$tmp/out"; then ok "glm4v_moe runs with an image"
+else fail "glm4v_moe runs with an image" "$(head -c 300 "$tmp/err")"; fi
