@@ -5,9 +5,10 @@
 # Hugging Face's prompt logits [T, V] and step logits [16, V] within
 # 1e-4 * max(1, max|ref|) and the greedy ids exactly, with the whole prompt in
 # one pass and with --prefill-chunk 1; -p with the processor's prompt text
-# (<|begin_of_image|><|image|><|end_of_image|>) expands to the same ids; the
-# folder runs text-only; a config whose vision and text widths disagree is
-# refused with one line.
+# (<|begin_of_image|><|image|><|end_of_image|>) expands to the same ids, and so
+# does a GLM-style chat template (chat's /image replies as generate --image);
+# the folder runs text-only; a config whose vision and text widths disagree is
+# refused with one line. Then glm4v_moe on a repackaged folder (below).
 set -u
 cd "$(dirname "$0")/../.."
 M=${MLXCEL:-build/mlxcel}
@@ -59,6 +60,25 @@ if "$M" generate -m $F --image $F/inputs/image.png -f "$tmp/prompt.txt" -n 16 --
   if msg=$(python3 "$tmp/check.py" $F/reference.safetensors "$tmp/out" 2>&1); then ok "-p expands to the reference ids"
   else fail "-p expands to the reference ids" "$(head -c 400 <<<"$msg")"; fi
 else fail "-p expands to the reference ids" "$(head -c 300 "$tmp/err")"; fi
+
+# chat: /image attaches the image to the next message; with a GLM-4.1V-style
+# template (image parts as <|begin_of_image|><|image|><|end_of_image|>) the
+# prompt is the reference's and the reply generate --image's
+cat >"$tmp/glm4v.jinja" <<'TPL'
+[gMASK]<sop>{% for m in messages %}<|{{ m['role'] }}|>
+{% if m['content'] is string %}{{ m['content'] }}{% else %}{% for p in m['content'] %}{% if p['type'] == 'image' %}<|begin_of_image|><|image|><|end_of_image|>{% elif p['type'] == 'text' %}{{ p['text'] }}{% endif %}{% endfor %}{% endif %}{% endfor %}{% if add_generation_prompt %}<|assistant|>
+{% endif %}
+TPL
+"$M" generate -m $F --image $F/inputs/image.png --chat-template-file "$tmp/glm4v.jinja" -p "Describe this image." -n 16 --temp 0 \
+  --ignore-eos --output-format json >"$tmp/out" 2>"$tmp/err"
+if msg=$(python3 "$tmp/check.py" $F/reference.safetensors "$tmp/out" 2>&1); then ok "chat template renders the reference prompt"
+else fail "chat template renders the reference prompt" "$(head -c 300 "$tmp/err") $msg"; fi
+want=$("$M" generate -m $F --image $F/inputs/image.png --chat-template-file "$tmp/glm4v.jinja" -p "Describe this image." -n 12 --temp 0 \
+  --output-format json 2>"$tmp/err" | tail -1 | python3 -c "import json, sys; sys.stdout.write(json.load(sys.stdin)['text'])")
+printf '/image %s\nDescribe this image.\n/exit\n' $F/inputs/image.png |
+  "$M" chat -m $F --chat-template-file "$tmp/glm4v.jinja" -n 12 --temp 0 -t 1 >"$tmp/out" 2>"$tmp/err"
+if [ $? -eq 0 ] && [ -n "$want" ] && [ "$(cat "$tmp/out")" = "$want" ]; then ok "chat /image reply = generate --image"
+else fail "chat /image reply = generate --image" "$(head -c 200 "$tmp/out") vs $want: $(head -c 300 "$tmp/err")"; fi
 
 # text only: the same folder without an image
 if "$M" generate -m $F --prompt-ids 337,338,340,10,68,285 -n 4 --temp 0 --ignore-eos --output-format json >"$tmp/out" 2>"$tmp/err" &&
