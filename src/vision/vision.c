@@ -309,8 +309,9 @@ int mx_vision_open(const char *dir, int text_hidden, mx_vision **out) {
         mx_tensor *t = pn ? mx_ckpt_find(&ck, pn) : NULL;
         int n_pos = t && t->ndim == 2 ? (int)t->shape[0] : 0;
         v->pos_side = (int)lround(sqrt((double)n_pos));
-        if (n_pos < 1 || (d->pos_bicubic && v->pos_side * v->pos_side != n_pos)) {
-            mx_set_err("%s: missing or malformed position embedding '%s.weight'%s", dir, pos, n_pos > 0 ? " (not a square table)" : "");
+        if (n_pos < 1 || (d->pos_bicubic && ((long long)v->pos_side * v->pos_side != n_pos || t->shape[1] != v->D))) {
+            mx_set_err("%s: missing or malformed position embedding '%s.weight'%s", dir, pos,
+                       n_pos > 0 ? " (not a square table of tower-wide rows)" : "");
             free(pn);
             goto fail;
         }

@@ -95,6 +95,22 @@ if "$M" generate -m "$tmp/bad" --image $F/inputs/image.png --prompt-ids "$ids" -
 elif [ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q "out_hidden_size 48" "$tmp/err"; then ok "mismatched out_hidden_size refused"
 else fail "mismatched out_hidden_size refused" "$(head -c 300 "$tmp/err")"; fi
 
+# a position table that is not [S*S, D] (here [8, 64] for a 32-wide tower)
+mkdir "$tmp/badpos"
+for f in $F/*; do ln -s "$PWD/$f" "$tmp/badpos/"; done
+rm "$tmp/badpos/model.safetensors"
+python3 - $F/model.safetensors "$tmp/badpos/model.safetensors" <<'PY'
+import json, struct, sys
+b = open(sys.argv[1], "rb").read(); n = struct.unpack("<Q", b[:8])[0]; h = json.loads(b[8:8 + n])
+h["model.visual.embeddings.position_embedding.weight"]["shape"] = [8, 64]
+hb = json.dumps(h).encode(); hb += b" " * ((8 - len(hb) % 8) % 8)
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(hb)) + hb + b[8 + n:])
+PY
+if "$M" generate -m "$tmp/badpos" --image $F/inputs/image.png --prompt-ids "$ids" -n 1 >/dev/null 2>"$tmp/err"; then
+  fail "malformed position table refused" "succeeded"
+elif [ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q "position_embedding.weight' (not a square table" "$tmp/err"; then ok "malformed position table refused"
+else fail "malformed position table refused" "$(head -c 300 "$tmp/err")"; fi
+
 # glm4v_moe (GLM-4.5V; no fixture of its own): the glm4_moe fixture's text
 # model packaged as Glm4vMoeForConditionalGeneration (text under
 # model.language_model., M-RoPE sections over its partial rotary dims) beside
