@@ -6,7 +6,8 @@
 # 1e-4 * max(1, max|ref|) and the greedy ids exactly, with the whole prompt in
 # one pass and with --prefill-chunk 1; -p with the processor's prompt text
 # (<|begin_of_image|><|image|><|end_of_image|>) expands to the same ids, and so
-# does a GLM-style chat template (chat's /image replies as generate --image);
+# does a GLM-style chat template (chat's /image and the server's image_url part
+# reply as generate --image);
 # the folder runs text-only; a config whose vision and text widths disagree is
 # refused with one line. Then glm4v_moe on a repackaged folder (below).
 set -u
@@ -65,8 +66,7 @@ else fail "-p expands to the reference ids" "$(head -c 300 "$tmp/err")"; fi
 # template (image parts as <|begin_of_image|><|image|><|end_of_image|>) the
 # prompt is the reference's and the reply generate --image's
 cat >"$tmp/glm4v.jinja" <<'TPL'
-[gMASK]<sop>{% for m in messages %}<|{{ m['role'] }}|>
-{% if m['content'] is string %}{{ m['content'] }}{% else %}{% for p in m['content'] %}{% if p['type'] == 'image' %}<|begin_of_image|><|image|><|end_of_image|>{% elif p['type'] == 'text' %}{{ p['text'] }}{% endif %}{% endfor %}{% endif %}{% endfor %}{% if add_generation_prompt %}<|assistant|>
+[gMASK]<sop>{% for m in messages %}{% if m['role'] == 'user' %}<|user|>{% elif m['role'] == 'assistant' %}<|assistant|>{% else %}<|system|>{% endif %}{{ '\n' }}{% if m['content'] is string %}{{ m['content'] }}{% else %}{% for p in m['content'] %}{% if p['type'] == 'image' %}<|begin_of_image|><|image|><|end_of_image|>{% elif p['type'] == 'text' %}{{ p['text'] }}{% endif %}{% endfor %}{% endif %}{% endfor %}{% if add_generation_prompt %}<|assistant|>
 {% endif %}
 TPL
 "$M" generate -m $F --image $F/inputs/image.png --chat-template-file "$tmp/glm4v.jinja" -p "Describe this image." -n 16 --temp 0 \
@@ -79,6 +79,22 @@ printf '/image %s\nDescribe this image.\n/exit\n' $F/inputs/image.png |
   "$M" chat -m $F --chat-template-file "$tmp/glm4v.jinja" -n 12 --temp 0 -t 1 >"$tmp/out" 2>"$tmp/err"
 if [ $? -eq 0 ] && [ -n "$want" ] && [ "$(cat "$tmp/out")" = "$want" ]; then ok "chat /image reply = generate --image"
 else fail "chat /image reply = generate --image" "$(head -c 200 "$tmp/out") vs $want: $(head -c 300 "$tmp/err")"; fi
+
+# the server: an OpenAI chat request with the image as a data URL gets generate's greedy reply
+port=$((20000 + RANDOM % 20000))
+"$M" serve -m $F --port $port --chat-template-file "$tmp/glm4v.jinja" -t 1 --shutdown-grace 1 2>"$tmp/server.log" & spid=$!
+for _ in $(seq 100); do curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1 && break; sleep 0.1; done
+python3 - $F/inputs/image.png >"$tmp/req.json" <<'PY'
+import base64, json, sys
+url = "data:image/png;base64," + base64.b64encode(open(sys.argv[1], "rb").read()).decode()
+print(json.dumps({"model": "glm4v", "temperature": 0, "max_tokens": 12, "messages": [{"role": "user", "content": [
+    {"type": "image_url", "image_url": {"url": url}}, {"type": "text", "text": "Describe this image."}]}]}))
+PY
+got=$(curl -s "http://127.0.0.1:$port/v1/chat/completions" -H 'content-type: application/json' -d @"$tmp/req.json" |
+  python3 -c "import json, sys; sys.stdout.write(json.load(sys.stdin)['choices'][0]['message']['content'])" 2>&1)
+kill $spid 2>/dev/null; wait $spid 2>/dev/null
+if [ -n "$want" ] && [ "$got" = "$want" ]; then ok "server image_url reply = generate --image"
+else fail "server image_url reply = generate --image" "$(head -c 200 <<<"$got") vs $want: $(tail -c 300 "$tmp/server.log")"; fi
 
 # text only: the same folder without an image
 if "$M" generate -m $F --prompt-ids 337,338,340,10,68,285 -n 4 --temp 0 --ignore-eos --output-format json >"$tmp/out" 2>"$tmp/err" &&
