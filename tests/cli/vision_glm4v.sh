@@ -111,6 +111,20 @@ if "$M" generate -m "$tmp/bad" --image $F/inputs/image.png --prompt-ids "$ids" -
 elif [ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q "out_hidden_size 48" "$tmp/err"; then ok "mismatched out_hidden_size refused"
 else fail "mismatched out_hidden_size refused" "$(head -c 300 "$tmp/err")"; fi
 
+# transformers v5 writes rope_parameters (mrope_section, rope_theta, partial_rotary_factor) instead of rope_scaling
+mkdir "$tmp/v5"
+for f in $F/*; do ln -s "$PWD/$f" "$tmp/v5/"; done
+rm "$tmp/v5/config.json"
+python3 -c "
+import json; c = json.load(open('$F/config.json')); t = c['text_config']
+t['rope_parameters'] = dict(t.pop('rope_scaling'), rope_theta=10000.0, partial_rotary_factor=t.pop('partial_rotary_factor'))
+json.dump(c, open('$tmp/v5/config.json', 'w'))"
+if "$M" generate -m "$tmp/v5" --image $F/inputs/image.png --prompt-ids "$ids" -n 16 --temp 0 --ignore-eos --logits-out "$tmp/l.st" \
+     --output-format json >"$tmp/out" 2>"$tmp/err"; then
+  if msg=$(python3 "$tmp/check.py" $F/reference.safetensors "$tmp/out" "$tmp/l.st" 2>&1); then ok "rope_parameters config parity"
+  else fail "rope_parameters config parity" "$msg"; fi
+else fail "rope_parameters config parity" "$(head -c 300 "$tmp/err")"; fi
+
 # a position table that is not [S*S, D] (here [8, 64] for a 32-wide tower)
 mkdir "$tmp/badpos"
 for f in $F/*; do ln -s "$PWD/$f" "$tmp/badpos/"; done
