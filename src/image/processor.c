@@ -405,18 +405,31 @@ done:
     return r;
 }
 
-/* Qwen2-VL's smart_resize (transformers 4.48, errors included). */
+/* Qwen2-VL's smart_resize (transformers 4.48, errors included); with
+ * smart_frames, GLM-4V's: a small side scaled up first (int() of each side
+ * times max(f / h, f / w)), the image counted as that many frames, and the
+ * shrunk sides kept at least f. */
 static int smart_resize(const mx_image_processor *p, int h, int w, int *oh, int *ow) {
-    int f = p->patch * p->merge;
-    if (h < f || w < f) return mx_set_err("image %dx%d: both sides must be at least %d pixels for this processor", w, h, f);
+    int f = p->patch * p->merge, t = MX_MAX(p->smart_frames, 1);
+    if (p->smart_frames && (h < f || w < f)) {
+        double sc = MX_MAX((double)f / h, (double)f / w);
+        h = (int)(h * sc);
+        w = (int)(w * sc);
+    }
+    if (p->smart_frames ? h < 1 || w < 1 : h < f || w < f)
+        return mx_set_err("image %dx%d: both sides must be at least %d pixels for this processor", w, h, p->smart_frames ? 1 : f);
     if ((double)MX_MAX(h, w) / MX_MIN(h, w) > 200) return mx_set_err("image %dx%d: aspect ratio above 200", w, h);
     double hb = nearbyint((double)h / f) * f, wb = nearbyint((double)w / f) * f;
-    if (hb * wb > (double)p->max_pixels) {
-        double beta = sqrt((double)h * w / (double)p->max_pixels);
+    if (t * hb * wb > (double)p->max_pixels) {
+        double beta = sqrt((double)t * h * w / (double)p->max_pixels);
         hb = floor(h / beta / f) * f;
         wb = floor(w / beta / f) * f;
-    } else if (hb * wb < (double)p->min_pixels) {
-        double beta = sqrt((double)p->min_pixels / ((double)h * w));
+        if (p->smart_frames) {
+            hb = MX_MAX(hb, f);
+            wb = MX_MAX(wb, f);
+        }
+    } else if (t * hb * wb < (double)p->min_pixels) {
+        double beta = sqrt((double)p->min_pixels / ((double)t * h * w));
         hb = ceil(h * beta / f) * f;
         wb = ceil(w * beta / f) * f;
     }

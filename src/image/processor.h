@@ -60,6 +60,8 @@ typedef struct mx_image_processor {
     int crop_h, crop_w;
     int tile;                     /* SPLIT: max_image_size.longest_edge */
     int64_t min_pixels, max_pixels; /* SMART */
+    int smart_frames;             /* SMART: GLM-4V counts an image as this many frames against the pixel
+                                     bounds and scales up a side below patch * merge (0: Qwen2-VL's rule) */
     int patch, merge, temporal;   /* SMART / PATCHIFY */
     int pinpoints[MX_IP_MAX_PINPOINTS][2], n_pinpoints; /* ANYRES, (height, width) */
     /* prompt */

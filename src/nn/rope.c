@@ -188,6 +188,10 @@ void mx_rope_table(const mx_rope *r, const int *pos, int n, int max_len, float *
 
 int mx_rope_mrope_section(mx_rope *r, const mx_cfg *c) {
     json_t *rs = mx_cfg_get(c, "rope_scaling"), *sec = rs && json_is_object(rs) ? json_object_get(rs, "mrope_section") : NULL;
+    if (!sec) { /* transformers v5: in rope_parameters */
+        json_t *rp = mx_cfg_get(c, "rope_parameters");
+        sec = rp && json_is_object(rp) ? json_object_get(rp, "mrope_section") : NULL;
+    }
     if (!sec) return MX_OK;
     int half = r->dim / 2, sum = 0;
     if (!json_is_array(sec) || json_array_size(sec) != 3) return mx_set_err("%s: rope_scaling.mrope_section: expected 3 numbers", c->file);

@@ -53,7 +53,8 @@ int mx_rope_from_scaling(mx_rope *r, const mx_cfg *c, json_t *rs, double theta, 
 void mx_rope_table(const mx_rope *r, const int *pos, int n, int max_len, float *cs);
 /* The same with n_axes positions per token: pos[k][0..n) for axis k. */
 void mx_rope_table_axes(const mx_rope *r, const int *const *pos, int n, int max_len, float *cs);
-/* Reads mrope_section (from rope_scaling, where Qwen2-VL keeps it) into r's
+/* Reads mrope_section (from rope_scaling, where Qwen2-VL keeps it, or
+ * transformers v5's rope_parameters) into r's
  * sections over 3 axes; no key: one axis. */
 int mx_rope_mrope_section(mx_rope *r, const mx_cfg *c);
 /* Rotates n_heads vectors of x (stride head_stride between heads). */

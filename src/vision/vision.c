@@ -3,6 +3,7 @@
  * through the encoder) -> the projector -> rows for the text model; and the
  * per-token layout of a prompt holding images. */
 #include "vision.h"
+#include "grid_sample.h"
 #include "../nn/encoder.h"
 #include "../quant/quant.h"
 #include "../base/base.h"
@@ -43,6 +44,11 @@ struct mx_vision {
     mx_weight patch, pos, p_in, p_out;
     float *patch_b, *cls, *p_in_b, *p_out_b, *newline;
     mx_normw p_norm;
+    mx_weight downs, p_gate, p_up; /* GLU_MERGER */
+    float *downs_b;
+    float *pos_table;          /* pos_bicubic: [pos_side^2, D] */
+    int pos_side;
+    mx_normw patch_norm;
     int D, H;                  /* tower width, text hidden size */
     mx_enc *enc;               /* scratch for the largest image so far */
     pthread_mutex_t mu;        /* encode and cache calls, one at a time */
@@ -202,6 +208,19 @@ static int load_projector(mx_vision *v, mx_ckpt *ck) {
     case MX_VPROJ_POOL_NORM:
         if (load_norm(ck, norm, D, false, &v->p_norm) || matrix_transposed(ck, in, D, H, &v->p_in)) return MX_ERR;
         break;
+    case MX_VPROJ_GLU_MERGER: { /* the downsample conv [H, D, m, m] sits beside the merger */
+        const char *ds = join(v, pp, d->downsample), *g = join(v, pp, d->proj_gate), *u = join(v, pp, d->proj_up);
+        char *dw = ds ? mx_asprintf("%s.weight", ds) : NULL, *db = ds ? mx_asprintf("%s.bias", ds) : NULL;
+        int r = !g || !u || !dw || !db || conv_as_linear(ck, dw, H, m2 * D, D, &v->downs) || load_vec(ck, db, H, &v->downs_b);
+        free(dw);
+        free(db);
+        if (r || load_linear(ck, in, H, H, false, &v->tower.kp, &v->p_in, NULL) || load_norm(ck, norm, H, true, &v->p_norm) ||
+            load_linear(ck, g, d->proj_ctx, H, false, &v->tower.kp, &v->p_gate, NULL) ||
+            load_linear(ck, u, d->proj_ctx, H, false, &v->tower.kp, &v->p_up, NULL) ||
+            load_linear(ck, out, H, d->proj_ctx, false, &v->tower.kp, &v->p_out, NULL))
+            return MX_ERR;
+        break;
+    }
     case MX_VPROJ_MERGER:
         if (load_norm(ck, norm, D, true, &v->p_norm) || load_linear(ck, in, m2 * D, m2 * D, true, &v->tower.kp, &v->p_in, &v->p_in_b) ||
             load_linear(ck, out, H, m2 * D, true, &v->tower.kp, &v->p_out, &v->p_out_b))
@@ -289,12 +308,21 @@ int mx_vision_open(const char *dir, int text_hidden, mx_vision **out) {
         char *pn = mx_asprintf("%s.weight", pos);
         mx_tensor *t = pn ? mx_ckpt_find(&ck, pn) : NULL;
         int n_pos = t && t->ndim == 2 ? (int)t->shape[0] : 0;
-        free(pn);
-        if (n_pos < 1) {
-            mx_set_err("%s: missing or malformed position embedding '%s.weight'", dir, pos);
+        v->pos_side = (int)lround(sqrt((double)n_pos));
+        if (n_pos < 1 || (d->pos_bicubic && ((long long)v->pos_side * v->pos_side != n_pos || t->shape[1] != v->D))) {
+            mx_set_err("%s: missing or malformed position embedding '%s.weight'%s", dir, pos,
+                       n_pos > 0 ? " (not a square table of tower-wide rows)" : "");
+            free(pn);
             goto fail;
         }
-        if (mx_load_weight(&ck, pos, n_pos, v->D, 0, NULL, &v->pos)) goto fail; /* rows looked up */
+        r = d->pos_bicubic ? load_vec(&ck, pn, n_pos * v->D, &v->pos_table)
+                           : mx_load_weight(&ck, pos, n_pos, v->D, 0, NULL, &v->pos); /* rows looked up */
+        free(pn);
+        if (r) goto fail;
+    }
+    if (d->patch_norm) {
+        const char *pn = join(v, v->pfx, d->patch_norm);
+        if (!pn || load_norm(&ck, pn, v->D, false, &v->patch_norm)) goto fail;
     }
     if (load_projector(v, &ck)) goto fail;
     ck.scope = MX_CKPT_VISION;
@@ -319,14 +347,17 @@ void mx_vision_free(mx_vision *v) {
     pthread_mutex_destroy(&v->mu);
     mx_enc_free(v->enc);
     mx_model_free(&v->tower);
-    mx_weight *ws[] = {&v->patch, &v->pos, &v->p_in, &v->p_out};
+    mx_weight *ws[] = {&v->patch, &v->pos, &v->p_in, &v->p_out, &v->downs, &v->p_gate, &v->p_up};
     for (size_t i = 0; i < MX_ARRAY_LEN(ws); i++) mx_weight_free(ws[i]);
     free(v->patch_b);
     free(v->cls);
     free(v->p_in_b);
     free(v->p_out_b);
     free(v->newline);
+    free(v->downs_b);
+    free(v->pos_table);
     mx_normw_free(&v->p_norm);
+    mx_normw_free(&v->patch_norm);
     for (int i = 0; i < v->n_strings; i++) free(v->strings[i]);
     free(v);
 }
@@ -454,6 +485,23 @@ static int project(mx_vision *v, mx_fwd *f, const float *x, int n, float *y, flo
         mx_linear(f, &v->p_out, v->p_out_b, h, n2, m2 * D, y, H);
         return n2;
     }
+    case MX_VPROJ_GLU_MERGER: { /* rows in merge-window order; each window as a [D, m, m] map */
+        int m2 = d->merge * d->merge, n2 = n / m2, C = d->proj_ctx;
+        float *a = tmp + (size_t)n * D, *g = a + (size_t)n2 * H, *u = g + (size_t)n2 * C;
+        for (int w = 0; w < n2; w++)
+            for (int k = 0; k < m2; k++)
+                for (int c = 0; c < D; c++) tmp[(size_t)w * m2 * D + (size_t)c * m2 + k] = x[((size_t)w * m2 + k) * D + c];
+        mx_linear(f, &v->downs, v->downs_b, tmp, n2, m2 * D, y, H);
+        mx_linear(f, &v->p_in, NULL, y, n2, H, a, H);
+        mx_norm_spec ln = {MX_NORM_LAYER, 0, true, true, d->proj_norm_eps};
+        mx_norm_rows(&ln, &v->p_norm, a, a, n2, H, H);
+        mx_act_apply(MX_ACT_GELU, a, n2 * H);
+        mx_linear(f, &v->p_gate, NULL, a, n2, H, g, C);
+        mx_linear(f, &v->p_up, NULL, a, n2, H, u, C);
+        mx_act_mul(d->proj_act, g, u, n2 * C);
+        mx_linear(f, &v->p_out, NULL, g, n2, C, y, H);
+        return n2;
+    }
     }
     return 0;
 }
@@ -558,14 +606,22 @@ static int encode(mx_vision *v, const mx_image_input *in, mx_pool *pool, float *
         mx_enc_free(v->enc);
         if (!(v->enc = mx_enc_new(&v->tower, N, pool))) return MX_ERR;
     }
-    size_t big = (size_t)N * (size_t)MX_MAX(MX_MAX(D, H), cols) * (size_t)MX_MAX(4, d->merge * d->merge);
+    size_t big = (size_t)N * (size_t)MX_MAX(MX_MAX(MX_MAX(D, H), cols), d->proj_ctx) * (size_t)MX_MAX(4, d->merge * d->merge);
     float *emb = mx_malloc(sizeof(float) * (size_t)N * D), *hid = mx_malloc(sizeof(float) * (size_t)N * D),
           *tmp = mx_malloc(sizeof(float) * big), *proj = mx_malloc(sizeof(float) * (size_t)N * H);
     int *mpos = grid ? mx_malloc(sizeof(int) * 2 * (size_t)np) : NULL;
     mx_enc_seq *seqs = mx_calloc((size_t)nv, sizeof(mx_enc_seq));
     if (!emb || !hid || !tmp || !proj || !seqs || (grid && !mpos)) goto done;
     mx_fwd f = {.m = &v->tower, .pool = pool};
-    /* embeddings: patches @ W (+ b), CLS first, learned positions added */
+    if (grid) { /* 2-D rope: each patch row's (row, column) in merge-window order */
+        int m = d->merge, gw = in->grid_w;
+        for (int i = 0; i < np; i++) {
+            int win = i / (m * m), in_w = i % (m * m), bh = win / (gw / m), bw = win % (gw / m);
+            mpos[i] = bh * m + in_w / m;
+            mpos[np + i] = bw * m + in_w % m;
+        }
+    }
+    /* embeddings: patches @ W (+ b) (normed), CLS first, learned positions added */
     for (int k = 0; k < nv; k++) {
         float *e = emb + (size_t)k * per * D;
         const float *patches = in->pixels;
@@ -575,6 +631,13 @@ static int encode(mx_vision *v, const mx_image_input *in, mx_pool *pool, float *
         }
         if (cls) memcpy(e, v->cls, sizeof(float) * D);
         mx_linear(&f, &v->patch, v->patch_b, patches, np, cols, e + (size_t)cls * D, D);
+        if (d->patch_norm) {
+            mx_norm_spec rms = {MX_NORM_RMS, 0, true, false, d->patch_norm_eps};
+            mx_norm_rows(&rms, &v->patch_norm, e + (size_t)cls * D, e + (size_t)cls * D, np, D, D);
+        }
+        if (v->pos_table && grid)
+            for (int i = 0; i < np; i++)
+                mx_grid_sample_bicubic_add(v->pos_table, v->pos_side, D, in->grid_h, in->grid_w, mpos[i], mpos[np + i], e + (size_t)i * D);
         if (v->pos.fmt)
             for (int i = 0; i < per; i++) {
                 mx_weight_row(&v->pos, i, tmp);
@@ -582,15 +645,7 @@ static int encode(mx_vision *v, const mx_image_input *in, mx_pool *pool, float *
             }
         seqs[k] = (mx_enc_seq){.n = per, .embeds = e};
     }
-    if (grid) { /* 2-D rope: each patch row's (row, column) in merge-window order */
-        int m = d->merge, gw = in->grid_w;
-        for (int i = 0; i < np; i++) {
-            int win = i / (m * m), in_w = i % (m * m), bh = win / (gw / m), bw = win % (gw / m);
-            mpos[i] = bh * m + in_w / m;
-            mpos[np + i] = bw * m + in_w % m;
-        }
-        seqs[0].mpos = mpos;
-    }
+    if (grid) seqs[0].mpos = mpos;
     if (mx_encode(v->enc, seqs, nv, hid)) goto done;
     /* per view: drop CLS, project */
     int n_out = 0, per_out = 0;

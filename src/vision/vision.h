@@ -28,6 +28,8 @@ typedef enum {
     MX_VPROJ_POOL_NORM, /* avg pool to pool_tokens, RMSNorm (1 + w), x @ matrix (Gemma 3) */
     MX_VPROJ_SHUFFLE,   /* pixel shuffle by `shuffle`, in without bias (Idefics3) */
     MX_VPROJ_MERGER,    /* LayerNorm, merge x merge rows joined, in -> GELU -> out (Qwen2-VL) */
+    MX_VPROJ_GLU_MERGER, /* merge x merge rows -> Conv2d `downsample` to the text width, in -> LayerNorm
+                            -> GELU -> down(act(gate) * up) (GLM-4V) */
 } mx_vproj_kind;
 
 typedef enum {
@@ -44,6 +46,10 @@ typedef struct mx_vision_desc {
     bool patch_bias;
     const char *cls;          /* class embedding [D]; NULL: none */
     const char *pos;          /* learned position embedding [n, D] module; NULL: none (or rope) */
+    bool pos_bicubic;         /* pos is an [S*S, D] table resampled to each image's patch grid (bicubic
+                                 grid_sample, GLM-4V), not rows looked up */
+    const char *patch_norm;   /* RMSNorm on the patch embeddings before positions are added; NULL: none */
+    float patch_norm_eps;
     int patch_size, channels, temporal, merge;
     int run_layers;           /* encoder layers to run (hidden_states[run_layers]) */
     bool drop_cls;            /* the CLS row is not a feature ("default" strategy) */
@@ -55,6 +61,8 @@ typedef struct mx_vision_desc {
     mx_act proj_act;
     float proj_norm_eps;
     int shuffle, pool_tokens;
+    const char *downsample, *proj_gate, *proj_up; /* GLU_MERGER: the conv and the SwiGLU (proj_out: down) */
+    int proj_ctx;             /* GLU_MERGER: the SwiGLU's width */
     const char *newline[MX_VISION_PREFIXES]; /* LLaVA-NeXT's image_newline [H], full names tried in
                                               order; none: no any-res packing */
     int proj_dim;             /* projector output width (the text hidden size) */

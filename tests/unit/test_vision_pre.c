@@ -45,8 +45,8 @@ static void check_u8(const char *label, const mx_image *im, const mx_st_file *re
     CHECK(n, bad < 0, "byte %d: %d, reference %d", bad, bad >= 0 ? im->px[bad] : 0, bad >= 0 ? t->data[bad] : 0);
 }
 
-/* Qwen2-VL's M-RoPE positions from the reference input_ids and our grid. */
-static void check_mrope(const char *dir, const mx_st_file *ref, const mx_image_input *in) {
+/* M-RoPE positions (Qwen2-VL, GLM-4V) from the reference input_ids and our grid. */
+static void check_mrope(const char *name, const char *dir, const mx_st_file *ref, const mx_image_input *in) {
     int32_t *ids, *want;
     int T, n3;
     if (fx_read_i64(ref, "input_ids", &ids, &T)) return;
@@ -58,7 +58,8 @@ static void check_mrope(const char *dir, const mx_st_file *ref, const mx_image_i
     json_t *c = mx_json_load_file(p, 1 << 20);
     free(p);
     int32_t tok = (int32_t)json_integer_value(json_object_get(c, "image_token_id"));
-    int32_t start = (int32_t)json_integer_value(json_object_get(c, "vision_start_token_id"));
+    json_t *st = json_object_get(c, "vision_start_token_id");
+    int32_t start = (int32_t)json_integer_value(st ? st : json_object_get(c, "image_start_token_id"));
     json_t *m = json_object_get(json_object_get(c, "vision_config"), "spatial_merge_size");
     int merge = m ? (int)json_integer_value(m) : 2;
     json_decref(c);
@@ -68,8 +69,9 @@ static void check_mrope(const char *dir, const mx_st_file *ref, const mx_image_i
     int bad = -1;
     for (int i = 0; !r && i < 3 * T && bad < 0; i++)
         if (pos[i] != want[i]) bad = i;
-    CHECK("qwen2_vl: M-RoPE position_ids", !r && n3 == 3 * T && bad < 0, "%s; first difference at %d",
-          r ? mx_errmsg() : "", bad);
+    char label[128];
+    snprintf(label, sizeof label, "%s: M-RoPE position_ids", name);
+    CHECK(label, !r && n3 == 3 * T && bad < 0, "%s; first difference at %d", r ? mx_errmsg() : "", bad);
     free(pos);
     free(ids);
     free(want);
@@ -123,7 +125,7 @@ static void one(const char *name) {
         snprintf(label, sizeof label, "%s: image_grid_thw", name);
         CHECK(label, nv == 3 && v[0] == in.grid_t && v[1] == in.grid_h && v[2] == in.grid_w, "%d %d %d", in.grid_t, in.grid_h, in.grid_w);
         free(v);
-        check_mrope(dir, &ref, &in);
+        check_mrope(name, dir, &ref, &in);
     }
     if (!fx_read_i64(&ref, "image_sizes", &v, &nv)) {
         snprintf(label, sizeof label, "%s: image_sizes", name);
@@ -185,7 +187,7 @@ static void bad_config(const char *fixture, const char *key, const char *value, 
 }
 
 int main(void) {
-    const char *names[] = {"qwen2_vl", "llava", "llava_next", "paligemma", "idefics3", "gemma3"};
+    const char *names[] = {"qwen2_vl", "llava", "llava_next", "paligemma", "idefics3", "gemma3", "glm4v"};
     for (size_t i = 0; i < MX_ARRAY_LEN(names); i++) one(names[i]);
 
     bad_config("llava", "size", "{\"shortest_edge\": 100000000}", "shortest_edge");
@@ -215,6 +217,26 @@ int main(void) {
         bool bos;
         r = mx_image_expand_prompt(&p, "no placeholder here", &fake, 1, NULL, &out, &bos);
         CHECK("prompt without a placeholder for its image: error", r && strstr(mx_errmsg(), "0 image placeholders"), "%s", mx_errmsg());
+    }
+    /* GLM-4V's smart resize (values from upstream's smart_resize in Python):
+     * a small side is scaled up instead of refused, and the image counts as
+     * temporal_patch_size frames against size.longest_edge */
+    if (!mx_image_processor_load(FX "glm4v", &p)) {
+        const int cases[][4] = {{300, 10, 840, 28}, {1000, 800, 196, 140}, {20, 30, 28, 56}, {151, 109, 140, 112}};
+        for (size_t i = 0; i < MX_ARRAY_LEN(cases); i++) {
+            int w = cases[i][0], h = cases[i][1];
+            uint8_t *px = calloc((size_t)w * h * 3, 1);
+            mx_image im = {w, h, px};
+            mx_image_input in = {0};
+            int r = px ? mx_image_preprocess(&p, &im, &in) : MX_ERR;
+            char label[128];
+            snprintf(label, sizeof label, "glm4v: smart resize %dx%d -> %dx%d", w, h, cases[i][2], cases[i][3]);
+            CHECK(label, !r && in.resized.w == cases[i][2] && in.resized.h == cases[i][3] && in.grid_w == cases[i][2] / 14 &&
+                             in.n_tokens == cases[i][2] * cases[i][3] / (28 * 28),
+                  "%s: %dx%d, %d tokens", r ? mx_errmsg() : "", in.resized.w, in.resized.h, in.n_tokens);
+            mx_image_input_free(&in);
+            free(px);
+        }
     }
     TEST_END();
 }
