@@ -114,8 +114,8 @@ typedef struct {
  * add_generation_prompt opens the assistant's turn. */
 MLXCEL_API int mlxcel_chat_apply(const mlxcel_model *m, const mlxcel_message *msgs, size_t n_msgs,
                                  int add_generation_prompt, char **text, size_t *len);
-/* The same, encoded as `mlxcel generate -p` encodes a chat: the ids a
- * generation starts from. */
+/* The same, encoded as the server encodes a chat (and `mlxcel generate -p`
+ * when the model has a chat template): the ids a generation starts from. */
 MLXCEL_API int mlxcel_chat_tokenize(const mlxcel_model *m, const mlxcel_message *msgs, size_t n_msgs,
                                     int add_generation_prompt, int32_t **ids, size_t *n_ids);
 

@@ -32,6 +32,13 @@ if $CC -std=c17 -Wall -Wextra -Wpedantic -Werror -Iinclude -o "$tmp/client" test
      -Wl,-rpath,"$LIBDIR" 2> "$tmp/cc.err"; then ok compile
 else fail compile "$(head -5 "$tmp/cc.err")"; exit 0; fi
 
+# the header is C++-clean too (extern "C"), where a C++ compiler is installed
+if command -v c++ >/dev/null 2>&1; then
+  printf '#include <mlxcel.h>\nint main() { return mlxcel_api_version() == MLXCEL_API_VERSION ? 0 : 1; }\n' > "$tmp/h.cpp"
+  if c++ -Wall -Wextra -Wpedantic -Werror -Iinclude -fsyntax-only "$tmp/h.cpp" 2> "$tmp/cxx.err"; then ok header_cxx
+  else fail header_cxx "$(head -3 "$tmp/cxx.err")"; fi
+fi
+
 # generation on the repo's chat model (llama fixture weights, test tokenizer and ChatML template)
 d=$tmp/model; mkdir -p "$d"
 cp tests/server/tinymodel/*.json tests/fixtures/llama/model.safetensors "$d/"
