@@ -50,7 +50,7 @@ typedef enum {
 /* The library's release ("0.1.0") and MLXCEL_API_VERSION as it was built. */
 MLXCEL_API const char *mlxcel_version(void);
 MLXCEL_API int mlxcel_api_version(void);
-/* The message of this thread's last failed call ("" when none). */
+/* The message of this thread's last failed call ("unknown error" before any). */
 MLXCEL_API const char *mlxcel_last_error(void);
 /* A status code's name ("MLXCEL_ERR_LOAD"). */
 MLXCEL_API const char *mlxcel_status_name(int status);
