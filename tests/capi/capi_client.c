@@ -6,6 +6,8 @@
  *       "prompt_ids a,b,..." and "generated_ids a,b,...", writes the pieces'
  *       text to TEXT_FILE and the prompt's logits [T, vocab] (raw f32) to
  *       LOGITS_FILE; checks detokenize(generated) == the pieces.
+ *   capi_client ids DIR IDS N      greedy ids from token ids (1,2,3), the end token ignored,
+ *       twice with a logits call between (the same both times)
  *   capi_client embed DIR IDS...   (IDS: 1,2,3) prints "embedding x,y,..." per input (%.9g)
  *   capi_client errors DIR        the refusals: one "ok NAME" / "FAIL NAME: why" line each
  * Exit status 0 when everything held. */
@@ -104,6 +106,34 @@ static int gen(const char *dir, const char *prompt, int n, const char *logits_fi
     return failed;
 }
 
+/* Token ids in, greedy ids out (ignoring the end token), twice with a
+ * logits call between: the session's reuse on any cache (recurrent, sliding). */
+static int ids_gen(const char *dir, const char *list, int n) {
+    mlxcel_model *m;
+    int rc = mlxcel_model_load(dir, NULL, &m);
+    if (rc) return die("load", rc);
+    int32_t ids[256];
+    size_t T = 0;
+    for (const char *s = list; *s && T < 256;) {
+        char *e;
+        ids[T++] = (int32_t)strtol(s, &e, 10);
+        s = *e ? e + 1 : e;
+    }
+    mlxcel_gen_params p = mlxcel_gen_params_default();
+    p.max_tokens = n;
+    p.ignore_eos = 1;
+    static collected a, b;
+    float *lg;
+    if ((rc = mlxcel_generate(m, ids, T, &p, on_token, &a, NULL))) return die("generate", rc);
+    if ((rc = mlxcel_logits(m, ids, T > 1 ? T - 1 : T, 1, &lg))) return die("logits", rc);
+    mlxcel_free(lg);
+    if ((rc = mlxcel_generate(m, ids, T, &p, on_token, &b, NULL))) return die("generate again", rc);
+    print_ids("generated_ids", a.ids, a.n);
+    CHECK("repeat_after_logits", a.n == b.n && !memcmp(a.ids, b.ids, a.n * sizeof *a.ids), "%s: the second generation differs", dir);
+    mlxcel_model_free(m);
+    return failed;
+}
+
 static int embed(const char *dir, int n, char **lists) {
     mlxcel_model *m;
     int rc = mlxcel_model_load(dir, NULL, &m);
@@ -193,8 +223,9 @@ static int errors(const char *dir) {
 
 int main(int argc, char **argv) {
     if (argc >= 7 && !strcmp(argv[1], "gen")) return gen(argv[2], argv[3], atoi(argv[4]), argv[5], argv[6]);
+    if (argc == 5 && !strcmp(argv[1], "ids")) return ids_gen(argv[2], argv[3], atoi(argv[4]));
     if (argc >= 4 && !strcmp(argv[1], "embed")) return embed(argv[2], argc - 3, argv + 3);
     if (argc == 3 && !strcmp(argv[1], "errors")) return errors(argv[2]);
-    fprintf(stderr, "usage: capi_client gen DIR PROMPT N LOGITS TEXT | embed DIR IDS... | errors DIR\n");
+    fprintf(stderr, "usage: capi_client gen DIR PROMPT N LOGITS TEXT | ids DIR IDS N | embed DIR IDS... | errors DIR\n");
     return 2;
 }

@@ -75,6 +75,16 @@ got = open(f"{t}/api.logits", "rb").read()
 check("logits", len(ref) > 0 and got == ref, f"{len(got)} bytes vs the CLI's {len(ref)}, equal: {got == ref}")
 PY
 
+# a recurrent cache (mamba2) and sliding-window layers (gemma3_text), from token ids, against the CLI
+for fx in mamba2 gemma3_text; do
+  cli=$("$M" generate -m tests/fixtures/$fx --prompt-ids 1,5,9,12,3 -n 8 --temp 0 --ignore-eos --output-format json 2>&1 |
+        python3 -c 'import json, sys; print(",".join(map(str, json.load(sys.stdin)["generated_ids"])))' 2>&1)
+  out=$("$tmp/client" ids tests/fixtures/$fx 1,5,9,12,3 8 2>&1)
+  echo "$out" | grep -E '^(ok|FAIL) '
+  api=$(echo "$out" | sed -n 's/^generated_ids //p')
+  if [ -n "$api" ] && [ "$api" = "$cli" ]; then ok ids_$fx; else fail ids_$fx "api '$api' vs cli '$cli'"; fi
+done
+
 # embeddings: the bert-embed fixture against `mlxcel embed`
 E=tests/fixtures/bert-embed
 if ! "$M" embed -m $E --prompt-ids 2,5,6,3 --prompt-ids 2,7,8,15,3 -t 2 --output-format json > "$tmp/emb.json" 2> "$tmp/emb.err"; then
