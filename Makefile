@@ -20,6 +20,9 @@ WHOLE_LIB = -Wl,--whole-archive $(BUILD)/libmlxcel.a -Wl,--no-whole-archive
 # from the same objects, and the .so exports only what include/mlxcel.h
 # marks MLXCEL_API (the mlxcel_* functions).
 VIS     := -fPIC -fvisibility=hidden
+# what the objects are compiled with, expanded here: target-specific
+# additions (main.o's commit, audio.o's include) are not in it
+FLAGS_DESC := $(CC) $(CFLAGS) $(VIS)
 
 SIMD_AVX2   := -mavx2 -mfma -mf16c
 SIMD_AVX512 := -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16
@@ -67,7 +70,7 @@ $(BUILD)/libmlxcel.a: $(LIB_OBJ)
 # above, OPT, CC): the stamp is rewritten only then.
 $(LIB_OBJ) $(CLI_OBJ): $(BUILD)/flags.stamp
 $(BUILD)/flags.stamp: FORCE
-	@mkdir -p $(BUILD); echo '$(CC) $(CFLAGS) $(VIS)' | cmp -s - $@ || echo '$(CC) $(CFLAGS) $(VIS)' > $@
+	@mkdir -p $(BUILD); echo '$(FLAGS_DESC)' | cmp -s - $@ || echo '$(FLAGS_DESC)' > $@
 
 # The shared library: the public C API (include/mlxcel.h, src/api/), linked
 # from the archive's objects (all of them: constructors register families).
@@ -77,7 +80,7 @@ $(BUILD)/libmlxcel.so: $(LIB_OBJ) src/api/mlxcel.map
 # --version: the git commit and the flags of this build; main.o is rebuilt
 # when they change (the stamp is rewritten only then).
 GIT_COMMIT := $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)$(shell git diff --quiet HEAD -- 2>/dev/null || echo -dirty)
-BUILD_DESC := $(CC) $(CFLAGS)
+BUILD_DESC := $(CC) $(CFLAGS) $(VIS)
 $(BUILD)/src/cli/main.o: CFLAGS += -DMX_GIT_COMMIT='"$(GIT_COMMIT)"' -DMX_BUILD_FLAGS='"$(BUILD_DESC)"'
 $(BUILD)/src/cli/main.o: $(BUILD)/version.stamp
 $(BUILD)/version.stamp: FORCE
