@@ -15,6 +15,14 @@ endif
 endif
 # whole archive: family and weight-format files register themselves from constructors
 WHOLE_LIB = -Wl,--whole-archive $(BUILD)/libmlxcel.a -Wl,--no-whole-archive
+# Every object is compiled once, position-independent with hidden symbols:
+# the static archive (CLI, tests, tools) and build/libmlxcel.so are linked
+# from the same objects, and the .so exports only what include/mlxcel.h
+# marks MLXCEL_API (the mlxcel_* functions).
+VIS     := -fPIC -fvisibility=hidden
+# what the objects are compiled with, expanded here: target-specific
+# additions (main.o's commit, audio.o's include) are not in it
+FLAGS_DESC := $(CC) $(CFLAGS) $(VIS)
 
 SIMD_AVX2   := -mavx2 -mfma -mf16c
 SIMD_AVX512 := -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16
@@ -30,7 +38,7 @@ TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 DEB_PKGS := libjansson-dev libpcre2-dev libutf8proc-dev libmicrohttpd-dev libcurl4-openssl-dev libssl-dev libpng-dev libjpeg62-turbo-dev libwebp-dev libsndfile1-dev libvorbis-dev libopusfile-dev libmpg123-dev libsoxr-dev zlib1g-dev pkg-config
 
 .PHONY: all deps test test-deps unit asan clean fuzz demo
-all: deps $(BUILD)/mlxcel
+all: deps $(BUILD)/mlxcel $(BUILD)/libmlxcel.so
 
 # Installs the Debian -dev packages that are missing (no-op when present).
 deps:
@@ -43,25 +51,36 @@ deps:
 # sanitizers: UBSan makes clang take minutes on one kernel file)
 $(BUILD)/%_avx2.o: %_avx2.c | deps
 	@mkdir -p $(dir $@)
-	$(CC) $(filter-out $(SIMD_NOSAN),$(CFLAGS)) $(SIMD_AVX2) -MMD -MP -c $< -o $@
+	$(CC) $(filter-out $(SIMD_NOSAN),$(CFLAGS)) $(VIS) $(SIMD_AVX2) -MMD -MP -c $< -o $@
 $(BUILD)/src/quant/qvnni_vbmi_avx512.o: SIMD_AVX512 += -mavx512vbmi
 $(BUILD)/%_avx512.o: %_avx512.c | deps
 	@mkdir -p $(dir $@)
-	$(CC) $(filter-out $(SIMD_NOSAN),$(CFLAGS)) $(SIMD_AVX512) -MMD -MP -c $< -o $@
+	$(CC) $(filter-out $(SIMD_NOSAN),$(CFLAGS)) $(VIS) $(SIMD_AVX512) -MMD -MP -c $< -o $@
 # opusfile.h includes <opus_multistream.h> from the opus include folder
 $(BUILD)/src/audio/audio.o: override CFLAGS += -I/usr/include/opus
 $(BUILD)/%.o: %.c | deps
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+	$(CC) $(CFLAGS) $(VIS) -MMD -MP -c $< -o $@
 
 $(BUILD)/libmlxcel.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
+# Objects are rebuilt when the flags they are compiled with change (VIS
+# above, OPT, CC): the stamp is rewritten only then.
+$(LIB_OBJ) $(CLI_OBJ): $(BUILD)/flags.stamp
+$(BUILD)/flags.stamp: FORCE
+	@mkdir -p $(BUILD); echo '$(FLAGS_DESC)' | cmp -s - $@ || echo '$(FLAGS_DESC)' > $@
+
+# The shared library: the public C API (include/mlxcel.h, src/api/), linked
+# from the archive's objects (all of them: constructors register families).
+$(BUILD)/libmlxcel.so: $(LIB_OBJ) src/api/mlxcel.map
+	$(CC) $(CFLAGS) -shared -Wl,-soname,libmlxcel.so -Wl,-z,defs -Wl,--version-script,src/api/mlxcel.map -o $@ $(LIB_OBJ) $(LDLIBS)
+
 # --version: the git commit and the flags of this build; main.o is rebuilt
 # when they change (the stamp is rewritten only then).
 GIT_COMMIT := $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)$(shell git diff --quiet HEAD -- 2>/dev/null || echo -dirty)
-BUILD_DESC := $(CC) $(CFLAGS)
+BUILD_DESC := $(CC) $(CFLAGS) $(VIS)
 $(BUILD)/src/cli/main.o: CFLAGS += -DMX_GIT_COMMIT='"$(GIT_COMMIT)"' -DMX_BUILD_FLAGS='"$(BUILD_DESC)"'
 $(BUILD)/src/cli/main.o: $(BUILD)/version.stamp
 $(BUILD)/version.stamp: FORCE

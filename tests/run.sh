@@ -2,31 +2,49 @@
 # Runs every test program and script; each prints "ok NAME" / "FAIL NAME: why"
 # lines. A program that crashes or exits non-zero without a FAIL line counts as
 # one failure. Ends with the summary line "N passed, N failed".
+# The unit programs (release and ASan/UBSan builds) run MX_TEST_JOBS at a time
+# (default 2: most are single-threaded); the CLI scripts, which start servers
+# and multi-threaded generations, one at a time. Reports print in a fixed order.
 set -u
 cd "$(dirname "$0")/.."
 export MLXCEL=${MLXCEL:-$PWD/build/mlxcel}
+jobs=${MX_TEST_JOBS:-2}
 pass=0; fail=0
 log=$(mktemp -d)
-run_one() { # label, command...
-  local label=$1; shift
-  local out="$log/out.txt"
+trap 'rm -rf "$log"' EXIT
+exec_one() { # n, label, command... : runs it, leaves out/rc/secs in $log/n.*
+  local n=$1; shift; shift
   local t0=$SECONDS
-  "$@" >"$out" 2>&1
-  local rc=$?
-  local p f
+  "$@" >"$log/$n.out" 2>&1
+  echo $? >"$log/$n.rc"; echo $((SECONDS - t0)) >"$log/$n.secs"
+}
+report() { # n, label
+  local n=$1 label=$2 out="$log/$1.out" rc p f
+  rc=$(cat "$log/$n.rc")
   p=$(grep -c '^ok ' "$out"); f=$(grep -c '^FAIL ' "$out")
   grep '^FAIL ' "$out" | sed "s|^|[$label] |"
-  if [ $rc -ne 0 ] && [ "$f" -eq 0 ]; then
+  if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
     echo "FAIL [$label] exited with status $rc"; tail -5 "$out" | sed 's/^/    /'; f=1
   fi
   pass=$((pass + p)); fail=$((fail + f))
-  printf '%-40s %4d ok %3d failed %4ds\n' "$label" "$p" "$f" $((SECONDS - t0))
+  printf '%-40s %4d ok %3d failed %4ds\n' "$label" "$p" "$f" "$(cat "$log/$n.secs")"
 }
-for t in build/tests/test_*; do [ -x "$t" ] && run_one "unit/${t##*/}" "$t"; done
-for t in build/asan/tests/test_*; do
-  [ -x "$t" ] && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 run_one "asan/${t##*/}" "$t"
+labels=(); cmds=()
+for t in build/tests/test_*; do [ -x "$t" ] && { labels+=("unit/${t##*/}"); cmds+=("$t"); }; done
+for t in build/asan/tests/test_*; do [ -x "$t" ] && { labels+=("asan/${t##*/}"); cmds+=("$t"); }; done
+export ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 # for the asan/ programs; no effect on the others
+
+for ((n = 0; n < ${#cmds[@]}; n++)); do
+  while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n; done
+  exec_one "$n" "${labels[n]}" "${cmds[n]}" &
 done
-for t in tests/cli/*.sh; do [ -f "$t" ] && run_one "cli/$(basename "$t" .sh)" bash "$t"; done
-rm -rf "$log"
+wait
+for ((n = 0; n < ${#cmds[@]}; n++)); do report "$n" "${labels[n]}"; done
+unset ASAN_OPTIONS UBSAN_OPTIONS
+n=${#cmds[@]}
+for t in tests/cli/*.sh; do
+  [ -f "$t" ] || continue
+  exec_one "$n" x bash "$t"; report "$n" "cli/$(basename "$t" .sh)"; n=$((n + 1))
+done
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

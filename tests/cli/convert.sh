@@ -72,22 +72,32 @@ fi
 # the default mode; its greedy ids must equal the float run's and its prompt top-1 agree
 fam_ids=$(python3 -c "import random; r=random.Random(5); print(','.join(str(r.randrange(3,300)) for _ in range(60)))")
 gen_ids() { python3 -c "import json,sys; print(json.load(sys.stdin)['generated_ids'])"; }
-for entry in $CONVERT_FAMILIES; do
-  fx=${entry%%:*}; extra=; [ "$fx" != "$entry" ] && extra=${entry#*:}
-  [ -d tests/fixtures/$fx ] || { fail "convert_family_$fx" "no fixture"; continue; }
-  src="$T/fam_$fx"
-  python3 $here/convert_family.py tests/fixtures/$fx "$src" 0.3 "$extra" || { fail "convert_family_$fx" "could not write the model"; continue; }
+family_check() { # fixture, tensors to ignore: prints its ok/FAIL lines
+  local fx=$1 extra=$2 src="$T/fam_$1" fo qo
+  python3 $here/convert_family.py tests/fixtures/$fx "$src" 0.3 "$extra" || { fail "convert_family_$fx" "could not write the model"; return; }
   if ! fo=$("$MLXCEL" generate -m "$src" --prompt-ids "$fam_ids" -n 16 --ignore-eos --output-format json \
-            --logits-out "$T/fam_f.st" 2>"$T/err" | gen_ids); then fail "convert_family_${fx}_float" "$(tail -1 "$T/err")"; continue; fi
-  if ! "$MLXCEL" convert -m "$src" -o "${src}_q4" -q >/dev/null 2>"$T/err"; then
-    fail "convert_family_$fx" "$(tail -1 "$T/err")"; continue
+            --logits-out "$src.f.st" 2>"$src.err" | gen_ids); then fail "convert_family_${fx}_float" "$(tail -1 "$src.err")"; return; fi
+  if ! "$MLXCEL" convert -m "$src" -o "${src}_q4" -q >/dev/null 2>"$src.err"; then
+    fail "convert_family_$fx" "$(tail -1 "$src.err")"; return
   fi
   python3 $here/convert_check.py "$src" "${src}_q4" affine 4 64 keep 1
   if ! qo=$("$MLXCEL" generate -m "${src}_q4" --prompt-ids "$fam_ids" -n 16 --ignore-eos --output-format json \
-            --logits-out "$T/fam_q.st" 2>"$T/err" | gen_ids); then fail "convert_family_${fx}_q4_runs" "$(tail -1 "$T/err")"; continue; fi
+            --logits-out "$src.q.st" 2>"$src.err" | gen_ids); then fail "convert_family_${fx}_q4_runs" "$(tail -1 "$src.err")"; return; fi
   if [ "$fo" = "$qo" ]; then ok "convert_family_${fx}_greedy"; else fail "convert_family_${fx}_greedy" "float $fo vs 4-bit $qo"; fi
-  python3 $here/convert_top1.py "$T/fam_f.st" "$T/fam_q.st" "convert_family_${fx}_top1" 0.95
+  python3 $here/convert_top1.py "$src.f.st" "$src.q.st" "convert_family_${fx}_top1" 0.95
+  rm -rf "$src" "${src}_q4" "$src".*.st
+}
+# two families at a time (tiny models: process start-up and python dominate), reported in list order
+fams=()
+for entry in $CONVERT_FAMILIES; do
+  fx=${entry%%:*}; extra=; [ "$fx" != "$entry" ] && extra=${entry#*:}
+  [ -d tests/fixtures/$fx ] || { fail "convert_family_$fx" "no fixture"; continue; }
+  while [ "$(jobs -rp | wc -l)" -ge "${MX_TEST_JOBS:-2}" ]; do wait -n; done
+  family_check "$fx" "$extra" >"$T/fam_$fx.out" 2>&1 &
+  fams+=("$fx")
 done
+wait
+for fx in "${fams[@]}"; do cat "$T/fam_$fx.out"; done
 
 # bad arguments: one-line errors, non-zero exit
 expect_err() { # name, needle, args...

@@ -24,13 +24,10 @@ seeds() { # target -> seed dirs and flags
     *) echo "" ;;
   esac
 }
-n=0
-for src in fuzz/fuzz_*.c; do
-  name=$(basename "$src" .c)
-  bin=build/fuzz/$name
-  if [ ! -x "$bin" ]; then echo "FAIL fuzz/$name: $bin is missing (make fuzz)"; continue; fi
+run_target() { # name: one short run, then its ok/FAIL line
+  local name=$1 bin=build/fuzz/$1 args rc runs
   args=$(seeds "$name")
-  if [ -z "$args" ]; then echo "FAIL fuzz/$name: no seeds listed in tests/cli/fuzz.sh"; continue; fi
+  if [ -z "$args" ]; then echo "FAIL fuzz/$name: no seeds listed in tests/cli/fuzz.sh"; return; fi
   mkdir -p "$tmp/$name"
   # shellcheck disable=SC2086
   ASAN_OPTIONS=detect_leaks=1 timeout $((secs + 120)) "$bin" -max_total_time="$secs" -timeout=20 -rss_limit_mb=2560 \
@@ -43,6 +40,16 @@ for src in fuzz/fuzz_*.c; do
     echo "FAIL fuzz/$name: status $rc; $(grep -m1 -E 'ERROR|SUMMARY|deadly|Test unit written' "$tmp/$name.log")"
     tail -20 "$tmp/$name.log" | sed 's/^/    /'
   fi
-  n=$((n + 1))
+}
+# targets are single-threaded: MX_TEST_JOBS (2) at a time, reported in order
+names=()
+for src in fuzz/fuzz_*.c; do
+  name=$(basename "$src" .c)
+  if [ ! -x "build/fuzz/$name" ]; then echo "FAIL fuzz/$name: build/fuzz/$name is missing (make fuzz)"; continue; fi
+  while [ "$(jobs -rp | wc -l)" -ge "${MX_TEST_JOBS:-2}" ]; do wait -n; done
+  run_target "$name" >"$tmp/$name.result" 2>&1 &
+  names+=("$name")
 done
-[ $n -gt 0 ] || echo "FAIL fuzz: no targets"
+wait
+for name in "${names[@]}"; do cat "$tmp/$name.result"; done
+[ ${#names[@]} -gt 0 ] || echo "FAIL fuzz: no targets"
