@@ -1,4 +1,4 @@
-/* Image preprocessing of the six vision fixtures against Hugging Face's
+/* Image preprocessing of the vision fixtures against Hugging Face's
  * processors (tests/fixtures/<name>/reference.safetensors): the uint8 resize
  * bit-exact (resized_image, LLaVA-NeXT's resized_base_image), pixel_values
  * within 1e-5, the grid / tile / size metadata, the number of image tokens
@@ -46,7 +46,7 @@ static void check_u8(const char *label, const mx_image *im, const mx_st_file *re
 }
 
 /* Qwen2-VL's M-RoPE positions from the reference input_ids and our grid. */
-static void check_mrope(const char *dir, const mx_st_file *ref, const mx_image_input *in) {
+static void check_mrope(const char *name, const char *dir, const mx_st_file *ref, const mx_image_input *in) {
     int32_t *ids, *want;
     int T, n3;
     if (fx_read_i64(ref, "input_ids", &ids, &T)) return;
@@ -68,8 +68,9 @@ static void check_mrope(const char *dir, const mx_st_file *ref, const mx_image_i
     int bad = -1;
     for (int i = 0; !r && i < 3 * T && bad < 0; i++)
         if (pos[i] != want[i]) bad = i;
-    CHECK("qwen2_vl: M-RoPE position_ids", !r && n3 == 3 * T && bad < 0, "%s; first difference at %d",
-          r ? mx_errmsg() : "", bad);
+    char label[160];
+    snprintf(label, sizeof label, "%s: M-RoPE position_ids", name);
+    CHECK(label, !r && n3 == 3 * T && bad < 0, "%s; first difference at %d", r ? mx_errmsg() : "", bad);
     free(pos);
     free(ids);
     free(want);
@@ -123,7 +124,7 @@ static void one(const char *name) {
         snprintf(label, sizeof label, "%s: image_grid_thw", name);
         CHECK(label, nv == 3 && v[0] == in.grid_t && v[1] == in.grid_h && v[2] == in.grid_w, "%d %d %d", in.grid_t, in.grid_h, in.grid_w);
         free(v);
-        check_mrope(dir, &ref, &in);
+        check_mrope(name, dir, &ref, &in);
     }
     if (!fx_read_i64(&ref, "image_sizes", &v, &nv)) {
         snprintf(label, sizeof label, "%s: image_sizes", name);
@@ -185,7 +186,7 @@ static void bad_config(const char *fixture, const char *key, const char *value, 
 }
 
 int main(void) {
-    const char *names[] = {"qwen2_vl", "llava", "llava_next", "paligemma", "idefics3", "gemma3"};
+    const char *names[] = {"qwen2_vl", "llava", "llava_next", "paligemma", "idefics3", "gemma3", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe"};
     for (size_t i = 0; i < MX_ARRAY_LEN(names); i++) one(names[i]);
 
     bad_config("llava", "size", "{\"shortest_edge\": 100000000}", "shortest_edge");
