@@ -62,6 +62,27 @@ for fx in qwen2_5_vl qwen3_vl qwen3_vl_moe; do
   run_check "$fx/-p expands to the reference ids" $F - -f "$tmp/prompt.txt"
 done
 
+# the older tensor names released Qwen2.5-VL checkpoints use (visual.*, model.*),
+# and the newer ones on a Qwen3-VL (model.visual.*, model.language_model.*)
+# written the old way too: the same parity
+for fx in qwen2_5_vl qwen3_vl; do
+  F=tests/fixtures/$fx
+  rm -rf "$tmp/old" && mkdir "$tmp/old" && for f in $F/*; do ln -s "$PWD/$f" "$tmp/old/"; done && rm "$tmp/old/model.safetensors"
+  python3 - $F/model.safetensors "$tmp/old/model.safetensors" <<'PY'
+import json, struct, sys
+b = open(sys.argv[1], "rb").read(); n = struct.unpack("<Q", b[:8])[0]; h = json.loads(b[8:8 + n])
+def old(k):
+    if k.startswith("model.visual."): return k[len("model."):]
+    if k.startswith("model.language_model."): return "model." + k[len("model.language_model."):]
+    return k
+h = {old(k): v for k, v in h.items()}
+hb = json.dumps(h).encode(); hb += b" " * (-len(hb) % 8)
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(hb)) + hb + b[8 + n:])
+PY
+  ids=$(ids_of $F/reference.safetensors)
+  run_check "$fx/older tensor names (visual.*, model.*) parity" "$tmp/old" "$tmp/l.st" --prompt-ids "$ids" --logits-out "$tmp/l.st"
+done
+
 # a chat template with an image part renders the fixture's prompt (no system
 # turn in qwen3_vl's); chat's /image reply is generate's
 F=tests/fixtures/qwen3_vl; T=tests/server/qwen_vl_template.jinja
