@@ -6,8 +6,9 @@
 # --ignore-eos --logits-out F --output-format json` gives Hugging Face's prompt
 # logits, step logits (1e-4 * max(1, max|ref|)) and greedy ids, whole prompt
 # and --prefill-chunk 1; -p with the processor's prompt text gives the same
-# ids; a chat template with an image part gives the fixture's prompt, and
-# chat's /image gives generate's reply. Then bad configs refused in one line.
+# ids; older tensor names load; a chat template with an image part gives the
+# fixture's prompt, and chat's /image and the server's image parts give
+# generate's reply. Then bad configs refused in one line.
 set -u
 cd "$(dirname "$0")/../.."
 M=${MLXCEL:-build/mlxcel}
@@ -92,6 +93,29 @@ printf '/image %s\nDescribe this image.\n/exit\n' $F/inputs/image.png |
   "$M" chat -m $F --chat-template-file $T -n 16 --temp 0 -t 1 >"$tmp/chat" 2>"$tmp/err"
 if [ $? -eq 0 ] && [ -n "$want" ] && [ "$(cat "$tmp/chat")" = "$want" ]; then ok "qwen3_vl/chat /image reply = generate --image"
 else fail "qwen3_vl/chat /image reply = generate --image" "$(head -c 200 "$tmp/chat") vs $want: $(head -c 300 "$tmp/err")"; fi
+
+# the server's scheduler (its own way of feeding image rows, DeepStack parts
+# included): a chat request with an image part, twice (the second reuses the
+# cached prefix and the cached rows), gives generate's reply
+port=$((20000 + RANDOM % 20000))
+"$M" serve -m $F --port $port --parallel 2 --ctx-size 256 -t 2 --chat-template-file $T 2>"$tmp/server.log" & pid=$!
+if got=$(python3 - $port $F/inputs/image.png <<'PY'
+import base64, json, sys, time, urllib.request
+port, img = sys.argv[1], base64.b64encode(open(sys.argv[2], "rb").read()).decode()
+for _ in range(100):
+    try: urllib.request.urlopen("http://127.0.0.1:%s/health" % port); break
+    except Exception: time.sleep(0.2)
+body = {"max_tokens": 16, "temperature": 0, "messages": [{"role": "user", "content": [
+    {"type": "image_url", "image_url": {"url": "data:image/png;base64," + img}}, {"type": "text", "text": "Describe this image."}]}]}
+outs = []
+for _ in range(2):
+    req = urllib.request.Request("http://127.0.0.1:%s/v1/chat/completions" % port, json.dumps(body).encode(), {"Content-Type": "application/json"})
+    outs.append(json.loads(urllib.request.urlopen(req, timeout=60).read())["choices"][0]["message"]["content"])
+sys.stdout.write(outs[0] if outs[0] == outs[1] else "replies differ: %r %r" % tuple(outs))
+PY
+) && [ -n "$want" ] && [ "$got" = "$want" ]; then ok "qwen3_vl/server image part reply = generate --image"
+else fail "qwen3_vl/server image part reply = generate --image" "$(head -c 200 <<<"$got") vs $want: $(tail -c 300 "$tmp/server.log")"; fi
+kill $pid; wait $pid 2>/dev/null
 
 # edited configs refused in one line naming the key
 check_err() { # name, fixture, expected substring, python edit of config c
