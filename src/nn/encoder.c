@@ -134,7 +134,7 @@ int mx_encode_plan(mx_enc *c, const mx_enc_seq *seq, const mx_enc_plan *plan, fl
 }
 
 /* The attention groups of a layer: the whole sequence, or the plan's windows */
-static void partition(mx_enc *c, int n_parts, const int *len, size_t *state_off) {
+static void partition(mx_enc *c, int n_parts, const int *len) {
     const mx_model *m = c->m;
     size_t off = 0;
     for (int k = 0, t = 0; k < n_parts; k++) {
@@ -148,7 +148,6 @@ static void partition(mx_enc *c, int n_parts, const int *len, size_t *state_off)
         }
         off += seq_state(m, n);
     }
-    if (state_off) *state_off = off;
 }
 
 /* The layers and final norm over the rows in c->b.x of n_seqs sequences
@@ -202,7 +201,7 @@ static int run_layers(mx_enc *c, int n_seqs, int N, bool any_mask, const mx_enc_
         bool w = plan && plan->windowed && plan->windowed[l];
         if (w != in_windows) { /* rope tables stay: they are per row */
             int whole = N;
-            partition(c, w ? plan->n_win : 1, w ? plan->win_len : &whole, NULL);
+            partition(c, w ? plan->n_win : 1, w ? plan->win_len : &whole);
             f.n_seqs = w ? plan->n_win : 1;
             in_windows = w;
         }

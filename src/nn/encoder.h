@@ -37,7 +37,8 @@ mx_enc *mx_enc_new(const mx_model *m, int max_tokens, mx_pool *pool);
 void mx_enc_free(mx_enc *c);
 int mx_enc_max_tokens(const mx_enc *c);
 
-/* hidden: one row [hidden] per stacked token, in order. */
+/* hidden: one row [hidden] per stacked token, in order (NULL: the
+ * embeddings only, as mx_encode_plan starts). */
 int mx_encode(mx_enc *c, const mx_enc_seq *seqs, int n_seqs, float *hidden);
 /* A vision tower's pass over one sequence with layer-dependent attention
  * groups and intermediate outputs: a layer with windowed[l] runs each
