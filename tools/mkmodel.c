@@ -12,7 +12,8 @@
  * without bias, moe_layer_freq) and glm4_moe (GLM-4.5: q/k/v biases, q/k
  * norms, that MoE), qwen3_5_text (DeltaNet / gated attention) and gemma4_text
  * (sliding / full layers, per-layer inputs); vision-language models:
- * qwen2_vl (Qwen2 text + its ViT and merger) and gemma3 (Gemma 3 text +
+ * qwen2_vl (Qwen2 text + its ViT and merger), qwen2_5_vl (the same with
+ * Qwen2.5-VL's RMSNorm / SwiGLU tower) and gemma3 (Gemma 3 text +
  * SigLIP + pool/norm projector), convolutions written as [out, in * kernel]
  * matrices (the loader reads them either way).
  * whisper: the encoder-decoder (conv stem, sinusoidal-position table, encoder
@@ -644,6 +645,30 @@ static int qwen2_vl_specs(const mx_cfg *c, specs *s) {
     return ok ? MX_OK : mx_set_err("out of memory");
 }
 
+/* Qwen2.5-VL as released: the Qwen2 text model (plain names) and "visual."
+ * with RMSNorm (weight only), SwiGLU with biases and an RMSNorm merger */
+static int qwen2_5_vl_specs(const mx_cfg *c, specs *s) {
+    if (llama_specs(c, "qwen2", s)) return MX_ERR;
+    json_t *vj = json_object_get(c->root, "vision_config");
+    mx_cfg v = {vj, NULL, c->file};
+    int depth, D, F, H, P, T;
+    if (!json_is_object(vj) || mx_cfg_i32(&v, "depth", 32, 1, 1024, &depth) || mx_cfg_i32(&v, "hidden_size", 1280, 1, 1 << 16, &D) ||
+        mx_cfg_i32(&v, "intermediate_size", 3420, 1, 1 << 20, &F) || mx_cfg_i32(&v, "out_hidden_size", 2048, 1, 1 << 16, &H) ||
+        mx_cfg_i32(&v, "patch_size", 14, 1, 1024, &P) || mx_cfg_i32(&v, "temporal_patch_size", 2, 1, 16, &T))
+        return mx_set_err("%s: vision_config: %s", c->file, mx_errmsg());
+    const char *p = "visual";
+    int ok = add(s, INIT_NORMAL, D, 3 * T * P * P, "visual.patch_embed.proj.weight") == MX_OK;
+    for (int l = 0; l < depth && ok; l++) {
+        ok &= add(s, INIT_ONES, D, 0, "%s.blocks.%d.norm1.weight", p, l) == MX_OK && add(s, INIT_ONES, D, 0, "%s.blocks.%d.norm2.weight", p, l) == MX_OK;
+        ok &= lin(s, 3 * D, D, true, "%s.blocks.%d.attn.qkv", p, l) == MX_OK && lin(s, D, D, true, "%s.blocks.%d.attn.proj", p, l) == MX_OK;
+        ok &= lin(s, F, D, true, "%s.blocks.%d.mlp.gate_proj", p, l) == MX_OK && lin(s, F, D, true, "%s.blocks.%d.mlp.up_proj", p, l) == MX_OK &&
+              lin(s, D, F, true, "%s.blocks.%d.mlp.down_proj", p, l) == MX_OK;
+    }
+    ok &= add(s, INIT_ONES, D, 0, "%s.merger.ln_q.weight", p) == MX_OK;
+    ok &= lin(s, 4 * D, 4 * D, true, "%s.merger.mlp.0", p, 0) == MX_OK && lin(s, H, 4 * D, true, "%s.merger.mlp.2", p, 0) == MX_OK;
+    return ok ? MX_OK : mx_set_err("out of memory");
+}
+
 /* Gemma 3: text_config (Gemma3TextConfig's defaults for absent keys) under
  * "language_model.model.", SigLIP under "vision_tower.vision_model.", the
  * projector under "multi_modal_projector." */
@@ -745,8 +770,9 @@ int main(int argc, char **argv) {
     else if (!strcmp(mt, "qwen3_5_text")) rc = qwen3_5_specs(&c, &s);
     else if (!strcmp(mt, "gemma4_text")) rc = gemma4_specs(&c, &s);
     else if (!strcmp(mt, "qwen2_vl")) rc = qwen2_vl_specs(&c, &s);
+    else if (!strcmp(mt, "qwen2_5_vl")) rc = qwen2_5_vl_specs(&c, &s);
     else if (!strcmp(mt, "gemma3")) rc = gemma3_specs(&c, &s);
-    else rc = mx_set_err("%s: model_type \"%s\" not supported (llama, mistral, qwen2, qwen3, mixtral, deepseek_v3, deepseek_v32, deepseek, glm4_moe, qwen3_5_text, gemma4_text, bert, whisper, qwen2_vl, gemma3)", cfg_path, mt);
+    else rc = mx_set_err("%s: model_type \"%s\" not supported (llama, mistral, qwen2, qwen3, mixtral, deepseek_v3, deepseek_v32, deepseek, glm4_moe, qwen3_5_text, gemma4_text, bert, whisper, qwen2_vl, qwen2_5_vl, gemma3)", cfg_path, mt);
     if (rc) goto done;
     rc = MX_ERR;
     if (mkdir(out, 0755) != 0 && errno != EEXIST) { mx_set_err("%s: cannot create: %s", out, strerror(errno)); goto done; }

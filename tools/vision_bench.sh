@@ -5,26 +5,33 @@
 # --prompt-ids ... -n 1 --output-format json` (timings: image_ms = decode +
 # preprocess + tower + projector, prefill_ms = the text model over the prompt
 # with the image rows). Runs each model REPS times (default 3), interleaved,
-# and prints the medians.
-# Usage: tools/vision_bench.sh DIR [THREADS] [REPS]   (DIR receives the models)
+# and prints the medians. MODELS (default "qwen2-vl-2b gemma-3-4b") picks
+# among qwen2-vl-2b, gemma-3-4b and qwen2.5-vl-3b (tools/configs/qwen2.5-vl-3b.json).
+# Usage: [MODELS=...] tools/vision_bench.sh DIR [THREADS] [REPS]   (DIR receives the models)
 set -eu
 cd "$(dirname "$0")/.."
 D=$1; T=${2:-$(nproc)}; R=${3:-3}
 M=build/mlxcel
 mkdir -p "$D"
-[ -f "$D/qwen2-vl-2b/model.safetensors" ] || build/mkmodel --config tools/configs/qwen2-vl-2b.json -o "$D/qwen2-vl-2b" --dtype bf16 --seed 1
-[ -f "$D/gemma-3-4b/model.safetensors" ] || build/mkmodel --config tools/configs/gemma-3-4b.json -o "$D/gemma-3-4b" --dtype bf16 --seed 1
-# the published processors' settings
-cat >"$D/qwen2-vl-2b/preprocessor_config.json" <<'J'
+MODELS=${MODELS:-qwen2-vl-2b gemma-3-4b}
+for m in $MODELS; do
+  [ -f "tools/configs/$m.json" ] || { echo "vision_bench: unknown model $m" >&2; exit 2; }
+  [ -f "$D/$m/model.safetensors" ] || build/mkmodel --config "tools/configs/$m.json" -o "$D/$m" --dtype bf16 --seed 1
+  # the published processors' settings
+  case $m in
+  qwen*) cat >"$D/$m/preprocessor_config.json" <<'J'
 {"image_processor_type": "Qwen2VLImageProcessor", "min_pixels": 3136, "max_pixels": 12845056, "patch_size": 14,
  "temporal_patch_size": 2, "merge_size": 2, "image_mean": [0.48145466, 0.4578275, 0.40821073],
  "image_std": [0.26862954, 0.26130258, 0.27577711], "resample": 3}
 J
-cat >"$D/gemma-3-4b/preprocessor_config.json" <<'J'
+  ;;
+  gemma*) cat >"$D/$m/preprocessor_config.json" <<'J'
 {"image_processor_type": "Gemma3ImageProcessor", "size": {"height": 896, "width": 896}, "resample": 2,
  "image_mean": [0.5, 0.5, 0.5], "image_std": [0.5, 0.5, 0.5], "do_pan_and_scan": null}
 J
-echo '{"image_seq_length": 256}' >"$D/gemma-3-4b/processor_config.json"
+    echo '{"image_seq_length": 256}' >"$D/$m/processor_config.json" ;;
+  esac
+done
 # a 448x448 photo-like PNG (gradients and noise; Qwen2-VL: 1024 patches -> 256 tokens, Gemma 3: resized
 # to 896x896, 4096 patches -> 256 tokens), and prompts with the image tokens expanded
 python3 - "$D" <<'PY'
@@ -48,11 +55,12 @@ open(f"{d}/qwen.ids", "w").write(",".join(map(str, q)))
 open(f"{d}/gemma.ids", "w").write(",".join(map(str, g)))
 PY
 for r in $(seq 1 "$R"); do
-  for m in qwen2-vl-2b:qwen gemma-3-4b:gemma; do
-    "$M" generate -m "$D/${m%%:*}" --image "$D/photo.png" --prompt-ids "$(cat "$D/${m##*:}.ids")" -n 1 -t "$T" \
+  for m in $MODELS; do
+    ids=$D/qwen.ids; case $m in gemma*) ids=$D/gemma.ids ;; esac
+    "$M" generate -m "$D/$m" --image "$D/photo.png" --prompt-ids "$(cat "$ids")" -n 1 -t "$T" \
       --output-format json 2>/dev/null | tail -1 | python3 -c "
 import json, sys; j = json.loads(sys.stdin.read()); t = j['timings']
-print('${m%%:*}', len(j['prompt_ids']), round(t['image_ms']), round(t['prefill_ms']), round(t['image_ms'] + t['prefill_ms']))"
+print('$m', len(j['prompt_ids']), round(t['image_ms']), round(t['prefill_ms']), round(t['image_ms'] + t['prefill_ms']))"
   done
 done | python3 -c "
 import statistics, sys

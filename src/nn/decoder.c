@@ -259,6 +259,16 @@ void mx_layer_forward(mx_fwd *f, int l, float *x, float *xn, float *tmp, float *
     if (L->out_scale) mx_scale(x, L->out_scale, (int)NH);
 }
 
+/* DeepStack: after layer l, the image tokens' part l + 1 of their rows */
+static void add_deep(const mx_fwd *f, int l, float *x) {
+    int H = f->m->arch.hidden;
+    for (int t = 0; t < f->N; t++) {
+        const mx_seq_in *s = &f->seqs[f->seq_of[t]];
+        int i = f->pos[t] - s->kv->len, er = s->embed_row ? s->embed_row[i] : -1;
+        if (er >= 0 && l < s->n_deep) mx_add(x + (size_t)t * H, s->embeds + ((size_t)er * (1 + s->n_deep) + 1 + l) * H, H);
+    }
+}
+
 int mx_forward(mx_ctx *c, const mx_seq_in *seqs, int n_seqs, float *logits, bool all) {
     const mx_model *m = c->m;
     const mx_arch *a = &m->arch;
@@ -298,7 +308,7 @@ int mx_forward(mx_ctx *c, const mx_seq_in *seqs, int n_seqs, float *logits, bool
         int i = c->b.pos[t] - s->kv->len, er = s->embed_row ? s->embed_row[i] : -1;
         int32_t tok = s->tokens[i];
         float *row = c->b.x + (size_t)t * H;
-        if (er >= 0) memcpy(row, s->embeds + (size_t)er * H, (size_t)H * 4);
+        if (er >= 0) memcpy(row, s->embeds + (size_t)er * (1 + s->n_deep) * H, (size_t)H * 4);
         else mx_weight_row(&m->embed, tok, row);
         if (a->embed_scale != 1.0f && (er < 0 || s->embeds_scaled)) mx_scale(row, a->embed_scale, H);
         c->b.span[t] = s->span_lo ? s->span_lo[i] : 0;
@@ -310,6 +320,8 @@ int mx_forward(mx_ctx *c, const mx_seq_in *seqs, int n_seqs, float *logits, bool
         }
     }
     if (a->names.embed_norm) mx_norm_rows(&a->norm, &m->embed_norm, c->b.x, c->b.x, N, H, H); /* NanoChat */
+    int deep = 0;
+    for (int s = 0; s < n_seqs; s++) deep = MX_MAX(deep, seqs[s].embed_row ? seqs[s].n_deep : 0);
     /* rope tables per spec, per sequence (dynamic variants depend on length) */
     if (a->pos == MX_POS_ROPE) {
         size_t off = 0;
@@ -335,6 +347,7 @@ int mx_forward(mx_ctx *c, const mx_seq_in *seqs, int n_seqs, float *logits, bool
         if (a->altup.n) mx_altup_predict(&f, l, c->b.altup, c->b.x);
         mx_layer_forward(&f, l, c->b.x, c->b.xn, c->b.tmp, c->b.tmp2);
         if (a->altup.n) mx_altup_correct(&f, l, c->b.altup, c->b.x, c->b.tmp);
+        if (deep > l) add_deep(&f, l, c->b.x);
     }
     if (a->altup.n) mx_altup_unembed(&f, c->b.altup, c->b.x, c->b.tmp);
     for (int s = 0; s < n_seqs; s++) seqs[s].kv->len += seqs[s].n;

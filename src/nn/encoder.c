@@ -67,7 +67,7 @@ static size_t seq_state(const mx_model *m, int n) {
     return (most + 15) & ~(size_t)15;
 }
 
-static int run_layers(mx_enc *c, int n_seqs, int N, bool any_mask, float *hidden);
+static int run_layers(mx_enc *c, int n_seqs, int N, bool any_mask, const mx_enc_plan *plan, float *hidden);
 
 int mx_encode(mx_enc *c, const mx_enc_seq *seqs, int n_seqs, float *hidden) {
     const mx_model *m = c->m;
@@ -118,18 +118,51 @@ int mx_encode(mx_enc *c, const mx_enc_seq *seqs, int n_seqs, float *hidden) {
     }
     if (a->names.embed_norm) mx_norm_rows(&a->norm, &m->embed_norm, c->b.x, c->b.x, N, H, H);
     for (int s = 0; s < n_seqs; s++) c->seqs[s] = (mx_seq_in){.tokens = seqs[s].tokens, .n = seqs[s].n, .seg_end = seqs[s].n, .mpos = seqs[s].mpos};
-    return run_layers(c, n_seqs, N, any_mask, hidden);
+    if (!hidden) return MX_OK; /* mx_encode_plan: the embeddings only */
+    return run_layers(c, n_seqs, N, any_mask, NULL, hidden);
+}
+
+int mx_encode_plan(mx_enc *c, const mx_enc_seq *seq, const mx_enc_plan *plan, float *hidden) {
+    int n = 0;
+    for (int k = 0; plan->windowed && k < plan->n_win; k++) {
+        if (plan->win_len[k] < 1) return mx_set_err("encoder window %d is empty", k);
+        n += plan->win_len[k];
+    }
+    if (plan->windowed && n != seq->n) return mx_set_err("encoder windows cover %d of %d rows", n, seq->n);
+    if (!seq->embeds) return mx_set_err("a planned encoder pass takes input rows");
+    return mx_encode(c, seq, 1, NULL) ? MX_ERR : run_layers(c, 1, seq->n, false, plan, hidden);
+}
+
+/* The attention groups of a layer: the whole sequence, or the plan's windows */
+static void partition(mx_enc *c, int n_parts, const int *len) {
+    const mx_model *m = c->m;
+    size_t off = 0;
+    for (int k = 0, t = 0; k < n_parts; k++) {
+        int n = len[k];
+        c->seqs[k].n = c->seqs[k].seg_end = n;
+        c->kvs[k] = (mx_kv){.cap = n, .len = 0, .n_layers = m->arch.n_layers, .data = c->state + off, .offset = c->zero_off};
+        c->seqs[k].kv = &c->kvs[k];
+        for (int i = 0; i < n; i++, t++) {
+            c->b.pos[t] = i;
+            c->b.seq_of[t] = k;
+        }
+        off += seq_state(m, n);
+    }
 }
 
 /* The layers and final norm over the rows in c->b.x of n_seqs sequences
  * (c->seqs[s].n rows each, N in all). */
-static int run_layers(mx_enc *c, int n_seqs, int N, bool any_mask, float *hidden) {
+static int run_layers(mx_enc *c, int n_seqs, int N, bool any_mask, const mx_enc_plan *plan, float *hidden) {
     const mx_model *m = c->m;
     const mx_arch *a = &m->arch;
     int H = a->hidden;
     /* per-sequence attention state, views into one buffer */
-    size_t need = 0;
+    size_t need = 0, win_need = 0;
     for (int s = 0; s < n_seqs; s++) need += seq_state(m, c->seqs[s].n);
+    if (plan && plan->windowed) {
+        for (int k = 0; k < plan->n_win; k++) win_need += seq_state(m, plan->win_len[k]);
+        need = MX_MAX(need, win_need);
+    }
     if (need > c->state_cap) {
         mx_aligned_free(c->state);
         c->state_cap = 0;
@@ -163,11 +196,21 @@ static int run_layers(mx_enc *c, int n_seqs, int N, bool any_mask, float *hidden
     for (int r = 0, ro = 0; r < a->n_rope; ro += N * a->rope[r].dim, r++) f.cs[r] = c->b.cs + ro;
     if (a->ple.dim) mx_ple_inputs(&f, c->b.x, c->b.ple);
     if (a->altup.n) mx_altup_embed(&f, c->b.x, c->b.altup);
+    bool in_windows = false;
     for (int l = 0; l < a->n_layers; l++) {
+        bool w = plan && plan->windowed && plan->windowed[l];
+        if (w != in_windows) { /* rope tables stay: they are per row */
+            int whole = N;
+            partition(c, w ? plan->n_win : 1, w ? plan->win_len : &whole);
+            f.n_seqs = w ? plan->n_win : 1;
+            in_windows = w;
+        }
         if (a->layers[l].mixer != &mx_block_attention) memset(c->state, 0, need * 4); /* recurrent state starts empty */
         if (a->altup.n) mx_altup_predict(&f, l, c->b.altup, c->b.x);
         mx_layer_forward(&f, l, c->b.x, c->b.xn, c->b.tmp, c->b.tmp2);
         if (a->altup.n) mx_altup_correct(&f, l, c->b.altup, c->b.x, c->b.tmp);
+        if (plan && plan->capture && plan->capture[l] >= 0)
+            memcpy(plan->captured + (size_t)plan->capture[l] * N * H, c->b.x, (size_t)N * H * 4);
     }
     if (a->altup.n) mx_altup_unembed(&f, c->b.altup, c->b.x, c->b.tmp);
     if (a->names.final_norm) mx_norm_rows(&a->norm, &m->final_norm, hidden, c->b.x, N, H, H);
@@ -193,7 +236,7 @@ int mx_encode_features(mx_enc *c, const float *feat, float *hidden) {
         }
     }
     c->seqs[0] = (mx_seq_in){.n = T, .seg_end = T};
-    return run_layers(c, 1, T, false, hidden);
+    return run_layers(c, 1, T, false, NULL, hidden);
 }
 
 /* ---- head ---- */

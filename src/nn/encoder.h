@@ -37,8 +37,23 @@ mx_enc *mx_enc_new(const mx_model *m, int max_tokens, mx_pool *pool);
 void mx_enc_free(mx_enc *c);
 int mx_enc_max_tokens(const mx_enc *c);
 
-/* hidden: one row [hidden] per stacked token, in order. */
+/* hidden: one row [hidden] per stacked token, in order (NULL: the
+ * embeddings only, as mx_encode_plan starts). */
 int mx_encode(mx_enc *c, const mx_enc_seq *seqs, int n_seqs, float *hidden);
+/* A vision tower's pass over one sequence with layer-dependent attention
+ * groups and intermediate outputs: a layer with windowed[l] runs each
+ * window (consecutive runs of win_len[k] rows, summing to the sequence) as a
+ * sequence of its own (Qwen2.5-VL's window attention), the others over the
+ * whole sequence; after a layer with capture[l] >= 0 its output rows go to
+ * captured + capture[l] * n * hidden (Qwen3-VL's DeepStack). */
+typedef struct {
+    const bool *windowed; /* [n_layers]; NULL: none */
+    const int *win_len;
+    int n_win;
+    const int *capture;   /* [n_layers], -1: none; NULL: none */
+    float *captured;
+} mx_enc_plan;
+int mx_encode_plan(mx_enc *c, const mx_enc_seq *seq, const mx_enc_plan *plan, float *hidden);
 /* An encoder with an input stem (arch.stem, speech): features
  * [stem.n_in][stem.frames] -> the stem's rows + positions -> the layers ->
  * the final norm: hidden gets mx_stem_rows rows. max_tokens must hold them. */

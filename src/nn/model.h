@@ -135,6 +135,10 @@ typedef struct {
     const float *embeds;
     const int *embed_row;
     bool embeds_scaled;
+    /* DeepStack (Qwen3-VL): each row of embeds is (1 + n_deep) * hidden
+     * floats; part k + 1 is added to the token's hidden state after decoder
+     * layer k. */
+    int n_deep;
     const int *mpos;
     int rope_shift;
     const int *span_lo, *span_hi;

@@ -161,7 +161,10 @@ void mx_rope_table_axes(const mx_rope *r, const int *const *pos, int n, int max_
     int half = r->dim / 2, axis[MX_ROPE_MAX_HALF];
     inv_freq(r, max_len, f);
     for (int i = 0; i < half; i++) axis[i] = 0;
-    if (r->n_axes > 1)
+    if (r->n_axes > 1 && r->axes_interleaved)
+        for (int i = 0; i < half; i++)
+            axis[i] = i % 3 == 1 && i < 3 * r->section[1] ? 1 : i % 3 == 2 && i < 3 * r->section[2] ? 2 : 0;
+    else if (r->n_axes > 1)
         for (int k = 0, i0 = 0; k < r->n_axes; i0 += r->section[k], k++)
             for (int i = i0; i < i0 + r->section[k] && i < half; i++) {
                 axis[i] = k;
@@ -188,11 +191,11 @@ void mx_rope_table(const mx_rope *r, const int *pos, int n, int max_len, float *
 
 int mx_rope_mrope_section(mx_rope *r, const mx_cfg *c) {
     json_t *rs = mx_cfg_get(c, "rope_scaling"), *sec = rs && json_is_object(rs) ? json_object_get(rs, "mrope_section") : NULL;
-    if (!sec) { /* transformers v5: in rope_parameters */
-        json_t *rp = mx_cfg_get(c, "rope_parameters");
-        sec = rp && json_is_object(rp) ? json_object_get(rp, "mrope_section") : NULL;
-    }
+    if (!sec && (rs = mx_cfg_get(c, "rope_parameters")) && json_is_object(rs)) sec = json_object_get(rs, "mrope_section");
     if (!sec) return MX_OK;
+    json_t *il = json_object_get(rs, "mrope_interleaved");
+    if (il && !json_is_boolean(il)) return mx_set_err("%s: rope_scaling.mrope_interleaved: expected true or false", c->file);
+    r->axes_interleaved = il && json_is_true(il);
     int half = r->dim / 2, sum = 0;
     if (!json_is_array(sec) || json_array_size(sec) != 3) return mx_set_err("%s: rope_scaling.mrope_section: expected 3 numbers", c->file);
     for (int k = 0; k < 3; k++) {

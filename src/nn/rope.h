@@ -35,6 +35,9 @@ typedef struct {
     int n_axes;
     int section[MX_ROPE_MAX_AXES];
     bool section_restart;
+    bool axes_interleaved; /* Qwen3-VL's interleaved M-RoPE: frequency i takes axis 1 when
+                              i % 3 == 1 and i < 3 section[1], axis 2 when i % 3 == 2 and
+                              i < 3 section[2], else axis 0 */
     int n_freq;         /* PROPORTIONAL: rotated pairs, int(partial_rotary_factor * dim // 2) */
     bool reversed;      /* rotate the other way (sin negated): NanoChat's rotate_half(x) = [x2, -x1] */
 } mx_rope;
@@ -54,8 +57,8 @@ void mx_rope_table(const mx_rope *r, const int *pos, int n, int max_len, float *
 /* The same with n_axes positions per token: pos[k][0..n) for axis k. */
 void mx_rope_table_axes(const mx_rope *r, const int *const *pos, int n, int max_len, float *cs);
 /* Reads mrope_section (from rope_scaling, where Qwen2-VL keeps it, or
- * transformers v5's rope_parameters) into r's
- * sections over 3 axes; no key: one axis. */
+ * rope_parameters) into r's sections over 3 axes, and mrope_interleaved;
+ * no key: one axis. */
 int mx_rope_mrope_section(mx_rope *r, const mx_cfg *c);
 /* Rotates n_heads vectors of x (stride head_stride between heads). */
 void mx_rope_apply(const mx_rope *r, float *x, int n_heads, int head_stride, const float *cs_row);

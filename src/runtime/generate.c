@@ -81,7 +81,7 @@ int mx_session_feed_images(mx_session *s, const int32_t *tok, int n, const mx_vi
             for (int k = 0; k < 3; k++) memcpy(seg_mpos + (size_t)k * m, mpos + (size_t)k * n + i, sizeof(int) * (size_t)m);
         }
         mx_seq_in in = {.kv = s->kv, .tokens = tok + i, .n = m, .seg_end = base + n, .embeds = rows,
-                        .embed_row = lay->embed_row + i, .embeds_scaled = rows_scaled, .mpos = seg_mpos,
+                        .embed_row = lay->embed_row + i, .embeds_scaled = rows_scaled, .n_deep = lay->n_deep, .mpos = seg_mpos,
                         .rope_shift = s->rope_shift, .span_lo = lo ? lo + i : NULL, .span_hi = hi ? hi + i : NULL};
         float *out = all_logits ? all_logits + (size_t)i * V : s->logits;
         int e = mx_forward(s->ctx, &in, 1, out, all_logits != NULL);

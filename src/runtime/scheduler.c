@@ -264,6 +264,7 @@ static void *engine_loop(void *arg) {
                 in->embeds = r->rows;
                 in->embed_row = r->lay.embed_row + f;
                 in->embeds_scaled = r->rows_scaled;
+                in->n_deep = r->lay.n_deep;
                 if (r->lay.span_lo) {
                     in->span_lo = r->lay.span_lo + f;
                     in->span_hi = r->lay.span_hi + f;
@@ -413,7 +414,7 @@ void mx_sched_free(mx_sched *s) {
  * could never be fed. */
 static int copy_images(const mx_sched *s, mx_req *r, const mx_req_params *p) {
     const mx_vision_layout *l = p->lay;
-    int n = p->n_prompt, H = s->e->model.arch.hidden;
+    int n = p->n_prompt, H = s->e->vision ? mx_vision_row_floats(s->e->vision) : s->e->model.arch.hidden;
     if (l->n != n) return mx_set_err("image layout of %d tokens for a prompt of %d", l->n, n);
     for (int i = 0; l->span_lo && i < n; i++)
         if (l->span_hi[i] - l->span_lo[i] > s->step_tokens)
@@ -421,6 +422,7 @@ static int copy_images(const mx_sched *s, mx_req *r, const mx_req_params *p) {
                               l->span_hi[i] - l->span_lo[i], s->step_tokens);
     r->lay.n = n;
     r->lay.rope_shift = l->rope_shift;
+    r->lay.n_deep = l->n_deep;
     r->rows_scaled = s->e->vision && mx_vision_spec(s->e->vision)->rows_scaled;
     r->lay.embed_row = mx_malloc(sizeof(int) * (size_t)n);
     r->rows = mx_malloc(sizeof(float) * (size_t)(p->n_rows ? p->n_rows : 1) * H);

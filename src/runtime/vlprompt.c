@@ -76,7 +76,7 @@ int mx_vlprompt_chat_ids(const mx_vlprompt *p, const mx_textmodel *tm, json_t *c
 
 int mx_vlprompt_prepare(mx_vlprompt *p, mx_engine *e, const int32_t *ids, int n, mx_pool *pool) {
     if (!e->vision) return mx_set_err("%s does not take images", e->model.ck.dir);
-    int H = e->model.arch.hidden, total = 0;
+    int H = mx_vision_row_floats(e->vision), total = 0;
     for (int i = 0; i < p->n; i++) total += p->in[i].n_tokens;
     mx_vision_layout_free(&p->lay);
     if (mx_vision_layout_make(e->vision, ids, n, p->in, p->n, &p->lay)) return MX_ERR;
@@ -122,7 +122,7 @@ int mx_vlprompt_feed(const mx_vlprompt *p, mx_session *s, const int32_t *ids, in
     const mx_vision_layout *l = &p->lay;
     if (l->n != n || from < 0 || from >= n || s->n_history != from) return mx_set_err("image prompt segment [%d, %d) does not follow the cache", from, n);
     int m = n - from, r = MX_ERR;
-    mx_vision_layout seg = {.n = m, .embed_row = l->embed_row + from, .rope_shift = l->rope_shift - s->rope_shift};
+    mx_vision_layout seg = {.n = m, .embed_row = l->embed_row + from, .rope_shift = l->rope_shift - s->rope_shift, .n_deep = l->n_deep};
     int *lo = NULL, *hi = NULL, *mpos = NULL;
     if (l->span_lo) {
         lo = mx_malloc(sizeof(int) * (size_t)m);

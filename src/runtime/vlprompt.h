@@ -15,7 +15,7 @@ typedef struct {
     int n;                   /* images, in prompt order */
     mx_image_input *in;      /* [n] preprocessed */
     char (*key)[65];         /* [n] SHA-256 of each file (hex): the rows cache key */
-    float *rows;             /* every image's rows, prompt order ([n_rows, hidden]) */
+    float *rows;             /* every image's rows, prompt order ([n_rows, mx_vision_row_floats]) */
     int n_rows;
     mx_vision_layout lay;
 } mx_vlprompt;

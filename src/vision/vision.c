@@ -4,6 +4,7 @@
  * per-token layout of a prompt holding images. */
 #include "vision.h"
 #include "grid_sample.h"
+#include "qwen_vit.h"
 #include "../nn/encoder.h"
 #include "../quant/quant.h"
 #include "../base/base.h"
@@ -47,9 +48,14 @@ struct mx_vision {
     mx_weight downs, p_gate, p_up; /* GLU_MERGER */
     float *downs_b;
     float *pos_table;          /* pos_bicubic: [pos_side^2, D] */
-    int pos_side;
     mx_normw patch_norm;
+    struct { /* DeepStack mergers */
+        mx_normw norm;
+        mx_weight in, out;
+        float *in_b, *out_b;
+    } deep[MX_VISION_MAX_DEEP];
     int D, H;                  /* tower width, text hidden size */
+    int pos_side;              /* pos_interp: the table's side S (S*S rows) */
     mx_enc *enc;               /* scratch for the largest image so far */
     pthread_mutex_t mu;        /* encode and cache calls, one at a time */
     struct cache_entry *cache; /* most recently used first */
@@ -222,10 +228,21 @@ static int load_projector(mx_vision *v, mx_ckpt *ck) {
         break;
     }
     case MX_VPROJ_MERGER:
-        if (load_norm(ck, norm, D, true, &v->p_norm) || load_linear(ck, in, m2 * D, m2 * D, true, &v->tower.kp, &v->p_in, &v->p_in_b) ||
+        if (load_norm(ck, norm, D, !d->proj_norm_rms, &v->p_norm) || load_linear(ck, in, m2 * D, m2 * D, true, &v->tower.kp, &v->p_in, &v->p_in_b) ||
             load_linear(ck, out, H, m2 * D, true, &v->tower.kp, &v->p_out, &v->p_out_b))
             return MX_ERR;
         break;
+    }
+    for (int k = 0; k < d->n_deep; k++) { /* DeepStack mergers: LayerNorm over the joined rows */
+        char *m = mx_asprintf(d->deep_proj, k);
+        const char *base = m ? join(v, v->pfx, m) : NULL;
+        free(m);
+        const char *dn = base ? join(v, base, "norm") : NULL, *di = base ? join(v, base, "linear_fc1") : NULL,
+                   *dout = base ? join(v, base, "linear_fc2") : NULL;
+        if (!dn || !di || !dout || load_norm(ck, dn, m2 * D, true, &v->deep[k].norm) ||
+            load_linear(ck, di, m2 * D, m2 * D, true, &v->tower.kp, &v->deep[k].in, &v->deep[k].in_b) ||
+            load_linear(ck, dout, H, m2 * D, true, &v->tower.kp, &v->deep[k].out, &v->deep[k].out_b))
+            return MX_ERR;
     }
     if (d->newline[0]) {
         const char *nl = NULL;
@@ -315,6 +332,11 @@ int mx_vision_open(const char *dir, int text_hidden, mx_vision **out) {
             free(pn);
             goto fail;
         }
+        if (d->pos_interp && (long long)v->pos_side * v->pos_side != n_pos) {
+            mx_set_err("%s: the position table '%s.weight' has %d rows, not a square number", dir, pos, n_pos);
+            free(pn);
+            goto fail;
+        }
         r = d->pos_bicubic ? load_vec(&ck, pn, n_pos * v->D, &v->pos_table)
                            : mx_load_weight(&ck, pos, n_pos, v->D, 0, NULL, &v->pos); /* rows looked up */
         free(pn);
@@ -358,12 +380,20 @@ void mx_vision_free(mx_vision *v) {
     free(v->pos_table);
     mx_normw_free(&v->p_norm);
     mx_normw_free(&v->patch_norm);
+    for (int k = 0; k < MX_VISION_MAX_DEEP; k++) {
+        mx_normw_free(&v->deep[k].norm);
+        mx_weight_free(&v->deep[k].in);
+        mx_weight_free(&v->deep[k].out);
+        free(v->deep[k].in_b);
+        free(v->deep[k].out_b);
+    }
     for (int i = 0; i < v->n_strings; i++) free(v->strings[i]);
     free(v);
 }
 
 const mx_image_processor *mx_vision_processor(const mx_vision *v) { return &v->proc; }
 const mx_vision_desc *mx_vision_spec(const mx_vision *v) { return &v->d; }
+int mx_vision_row_floats(const mx_vision *v) { return v->H * (1 + v->d.n_deep); }
 
 int mx_vit_configure(mx_arch *a, const mx_cfg *vc, int hidden, int ffn, int layers, int heads, const char *act, float eps) {
     if (mx_cfg_i32(vc, "hidden_size", hidden, 1, 1 << 16, &a->hidden) || mx_cfg_i32(vc, "intermediate_size", ffn, 1, 1 << 18, &a->ffn) ||
@@ -440,6 +470,9 @@ static void pixel_shuffle(const float *x, int S, int D, int s, float *y) {
                            x + ((size_t)(h2 * s + hs) * S + (size_t)(w2 * s + ws)) * D, sizeof(float) * D);
 }
 
+static int merge_rows(mx_fwd *f, const mx_norm_spec *ns, const mx_normw *nw, const mx_weight *w1, const float *b1, const mx_weight *w2,
+                      const float *b2, bool post, const float *x, int n, int D, int m2, int H, float *y, float *tmp);
+
 /* Projects one view's features [n, D] into rows [n', H]; tmp has room for
  * 4 n max(D, H) merge^2 floats. Returns n'. */
 static int project(mx_vision *v, mx_fwd *f, const float *x, int n, float *y, float *tmp) {
@@ -476,14 +509,8 @@ static int project(mx_vision *v, mx_fwd *f, const float *x, int n, float *y, flo
         return P * P;
     }
     case MX_VPROJ_MERGER: { /* rows are already in merge-window order */
-        int m2 = d->merge * d->merge, n2 = n / m2;
-        mx_norm_spec ln = {MX_NORM_LAYER, 0, true, true, d->proj_norm_eps};
-        float *h = tmp + (size_t)n * D;
-        mx_norm_rows(&ln, &v->p_norm, tmp, x, n, D, D);
-        mx_linear(f, &v->p_in, v->p_in_b, tmp, n2, m2 * D, h, m2 * D);
-        mx_act_apply(MX_ACT_GELU, h, n2 * m2 * D);
-        mx_linear(f, &v->p_out, v->p_out_b, h, n2, m2 * D, y, H);
-        return n2;
+        mx_norm_spec ln = {d->proj_norm_rms ? MX_NORM_RMS : MX_NORM_LAYER, 0, true, !d->proj_norm_rms, d->proj_norm_eps};
+        return merge_rows(f, &ln, &v->p_norm, &v->p_in, v->p_in_b, &v->p_out, v->p_out_b, false, x, n, D, d->merge * d->merge, H, y, tmp);
     }
     case MX_VPROJ_GLU_MERGER: { /* rows in merge-window order; each window as a [D, m, m] map */
         int m2 = d->merge * d->merge, n2 = n / m2, C = d->proj_ctx;
@@ -549,7 +576,7 @@ int mx_vision_encode(mx_vision *v, const mx_image_input *in, mx_pool *pool, floa
 }
 
 int mx_vision_encode_cached(mx_vision *v, const char *key, const mx_image_input *in, mx_pool *pool, float *rows) {
-    size_t n = (size_t)in->n_tokens * v->H;
+    size_t n = (size_t)in->n_tokens * mx_vision_row_floats(v);
     pthread_mutex_lock(&v->mu);
     for (cache_entry **p = &v->cache, *c; (c = *p); p = &c->next)
         if (!strcmp(c->key, key) && c->n_rows == in->n_tokens) {
@@ -574,7 +601,7 @@ int mx_vision_encode_cached(mx_vision *v, const char *key, const mx_image_input 
         while (v->cache_bytes > MX_VISION_CACHE_BYTES) { /* drop the least recently used */
             cache_entry **p = &v->cache;
             while ((*p)->next) p = &(*p)->next;
-            v->cache_bytes -= sizeof(float) * (size_t)(*p)->n_rows * v->H;
+            v->cache_bytes -= sizeof(float) * (size_t)(*p)->n_rows * mx_vision_row_floats(v);
             free((*p)->rows);
             free(*p);
             *p = NULL;
@@ -591,32 +618,62 @@ void mx_vision_counts(mx_vision *v, unsigned long *encoded, unsigned long *hits)
     pthread_mutex_unlock(&v->mu);
 }
 
+/* The merger on n rows [n, D] -> [n / m2, H]: the norm on each row, or
+ * (post) on each group of m2 rows joined; linear -> GELU -> linear. tmp:
+ * 2 n D floats. */
+static int merge_rows(mx_fwd *f, const mx_norm_spec *ns, const mx_normw *nw, const mx_weight *w1, const float *b1, const mx_weight *w2,
+                      const float *b2, bool post, const float *x, int n, int D, int m2, int H, float *y, float *tmp) {
+    int n2 = n / m2;
+    float *h = tmp + (size_t)n * D;
+    if (post) mx_norm_rows(ns, nw, tmp, x, n2, m2 * D, m2 * D);
+    else mx_norm_rows(ns, nw, tmp, x, n, D, D);
+    mx_linear(f, w1, b1, tmp, n2, m2 * D, h, m2 * D);
+    mx_act_apply(MX_ACT_GELU, h, n2 * m2 * D);
+    mx_linear(f, w2, b2, h, n2, m2 * D, y, H);
+    return n2;
+}
+
+/* Rows of merge units reordered: dst unit j = src unit perm[j] (inverse:
+ * dst unit perm[j] = src unit j). */
+static void permute_units(const float *src, float *dst, const int *perm, int n_units, size_t unit_floats, bool inverse) {
+    for (int j = 0; j < n_units; j++) {
+        size_t to = (size_t)(inverse ? perm[j] : j), from = (size_t)(inverse ? j : perm[j]);
+        memcpy(dst + to * unit_floats, src + from * unit_floats, sizeof(float) * unit_floats);
+    }
+}
+
 static int encode(mx_vision *v, const mx_image_input *in, mx_pool *pool, float *rows) {
     const mx_vision_desc *d = &v->d;
-    int D = v->D, H = v->H, P = d->patch_size, cls = v->cls ? 1 : 0;
+    int D = v->D, H = v->H, P = d->patch_size, cls = v->cls ? 1 : 0, nd = d->n_deep, RW = mx_vision_row_floats(v);
     bool grid = v->proc.layout == MX_IP_LAYOUT_PATCHIFY;
     int nv = grid ? 1 : in->n_views, np = grid ? in->grid_t * in->grid_h * in->grid_w : (in->h / P) * (in->w / P);
-    int per = np + cls, cols = d->channels * d->temporal * P * P;
+    int per = np + cls, cols = d->channels * d->temporal * P * P, m = d->merge, m2 = m * m;
     if (grid ? (int)in->n_values != np * cols : (in->h % P || in->w % P))
         return mx_set_err("vision: the processor's output does not match the tower's %d-pixel patches", P);
-    if (v->pos.fmt && per > v->pos.rows)
+    if (grid && (in->grid_h % m || in->grid_w % m)) return mx_set_err("vision: a %dx%d patch grid is not a multiple of the merge size %d", in->grid_h, in->grid_w, m);
+    if (v->pos.fmt && !d->pos_interp && per > v->pos.rows)
         return mx_set_err("vision: %d positions per view, the tower has %d", per, v->pos.rows);
+    if ((nd || d->window) && !grid) return mx_set_err("vision: windows and DeepStack need the patch-grid layout");
     int N = nv * per, r = MX_ERR;
     if (!v->enc || mx_enc_max_tokens(v->enc) < N) {
         mx_enc_free(v->enc);
         if (!(v->enc = mx_enc_new(&v->tower, N, pool))) return MX_ERR;
     }
-    size_t big = (size_t)N * (size_t)MX_MAX(MX_MAX(MX_MAX(D, H), cols), d->proj_ctx) * (size_t)MX_MAX(4, d->merge * d->merge);
+    size_t big = (size_t)N * (size_t)MX_MAX(MX_MAX(MX_MAX(D, H), cols), d->proj_ctx) * (size_t)MX_MAX(4, m2) + (size_t)4 * D;
+    int units = grid ? np / m2 : 0, n_win = 0;
     float *emb = mx_malloc(sizeof(float) * (size_t)N * D), *hid = mx_malloc(sizeof(float) * (size_t)N * D),
-          *tmp = mx_malloc(sizeof(float) * big), *proj = mx_malloc(sizeof(float) * (size_t)N * H);
+          *tmp = mx_malloc(sizeof(float) * big), *proj = mx_malloc(sizeof(float) * (size_t)N * H * (1 + nd));
+    float *deep = nd ? mx_malloc(sizeof(float) * (size_t)nd * N * D) : NULL;
     int *mpos = grid ? mx_malloc(sizeof(int) * 2 * (size_t)np) : NULL;
+    int *perm = d->window ? mx_malloc(sizeof(int) * (size_t)units) : NULL, *wlen = d->window ? mx_malloc(sizeof(int) * (size_t)units) : NULL;
+    int *capture = nd ? mx_malloc(sizeof(int) * (size_t)v->tower.arch.n_layers) : NULL;
     mx_enc_seq *seqs = mx_calloc((size_t)nv, sizeof(mx_enc_seq));
-    if (!emb || !hid || !tmp || !proj || !seqs || (grid && !mpos)) goto done;
+    if (!emb || !hid || !tmp || !proj || !seqs || (grid && !mpos) || (nd && (!deep || !capture)) || (d->window && (!perm || !wlen))) goto done;
     mx_fwd f = {.m = &v->tower, .pool = pool};
     if (grid) { /* 2-D rope: each patch row's (row, column) in merge-window order */
-        int m = d->merge, gw = in->grid_w;
-        for (int i = 0; i < np; i++) {
-            int win = i / (m * m), in_w = i % (m * m), bh = win / (gw / m), bw = win % (gw / m);
+        int gw = in->grid_w;
+        for (int i = 0; i < np; i++) { /* frame by frame */
+            int win = i / m2 % (units / in->grid_t), in_w = i % m2, bh = win / (gw / m), bw = win % (gw / m);
             mpos[i] = bh * m + in_w / m;
             mpos[np + i] = bw * m + in_w % m;
         }
@@ -638,7 +695,11 @@ static int encode(mx_vision *v, const mx_image_input *in, mx_pool *pool, float *
         if (v->pos_table && grid)
             for (int i = 0; i < np; i++)
                 mx_grid_sample_bicubic_add(v->pos_table, v->pos_side, D, in->grid_h, in->grid_w, mpos[i], mpos[np + i], e + (size_t)i * D);
-        if (v->pos.fmt)
+        if (v->pos.fmt && d->pos_interp) { /* one frame's table, repeated over the frames */
+            int hw = in->grid_h * in->grid_w;
+            mx_qwen_pos_interp(&v->pos, v->pos_side, in->grid_h, in->grid_w, m, tmp, tmp + (size_t)hw * D);
+            for (int i = 0; i < per; i++) mx_add(e + (size_t)i * D, tmp + (size_t)(i % hw) * D, D);
+        } else if (v->pos.fmt)
             for (int i = 0; i < per; i++) {
                 mx_weight_row(&v->pos, i, tmp);
                 mx_add(e + (size_t)i * D, tmp, D);
@@ -646,7 +707,42 @@ static int encode(mx_vision *v, const mx_image_input *in, mx_pool *pool, float *
         seqs[k] = (mx_enc_seq){.n = per, .embeds = e};
     }
     if (grid) seqs[0].mpos = mpos;
-    if (mx_encode(v->enc, seqs, nv, hid)) goto done;
+    mx_enc_plan plan = {0};
+    if (d->window) { /* units in window order, frame by frame; their rows and positions with them */
+        int per_frame = units / in->grid_t;
+        for (int t = 0; t < in->grid_t; t++) {
+            int w0 = n_win;
+            n_win += mx_qwen_windows(in->grid_h / m, in->grid_w / m, d->window, perm + (size_t)t * per_frame, wlen + n_win);
+            for (int j = 0; j < per_frame; j++) perm[t * per_frame + j] += t * per_frame;
+            for (int k = w0; k < n_win; k++) wlen[k] *= m2;
+        }
+        permute_units(emb, tmp, perm, units, (size_t)m2 * D, false);
+        memcpy(emb, tmp, sizeof(float) * (size_t)np * D);
+        int *ip = (int *)(void *)tmp;
+        for (int a = 0; a < 2; a++) {
+            for (int j = 0; j < units; j++)
+                for (int q = 0; q < m2; q++) ip[j * m2 + q] = mpos[a * np + perm[j] * m2 + q];
+            memcpy(mpos + (size_t)a * np, ip, sizeof(int) * (size_t)np);
+        }
+        plan.windowed = d->windowed;
+        plan.win_len = wlen;
+        plan.n_win = n_win;
+    }
+    if (nd) {
+        for (int l = 0; l < v->tower.arch.n_layers; l++) capture[l] = -1;
+        for (int k = 0; k < nd; k++) capture[d->deep_layer[k]] = k;
+        plan.capture = capture;
+        plan.captured = deep;
+    }
+    if (d->window || nd ? mx_encode_plan(v->enc, &seqs[0], &plan, hid) : mx_encode(v->enc, seqs, nv, hid)) goto done;
+    if (d->window) { /* back to merge-unit order */
+        permute_units(hid, tmp, perm, units, (size_t)m2 * D, true);
+        memcpy(hid, tmp, sizeof(float) * (size_t)np * D);
+        for (int k = 0; k < nd; k++) {
+            permute_units(deep + (size_t)k * np * D, tmp, perm, units, (size_t)m2 * D, true);
+            memcpy(deep + (size_t)k * np * D, tmp, sizeof(float) * (size_t)np * D);
+        }
+    }
     /* per view: drop CLS, project */
     int n_out = 0, per_out = 0;
     for (int k = 0; k < nv; k++) {
@@ -657,10 +753,18 @@ static int encode(mx_vision *v, const mx_image_input *in, mx_pool *pool, float *
     }
     int total = n_out;
     if (d->newline[0]) total = anyres_pack(v, in, proj, per_out, rows);
-    else if (n_out <= in->n_tokens) memcpy(rows, proj, sizeof(float) * (size_t)n_out * H);
+    else if (n_out <= in->n_tokens && !nd) memcpy(rows, proj, sizeof(float) * (size_t)n_out * H);
     if (total != in->n_tokens) {
         mx_set_err("vision: the tower gives %d image rows, the prompt holds %d image tokens", total, in->n_tokens);
         goto done;
+    }
+    if (nd) { /* each row: the merger's, then each DeepStack merger's */
+        mx_norm_spec ln = {MX_NORM_LAYER, 0, true, true, d->proj_norm_eps};
+        for (int k = 0; k < nd; k++)
+            merge_rows(&f, &ln, &v->deep[k].norm, &v->deep[k].in, v->deep[k].in_b, &v->deep[k].out, v->deep[k].out_b, true,
+                       deep + (size_t)k * np * D, np, D, m2, H, proj + (size_t)(k + 1) * n_out * H, tmp);
+        for (int i = 0; i < n_out; i++)
+            for (int k = 0; k <= nd; k++) memcpy(rows + (size_t)i * RW + (size_t)k * H, proj + ((size_t)k * n_out + i) * H, sizeof(float) * H);
     }
     if (d->rows_div_sqrt) {
         float s = (float)sqrt((double)H);
@@ -672,7 +776,11 @@ done:
     free(hid);
     free(tmp);
     free(proj);
+    free(deep);
     free(mpos);
+    free(perm);
+    free(wlen);
+    free(capture);
     free(seqs);
     return r;
 }
@@ -692,6 +800,7 @@ int mx_vision_layout_make(const mx_vision *v, const int32_t *ids, int n, const m
     const mx_vision_desc *d = &v->d;
     memset(lay, 0, sizeof *lay);
     lay->n = n;
+    lay->n_deep = d->n_deep;
     lay->embed_row = mx_malloc(sizeof(int) * (size_t)(n ? n : 1));
     if (!lay->embed_row) return MX_ERR;
     int want = 0, got = 0;

@@ -39,6 +39,7 @@ typedef enum {
 } mx_vmask;
 
 #define MX_VISION_PREFIXES 3
+#define MX_VISION_MAX_DEEP 8
 typedef struct mx_vision_desc {
     /* tower; module paths relative to the prefix that matched */
     const char *prefix[MX_VISION_PREFIXES]; /* where the tower lives, tried in order */
@@ -66,6 +67,14 @@ typedef struct mx_vision_desc {
     const char *newline[MX_VISION_PREFIXES]; /* LLaVA-NeXT's image_newline [H], full names tried in
                                               order; none: no any-res packing */
     int proj_dim;             /* projector output width (the text hidden size) */
+    bool proj_norm_rms;       /* MERGER: RMSNorm (weight only) instead of LayerNorm (Qwen2.5-VL) */
+    /* Qwen ViT variants (src/vision/qwen_vit.h) */
+    bool pos_interp;          /* pos: a [S*S, D] table interpolated bilinearly to the patch grid (Qwen3-VL) */
+    int window;               /* window attention: windows of this many merged units per side (Qwen2.5-VL); 0: none */
+    bool windowed[MX_MAX_LAYERS]; /* layers attending inside windows */
+    int n_deep;               /* DeepStack (Qwen3-VL): extra rows per image token from these layers' outputs, */
+    int deep_layer[MX_VISION_MAX_DEEP]; /* each through a merger with the norm after the 2x2 grouping */
+    const char *deep_proj;    /* those mergers' module pattern under the tower prefix ("deepstack_merger_list.%d.") */
     /* text side */
     bool rows_scaled;         /* rows take the text model's embedding scale */
     bool rows_div_sqrt;       /* rows are divided by sqrt(text hidden) first (PaliGemma) */
@@ -114,8 +123,11 @@ void mx_vision_free(mx_vision *v);
 const mx_image_processor *mx_vision_processor(const mx_vision *v);
 const mx_vision_desc *mx_vision_spec(const mx_vision *v);
 
+/* Floats per image row: the text hidden size, times 1 + n_deep with
+ * DeepStack (mx_seq_in.n_deep). */
+int mx_vision_row_floats(const mx_vision *v);
 /* Runs tower + projector (+ packing) on one preprocessed image: rows
- * [in->n_tokens, hidden] as they enter the text model (before its
+ * [in->n_tokens, mx_vision_row_floats] as they enter the text model (before its
  * embedding scale; PaliGemma's already divided). Calls are serialized (the
  * server's handlers share the tower). */
 int mx_vision_encode(mx_vision *v, const mx_image_input *in, mx_pool *pool, float *rows);
@@ -137,6 +149,7 @@ typedef struct {
     int *span_lo, *span_hi; /* [n] each; NULL when the model has none */
     int *mpos;             /* [3][n]; NULL unless M-RoPE */
     int rope_shift;
+    int n_deep;            /* DeepStack parts per image row (mx_seq_in.n_deep) */
 } mx_vision_layout;
 int mx_vision_layout_make(const mx_vision *v, const int32_t *ids, int n, const mx_image_input *imgs, int n_images,
                           mx_vision_layout *lay);

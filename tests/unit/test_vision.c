@@ -73,7 +73,7 @@ static void one(const char *name) {
     const mx_image_processor *p = mx_vision_processor(e.vision);
     mx_st_file ref;
     char *rp = mx_path_join(dir, "reference.safetensors"), *ip = mx_path_join(dir, "inputs/image.png"), *data;
-    size_t len, n;
+    size_t len, n = 0;
     mx_image img = {0};
     mx_image_input in = {0};
     mx_vision_layout lay = {0};
@@ -95,15 +95,28 @@ static void one(const char *name) {
         CHECK(label, 0, "%s", mx_errmsg());
         goto done;
     }
-    rows = malloc(sizeof(float) * (size_t)in.n_tokens * H);
+    int RW = mx_vision_row_floats(e.vision), nd = RW / H - 1;
+    rows = malloc(sizeof(float) * (size_t)in.n_tokens * RW);
     emb = fx_read_f32(&ref, "image_embeds", &n);
     snprintf(label, sizeof label, "%s/image_embeds", name);
     if (mx_vision_encode(e.vision, &in, pool, rows)) {
         CHECK(label, 0, "%s", mx_errmsg());
         goto done;
     }
-    if (!emb || n != (size_t)in.n_tokens * H) CHECK(label, 0, "%zu values, ours %d x %d", emb ? n : 0, in.n_tokens, H);
-    else CHECK(label, t_maxdiff(rows, emb, n) <= tol_of(emb, n), "max diff %g > tol %g", t_maxdiff(rows, emb, n), tol_of(emb, n));
+    /* each row: the merger's part, then the DeepStack parts (Qwen3-VL) */
+    for (int k = 0; k <= nd; k++) {
+        float *want = k ? fx_read_f32(&ref, "deepstack_image_embeds", &n) : emb, *part = malloc(sizeof(float) * (size_t)in.n_tokens * H);
+        if (k) snprintf(label, sizeof label, "%s/deepstack_image_embeds[%d]", name, k - 1);
+        if (k && want && n == (size_t)nd * in.n_tokens * H) {
+            memmove(want, want + (size_t)(k - 1) * in.n_tokens * H, sizeof(float) * (size_t)in.n_tokens * H);
+            n = (size_t)in.n_tokens * H;
+        }
+        for (int i = 0; i < in.n_tokens; i++) memcpy(part + (size_t)i * H, rows + (size_t)i * RW + (size_t)k * H, sizeof(float) * H);
+        if (!want || n != (size_t)in.n_tokens * H) CHECK(label, 0, "%zu values, ours %d x %d", want ? n : 0, in.n_tokens, H);
+        else CHECK(label, t_maxdiff(part, want, n) <= tol_of(want, n), "max diff %g > tol %g", t_maxdiff(part, want, n), tol_of(want, n));
+        free(part);
+        if (k) free(want);
+    }
 
     size_t nl, ng;
     if (fx_read_i64(&ref, "input_ids", &ids, &T) || fx_read_i64(&ref, "greedy_ids", &gids, &N) ||
@@ -202,7 +215,7 @@ static void chat_markup(void) {
 
 int main(void) {
     chat_markup();
-    const char *names[] = {"llava", "llava_next", "paligemma", "idefics3", "gemma3", "qwen2_vl", "glm4v"};
+    const char *names[] = {"llava", "llava_next", "paligemma", "idefics3", "gemma3", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "glm4v"};
     for (size_t i = 0; i < MX_ARRAY_LEN(names); i++) one(names[i]);
     TEST_END();
 }

@@ -1,4 +1,4 @@
-/* Image preprocessing of the six vision fixtures against Hugging Face's
+/* Image preprocessing of the vision fixtures against Hugging Face's
  * processors (tests/fixtures/<name>/reference.safetensors): the uint8 resize
  * bit-exact (resized_image, LLaVA-NeXT's resized_base_image), pixel_values
  * within 1e-5, the grid / tile / size metadata, the number of image tokens
@@ -45,7 +45,7 @@ static void check_u8(const char *label, const mx_image *im, const mx_st_file *re
     CHECK(n, bad < 0, "byte %d: %d, reference %d", bad, bad >= 0 ? im->px[bad] : 0, bad >= 0 ? t->data[bad] : 0);
 }
 
-/* M-RoPE positions (Qwen2-VL, GLM-4V) from the reference input_ids and our grid. */
+/* M-RoPE positions (Qwen2-VL, Qwen2.5-VL, Qwen3-VL, GLM-4V) from the reference input_ids and our grid. */
 static void check_mrope(const char *name, const char *dir, const mx_st_file *ref, const mx_image_input *in) {
     int32_t *ids, *want;
     int T, n3;
@@ -69,7 +69,7 @@ static void check_mrope(const char *name, const char *dir, const mx_st_file *ref
     int bad = -1;
     for (int i = 0; !r && i < 3 * T && bad < 0; i++)
         if (pos[i] != want[i]) bad = i;
-    char label[128];
+    char label[160];
     snprintf(label, sizeof label, "%s: M-RoPE position_ids", name);
     CHECK(label, !r && n3 == 3 * T && bad < 0, "%s; first difference at %d", r ? mx_errmsg() : "", bad);
     free(pos);
@@ -187,7 +187,7 @@ static void bad_config(const char *fixture, const char *key, const char *value, 
 }
 
 int main(void) {
-    const char *names[] = {"qwen2_vl", "llava", "llava_next", "paligemma", "idefics3", "gemma3", "glm4v"};
+    const char *names[] = {"qwen2_vl", "llava", "llava_next", "paligemma", "idefics3", "gemma3", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "glm4v"};
     for (size_t i = 0; i < MX_ARRAY_LEN(names); i++) one(names[i]);
 
     bad_config("llava", "size", "{\"shortest_edge\": 100000000}", "shortest_edge");
