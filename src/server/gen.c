@@ -30,13 +30,45 @@ static void gen_free(mx_gen *x) {
     free(x);
 }
 
+/* The length of the valid UTF-8 sequence at s (0: invalid there). */
+static size_t u8_seq(const unsigned char *s, size_t n) {
+    if (s[0] < 0x80) return 1;
+    size_t len = s[0] >= 0xc2 && s[0] <= 0xdf ? 2 : s[0] >= 0xe0 && s[0] <= 0xef ? 3 : s[0] >= 0xf0 && s[0] <= 0xf4 ? 4 : 0;
+    if (!len || len > n) return 0;
+    for (size_t i = 1; i < len; i++)
+        if ((s[i] & 0xc0) != 0x80) return 0;
+    if ((s[0] == 0xe0 && s[1] < 0xa0) || (s[0] == 0xed && s[1] > 0x9f) || (s[0] == 0xf0 && s[1] < 0x90) || (s[0] == 0xf4 && s[1] > 0x8f)) return 0;
+    return len;
+}
+
+/* A token's bytes as it adds them mid-text (no first-token rules, no cleanup). */
+static void token_raw(server *sv, int32_t id, mx_buf *b) {
+    if (mx_tok_token_bytes(sv->tm.tok, id, b)) b->len = 0;
+}
+
 json_t *mx_gen_token_text(server *sv, int32_t id) {
-    mx_buf b = {0};
-    mx_tok_decode(sv->tm.tok, &id, 1, false, &b);
-    json_t *s = json_stringn(b.data ? b.data : "", b.len);
-    if (!s) s = json_string("\xef\xbf\xbd"); /* a lone byte of a multi-byte character */
+    mx_buf b = {0}, t = {0};
+    token_raw(sv, id, &b);
+    /* a byte that is not part of a whole character (a split one) becomes U+FFFD */
+    for (size_t i = 0; i < b.len;) {
+        size_t l = u8_seq((const unsigned char *)b.data + i, b.len - i);
+        if (l) mx_buf_append(&t, b.data + i, l);
+        else mx_buf_puts(&t, "\xef\xbf\xbd");
+        i += l ? l : 1;
+    }
+    json_t *s = json_stringn(t.data ? t.data : "", t.len);
     mx_buf_free(&b);
-    return s;
+    mx_buf_free(&t);
+    return s ? s : json_string("");
+}
+
+json_t *mx_gen_token_bytes(server *sv, int32_t id) {
+    mx_buf b = {0};
+    token_raw(sv, id, &b);
+    json_t *a = json_array();
+    for (size_t i = 0; i < b.len; i++) json_array_append_new(a, json_integer((unsigned char)b.data[i]));
+    mx_buf_free(&b);
+    return a;
 }
 
 json_t *mx_gen_usage(mx_gen *x) {
@@ -103,6 +135,7 @@ static bool gen_step(mx_gen *x) {
         x->finished = true;
         set_finish(x);
     }
+    mx_srv_note_tokens(x->rq, mx_req_prompt_tokens(x->req), x->n_gen);
     mx_buf_append(&x->content, x->dc.data, x->dc.len);
     mx_buf_append(&x->reasoning, x->dr.data, x->dr.len);
     if (x->g.stream && (x->dc.len || x->dr.len || lp)) x->fmt->delta(x, x->dc.data, x->dc.len, x->dr.data, x->dr.len, lp);

@@ -25,6 +25,7 @@ typedef struct {
     mx_vlprompt *images;     /* NULL, or the chat's images: decoded by the parse, their rows by
                                 mx_gen_prepare_images; p.lay, p.rows and p.tags point into them */
     uint64_t *tags;
+    json_t *route_data;      /* the route's own state for its reply format (owned; NULL: none) */
 } mx_gen_params;
 
 void mx_gen_params_free(mx_gen_params *g);
@@ -124,8 +125,12 @@ int mx_gen_run(server *sv, mx_srv_req *rq, mx_gen_params *g, const mx_gen_format
 void mx_gen_sse_put(mx_gen *x, json_t *chunk);
 /* The usage object of the OpenAI shape. */
 json_t *mx_gen_usage(mx_gen *x);
-/* A token's text (a lone byte of a multi-byte character becomes U+FFFD). */
+/* A token's text as it adds it mid-text (a byte of a character the token
+ * splits becomes U+FFFD; its bytes are in mx_gen_token_bytes). */
 json_t *mx_gen_token_text(server *sv, int32_t id);
+/* A token's raw bytes as a list of integers (those of a split character
+ * too: OpenAI's logprobs "bytes"). */
+json_t *mx_gen_token_bytes(server *sv, int32_t id);
 
 extern const mx_gen_format mx_oai_chat_format, mx_oai_completion_format;
 #endif

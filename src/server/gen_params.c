@@ -44,6 +44,7 @@ void mx_gen_params_free(mx_gen_params *g) {
     for (int i = 0; i < g->n_stops; i++) free(g->stops[i]);
     free(g->stops);
     mx_grammar_unref(g->p.grammar);
+    json_decref(g->route_data);
     memset(g, 0, sizeof *g);
 }
 

@@ -3,13 +3,6 @@
 #include "gen.h"
 #include <string.h>
 
-static json_t *byte_list(json_t *s) {
-    json_t *a = json_array();
-    const unsigned char *p = (const unsigned char *)json_string_value(s);
-    for (size_t i = 0; i < json_string_length(s); i++) json_array_append_new(a, json_integer(p[i]));
-    return a;
-}
-
 static json_t *chunk_base(mx_gen *x, const char *object) {
     return json_pack("{s:s,s:s,s:i,s:s}", "id", x->id, "object", object, "created", (json_int_t)x->created, "model", x->sv->name);
 }
@@ -38,10 +31,10 @@ static json_t *chat_logprob(mx_gen *x, const mx_tok_event *ev) {
     json_t *tt = mx_gen_token_text(x->sv, ev->token), *top = json_array();
     for (int i = 0; i < ev->n_top; i++) {
         json_t *t2 = mx_gen_token_text(x->sv, ev->top_ids[i]);
-        json_array_append_new(top, json_pack("{s:O,s:f,s:o}", "token", t2, "logprob", (double)ev->top_lp[i], "bytes", byte_list(t2)));
+        json_array_append_new(top, json_pack("{s:O,s:f,s:o}", "token", t2, "logprob", (double)ev->top_lp[i], "bytes", mx_gen_token_bytes(x->sv, ev->top_ids[i])));
         json_decref(t2);
     }
-    json_t *e = json_pack("{s:O,s:f,s:o,s:o}", "token", tt, "logprob", (double)ev->logprob, "bytes", byte_list(tt), "top_logprobs", top);
+    json_t *e = json_pack("{s:O,s:f,s:o,s:o}", "token", tt, "logprob", (double)ev->logprob, "bytes", mx_gen_token_bytes(x->sv, ev->token), "top_logprobs", top);
     json_decref(tt);
     json_array_append(x->lp, e);
     return json_pack("{s:[o]}", "content", e);

@@ -6,6 +6,7 @@
  * the grace ends it. */
 #define _GNU_SOURCE
 #include "server_int.h"
+#include "resp_store.h"
 #include "../base/base.h"
 #include "../base/threadpool.h"
 #include "../runtime/speech.h"
@@ -125,7 +126,8 @@ int mx_serve(const mx_serve_opts *o) {
     mx_srv_transport *tr = NULL;
     int rc = mx_srv_transport_start(&sv, &tr);
     if (rc) return rc;
-    fprintf(stderr, "mlxcel serve: listening on http://%s:%d, loading %s\n", o->host, o->port, o->model_dir);
+    /* the bound port: --port 0 lets the system choose one */
+    fprintf(stderr, "mlxcel serve: listening on http://%s:%d, loading %s\n", o->host, mx_srv_transport_port(tr), o->model_dir);
     mx_task task;
     if (mx_srv_load(&sv, &task)) {
         fprintf(stderr, "mlxcel serve: %s\n", mx_errmsg());
@@ -165,6 +167,7 @@ int mx_serve(const mx_serve_opts *o) {
     mx_sched_free(sv.sched);
     sv.sched = NULL;
     mx_srv_grammars_free(&sv);
+    mx_resp_store_free(&sv);
     mx_embed_batcher_free(sv.emb);
     sv.emb = NULL;
     mx_speech_runner_free(sv.speech);
