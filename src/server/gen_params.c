@@ -153,7 +153,11 @@ bool mx_gen_parse_common(server *sv, json_t *req, mx_gen_params *g, char *err, s
     /* the sampling fields: the table the CLI's options come from, with the same ranges */
     if (mx_sampling_from_json(&g->p.samp, req)) { snprintf(err, errn, "%s", mx_errmsg()); return false; }
     if (g->p.samp.seed == MX_SEED_RANDOM) g->p.samp.seed = (uint64_t)time(NULL) ^ (uint64_t)rand();
-    if (n != 1) { snprintf(err, errn, "'n' must be 1: this server returns one choice per request"); return false; }
+    if (n > sv->o.parallel || n > MX_GEN_MAX_N) {
+        snprintf(err, errn, "'n' must be at most %d (the server's slots, --parallel %d)", MX_MIN(sv->o.parallel, MX_GEN_MAX_N), sv->o.parallel);
+        return false;
+    }
+    g->n = n;
     g->p.max_tokens = max_tokens > 0 ? max_tokens : sv->o.ctx_size;
     json_t *so = json_object_get(req, "stream_options");
     if (so && !json_is_null(so)) {

@@ -373,7 +373,7 @@ static void r_fail(mx_gen *x, const char *type, const char *msg) {
     (void)msg;
 }
 
-static const mx_gen_format r_format = {"resp", r_logprob, r_delta, r_final, r_reply, r_fail};
+static const mx_gen_format r_format = {"resp", r_logprob, r_delta, r_final, r_reply, r_fail, NULL};
 
 int mx_route_responses(server *sv, mx_srv_req *rq, json_t *req) {
     char err[1024] = "";
