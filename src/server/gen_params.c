@@ -129,12 +129,7 @@ bool mx_gen_check_fields(json_t *req, const char *const *extra, char *err, size_
 }
 
 bool mx_gen_parse_common(server *sv, json_t *req, mx_gen_params *g, char *err, size_t errn) {
-    if (sv->o.sampling) g->p.samp = *sv->o.sampling;
-    else {
-        mx_sampling_defaults(&g->p.samp);
-        g->p.samp.temperature = 1.0f;
-        g->p.samp.seed = MX_SEED_RANDOM;
-    }
+    g->p.samp = sv->samp; /* the server's options, then generation_config.json (mx_srv_load) */
     g->p.top_logprobs = -1;
     int max_tokens = -1, n = 1;
     json_t *model = json_object_get(req, "model");

@@ -9,6 +9,7 @@
 #include "resp_store.h"
 #include "../base/base.h"
 #include "../base/threadpool.h"
+#include "../runtime/sampling_opts.h"
 #include "../runtime/speech.h"
 #include <pthread.h>
 #include <signal.h>
@@ -97,6 +98,16 @@ int mx_srv_load(server *sv, mx_task *task) {
         return MX_ERR;
     snprintf(sv->name, sizeof sv->name, "%s", o->model_name ? o->model_name : sv->tm.name);
     sv->tok = sv->tm.tok;
+    /* request defaults: the options (OpenAI's temperature 1 when none), then the model's generation_config.json */
+    if (o->sampling) sv->samp = *o->sampling;
+    else {
+        mx_sampling_defaults(&sv->samp);
+        sv->samp.temperature = 1.0f;
+        sv->samp.seed = MX_SEED_RANDOM;
+    }
+    char what[256];
+    if (mx_sampling_gencfg(&sv->samp, o->model_dir, what, sizeof what)) return MX_ERR;
+    if (*what) fprintf(stderr, "mlxcel serve: sampling defaults from generation_config.json: %s\n", what);
     if (sv->tm.e.vision && !(sv->vpool = mx_pool_new(o->threads))) return MX_ERR;
     if (sv->tok) mx_textmodel_warn_plain(&sv->tm, "mlxcel serve");
     return MX_OK;

@@ -32,6 +32,8 @@ typedef struct server {
     const mx_tokenizer *tok;  /* for /tokenize and /detokenize; may be NULL */
     mx_srv_grammars *grammars; /* structured output: the vocabulary and recent grammars (structured.c) */
     mx_resp_store *responses;  /* stored Responses (resp_store.c); NULL until the first */
+    mx_sampling samp;         /* what a request's absent sampling fields take: the options', then
+                                 generation_config.json's for those no option gave */
     atomic_bool ready;
     atomic_bool draining;     /* SIGTERM: new requests get 503, those in flight go on */
     atomic_bool stopping;     /* the grace is over: what still runs ends with an error */

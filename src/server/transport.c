@@ -429,7 +429,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
     if (!rq) return;
     *con_cls = NULL;
     set_phase(rq, C_HEADERS); /* a kept-alive connection waits for its next request's headers */
-    log_request(rq, toe);
+    if (!t->sv->o.no_request_log) log_request(rq, toe);
     if (rq->done) rq->done(rq->arg); /* a deferred reply whose client left */
     rq->done = NULL;
     /* a reply the connection ended before it was sent (a stream's frees its
