@@ -27,6 +27,7 @@ typedef struct {
     uint64_t *tags;
     json_t *route_data;      /* the route's own state for its reply format (owned; NULL: none) */
     int n;                   /* choices (OpenAI's n): samples of the one prompt; 0 or 1: one */
+    long text_offset;        /* /v1/completions logprobs: characters of the prompt (text_offset's start) */
 #define MX_GEN_MAX_N 64      /* the most choices one request may ask (and no more than the slots) */
 } mx_gen_params;
 

@@ -96,8 +96,10 @@ const mx_gen_format mx_oai_chat_format = {"chatcmpl", chat_logprob, chat_delta, 
 /* ---- text_completion ---- */
 
 static json_t *text_logprob(mx_gen *x, const mx_tok_event *ev) {
-    if (!x->lp) x->lp = json_pack("{s:[],s:[],s:[]}", "tokens", "token_logprobs", "top_logprobs");
+    if (!x->lp) x->lp = json_pack("{s:[],s:[],s:[],s:[]}", "tokens", "token_logprobs", "top_logprobs", "text_offset");
     json_t *tt = mx_gen_token_text(x->sv, ev->token), *top = json_object();
+    json_t *off = json_integer(x->g.text_offset); /* the token's first character, counted from the prompt's start */
+    for (const unsigned char *p = (const unsigned char *)json_string_value(tt); *p; p++) x->g.text_offset += (*p & 0xc0) != 0x80;
     for (int i = 0; i < ev->n_top; i++) {
         json_t *t2 = mx_gen_token_text(x->sv, ev->top_ids[i]);
         json_object_set_new(top, json_string_value(t2), json_real(ev->top_lp[i]));
@@ -107,7 +109,8 @@ static json_t *text_logprob(mx_gen *x, const mx_tok_event *ev) {
     json_array_append(json_object_get(x->lp, "tokens"), tt);
     json_array_append(json_object_get(x->lp, "token_logprobs"), lpv);
     json_array_append(json_object_get(x->lp, "top_logprobs"), top);
-    return json_pack("{s:[o],s:[o],s:[o]}", "tokens", tt, "token_logprobs", lpv, "top_logprobs", top);
+    json_array_append(json_object_get(x->lp, "text_offset"), off);
+    return json_pack("{s:[o],s:[o],s:[o],s:[o]}", "tokens", tt, "token_logprobs", lpv, "top_logprobs", top, "text_offset", off);
 }
 
 static void text_delta(mx_gen *x, const char *content, size_t cn, const char *reasoning, size_t rn, json_t *lp) {
@@ -127,7 +130,7 @@ static void text_final(mx_gen *x) {
 
 static json_t *text_reply(mx_gen *x) {
     const char *content = x->content.data ? x->content.data : "";
-    json_t *lp = x->g.logprobs ? (x->lp ? json_incref(x->lp) : json_pack("{s:[],s:[],s:[]}", "tokens", "token_logprobs", "top_logprobs"))
+    json_t *lp = x->g.logprobs ? (x->lp ? json_incref(x->lp) : json_pack("{s:[],s:[],s:[],s:[]}", "tokens", "token_logprobs", "top_logprobs", "text_offset"))
                                : json_null();
     json_t *choice = json_pack("{s:i,s:s%,s:o,s:s}", "index", x->index, "text", content, x->content.len, "logprobs", lp, "finish_reason", x->finish);
     return reply_base(x, "text_completion", choice);

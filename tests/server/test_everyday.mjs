@@ -84,6 +84,16 @@ await attempt('logprobs/bytes', async () => {
   check('logprobs/bytes_join_to_content', joined === r.choices[0].message.content, `${JSON.stringify(joined)} vs ${JSON.stringify(r.choices[0].message.content)}`);
 });
 
+await attempt('logprobs/completions', async () => {
+  const prompt = 'Once upon a time';
+  const r = await client.completions.create({ model, prompt, max_tokens: 12, temperature: 0, logprobs: 2 });
+  const lp = r.choices[0].logprobs;
+  // text_offset: each token's first character, counted from the prompt's start
+  let at = [...prompt].length, ok = lp.tokens.length === 12 && lp.text_offset.length === 12 && lp.token_logprobs.length === 12 && lp.top_logprobs.length === 12;
+  for (let i = 0; ok && i < lp.tokens.length; i++) { ok = lp.text_offset[i] === at; at += [...lp.tokens[i]].length; }
+  check('logprobs/completions_text_offset', ok, JSON.stringify(lp).slice(0, 300));
+});
+
 await attempt('cors', async () => {
   const pre = await fetch(`http://127.0.0.1:${gport}/v1/chat/completions`, { method: 'OPTIONS', headers: { Origin: 'https://app.example',
     'Access-Control-Request-Method': 'POST', 'Access-Control-Request-Headers': 'authorization,content-type' } });
