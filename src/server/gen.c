@@ -209,7 +209,7 @@ static void wake(void *arg) { mx_srv_wake(arg); }
 
 static void multi_free(void *arg) {
     mx_gen_multi *m = arg;
-    for (int i = m->n - 1; i >= 0; i--) /* c[0] last: the others' output parsers read its stop strings */
+    for (int i = m->n - 1; m->c && i >= 0; i--) /* c[0] last: the others' output parsers read its stop strings */
         if (m->c[i]) gen_free(m->c[i]);
     if (m->rq) mx_srv_drop(m->rq);
     mx_buf_free(&m->sse);
