@@ -106,6 +106,7 @@ static json_t *translate(server *sv, json_t *req, json_t **state, unsigned *code
         }
     } else prev_id = NULL;
     json_t *o = json_object(), *msgs = json_array();
+    json_object_set_new(o, "messages", msgs); /* o holds it from here: every exit frees o */
     if ((v = json_object_get(req, "include")) && !json_is_null(v) && (!json_is_array(v) || json_array_size(v))) { snprintf(err, errn, "'include' is not supported"); goto bad; }
     if ((v = json_object_get(req, "truncation")) && !json_is_null(v) && !(json_is_string(v) && !strcmp(json_string_value(v), "disabled"))) {
         snprintf(err, errn, "'truncation' must be \"disabled\"");
@@ -114,7 +115,6 @@ static json_t *translate(server *sv, json_t *req, json_t **state, unsigned *code
     if ((v = json_object_get(req, "reasoning")) && !json_is_null(v)) { snprintf(err, errn, "'reasoning' is not supported (a thinking model reasons as its template says)"); goto bad; }
     if ((v = json_object_get(req, "metadata")) && !json_is_null(v) && !json_is_object(v)) { snprintf(err, errn, "'metadata' must be an object"); goto bad; }
     if ((v = json_object_get(req, "user")) && !json_is_null(v) && !json_is_string(v)) { snprintf(err, errn, "'user' must be a string"); goto bad; }
-    json_object_set_new(o, "messages", msgs);
     static const char *const same[] = {"model", "temperature", "top_p", "stream", "tool_choice", "parallel_tool_calls", NULL};
     for (int i = 0; same[i]; i++)
         if ((v = json_object_get(req, same[i]))) json_object_set(o, same[i], v);
