@@ -101,6 +101,14 @@ await attempt('responses/store', async () => {
   let msg = '';
   try { await client.responses.create({ ...base, input: 'x', previous_response_id: 'resp-unknown', max_output_tokens: 2 }); } catch (e) { st = e.status; msg = e.error?.message ?? ''; }
   check('responses/unknown_previous_404', st === 404 && /resp-unknown/.test(msg), `status ${st}: ${msg}`);
+  // a streamed response is stored too, and continues like a blocking one
+  const sst = await client.responses.create({ model, temperature: 0, input: 'Hello there', max_output_tokens: 8, stream: true });
+  let done = null;
+  for await (const ev of sst) if (ev.type === 'response.completed' || ev.type === 'response.incomplete') done = ev.response;
+  const sgot = done && await client.responses.retrieve(done.id);
+  const s2 = done && await client.responses.create({ model, temperature: 0, previous_response_id: done.id, input: 'And then?', max_output_tokens: 8 });
+  check('responses/stream_stored', sgot && sgot.id === done.id && s2.output_text === r2.output_text && s2.usage.input_tokens === r2.usage.input_tokens,
+        `${JSON.stringify(sgot?.output)} ${s2?.output_text} vs ${r2.output_text}`);
   const del = await fetch(`http://127.0.0.1:${port}/v1/responses/${r1.id}`, { method: 'DELETE' });
   const dj = await del.json();
   st = 0;
