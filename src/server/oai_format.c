@@ -45,7 +45,7 @@ static json_t *chat_logprob(mx_gen *x, const mx_tok_event *ev) {
     json_t *e = json_pack("{s:O,s:f,s:o,s:o}", "token", tt, "logprob", (double)ev->logprob, "bytes", mx_gen_token_bytes(x->sv, ev->token), "top_logprobs", top);
     json_decref(tt);
     json_array_append(x->lp, e);
-    return json_pack("{s:[o]}", "content", e);
+    return json_pack("{s:[o],s:n}", "content", e, "refusal");
 }
 
 static void chat_delta(mx_gen *x, const char *content, size_t cn, const char *reasoning, size_t rn, json_t *lp) {
@@ -74,13 +74,13 @@ static void chat_final(mx_gen *x) {
 
 static json_t *chat_reply(mx_gen *x) {
     const char *content = x->content.data ? x->content.data : "";
-    json_t *msg = json_pack("{s:s,s:s%}", "role", "assistant", "content", content, x->content.len);
+    json_t *msg = json_pack("{s:s,s:s%,s:n}", "role", "assistant", "content", content, x->content.len, "refusal");
     if (x->reasoning.len) json_object_set_new(msg, "reasoning_content", json_stringn(x->reasoning.data, x->reasoning.len));
     if (x->calls) {
         json_object_set(msg, "tool_calls", x->calls);
         if (!x->content.len) json_object_set_new(msg, "content", json_null());
     }
-    json_t *lp = x->g.logprobs ? json_pack("{s:O}", "content", x->lp ? x->lp : json_array()) : json_null();
+    json_t *lp = x->g.logprobs ? json_pack("{s:o,s:n}", "content", x->lp ? json_incref(x->lp) : json_array(), "refusal") : json_null();
     json_t *choice = json_pack("{s:i,s:o,s:o,s:s}", "index", x->index, "message", msg, "logprobs", lp, "finish_reason", x->finish);
     return reply_base(x, "chat.completion", choice);
 }
