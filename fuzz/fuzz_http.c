@@ -45,6 +45,7 @@ static int setup(void) {
         if (symlink(from, to) != 0) return -1;
     }
     mx_serve_opts_defaults(&g_sv.o);
+    g_sv.o.no_request_log = true; /* a line per fuzzed request would drown the fuzzer's output */
     g_sv.o.model_dir = dir;
     g_sv.o.port = 0;
     g_sv.o.parallel = 2;

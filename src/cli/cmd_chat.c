@@ -9,6 +9,7 @@
 #include "../runtime/constrain.h"
 #include "../runtime/generate.h"
 #include "../runtime/outparse.h"
+#include "../runtime/sampling_opts.h"
 #include "../runtime/textmodel.h"
 #include "../runtime/vlprompt.h"
 #include <errno.h>
@@ -329,6 +330,13 @@ static int chat_run(void *p) {
     if (o->json_schema && o->grammar) { fprintf(stderr, "mlxcel chat: give --json-schema or --grammar, not both\n"); return 2; }
     char *dir = cli_model_dir("chat", o->model);
     if (!dir) return 1;
+    char what[256];
+    if (mx_sampling_gencfg(&((chat_opts *)p)->samp, dir, what, sizeof what)) { /* options given win */
+        fprintf(stderr, "mlxcel chat: %s\n", mx_errmsg());
+        free(dir);
+        return 1;
+    }
+    if (*what) fprintf(stderr, "mlxcel chat: sampling defaults from generation_config.json: %s\n", what);
     chat c = {.o = o};
     int rc = mx_textmodel_open(dir, &c.tm);
     free(dir);

@@ -5,6 +5,7 @@
 #include "../runtime/constrain.h"
 #include "../runtime/generate.h"
 #include "../runtime/outparse.h"
+#include "../runtime/sampling_opts.h"
 #include "../runtime/textmodel.h"
 #include "../runtime/vlprompt.h"
 #include <stdio.h>
@@ -208,6 +209,9 @@ static int generate(const gen_opts *go, const char *dir) {
     if (o.prompt_ids && !mx_parse_ids("generate", "--prompt-ids", o.prompt_ids, &ids, &T)) return 2;
     double t0 = mx_now();
     mx_textmodel tm;
+    char what[256];
+    if (mx_sampling_gencfg(&o.samp, o.model, what, sizeof what)) { fprintf(stderr, "mlxcel generate: %s\n", mx_errmsg()); free(ids); return 1; }
+    if (*what && o.verbose) fprintf(stderr, "mlxcel generate: sampling defaults from generation_config.json: %s\n", what);
     if (mx_textmodel_open(o.model, &tm)) { fprintf(stderr, "mlxcel generate: %s\n", mx_errmsg()); free(ids); return 1; }
     if ((o.tmpl_name || o.tmpl_file) && mx_textmodel_set_template(&tm, o.tmpl_name, o.tmpl_file)) {
         fprintf(stderr, "mlxcel generate: %s\n", mx_errmsg());

@@ -51,6 +51,8 @@ static const mx_opt serve_tab[] = {
     {NULL, "--max-messages", NULL, OPT_INT, "N", 1, 1 << 24, S(max_messages), "messages per chat request", NULL, 0},
     {NULL, "--prompt-budget", NULL, OPT_FLOAT, "S", 0.01, 3600, S(prompt_budget), "seconds of template rendering and tokenizing per request", NULL, 0},
     {NULL, "--shutdown-grace", NULL, OPT_FLOAT, "S", 0, 3600, S(shutdown_grace), "seconds requests in flight get after SIGTERM before they are ended", NULL, 0},
+    {NULL, "--cors", NULL, OPT_STR, "ORIGIN", 0, 0, S(cors), "allow browser pages from ORIGIN (or *) to call the API (CORS); off by default", NULL, 0},
+    {NULL, "--no-request-log", NULL, OPT_FLAG, NULL, 0, 0, S(no_request_log), "no line per request on stderr (method, path, status, tokens, ms)", NULL, 0},
     {NULL, "--allow-special-in-content", NULL, OPT_FLAG, NULL, 0, 0, S(allow_special_in_content),
      "read special tokens in message content (unsafe with untrusted clients)", NULL, 0},
     /* llama-server's flags for GPUs and its own memory management: accepted so its scripts run */

@@ -50,6 +50,11 @@ mx_kv *mx_kv_new(const mx_model *m, int cap) {
     return kv;
 }
 
+void mx_kv_copy(mx_kv *dst, const mx_kv *src) {
+    memcpy(dst->data, src->data, src->offset[src->n_layers] * sizeof(float));
+    dst->len = src->len;
+}
+
 void mx_kv_free(mx_kv *kv) {
     if (!kv) return;
     mx_aligned_free(kv->data);

@@ -79,6 +79,8 @@ typedef struct {
 } mx_kv;
 mx_kv *mx_kv_new(const mx_model *m, int cap);
 void mx_kv_free(mx_kv *kv);
+/* dst takes src's state (both made for the same model and cap). */
+void mx_kv_copy(mx_kv *dst, const mx_kv *src);
 static inline float *mx_kv_layer(const mx_kv *kv, int layer) { return kv->data + kv->offset[layer]; }
 /* The state of block b of a layer: a layer's blocks keep their states one
  * after the other (mixer, mixer2, xattn, ffn); the mixer's is at mx_kv_layer. */

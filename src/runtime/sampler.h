@@ -17,6 +17,8 @@ typedef struct {
     float presence_penalty, frequency_penalty; /* OpenAI semantics, 0 = off */
     int penalty_last_n;  /* how many recent tokens penalties look at; -1 = all */
     uint64_t seed;       /* MX_SEED_RANDOM: a front end draws one per request */
+    uint32_t set;        /* bit i: mx_samp_fields[i] was given (a CLI option, a request field);
+                            generation_config.json fills only the others */
 } mx_sampling;
 #define MX_SEED_RANDOM UINT64_MAX
 

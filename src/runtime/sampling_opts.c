@@ -1,10 +1,12 @@
 #include "sampling_opts.h"
 #include "../base/base.h"
+#include "../format/json.h"
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* Ranges: OpenAI's for its own fields (penalties in [-2, 2]), Hugging
  * Face's meaning for repetition_penalty (> 0; 1 = off). */
@@ -36,7 +38,10 @@ static int range_err(const mx_samp_field *f, const char *name, const char *v) {
     return mx_set_err("%s: '%s' is not %s in [%.10g, %.10g]", name, v, what, f->lo, f->hi);
 }
 
+static void mark(mx_sampling *s, const mx_samp_field *f) { s->set |= 1u << (f - mx_samp_fields); }
+
 int mx_samp_set(mx_sampling *s, const mx_samp_field *f, double v, const char *name) {
+    mark(s, f);
     char txt[64];
     snprintf(txt, sizeof txt, "%.17g", v);
     if (!(v >= f->lo && v <= f->hi) || (f->kind != MX_SF_FLOAT && v != floor(v))) return range_err(f, name, txt);
@@ -47,6 +52,7 @@ int mx_samp_set(mx_sampling *s, const mx_samp_field *f, double v, const char *na
 }
 
 int mx_samp_set_str(mx_sampling *s, const mx_samp_field *f, const char *text, const char *name) {
+    mark(s, f);
     char *end;
     errno = 0;
     if (f->kind == MX_SF_FLOAT) {
@@ -72,6 +78,7 @@ int mx_sampling_from_json(mx_sampling *s, json_t *req) {
         if (ok && f->kind != MX_SF_FLOAT) {
             json_int_t k = json_integer_value(v);
             ok = (double)k >= f->lo && (double)k <= f->hi;
+            if (ok) mark(s, f);
             if (ok && f->kind == MX_SF_INT) *(int *)field(s, f) = (int)k;
             if (ok && f->kind == MX_SF_SEED) *(uint64_t *)field(s, f) = (uint64_t)k;
             if (ok) continue;
@@ -88,6 +95,47 @@ void mx_samp_format(const mx_sampling *s, const mx_samp_field *f, char *out, siz
     else if (f->kind == MX_SF_INT) snprintf(out, n, "%d", *(const int *)p);
     else if (*(const uint64_t *)p == MX_SEED_RANDOM) snprintf(out, n, "random");
     else snprintf(out, n, "%llu", (unsigned long long)*(const uint64_t *)p);
+}
+
+int mx_sampling_gencfg(mx_sampling *s, const char *dir, char *what, size_t whatn) {
+    if (what && whatn) what[0] = 0;
+    char *path = mx_path_join(dir, "generation_config.json");
+    if (!path) return MX_ERR;
+    if (access(path, F_OK)) { free(path); return MX_OK; }
+    json_t *g = mx_json_load_file(path, 1u << 20);
+    int rc = MX_OK;
+    size_t wl = 0;
+    if (!json_is_object(g)) {
+        rc = g ? mx_set_err("%s: not a JSON object", path) : MX_ERR;
+        goto out;
+    }
+    json_t *ds = json_object_get(g, "do_sample");
+    if (ds && !json_is_null(ds) && !json_is_boolean(ds)) { rc = mx_set_err("%s: 'do_sample' must be true or false", path); goto out; }
+    static const char *const keys[] = {"temperature", "top_k", "top_p", "min_p", "repetition_penalty"};
+    for (size_t k = 0; k < MX_ARRAY_LEN(keys); k++) {
+        const mx_samp_field *f = mx_samp_find_json(keys[k]);
+        json_t *v = json_object_get(g, keys[k]);
+        if (!v || json_is_null(v)) continue;
+        bool ok = f->kind == MX_SF_FLOAT ? json_is_number(v) : json_is_integer(v);
+        double x = ok ? json_number_value(v) : 0;
+        if (!ok || !(x >= f->lo && x <= f->hi)) {
+            rc = mx_set_err("%s: '%s' must be %s in [%.10g, %.10g]", path, f->json, f->kind == MX_SF_FLOAT ? "a number" : "an integer", f->lo, f->hi);
+            goto out;
+        }
+        if (s->set & (1u << (f - mx_samp_fields))) continue; /* given: it wins */
+        if (f->kind == MX_SF_FLOAT) *(float *)field(s, f) = (float)x;
+        else *(int *)field(s, f) = (int)x;
+        if (what && wl < whatn) wl += (size_t)snprintf(what + wl, whatn - wl, "%s%s %g", wl ? ", " : "", f->json, x);
+    }
+    const mx_samp_field *t = mx_samp_find_json("temperature");
+    if (json_is_false(ds) && !(s->set & (1u << (t - mx_samp_fields)))) {
+        s->temperature = 0;
+        if (what && wl < whatn) snprintf(what + wl, whatn - wl, "%sdo_sample false (greedy)", wl ? ", " : "");
+    }
+out:
+    json_decref(g);
+    free(path);
+    return rc;
 }
 
 const mx_samp_field *mx_samp_find_json(const char *json_name) {

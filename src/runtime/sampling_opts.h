@@ -35,4 +35,11 @@ int mx_sampling_from_json(mx_sampling *s, json_t *req);
 /* The field's current value as text (help shows the defaults). */
 void mx_samp_format(const mx_sampling *s, const mx_samp_field *f, char *out, size_t n);
 const mx_samp_field *mx_samp_find_json(const char *json_name);
+/* The model folder's sampling defaults: generation_config.json's
+ * temperature, top_k, top_p, min_p and repetition_penalty set the fields
+ * not given (s->set), and do_sample false sets temperature 0 (greedy) when
+ * it was not given. No file: nothing. A bad value is an error naming the
+ * file and field. what (may be NULL) gets "temperature 0.6, top_p 0.9"
+ * for what was taken ("" when nothing). */
+int mx_sampling_gencfg(mx_sampling *s, const char *dir, char *what, size_t whatn);
 #endif

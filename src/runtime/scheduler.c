@@ -28,6 +28,8 @@ struct mx_req {
     double t_submit, t_first, t_end; /* mx_now() at submit, first token, finish */
     mx_constraint con;        /* the grammar's state (con.m NULL: unconstrained) */
     int allowed;              /* tokens the mask of this step allows (computed outside the lock) */
+    uint64_t id;              /* unique, from 1 */
+    uint64_t lead_id;         /* n > 1: the id of the request whose prompt this one shares (0: none) */
     mx_req *next;
 };
 
@@ -43,6 +45,11 @@ typedef struct {
     int n_gen;
     int32_t pending;          /* sampled, not yet fed */
     bool decoding;
+    /* a sample of a group (n > 1) waits for its leader's prefill, then takes
+     * a copy of the leader's cache and samples from the same logits */
+    bool waiting;
+    int lead_slot;
+    uint64_t lead_id;
     uint64_t last_used;       /* admission stamp; 0 = never used */
 } slot;
 
@@ -59,9 +66,9 @@ struct mx_sched {
     pthread_cond_t cv, cv_ev;
     mx_req *q_head, *q_tail;
     int n_queued;
-    uint64_t n_admitted;
+    uint64_t n_admitted, n_submitted;
     bool quit;
-    float *logits, *lp;
+    float *logits, *lp, *row2; /* row2: a copy of a leader's logits row for its group */
     mx_seq_in *ins;
     int *in_slot;
     mx_sched_stats st;
@@ -118,6 +125,8 @@ static int reusable(const mx_sched *s, const slot *sl, const mx_req *r) {
     return l;
 }
 
+static void sample_into(mx_sched *s, slot *sl, float *row);
+
 /* Admits queued requests into free slots, preferring the slot whose cached
  * tokens share the longest prefix with the prompt. A short shared prefix (the
  * common header of a chat template) is not worth another conversation's
@@ -126,6 +135,11 @@ static int reusable(const mx_sched *s, const slot *sl, const mx_req *r) {
  * taken instead. Called under mu. */
 static void admit(mx_sched *s) {
     while (s->q_head) {
+        /* a group (n > 1) is admitted whole: its leader and the samples queued right after it */
+        int n_follow = 0, n_free = 0;
+        for (mx_req *q = s->q_head->next; q && q->lead_id == s->q_head->id; q = q->next) n_follow++;
+        for (int i = 0; i < s->parallel; i++) n_free += !s->slots[i].req;
+        if (n_free < 1 + n_follow) return;
         int best = -1, best_len = -1, lru = -1;
         for (int i = 0; i < s->parallel; i++) {
             if (s->slots[i].req) continue;
@@ -157,8 +171,65 @@ static void admit(mx_sched *s) {
         sl->decoding = false;
         mx_sampler_free(sl->smp);
         sl->smp = mx_sampler_new(&r->p.samp, s->vocab);
-        if (!sl->smp) { set_fin(r, MX_FIN_ERROR); sl->req = NULL; req_unref(r); continue; }
+        sl->waiting = false;
+        if (!sl->smp) { set_fin(r, MX_FIN_ERROR); sl->req = NULL; req_unref(r); continue; } /* its samples read the prompt themselves */
         s->st.cached_tokens += (uint64_t)keep;
+        for (int k = 0; k < n_follow; k++) {
+            mx_req *f = s->q_head;
+            s->q_head = f->next;
+            if (!s->q_head) s->q_tail = NULL;
+            s->n_queued--;
+            int fi = -1;
+            for (int i = 0; i < s->parallel; i++)
+                if (!s->slots[i].req && (fi < 0 || s->slots[i].last_used < s->slots[fi].last_used)) fi = i;
+            slot *fs = &s->slots[fi];
+            fs->req = f;
+            fs->rope_shift = 0;
+            fs->kv->len = 0;
+            fs->n_fed = 0;
+            fs->n_gen = 0;
+            fs->decoding = false;
+            fs->waiting = true;
+            fs->lead_slot = best;
+            fs->lead_id = r->id;
+            fs->last_used = ++s->n_admitted;
+            mx_sampler_free(fs->smp);
+            fs->smp = mx_sampler_new(&f->p.samp, s->vocab);
+            if (!fs->smp) { set_fin(f, MX_FIN_ERROR); fs->req = NULL; req_unref(f); }
+        }
+    }
+}
+
+/* The samples of a group whose leader (in slot li) has just read its whole
+ * prompt: each takes a copy of the leader's cache and samples from a copy
+ * of its logits row (before the leader samples from it). Called under mu. */
+static void share_prefill(mx_sched *s, int li, const float *row) {
+    slot *ls = &s->slots[li];
+    for (int i = 0; i < s->parallel; i++) {
+        slot *fs = &s->slots[i];
+        if (!fs->req || !fs->waiting || fs->lead_slot != li || fs->lead_id != ls->req->id) continue;
+        mx_kv_copy(fs->kv, ls->kv);
+        memcpy(fs->toks, ls->toks, sizeof(int32_t) * (size_t)ls->kv->len);
+        memcpy(fs->tags, ls->tags, sizeof(uint64_t) * (size_t)ls->kv->len);
+        mx_req *r = fs->req;
+        fs->n_fed = r->p.n_prompt;
+        fs->rope_shift = r->lay.rope_shift;
+        fs->waiting = false;
+        r->cached = r->p.n_prompt;
+        if (r->con.m) r->allowed = mx_gmatch_mask(r->con.m, r->con.bits);
+        memcpy(s->row2, row, sizeof(float) * (size_t)s->vocab);
+        sample_into(s, fs, s->row2);
+    }
+}
+
+/* A sample whose leader is gone (cancelled, failed) reads the prompt itself. */
+static void orphans(mx_sched *s) {
+    for (int i = 0; i < s->parallel; i++) {
+        slot *fs = &s->slots[i];
+        if (!fs->req || !fs->waiting) continue;
+        slot *ls = &s->slots[fs->lead_slot];
+        if (ls->req && ls->req->id == fs->lead_id && !ls->decoding) continue;
+        fs->waiting = false;
     }
 }
 
@@ -231,6 +302,7 @@ static void *engine_loop(void *arg) {
         for (int i = 0; i < s->parallel; i++)
             if (s->slots[i].req && s->slots[i].req->cancel) finish(s, &s->slots[i], MX_FIN_CANCELLED);
         admit(s);
+        orphans(s);
         int n_active = 0;
         for (int i = 0; i < s->parallel; i++) n_active += s->slots[i].req != NULL;
         s->st.active = n_active;
@@ -252,7 +324,7 @@ static void *engine_loop(void *arg) {
         int kd = k;
         for (int i = 0; i < s->parallel && budget > 0; i++) {
             slot *sl = &s->slots[i];
-            if (!sl->req || sl->decoding) continue;
+            if (!sl->req || sl->decoding || sl->waiting) continue;
             mx_req *r = sl->req;
             int f = sl->n_fed, m = MX_MIN(r->p.n_prompt - f, budget);
             for (int t = f; r->lay.span_lo && t < f + m; t++) /* a span goes in whole: now, or in a later step */
@@ -316,6 +388,7 @@ static void *engine_loop(void *arg) {
             s->st.prompt_tokens += (uint64_t)s->ins[j].n;
             if (sl->n_fed == sl->req->p.n_prompt) {
                 sl->rope_shift = sl->req->lay.rope_shift;
+                share_prefill(s, s->in_slot[j], s->logits + (size_t)j * V);
                 sample_into(s, sl, s->logits + (size_t)j * V);
             }
         }
@@ -349,9 +422,10 @@ mx_sched *mx_sched_new(mx_engine *e, int parallel, int ctx, int step_tokens, int
     s->slots = mx_calloc((size_t)parallel, sizeof(slot));
     s->logits = mx_malloc(sizeof(float) * (size_t)parallel * s->vocab);
     s->lp = mx_malloc(sizeof(float) * (size_t)s->vocab);
+    s->row2 = mx_malloc(sizeof(float) * (size_t)s->vocab);
     s->ins = mx_calloc((size_t)parallel, sizeof(mx_seq_in));
     s->in_slot = mx_calloc((size_t)parallel, sizeof(int));
-    if (!s->pool || !s->ctx || !s->slots || !s->logits || !s->lp || !s->ins || !s->in_slot) { mx_sched_free(s); return NULL; }
+    if (!s->pool || !s->ctx || !s->slots || !s->logits || !s->lp || !s->row2 || !s->ins || !s->in_slot) { mx_sched_free(s); return NULL; }
     for (int i = 0; i < parallel; i++) {
         s->slots[i].kv = mx_kv_new(&e->model, ctx);
         s->slots[i].toks = mx_malloc(sizeof(int32_t) * (size_t)ctx);
@@ -402,6 +476,7 @@ void mx_sched_free(mx_sched *s) {
     mx_pool_free(s->pool);
     free(s->logits);
     free(s->lp);
+    free(s->row2);
     free(s->ins);
     free(s->in_slot);
     pthread_mutex_destroy(&s->mu);
@@ -447,7 +522,8 @@ static int copy_images(const mx_sched *s, mx_req *r, const mx_req_params *p) {
     return MX_OK;
 }
 
-mx_req *mx_sched_submit(mx_sched *s, const mx_req_params *p) {
+/* A request's own copy of p, not yet queued. */
+static mx_req *req_new(mx_sched *s, const mx_req_params *p) {
     if (p->n_prompt < 1) { mx_set_err("the prompt is empty"); return NULL; }
     if (p->n_prompt >= s->ctx_len) {
         mx_set_err("the prompt has %d tokens; the context size is %d", p->n_prompt, s->ctx_len);
@@ -486,21 +562,43 @@ mx_req *mx_sched_submit(mx_sched *s, const mx_req_params *p) {
     }
     if (r->p.max_tokens < 1) r->p.max_tokens = 1;
     r->t_submit = mx_now();
+    return r;
+}
+
+mx_req *mx_sched_submit(mx_sched *s, const mx_req_params *p) {
+    mx_req *r;
+    return mx_sched_submit_n(s, p, 1, &r) ? NULL : r;
+}
+
+int mx_sched_submit_n(mx_sched *s, const mx_req_params *p, int n, mx_req **out) {
+    if (n < 1 || n > s->parallel) return mx_set_err("%d samples of one prompt: the server has %d slots", n, s->parallel);
+    for (int i = 0; i < n; i++) {
+        mx_req_params q = *p;
+        if (q.samp.seed != MX_SEED_RANDOM) q.samp.seed += (uint64_t)i; /* sample i: the seed + i */
+        if (!(out[i] = req_new(s, &q))) {
+            while (i--) req_free(out[i]);
+            return MX_ERR;
+        }
+    }
     pthread_mutex_lock(&s->mu);
     if (s->quit) {
         pthread_mutex_unlock(&s->mu);
-        req_free(r);
-        mx_set_err("the server is shutting down");
-        return NULL;
+        for (int i = 0; i < n; i++) req_free(out[i]);
+        return mx_set_err("the server is shutting down");
     }
-    if (s->q_tail) s->q_tail->next = r;
-    else s->q_head = r;
-    s->q_tail = r;
-    s->n_queued++;
-    s->st.requests++;
+    for (int i = 0; i < n; i++) {
+        mx_req *r = out[i];
+        r->id = ++s->n_submitted;
+        r->lead_id = i ? out[0]->id : 0;
+        if (s->q_tail) s->q_tail->next = r;
+        else s->q_head = r;
+        s->q_tail = r;
+        s->n_queued++;
+        s->st.requests++;
+    }
     pthread_cond_broadcast(&s->cv);
     pthread_mutex_unlock(&s->mu);
-    return r;
+    return MX_OK;
 }
 
 int mx_req_next(mx_req *r, mx_tok_event *ev, int timeout_ms) {

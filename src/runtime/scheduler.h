@@ -61,6 +61,12 @@ void mx_sched_stop(mx_sched *s);
 void mx_sched_free(mx_sched *s);
 /* NULL with mx_errmsg() when the request can never run (prompt too long). */
 mx_req *mx_sched_submit(mx_sched *s, const mx_req_params *p);
+/* n samples of one prompt (OpenAI's n): out[0..n) get n requests admitted
+ * together; the prompt is read once (by out[0]) and the others start from
+ * a copy of its cache and its last logits. Sample i samples with seed + i
+ * (a given seed: different, reproducible samples). n above the slots is
+ * refused (MX_ERR with mx_errmsg()). */
+int mx_sched_submit_n(mx_sched *s, const mx_req_params *p, int n, mx_req **out);
 /* Waits up to timeout_ms for the next event: 1 = *ev filled, 0 = timeout,
  * -1 = finished (see mx_req_finish). */
 int mx_req_next(mx_req *r, mx_tok_event *ev, int timeout_ms);

@@ -25,7 +25,10 @@ typedef struct {
     mx_vlprompt *images;     /* NULL, or the chat's images: decoded by the parse, their rows by
                                 mx_gen_prepare_images; p.lay, p.rows and p.tags point into them */
     uint64_t *tags;
-    json_t *ext;             /* the route's own request data for its format (owned; NULL: none) */
+    json_t *route_data;      /* the route's own state for its reply format (owned; NULL: none) */
+    int n;                   /* choices (OpenAI's n): samples of the one prompt; 0 or 1: one */
+    long text_offset;        /* /v1/completions logprobs: characters of the prompt (text_offset's start) */
+#define MX_GEN_MAX_N 64      /* the most choices one request may ask (and no more than the slots) */
 } mx_gen_params;
 
 void mx_gen_params_free(mx_gen_params *g);
@@ -76,6 +79,7 @@ bool mx_completion_parse(server *sv, json_t *req, mx_gen_params *g, char *err, s
 bool mx_chat_render(server *sv, json_t *req, size_t body_len, mx_buf *text, char *err, size_t errn);
 
 typedef struct mx_gen mx_gen;
+typedef struct mx_gen_multi mx_gen_multi;
 
 /* How an API family shapes a generation's reply. */
 typedef struct {
@@ -93,6 +97,10 @@ typedef struct {
     /* Streaming: appends the closing events of a generation that failed or
      * was cut (an error event; never a normal finish). */
     void (*fail)(mx_gen *x, const char *type, const char *msg);
+    /* n > 1 (NULL: the format has one choice only): final writes a choice's
+     * last chunk only, and close appends what ends the whole stream (the
+     * usage of all choices, [DONE]) once every choice has its final. */
+    void (*close)(mx_gen *x);
 } mx_gen_format;
 
 struct mx_gen {
@@ -120,16 +128,23 @@ struct mx_gen {
     int block;                 /* the Anthropic stream's open content block (its index; -1: none) */
     const char *block_kind;    /* its kind ("text", "thinking"; Responses: the open output item's) */
     int n_events;              /* Responses: the stream's sequence_number */
+    int index;                 /* the choice's index (n > 1) */
+    mx_gen_multi *multi;       /* n > 1: the choices together (usage counts the prompt once); NULL: one */
 };
 
 /* Submits g (taken) and answers rq with fmt's reply, streamed when g->stream. */
 int mx_gen_run(server *sv, mx_srv_req *rq, mx_gen_params *g, const mx_gen_format *fmt);
 /* Appends "data: JSON\n\n" to x->sse (takes chunk). */
 void mx_gen_sse_put(mx_gen *x, json_t *chunk);
-/* The usage object of the OpenAI shape. */
+/* The usage object of the OpenAI shape (of all choices when n > 1: the
+ * prompt once, every choice's completion tokens). */
 json_t *mx_gen_usage(mx_gen *x);
-/* A token's text (a lone byte of a multi-byte character becomes U+FFFD). */
+/* A token's text as it adds it mid-text (a byte of a character the token
+ * splits becomes U+FFFD; its bytes are in mx_gen_token_bytes). */
 json_t *mx_gen_token_text(server *sv, int32_t id);
+/* A token's raw bytes as a list of integers (those of a split character
+ * too: OpenAI's logprobs "bytes"). */
+json_t *mx_gen_token_bytes(server *sv, int32_t id);
 
 extern const mx_gen_format mx_oai_chat_format, mx_oai_completion_format;
 #endif

@@ -44,7 +44,7 @@ void mx_gen_params_free(mx_gen_params *g) {
     for (int i = 0; i < g->n_stops; i++) free(g->stops[i]);
     free(g->stops);
     mx_grammar_unref(g->p.grammar);
-    json_decref(g->ext);
+    json_decref(g->route_data);
     memset(g, 0, sizeof *g);
 }
 
@@ -129,12 +129,7 @@ bool mx_gen_check_fields(json_t *req, const char *const *extra, char *err, size_
 }
 
 bool mx_gen_parse_common(server *sv, json_t *req, mx_gen_params *g, char *err, size_t errn) {
-    if (sv->o.sampling) g->p.samp = *sv->o.sampling;
-    else {
-        mx_sampling_defaults(&g->p.samp);
-        g->p.samp.temperature = 1.0f;
-        g->p.samp.seed = MX_SEED_RANDOM;
-    }
+    g->p.samp = sv->samp; /* the server's options, then generation_config.json (mx_srv_load) */
     g->p.top_logprobs = -1;
     int max_tokens = -1, n = 1;
     json_t *model = json_object_get(req, "model");
@@ -150,7 +145,11 @@ bool mx_gen_parse_common(server *sv, json_t *req, mx_gen_params *g, char *err, s
     /* the sampling fields: the table the CLI's options come from, with the same ranges */
     if (mx_sampling_from_json(&g->p.samp, req)) { snprintf(err, errn, "%s", mx_errmsg()); return false; }
     if (g->p.samp.seed == MX_SEED_RANDOM) g->p.samp.seed = (uint64_t)time(NULL) ^ (uint64_t)rand();
-    if (n != 1) { snprintf(err, errn, "'n' must be 1: this server returns one choice per request"); return false; }
+    if (n > sv->o.parallel || n > MX_GEN_MAX_N) {
+        snprintf(err, errn, "'n' must be at most %d (the server's slots, --parallel %d)", MX_MIN(sv->o.parallel, MX_GEN_MAX_N), sv->o.parallel);
+        return false;
+    }
+    g->n = n;
     g->p.max_tokens = max_tokens > 0 ? max_tokens : sv->o.ctx_size;
     json_t *so = json_object_get(req, "stream_options");
     if (so && !json_is_null(so)) {

@@ -47,6 +47,13 @@ bool mx_completion_parse(server *sv, json_t *req, mx_gen_params *g, char *err, s
     }
     if (!g->p.n_prompt) { snprintf(err, errn, "the prompt is empty"); return false; }
     if (!sv->tm.tok) { snprintf(err, errn, "this model has no tokenizer to turn generated ids into text"); return false; }
+    if (g->logprobs) { /* text_offset counts characters from the prompt's start */
+        mx_buf t = {0};
+        if (json_is_string(prompt)) mx_buf_append(&t, json_string_value(prompt), json_string_length(prompt));
+        else mx_tok_decode(sv->tm.tok, g->prompt, g->p.n_prompt, false, &t);
+        for (size_t i = 0; i < t.len; i++) g->text_offset += ((unsigned char)t.data[i] & 0xc0) != 0x80;
+        mx_buf_free(&t);
+    }
     return mx_gen_parse_grammar(sv, req, g, err, errn);
 }
 

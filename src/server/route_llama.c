@@ -263,9 +263,9 @@ static bool ll_parse(server *sv, json_t *req, ids *prompt, mx_gen_params *g, cha
     if (!mx_gen_parse_grammar(sv, o, g, err, errn)) goto out;
     json_t *np = json_object_get(req, "n_predict");
     int n_predict = json_is_integer(np) ? (int)json_integer_value(np) : json_object_get(o, "max_tokens") ? g->p.max_tokens : -1;
-    g->ext = json_pack("{s:b,s:i,s:o}", "return_tokens", return_tokens, "n_probs", n_probs, "settings",
+    g->route_data = json_pack("{s:b,s:i,s:o}", "return_tokens", return_tokens, "n_probs", n_probs, "settings",
                        settings_json(sv, &g->p.samp, n_predict, g->stops, g->n_stops, g->stream, g->p.ignore_eos, n_probs));
-    ok = g->ext != NULL;
+    ok = g->route_data != NULL;
     if (!ok) snprintf(err, errn, "out of memory");
 out:
     json_decref(o);
@@ -338,7 +338,7 @@ static json_t *ll_result(mx_gen *x, bool stream) {
     const char *word = x->op.stopped && x->op.stop_index >= 0 && x->op.stop_index < x->g.n_stops ? x->g.stops[x->op.stop_index] : "";
     mx_buf pt = {0};
     mx_tok_decode(x->sv->tm.tok, x->g.prompt, x->g.p.n_prompt, false, &pt);
-    json_t *ext = x->g.ext;
+    json_t *ext = x->g.route_data;
     bool want_tokens = json_is_true(json_object_get(ext, "return_tokens"));
     json_t *toks = !stream && want_tokens && x->lp ? json_incref(json_object_get(x->lp, "tokens")) : json_array();
     json_t *r = json_pack("{s:i,s:s%,s:o,s:b,s:s,s:i,s:i,s:O,s:s%,s:b,s:b,s:s,s:s,s:i,s:o}", "index", 0, "content", stream ? "" : content,

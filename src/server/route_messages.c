@@ -296,7 +296,7 @@ static void a_fail(mx_gen *x, const char *type, const char *msg) {
                                   "message", msg));
 }
 
-static const mx_gen_format a_format = {"msg", a_logprob, a_delta, a_final, a_reply, a_fail};
+static const mx_gen_format a_format = {"msg", a_logprob, a_delta, a_final, a_reply, a_fail, NULL};
 
 static bool parse(server *sv, mx_srv_req *rq, json_t *req, bool count_only, mx_gen_params *g, char *err, size_t errn) {
     json_t *o = translate(sv, req, count_only, err, errn);

@@ -1,14 +1,20 @@
-/* POST /v1/responses: the OpenAI Responses API, stateless. The request is
+/* POST /v1/responses: the OpenAI Responses API. The request is
  * translated into the chat request it means (instructions as the system
  * message, message items, function_call / function_call_output items as
  * tool calls and tool messages, function tools, text.format as
  * response_format) and parsed by mx_chat_parse; the reply is a response
  * object with reasoning, message and function_call output items, or its
  * event stream (response.created ... response.completed, or
- * response.incomplete when max_output_tokens cuts it). Stored responses
- * (previous_response_id) are not kept: store must be false, and fields not
- * implemented get a 400 naming them. */
+ * response.incomplete when max_output_tokens cuts it).
+ *
+ * store (default true, as OpenAI's): a finished response is kept for the
+ * server's lifetime in a bounded LRU (resp_store.c) with the conversation
+ * it ends; previous_response_id continues that conversation (its
+ * instructions are not carried over, as OpenAI's are not), GET and DELETE
+ * /v1/responses/{id} read and remove it. An unknown id gets a 404; fields
+ * not implemented get a 400 naming them. */
 #include "gen.h"
+#include "resp_store.h"
 #include "../base/base.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -76,27 +82,39 @@ bad:
     return false;
 }
 
-static json_t *translate(json_t *req, char *err, size_t errn) {
+/* The request as a chat request; NULL with err and *code (400, or 404 for
+ * an unknown previous_response_id). *state gets the route's own state for
+ * the reply: {"store", "previous_response_id", "history": the conversation
+ * without the instructions}. */
+static json_t *translate(server *sv, json_t *req, json_t **state, unsigned *code, char *err, size_t errn) {
+    *code = 400;
     static const char *const keys[] = {"model", "input", "instructions", "max_output_tokens", "temperature", "top_p", "stream", "tools", "tool_choice",
                                        "parallel_tool_calls", "text", "store", "metadata", "reasoning", "truncation", "user", "previous_response_id",
                                        "include", NULL};
     if (!mx_only_fields(req, keys, "", err, errn)) return NULL;
     json_t *v = json_object_get(req, "store");
-    if (!json_is_false(v)) {
-        snprintf(err, errn, "stored responses are not kept here: send 'store': false (and the whole conversation as 'input')");
-        return NULL;
-    }
-    if ((v = json_object_get(req, "previous_response_id")) && !json_is_null(v)) { snprintf(err, errn, "'previous_response_id' is not supported: responses are not stored"); return NULL; }
-    if ((v = json_object_get(req, "include")) && !json_is_null(v) && (!json_is_array(v) || json_array_size(v))) { snprintf(err, errn, "'include' is not supported"); return NULL; }
+    bool store = true;
+    if (v && !json_is_null(v) && !json_is_boolean(v)) { snprintf(err, errn, "'store' must be a boolean"); return NULL; }
+    if (json_is_false(v)) store = false;
+    json_t *prev_id = json_object_get(req, "previous_response_id"), *prev = NULL;
+    if (prev_id && !json_is_null(prev_id)) {
+        if (!json_is_string(prev_id)) { snprintf(err, errn, "'previous_response_id' must be a string"); return NULL; }
+        if (!mx_resp_store_get(sv, json_string_value(prev_id), NULL, &prev)) {
+            *code = 404;
+            snprintf(err, errn, "Previous response with id '%.64s' not found.", json_string_value(prev_id));
+            return NULL;
+        }
+    } else prev_id = NULL;
+    json_t *o = json_object(), *msgs = json_array();
+    json_object_set_new(o, "messages", msgs); /* o holds it from here: every exit frees o */
+    if ((v = json_object_get(req, "include")) && !json_is_null(v) && (!json_is_array(v) || json_array_size(v))) { snprintf(err, errn, "'include' is not supported"); goto bad; }
     if ((v = json_object_get(req, "truncation")) && !json_is_null(v) && !(json_is_string(v) && !strcmp(json_string_value(v), "disabled"))) {
         snprintf(err, errn, "'truncation' must be \"disabled\"");
-        return NULL;
+        goto bad;
     }
-    if ((v = json_object_get(req, "reasoning")) && !json_is_null(v)) { snprintf(err, errn, "'reasoning' is not supported (a thinking model reasons as its template says)"); return NULL; }
-    if ((v = json_object_get(req, "metadata")) && !json_is_null(v) && !json_is_object(v)) { snprintf(err, errn, "'metadata' must be an object"); return NULL; }
-    if ((v = json_object_get(req, "user")) && !json_is_null(v) && !json_is_string(v)) { snprintf(err, errn, "'user' must be a string"); return NULL; }
-    json_t *o = json_object(), *msgs = json_array();
-    json_object_set_new(o, "messages", msgs);
+    if ((v = json_object_get(req, "reasoning")) && !json_is_null(v)) { snprintf(err, errn, "'reasoning' is not supported (a thinking model reasons as its template says)"); goto bad; }
+    if ((v = json_object_get(req, "metadata")) && !json_is_null(v) && !json_is_object(v)) { snprintf(err, errn, "'metadata' must be an object"); goto bad; }
+    if ((v = json_object_get(req, "user")) && !json_is_null(v) && !json_is_string(v)) { snprintf(err, errn, "'user' must be a string"); goto bad; }
     static const char *const same[] = {"model", "temperature", "top_p", "stream", "tool_choice", "parallel_tool_calls", NULL};
     for (int i = 0; same[i]; i++)
         if ((v = json_object_get(req, same[i]))) json_object_set(o, same[i], v);
@@ -110,7 +128,13 @@ static json_t *translate(json_t *req, char *err, size_t errn) {
         if (!json_is_string(ins)) { snprintf(err, errn, "'instructions' must be a string"); goto bad; }
         json_array_append_new(msgs, json_pack("{s:s,s:O}", "role", "system", "content", ins));
     }
+    size_t n_ins = json_array_size(msgs);
+    if (prev) json_array_extend(msgs, prev);
     if (!add_items(json_object_get(req, "input"), msgs, err, errn)) goto bad;
+    /* the conversation to store (before the chat parse rewrites messages) */
+    json_t *hist = json_array();
+    for (size_t i = n_ins; i < json_array_size(msgs); i++) json_array_append_new(hist, json_deep_copy(json_array_get(msgs, i)));
+    *state = json_pack("{s:b,s:O,s:o}", "store", store, "previous_response_id", prev_id ? prev_id : json_null(), "history", hist);
     json_t *tools = json_object_get(req, "tools");
     if (tools && !json_is_null(tools)) {
         static const char *const tool_keys[] = {"type", "name", "description", "parameters", "strict", NULL};
@@ -151,8 +175,10 @@ static json_t *translate(json_t *req, char *err, size_t errn) {
             } else json_object_set(o, "response_format", f);
         }
     }
+    json_decref(prev);
     return o;
 bad:
+    json_decref(prev);
     json_decref(o);
     return NULL;
 }
@@ -201,8 +227,10 @@ static json_t *r_call(json_t *call) {
 /* The response object; output NULL: in progress. */
 static json_t *r_response(mx_gen *x, json_t *output) {
     const char *status = !output ? "in_progress" : !x->finish ? "failed" : !strcmp(x->finish, "length") ? "incomplete" : "completed";
-    json_t *r = json_pack("{s:s,s:s,s:i,s:s,s:s,s:o,s:n,s:n,s:b}", "id", x->id, "object", "response", "created_at", (json_int_t)x->created, "status", status,
-                          "model", x->sv->name, "output", output ? output : json_array(), "previous_response_id", "error", "store", 0);
+    json_t *st = x->g.route_data;
+    json_t *r = json_pack("{s:s,s:s,s:i,s:s,s:s,s:o,s:O,s:n,s:O}", "id", x->id, "object", "response", "created_at", (json_int_t)x->created, "status", status,
+                          "model", x->sv->name, "output", output ? output : json_array(), "previous_response_id",
+                          json_object_get(st, "previous_response_id"), "error", "store", json_object_get(st, "store"));
     json_object_set_new(r, "incomplete_details", !strcmp(status, "incomplete") ? json_pack("{s:s}", "reason", "max_output_tokens") : json_null());
     json_object_set_new(r, "usage", output ? r_usage(x) : json_null());
     json_object_set_new(r, "parallel_tool_calls", json_boolean(!x->g.one_call));
@@ -282,6 +310,8 @@ static void r_delta(mx_gen *x, const char *content, size_t cn, const char *reaso
     r_text(x, "message", content, cn);
 }
 
+static void r_keep(mx_gen *x, json_t *resp);
+
 static void r_final(mx_gen *x) {
     r_start(x);
     if (!x->calls && !x->content.len) r_open(x, "message"); /* no text: the message item still comes */
@@ -303,10 +333,38 @@ static void r_final(mx_gen *x) {
     }
     json_t *resp = r_response(x, r_output(x));
     bool incomplete = !strcmp(json_string_value(json_object_get(resp, "status")), "incomplete");
+    r_keep(x, resp);
     r_event(x, incomplete ? "response.incomplete" : "response.completed", json_pack("{s:o}", "response", resp));
 }
 
-static json_t *r_reply(mx_gen *x) { return r_response(x, r_output(x)); }
+/* store: keeps a finished response and the conversation it ends. */
+static void r_keep(mx_gen *x, json_t *resp) {
+    json_t *st = x->g.route_data;
+    if (!x->finish || !json_is_true(json_object_get(st, "store"))) return;
+    json_t *msgs = json_deep_copy(json_object_get(st, "history"));
+    json_t *m = json_pack("{s:s,s:s%}", "role", "assistant", "content", x->content.data ? x->content.data : "", x->content.len);
+    if (x->calls) {
+        /* arguments as the object templates render with tojson (as add_items reads them) */
+        json_t *calls = json_deep_copy(x->calls), *c;
+        size_t i;
+        json_array_foreach(calls, i, c) {
+            json_t *fn = json_object_get(c, "function");
+            json_t *a = json_loads(json_string_value(json_object_get(fn, "arguments")) ? json_string_value(json_object_get(fn, "arguments")) : "", 0, NULL);
+            json_object_set_new(fn, "arguments", json_is_object(a) ? a : json_object());
+            if (!json_is_object(a)) json_decref(a);
+        }
+        json_object_set_new(m, "tool_calls", calls);
+    }
+    json_array_append_new(msgs, m);
+    mx_resp_store_put(x->sv, x->id, resp, msgs);
+    json_decref(msgs);
+}
+
+static json_t *r_reply(mx_gen *x) {
+    json_t *resp = r_response(x, r_output(x));
+    r_keep(x, resp);
+    return resp;
+}
 
 static void r_fail(mx_gen *x, const char *type, const char *msg) {
     r_start(x);
@@ -315,17 +373,36 @@ static void r_fail(mx_gen *x, const char *type, const char *msg) {
     (void)msg;
 }
 
-static const mx_gen_format r_format = {"resp", r_logprob, r_delta, r_final, r_reply, r_fail};
+static const mx_gen_format r_format = {"resp", r_logprob, r_delta, r_final, r_reply, r_fail, NULL};
 
 int mx_route_responses(server *sv, mx_srv_req *rq, json_t *req) {
     char err[1024] = "";
     mx_gen_params g = {0};
-    json_t *o = translate(req, err, sizeof err);
+    json_t *state = NULL;
+    unsigned code = 400;
+    json_t *o = translate(sv, req, &state, &code, err, sizeof err);
     bool ok = o && mx_chat_parse(sv, o, mx_srv_body_len(rq), &g, err, sizeof err);
     json_decref(o);
     if (!ok) {
+        json_decref(state);
         mx_gen_params_free(&g);
-        return mx_srv_bad_request(sv, rq, "%s", err);
+        return code == 404 ? mx_srv_error(sv, rq, 404, "invalid_request_error", err) : mx_srv_bad_request(sv, rq, "%s", err);
     }
+    g.route_data = state;
     return mx_gen_run(sv, rq, &g, &r_format);
+}
+
+/* GET /v1/responses/{id}: a stored response; DELETE removes it. */
+int mx_route_response_id(server *sv, mx_srv_req *rq, json_t *body) {
+    (void)body;
+    const char *path = mx_srv_path(rq), *id = strrchr(path, '/') + 1;
+    json_t *resp = NULL;
+    bool del = mx_srv_method(rq) == MX_HTTP_DELETE;
+    if (del ? !mx_resp_store_delete(sv, id) : !mx_resp_store_get(sv, id, &resp, NULL)) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "Response with id '%.64s' not found.", id);
+        return mx_srv_error(sv, rq, 404, "invalid_request_error", msg);
+    }
+    if (del) return mx_srv_json(rq, 200, json_pack("{s:s,s:s,s:b}", "id", id, "object", "response", "deleted", 1));
+    return mx_srv_json(rq, 200, resp);
 }

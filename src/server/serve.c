@@ -6,8 +6,10 @@
  * the grace ends it. */
 #define _GNU_SOURCE
 #include "server_int.h"
+#include "resp_store.h"
 #include "../base/base.h"
 #include "../base/threadpool.h"
+#include "../runtime/sampling_opts.h"
 #include "../runtime/speech.h"
 #include <pthread.h>
 #include <signal.h>
@@ -96,6 +98,16 @@ int mx_srv_load(server *sv, mx_task *task) {
         return MX_ERR;
     snprintf(sv->name, sizeof sv->name, "%s", o->model_name ? o->model_name : sv->tm.name);
     sv->tok = sv->tm.tok;
+    /* request defaults: the options (OpenAI's temperature 1 when none), then the model's generation_config.json */
+    if (o->sampling) sv->samp = *o->sampling;
+    else {
+        mx_sampling_defaults(&sv->samp);
+        sv->samp.temperature = 1.0f;
+        sv->samp.seed = MX_SEED_RANDOM;
+    }
+    char what[256];
+    if (mx_sampling_gencfg(&sv->samp, o->model_dir, what, sizeof what)) return MX_ERR;
+    if (*what) fprintf(stderr, "mlxcel serve: sampling defaults from generation_config.json: %s\n", what);
     if (sv->tm.e.vision && !(sv->vpool = mx_pool_new(o->threads))) return MX_ERR;
     if (sv->tok) mx_textmodel_warn_plain(&sv->tm, "mlxcel serve");
     return MX_OK;
@@ -125,7 +137,8 @@ int mx_serve(const mx_serve_opts *o) {
     mx_srv_transport *tr = NULL;
     int rc = mx_srv_transport_start(&sv, &tr);
     if (rc) return rc;
-    fprintf(stderr, "mlxcel serve: listening on http://%s:%d, loading %s\n", o->host, o->port, o->model_dir);
+    /* the bound port: --port 0 lets the system choose one */
+    fprintf(stderr, "mlxcel serve: listening on http://%s:%d, loading %s\n", o->host, mx_srv_transport_port(tr), o->model_dir);
     mx_task task;
     if (mx_srv_load(&sv, &task)) {
         fprintf(stderr, "mlxcel serve: %s\n", mx_errmsg());
@@ -165,6 +178,7 @@ int mx_serve(const mx_serve_opts *o) {
     mx_sched_free(sv.sched);
     sv.sched = NULL;
     mx_srv_grammars_free(&sv);
+    mx_resp_store_free(&sv);
     mx_embed_batcher_free(sv.emb);
     sv.emb = NULL;
     mx_speech_runner_free(sv.speech);

@@ -34,6 +34,8 @@ typedef struct {
     float shutdown_grace;      /* seconds requests in flight get after SIGTERM */
     int max_messages;          /* chat messages per request */
     float prompt_budget;       /* seconds of rendering and tokenizing per request */
+    const char *cors;          /* Access-Control-Allow-Origin on every reply and OPTIONS preflights; NULL: off */
+    bool no_request_log;       /* no line per request on stderr */
     bool allow_special_in_content; /* read special tokens in message content (the old, unsafe way) */
 } mx_serve_opts;
 

@@ -19,6 +19,7 @@
 typedef struct mx_embed_batcher mx_embed_batcher;
 typedef struct mx_srv_grammars mx_srv_grammars;
 typedef struct mx_speech_runner mx_speech_runner;
+typedef struct mx_resp_store mx_resp_store;
 
 typedef struct server {
     mx_serve_opts o;
@@ -30,6 +31,9 @@ typedef struct server {
     char name[256];           /* model id */
     const mx_tokenizer *tok;  /* for /tokenize and /detokenize; may be NULL */
     mx_srv_grammars *grammars; /* structured output: the vocabulary and recent grammars (structured.c) */
+    mx_resp_store *responses;  /* stored Responses (resp_store.c); NULL until the first */
+    mx_sampling samp;         /* what a request's absent sampling fields take: the options', then
+                                 generation_config.json's for those no option gave */
     atomic_bool ready;
     atomic_bool draining;     /* SIGTERM: new requests get 503, those in flight go on */
     atomic_bool stopping;     /* the grace is over: what still runs ends with an error */
@@ -76,12 +80,18 @@ mx_buf mx_srv_take_body(mx_srv_req *rq);
 const char *mx_srv_content_type(const mx_srv_req *rq);
 /* The client closed its side of the connection. */
 bool mx_srv_client_gone(mx_srv_req *rq);
+/* The request's path, and its method (MX_HTTP_*); for handlers of prefix
+ * routes ("/v1/responses/{id}"). */
+const char *mx_srv_path(const mx_srv_req *rq);
+unsigned mx_srv_method(const mx_srv_req *rq);
+/* Tokens the request's log line reports (a generation sets them as it goes). */
+void mx_srv_note_tokens(mx_srv_req *rq, int prompt, int completion);
 
 /* ---- routes (routes.c) ---- */
 /* A handler; body is the request's JSON object for POST routes, NULL for GET
  * and MX_RT_RAW_BODY routes. */
 typedef int mx_route_fn(server *sv, mx_srv_req *rq, json_t *body);
-enum { MX_HTTP_GET = 1, MX_HTTP_POST = 2 };
+enum { MX_HTTP_GET = 1, MX_HTTP_POST = 2, MX_HTTP_DELETE = 4 };
 enum {
     MX_RT_OPEN = 1,       /* answered without the API key and while loading (/health) */
     /* the kind of model the route needs; a server of another kind answers
@@ -92,8 +102,9 @@ enum {
     MX_RT_RAW_BODY = 16,  /* the body is not JSON: the handler reads it (mx_srv_take_body) */
 };
 typedef struct {
-    const char *paths[4];    /* the path and its aliases */
-    unsigned methods;        /* MX_HTTP_GET / MX_HTTP_POST */
+    const char *paths[4];    /* the path and its aliases; "/a/b/" then a star: every path one segment under /a/b/ */
+    unsigned methods;        /* MX_HTTP_GET / MX_HTTP_POST / MX_HTTP_DELETE (GET and DELETE run
+                                like GET: on the I/O thread, no body) */
     unsigned flags;
     mx_route_fn *fn;
 } mx_http_route;

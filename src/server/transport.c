@@ -249,12 +249,54 @@ static void set_phase(mx_srv_req *rq, conn_phase ph) {
     pthread_mutex_unlock(&rq->t->mu);
 }
 
+/* ---------- CORS (--cors) and the request log ---------- */
+
+/* An OPTIONS preflight: 204 with what a browser may send. */
+static void cors_preflight(mx_srv_req *rq) {
+    struct MHD_Response *r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+    if (!r) return;
+    const char *hdrs = MHD_lookup_connection_value(rq->c, MHD_HEADER_KIND, "Access-Control-Request-Headers");
+    MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS");
+    MHD_add_response_header(r, "Access-Control-Allow-Headers", hdrs && *hdrs ? hdrs : "Authorization, Content-Type, x-api-key");
+    MHD_add_response_header(r, "Access-Control-Max-Age", "600");
+    if (rq->resp) MHD_destroy_response(rq->resp);
+    rq->resp = r;
+    rq->code = 204;
+}
+
+const char *mx_srv_path(const mx_srv_req *rq) { return rq->path; }
+
+unsigned mx_srv_method(const mx_srv_req *rq) {
+    return !strcmp(rq->method, "GET") ? MX_HTTP_GET : !strcmp(rq->method, "POST") ? MX_HTTP_POST : !strcmp(rq->method, "DELETE") ? MX_HTTP_DELETE : 0;
+}
+
+void mx_srv_note_tokens(mx_srv_req *rq, int prompt, int completion) {
+    rq->log_prompt = prompt;
+    rq->log_completion = completion;
+}
+
+/* A printable copy of untrusted text for the log (control bytes -> '?'). */
+static void log_copy(char *dst, size_t n, const char *src) {
+    size_t i = 0;
+    for (; src && src[i] && i + 1 < n; i++) dst[i] = (unsigned char)src[i] < 0x20 || src[i] == 0x7f ? '?' : src[i];
+    dst[i] = 0;
+}
+
+/* One line per request, when it ends: method, path, status, tokens, time. */
+static void log_request(const mx_srv_req *rq, enum MHD_RequestTerminationCode toe) {
+    char code[16] = "-";
+    if (rq->sent_code) snprintf(code, sizeof code, "%u", rq->sent_code);
+    fprintf(stderr, "mlxcel serve: %s %s %s prompt_tokens=%d completion_tokens=%d %.0f ms%s\n", rq->method, rq->path, code, rq->log_prompt,
+            rq->log_completion, (mx_now() - rq->t_start) * 1e3, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (connection ended early)");
+}
+
 /* Auth, limits, method: what is answered on the I/O thread. true when a
  * reply is set; false when the request goes to a worker. */
 static bool screen(server *sv, mx_srv_req *rq, const char *url, const char *method) {
     const mx_http_route *rt = mx_route_find(url);
-    unsigned m = !strcmp(method, "GET") ? MX_HTTP_GET : !strcmp(method, "POST") ? MX_HTTP_POST : 0;
-    const char *use = rt && (rt->methods & MX_HTTP_POST) ? "use POST" : "use GET";
+    unsigned m = mx_srv_method(rq);
+    const char *use = rt && (rt->methods & MX_HTTP_POST) ? "use POST" : rt && (rt->methods & MX_HTTP_DELETE) ? "use GET or DELETE" : "use GET";
+    if (sv->o.cors && !strcmp(method, "OPTIONS")) return cors_preflight(rq), true; /* before auth: browsers send no key here */
     if (rt && (rt->flags & MX_RT_OPEN)) {
         if (!(rt->methods & m)) mx_srv_error(sv, rq, 405, "invalid_request_error", use);
         else rt->fn(sv, rq, NULL);
@@ -276,7 +318,7 @@ static bool screen(server *sv, mx_srv_req *rq, const char *url, const char *meth
     if (!atomic_load(&sv->ready)) return mx_srv_error(sv, rq, 503, "unavailable_error", "the model is still loading"), true;
     if (!rt) return mx_srv_error(sv, rq, 404, "not_found_error", "no such route"), true;
     if (!(rt->methods & m)) return mx_srv_error(sv, rq, 405, "invalid_request_error", use), true;
-    if (!(rt->methods & MX_HTTP_POST)) return rt->fn(sv, rq, NULL), true;
+    if (m != MX_HTTP_POST) return rt->fn(sv, rq, NULL), true; /* GET, DELETE: quick, on this thread */
     const char *ct = MHD_lookup_connection_value(rq->c, MHD_HEADER_KIND, "Content-Type");
     if (ct && !(rq->ctype = strdup(ct))) return mx_srv_error(sv, rq, 500, "server_error", "out of memory"), true;
     rq->rt = rt;
@@ -308,6 +350,12 @@ static bool enqueue(mx_srv_transport *t, mx_srv_req *rq) {
 static enum MHD_Result send_reply(mx_srv_req *rq) {
     struct MHD_Response *r = rq->resp;
     rq->resp = NULL;
+    const char *origin = rq->sv->o.cors;
+    if (origin) {
+        MHD_add_response_header(r, "Access-Control-Allow-Origin", origin);
+        if (strcmp(origin, "*")) MHD_add_response_header(r, "Vary", "Origin");
+    }
+    rq->sent_code = rq->code;
     enum MHD_Result rc = MHD_queue_response(rq->c, rq->code, r);
     MHD_destroy_response(r);
     return rc;
@@ -326,6 +374,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         rq->t = t;
         rq->c = c;
         rq->refs = 1;
+        rq->t_start = mx_now();
+        log_copy(rq->method, sizeof rq->method, method);
+        log_copy(rq->path, sizeof rq->path, url);
         const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
         rq->cn = ci ? ci->socket_context : NULL;
         pthread_mutex_lock(&t->mu);
@@ -372,12 +423,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {
-    (void)c; (void)toe;
+    (void)c;
     mx_srv_transport *t = cls;
     mx_srv_req *rq = *con_cls;
     if (!rq) return;
     *con_cls = NULL;
     set_phase(rq, C_HEADERS); /* a kept-alive connection waits for its next request's headers */
+    if (!t->sv->o.no_request_log) log_request(rq, toe);
     if (rq->done) rq->done(rq->arg); /* a deferred reply whose client left */
     rq->done = NULL;
     /* a reply the connection ended before it was sent (a stream's frees its

@@ -26,6 +26,10 @@ struct mx_srv_req {
     const mx_http_route *rt;
     mx_buf body;
     char *ctype;                   /* Content-Type of a POST */
+    char method[8], path[160];     /* for the log line and prefix routes (printable; a longer path is cut) */
+    double t_start;
+    unsigned sent_code;            /* the status that went out; 0: none */
+    int log_prompt, log_completion; /* tokens, for the log line (mx_srv_note_tokens) */
     bool too_big, started, counted;
     /* the reply, from any thread; queued by the I/O thread */
     struct MHD_Response *resp;

@@ -1,9 +1,11 @@
-// The OpenAI Responses API (/v1/responses, stateless) through the official
+// The OpenAI Responses API (/v1/responses) through the official
 // openai client's responses.create: string and item input, instructions,
 // streaming events (response.created ... response.completed, or
 // response.incomplete when max_output_tokens cuts it), function tools with
 // function_call / function_call_output items, text.format json_schema,
-// and 400s for what is not supported. Prints ok/FAIL lines.
+// stored responses (store, previous_response_id, GET and DELETE
+// /v1/responses/{id}, 404 for an unknown id) and 400s for what is not
+// supported. Prints ok/FAIL lines.
 // usage: node test_responses.mjs PORT TOOLS_PORT
 import OpenAI from 'openai';
 import { check, attempt, exitCode } from './check.mjs';
@@ -74,10 +76,48 @@ await attempt('responses/tools', async () => {
   check('responses/function_call_output_turn', r2.object === 'response' && r2.usage.input_tokens > r.usage.input_tokens, JSON.stringify(r2));
 });
 
+await attempt('responses/store', async () => {
+  // store defaults to true: the response can be read back and continued
+  const r1 = await client.responses.create({ model, temperature: 0, input: 'Hello there', max_output_tokens: 8 });
+  const got = await client.responses.retrieve(r1.id);
+  check('responses/store_retrieve', r1.store === true && got.id === r1.id && got.output[0].content[0].text === r1.output_text, JSON.stringify(got));
+  const r2 = await client.responses.create({ model, temperature: 0, previous_response_id: r1.id, input: 'And then?', max_output_tokens: 8 });
+  // the same as sending the whole conversation statelessly
+  const full = await client.responses.create({ ...base, max_output_tokens: 8, input: [{ role: 'user', content: 'Hello there' },
+    { role: 'assistant', content: r1.output_text }, { role: 'user', content: 'And then?' }] });
+  check('responses/previous_response_id', r2.previous_response_id === r1.id && r2.usage.input_tokens === full.usage.input_tokens &&
+        r2.output_text === full.output_text && r2.usage.input_tokens > r1.usage.input_tokens, `${JSON.stringify(r2.usage)} vs ${JSON.stringify(full.usage)}`);
+  // instructions are not carried over (as OpenAI's are not)
+  const i1 = await client.responses.create({ model, temperature: 0, instructions: 'Be brief.', input: 'Hello there', max_output_tokens: 4 });
+  const i2 = await client.responses.create({ model, temperature: 0, previous_response_id: i1.id, input: 'x', max_output_tokens: 4 });
+  const i2full = await client.responses.create({ ...base, max_output_tokens: 4, input: [{ role: 'user', content: 'Hello there' },
+    { role: 'assistant', content: i1.output_text }, { role: 'user', content: 'x' }] });
+  check('responses/previous_drops_instructions', i2.usage.input_tokens === i2full.usage.input_tokens, `${i2.usage.input_tokens} vs ${i2full.usage.input_tokens}`);
+  let st = 0;
+  const nostore = await client.responses.create({ ...base, input: 'x', max_output_tokens: 2 });
+  try { await client.responses.retrieve(nostore.id); } catch (e) { st = e.status; }
+  check('responses/store_false_not_kept', nostore.store === false && st === 404, `status ${st}`);
+  st = 0;
+  let msg = '';
+  try { await client.responses.create({ ...base, input: 'x', previous_response_id: 'resp-unknown', max_output_tokens: 2 }); } catch (e) { st = e.status; msg = e.error?.message ?? ''; }
+  check('responses/unknown_previous_404', st === 404 && /resp-unknown/.test(msg), `status ${st}: ${msg}`);
+  // a streamed response is stored too, and continues like a blocking one
+  const sst = await client.responses.create({ model, temperature: 0, input: 'Hello there', max_output_tokens: 8, stream: true });
+  let done = null;
+  for await (const ev of sst) if (ev.type === 'response.completed' || ev.type === 'response.incomplete') done = ev.response;
+  const sgot = done && await client.responses.retrieve(done.id);
+  const s2 = done && await client.responses.create({ model, temperature: 0, previous_response_id: done.id, input: 'And then?', max_output_tokens: 8 });
+  check('responses/stream_stored', sgot && sgot.id === done.id && s2.output_text === r2.output_text && s2.usage.input_tokens === r2.usage.input_tokens,
+        `${JSON.stringify(sgot?.output)} ${s2?.output_text} vs ${r2.output_text}`);
+  const del = await fetch(`http://127.0.0.1:${port}/v1/responses/${r1.id}`, { method: 'DELETE' });
+  const dj = await del.json();
+  st = 0;
+  try { await client.responses.retrieve(r1.id); } catch (e) { st = e.status; }
+  check('responses/delete', del.status === 200 && dj.deleted === true && dj.id === r1.id && st === 404, `${del.status} ${JSON.stringify(dj)} then ${st}`);
+});
+
 await attempt('responses/refused', async () => {
   const cases = [
-    ['store_default', { model, input: 'x' }, /store/],
-    ['previous_response_id', { ...base, input: 'x', previous_response_id: 'resp_1' }, /'previous_response_id' is not supported/],
     ['builtin_tool', { ...base, input: 'x', tools: [{ type: 'web_search' }] }, /built-in tools are not supported/],
     ['image', { ...base, input: [{ role: 'user', content: [{ type: 'input_image', image_url: 'http://x/y.png' }] }] }, /input_image parts are not supported/],
     ['reasoning', { ...base, input: 'x', reasoning: { effort: 'high' } }, /'reasoning' is not supported/],

@@ -132,7 +132,7 @@ const errCases = [
   ['errors/wrong_type', '/v1/chat/completions', JSON.stringify({ messages: msgs('x'), max_tokens: 'ten' }), 400, 'max_tokens'],
   ['errors/model_not_string', '/v1/chat/completions', JSON.stringify({ model: 17, messages: msgs('x') }), 400, "'model'"],
   ['errors/empty_messages', '/v1/chat/completions', JSON.stringify({ messages: [] }), 400, 'messages'],
-  ['errors/n_2', '/v1/chat/completions', JSON.stringify({ messages: msgs('x'), n: 2 }), 400, "'n'"],
+  ['errors/n_above_slots', '/v1/chat/completions', JSON.stringify({ messages: msgs('x'), n: 17 }), 400, "'n' must be at most 16"],
   ['errors/too_long', '/v1/completions', JSON.stringify({ prompt: 'word '.repeat(3000), max_tokens: 4 }), 400, 'context'],
   ['errors/bad_prompt', '/v1/completions', JSON.stringify({ prompt: [1, 'x'] }), 400, 'prompt'],
   ['errors/not_object', '/v1/completions', '[1,2]', 400],

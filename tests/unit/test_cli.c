@@ -1,6 +1,7 @@
 /* The generate CLI contract, driven as a user would (through the binary):
  * greedy ids and --logits-out against the reference fixture, chunked prefill,
- * seeds, EOS from generation_config.json, bad arguments. */
+ * seeds, EOS and sampling defaults from generation_config.json, bad
+ * arguments. */
 #define _GNU_SOURCE
 #include "test.h"
 #include "base/base.h"
@@ -134,6 +135,46 @@ int main(void) {
     while (first_eos < N && gids[first_eos] != gids[3]) first_eos++;
     CHECK("cli/eos_stops", je && (int)json_array_size(json_object_get(je, "generated_ids")) == first_eos + 1, "got %s", out.data ? out.data : "");
     json_decref(je);
+    /* generation_config.json's sampling fields are the defaults; a flag given wins */
+    {
+        static const char *const cases[][3] = {
+            /* folder flags, the same run's flags on the plain fixture */
+            {"--seed 7", "--temp 1.5 --top-k 50 --top-p 0.95 --seed 7", "cli/gencfg_defaults"},
+            {"--seed 7 --temp 0", "--seed 7", "cli/gencfg_flag_wins"},
+            {"--seed 7 --top-k 1", "--temp 1.5 --top-k 1 --top-p 0.95 --seed 7", "cli/gencfg_flag_wins_one_field"},
+        };
+        cmd.len = 0;
+        mx_buf_printf(&cmd, "printf '{\"eos_token_id\": [999], \"do_sample\": true, \"temperature\": 1.5, \"top_k\": 50, \"top_p\": 0.95}' > %s/generation_config.json", tmp);
+        if (system(cmd.data)) {}
+        for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+            cmd.len = 0;
+            mx_buf_printf(&cmd, "%s generate -m %s --prompt-ids 1,2,3 -n 24 %s --ignore-eos --output-format json", bin(), tmp, cases[k][0]);
+            int r1 = run(cmd.data, &a);
+            cmd.len = 0;
+            mx_buf_printf(&cmd, "%s generate -m %s --prompt-ids 1,2,3 -n 24 %s --ignore-eos --output-format json", bin(), fx, cases[k][1]);
+            int r2 = run(cmd.data, &b);
+            json_t *x = last_json_line(&a), *y = last_json_line(&b);
+            CHECK(cases[k][2], r1 == 0 && r2 == 0 && x && y && json_equal(json_object_get(x, "generated_ids"), json_object_get(y, "generated_ids")), "%s vs %s",
+                  a.data ? a.data : "", b.data ? b.data : "");
+            json_decref(x);
+            json_decref(y);
+        }
+        cmd.len = 0;
+        mx_buf_printf(&cmd, "printf '{\"do_sample\": false, \"temperature\": 1.5}' > %s/generation_config.json && %s generate -m %s --prompt-ids %s -n 8 --ignore-eos --temp 0.9 --seed 1 --output-format json", tmp, bin(), tmp, idstr.data);
+        int r3 = run(cmd.data, &a);
+        cmd.len = 0;
+        mx_buf_printf(&cmd, "%s generate -m %s --prompt-ids %s -n 8 --ignore-eos --temp 0.9 --seed 1 --output-format json", bin(), fx, idstr.data);
+        run(cmd.data, &b);
+        json_t *x = last_json_line(&a), *y = last_json_line(&b);
+        CHECK("cli/gencfg_do_sample_false_yields_to_temp_flag", r3 == 0 && x && y && json_equal(json_object_get(x, "generated_ids"), json_object_get(y, "generated_ids")), "%s", a.data ? a.data : "");
+        json_decref(x);
+        json_decref(y);
+        cmd.len = 0;
+        mx_buf_printf(&cmd, "printf '{\"top_p\": 7}' > %s/generation_config.json && %s generate -m %s --prompt-ids 1,2 -n 1 2>&1", tmp, bin(), tmp);
+        int r4 = run(cmd.data, &out);
+        CHECK("cli/gencfg_bad_value", r4 == 1 && out.data && strstr(out.data, "generation_config.json: 'top_p' must be a number in [0, 1]"), "rc=%d out=%s", r4,
+              out.data ? out.data : "");
+    }
     /* bad arguments: exit status 2 and a message naming the option */
     cmd.len = 0;
     mx_buf_printf(&cmd, "%s generate -m %s --prompt-ids 1,x,3 2>&1", bin(), fx);
