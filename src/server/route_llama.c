@@ -361,7 +361,7 @@ static void ll_fail(mx_gen *x, const char *type, const char *msg) {
     mx_gen_sse_put(x, json_pack("{s:{s:i,s:s,s:s}}", "error", "code", code, "message", msg, "type", type));
 }
 
-static const mx_gen_format ll_format = {"llama", ll_token, ll_delta, ll_final, ll_reply, ll_fail};
+static const mx_gen_format ll_format = {"llama", ll_token, ll_delta, ll_final, ll_reply, ll_fail, NULL};
 
 /* ---- routes ---- */
 
