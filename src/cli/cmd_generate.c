@@ -18,6 +18,7 @@ typedef struct {
     bool ignore_eos, no_template, verbose;
     mx_sampling samp;
     cli_spec_opts spec;
+    cli_kv_opts kv;
     char *prompt_buf; /* -p - or -f FILE */
 } gen_opts;
 
@@ -82,6 +83,7 @@ static const mx_opt gen_tab[] = {
      "write F32 logits [T, V] for every prompt position and step_logits [N, V] for every generated token (safetensors)", NULL, 0},
     {"-v", "--verbose", NULL, OPT_FLAG, NULL, 0, 0, offsetof(gen_opts, verbose), "print the time of each phase", NULL, 0},
     OPT_SPEC(gen_opts, spec),
+    OPT_KV(gen_opts, kv),
     {NULL, "--audio", NULL, OPT_STR, "FILE", 0, 0, offsetof(gen_opts, audio),
      "a speech model (Whisper): encode FILE (one 30 s window) and run the decoder on --prompt-ids, without decoding rules", NULL, 0},
     {0},
@@ -208,7 +210,9 @@ static int generate(const gen_opts *go, const char *dir) {
     if (o.prompt_ids && !mx_parse_ids("generate", "--prompt-ids", o.prompt_ids, &ids, &T)) return 2;
     double t0 = mx_now();
     mx_textmodel tm;
+    if (cli_kv_apply("generate", &o.kv)) { free(ids); return 2; }
     if (mx_textmodel_open(o.model, &tm)) { fprintf(stderr, "mlxcel generate: %s\n", mx_errmsg()); free(ids); return 1; }
+    cli_kv_note("generate", &tm.e.model);
     if ((o.tmpl_name || o.tmpl_file) && mx_textmodel_set_template(&tm, o.tmpl_name, o.tmpl_file)) {
         fprintf(stderr, "mlxcel generate: %s\n", mx_errmsg());
         free(ids);
@@ -408,6 +412,11 @@ static int generate(const gen_opts *go, const char *dir) {
         if (spec)
             fprintf(stderr, "speculative: %ld verification passes, %ld of %ld drafted tokens accepted (%.1f%%)\n", sp.rounds, sp.accepted,
                     sp.drafted, sp.drafted ? 100.0 * sp.accepted / sp.drafted : 0.0);
+    }
+    if (o.verbose) {
+        char kvd[160];
+        cli_kv_describe(s.kv, kvd, sizeof kvd);
+        fprintf(stderr, "%s\n", kvd);
     }
     if (o.verbose)
         fprintf(stderr, "timings: load %.1f ms | images %.1f ms | template + tokenize %.2f ms | cache %.2f ms | prefill %.1f ms "

@@ -9,6 +9,7 @@ typedef struct {
     mx_serve_opts s;
     int body_mb;
     mx_sampling samp; /* request defaults */
+    cli_kv_opts kv;
 } serve_opts;
 
 static void serve_init(void *p) {
@@ -29,6 +30,7 @@ static const mx_opt serve_tab[] = {
     {"-c", "--ctx-size", NULL, OPT_INT, "N", 16, 1 << 22, S(ctx_size), "context size of each slot", NULL, 0},
     {NULL, "--step-tokens", NULL, OPT_INT, "N", 1, 1 << 16, S(step_tokens), "at most N tokens in one forward pass (decode + prompt chunks)", NULL, 0},
     OPT_THREADS(serve_opts, s.threads),
+    OPT_KV(serve_opts, kv),
     {NULL, "--api-key", NULL, OPT_STR, "KEY", 0, 0, S(api_key), "require 'Authorization: Bearer KEY'", NULL, 0},
     {NULL, "--max-body-mb", NULL, OPT_INT, "M", 1, 4096, offsetof(serve_opts, body_mb), "refuse request bodies over M MB (413)", NULL, 0},
     OPT_TEMPLATES(serve_opts, s.chat_template, s.chat_template_file),
@@ -54,6 +56,7 @@ static int serve_run(void *p) {
     if (!o->s.model_dir) { fprintf(stderr, "mlxcel serve: -m MODEL is required\n"); return 2; }
     if (o->s.chat_template && o->s.chat_template_file) { fprintf(stderr, "mlxcel serve: give --chat-template or --chat-template-file, not both\n"); return 2; }
     o->s.max_body = (size_t)o->body_mb << 20;
+    if (cli_kv_apply("serve", &o->kv)) return 2;
     char *dir = cli_model_dir("serve", o->s.model_dir);
     if (!dir) return 1;
     o->s.model_name = strcmp(dir, o->s.model_dir) ? o->s.model_dir : NULL; /* a hub id is the model's id */
