@@ -77,7 +77,7 @@ int cli_kv_apply(const char *cmd, const cli_kv_opts *o);
 /* After the model loads: one line on stderr when cache types were asked for
  * and no layer of m keeps attention K/V rows (they are ignored). */
 void cli_kv_note(const char *cmd, const mx_model *m);
-/* "KV cache 12.0 MiB (f16 keys, f16 values)" for a cache (--verbose, bench). */
+/* "KV cache 12.6 MB (12582912 bytes) for 4096 positions (f16 keys, f16 values)" (--verbose, bench). */
 void cli_kv_describe(const mx_kv *kv, char *out, size_t n);
 
 /* Fills cfg from the options (cfg->kind 0: no speculation asked for); a

@@ -31,5 +31,6 @@ void cli_kv_note(const char *cmd, const mx_model *m) {
 void cli_kv_describe(const mx_kv *kv, char *out, size_t n) {
     char b[32];
     cli_fmt_bytes((double)mx_kv_bytes(kv), b, sizeof b);
-    snprintf(out, n, "KV cache %s for %d positions (%s keys, %s values)", b, kv->cap, mx_kv_type_name(kv->type[0]), mx_kv_type_name(kv->type[1]));
+    snprintf(out, n, "KV cache %s (%zu bytes) for %d positions (%s keys, %s values)", b, mx_kv_bytes(kv), kv->cap, mx_kv_type_name(kv->type[0]),
+             mx_kv_type_name(kv->type[1]));
 }
