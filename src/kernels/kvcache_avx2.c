@@ -46,19 +46,22 @@ static inline __attribute__((always_inline)) float hsum8(__m256 v) {
 
 #define QUANT(t) ((t) == MX_KV_Q8_0 || (t) == MX_KV_Q4_0)
 
-static inline __attribute__((always_inline)) void scores_t(const mx_kv_type t, const float *q, cu8 *K, size_t ldk, int n, int d, float scale,
-                                                           float *out) {
+/* full: d % 32 == 0 (every block has its 4 vectors: the chunk loops unroll) */
+static inline __attribute__((always_inline)) void scores_t(const mx_kv_type t, const bool full, const float *q, cu8 *K, size_t ldk, int n, int d,
+                                                           float scale, float *out) {
     const size_t bb = blk_bytes(t);
     int nb = (d + MX_KV_BLOCK - 1) / MX_KV_BLOCK, k = 0;
     for (; k + 4 <= n; k += 4) {
         __m256 a[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
         cu8 *r = K + (size_t)k * ldk;
         for (int b = 0; b < nb; b++) {
-            int nc = d - b * MX_KV_BLOCK >= MX_KV_BLOCK ? 4 : (d - b * MX_KV_BLOCK) / 8;
+            const int nc = full || d - b * MX_KV_BLOCK >= MX_KV_BLOCK ? 4 : (d - b * MX_KV_BLOCK) / 8;
             const float *qb = q + b * MX_KV_BLOCK;
+#pragma GCC unroll 4
             for (int j = 0; j < 4; j++) {
                 cu8 *blk = r + (size_t)j * ldk + (size_t)b * bb;
                 __m256 s = QUANT(t) ? _mm256_setzero_ps() : a[j];
+#pragma GCC unroll 4
                 for (int c = 0; c < nc; c++) s = _mm256_fmadd_ps(_mm256_loadu_ps(qb + 8 * c), ld8(t, blk, c), s);
                 a[j] = QUANT(t) ? _mm256_fmadd_ps(s, _mm256_set1_ps(blk_scale(t, blk)), a[j]) : s;
             }
@@ -71,7 +74,7 @@ static inline __attribute__((always_inline)) void scores_t(const mx_kv_type t, c
         __m256 a = _mm256_setzero_ps();
         cu8 *r = K + (size_t)k * ldk;
         for (int b = 0; b < nb; b++) {
-            int nc = d - b * MX_KV_BLOCK >= MX_KV_BLOCK ? 4 : (d - b * MX_KV_BLOCK) / 8;
+            const int nc = full || d - b * MX_KV_BLOCK >= MX_KV_BLOCK ? 4 : (d - b * MX_KV_BLOCK) / 8;
             cu8 *blk = r + (size_t)b * bb;
             __m256 s = QUANT(t) ? _mm256_setzero_ps() : a;
             for (int c = 0; c < nc; c++) s = _mm256_fmadd_ps(_mm256_loadu_ps(q + b * MX_KV_BLOCK + 8 * c), ld8(t, blk, c), s);
@@ -115,11 +118,12 @@ static inline __attribute__((always_inline)) void mix_t(const mx_kv_type t, floa
 }
 
 void mx_attn_scores_kv_avx2(mx_kv_type t, const float *q, const void *K, size_t ldk, int n, int d, float scale, float *out) {
+    bool full = d % MX_KV_BLOCK == 0;
     switch (t) {
-    case MX_KV_F16: scores_t(MX_KV_F16, q, K, ldk, n, d, scale, out); break;
-    case MX_KV_BF16: scores_t(MX_KV_BF16, q, K, ldk, n, d, scale, out); break;
-    case MX_KV_Q8_0: scores_t(MX_KV_Q8_0, q, K, ldk, n, d, scale, out); break;
-    case MX_KV_Q4_0: scores_t(MX_KV_Q4_0, q, K, ldk, n, d, scale, out); break;
+    case MX_KV_F16: full ? scores_t(MX_KV_F16, true, q, K, ldk, n, d, scale, out) : scores_t(MX_KV_F16, false, q, K, ldk, n, d, scale, out); break;
+    case MX_KV_BF16: full ? scores_t(MX_KV_BF16, true, q, K, ldk, n, d, scale, out) : scores_t(MX_KV_BF16, false, q, K, ldk, n, d, scale, out); break;
+    case MX_KV_Q8_0: full ? scores_t(MX_KV_Q8_0, true, q, K, ldk, n, d, scale, out) : scores_t(MX_KV_Q8_0, false, q, K, ldk, n, d, scale, out); break;
+    case MX_KV_Q4_0: full ? scores_t(MX_KV_Q4_0, true, q, K, ldk, n, d, scale, out) : scores_t(MX_KV_Q4_0, false, q, K, ldk, n, d, scale, out); break;
     default: break;
     }
 }
