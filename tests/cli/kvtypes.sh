@@ -12,7 +12,7 @@ ok() { echo "ok $1"; }
 fail() { echo "FAIL $1: $2"; }
 FX=tests/fixtures/llama # 2 layers, 2 kv heads of 16: a position is 2 * 2 * 2 rows of 16 values
 
-gen() { "$MLXCEL" generate -m $FX --prompt-ids 5,17,42,99,7,3,250,11 -n 12 --ignore-eos -t 1 -v "$@"; }
+gen() { "$MLXCEL" generate -m $FX --prompt-ids 5,17,42,99,7,3,250,11,5,17,42 -n 24 --ignore-eos -t 1 -v "$@"; }
 gen >"$T/f32.out" 2>"$T/f32.err" || fail kv/generate_f32 "$(tail -1 "$T/f32.err")"
 for spec in "f16|--cache-type-k f16 --cache-type-v f16" "q8_0|--kv-bits 8" "q4_0|--kv-bits 4" "mixed|--cache-type-k q8_0 --cache-type-v bf16"; do
   name=${spec%%|*}; args=${spec#*|}
@@ -64,3 +64,9 @@ refuse both "not both" --kv-bits 8 --cache-type-v f16
 refuse name "q5_0" --cache-type-k q5_0
 "$MLXCEL" generate -m tests/fixtures/mamba --prompt-ids 1,2,3 -n 2 --kv-bits 4 >/dev/null 2>"$T/m.err" && grep -q "are ignored" "$T/m.err" \
   && ok kv/recurrent_only_ignored || fail kv/recurrent_only_ignored "$(head -1 "$T/m.err")"
+# speculative decoding over a quantized cache: the same greedy text (verification writes and cuts back typed rows)
+for d in "ngram|--lookup-ngram 3" "draft|--draft-model $FX"; do
+  # shellcheck disable=SC2086
+  gen --kv-bits 8 ${d#*|} >"$T/spec.out" 2>"$T/spec.err"
+  cmp -s "$T/q8_0.out" "$T/spec.out" && ok "kv/spec_${d%%|*}_q8_0_same_text" || fail "kv/spec_${d%%|*}_q8_0_same_text" "differs from plain q8_0 decoding: $(tail -1 "$T/spec.err")"
+done
