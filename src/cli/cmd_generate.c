@@ -182,6 +182,7 @@ static int gen_run(void *p) {
     if (o.stops.n > 16) { fprintf(stderr, "mlxcel generate: at most 16 --stop strings\n"); return 2; }
     for (int i = 0; i < o.stops.n; i++)
         if (!o.stops.v[i][0]) { fprintf(stderr, "mlxcel generate: --stop needs a non-empty string\n"); return 2; }
+    if (cli_kv_apply("generate", &o.kv)) return 2; /* the decoder's self-attention of --audio too */
     if (o.audio) { /* an encoder-decoder speech model: the raw model on the audio */
         if (o.spec.draft_model || o.spec.lookup_ngram) { fprintf(stderr, "mlxcel generate: --audio decodes without speculation\n"); return 2; }
         if (o.prompt || o.prompt_file || o.system || o.stops.n) { fprintf(stderr, "mlxcel generate: with --audio give the decoder prompt as --prompt-ids\n"); return 2; }
@@ -210,7 +211,6 @@ static int generate(const gen_opts *go, const char *dir) {
     if (o.prompt_ids && !mx_parse_ids("generate", "--prompt-ids", o.prompt_ids, &ids, &T)) return 2;
     double t0 = mx_now();
     mx_textmodel tm;
-    if (cli_kv_apply("generate", &o.kv)) { free(ids); return 2; }
     if (mx_textmodel_open(o.model, &tm)) { fprintf(stderr, "mlxcel generate: %s\n", mx_errmsg()); free(ids); return 1; }
     cli_kv_note("generate", &tm.e.model);
     if ((o.tmpl_name || o.tmpl_file) && mx_textmodel_set_template(&tm, o.tmpl_name, o.tmpl_file)) {

@@ -70,3 +70,8 @@ for d in "ngram|--lookup-ngram 3" "draft|--draft-model $FX"; do
   gen --kv-bits 8 ${d#*|} >"$T/spec.out" 2>"$T/spec.err"
   cmp -s "$T/q8_0.out" "$T/spec.out" && ok "kv/spec_${d%%|*}_q8_0_same_text" || fail "kv/spec_${d%%|*}_q8_0_same_text" "differs from plain q8_0 decoding: $(tail -1 "$T/spec.err")"
 done
+# an encoder-decoder: the decoder's self-attention takes the types, the cross-attention stays f32
+W=tests/fixtures/whisper
+aud() { "$MLXCEL" generate -m $W --audio $W/inputs/speech.wav --prompt-ids 317,318,322,326 -n 16 --temp 0 --ignore-eos -t 1 "$@" 2>"$T/w.err"; }
+a=$(aud); b=$(aud --cache-type-k f16 --cache-type-v f16)
+[ -n "$a" ] && [ "$a" = "$b" ] && ok kv/whisper_f16_same_text || fail kv/whisper_f16_same_text "f32 '$a' vs f16 '$b' $(tail -1 "$T/w.err")"
