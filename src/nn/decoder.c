@@ -24,6 +24,21 @@ static size_t block_state(const mx_model *m, const mx_block_ops *b, int layer, i
     return b->state_floats ? b->state_floats(m, layer, cap) : 0;
 }
 
+/* floats of layer l's state in a cache of cap positions with rows `type` */
+static size_t layer_state(const mx_model *m, int l, int cap, const mx_kv_type type[2]) {
+    const mx_layer_spec *ls = &m->arch.layers[l];
+    size_t n = block_state(m, ls->mixer, l, cap, type) + block_state(m, ls->mixer2, l, cap, type) + block_state(m, ls->xattn, l, cap, type) +
+               block_state(m, ls->ffn, l, cap, type) + block_state(m, ls->shortcut, l, cap, type);
+    return (n + 15) & ~(size_t)15;
+}
+
+size_t mx_kv_new_bytes(const mx_model *m, int cap) {
+    if (cap < 1 || cap > (1 << 28)) return 0;
+    size_t total = 0;
+    for (int l = 0; l < m->arch.n_layers; l++) total += layer_state(m, l, cap, m->kp.kv_type);
+    return total * sizeof(float);
+}
+
 mx_kv *mx_kv_new(const mx_model *m, int cap) {
     const mx_arch *a = &m->arch;
     if (cap < 1 || cap > (1 << 28)) { mx_set_err("cache of %d positions is out of range", cap); return NULL; }
@@ -36,11 +51,7 @@ mx_kv *mx_kv_new(const mx_model *m, int cap) {
     size_t total = 0;
     for (int l = 0; l < a->n_layers; l++) {
         kv->offset[l] = total;
-        const mx_layer_spec *ls = &a->layers[l];
-        size_t n = block_state(m, ls->mixer, l, cap, kv->type) + block_state(m, ls->mixer2, l, cap, kv->type) +
-                   block_state(m, ls->xattn, l, cap, kv->type) + block_state(m, ls->ffn, l, cap, kv->type) +
-                   block_state(m, ls->shortcut, l, cap, kv->type);
-        n = (n + 15) & ~(size_t)15;
+        size_t n = layer_state(m, l, cap, kv->type);
         if (total + n < total || (total + n) > ((size_t)1 << 40) / sizeof(float)) {
             mx_set_err("cache of %d positions is too large", cap);
             free(kv->offset); free(kv);

@@ -83,6 +83,9 @@ typedef struct {
     mx_kv_type type[2];
 } mx_kv;
 mx_kv *mx_kv_new(const mx_model *m, int cap);
+/* Bytes mx_kv_new(m, cap) allocates (with the types of m's policy), 0 when
+ * out of range. */
+size_t mx_kv_new_bytes(const mx_model *m, int cap);
 /* Bytes of the cache's whole allocation. */
 static inline size_t mx_kv_bytes(const mx_kv *kv) { return kv->offset[kv->n_layers] * sizeof(float); }
 /* Some layer stores K/V rows whose type the policy chooses (an attention or

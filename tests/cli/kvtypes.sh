@@ -75,3 +75,5 @@ W=tests/fixtures/whisper
 aud() { "$MLXCEL" generate -m $W --audio $W/inputs/speech.wav --prompt-ids 317,318,322,326 -n 16 --temp 0 --ignore-eos -t 1 "$@" 2>"$T/w.err"; }
 a=$(aud); b=$(aud --cache-type-k f16 --cache-type-v f16)
 [ -n "$a" ] && [ "$a" = "$b" ] && ok kv/whisper_f16_same_text || fail kv/whisper_f16_same_text "f32 '$a' vs f16 '$b' $(tail -1 "$T/w.err")"
+# inspect's memory estimate lays the cache out in the types asked for
+"$MLXCEL" inspect $FX -c 100 --kv-bits 4 2>&1 | grep -q "cache .* (q4_0 keys, q4_0 values)" && ok kv/inspect_types || fail kv/inspect_types "no q4_0 cache in inspect's memory line"
