@@ -30,6 +30,10 @@ size_t mx_kv_row_bytes(mx_kv_type t, int d) {
     }
 }
 
+/* (int)v for v in [lo, hi]; a value out of range (inf, NaN: an overflowed
+ * activation) takes the nearest end, NaN lo, instead of an undefined cast */
+static int to_int(float v, int lo, int hi) { return v >= (float)lo && v <= (float)hi ? (int)v : v > (float)hi ? hi : lo; }
+
 /* one block of n <= 32 values, llama.cpp's quantize_row_q8_0 / q4_0 rules */
 static void store_q8_0(uint8_t *b, const float *x, int n) {
     float amax = 0;
@@ -38,7 +42,7 @@ static void store_q8_0(uint8_t *b, const float *x, int n) {
     uint16_t h = mx_f32_to_f16(d);
     memcpy(b, &h, 2);
     int8_t *q = (int8_t *)(b + 2);
-    for (int i = 0; i < MX_KV_BLOCK; i++) q[i] = i < n ? (int8_t)roundf(x[i] * id) : 0;
+    for (int i = 0; i < MX_KV_BLOCK; i++) q[i] = i < n ? (int8_t)to_int(roundf(x[i] * id), -127, 127) : 0;
 }
 
 static void store_q4_0(uint8_t *b, const float *x, int n) {
@@ -50,9 +54,7 @@ static void store_q4_0(uint8_t *b, const float *x, int n) {
     memcpy(b, &h, 2);
     for (int j = 0; j < MX_KV_BLOCK / 2; j++) {
         float x0 = j < n ? x[j] * id : 0.0f, x1 = j + 16 < n ? x[j + 16] * id : 0.0f;
-        int q0 = (int)(int8_t)(x0 + 8.5f), q1 = (int)(int8_t)(x1 + 8.5f);
-        q0 = q0 > 15 ? 15 : q0;
-        q1 = q1 > 15 ? 15 : q1;
+        int q0 = to_int(x0 + 8.5f, 0, 15), q1 = to_int(x1 + 8.5f, 0, 15); /* truncation, as llama.cpp's (int8_t) cast */
         b[2 + j] = (uint8_t)(q0 | (q1 << 4));
     }
 }
