@@ -140,6 +140,8 @@ $(BUILD)/mkmodel: tools/mkmodel.c $(BUILD)/libmlxcel.a
 	$(CC) $(CFLAGS) -Isrc -o $@ $< $(WHOLE_LIB) $(LDLIBS)
 $(BUILD)/kbench: tools/kbench.c $(BUILD)/libmlxcel.a
 	$(CC) $(CFLAGS) -Isrc -o $@ $< $(WHOLE_LIB) $(LDLIBS)
+$(BUILD)/kv_bench: tools/kv_bench.c $(BUILD)/libmlxcel.a
+	$(CC) $(CFLAGS) -Isrc -o $@ $< $(WHOLE_LIB) $(LDLIBS)
 $(BUILD)/qcold: tools/qcold.c $(BUILD)/libmlxcel.a
 	$(CC) $(CFLAGS) -Isrc -o $@ $< $(WHOLE_LIB) $(LDLIBS)
 $(BUILD)/isa_bounds: tools/isa_bounds.c $(BUILD)/libmlxcel.a

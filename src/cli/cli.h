@@ -5,6 +5,7 @@
 #include "opts.h"
 #include "../runtime/sampler.h"
 #include "../runtime/spec.h"
+#include "../nn/model.h"
 #include <stddef.h>
 
 extern const mx_cmd mx_cmd_generate, mx_cmd_chat, mx_cmd_serve, mx_cmd_bench, mx_cmd_tokenize, mx_cmd_template,
@@ -54,6 +55,31 @@ typedef struct {
     {NULL, "--draft-max", NULL, OPT_INT, "N", 1, 64, offsetof(T, f.draft_max), "tokens drafted per verification pass", NULL, 0}, \
     {NULL, "--lookup-ngram", NULL, OPT_INT, "N", 0, 64, offsetof(T, f.lookup_ngram),                                         \
      "speculative decoding by prompt lookup: draft what followed the last earlier match of the last N..1 tokens", NULL, 0}
+/* KV cache types (kernels/kvcache.h), shared by generate, chat, bench and
+ * serve: --cache-type-k, --cache-type-v (llama.cpp's names), --kv-bits
+ * (mlx-lm's: both q8_0 or both q4_0). One value for the process, set in
+ * the default kernel policy before the model loads. */
+typedef struct {
+    const char *k, *v;
+    int bits;
+} cli_kv_opts;
+#define OPT_KV(T, f)                                                                                                         \
+    {NULL, "--cache-type-k", NULL, OPT_CHOICE, NULL, 0, 0, offsetof(T, f.k),                                                 \
+     "the type attention caches store keys as: f32 (exact, default), f16, bf16, q8_0 / q4_0 (32-value blocks with an f16 scale)", \
+     MX_KV_TYPE_CHOICES, 0},                                                                                                 \
+    {NULL, "--cache-type-v", NULL, OPT_CHOICE, NULL, 0, 0, offsetof(T, f.v), "the type attention caches store values as (as --cache-type-k)", \
+     MX_KV_TYPE_CHOICES, 0},                                                                                                 \
+    {NULL, "--kv-bits", NULL, OPT_INT, "N", 4, 8, offsetof(T, f.bits), "8: q8_0 keys and values, 4: q4_0 (mlx-lm's option)", NULL, 0}
+/* Sets the default policy's cache types from the options. Returns 0, or 2
+ * after printing one line "mlxcel CMD: ..." (a --kv-bits other than 4 or 8,
+ * or given with --cache-type-k/-v). */
+int cli_kv_apply(const char *cmd, const cli_kv_opts *o);
+/* After the model loads: one line on stderr when cache types were asked for
+ * and no layer of m keeps attention K/V rows (they are ignored). */
+void cli_kv_note(const char *cmd, const mx_model *m);
+/* "KV cache 12.6 MB (12582912 bytes) for 4096 positions (f16 keys, f16 values)" (--verbose, bench). */
+void cli_kv_describe(const mx_kv *kv, char *out, size_t n);
+
 /* Fills cfg from the options (cfg->kind 0: no speculation asked for); a
  * draft model is opened into *draft and checked against target's tokenizer.
  * Returns 0, or 1 after printing one line "mlxcel CMD: ...". */

@@ -31,6 +31,7 @@ typedef struct {
     int pp, tg, threads, reps, bw_mb, depth;
     bool json, depth_random, oracle;
     cli_spec_opts spec;
+    cli_kv_opts kv;
 } bench_opts;
 
 static void bench_init(void *p) {
@@ -81,6 +82,7 @@ static const mx_opt bench_tab[] = {
     {NULL, "--bw-mb", NULL, OPT_INT, "MB", 16, 1 << 16, offsetof(bench_opts, bw_mb),
      "the bandwidth probe's buffer (default 1024, or a quarter of a smaller machine's memory; at most half)", NULL, 0},
     OPT_SPEC(bench_opts, spec),
+    OPT_KV(bench_opts, kv),
     {NULL, "--spec-oracle", NULL, OPT_FLAG, NULL, 0, 0, offsetof(bench_opts, oracle),
      "speculative decoding with an oracle draft: the target's own greedy continuation, computed first (the cost of verification alone)", NULL, 0},
     {NULL, "--json", NULL, OPT_FLAG, NULL, 0, 0, offsetof(bench_opts, json),
@@ -90,16 +92,12 @@ static const mx_opt bench_tab[] = {
 
 static int bench(const bench_opts *o, const char *model);
 
-/* The first `depth` tokens' cache as random values of unit variance, as
- * a prefill would leave normed keys: the time of attending them does not
- * depend on what they hold. */
+/* The first `depth` tokens' cache as random values (mx_kv_fill_random:
+ * unit variance in an f32 cache, as a prefill would leave normed keys): the
+ * time of attending them does not depend on what they hold. */
 static void fill_random(mx_session *s, const int32_t *toks, int depth) {
     mx_kv *kv = s->kv;
-    uint64_t rng = 777;
-    for (size_t i = kv->offset[0]; i < kv->offset[kv->n_layers]; i++) {
-        rng = rng * 6364136223846793005ull + 1442695040888963407ull;
-        kv->data[i] = (float)((double)(rng >> 40) / (double)(1ull << 24) * 3.4641016 - 1.7320508);
-    }
+    mx_kv_fill_random(&s->e->model, kv, 777);
     kv->len = depth;
     s->n_history = depth;
     memcpy(s->history, toks, (size_t)depth * sizeof(int32_t));
@@ -161,7 +159,9 @@ static int bench(const bench_opts *bo, const char *model) {
     mx_engine *ep = &tm.e;
     if (bo->oracle && (bo->spec.draft_model || bo->spec.lookup_ngram)) { fprintf(stderr, "mlxcel bench: give one drafter\n"); return 2; }
     if (d && (bo->oracle || bo->spec.draft_model || bo->spec.lookup_ngram)) { fprintf(stderr, "mlxcel bench: -d and a drafter together are not supported (the speculative runs start at depth 0)\n"); return 2; }
+    if (cli_kv_apply("bench", &bo->kv)) return 2;
     if (bo->spec.draft_model ? mx_textmodel_open(model, &tm) : mx_engine_open(model, ep)) { fprintf(stderr, "mlxcel bench: %s\n", mx_errmsg()); return 1; }
+    cli_kv_note("bench", &ep->model);
     if (cli_spec_open("bench", &bo->spec, &tm, &dtm, &sc)) { bo->spec.draft_model ? mx_textmodel_close(&tm) : mx_engine_close(ep); return 1; }
     if (bo->oracle) sc.kind = MX_DRAFT_ORACLE;
     bool spec = sc.kind && tg > 1;
@@ -307,13 +307,14 @@ static int bench(const bench_opts *bo, const char *model) {
     double acc_rate = sp.drafted ? (double)sp.accepted / sp.drafted : 0, per_pass = sp.rounds ? (double)(reps * (tg - 1)) / sp.rounds : 0;
     double eff_lo = n_eff ? seg_eff[0] : 0, eff_hi = n_eff ? seg_eff[n_eff - 1] : 0;
     if (json) { /* jansson: the model path may hold any character */
-        json_t *o = json_pack("{s:s,s:s,s:i,s:i,s:i,s:i,s:i,s:f,s:f,s:f,s:f,s:f,s:I,s:f,s:f,s:[f,f],s:[f,f],s:I,s:I,s:f,s:f,s:f,s:s,s:s}",
+        json_t *o = json_pack("{s:s,s:s,s:i,s:i,s:i,s:i,s:i,s:f,s:f,s:f,s:f,s:f,s:I,s:f,s:f,s:[f,f],s:[f,f],s:I,s:I,s:f,s:f,s:f,s:s,s:s,s:s,s:s,s:f}",
                               "model", label, "family", ar->family, "threads", threads, "n_prompt", pp, "n_gen", tg, "n_depth", d, "reps", reps, "depth_fill_tps", fill_tps,
                               "pp_tps", pp_m, "pp_tps_sd", pp_sd, "tg_tps", tg_m, "tg_tps_sd", tg_sd, "bytes_per_token", (json_int_t)llround(bpt),
                               "mem_read_gbs", bw_med, "tg_efficiency", eff, "mem_read_gbs_range", bw[0], bw[n_bw - 1],
                               "tg_efficiency_range", eff_lo, eff_hi, "checkpoint_bytes", (json_int_t)ckpt, "kv_cache_bytes",
                               (json_int_t)kv_bytes, "peak_rss_mb", rss_mb, "peak_rss_model_mb", rss_model_mb, "ttft_ms", ttft * 1e3,
-                              "weights", wmode, "activations", act);
+                              "weights", wmode, "activations", act, "cache_type_k", mx_kv_type_name(s.kv->type[0]), "cache_type_v",
+                              mx_kv_type_name(s.kv->type[1]), "kv_bytes_per_position", (double)kv_bytes / ctx);
         if (o && spec)
             json_object_set_new(o, "speculative", json_pack("{s:s,s:i,s:f,s:f,s:f,s:f,s:f,s:i}", "draft", spec_kind, "draft_max", sc.draft_max,
                                                             "plain_tps", med_plain, "spec_tps", med_spec, "speedup", med_ratio, "acceptance",
@@ -335,6 +336,9 @@ static int bench(const bench_opts *bo, const char *model) {
                bpt / 1e6, eff * 100, n_eff, eff_lo * 100, eff_hi * 100);
         printf("peak RSS %.0f MB (%.0f MB without the %d MB bandwidth probe) vs checkpoint %.0f MB + KV cache %.0f MB\n", rss_mb,
                rss_model_mb, bw_mb, ckpt / 1048576.0, kv_bytes / 1048576.0);
+        char kvd[160];
+        cli_kv_describe(s.kv, kvd, sizeof kvd);
+        printf("%s: %.0f bytes per position\n", kvd, (double)kv_bytes / ctx);
         printf("time to first token (open + 8-token prompt): %.0f ms\n", ttft * 1e3);
         printf("weights: %s; matmuls' activations: %s\n", wmode, act);
         if (spec) {

@@ -23,6 +23,7 @@ typedef struct {
     int n_max, threads, ctx;
     bool verbose;
     mx_sampling samp;
+    cli_kv_opts kv;
 } chat_opts;
 
 static void chat_init(void *p) {
@@ -47,6 +48,7 @@ static const mx_opt chat_tab[] = {
     {NULL, "--grammar", "--grammar-file", OPT_STR, "FILE", 0, 0, offsetof(chat_opts, grammar),
      "every reply follows the GBNF grammar in FILE", NULL, 0},
     OPT_THREADS(chat_opts, threads),
+    OPT_KV(chat_opts, kv),
     {"-v", "--verbose", NULL, OPT_FLAG, NULL, 0, 0, offsetof(chat_opts, verbose), "print each turn's prefill and decode times", NULL, 0},
     {0},
 };
@@ -338,9 +340,11 @@ static int chat_run(void *p) {
     }
     if (*what) fprintf(stderr, "mlxcel chat: sampling defaults from generation_config.json: %s\n", what);
     chat c = {.o = o};
+    if (cli_kv_apply("chat", &o->kv)) { free(dir); return 2; }
     int rc = mx_textmodel_open(dir, &c.tm);
     free(dir);
     if (rc) { fprintf(stderr, "mlxcel chat: %s\n", mx_errmsg()); return 1; }
+    cli_kv_note("chat", &c.tm.e.model);
     rc = 1;
     mx_pool *pool = NULL;
     char *line = NULL;
@@ -368,6 +372,11 @@ static int chat_run(void *p) {
         goto out;
     }
     sess = true;
+    if (o->verbose) {
+        char kvd[160];
+        cli_kv_describe(c.s.kv, kvd, sizeof kvd);
+        fprintf(stderr, "%s\n", kvd);
+    }
     reset(&c);
     banner(&c, o->model);
     struct sigaction sa = {0}, old;

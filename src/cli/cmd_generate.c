@@ -19,6 +19,7 @@ typedef struct {
     bool ignore_eos, no_template, verbose;
     mx_sampling samp;
     cli_spec_opts spec;
+    cli_kv_opts kv;
     char *prompt_buf; /* -p - or -f FILE */
 } gen_opts;
 
@@ -83,6 +84,7 @@ static const mx_opt gen_tab[] = {
      "write F32 logits [T, V] for every prompt position and step_logits [N, V] for every generated token (safetensors)", NULL, 0},
     {"-v", "--verbose", NULL, OPT_FLAG, NULL, 0, 0, offsetof(gen_opts, verbose), "print the time of each phase", NULL, 0},
     OPT_SPEC(gen_opts, spec),
+    OPT_KV(gen_opts, kv),
     {NULL, "--audio", NULL, OPT_STR, "FILE", 0, 0, offsetof(gen_opts, audio),
      "a speech model (Whisper): encode FILE (one 30 s window) and run the decoder on --prompt-ids, without decoding rules", NULL, 0},
     {0},
@@ -181,6 +183,7 @@ static int gen_run(void *p) {
     if (o.stops.n > 16) { fprintf(stderr, "mlxcel generate: at most 16 --stop strings\n"); return 2; }
     for (int i = 0; i < o.stops.n; i++)
         if (!o.stops.v[i][0]) { fprintf(stderr, "mlxcel generate: --stop needs a non-empty string\n"); return 2; }
+    if (cli_kv_apply("generate", &o.kv)) return 2; /* the decoder's self-attention of --audio too */
     if (o.audio) { /* an encoder-decoder speech model: the raw model on the audio */
         if (o.spec.draft_model || o.spec.lookup_ngram) { fprintf(stderr, "mlxcel generate: --audio decodes without speculation\n"); return 2; }
         if (o.prompt || o.prompt_file || o.system || o.stops.n) { fprintf(stderr, "mlxcel generate: with --audio give the decoder prompt as --prompt-ids\n"); return 2; }
@@ -213,6 +216,7 @@ static int generate(const gen_opts *go, const char *dir) {
     if (mx_sampling_gencfg(&o.samp, o.model, what, sizeof what)) { fprintf(stderr, "mlxcel generate: %s\n", mx_errmsg()); free(ids); return 1; }
     if (*what && o.verbose) fprintf(stderr, "mlxcel generate: sampling defaults from generation_config.json: %s\n", what);
     if (mx_textmodel_open(o.model, &tm)) { fprintf(stderr, "mlxcel generate: %s\n", mx_errmsg()); free(ids); return 1; }
+    cli_kv_note("generate", &tm.e.model);
     if ((o.tmpl_name || o.tmpl_file) && mx_textmodel_set_template(&tm, o.tmpl_name, o.tmpl_file)) {
         fprintf(stderr, "mlxcel generate: %s\n", mx_errmsg());
         free(ids);
@@ -412,6 +416,11 @@ static int generate(const gen_opts *go, const char *dir) {
         if (spec)
             fprintf(stderr, "speculative: %ld verification passes, %ld of %ld drafted tokens accepted (%.1f%%)\n", sp.rounds, sp.accepted,
                     sp.drafted, sp.drafted ? 100.0 * sp.accepted / sp.drafted : 0.0);
+    }
+    if (o.verbose) {
+        char kvd[160];
+        cli_kv_describe(s.kv, kvd, sizeof kvd);
+        fprintf(stderr, "%s\n", kvd);
     }
     if (o.verbose)
         fprintf(stderr, "timings: load %.1f ms | images %.1f ms | template + tokenize %.2f ms | cache %.2f ms | prefill %.1f ms "

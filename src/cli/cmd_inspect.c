@@ -14,12 +14,14 @@ typedef struct {
     mx_strlist pos;
     int ctx;
     bool json;
+    cli_kv_opts kv;
 } insp_opts;
 
 static void insp_init(void *p) { ((insp_opts *)p)->ctx = 4096; }
 
 static const mx_opt insp_tab[] = {
     {"-c", "--ctx-size", NULL, OPT_INT, "N", 1, 1 << 24, offsetof(insp_opts, ctx), "the context the memory estimate is for", NULL, 0},
+    OPT_KV(insp_opts, kv),
     {0},
 };
 
@@ -127,6 +129,7 @@ static uint64_t count_params(const mx_ckpt *ck, int group) {
 static int inspect_run(void *p) {
     insp_opts *o = p;
     if (o->pos.n != 1) { fprintf(stderr, "mlxcel inspect: give one model (folder or ORG/NAME)\n"); return 2; }
+    if (cli_kv_apply("inspect", &o->kv)) return 2;
     char *dir = cli_model_dir("inspect", o->pos.v[0]);
     if (!dir) return 1;
     mx_engine *e = calloc(1, sizeof *e);
@@ -167,23 +170,16 @@ static int inspect_run(void *p) {
                json_is_integer(bits) ? (long long)json_integer_value(bits) : 0LL, group);
     }
     files_of(dir);
-    /* memory at the context: the weights as mapped, the cache and the scratch of one sequence */
-    size_t kv = 0;
-    for (int l = 0; l < m->arch.n_layers; l++) {
-        const mx_layer_spec *ls = &m->arch.layers[l];
-        const mx_block_ops *parts[3] = {ls->mixer, ls->mixer2, ls->ffn};
-        size_t n = 0;
-        for (int k = 0; k < 3; k++)
-            if (parts[k] && parts[k]->state_floats) n += parts[k]->state_floats(m, l, o->ctx);
-        kv += (n + 15) & ~(size_t)15;
-    }
-    kv *= sizeof(float);
+    /* memory at the context: the weights as mapped, the cache (as mx_kv_new lays it out, in the
+     * cache types asked for) and the scratch of one sequence */
+    size_t kv = mx_kv_new_bytes(m, o->ctx);
     size_t scratch = mx_blocks_scratch_floats(m, MX_MIN(512, o->ctx), o->ctx, mx_default_threads()) * sizeof(float);
     char k[32], s[32], t[32];
     cli_fmt_bytes((double)kv, k, sizeof k);
     cli_fmt_bytes((double)scratch, s, sizeof s);
     cli_fmt_bytes((double)(bytes + kv + scratch), t, sizeof t);
-    printf("memory      %s at %d tokens: weights %s + cache %s + scratch %s (one sequence; serve --parallel N: N caches)\n", t, o->ctx, b, k, s);
+    printf("memory      %s at %d tokens: weights %s + cache %s (%s keys, %s values) + scratch %s (one sequence; serve --parallel N: N caches)\n",
+           t, o->ctx, b, k, mx_kv_type_name(m->kp.kv_type[0]), mx_kv_type_name(m->kp.kv_type[1]), s);
     mx_engine_close(e);
     free(e);
     free(dir);

@@ -11,6 +11,7 @@ typedef struct {
     mx_sampling samp; /* request defaults */
     mx_strlist alias; /* --alias, each a name or a comma list */
     bool jinja;       /* llama-server's --jinja: templates are always Jinja here */
+    cli_kv_opts kv;
 } serve_opts;
 
 static void serve_init(void *p) {
@@ -33,6 +34,7 @@ static const mx_opt serve_tab[] = {
     {"-ub", "--step-tokens", "--ubatch-size", OPT_INT, "N", 1, 1 << 16, S(step_tokens), "at most N tokens in one forward pass (decode + prompt chunks)",
      NULL, 0},
     OPT_THREADS(serve_opts, s.threads),
+    OPT_KV(serve_opts, kv),
     {NULL, "--api-key", NULL, OPT_STR, "KEY", 0, 0, S(api_key), "require 'Authorization: Bearer KEY' (or 'x-api-key: KEY')", NULL, 0},
     {"-a", "--alias", NULL, OPT_LIST, "NAME", 0, 0, offsetof(serve_opts, alias),
      "the model's id in the API (repeatable or a comma list: the first is the id, all are listed by /v1/models)", NULL, 0},
@@ -91,6 +93,7 @@ static int serve_run(void *p) {
     if (!o->s.model_dir) { fprintf(stderr, "mlxcel serve: -m MODEL is required\n"); return 2; }
     if (o->s.chat_template && o->s.chat_template_file) { fprintf(stderr, "mlxcel serve: give --chat-template or --chat-template-file, not both\n"); return 2; }
     o->s.max_body = (size_t)o->body_mb << 20;
+    if (cli_kv_apply("serve", &o->kv)) return 2;
     char *dir = cli_model_dir("serve", o->s.model_dir);
     if (!dir) return 1;
     o->s.model_name = strcmp(dir, o->s.model_dir) ? o->s.model_dir : NULL; /* a hub id is the model's id */

@@ -2,7 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static mx_kpolicy g_default = {NULL, MX_CPU_AVX512, true, false, MX_QMODE_AUTO};
+static mx_kpolicy g_default = {NULL, MX_CPU_AVX512, true, false, MX_QMODE_AUTO, {MX_KV_F32, MX_KV_F32}};
 
 mx_kpolicy mx_kpolicy_default(void) { return g_default; }
 

@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include "../base/cpu.h"
 #include "../base/threadpool.h"
+#include "kvcache.h"
 
 /* Which kernel serves n tokens of a quantized product on f32 activations.
  * The one-token decode kernel and the multi-token panel kernel sum in
@@ -37,6 +38,10 @@ typedef struct mx_kpolicy {
      * opt-in, MLXCEL_BF16_DOT=1. */
     bool bf16_dot;
     mx_qmode qmode; /* per pass: the scheduler's (see above) */
+    /* The types attention caches store their K and V rows as (kvcache.h;
+     * --cache-type-k / --cache-type-v, --kv-bits): copied into every cache
+     * mx_kv_new makes for the model. Default f32 (exact). */
+    mx_kv_type kv_type[2];
 } mx_kpolicy;
 
 /* The process's default: the built-in one (act12 on, bf16_dot off, no cap,

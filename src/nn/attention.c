@@ -5,8 +5,10 @@
  * scale, the layer's sliding window, soft-capping, sinks, output gate (from
  * q, or a sigmoid / softplus gate projection of its own, per element or per
  * head), a norm on the output before o, GQA/MQA, a value head size of its own
- * and a value scale. Its per-sequence state is K [cap][kv heads * head_dim] then V
- * [cap][kv heads * v head dim]. */
+ * and a value scale. Its per-sequence state is K [cap][kv heads][head_dim] then V
+ * [cap][kv heads][v head dim], each row stored as the cache's type for it
+ * (kv->type, kernels/kvcache.h: f32, f16, bf16, q8_0, q4_0), written once at
+ * append and read in place by the score and mix rows. */
 #include "model.h"
 #include "ssm.h"
 #include "../base/base.h"
@@ -113,10 +115,20 @@ static void att_free(void *p) {
 int mx_attn_vdim(const mx_attn_spec *a) { return a->v_head_dim ? a->v_head_dim : a->head_dim; }
 static int qkv_dim(const mx_attn_spec *a) { return (a->n_heads + a->n_kv_heads) * a->head_dim + a->n_kv_heads * mx_attn_vdim(a); }
 
-static size_t att_state(const mx_model *m, int layer, int cap) {
+/* bytes of one position's K (or V) rows: kv heads rows of d values */
+static size_t kv_ld(const mx_attn_spec *a, mx_kv_type t, int d) { return (size_t)a->n_kv_heads * mx_kv_row_bytes(t, d); }
+/* bytes of the K region (V starts there, 64-byte aligned) */
+static size_t k_region(const mx_attn_spec *a, mx_kv_type t, int cap) { return ((size_t)cap * kv_ld(a, t, a->head_dim) + 63) & ~(size_t)63; }
+
+static size_t att_cache(const mx_model *m, int layer, int cap, const mx_kv_type type[2]) {
     const mx_attn_spec *a = m->arch.layers[layer].attn;
     if (m->arch.layers[layer].kv_shared) return 0;
-    return (size_t)cap * a->n_kv_heads * (a->head_dim + mx_attn_vdim(a));
+    return (k_region(a, type[0], cap) + (size_t)cap * kv_ld(a, type[1], mx_attn_vdim(a)) + 3) / 4;
+}
+
+static size_t att_state(const mx_model *m, int layer, int cap) {
+    const mx_kv_type f32[2] = {MX_KV_F32, MX_KV_F32};
+    return att_cache(m, layer, cap, f32);
 }
 
 /* Query heads that share a kv head (GQA) run in one task, over blocks of
@@ -185,7 +197,7 @@ static void att_task(void *ctx, int i, int tid) {
     mx_fwd *f = j->f;
     const mx_layer_spec *ls = &f->m->arch.layers[j->layer];
     const mx_attn_spec *a = ls->attn;
-    int hd = a->head_dim, vd = mx_attn_vdim(a), qkvd = qkv_dim(a), kvd = a->n_kv_heads * hd, kvvd = a->n_kv_heads * vd;
+    int hd = a->head_dim, vd = mx_attn_vdim(a), qkvd = qkv_dim(a);
     int t = i / (a->n_kv_heads * j->subs), kvh = i / j->subs % a->n_kv_heads;
     int h0 = kvh * att_group(a) + i % j->subs * j->per, nh = MX_MIN(j->per, (kvh + 1) * att_group(a) - h0);
     const mx_kv *kv = f->seqs[f->seq_of[t]].kv;
@@ -200,22 +212,24 @@ static void att_task(void *ctx, int i, int tid) {
         j0 = MX_MIN(j0, f->span_lo[t]);
         j1 = MX_MAX(j1, f->span_hi[t] - 1);
     }
-    const float *K = mx_kv_layer(kv, ls->kv_shared ? ls->kv_from : j->layer), *V = K + (size_t)kv->cap * kvd;
-    K += (size_t)j0 * kvd + (size_t)kvh * hd;
-    V += (size_t)j0 * kvvd + (size_t)kvh * vd;
+    mx_kv_type tk = kv->type[0], tv = kv->type[1];
+    size_t ldk = kv_ld(a, tk, hd), ldv = kv_ld(a, tv, vd);
+    const uint8_t *K = (const uint8_t *)mx_kv_layer(kv, ls->kv_shared ? ls->kv_from : j->layer), *V = K + k_region(a, tk, kv->cap);
+    K += (size_t)j0 * ldk + (size_t)kvh * mx_kv_row_bytes(tk, hd);
+    V += (size_t)j0 * ldv + (size_t)kvh * mx_kv_row_bytes(tv, vd);
     float *sc = j->scores + (size_t)tid * att_group(a) * f->max_ctx;
     const float *q = j->qkv + (size_t)t * qkvd + (size_t)h0 * hd;
     float *out = j->att + (size_t)t * a->n_heads * vd + (size_t)h0 * vd;
-    int n = j1 - j0 + 1, kb = g_key_block ? g_key_block : MX_MAX(16, 8192 / hd); /* 32 KiB of K at d = 64 */
+    int n = j1 - j0 + 1, kb = g_key_block ? g_key_block : MX_MAX(16, 8192 / hd); /* 32 KiB of f32 K at d = 64 */
     for (int k0 = 0; k0 < n; k0 += kb)
         for (int h = 0; h < nh; h++)
-            mx_attn_scores(q + (size_t)h * hd, K + (size_t)k0 * kvd, (size_t)kvd, MX_MIN(kb, n - k0), hd, a->scale,
-                           sc + (size_t)h * f->max_ctx + k0);
+            mx_attn_scores_kv(tk, q + (size_t)h * hd, K + (size_t)k0 * ldk, ldk, MX_MIN(kb, n - k0), hd, a->scale,
+                              sc + (size_t)h * f->max_ctx + k0);
     for (int h = 0; h < nh; h++) att_probs(j, t, h0 + h, j0, p, n, sc + (size_t)h * f->max_ctx);
     for (int k0 = 0; k0 < n; k0 += kb)
         for (int h = 0; h < nh; h++)
-            mx_attn_mix(out + (size_t)h * vd, sc + (size_t)h * f->max_ctx + k0, V + (size_t)k0 * kvvd, (size_t)kvvd,
-                        MX_MIN(kb, n - k0), vd, k0 > 0);
+            mx_attn_mix_kv(tv, out + (size_t)h * vd, sc + (size_t)h * f->max_ctx + k0, V + (size_t)k0 * ldv, ldv,
+                           MX_MIN(kb, n - k0), vd, k0 > 0);
 }
 
 static void clip(float *x, size_t n, float cl) {
@@ -307,9 +321,14 @@ static void att_forward(mx_fwd *f, int layer, void *wp, const float *xn, float *
         if (a->v_norm) mx_rmsnorm(k + kvd, k + kvd, NULL, 0, a->n_kv_heads, vd, vd, a->qk_norm_spec.eps);
         if (a->v_scale && a->v_scale != 1.0f) mx_scale(k + kvd, a->v_scale, kvvd);
         const mx_kv *kv = f->seqs[f->seq_of[t]].kv;
-        float *K = mx_kv_layer(kv, layer), *V = K + (size_t)kv->cap * kvd;
-        memcpy(K + (size_t)f->pos[t] * kvd, k, (size_t)kvd * 4);
-        memcpy(V + (size_t)f->pos[t] * kvvd, k + kvd, (size_t)kvvd * 4);
+        uint8_t *K = (uint8_t *)mx_kv_layer(kv, layer), *V = K + k_region(a, kv->type[0], kv->cap);
+        size_t rk = mx_kv_row_bytes(kv->type[0], hd), rv = mx_kv_row_bytes(kv->type[1], vd);
+        K += (size_t)f->pos[t] * a->n_kv_heads * rk;
+        V += (size_t)f->pos[t] * a->n_kv_heads * rv;
+        for (int h = 0; h < a->n_kv_heads; h++) { /* quantized once, here */
+            mx_kv_store(kv->type[0], K + (size_t)h * rk, k + (size_t)h * hd, hd);
+            mx_kv_store(kv->type[1], V + (size_t)h * rv, k + kvd + (size_t)h * vd, vd);
+        }
     }
     int g = att_group(a), want = 2 * mx_pool_size(f->pool), units = N * a->n_kv_heads;
     int per = units >= want ? g : MX_MAX(1, g / ((want + units - 1) / units)), subs = (g + per - 1) / per;
@@ -339,6 +358,6 @@ static void att_forward(mx_fwd *f, int layer, void *wp, const float *xn, float *
 }
 
 const mx_block_ops mx_block_attention = {
-    .name = "attention", .load = att_load, .free = att_free, .state_floats = att_state,
+    .name = "attention", .load = att_load, .free = att_free, .state_floats = att_state, .cache_floats = att_cache,
     .scratch_floats = att_scratch, .forward = att_forward,
 };

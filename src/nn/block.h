@@ -14,6 +14,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include "../kernels/kernels.h"
+#include "../kernels/kvcache.h"
 
 typedef struct mx_model mx_model;
 typedef struct mx_fwd mx_fwd;
@@ -23,6 +24,11 @@ typedef struct mx_block_ops {
     int (*load)(mx_model *m, int layer, void **w);
     void (*free)(void *w);
     size_t (*state_floats)(const mx_model *m, int layer, int cap);         /* may be NULL: stateless */
+    /* The blocks that keep K/V rows (attention, MLA): their state in a cache
+     * whose keys are stored as type[0] and values as type[1]
+     * (kernels/kvcache.h), as mx_kv_new lays it out; state_floats is this
+     * with f32 rows (the encoder's per-pass state). NULL: state_floats. */
+    size_t (*cache_floats)(const mx_model *m, int layer, int cap, const mx_kv_type type[2]);
     size_t (*scratch_floats)(const mx_model *m, int layer, int max_tokens, int max_ctx, int n_threads);
     void (*forward)(mx_fwd *f, int layer, void *w, const float *in, float *out);
     /* State summarises the whole history (SSM, linear attention) rather than

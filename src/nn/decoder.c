@@ -17,24 +17,41 @@ struct mx_ctx {
     mx_kpolicy kp;
 };
 
+/* block b's state in a cache of `cap` positions whose K/V rows are `type` */
+static size_t block_state(const mx_model *m, const mx_block_ops *b, int layer, int cap, const mx_kv_type type[2]) {
+    if (!b) return 0;
+    if (b->cache_floats) return b->cache_floats(m, layer, cap, type);
+    return b->state_floats ? b->state_floats(m, layer, cap) : 0;
+}
+
+/* floats of layer l's state in a cache of cap positions with rows `type` */
+static size_t layer_state(const mx_model *m, int l, int cap, const mx_kv_type type[2]) {
+    const mx_layer_spec *ls = &m->arch.layers[l];
+    size_t n = block_state(m, ls->mixer, l, cap, type) + block_state(m, ls->mixer2, l, cap, type) + block_state(m, ls->xattn, l, cap, type) +
+               block_state(m, ls->ffn, l, cap, type) + block_state(m, ls->shortcut, l, cap, type);
+    return (n + 15) & ~(size_t)15;
+}
+
+size_t mx_kv_new_bytes(const mx_model *m, int cap) {
+    if (cap < 1 || cap > (1 << 28)) return 0;
+    size_t total = 0;
+    for (int l = 0; l < m->arch.n_layers; l++) total += layer_state(m, l, cap, m->kp.kv_type);
+    return total * sizeof(float);
+}
+
 mx_kv *mx_kv_new(const mx_model *m, int cap) {
     const mx_arch *a = &m->arch;
     if (cap < 1 || cap > (1 << 28)) { mx_set_err("cache of %d positions is out of range", cap); return NULL; }
     mx_kv *kv = mx_calloc(1, sizeof *kv);
     if (!kv) return NULL;
+    kv->type[0] = m->kp.kv_type[0];
+    kv->type[1] = m->kp.kv_type[1];
     kv->offset = mx_calloc((size_t)a->n_layers + 1, sizeof(size_t));
     if (!kv->offset) { free(kv); return NULL; }
     size_t total = 0;
     for (int l = 0; l < a->n_layers; l++) {
         kv->offset[l] = total;
-        const mx_layer_spec *ls = &a->layers[l];
-        size_t n = 0;
-        if (ls->mixer && ls->mixer->state_floats) n += ls->mixer->state_floats(m, l, cap);
-        if (ls->mixer2 && ls->mixer2->state_floats) n += ls->mixer2->state_floats(m, l, cap);
-        if (ls->xattn && ls->xattn->state_floats) n += ls->xattn->state_floats(m, l, cap);
-        if (ls->ffn && ls->ffn->state_floats) n += ls->ffn->state_floats(m, l, cap);
-        if (ls->shortcut && ls->shortcut->state_floats) n += ls->shortcut->state_floats(m, l, cap);
-        n = (n + 15) & ~(size_t)15;
+        size_t n = layer_state(m, l, cap, kv->type);
         if (total + n < total || (total + n) > ((size_t)1 << 40) / sizeof(float)) {
             mx_set_err("cache of %d positions is too large", cap);
             free(kv->offset); free(kv);
@@ -53,6 +70,34 @@ mx_kv *mx_kv_new(const mx_model *m, int cap) {
 void mx_kv_copy(mx_kv *dst, const mx_kv *src) {
     memcpy(dst->data, src->data, src->offset[src->n_layers] * sizeof(float));
     dst->len = src->len;
+}
+
+bool mx_model_has_kv_rows(const mx_model *m) {
+    for (int l = 0; l < m->arch.n_layers; l++) {
+        const mx_layer_spec *ls = &m->arch.layers[l];
+        if ((ls->mixer && ls->mixer->cache_floats) || (ls->mixer2 && ls->mixer2->cache_floats)) return true;
+    }
+    return false;
+}
+
+void mx_kv_fill_random(const mx_model *m, mx_kv *kv, uint64_t seed) {
+    (void)m;
+    uint64_t rng = seed;
+    if (kv->type[0] == MX_KV_F32 && kv->type[1] == MX_KV_F32) { /* unit variance, as a prefill leaves normed keys */
+        for (size_t i = kv->offset[0]; i < kv->offset[kv->n_layers]; i++) {
+            rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+            kv->data[i] = (float)((double)(rng >> 40) / (double)(1ull << 24) * 3.4641016 - 1.7320508);
+        }
+        return;
+    }
+    /* typed rows: every 16-bit word a sign and 11 random bits under 0x3800,
+     * a normal number read as f16 ([0.5, 2)), bf16 or either half of an f32,
+     * so f32 rows and the scales of q8_0 / q4_0 blocks hold ordinary values */
+    uint16_t *w = (uint16_t *)(void *)(kv->data + kv->offset[0]);
+    for (size_t i = 0, n = (kv->offset[kv->n_layers] - kv->offset[0]) * 2; i < n; i++) {
+        rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+        w[i] = (uint16_t)(((rng >> 48) & 0x8000) | 0x3800 | ((rng >> 33) & 0x7ff));
+    }
 }
 
 void mx_kv_free(mx_kv *kv) {
@@ -154,11 +199,11 @@ float *mx_kv_block(const mx_model *m, const mx_kv *kv, int layer, const mx_block
     const mx_layer_spec *ls = &m->arch.layers[layer];
     float *p = mx_kv_layer(kv, layer);
     if (b == ls->mixer) return p;
-    if (ls->mixer && ls->mixer->state_floats) p += ls->mixer->state_floats(m, layer, kv->cap);
+    p += block_state(m, ls->mixer, layer, kv->cap, kv->type);
     if (b == ls->mixer2) return p;
-    if (ls->mixer2 && ls->mixer2->state_floats) p += ls->mixer2->state_floats(m, layer, kv->cap);
+    p += block_state(m, ls->mixer2, layer, kv->cap, kv->type);
     if (b == ls->xattn) return p;
-    if (ls->xattn && ls->xattn->state_floats) p += ls->xattn->state_floats(m, layer, kv->cap);
+    p += block_state(m, ls->xattn, layer, kv->cap, kv->type);
     return p;
 }
 

@@ -60,10 +60,11 @@ void mx_dsa_plan(const mx_mla_spec *s, int rows, int max_ctx, int nt, mx_plan *p
 
 _Static_assert(sizeof(int) == sizeof(float), "int buffers live in float scratch");
 
-/* token t's sequence's indexer keys: after that cache's cap rows of `row` floats */
+/* token t's sequence's indexer keys (f32): after that cache's cap latent rows */
 static float *key_cache(const mx_fwd *f, int layer, int t, int row) {
+    (void)row;
     const mx_kv *kv = f->seqs[f->seq_of[t]].kv;
-    return mx_kv_layer(kv, layer) + (size_t)kv->cap * row;
+    return mx_kv_layer(kv, layer) + mx_mla_rows_floats(&f->m->arch.mla, kv->type[0], kv->cap);
 }
 
 typedef struct {

@@ -28,6 +28,9 @@ int mx_dsa_load(mx_model *m, int layer, mx_dsa_w *w);
 void mx_dsa_free(mx_dsa_w *w);
 /* Floats of indexer keys a cache of cap positions holds (0 when off). */
 size_t mx_dsa_state(const mx_mla_spec *s, int cap);
+/* Floats of an MLA cache's latent rows (cap rows stored as t, 64-byte
+ * padded), which the indexer keys follow (nn/mla.c). */
+size_t mx_mla_rows_floats(const mx_mla_spec *s, mx_kv_type t, int cap);
 /* Takes the indexer's scratch from p (nothing when off). */
 void mx_dsa_plan(const mx_mla_spec *s, int rows, int max_ctx, int nt, mx_plan *p, mx_dsa_bufs *b);
 /* For the f->N tokens of x [N, hidden] and their normed q LoRA latents

@@ -6,7 +6,8 @@
  *   kv_b(norm(c))              per head [k_nope | v]
  *
  * The cache keeps, per position, only norm(c) and the roped k_rope
- * (kv_lora_rank + qk_rope_dim floats per layer, not 2 * heads * head_dim).
+ * (kv_lora_rank + qk_rope_dim values per layer, not 2 * heads * head_dim),
+ * one row stored as the cache's key type (kernels/kvcache.h).
  * Attention works in the latent space with kv_b absorbed, which is exact:
  *   q_nope . (W_k c) = (W_k^T q_nope) . c,   sum_j p_j (W_v c_j) = W_v sum_j p_j c_j
  * so a step costs O(heads * (kv_lora_rank + qk_rope_dim)) per cached position
@@ -117,9 +118,21 @@ static void mla_free(void *p) {
 
 static int row_dim(const mx_mla_spec *s) { return s->kv_lora_rank + s->qk_rope_dim; }
 
-static size_t mla_state(const mx_model *m, int layer, int cap) {
+size_t mx_mla_rows_floats(const mx_mla_spec *s, mx_kv_type t, int cap) {
+    return ((size_t)cap * mx_kv_row_bytes(t, row_dim(s)) + 63) / 64 * 16;
+}
+
+/* the cached rows [latent | rope key] are stored as the cache's key type
+ * (type[0]; the latent is the value too, type[1] is not used); the indexer
+ * keys that follow stay f32 */
+static size_t mla_cache(const mx_model *m, int layer, int cap, const mx_kv_type type[2]) {
     (void)layer;
-    return (size_t)cap * row_dim(&m->arch.mla) + mx_dsa_state(&m->arch.mla, cap);
+    return mx_mla_rows_floats(&m->arch.mla, type[0], cap) + mx_dsa_state(&m->arch.mla, cap);
+}
+
+static size_t mla_state(const mx_model *m, int layer, int cap) {
+    const mx_kv_type f32[2] = {MX_KV_F32, MX_KV_F32};
+    return mla_cache(m, layer, cap, f32);
 }
 
 /* q [rows][heads][qk]; qa [rows][q_lora]; kvx [rows][latent | rope key];
@@ -184,15 +197,17 @@ static void attend_task(void *ctx, int i, int tid) {
     int Hn = a->layers[j->layer].attn->n_heads, kvr = s->kv_lora_rank, ld = row_dim(s);
     int t = i / j->subs, h0 = i % j->subs * j->per, nh = MX_MIN(j->per, Hn - h0);
     const mx_kv *kv = f->seqs[f->seq_of[t]].kv;
-    const float *C = mx_kv_layer(kv, j->layer);
+    mx_kv_type tc = kv->type[0];
+    size_t rb = mx_kv_row_bytes(tc, ld); /* a stored row's bytes (<= ld floats) */
+    const uint8_t *C = (const uint8_t *)mx_kv_layer(kv, j->layer);
     int n = f->pos[t] + 1;
     const int *sel = NULL;
-    if (j->b->dsa.n_sel && j->b->dsa.n_sel[t] >= 0) { /* sparse: gather the selected rows */
+    if (j->b->dsa.n_sel && j->b->dsa.n_sel[t] >= 0) { /* sparse: gather the selected rows, as stored */
         int K = MX_MIN(s->index_topk, f->max_ctx);
-        float *g = j->b->gather + (size_t)tid * K * ld;
+        uint8_t *g = (uint8_t *)(j->b->gather + (size_t)tid * K * ld);
         sel = j->b->dsa.sel + (size_t)t * K;
         n = j->b->dsa.n_sel[t];
-        for (int k = 0; k < n; k++) memcpy(g + (size_t)k * ld, C + (size_t)sel[k] * ld, (size_t)ld * sizeof(float));
+        for (int k = 0; k < n; k++) memcpy(g + (size_t)k * rb, C + (size_t)sel[k] * rb, rb);
         C = g;
     }
     float *sc = j->b->scores + (size_t)tid * Hn * f->max_ctx, scale = a->layers[j->layer].attn->scale;
@@ -201,11 +216,11 @@ static void attend_task(void *ctx, int i, int tid) {
     int kb = MX_MAX(16, 8192 / ld);
     for (int k0 = 0; k0 < n; k0 += kb)
         for (int h = 0; h < nh; h++)
-            mx_attn_scores(qc + (size_t)h * ld, C + (size_t)k0 * ld, (size_t)ld, MX_MIN(kb, n - k0), ld, scale, sc + (size_t)h * f->max_ctx + k0);
+            mx_attn_scores_kv(tc, qc + (size_t)h * ld, C + (size_t)k0 * rb, rb, MX_MIN(kb, n - k0), ld, scale, sc + (size_t)h * f->max_ctx + k0);
     for (int h = 0; h < nh; h++) mx_softmax(sc + (size_t)h * f->max_ctx, n);
     for (int k0 = 0; k0 < n; k0 += kb)
         for (int h = 0; h < nh; h++)
-            mx_attn_mix(o + (size_t)h * kvr, sc + (size_t)h * f->max_ctx + k0, C + (size_t)k0 * ld, (size_t)ld, MX_MIN(kb, n - k0), kvr, k0 > 0);
+            mx_attn_mix_kv(tc, o + (size_t)h * kvr, sc + (size_t)h * f->max_ctx + k0, C + (size_t)k0 * rb, rb, MX_MIN(kb, n - k0), kvr, k0 > 0);
 }
 
 static void mla_forward(mx_fwd *f, int layer, void *wp, const float *xn, float *out) {
@@ -239,7 +254,8 @@ static void mla_forward(mx_fwd *f, int layer, void *wp, const float *xn, float *
             mx_rope_apply(rope, kr + kvr, 1, dr, cs);
         }
         const mx_kv *kv = f->seqs[f->seq_of[t]].kv;
-        memcpy(mx_kv_layer(kv, layer) + (size_t)f->pos[t] * ld, kr, (size_t)ld * sizeof(float));
+        size_t rb = mx_kv_row_bytes(kv->type[0], ld);
+        mx_kv_store(kv->type[0], (uint8_t *)mx_kv_layer(kv, layer) + (size_t)f->pos[t] * rb, kr, ld); /* quantized once, here */
         for (int h = 0; h < Hn; h++) /* the rope part of the latent-space query */
             memcpy(qc + ((size_t)t * Hn + h) * ld + kvr, q + (size_t)t * Hn * qk + (size_t)h * qk + s->qk_nope_dim, (size_t)dr * sizeof(float));
     }
@@ -257,6 +273,6 @@ static void mla_forward(mx_fwd *f, int layer, void *wp, const float *xn, float *
 }
 
 const mx_block_ops mx_block_mla = {
-    .name = "mla", .load = mla_load, .free = mla_free, .state_floats = mla_state,
+    .name = "mla", .load = mla_load, .free = mla_free, .state_floats = mla_state, .cache_floats = mla_cache,
     .scratch_floats = mla_scratch, .forward = mla_forward,
 };

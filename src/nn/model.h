@@ -70,14 +70,32 @@ int mx_altup_bind(mx_model *m);
 void mx_altup_free(mx_model *m);
 
 /* Per-sequence cache: every layer's state (attention K/V for `cap`
- * positions, recurrent state, ...), laid out by the layers' blocks. */
+ * positions, recurrent state, ...), laid out by the layers' blocks. The
+ * attention blocks store their K and V rows as type[0] and type[1]
+ * (kernels/kvcache.h): mx_kv_new takes them from the model's policy
+ * (m->kp.kv_type, decided at start); a cache made otherwise (the encoder's
+ * per-pass state) is zeroed, all f32. Other state is always f32. */
 typedef struct {
     int cap, len;
     int n_layers;
     float *data;
     size_t *offset; /* per layer, into data */
+    mx_kv_type type[2];
 } mx_kv;
 mx_kv *mx_kv_new(const mx_model *m, int cap);
+/* Bytes mx_kv_new(m, cap) allocates (with the types of m's policy), 0 when
+ * out of range. */
+size_t mx_kv_new_bytes(const mx_model *m, int cap);
+/* Bytes of the cache's whole allocation. */
+static inline size_t mx_kv_bytes(const mx_kv *kv) { return kv->offset[kv->n_layers] * sizeof(float); }
+/* Some layer stores K/V rows whose type the policy chooses (an attention or
+ * MLA block of the decoder's own cache); false for recurrent-only models. */
+bool mx_model_has_kv_rows(const mx_model *m);
+/* Random values in the whole cache (f32: unit variance; typed rows: every
+ * 16-bit word an ordinary number in any of the types), for benchmarks that
+ * time attention at a depth without filling it: the time does not depend on
+ * what the rows hold. */
+void mx_kv_fill_random(const mx_model *m, mx_kv *kv, uint64_t seed);
 void mx_kv_free(mx_kv *kv);
 /* dst takes src's state (both made for the same model and cap). */
 void mx_kv_copy(mx_kv *dst, const mx_kv *src);

@@ -399,6 +399,12 @@ static void *engine_loop(void *arg) {
     return NULL;
 }
 
+size_t mx_sched_kv_bytes(const mx_sched *s) {
+    size_t n = 0;
+    for (int i = 0; i < s->parallel; i++) n += s->slots[i].kv ? mx_kv_bytes(s->slots[i].kv) : 0;
+    return n;
+}
+
 mx_sched *mx_sched_new(mx_engine *e, int parallel, int ctx, int step_tokens, int threads) {
     mx_sched *s = mx_calloc(1, sizeof *s);
     if (!s) return NULL;

@@ -55,6 +55,8 @@ typedef struct {
 /* parallel: slots (concurrent sequences); ctx: positions per slot;
  * step_tokens: most tokens one forward holds (prefill chunk budget). */
 mx_sched *mx_sched_new(mx_engine *e, int parallel, int ctx, int step_tokens, int threads);
+/* Bytes of every slot's cache together (allocated whole by mx_sched_new). */
+size_t mx_sched_kv_bytes(const mx_sched *s);
 /* Stops the engine: running and queued requests finish as cancelled, new
  * submissions fail; consumers may still read and release their requests. */
 void mx_sched_stop(mx_sched *s);

@@ -155,8 +155,18 @@ int mx_serve(const mx_serve_opts *o) {
     pthread_mutex_unlock(&g_sig.mu);
     atomic_store(&sv.ready, true);
     if (sv.speech) fprintf(stderr, "mlxcel serve: ready (speech-to-text model '%s')\n", sv.name);
-    else if (sv.sched) fprintf(stderr, "mlxcel serve: ready (model '%s', %d slots of %d tokens)\n", sv.name, o->parallel, o->ctx_size);
-    else fprintf(stderr, "mlxcel serve: ready (embedding model '%s')\n", sv.name);
+    else if (sv.sched) {
+        const mx_model *m = &sv.tm.e.model;
+        bool unused = (m->kp.kv_type[0] != MX_KV_F32 || m->kp.kv_type[1] != MX_KV_F32) && !mx_model_has_kv_rows(m);
+        fprintf(stderr, "mlxcel serve: ready (model '%s', %d slots of %d tokens; KV cache %.1f MiB: %s keys, %s values%s)\n", sv.name, o->parallel,
+                o->ctx_size, mx_sched_kv_bytes(sv.sched) / 1048576.0, mx_kv_type_name(m->kp.kv_type[0]), mx_kv_type_name(m->kp.kv_type[1]),
+                unused ? "; no layer keeps a cache these types apply to: ignored" : "");
+    }
+    else {
+        mx_kpolicy kp = mx_kpolicy_default();
+        fprintf(stderr, "mlxcel serve: ready (embedding model '%s'%s)\n", sv.name,
+                kp.kv_type[0] != MX_KV_F32 || kp.kv_type[1] != MX_KV_F32 ? "; an encoder's per-pass state stays f32: the cache types are ignored" : "");
+    }
     wait_signals(1, 0);
     /* drain: no new connections, new requests on open ones get 503 */
     atomic_store(&sv.draining, true);
