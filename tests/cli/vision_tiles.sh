@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# The parity contract of vision-language models (tests/cli/vision.sh) on the
+# tiled and newer families of "Vision-language models II": SmolVLM
+# (Idefics3 tiling, pixel shuffle x4), Mistral 3 (Pixtral tower, [IMG_BREAK]
+# rows), InternVL and Aya Vision (dynamic tiles + thumbnail, pixel shuffle).
+# Per fixture: `generate --image PNG --prompt-ids IDS -n 16 --temp 0
+# --ignore-eos --logits-out F` gives Hugging Face's prompt logits and step
+# logits (1e-4 * max(1, max|ref|)) and greedy ids, with the whole prompt and
+# with --prefill-chunk 1; -p with the processor's prompt text arrives at the
+# same ids.
+set -u
+cd "$(dirname "$0")/../.."
+M=${MLXCEL:-build/mlxcel}
+C=tests/lib/vlm_check.py
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+ok() { echo "ok vision_tiles/$1"; }
+fail() { echo "FAIL vision_tiles/$1: $2"; }
+
+for fx in ${VISION_TILES_FIXTURES:-smolvlm}; do
+  F=tests/fixtures/$fx
+  ids=$(python3 $C ids $F/reference.safetensors)
+  for chunk in 512 1; do
+    if "$M" generate -m $F --image $F/inputs/image.png --prompt-ids "$ids" -n 16 --temp 0 --ignore-eos --prefill-chunk $chunk \
+         --logits-out "$tmp/l.st" --output-format json >"$tmp/out" 2>"$tmp/err"; then
+      if msg=$(python3 $C parity $F/reference.safetensors "$tmp/l.st" "$tmp/out" 2>&1); then ok "$fx/chunk$chunk parity"
+      else fail "$fx/chunk$chunk parity" "$msg"; fi
+    else fail "$fx/chunk$chunk parity" "$(head -c 300 "$tmp/err")"; fi
+  done
+  # -f FILE rather than -p, to keep the prompt text's bytes exactly
+  python3 -c "import json, sys; sys.stdout.write(json.load(open('$F/reference.json'))['prompt_text'])" >"$tmp/prompt.txt"
+  if "$M" generate -m $F --image $F/inputs/image.png -f "$tmp/prompt.txt" -n 16 --temp 0 --ignore-eos --output-format json \
+       >"$tmp/out" 2>"$tmp/err"; then
+    if msg=$(python3 $C ids_match $F/reference.safetensors "$tmp/out" 2>&1); then ok "$fx/-p expands to the reference ids"
+    else fail "$fx/-p expands to the reference ids" "$msg"; fi
+  else fail "$fx/-p expands to the reference ids" "$(head -c 300 "$tmp/err")"; fi
+done
