@@ -35,6 +35,10 @@ typedef struct {
     int n_axes;
     int section[MX_ROPE_MAX_AXES];
     bool section_restart;
+    /* With section_strided, axis k's section takes every n_axes-th frequency
+     * of the whole rope from the k-th on (Pixtral's 2-D rope: rows the even
+     * frequencies, columns the odd). */
+    bool section_strided;
     int n_freq;         /* PROPORTIONAL: rotated pairs, int(partial_rotary_factor * dim // 2) */
     bool reversed;      /* rotate the other way (sin negated): NanoChat's rotate_half(x) = [x2, -x1] */
 } mx_rope;

@@ -40,7 +40,7 @@ struct mx_vision {
     char *strings[MAX_STRINGS]; /* names with the matched prefix, owned */
     int n_strings;
     const char *pfx, *ppfx;    /* the tower's and the projector's matched prefixes */
-    mx_weight patch, pos, p_in, p_out;
+    mx_weight patch, pos, p_in, p_out, p_merge;
     float *patch_b, *cls, *p_in_b, *p_out_b, *newline;
     mx_normw p_norm;
     int D, H;                  /* tower width, text hidden size */
@@ -184,8 +184,9 @@ static int load_projector(mx_vision *v, mx_ckpt *ck) {
             pp = d->proj_prefix[k];
     if (!pp) return mx_set_err("%s: the projector '%s' is not found under any known prefix", ck->dir, d->proj_in);
     v->ppfx = pp;
-    const char *in = join(v, pp, d->proj_in), *out = join(v, pp, d->proj_out), *norm = join(v, pp, d->proj_norm);
-    if (!in || (d->proj_out && !out) || (d->proj_norm && !norm)) return MX_ERR;
+    const char *in = join(v, pp, d->proj_in), *out = join(v, pp, d->proj_out), *norm = join(v, pp, d->proj_norm),
+               *merge = join(v, pp, d->proj_merge);
+    if (!in || (d->proj_out && !out) || (d->proj_norm && !norm) || (d->proj_merge && !merge)) return MX_ERR;
     int m2 = d->merge * d->merge, s2 = d->shuffle * d->shuffle;
     switch (d->proj) {
     case MX_VPROJ_MLP:
@@ -205,6 +206,12 @@ static int load_projector(mx_vision *v, mx_ckpt *ck) {
     case MX_VPROJ_MERGER:
         if (load_norm(ck, norm, D, true, &v->p_norm) || load_linear(ck, in, m2 * D, m2 * D, true, &v->tower.kp, &v->p_in, &v->p_in_b) ||
             load_linear(ck, out, H, m2 * D, true, &v->tower.kp, &v->p_out, &v->p_out_b))
+            return MX_ERR;
+        break;
+    case MX_VPROJ_PATCH_MERGE:
+        if (load_norm(ck, norm, D, false, &v->p_norm) || load_linear(ck, merge, D, m2 * D, false, &v->tower.kp, &v->p_merge, NULL) ||
+            load_linear(ck, in, H, D, d->proj_bias, &v->tower.kp, &v->p_in, &v->p_in_b) ||
+            load_linear(ck, out, H, H, d->proj_bias, &v->tower.kp, &v->p_out, &v->p_out_b))
             return MX_ERR;
         break;
     }
@@ -319,7 +326,7 @@ void mx_vision_free(mx_vision *v) {
     pthread_mutex_destroy(&v->mu);
     mx_enc_free(v->enc);
     mx_model_free(&v->tower);
-    mx_weight *ws[] = {&v->patch, &v->pos, &v->p_in, &v->p_out};
+    mx_weight *ws[] = {&v->patch, &v->pos, &v->p_in, &v->p_out, &v->p_merge};
     for (size_t i = 0; i < MX_ARRAY_LEN(ws); i++) mx_weight_free(ws[i]);
     free(v->patch_b);
     free(v->cls);
@@ -409,9 +416,9 @@ static void pixel_shuffle(const float *x, int S, int D, int s, float *y) {
                            x + ((size_t)(h2 * s + hs) * S + (size_t)(w2 * s + ws)) * D, sizeof(float) * D);
 }
 
-/* Projects one view's features [n, D] into rows [n', H]; tmp has room for
- * 4 n max(D, H) merge^2 floats. Returns n'. */
-static int project(mx_vision *v, mx_fwd *f, const float *x, int n, float *y, float *tmp) {
+/* Projects one view's features [n, D] (a row-major grid gw patches wide) into
+ * rows [n', H]; tmp has room for 4 n max(D, H) merge^2 floats. Returns n'. */
+static int project(mx_vision *v, mx_fwd *f, const float *x, int n, int gw, float *y, float *tmp) {
     const mx_vision_desc *d = &v->d;
     int D = v->D, H = v->H;
     switch (d->proj) {
@@ -452,6 +459,27 @@ static int project(mx_vision *v, mx_fwd *f, const float *x, int n, float *y, flo
         mx_linear(f, &v->p_in, v->p_in_b, tmp, n2, m2 * D, h, m2 * D);
         mx_act_apply(MX_ACT_GELU, h, n2 * m2 * D);
         mx_linear(f, &v->p_out, v->p_out_b, h, n2, m2 * D, y, H);
+        return n2;
+    }
+    case MX_VPROJ_PATCH_MERGE: { /* torch unfold of the [D, gh, gw] map: column d m^2 + dy m + dx */
+        int m = d->merge, m2 = m * m, gh = n / gw, n2 = (gh / m) * (gw / m);
+        mx_norm_spec rms = {MX_NORM_RMS, 0, true, false, d->proj_norm_eps};
+        size_t W = (size_t)MX_MAX(D, H);
+        float *nx = tmp, *joined = tmp + n * W, *h = joined + n * W;
+        mx_norm_rows(&rms, &v->p_norm, nx, x, n, D, D);
+        for (int by = 0; by < gh / m; by++)
+            for (int bx = 0; bx < gw / m; bx++) {
+                float *o = joined + (size_t)(by * (gw / m) + bx) * m2 * D;
+                for (int dy = 0; dy < m; dy++)
+                    for (int dx = 0; dx < m; dx++) {
+                        const float *src = nx + ((size_t)(by * m + dy) * gw + (size_t)(bx * m + dx)) * D;
+                        for (int c = 0; c < D; c++) o[(size_t)c * m2 + dy * m + dx] = src[c];
+                    }
+            }
+        mx_linear(f, &v->p_merge, NULL, joined, n2, m2 * D, h, D);
+        mx_linear(f, &v->p_in, v->p_in_b, h, n2, D, nx, H);
+        mx_act_apply(d->proj_act, nx, n2 * H);
+        mx_linear(f, &v->p_out, v->p_out_b, nx, n2, H, y, H);
         return n2;
     }
     }
@@ -561,9 +589,13 @@ static int encode(mx_vision *v, const mx_image_input *in, mx_pool *pool, float *
     size_t big = (size_t)N * (size_t)MX_MAX(MX_MAX(D, H), cols) * (size_t)MX_MAX(4, d->merge * d->merge);
     float *emb = mx_malloc(sizeof(float) * (size_t)N * D), *hid = mx_malloc(sizeof(float) * (size_t)N * D),
           *tmp = mx_malloc(sizeof(float) * big), *proj = mx_malloc(sizeof(float) * (size_t)N * H);
-    int *mpos = grid ? mx_malloc(sizeof(int) * 2 * (size_t)np) : NULL;
+    if (d->max_side && (in->h / P > d->max_side || in->w / P > d->max_side))
+        return mx_set_err("vision: a %dx%d view has more patches per side than the tower's %d", in->w, in->h, d->max_side);
+    if (d->merge > 1 && !grid && ((in->h / P) % d->merge || (in->w / P) % d->merge))
+        return mx_set_err("vision: a %dx%d view is not a whole number of %dx%d patch blocks", in->w, in->h, d->merge, d->merge);
+    int *mpos = grid || d->max_side ? mx_malloc(sizeof(int) * 2 * (size_t)np) : NULL;
     mx_enc_seq *seqs = mx_calloc((size_t)nv, sizeof(mx_enc_seq));
-    if (!emb || !hid || !tmp || !proj || !seqs || (grid && !mpos)) goto done;
+    if (!emb || !hid || !tmp || !proj || !seqs || ((grid || d->max_side) && !mpos)) goto done;
     mx_fwd f = {.m = &v->tower, .pool = pool};
     /* embeddings: patches @ W (+ b), CLS first, learned positions added */
     for (int k = 0; k < nv; k++) {
@@ -590,6 +622,13 @@ static int encode(mx_vision *v, const mx_image_input *in, mx_pool *pool, float *
             mpos[np + i] = bw * m + in_w % m;
         }
         seqs[0].mpos = mpos;
+    } else if (d->max_side) { /* 2-D rope: (row, column) of the row-major grid, the same for every view */
+        int gw = in->w / P;
+        for (int i = 0; i < np; i++) {
+            mpos[i] = i / gw;
+            mpos[np + i] = i % gw;
+        }
+        for (int k = 0; k < nv; k++) seqs[k].mpos = mpos;
     }
     if (mx_encode(v->enc, seqs, nv, hid)) goto done;
     /* per view: drop CLS, project */
@@ -597,7 +636,7 @@ static int encode(mx_vision *v, const mx_image_input *in, mx_pool *pool, float *
     for (int k = 0; k < nv; k++) {
         const float *x = hid + ((size_t)k * per + (d->drop_cls ? cls : 0)) * D;
         int n = d->drop_cls ? np : per;
-        per_out = project(v, &f, x, n, proj + (size_t)n_out * H, tmp);
+        per_out = project(v, &f, x, n, grid ? in->grid_w : in->w / P, proj + (size_t)n_out * H, tmp);
         n_out += per_out;
     }
     int total = n_out;

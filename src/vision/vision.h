@@ -28,6 +28,8 @@ typedef enum {
     MX_VPROJ_POOL_NORM, /* avg pool to pool_tokens, RMSNorm (1 + w), x @ matrix (Gemma 3) */
     MX_VPROJ_SHUFFLE,   /* pixel shuffle by `shuffle`, in without bias (Idefics3) */
     MX_VPROJ_MERGER,    /* LayerNorm, merge x merge rows joined, in -> GELU -> out (Qwen2-VL) */
+    MX_VPROJ_PATCH_MERGE, /* RMSNorm, merge x merge neighbours of the row-major grid joined
+                           * channel-major, proj_merge, in -> act -> out (Mistral 3) */
 } mx_vproj_kind;
 
 typedef enum {
@@ -46,11 +48,14 @@ typedef struct mx_vision_desc {
     const char *pos;          /* learned position embedding [n, D] module; NULL: none (or rope) */
     int patch_size, channels, temporal, merge;
     int run_layers;           /* encoder layers to run (hidden_states[run_layers]) */
+    int max_side;             /* > 0: the tower's 2-D rope takes each view's (row, column) of
+                               * its row-major patch grid, at most max_side per side (Pixtral) */
     bool drop_cls;            /* the CLS row is not a feature ("default" strategy) */
     /* projector; module paths tried with each prefix of proj_prefix */
     const char *proj_prefix[MX_VISION_PREFIXES];
     mx_vproj_kind proj;
     const char *proj_in, *proj_out, *proj_norm; /* proj_in of POOL_NORM: a plain [D, H] tensor name */
+    const char *proj_merge;   /* PATCH_MERGE: the [D, merge^2 D] merging linear (no bias) */
     bool proj_bias;
     mx_act proj_act;
     float proj_norm_eps;
