@@ -59,6 +59,8 @@ typedef struct mx_image_processor {
     int size_h, size_w;           /* EXACT target; SHORTEST_EDGE: size_w; LONGEST_EDGE: size_w */
     int crop_h, crop_w;
     int tile;                     /* SPLIT: max_image_size.longest_edge */
+    int min_tiles, max_tiles;     /* GOT-OCR2's crop_to_patches grid bounds */
+    bool thumbnail;               /* GOT-OCR2: the whole image as a last view when tiled */
     int64_t min_pixels, max_pixels; /* SMART */
     int patch, merge, temporal;   /* SMART / PATCHIFY */
     int pinpoints[MX_IP_MAX_PINPOINTS][2], n_pinpoints; /* ANYRES, (height, width) */

@@ -208,6 +208,14 @@ static int load_projector(mx_vision *v, mx_ckpt *ck) {
             load_linear(ck, out, H, m2 * D, true, &v->tower.kp, &v->p_out, &v->p_out_b))
             return MX_ERR;
         break;
+    case MX_VPROJ_SHUFFLE_MLP: {
+        int mid = d->proj_mid ? d->proj_mid : H, oc = d->proj_glu ? mid / 2 : mid;
+        if (d->proj_glu && mid % 2) return mx_set_err("%s: the projector's SwiGLU width %d is odd", ck->dir, mid);
+        if (load_norm(ck, norm, D * s2, true, &v->p_norm) || load_linear(ck, in, mid, D * s2, true, &v->tower.kp, &v->p_in, &v->p_in_b) ||
+            load_linear(ck, out, H, oc, true, &v->tower.kp, &v->p_out, &v->p_out_b))
+            return MX_ERR;
+        break;
+    }
     case MX_VPROJ_PATCH_MERGE:
         if (load_norm(ck, norm, D, false, &v->p_norm) || load_linear(ck, merge, D, m2 * D, false, &v->tower.kp, &v->p_merge, NULL) ||
             load_linear(ck, in, H, D, d->proj_bias, &v->tower.kp, &v->p_in, &v->p_in_b) ||
@@ -297,11 +305,17 @@ int mx_vision_open(const char *dir, int text_hidden, mx_vision **out) {
         mx_tensor *t = pn ? mx_ckpt_find(&ck, pn) : NULL;
         int n_pos = t && t->ndim == 2 ? (int)t->shape[0] : 0;
         free(pn);
-        if (n_pos < 1) {
+        mx_tensor *raw = t ? NULL : mx_ckpt_find(&ck, pos); /* a bare [1, n, D] parameter (InternViT) */
+        if (raw && raw->ndim == 3 && raw->shape[0] == 1 && raw->shape[2] == v->D) {
+            float *rows = NULL;
+            n_pos = (int)raw->shape[1];
+            if (load_vec(&ck, pos, n_pos * v->D, &rows)) goto fail;
+            v->pos = (mx_weight){.fmt = MX_W_F32, .rows = n_pos, .cols = v->D, .data = (const uint8_t *)rows,
+                                 .row_bytes = (size_t)v->D * sizeof(float), .owned = rows};
+        } else if (n_pos < 1) {
             mx_set_err("%s: missing or malformed position embedding '%s.weight'", dir, pos);
             goto fail;
-        }
-        if (mx_load_weight(&ck, pos, n_pos, v->D, 0, NULL, &v->pos)) goto fail; /* rows looked up */
+        } else if (mx_load_weight(&ck, pos, n_pos, v->D, 0, NULL, &v->pos)) goto fail; /* rows looked up */
     }
     if (load_projector(v, &ck)) goto fail;
     ck.scope = MX_CKPT_VISION;
@@ -461,6 +475,28 @@ static int project(mx_vision *v, mx_fwd *f, const float *x, int n, int gw, float
         mx_linear(f, &v->p_out, v->p_out_b, h, n2, m2 * D, y, H);
         return n2;
     }
+    case MX_VPROJ_SHUFFLE_MLP: {
+        int S = (int)lround(sqrt(n)), s = d->shuffle, n2 = n / (s * s), Ds = D * s * s;
+        int mid = d->proj_mid ? d->proj_mid : H, oc = d->proj_glu ? mid / 2 : mid;
+        size_t W = (size_t)MX_MAX(MX_MAX(D, H), mid);
+        float *h = tmp + n * W;
+        mx_norm_spec ln = {MX_NORM_LAYER, 0, true, true, d->proj_norm_eps};
+        pixel_shuffle(x, S, D, s, tmp);
+        mx_norm_rows(&ln, &v->p_norm, tmp, tmp, n2, Ds, Ds);
+        mx_linear(f, &v->p_in, v->p_in_b, tmp, n2, Ds, h, mid);
+        if (d->proj_glu) { /* [x | gate] -> silu(gate) * x */
+            for (int r = 0; r < n2; r++) {
+                const float *xr = h + (size_t)r * mid, *g = xr + oc;
+                float *o = tmp + (size_t)r * oc;
+                for (int j = 0; j < oc; j++) o[j] = xr[j] * (g[j] / (1.0f + expf(-g[j])));
+            }
+        } else {
+            mx_act_apply(d->proj_act, h, n2 * mid);
+            memcpy(tmp, h, sizeof(float) * (size_t)n2 * mid);
+        }
+        mx_linear(f, &v->p_out, v->p_out_b, tmp, n2, oc, y, H);
+        return n2;
+    }
     case MX_VPROJ_PATCH_MERGE: { /* torch unfold of the [D, gh, gw] map: column d m^2 + dy m + dx */
         int m = d->merge, m2 = m * m, gh = n / gw, n2 = (gh / m) * (gw / m);
         mx_norm_spec rms = {MX_NORM_RMS, 0, true, false, d->proj_norm_eps};
@@ -586,7 +622,7 @@ static int encode(mx_vision *v, const mx_image_input *in, mx_pool *pool, float *
         mx_enc_free(v->enc);
         if (!(v->enc = mx_enc_new(&v->tower, N, pool))) return MX_ERR;
     }
-    size_t big = (size_t)N * (size_t)MX_MAX(MX_MAX(D, H), cols) * (size_t)MX_MAX(4, d->merge * d->merge);
+    size_t big = (size_t)N * (size_t)MX_MAX(MX_MAX(D, H), MX_MAX(cols, d->proj_mid)) * (size_t)MX_MAX(4, d->merge * d->merge);
     float *emb = mx_malloc(sizeof(float) * (size_t)N * D), *hid = mx_malloc(sizeof(float) * (size_t)N * D),
           *tmp = mx_malloc(sizeof(float) * big), *proj = mx_malloc(sizeof(float) * (size_t)N * H);
     if (d->max_side && (in->h / P > d->max_side || in->w / P > d->max_side))

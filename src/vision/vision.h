@@ -30,6 +30,8 @@ typedef enum {
     MX_VPROJ_MERGER,    /* LayerNorm, merge x merge rows joined, in -> GELU -> out (Qwen2-VL) */
     MX_VPROJ_PATCH_MERGE, /* RMSNorm, merge x merge neighbours of the row-major grid joined
                            * channel-major, proj_merge, in -> act -> out (Mistral 3) */
+    MX_VPROJ_SHUFFLE_MLP, /* pixel shuffle by `shuffle`, LayerNorm, in -> act (or SwiGLU with
+                           * proj_glu) -> out, with biases (InternVL, Aya Vision) */
 } mx_vproj_kind;
 
 typedef enum {
@@ -56,6 +58,8 @@ typedef struct mx_vision_desc {
     mx_vproj_kind proj;
     const char *proj_in, *proj_out, *proj_norm; /* proj_in of POOL_NORM: a plain [D, H] tensor name */
     const char *proj_merge;   /* PATCH_MERGE: the [D, merge^2 D] merging linear (no bias) */
+    int proj_mid;             /* SHUFFLE_MLP: proj_in's output width (0: the text hidden size) */
+    bool proj_glu;            /* SHUFFLE_MLP: proj_in's output is [x | gate], silu(gate) * x goes on */
     bool proj_bias;
     mx_act proj_act;
     float proj_norm_eps;
@@ -66,6 +70,8 @@ typedef struct mx_vision_desc {
     /* text side */
     bool rows_scaled;         /* rows take the text model's embedding scale */
     bool rows_div_sqrt;       /* rows are divided by sqrt(text hidden) first (PaliGemma) */
+    bool head_unscaled;       /* the package's own lm_head runs without the text model's
+                                 logit_scale (Aya Vision over Cohere2); the engine applies it */
     mx_vmask mask;
     bool mrope;
     int32_t image_token, vision_start;

@@ -17,7 +17,7 @@ trap 'rm -rf "$tmp"' EXIT
 ok() { echo "ok vision_tiles/$1"; }
 fail() { echo "FAIL vision_tiles/$1: $2"; }
 
-for fx in smolvlm mistral3; do
+for fx in smolvlm mistral3 internvl aya_vision; do
   F=tests/fixtures/$fx
   ids=$(python3 $C ids $F/reference.safetensors)
   for chunk in 512 1; do
