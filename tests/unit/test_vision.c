@@ -202,7 +202,7 @@ static void chat_markup(void) {
 
 int main(void) {
     chat_markup();
-    const char *names[] = {"llava", "llava_next", "paligemma", "idefics3", "gemma3", "qwen2_vl"};
+    const char *names[] = {"llava", "llava_next", "paligemma", "idefics3", "gemma3", "qwen2_vl", "smolvlm", "mistral3", "internvl", "aya_vision"};
     for (size_t i = 0; i < MX_ARRAY_LEN(names); i++) one(names[i]);
     TEST_END();
 }
