@@ -40,4 +40,5 @@ static int configure(mx_vision_desc *d, mx_arch *t, const mx_cfg *vc, const mx_c
     return MX_OK;
 }
 
-MX_VISION_FAMILY(aya_vision, .name = "aya_vision", .configure = configure)
+MX_VISION_FAMILY(aya_vision, .name = "aya_vision", .configure = configure,
+                  .features = "siglip per tile + thumbnail, pixel shuffle + layernorm/swiglu; got-ocr2 tiling with TILE_k markers; cohere2 text")

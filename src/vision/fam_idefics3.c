@@ -23,4 +23,5 @@ static int configure(mx_vision_desc *d, mx_arch *t, const mx_cfg *vc, const mx_c
 }
 
 static const char *const aliases[] = {"smolvlm", NULL};
-MX_VISION_FAMILY(idefics3, .name = "idefics3", .aliases = aliases, .configure = configure)
+MX_VISION_FAMILY(idefics3, .name = "idefics3", .aliases = aliases, .configure = configure,
+                  .features = "siglip per tile + global image, pixel shuffle + linear; idefics3 splitting; llama text")

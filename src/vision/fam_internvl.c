@@ -102,4 +102,5 @@ static int configure(mx_vision_desc *d, mx_arch *t, const mx_cfg *vc, const mx_c
     return MX_OK;
 }
 
-MX_VISION_FAMILY(internvl, .name = "internvl", .configure = configure)
+MX_VISION_FAMILY(internvl, .name = "internvl", .configure = configure,
+                  .features = "internvit (cls, learned positions, layer scale) per tile + thumbnail, pixel shuffle + layernorm/mlp; got-ocr2 tiling")

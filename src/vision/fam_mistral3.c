@@ -64,4 +64,5 @@ static int configure(mx_vision_desc *d, mx_arch *t, const mx_cfg *vc, const mx_c
     return MX_OK;
 }
 
-MX_VISION_FAMILY(mistral3, .name = "mistral3", .configure = configure)
+MX_VISION_FAMILY(mistral3, .name = "mistral3", .configure = configure,
+                  .features = "pixtral vit (2-d rope, rmsnorm, swiglu) at native resolution, rmsnorm + 2x2 patch merger + mlp; [IMG_BREAK]/[IMG_END] rows; mistral text")

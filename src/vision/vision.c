@@ -20,6 +20,8 @@ void mx_vision_register(mx_vision_family *f) {
     g_vfams = f;
 }
 
+const mx_vision_family *mx_vision_family_list(void) { return g_vfams; }
+
 const mx_vision_family *mx_vision_family_find(const char *mt) {
     for (const mx_vision_family *f = g_vfams; f; f = f->next) {
         if (!strcmp(f->name, mt)) return f;

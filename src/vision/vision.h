@@ -80,6 +80,7 @@ typedef struct mx_vision_desc {
 typedef struct mx_vision_family {
     const char *name; /* config.json model_type */
     const char *const *aliases;
+    const char *features; /* one line for `mlxcel arch` (tower, projector, processor) */
     /* vc: vision_config alone (its absent keys take the HF vision config
      * class defaults, never the text model's values); top: config.json's
      * top level; text: the text part (text_config over the top level). Fills
@@ -91,6 +92,7 @@ typedef struct mx_vision_family {
 
 void mx_vision_register(mx_vision_family *f);
 const mx_vision_family *mx_vision_family_find(const char *model_type);
+const mx_vision_family *mx_vision_family_list(void); /* all, linked by next */
 #define MX_VISION_FAMILY(id, ...)                                                     \
     static mx_vision_family mx_vfam_##id = {__VA_ARGS__};                             \
     __attribute__((constructor)) static void mx_vfam_register_##id(void) { mx_vision_register(&mx_vfam_##id); }

@@ -35,3 +35,13 @@ for fx in smolvlm mistral3 internvl aya_vision; do
     else fail "$fx/-p expands to the reference ids" "$msg"; fi
   else fail "$fx/-p expands to the reference ids" "$(head -c 300 "$tmp/err")"; fi
 done
+
+# `mlxcel arch` lists the vision-language families (text and JSON)
+"$M" arch >"$tmp/arch" 2>"$tmp/err"
+"$M" arch --json >"$tmp/arch.json" 2>>"$tmp/err"
+for mt in smolvlm mistral3 internvl aya_vision; do
+  if grep -q "^$mt .*supported.*\[vlm\]$" "$tmp/arch" &&
+     python3 -c "import json, sys; sys.exit(0 if any(r['model_type'] == '$mt' and r['task'] == 'vlm' for r in json.load(open('$tmp/arch.json'))) else 1)"; then
+    ok "arch lists $mt"
+  else fail "arch lists $mt" "$(grep "^$mt " "$tmp/arch") $(head -c 200 "$tmp/err")"; fi
+done
