@@ -6,9 +6,9 @@
  * and resized straight to that (BICUBIC); CLIP mean/std, one view, no
  * padding. The prompt's [IMG] becomes, per row of merged patches, [IMG] x
  * cols + [IMG_BREAK], the last break written as [IMG_END]; only the [IMG]
- * tokens take image rows. Transparency: HF pastes the image over white; here
- * it is composited over white (Pillow's alpha_composite), the same for opaque
- * images. */
+ * tokens take image rows. Transparency: HF pastes the image over opaque white
+ * with its own alpha as the mask; that rounds as the alpha_composite over white
+ * used here (both DIV255(c a + 255 (255 - a)); checked for every c and a). */
 #include "processor.h"
 #include "../base/base.h"
 #include <math.h>
