@@ -84,7 +84,7 @@ typedef struct {
     int orig_h, orig_w;     /* the decoded image's size (image_sizes) */
     int n_tokens;           /* placeholder tokens this image expands to */
     mx_image resized;       /* the uint8 image right after the main resize (tests, debugging) */
-    mx_image resized_base;  /* ANYRES: the base view's resize */
+    mx_image resized_base;  /* ANYRES: the base view's resize; GOT-OCR2: the thumbnail's */
 } mx_image_input;
 
 typedef struct mx_improc_family {

@@ -619,6 +619,9 @@ static int encode(mx_vision *v, const mx_image_input *in, mx_pool *pool, float *
         return mx_set_err("vision: the processor's output does not match the tower's %d-pixel patches", P);
     if (v->pos.fmt && per > v->pos.rows)
         return mx_set_err("vision: %d positions per view, the tower has %d", per, v->pos.rows);
+    if (v->pos.fmt && cls && per != v->pos.rows) /* CLIP, InternViT: HF interpolates or refuses; not ported */
+        return mx_set_err("vision: a %dx%d view has %d positions, the tower's table %d (interpolated positions are not supported)", in->w,
+                          in->h, per, v->pos.rows);
     int N = nv * per, r = MX_ERR;
     if (!v->enc || mx_enc_max_tokens(v->enc) < N) {
         mx_enc_free(v->enc);

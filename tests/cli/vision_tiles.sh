@@ -70,3 +70,22 @@ PY
      msg=$(python3 $C parity $F/reference.safetensors "$tmp/l.st" "$tmp/out" 2>&1); then ok "$fx/older tensor names"
   else fail "$fx/older tensor names" "${msg:-} $(head -c 300 "$tmp/err")"; fi
 done
+
+# a processor config the tower cannot follow: one clear error, not a wrong answer
+edit_pre() { # fixture key json -> a copy in $tmp/edit
+  rm -rf "$tmp/edit"; cp -r tests/fixtures/$1 "$tmp/edit"
+  python3 -c "import json, sys; p = sys.argv[1]; c = json.load(open(p)); c[sys.argv[2]] = json.loads(sys.argv[3]); json.dump(c, open(p, 'w'))" \
+    "$tmp/edit/preprocessor_config.json" "$2" "$3"
+}
+check_err() { # name, expected substring, command...
+  local n=$1 want=$2; shift 2
+  if "$@" >/dev/null 2>"$tmp/err"; then fail "$n" "succeeded"
+  elif [ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q "$want" "$tmp/err"; then ok "$n"
+  else fail "$n" "$(head -c 300 "$tmp/err")"; fi
+}
+edit_pre mistral3 size '{"longest_edge": 1000}'
+check_err "mistral3: a view wider than the tower's rope table refused" "more patches per side" \
+  "$M" generate -m "$tmp/edit" --image "$tmp/edit/inputs/image.png" -p "[IMG]" -n 1
+edit_pre internvl size '{"height": 42, "width": 42}'
+check_err "internvl: tiles of another size than the position table refused" "interpolated positions" \
+  "$M" generate -m "$tmp/edit" --image "$tmp/edit/inputs/image.png" -p "<IMG_CONTEXT>" -n 1
