@@ -1,20 +1,30 @@
 #!/usr/bin/env bash
 # Image encode time (tower + projector) and time to first token with an image
 # for random-weight vision-language models of real shapes (tools/configs:
-# qwen2-vl-2b.json, gemma-3-4b.json; bf16), through `mlxcel generate --image
+# qwen2-vl-2b.json, gemma-3-4b.json, mistral-small-3.1-2l.json (the whole
+# Pixtral tower, 2 of the 40 text layers); bf16), through `mlxcel generate --image
 # --prompt-ids ... -n 1 --output-format json` (timings: image_ms = decode +
 # preprocess + tower + projector, prefill_ms = the text model over the prompt
 # with the image rows). Runs each model REPS times (default 3), interleaved,
 # and prints the medians.
-# Usage: tools/vision_bench.sh DIR [THREADS] [REPS]   (DIR receives the models)
+# Usage: tools/vision_bench.sh DIR [THREADS] [REPS] [MODELS]   (DIR receives the models;
+#        MODELS: any of qwen2-vl-2b gemma-3-4b mistral-small-3.1-2l, default the first two)
 set -eu
 cd "$(dirname "$0")/.."
-D=$1; T=${2:-$(nproc)}; R=${3:-3}
+D=$1; T=${2:-$(nproc)}; R=${3:-3}; MODELS=${4:-qwen2-vl-2b gemma-3-4b}
 M=build/mlxcel
 mkdir -p "$D"
-[ -f "$D/qwen2-vl-2b/model.safetensors" ] || build/mkmodel --config tools/configs/qwen2-vl-2b.json -o "$D/qwen2-vl-2b" --dtype bf16 --seed 1
-[ -f "$D/gemma-3-4b/model.safetensors" ] || build/mkmodel --config tools/configs/gemma-3-4b.json -o "$D/gemma-3-4b" --dtype bf16 --seed 1
+for m in $MODELS; do
+  [ -f "$D/$m/model.safetensors" ] || build/mkmodel --config tools/configs/$m.json -o "$D/$m" --dtype bf16 --seed 1
+done
+mkdir -p "$D/qwen2-vl-2b" "$D/gemma-3-4b" "$D/mistral-small-3.1-2l"
 # the published processors' settings
+cat >"$D/mistral-small-3.1-2l/preprocessor_config.json" <<'J'
+{"image_processor_type": "PixtralImageProcessor", "size": {"longest_edge": 1540}, "patch_size": {"height": 14, "width": 14},
+ "resample": 3, "image_mean": [0.48145466, 0.4578275, 0.40821073], "image_std": [0.26862954, 0.26130258, 0.27577711]}
+J
+echo '{"processor_class": "PixtralProcessor", "patch_size": 14, "spatial_merge_size": 2, "image_token": "[IMG]",
+ "image_break_token": "[IMG_BREAK]", "image_end_token": "[IMG_END]"}' >"$D/mistral-small-3.1-2l/processor_config.json"
 cat >"$D/qwen2-vl-2b/preprocessor_config.json" <<'J'
 {"image_processor_type": "Qwen2VLImageProcessor", "min_pixels": 3136, "max_pixels": 12845056, "patch_size": 14,
  "temporal_patch_size": 2, "merge_size": 2, "image_mean": [0.48145466, 0.4578275, 0.40821073],
@@ -46,9 +56,15 @@ q = [151644] + text + [151652] + [151655] * (hq // 28 * wq // 28) + [151653] + t
 g = [2] + text + [255999] + [262144] * 256 + [256000] + text
 open(f"{d}/qwen.ids", "w").write(",".join(map(str, q)))
 open(f"{d}/gemma.ids", "w").write(",".join(map(str, g)))
+# Mistral 3: 448 fits longest_edge 1540; 448 / 28 = 16 merged rows of 16 [IMG] (10) + [IMG_BREAK] (12),
+# the last [IMG_END] (13); <s> [INST] text image text [/INST]
+rows = [[10] * 16 + [12] for _ in range(16)]; rows[-1][-1] = 13
+m = [1, 3] + text + [t for r in rows for t in r] + text + [4]
+open(f"{d}/mistral.ids", "w").write(",".join(map(str, m)))
 PY
 for r in $(seq 1 "$R"); do
-  for m in qwen2-vl-2b:qwen gemma-3-4b:gemma; do
+  for m in qwen2-vl-2b:qwen gemma-3-4b:gemma mistral-small-3.1-2l:mistral; do
+    case " $MODELS " in *" ${m%%:*} "*) ;; *) continue ;; esac
     "$M" generate -m "$D/${m%%:*}" --image "$D/photo.png" --prompt-ids "$(cat "$D/${m##*:}.ids")" -n 1 -t "$T" \
       --output-format json 2>/dev/null | tail -1 | python3 -c "
 import json, sys; j = json.loads(sys.stdin.read()); t = j['timings']
