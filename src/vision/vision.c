@@ -632,6 +632,9 @@ static int encode(mx_vision *v, const mx_image_input *in, mx_pool *pool, float *
           *tmp = mx_malloc(sizeof(float) * big), *proj = mx_malloc(sizeof(float) * (size_t)N * H);
     if (d->max_side && (in->h / P > d->max_side || in->w / P > d->max_side))
         return mx_set_err("vision: a %dx%d view has more patches per side than the tower's %d", in->w, in->h, d->max_side);
+    if ((d->proj == MX_VPROJ_SHUFFLE || d->proj == MX_VPROJ_SHUFFLE_MLP) && (in->h != in->w || (in->h / P) % d->shuffle))
+        return mx_set_err("vision: a %dx%d view is not a square of patches in whole %dx%d blocks (pixel shuffle)", in->w, in->h, d->shuffle,
+                          d->shuffle);
     if (d->merge > 1 && !grid && ((in->h / P) % d->merge || (in->w / P) % d->merge))
         return mx_set_err("vision: a %dx%d view is not a whole number of %dx%d patch blocks", in->w, in->h, d->merge, d->merge);
     int *mpos = grid || d->max_side ? mx_malloc(sizeof(int) * 2 * (size_t)np) : NULL;
