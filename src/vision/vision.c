@@ -433,7 +433,8 @@ static void pixel_shuffle(const float *x, int S, int D, int s, float *y) {
 }
 
 /* Projects one view's features [n, D] (a row-major grid gw patches wide) into
- * rows [n', H]; tmp has room for 4 n max(D, H) merge^2 floats. Returns n'. */
+ * rows [n', H]; tmp has room for 4 n max(D, H, proj_mid) merge^2 floats.
+ * Returns n'. */
 static int project(mx_vision *v, mx_fwd *f, const float *x, int n, int gw, float *y, float *tmp) {
     const mx_vision_desc *d = &v->d;
     int D = v->D, H = v->H;
@@ -622,6 +623,13 @@ static int encode(mx_vision *v, const mx_image_input *in, mx_pool *pool, float *
     if (v->pos.fmt && cls && per != v->pos.rows) /* CLIP, InternViT: HF interpolates or refuses; not ported */
         return mx_set_err("vision: a %dx%d view has %d positions, the tower's table %d (interpolated positions are not supported)", in->w,
                           in->h, per, v->pos.rows);
+    if (d->max_side && (in->h / P > d->max_side || in->w / P > d->max_side))
+        return mx_set_err("vision: a %dx%d view has more patches per side than the tower's %d", in->w, in->h, d->max_side);
+    if ((d->proj == MX_VPROJ_SHUFFLE || d->proj == MX_VPROJ_SHUFFLE_MLP) && (in->h != in->w || (in->h / P) % d->shuffle))
+        return mx_set_err("vision: a %dx%d view is not a square of patches in whole %dx%d blocks (pixel shuffle)", in->w, in->h, d->shuffle,
+                          d->shuffle);
+    if (d->merge > 1 && !grid && ((in->h / P) % d->merge || (in->w / P) % d->merge))
+        return mx_set_err("vision: a %dx%d view is not a whole number of %dx%d patch blocks", in->w, in->h, d->merge, d->merge);
     int N = nv * per, r = MX_ERR;
     if (!v->enc || mx_enc_max_tokens(v->enc) < N) {
         mx_enc_free(v->enc);
@@ -630,13 +638,6 @@ static int encode(mx_vision *v, const mx_image_input *in, mx_pool *pool, float *
     size_t big = (size_t)N * (size_t)MX_MAX(MX_MAX(D, H), MX_MAX(cols, d->proj_mid)) * (size_t)MX_MAX(4, d->merge * d->merge);
     float *emb = mx_malloc(sizeof(float) * (size_t)N * D), *hid = mx_malloc(sizeof(float) * (size_t)N * D),
           *tmp = mx_malloc(sizeof(float) * big), *proj = mx_malloc(sizeof(float) * (size_t)N * H);
-    if (d->max_side && (in->h / P > d->max_side || in->w / P > d->max_side))
-        return mx_set_err("vision: a %dx%d view has more patches per side than the tower's %d", in->w, in->h, d->max_side);
-    if ((d->proj == MX_VPROJ_SHUFFLE || d->proj == MX_VPROJ_SHUFFLE_MLP) && (in->h != in->w || (in->h / P) % d->shuffle))
-        return mx_set_err("vision: a %dx%d view is not a square of patches in whole %dx%d blocks (pixel shuffle)", in->w, in->h, d->shuffle,
-                          d->shuffle);
-    if (d->merge > 1 && !grid && ((in->h / P) % d->merge || (in->w / P) % d->merge))
-        return mx_set_err("vision: a %dx%d view is not a whole number of %dx%d patch blocks", in->w, in->h, d->merge, d->merge);
     int *mpos = grid || d->max_side ? mx_malloc(sizeof(int) * 2 * (size_t)np) : NULL;
     mx_enc_seq *seqs = mx_calloc((size_t)nv, sizeof(mx_enc_seq));
     if (!emb || !hid || !tmp || !proj || !seqs || ((grid || d->max_side) && !mpos)) goto done;
