@@ -7,7 +7,9 @@
 # --ignore-eos --logits-out F` gives Hugging Face's prompt logits and step
 # logits (1e-4 * max(1, max|ref|)) and greedy ids, with the whole prompt and
 # with --prefill-chunk 1; -p with the processor's prompt text arrives at the
-# same ids.
+# same ids. Then: `mlxcel arch` lists them, folders with the released
+# checkpoints' older tensor names give the same logits, processor configs the
+# tower cannot follow are refused, and chat's /image replies as generate.
 set -u
 cd "$(dirname "$0")/../.."
 M=${MLXCEL:-build/mlxcel}
@@ -89,3 +91,17 @@ check_err "mistral3: a view wider than the tower's rope table refused" "more pat
 edit_pre internvl size '{"height": 42, "width": 42}'
 check_err "internvl: tiles of another size than the position table refused" "interpolated positions" \
   "$M" generate -m "$tmp/edit" --image "$tmp/edit/inputs/image.png" -p "<IMG_CONTEXT>" -n 1
+
+# chat's /image goes through the chat path (the template's placeholder expanded
+# as markup): its reply is generate --image's with the same template
+for fx in mistral3:'[IMG]' aya_vision:'<image>' internvl:'<IMG_CONTEXT>'; do
+  name=${fx%%:*}; ph=${fx#*:}; F=tests/fixtures/$name
+  printf '%s' "{{ bos_token }}{% for m in messages %}<|user|>{% for p in m['content'] %}{% if p['type'] == 'image' %}$ph{% else %}{{ p['text'] }}{% endif %}{% endfor %}\n{% endfor %}<|bot|>" \
+    >"$tmp/t.jinja"
+  want=$("$M" generate -m $F --image $F/inputs/image.png --chat-template-file "$tmp/t.jinja" -p "Describe this image." -n 8 --temp 0 \
+    --output-format json 2>"$tmp/err" | tail -1 | python3 -c "import json, sys; sys.stdout.write(json.load(sys.stdin)['text'])")
+  printf '/image %s\nDescribe this image.\n/exit\n' $F/inputs/image.png |
+    "$M" chat -m $F --chat-template-file "$tmp/t.jinja" -n 8 --temp 0 -t 1 >"$tmp/out" 2>>"$tmp/err"
+  if [ $? -eq 0 ] && [ -n "$want" ] && [ "$(cat "$tmp/out")" = "$want" ]; then ok "$name/chat /image reply = generate --image"
+  else fail "$name/chat /image reply = generate --image" "$(head -c 200 "$tmp/out") vs $want: $(head -c 300 "$tmp/err")"; fi
+done
