@@ -18,7 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
-static mx_image_processor g_proc[6];
+static mx_image_processor g_proc[16];
 static int g_nproc;
 static char g_dir[64];
 
@@ -47,8 +47,8 @@ static void run(const mx_image_processor *p, const mx_image *im) {
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argc;
     (void)argv;
-    const char *names[] = {"qwen2_vl", "llava", "llava_next", "paligemma", "idefics3", "gemma3"};
-    for (int i = 0; i < 6; i++) {
+    const char *names[] = {"qwen2_vl", "llava", "llava_next", "paligemma", "idefics3", "gemma3", "mistral3", "internvl", "aya_vision"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
         char d[128];
         snprintf(d, sizeof d, "tests/fixtures/%s", names[i]);
         if (mx_image_processor_load(d, &g_proc[g_nproc])) {

@@ -13,8 +13,9 @@
  * norms, that MoE), qwen3_5_text (DeltaNet / gated attention) and gemma4_text
  * (sliding / full layers, per-layer inputs); vision-language models:
  * qwen2_vl (Qwen2 text + its ViT and merger), qwen2_5_vl (the same with
- * Qwen2.5-VL's RMSNorm / SwiGLU tower) and gemma3 (Gemma 3 text +
- * SigLIP + pool/norm projector), convolutions written as [out, in * kernel]
+ * Qwen2.5-VL's RMSNorm / SwiGLU tower), gemma3 (Gemma 3 text +
+ * SigLIP + pool/norm projector) and mistral3 (Mistral text + the Pixtral tower and
+ * patch-merger projector), convolutions written as [out, in * kernel]
  * matrices (the loader reads them either way).
  * whisper: the encoder-decoder (conv stem, sinusoidal-position table, encoder
  * and decoder stacks with cross-attention) plus what a hub folder holds beside
@@ -721,6 +722,43 @@ static int gemma3_specs(const mx_cfg *c, specs *s) {
     return ok ? MX_OK : mx_set_err("out of memory");
 }
 
+/* Mistral 3: text_config's Mistral under "language_model.model." (the
+ * released layout), the Pixtral tower under "vision_tower.", the projector
+ * under "multi_modal_projector." */
+static int mistral3_specs(const mx_cfg *c, specs *s) {
+    json_t *tj = json_object_get(c->root, "text_config"), *vj = json_object_get(c->root, "vision_config");
+    mx_cfg t = {tj, NULL, c->file}, v = {vj, NULL, c->file};
+    int H, D, F, VL, P, merge;
+    if (!json_is_object(tj) || !json_is_object(vj) || llama_specs(&t, "mistral", s) || mx_cfg_i32(&t, "hidden_size", 5120, 1, 1 << 16, &H) ||
+        mx_cfg_i32(&v, "hidden_size", 1024, 1, 1 << 16, &D) || mx_cfg_i32(&v, "intermediate_size", 4096, 1, 1 << 20, &F) ||
+        mx_cfg_i32(&v, "num_hidden_layers", 24, 1, 1024, &VL) || mx_cfg_i32(&v, "patch_size", 14, 1, 1024, &P) ||
+        mx_cfg_i32(c, "spatial_merge_size", 2, 1, 16, &merge))
+        return mx_set_err("%s: text_config / vision_config: %s", c->file, mx_errmsg());
+    for (int i = 0; i < s->n; i++) { /* the text model's names, packaged */
+        char *nm = mx_asprintf("language_model.%s", s->v[i].name);
+        if (!nm) return MX_ERR;
+        free(s->v[i].name);
+        s->v[i].name = nm;
+    }
+    const char *p = "vision_tower";
+    int ok = add(s, INIT_NORMAL, D, 3 * P * P, "%s.patch_conv.weight", p) == MX_OK;
+    ok &= add(s, INIT_ONES, D, 0, "%s.ln_pre.weight", p) == MX_OK;
+    for (int l = 0; l < VL && ok; l++) {
+        ok &= add(s, INIT_ONES, D, 0, "%s.transformer.layers.%d.attention_norm.weight", p, l) == MX_OK;
+        ok &= add(s, INIT_ONES, D, 0, "%s.transformer.layers.%d.ffn_norm.weight", p, l) == MX_OK;
+        static const char *pr[] = {"q_proj", "k_proj", "v_proj", "o_proj"};
+        for (int k = 0; k < 4; k++) ok &= add(s, INIT_NORMAL, D, D, "%s.transformer.layers.%d.attention.%s.weight", p, l, pr[k]) == MX_OK;
+        ok &= add(s, INIT_NORMAL, F, D, "%s.transformer.layers.%d.feed_forward.gate_proj.weight", p, l) == MX_OK;
+        ok &= add(s, INIT_NORMAL, F, D, "%s.transformer.layers.%d.feed_forward.up_proj.weight", p, l) == MX_OK;
+        ok &= add(s, INIT_NORMAL, D, F, "%s.transformer.layers.%d.feed_forward.down_proj.weight", p, l) == MX_OK;
+    }
+    ok &= add(s, INIT_ONES, D, 0, "multi_modal_projector.norm.weight") == MX_OK;
+    ok &= add(s, INIT_NORMAL, D, (int64_t)merge * merge * D, "multi_modal_projector.patch_merger.merging_layer.weight") == MX_OK;
+    ok &= add(s, INIT_NORMAL, H, D, "multi_modal_projector.linear_1.weight") == MX_OK;
+    ok &= add(s, INIT_NORMAL, H, H, "multi_modal_projector.linear_2.weight") == MX_OK;
+    return ok ? MX_OK : mx_set_err("out of memory");
+}
+
 static int usage(void) {
     fprintf(stderr, "usage: mkmodel --config CONFIG.json -o DIR [--dtype f32|bf16|f16] [--seed S] [--std SD]\n");
     return 2;
@@ -772,7 +810,8 @@ int main(int argc, char **argv) {
     else if (!strcmp(mt, "qwen2_vl")) rc = qwen2_vl_specs(&c, &s);
     else if (!strcmp(mt, "qwen2_5_vl")) rc = qwen2_5_vl_specs(&c, &s);
     else if (!strcmp(mt, "gemma3")) rc = gemma3_specs(&c, &s);
-    else rc = mx_set_err("%s: model_type \"%s\" not supported (llama, mistral, qwen2, qwen3, mixtral, deepseek_v3, deepseek_v32, deepseek, glm4_moe, qwen3_5_text, gemma4_text, bert, whisper, qwen2_vl, qwen2_5_vl, gemma3)", cfg_path, mt);
+    else if (!strcmp(mt, "mistral3")) rc = mistral3_specs(&c, &s);
+    else rc = mx_set_err("%s: model_type \"%s\" not supported (llama, mistral, qwen2, qwen3, mixtral, deepseek_v3, deepseek_v32, deepseek, glm4_moe, qwen3_5_text, gemma4_text, bert, whisper, qwen2_vl, qwen2_5_vl, gemma3, mistral3)", cfg_path, mt);
     if (rc) goto done;
     rc = MX_ERR;
     if (mkdir(out, 0755) != 0 && errno != EEXIST) { mx_set_err("%s: cannot create: %s", out, strerror(errno)); goto done; }

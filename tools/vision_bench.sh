@@ -1,19 +1,20 @@
 #!/usr/bin/env bash
 # Image encode time (tower + projector) and time to first token with an image
 # for random-weight vision-language models of real shapes (tools/configs:
-# qwen2-vl-2b.json, gemma-3-4b.json; bf16), through `mlxcel generate --image
+# qwen2-vl-2b.json, gemma-3-4b.json, qwen2.5-vl-3b.json, mistral-small-3.1-2l.json
+# (the whole Pixtral tower, 2 of the 40 text layers); bf16), through `mlxcel generate --image
 # --prompt-ids ... -n 1 --output-format json` (timings: image_ms = decode +
 # preprocess + tower + projector, prefill_ms = the text model over the prompt
 # with the image rows). Runs each model REPS times (default 3), interleaved,
-# and prints the medians. MODELS (default "qwen2-vl-2b gemma-3-4b") picks
-# among qwen2-vl-2b, gemma-3-4b and qwen2.5-vl-3b (tools/configs/qwen2.5-vl-3b.json).
-# Usage: [MODELS=...] tools/vision_bench.sh DIR [THREADS] [REPS]   (DIR receives the models)
+# and prints the medians. MODELS (the 4th argument or the environment; default
+# "qwen2-vl-2b gemma-3-4b") picks among those four.
+# Usage: [MODELS=...] tools/vision_bench.sh DIR [THREADS] [REPS] [MODELS]   (DIR receives the models)
 set -eu
 cd "$(dirname "$0")/.."
 D=$1; T=${2:-$(nproc)}; R=${3:-3}
 M=build/mlxcel
 mkdir -p "$D"
-MODELS=${MODELS:-qwen2-vl-2b gemma-3-4b}
+MODELS=${4:-${MODELS:-qwen2-vl-2b gemma-3-4b}}
 for m in $MODELS; do
   [ -f "tools/configs/$m.json" ] || { echo "vision_bench: unknown model $m" >&2; exit 2; }
   [ -f "$D/$m/model.safetensors" ] || build/mkmodel --config "tools/configs/$m.json" -o "$D/$m" --dtype bf16 --seed 1
@@ -30,6 +31,12 @@ J
  "image_mean": [0.5, 0.5, 0.5], "image_std": [0.5, 0.5, 0.5], "do_pan_and_scan": null}
 J
     echo '{"image_seq_length": 256}' >"$D/$m/processor_config.json" ;;
+  mistral*) cat >"$D/$m/preprocessor_config.json" <<'J'
+{"image_processor_type": "PixtralImageProcessor", "size": {"longest_edge": 1540}, "patch_size": {"height": 14, "width": 14},
+ "resample": 3, "image_mean": [0.48145466, 0.4578275, 0.40821073], "image_std": [0.26862954, 0.26130258, 0.27577711]}
+J
+    echo '{"processor_class": "PixtralProcessor", "patch_size": 14, "spatial_merge_size": 2, "image_token": "[IMG]",
+ "image_break_token": "[IMG_BREAK]", "image_end_token": "[IMG_END]"}' >"$D/$m/processor_config.json" ;;
   esac
 done
 # a 448x448 photo-like PNG (gradients and noise; Qwen2-VL: 1024 patches -> 256 tokens, Gemma 3: resized
@@ -53,10 +60,15 @@ q = [151644] + text + [151652] + [151655] * (hq // 28 * wq // 28) + [151653] + t
 g = [2] + text + [255999] + [262144] * 256 + [256000] + text
 open(f"{d}/qwen.ids", "w").write(",".join(map(str, q)))
 open(f"{d}/gemma.ids", "w").write(",".join(map(str, g)))
+# Mistral 3: 448 fits longest_edge 1540; 448 / 28 = 16 merged rows of 16 [IMG] (10) + [IMG_BREAK] (12),
+# the last [IMG_END] (13); <s> [INST] text image text [/INST]
+rows = [[10] * 16 + [12] for _ in range(16)]; rows[-1][-1] = 13
+m = [1, 3] + text + [t for r in rows for t in r] + text + [4]
+open(f"{d}/mistral.ids", "w").write(",".join(map(str, m)))
 PY
 for r in $(seq 1 "$R"); do
   for m in $MODELS; do
-    ids=$D/qwen.ids; case $m in gemma*) ids=$D/gemma.ids ;; esac
+    ids=$D/qwen.ids; case $m in gemma*) ids=$D/gemma.ids ;; mistral*) ids=$D/mistral.ids ;; esac
     "$M" generate -m "$D/$m" --image "$D/photo.png" --prompt-ids "$(cat "$ids")" -n 1 -t "$T" \
       --output-format json 2>/dev/null | tail -1 | python3 -c "
 import json, sys; j = json.loads(sys.stdin.read()); t = j['timings']

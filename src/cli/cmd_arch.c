@@ -1,6 +1,8 @@
-/* mlxcel arch: the model_type -> family matrix compiled into this binary. */
+/* mlxcel arch: the model_type -> family matrix compiled into this binary
+ * (text families, then the vision-language families). */
 #include "cli.h"
 #include "../models/family.h"
+#include "../vision/vision.h"
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +29,18 @@ static int arch_run(void *p) {
                 json_array_append_new(arr, json_pack("{s:s,s:s,s:s,s:s,s:s}", "model_type", mt, "family", f->name,
                                                      "task", task, "status", "supported", "features", f->features ? f->features : ""));
             } else printf("%-20s %-20s %-10s %s [%s]\n", mt, f->name, "supported", f->features ? f->features : "", task);
+        }
+    }
+    /* vision-language folders: config.json's model_type names the vision
+     * family, text_config's the text family above */
+    for (const mx_vision_family *f = mx_vision_family_list(); f; f = f->next) {
+        const char *feat = f->features ? f->features : "vision tower + projector (src/vision)";
+        for (int k = -1; k < 0 || (f->aliases && f->aliases[k]); k++) {
+            const char *mt = k < 0 ? f->name : f->aliases[k];
+            if (json) {
+                json_array_append_new(arr, json_pack("{s:s,s:s,s:s,s:s,s:s}", "model_type", mt, "family", f->name, "task", "vlm",
+                                                     "status", "supported", "features", feat));
+            } else printf("%-20s %-20s %-10s %s [vlm]\n", mt, f->name, "supported", feat);
         }
     }
     if (json) {

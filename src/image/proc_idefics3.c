@@ -1,4 +1,4 @@
-/* Idefics3ImageProcessor (also SmolVLM's): LANCZOS, mean = std = 0.5, the
+/* Idefics3ImageProcessor (and SmolVLMImageProcessor, the same steps): LANCZOS, mean = std = 0.5, the
  * longest edge to size.longest_edge, then up to multiples of
  * max_image_size.longest_edge (M), cut into M x M tiles plus the whole image
  * at M x M; transparency composited over white. The prompt gets
@@ -29,4 +29,5 @@ static int configure(mx_image_processor *p, const mx_cfg *pre, const mx_cfg *pro
     return MX_OK;
 }
 
-MX_IMAGE_PROCESSOR(idefics3, .name = "Idefics3ImageProcessor", .configure = configure)
+static const char *const aliases[] = {"SmolVLMImageProcessor", NULL};
+MX_IMAGE_PROCESSOR(idefics3, .name = "Idefics3ImageProcessor", .aliases = aliases, .configure = configure)

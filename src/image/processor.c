@@ -159,7 +159,7 @@ int mx_image_processor_decode(const mx_image_processor *p, const void *data, siz
 
 /* HF rescale (x * factor in float64, cast to float32) and normalize (float32
  * (x - mean) / std), written channel-first. */
-static void to_chw(const mx_image_processor *p, const mx_image *im, float *dst) {
+void mx_improc_to_chw(const mx_image_processor *p, const mx_image *im, float *dst) {
     size_t plane = (size_t)im->w * im->h;
     for (int c = 0; c < 3; c++)
         for (size_t i = 0; i < plane; i++) {
@@ -205,7 +205,7 @@ static int clip_view(const mx_image_processor *p, const mx_image *img, mx_image 
     }
     *vh = cur->h;
     *vw = cur->w;
-    if (dst) to_chw(p, cur, dst);
+    if (dst) mx_improc_to_chw(p, cur, dst);
     if (resized && r.px) {
         *resized = r;
         r.px = NULL;
@@ -215,7 +215,7 @@ static int clip_view(const mx_image_processor *p, const mx_image *img, mx_image 
     return MX_OK;
 }
 
-static int alloc_views(mx_image_input *out, int n, int h, int w) {
+int mx_improc_alloc_views(mx_image_input *out, int n, int h, int w) {
     if (n > MX_IP_MAX_VIEWS) return mx_set_err("image processor: %d views of one image (more than %d)", n, MX_IP_MAX_VIEWS);
     if ((int64_t)n * 3 * h * w > MX_IP_MAX_VALUES)
         return mx_set_err("image processor: %d views of %dx%d are more than %d pixel values", n, w, h, MX_IP_MAX_VALUES);
@@ -297,7 +297,7 @@ static int preprocess_anyres(const mx_image_processor *p, const mx_image *img, m
     if (mx_image_resize(img, p->size_w, p->size_w, p->resample, &base)) goto done;
     out->resized_base = base;
     /* every view goes through CLIP's pipeline (a no-op resize on S x S views) */
-    if (clip_view(p, &base, NULL, NULL, &vh, &vw) || alloc_views(out, 1 + out->rows * out->cols, vh, vw)) goto done;
+    if (clip_view(p, &base, NULL, NULL, &vh, &vw) || mx_improc_alloc_views(out, 1 + out->rows * out->cols, vh, vw)) goto done;
     size_t per = (size_t)3 * vh * vw;
     int k = 0;
     if (clip_view(p, &base, NULL, out->pixels, &vh, &vw)) goto done;
@@ -371,22 +371,22 @@ static int preprocess_split(const mx_image_processor *p, const mx_image *img, mx
         goto done;
     }
     int vh = out->rows ? M : cur->h, vw = out->rows ? M : cur->w;
-    if (alloc_views(out, n, vh, vw)) goto done;
+    if (mx_improc_alloc_views(out, n, vh, vw)) goto done;
     size_t per = (size_t)3 * vh * vw;
     for (int y = 0; y < out->rows; y++)
         for (int x = 0; x < out->cols; x++) {
             mx_image tile;
             if (mx_image_crop(cur, x * M, y * M, M, M, &tile)) goto done;
-            to_chw(p, &tile, out->pixels + per * (size_t)(y * out->cols + x));
+            mx_improc_to_chw(p, &tile, out->pixels + per * (size_t)(y * out->cols + x));
             mx_image_free(&tile);
         }
     if (out->rows) {
         mx_image g;
         if (mx_image_resize(cur, M, M, p->resample, &g)) goto done;
-        to_chw(p, &g, out->pixels + per * (size_t)(n - 1));
+        mx_improc_to_chw(p, &g, out->pixels + per * (size_t)(n - 1));
         mx_image_free(&g);
     } else {
-        to_chw(p, cur, out->pixels);
+        mx_improc_to_chw(p, cur, out->pixels);
     }
     long long tokens = (long long)n * p->tokens_per_view;
     if (tokens > MX_IP_MAX_TOKENS) {
@@ -460,7 +460,7 @@ static int preprocess_patchify(const mx_image_processor *p, const mx_image *img,
         free(chw);
         return MX_ERR;
     }
-    to_chw(p, cur, chw);
+    mx_improc_to_chw(p, cur, chw);
     /* rows: merge windows row-major, then row-major inside the window;
      * columns: (channel, frame, patch row, patch col); one image repeated over
      * the temporal_patch_size frames */
@@ -493,6 +493,11 @@ int mx_image_preprocess(const mx_image_processor *p, const mx_image *img, mx_ima
     out->orig_h = img->h;
     out->orig_w = img->w;
     int r;
+    if (p->family->preprocess) {
+        r = p->family->preprocess(p, img, out);
+        if (r) mx_image_input_free(out);
+        return r;
+    }
     switch (p->layout) {
     case MX_IP_LAYOUT_ANYRES: r = preprocess_anyres(p, img, out); break;
     case MX_IP_LAYOUT_SPLIT: r = preprocess_split(p, img, out); break;
@@ -504,7 +509,7 @@ int mx_image_preprocess(const mx_image_processor *p, const mx_image *img, mx_ima
             break;
         }
         r = clip_view(p, img, NULL, NULL, &vh, &vw);
-        if (!r) r = alloc_views(out, 1, vh, vw);
+        if (!r) r = mx_improc_alloc_views(out, 1, vh, vw);
         if (!r) r = clip_view(p, img, &out->resized, out->pixels, &vh, &vw);
         if (r) break;
         long long n = p->feature_patch ? (long long)(vh / p->feature_patch) * (vw / p->feature_patch) + p->extra_tokens
@@ -533,6 +538,7 @@ static int repeat(mx_buf *b, const char *s, int n) {
 }
 
 static int expand_one(const mx_image_processor *p, const mx_image_input *im, mx_buf *b) {
+    if (p->family->expand) return p->family->expand(p, im, b);
     switch (p->prompt) {
     case MX_IP_PROMPT_WRAP:
         return mx_buf_puts(b, p->pre) || repeat(b, p->image_token, im->n_tokens) || mx_buf_puts(b, p->post) ? MX_ERR : MX_OK;

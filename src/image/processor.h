@@ -59,6 +59,8 @@ typedef struct mx_image_processor {
     int size_h, size_w;           /* EXACT target; SHORTEST_EDGE: size_w; LONGEST_EDGE: size_w */
     int crop_h, crop_w;
     int tile;                     /* SPLIT: max_image_size.longest_edge */
+    int min_tiles, max_tiles;     /* GOT-OCR2's crop_to_patches grid bounds */
+    bool thumbnail;               /* GOT-OCR2: the whole image as a last view when tiled */
     int64_t min_pixels, max_pixels; /* SMART */
     int smart_frames;             /* SMART: GLM-4V counts an image as this many frames against the pixel
                                      bounds and scales up a side below patch * merge (0: Qwen2-VL's rule) */
@@ -84,7 +86,7 @@ typedef struct {
     int orig_h, orig_w;     /* the decoded image's size (image_sizes) */
     int n_tokens;           /* placeholder tokens this image expands to */
     mx_image resized;       /* the uint8 image right after the main resize (tests, debugging) */
-    mx_image resized_base;  /* ANYRES: the base view's resize */
+    mx_image resized_base;  /* ANYRES: the base view's resize; GOT-OCR2: the thumbnail's */
 } mx_image_input;
 
 typedef struct mx_improc_family {
@@ -96,6 +98,11 @@ typedef struct mx_improc_family {
      * HF's common defaults (CLIP mean/std, BICUBIC): the family sets its own,
      * then calls mx_improc_common to read the shared keys over them. */
     int (*configure)(mx_image_processor *p, const mx_cfg *pre, const mx_cfg *proc, const mx_cfg *model);
+    /* A processor whose views or expansion are its own (Pixtral's native
+     * resolution, GOT-OCR2's tiles, Aya Vision's tile markers) gives them
+     * here, in its own file; NULL: the shared layout / prompt steps. */
+    int (*preprocess)(const mx_image_processor *p, const mx_image *img, mx_image_input *out);
+    int (*expand)(const mx_image_processor *p, const mx_image_input *im, mx_buf *b);
     struct mx_improc_family *next;
 } mx_improc_family;
 
@@ -130,6 +137,12 @@ int mx_image_expand_prompt(const mx_image_processor *p, const char *text, const 
 int mx_image_expand_marked(const mx_image_processor *p, const char *text, size_t len, const size_t *markup, size_t n_markup,
                            const mx_image_input *imgs, int n_images, const char *bos_text, mx_buf *out, mx_buf *out_markup,
                            bool *add_bos);
+
+/* Shared steps for a family's own preprocess: n views of h x w allocated in
+ * out (bounded), and one uint8 image rescaled and normalized into dst
+ * channel-first as HF does. */
+int mx_improc_alloc_views(mx_image_input *out, int n, int h, int w);
+void mx_improc_to_chw(const mx_image_processor *p, const mx_image *im, float *dst);
 
 /* Shared readers for family descriptions. Each names the file and key in
  * its error and checks the range; absent keys keep the default.

@@ -47,6 +47,9 @@ typedef struct {
     const char *type_embed;  /* token type (segment) embeddings, added to the token embedding */
     const char *embed_norm;  /* norm on the summed embeddings (BERT, ModernBERT), spec arch.norm */
     const char *layer_scale; /* a stored scalar ([1]) that multiplies the layer's output (Gemma 4) */
+    const char *attn_scale, *ffn_scale; /* stored vectors [hidden] (full tensor names) multiplying the
+                                          mixer's and the ffn's output before the residual (InternViT's
+                                          layer scale lambda_1 / lambda_2) */
     const char *ffn_act_norm;  /* norm (arch.norm) on the dense MLP's activation, before down (BitNet) */
     const char *act_params;    /* module of a dense MLP activation's learned scalars (xIELU: alpha_p, alpha_n, beta, eps) */
     const char *xattn_norm;  /* norm before a layer's cross-attention sub-layer (encoder-decoders) */

@@ -245,6 +245,12 @@ static void add_scaled(float *x, const float *y, float s, size_t n) {
     else for (size_t i = 0; i < n; i++) x[i] += y[i] * s;
 }
 
+/* each of n rows of x times the vector v[h] (layer scale) */
+static void scale_rows(float *x, const float *v, int n, int h) {
+    for (int r = 0; r < n; r++)
+        for (int i = 0; i < h; i++) x[(size_t)r * h + i] *= v[i];
+}
+
 /* x = xn * alpha + y * beta: the residual is the normed input (MiniMax) */
 static void deep_residual(float *x, const float *xn, float alpha, const float *y, float beta, size_t n) {
     for (size_t i = 0; i < n; i++) x[i] = xn[i] * alpha + y[i] * beta;
@@ -268,6 +274,7 @@ void mx_layer_forward(mx_fwd *f, int l, float *x, float *xn, float *tmp, float *
             for (size_t i = 0; i < NH; i++) tmp[i] = tmp[i] * s1 + tmp2[i] * s2;
         } else if (a->mixer_scale && a->mixer_scale != 1.0f) mx_scale(tmp, a->mixer_scale, (int)NH);
         if (a->names.post_attn_norm && !res_norm) mx_norm_rows(&a->norm, &L->post_attn_norm, tmp, tmp, N, H, H);
+        if (L->attn_scale) scale_rows(tmp, L->attn_scale, N, H);
         if (ls->branch) { /* x = (x + mixer + branch) * branch_scale; tmp2 is free until the ffn */
             ls->branch->forward(f, l, L->branch_w, xn, tmp2);
             float bs = a->branch_scale ? a->branch_scale : 1;
@@ -281,6 +288,7 @@ void mx_layer_forward(mx_fwd *f, int l, float *x, float *xn, float *tmp, float *
     } else if (a->residual == MX_RES_PARALLEL) {
         if (a->parallel_two_norms) mx_norm_rows(&a->norm, &L->ffn_norm, xn, x, N, H, H);
         ls->ffn->forward(f, l, L->ffn_w, xn, tmp2);
+        if (L->ffn_scale) scale_rows(tmp2, L->ffn_scale, N, H);
         add_scaled(x, tmp, a->residual_scale, NH);
         add_scaled(x, tmp2, a->residual_scale, NH);
     } else {
@@ -297,6 +305,7 @@ void mx_layer_forward(mx_fwd *f, int l, float *x, float *xn, float *tmp, float *
         if (ls->shortcut) ls->shortcut->forward(f, l, L->shortcut_w, xn, f->carry); /* joins at the next layer's end */
         ls->ffn->forward(f, l, L->ffn_w, xn, tmp2);
         if (a->names.post_ffn_norm && !res_norm) mx_norm_rows(&a->norm, &L->post_ffn_norm, tmp2, tmp2, N, H, H);
+        if (L->ffn_scale) scale_rows(tmp2, L->ffn_scale, N, H);
         if (ls->res_alpha[1]) deep_residual(x, xn, ls->res_alpha[1], tmp2, ls->res_beta[1], NH);
         else add_scaled(x, tmp2, a->residual_scale, NH);
         if (a->names.post_ffn_norm && res_norm) mx_norm_rows(&a->norm, &L->post_ffn_norm, x, x, N, H, H);

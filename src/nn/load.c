@@ -81,6 +81,7 @@ void mx_model_free(mx_model *m) {
             const mx_layer_spec *ls = &m->arch.layers[i];
             mx_normw_free(&L->attn_norm); mx_normw_free(&L->post_attn_norm);
             mx_normw_free(&L->ffn_norm); mx_normw_free(&L->post_ffn_norm);
+            free(L->attn_scale); free(L->ffn_scale);
             if (ls->mixer && L->mixer_w) ls->mixer->free(L->mixer_w);
             if (ls->mixer2 && L->mixer2_w) ls->mixer2->free(L->mixer2_w);
             if (ls->post && L->post_w) ls->post->free(L->post_w);
@@ -199,6 +200,9 @@ int mx_model_bind(mx_model *m, mx_ckpt *ck) {
             L->out_scale = v[0];
             free(v);
         }
+        if ((N->attn_scale && mx_load_vec(m, N->attn_scale, i, H, true, &L->attn_scale)) ||
+            (N->ffn_scale && mx_load_vec(m, N->ffn_scale, i, H, true, &L->ffn_scale)))
+            goto fail;
         if (ls->shortcut && ls->shortcut->load(m, i, &L->shortcut_w)) goto fail;
         if (ls->ffn && ls->ffn->load(m, i, &L->ffn_w)) goto fail;
         if (ls->xattn) {

@@ -19,6 +19,7 @@ typedef struct {
     void *mixer2_w;        /* layers with a second mixer */
     void *post_w;          /* layers with a post block */
     float out_scale;       /* names.layer_scale's value (0 = none) */
+    float *attn_scale, *ffn_scale; /* names.attn_scale / ffn_scale vectors (NULL = none) */
     void *shortcut_w;      /* layers with a shortcut block */
     void *branch_w;        /* layers with a branch block */
     mx_normw xattn_norm;   /* layers with a cross-attention sub-layer */

@@ -157,9 +157,10 @@ static void inv_freq(const mx_rope *r, int max_len, float *f) {
 }
 
 void mx_rope_table_axes(const mx_rope *r, const int *const *pos, int n, int max_len, float *cs) {
-    float f[MX_ROPE_MAX_HALF];
+    float f[MX_ROPE_MAX_HALF], whole[MX_ROPE_MAX_HALF];
     int half = r->dim / 2, axis[MX_ROPE_MAX_HALF];
     inv_freq(r, max_len, f);
+    if (r->section_strided) memcpy(whole, f, sizeof(float) * (size_t)half);
     for (int i = 0; i < half; i++) axis[i] = 0;
     if (r->n_axes > 1 && r->axes_interleaved)
         for (int i = 0; i < half; i++)
@@ -171,6 +172,9 @@ void mx_rope_table_axes(const mx_rope *r, const int *const *pos, int n, int max_
                 if (r->section_restart) { /* as a rope of dim 2 * section: theta^(-2j / (2 section)) */
                     float e = (float)(2 * (i - i0)) / (float)(2 * r->section[k]);
                     f[i] = 1.0f / powf((float)r->theta, e);
+                } else if (r->section_strided) {
+                    int j = (i - i0) * r->n_axes + k;
+                    f[i] = j < half ? whole[j] : 0;
                 }
             }
     float af = (float)r->attn_factor, sa = r->reversed ? -af : af;

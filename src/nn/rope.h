@@ -38,6 +38,10 @@ typedef struct {
     bool axes_interleaved; /* Qwen3-VL's interleaved M-RoPE: frequency i takes axis 1 when
                               i % 3 == 1 and i < 3 section[1], axis 2 when i % 3 == 2 and
                               i < 3 section[2], else axis 0 */
+    /* With section_strided, axis k's section takes every n_axes-th frequency
+     * of the whole rope from the k-th on (Pixtral's 2-D rope: rows the even
+     * frequencies, columns the odd). */
+    bool section_strided;
     int n_freq;         /* PROPORTIONAL: rotated pairs, int(partial_rotary_factor * dim // 2) */
     bool reversed;      /* rotate the other way (sin negated): NanoChat's rotate_half(x) = [x2, -x1] */
 } mx_rope;

@@ -83,6 +83,7 @@ int mx_engine_open(const char *dir, mx_engine *e) {
         mx_model_free(m);
         return MX_ERR;
     }
+    if (e->vision && mx_vision_spec(e->vision)->head_unscaled) m->arch.logit_scale = 1;
     return MX_OK;
 }
 

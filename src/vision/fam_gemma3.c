@@ -24,4 +24,5 @@ static int configure(mx_vision_desc *d, mx_arch *t, const mx_cfg *vc, const mx_c
     return MX_OK;
 }
 
-MX_VISION_FAMILY(gemma3, .name = "gemma3", .configure = configure)
+MX_VISION_FAMILY(gemma3, .name = "gemma3", .configure = configure,
+                  .features = "siglip, avg pool + (1+w) rmsnorm + projection; each image block attends both ways; gemma3 text")

@@ -1,4 +1,5 @@
-/* Idefics3 (and SmolVLM v1, published as idefics3): a SigLIP-style tower on
+/* Idefics3 (and SmolVLM: v1 published as idefics3, SmolVLM2 as smolvlm, the
+ * same model under its own class names): a SigLIP-style tower on
  * every tile and the global view (last layer, post-norm), pixel shuffle by
  * scale_factor and a bias-free linear connector; rows enter a Llama text
  * model causally, unscaled. */
@@ -21,4 +22,6 @@ static int configure(mx_vision_desc *d, mx_arch *t, const mx_cfg *vc, const mx_c
     return MX_OK;
 }
 
-MX_VISION_FAMILY(idefics3, .name = "idefics3", .configure = configure)
+static const char *const aliases[] = {"smolvlm", NULL};
+MX_VISION_FAMILY(idefics3, .name = "idefics3", .aliases = aliases, .configure = configure,
+                  .features = "siglip per tile + global image, pixel shuffle + linear; idefics3 splitting; llama text")

@@ -44,5 +44,7 @@ static int configure_next(mx_vision_desc *d, mx_arch *t, const mx_cfg *vc, const
     return MX_OK;
 }
 
-MX_VISION_FAMILY(llava, .name = "llava", .configure = configure)
-MX_VISION_FAMILY(llava_next, .name = "llava_next", .configure = configure_next)
+MX_VISION_FAMILY(llava, .name = "llava", .configure = configure,
+                  .features = "clip vit at vision_feature_layer, mlp projector; shortest-edge resize + center crop")
+MX_VISION_FAMILY(llava_next, .name = "llava_next", .configure = configure_next,
+                  .features = "clip vit on any-res tiles, mlp projector, unpadded packing with image_newline")

@@ -23,4 +23,5 @@ static int configure(mx_vision_desc *d, mx_arch *t, const mx_cfg *vc, const mx_c
     return MX_OK;
 }
 
-MX_VISION_FAMILY(paligemma, .name = "paligemma", .configure = configure)
+MX_VISION_FAMILY(paligemma, .name = "paligemma", .configure = configure,
+                  .features = "siglip, linear projector; the prompt attends both ways (prefix-lm); gemma text")

@@ -22,6 +22,8 @@ void mx_vision_register(mx_vision_family *f) {
     g_vfams = f;
 }
 
+const mx_vision_family *mx_vision_family_list(void) { return g_vfams; }
+
 const mx_vision_family *mx_vision_family_find(const char *mt) {
     for (const mx_vision_family *f = g_vfams; f; f = f->next) {
         if (!strcmp(f->name, mt)) return f;
@@ -42,7 +44,7 @@ struct mx_vision {
     char *strings[MAX_STRINGS]; /* names with the matched prefix, owned */
     int n_strings;
     const char *pfx, *ppfx;    /* the tower's and the projector's matched prefixes */
-    mx_weight patch, pos, p_in, p_out;
+    mx_weight patch, pos, p_in, p_out, p_merge;
     float *patch_b, *cls, *p_in_b, *p_out_b, *newline;
     mx_normw p_norm;
     mx_weight downs, p_gate, p_up; /* GLU_MERGER */
@@ -196,8 +198,9 @@ static int load_projector(mx_vision *v, mx_ckpt *ck) {
             pp = d->proj_prefix[k];
     if (!pp) return mx_set_err("%s: the projector '%s' is not found under any known prefix", ck->dir, d->proj_in);
     v->ppfx = pp;
-    const char *in = join(v, pp, d->proj_in), *out = join(v, pp, d->proj_out), *norm = join(v, pp, d->proj_norm);
-    if (!in || (d->proj_out && !out) || (d->proj_norm && !norm)) return MX_ERR;
+    const char *in = join(v, pp, d->proj_in), *out = join(v, pp, d->proj_out), *norm = join(v, pp, d->proj_norm),
+               *merge = join(v, pp, d->proj_merge);
+    if (!in || (d->proj_out && !out) || (d->proj_norm && !norm) || (d->proj_merge && !merge)) return MX_ERR;
     int m2 = d->merge * d->merge, s2 = d->shuffle * d->shuffle;
     switch (d->proj) {
     case MX_VPROJ_MLP:
@@ -230,6 +233,20 @@ static int load_projector(mx_vision *v, mx_ckpt *ck) {
     case MX_VPROJ_MERGER:
         if (load_norm(ck, norm, D, !d->proj_norm_rms, &v->p_norm) || load_linear(ck, in, m2 * D, m2 * D, true, &v->tower.kp, &v->p_in, &v->p_in_b) ||
             load_linear(ck, out, H, m2 * D, true, &v->tower.kp, &v->p_out, &v->p_out_b))
+            return MX_ERR;
+        break;
+    case MX_VPROJ_SHUFFLE_MLP: {
+        int mid = d->proj_mid ? d->proj_mid : H, oc = d->proj_glu ? mid / 2 : mid;
+        if (d->proj_glu && mid % 2) return mx_set_err("%s: the projector's SwiGLU width %d is odd", ck->dir, mid);
+        if (load_norm(ck, norm, D * s2, true, &v->p_norm) || load_linear(ck, in, mid, D * s2, true, &v->tower.kp, &v->p_in, &v->p_in_b) ||
+            load_linear(ck, out, H, oc, true, &v->tower.kp, &v->p_out, &v->p_out_b))
+            return MX_ERR;
+        break;
+    }
+    case MX_VPROJ_PATCH_MERGE:
+        if (load_norm(ck, norm, D, false, &v->p_norm) || load_linear(ck, merge, D, m2 * D, false, &v->tower.kp, &v->p_merge, NULL) ||
+            load_linear(ck, in, H, D, d->proj_bias, &v->tower.kp, &v->p_in, &v->p_in_b) ||
+            load_linear(ck, out, H, H, d->proj_bias, &v->tower.kp, &v->p_out, &v->p_out_b))
             return MX_ERR;
         break;
     }
@@ -325,22 +342,32 @@ int mx_vision_open(const char *dir, int text_hidden, mx_vision **out) {
         char *pn = mx_asprintf("%s.weight", pos);
         mx_tensor *t = pn ? mx_ckpt_find(&ck, pn) : NULL;
         int n_pos = t && t->ndim == 2 ? (int)t->shape[0] : 0;
-        v->pos_side = (int)lround(sqrt((double)n_pos));
-        if (n_pos < 1 || (d->pos_bicubic && ((long long)v->pos_side * v->pos_side != n_pos || t->shape[1] != v->D))) {
-            mx_set_err("%s: missing or malformed position embedding '%s.weight'%s", dir, pos,
-                       n_pos > 0 ? " (not a square table of tower-wide rows)" : "");
+        mx_tensor *raw = t ? NULL : mx_ckpt_find(&ck, pos); /* a bare [1, n, D] parameter (InternViT) */
+        if (raw && raw->ndim == 3 && raw->shape[0] == 1 && raw->shape[2] == v->D) {
             free(pn);
-            goto fail;
-        }
-        if (d->pos_interp && (long long)v->pos_side * v->pos_side != n_pos) {
-            mx_set_err("%s: the position table '%s.weight' has %d rows, not a square number", dir, pos, n_pos);
+            float *rows = NULL;
+            n_pos = (int)raw->shape[1];
+            if (load_vec(&ck, pos, n_pos * v->D, &rows)) goto fail;
+            v->pos = (mx_weight){.fmt = MX_W_F32, .rows = n_pos, .cols = v->D, .data = (const uint8_t *)rows,
+                                 .row_bytes = (size_t)v->D * sizeof(float), .owned = rows};
+        } else {
+            v->pos_side = (int)lround(sqrt((double)n_pos));
+            if (n_pos < 1 || (d->pos_bicubic && ((long long)v->pos_side * v->pos_side != n_pos || t->shape[1] != v->D))) {
+                mx_set_err("%s: missing or malformed position embedding '%s.weight'%s", dir, pos,
+                           n_pos > 0 ? " (not a square table of tower-wide rows)" : "");
+                free(pn);
+                goto fail;
+            }
+            if (d->pos_interp && (long long)v->pos_side * v->pos_side != n_pos) {
+                mx_set_err("%s: the position table '%s.weight' has %d rows, not a square number", dir, pos, n_pos);
+                free(pn);
+                goto fail;
+            }
+            r = d->pos_bicubic ? load_vec(&ck, pn, n_pos * v->D, &v->pos_table)
+                               : mx_load_weight(&ck, pos, n_pos, v->D, 0, NULL, &v->pos); /* rows looked up */
             free(pn);
-            goto fail;
+            if (r) goto fail;
         }
-        r = d->pos_bicubic ? load_vec(&ck, pn, n_pos * v->D, &v->pos_table)
-                           : mx_load_weight(&ck, pos, n_pos, v->D, 0, NULL, &v->pos); /* rows looked up */
-        free(pn);
-        if (r) goto fail;
     }
     if (d->patch_norm) {
         const char *pn = join(v, v->pfx, d->patch_norm);
@@ -369,7 +396,7 @@ void mx_vision_free(mx_vision *v) {
     pthread_mutex_destroy(&v->mu);
     mx_enc_free(v->enc);
     mx_model_free(&v->tower);
-    mx_weight *ws[] = {&v->patch, &v->pos, &v->p_in, &v->p_out, &v->downs, &v->p_gate, &v->p_up};
+    mx_weight *ws[] = {&v->patch, &v->pos, &v->p_in, &v->p_out, &v->downs, &v->p_gate, &v->p_up, &v->p_merge};
     for (size_t i = 0; i < MX_ARRAY_LEN(ws); i++) mx_weight_free(ws[i]);
     free(v->patch_b);
     free(v->cls);
@@ -473,9 +500,10 @@ static void pixel_shuffle(const float *x, int S, int D, int s, float *y) {
 static int merge_rows(mx_fwd *f, const mx_norm_spec *ns, const mx_normw *nw, const mx_weight *w1, const float *b1, const mx_weight *w2,
                       const float *b2, bool post, const float *x, int n, int D, int m2, int H, float *y, float *tmp);
 
-/* Projects one view's features [n, D] into rows [n', H]; tmp has room for
- * 4 n max(D, H) merge^2 floats. Returns n'. */
-static int project(mx_vision *v, mx_fwd *f, const float *x, int n, float *y, float *tmp) {
+/* Projects one view's features [n, D] (a row-major grid gw patches wide) into
+ * rows [n', H]; tmp has room for 4 n max(D, H, proj_mid) merge^2 floats.
+ * Returns n'. */
+static int project(mx_vision *v, mx_fwd *f, const float *x, int n, int gw, float *y, float *tmp) {
     const mx_vision_desc *d = &v->d;
     int D = v->D, H = v->H;
     switch (d->proj) {
@@ -527,6 +555,49 @@ static int project(mx_vision *v, mx_fwd *f, const float *x, int n, float *y, flo
         mx_linear(f, &v->p_up, NULL, a, n2, H, u, C);
         mx_act_mul(d->proj_act, g, u, n2 * C);
         mx_linear(f, &v->p_out, NULL, g, n2, C, y, H);
+        return n2;
+    }
+    case MX_VPROJ_SHUFFLE_MLP: {
+        int S = (int)lround(sqrt(n)), s = d->shuffle, n2 = n / (s * s), Ds = D * s * s;
+        int mid = d->proj_mid ? d->proj_mid : H, oc = d->proj_glu ? mid / 2 : mid;
+        size_t W = (size_t)MX_MAX(MX_MAX(D, H), mid);
+        float *h = tmp + n * W;
+        mx_norm_spec ln = {MX_NORM_LAYER, 0, true, true, d->proj_norm_eps};
+        pixel_shuffle(x, S, D, s, tmp);
+        mx_norm_rows(&ln, &v->p_norm, tmp, tmp, n2, Ds, Ds);
+        mx_linear(f, &v->p_in, v->p_in_b, tmp, n2, Ds, h, mid);
+        if (d->proj_glu) { /* [x | gate] -> silu(gate) * x */
+            for (int r = 0; r < n2; r++) {
+                const float *xr = h + (size_t)r * mid, *g = xr + oc;
+                float *o = tmp + (size_t)r * oc;
+                for (int j = 0; j < oc; j++) o[j] = xr[j] * (g[j] / (1.0f + expf(-g[j])));
+            }
+        } else {
+            mx_act_apply(d->proj_act, h, n2 * mid);
+            memcpy(tmp, h, sizeof(float) * (size_t)n2 * mid);
+        }
+        mx_linear(f, &v->p_out, v->p_out_b, tmp, n2, oc, y, H);
+        return n2;
+    }
+    case MX_VPROJ_PATCH_MERGE: { /* torch unfold of the [D, gh, gw] map: column d m^2 + dy m + dx */
+        int m = d->merge, m2 = m * m, gh = n / gw, n2 = (gh / m) * (gw / m);
+        mx_norm_spec rms = {MX_NORM_RMS, 0, true, false, d->proj_norm_eps};
+        size_t W = (size_t)MX_MAX(D, H);
+        float *nx = tmp, *joined = tmp + n * W, *h = joined + n * W;
+        mx_norm_rows(&rms, &v->p_norm, nx, x, n, D, D);
+        for (int by = 0; by < gh / m; by++)
+            for (int bx = 0; bx < gw / m; bx++) {
+                float *o = joined + (size_t)(by * (gw / m) + bx) * m2 * D;
+                for (int dy = 0; dy < m; dy++)
+                    for (int dx = 0; dx < m; dx++) {
+                        const float *src = nx + ((size_t)(by * m + dy) * gw + (size_t)(bx * m + dx)) * D;
+                        for (int c = 0; c < D; c++) o[(size_t)c * m2 + dy * m + dx] = src[c];
+                    }
+            }
+        mx_linear(f, &v->p_merge, NULL, joined, n2, m2 * D, h, D);
+        mx_linear(f, &v->p_in, v->p_in_b, h, n2, D, nx, H);
+        mx_act_apply(d->proj_act, nx, n2 * H);
+        mx_linear(f, &v->p_out, v->p_out_b, nx, n2, H, y, H);
         return n2;
     }
     }
@@ -654,21 +725,31 @@ static int encode(mx_vision *v, const mx_image_input *in, mx_pool *pool, float *
     if (v->pos.fmt && !d->pos_interp && per > v->pos.rows)
         return mx_set_err("vision: %d positions per view, the tower has %d", per, v->pos.rows);
     if ((nd || d->window) && !grid) return mx_set_err("vision: windows and DeepStack need the patch-grid layout");
+    if (v->pos.fmt && cls && per != v->pos.rows) /* CLIP, InternViT: HF interpolates or refuses; not ported */
+        return mx_set_err("vision: a %dx%d view has %d positions, the tower's table %d (interpolated positions are not supported)", in->w,
+                          in->h, per, v->pos.rows);
+    if (d->max_side && (in->h / P > d->max_side || in->w / P > d->max_side))
+        return mx_set_err("vision: a %dx%d view has more patches per side than the tower's %d", in->w, in->h, d->max_side);
+    if ((d->proj == MX_VPROJ_SHUFFLE || d->proj == MX_VPROJ_SHUFFLE_MLP) && (in->h != in->w || (in->h / P) % d->shuffle))
+        return mx_set_err("vision: a %dx%d view is not a square of patches in whole %dx%d blocks (pixel shuffle)", in->w, in->h, d->shuffle,
+                          d->shuffle);
+    if (d->merge > 1 && !grid && ((in->h / P) % d->merge || (in->w / P) % d->merge))
+        return mx_set_err("vision: a %dx%d view is not a whole number of %dx%d patch blocks", in->w, in->h, d->merge, d->merge);
     int N = nv * per, r = MX_ERR;
     if (!v->enc || mx_enc_max_tokens(v->enc) < N) {
         mx_enc_free(v->enc);
         if (!(v->enc = mx_enc_new(&v->tower, N, pool))) return MX_ERR;
     }
-    size_t big = (size_t)N * (size_t)MX_MAX(MX_MAX(MX_MAX(D, H), cols), d->proj_ctx) * (size_t)MX_MAX(4, m2) + (size_t)4 * D;
+    size_t big = (size_t)N * (size_t)MX_MAX(MX_MAX(MX_MAX(D, H), cols), MX_MAX(d->proj_ctx, d->proj_mid)) * (size_t)MX_MAX(4, m2) + (size_t)4 * D;
     int units = grid ? np / m2 : 0, n_win = 0;
     float *emb = mx_malloc(sizeof(float) * (size_t)N * D), *hid = mx_malloc(sizeof(float) * (size_t)N * D),
           *tmp = mx_malloc(sizeof(float) * big), *proj = mx_malloc(sizeof(float) * (size_t)N * H * (1 + nd));
     float *deep = nd ? mx_malloc(sizeof(float) * (size_t)nd * N * D) : NULL;
-    int *mpos = grid ? mx_malloc(sizeof(int) * 2 * (size_t)np) : NULL;
+    int *mpos = grid || d->max_side ? mx_malloc(sizeof(int) * 2 * (size_t)np) : NULL;
     int *perm = d->window ? mx_malloc(sizeof(int) * (size_t)units) : NULL, *wlen = d->window ? mx_malloc(sizeof(int) * (size_t)units) : NULL;
     int *capture = nd ? mx_malloc(sizeof(int) * (size_t)v->tower.arch.n_layers) : NULL;
     mx_enc_seq *seqs = mx_calloc((size_t)nv, sizeof(mx_enc_seq));
-    if (!emb || !hid || !tmp || !proj || !seqs || (grid && !mpos) || (nd && (!deep || !capture)) || (d->window && (!perm || !wlen))) goto done;
+    if (!emb || !hid || !tmp || !proj || !seqs || ((grid || d->max_side) && !mpos) || (nd && (!deep || !capture)) || (d->window && (!perm || !wlen))) goto done;
     mx_fwd f = {.m = &v->tower, .pool = pool};
     if (grid) { /* 2-D rope: each patch row's (row, column) in merge-window order */
         int gw = in->grid_w;
@@ -676,6 +757,12 @@ static int encode(mx_vision *v, const mx_image_input *in, mx_pool *pool, float *
             int win = i / m2 % (units / in->grid_t), in_w = i % m2, bh = win / (gw / m), bw = win % (gw / m);
             mpos[i] = bh * m + in_w / m;
             mpos[np + i] = bw * m + in_w % m;
+        }
+    } else if (d->max_side) { /* 2-D rope: (row, column) of the row-major grid, the same for every view */
+        int gw = in->w / P;
+        for (int i = 0; i < np; i++) {
+            mpos[i] = i / gw;
+            mpos[np + i] = i % gw;
         }
     }
     /* embeddings: patches @ W (+ b) (normed), CLS first, learned positions added */
@@ -707,6 +794,8 @@ static int encode(mx_vision *v, const mx_image_input *in, mx_pool *pool, float *
         seqs[k] = (mx_enc_seq){.n = per, .embeds = e};
     }
     if (grid) seqs[0].mpos = mpos;
+    else if (d->max_side)
+        for (int k = 0; k < nv; k++) seqs[k].mpos = mpos;
     mx_enc_plan plan = {0};
     if (d->window) { /* units in window order, frame by frame; their rows and positions with them */
         int per_frame = units / in->grid_t;
@@ -748,7 +837,7 @@ static int encode(mx_vision *v, const mx_image_input *in, mx_pool *pool, float *
     for (int k = 0; k < nv; k++) {
         const float *x = hid + ((size_t)k * per + (d->drop_cls ? cls : 0)) * D;
         int n = d->drop_cls ? np : per;
-        per_out = project(v, &f, x, n, proj + (size_t)n_out * H, tmp);
+        per_out = project(v, &f, x, n, grid ? in->grid_w : in->w / P, proj + (size_t)n_out * H, tmp);
         n_out += per_out;
     }
     int total = n_out;

@@ -30,6 +30,10 @@ typedef enum {
     MX_VPROJ_MERGER,    /* LayerNorm, merge x merge rows joined, in -> GELU -> out (Qwen2-VL) */
     MX_VPROJ_GLU_MERGER, /* merge x merge rows -> Conv2d `downsample` to the text width, in -> LayerNorm
                             -> GELU -> down(act(gate) * up) (GLM-4V) */
+    MX_VPROJ_PATCH_MERGE, /* RMSNorm, merge x merge neighbours of the row-major grid joined
+                           * channel-major, proj_merge, in -> act -> out (Mistral 3) */
+    MX_VPROJ_SHUFFLE_MLP, /* pixel shuffle by `shuffle`, LayerNorm, in -> act (or SwiGLU with
+                           * proj_glu) -> out, with biases (InternVL, Aya Vision) */
 } mx_vproj_kind;
 
 typedef enum {
@@ -53,11 +57,16 @@ typedef struct mx_vision_desc {
     float patch_norm_eps;
     int patch_size, channels, temporal, merge;
     int run_layers;           /* encoder layers to run (hidden_states[run_layers]) */
+    int max_side;             /* > 0: the tower's 2-D rope takes each view's (row, column) of
+                               * its row-major patch grid, at most max_side per side (Pixtral) */
     bool drop_cls;            /* the CLS row is not a feature ("default" strategy) */
     /* projector; module paths tried with each prefix of proj_prefix */
     const char *proj_prefix[MX_VISION_PREFIXES];
     mx_vproj_kind proj;
     const char *proj_in, *proj_out, *proj_norm; /* proj_in of POOL_NORM: a plain [D, H] tensor name */
+    const char *proj_merge;   /* PATCH_MERGE: the [D, merge^2 D] merging linear (no bias) */
+    int proj_mid;             /* SHUFFLE_MLP: proj_in's output width (0: the text hidden size) */
+    bool proj_glu;            /* SHUFFLE_MLP: proj_in's output is [x | gate], silu(gate) * x goes on */
     bool proj_bias;
     mx_act proj_act;
     float proj_norm_eps;
@@ -78,6 +87,8 @@ typedef struct mx_vision_desc {
     /* text side */
     bool rows_scaled;         /* rows take the text model's embedding scale */
     bool rows_div_sqrt;       /* rows are divided by sqrt(text hidden) first (PaliGemma) */
+    bool head_unscaled;       /* the package's own lm_head runs without the text model's
+                                 logit_scale (Aya Vision over Cohere2); the engine applies it */
     mx_vmask mask;
     bool mrope;
     int32_t image_token, vision_start;
@@ -86,6 +97,7 @@ typedef struct mx_vision_desc {
 typedef struct mx_vision_family {
     const char *name; /* config.json model_type */
     const char *const *aliases;
+    const char *features; /* one line for `mlxcel arch` (tower, projector, processor) */
     /* vc: vision_config alone (its absent keys take the HF vision config
      * class defaults, never the text model's values); top: config.json's
      * top level; text: the text part (text_config over the top level). Fills
@@ -97,6 +109,7 @@ typedef struct mx_vision_family {
 
 void mx_vision_register(mx_vision_family *f);
 const mx_vision_family *mx_vision_family_find(const char *model_type);
+const mx_vision_family *mx_vision_family_list(void); /* all, linked by next */
 #define MX_VISION_FAMILY(id, ...)                                                     \
     static mx_vision_family mx_vfam_##id = {__VA_ARGS__};                             \
     __attribute__((constructor)) static void mx_vfam_register_##id(void) { mx_vision_register(&mx_vfam_##id); }

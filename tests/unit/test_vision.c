@@ -215,7 +215,7 @@ static void chat_markup(void) {
 
 int main(void) {
     chat_markup();
-    const char *names[] = {"llava", "llava_next", "paligemma", "idefics3", "gemma3", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "glm4v"};
+    const char *names[] = {"llava", "llava_next", "paligemma", "idefics3", "gemma3", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "glm4v", "smolvlm", "mistral3", "internvl", "aya_vision"};
     for (size_t i = 0; i < MX_ARRAY_LEN(names); i++) one(names[i]);
     TEST_END();
 }

@@ -111,6 +111,7 @@ static void one(const char *name) {
     if (r) goto done;
     check_u8(name, &in.resized, &ref, "resized_image");
     check_u8(name, &in.resized_base, &ref, "resized_base_image");
+    check_u8(name, &in.resized_base, &ref, "resized_thumbnail"); /* GOT-OCR2's whole-image view */
 
     size_t n;
     float *pv = fx_read_f32(&ref, "pixel_values", &n);
@@ -127,9 +128,11 @@ static void one(const char *name) {
         free(v);
         check_mrope(name, dir, &ref, &in);
     }
-    if (!fx_read_i64(&ref, "image_sizes", &v, &nv)) {
+    if (!fx_read_i64(&ref, "image_sizes", &v, &nv)) { /* Pixtral's are the resized image's */
+        bool resized = !strcmp(name, "mistral3");
+        int h = resized ? in.h : in.orig_h, w = resized ? in.w : in.orig_w;
         snprintf(label, sizeof label, "%s: image_sizes", name);
-        CHECK(label, nv == 2 && v[0] == in.orig_h && v[1] == in.orig_w, "%d %d", in.orig_h, in.orig_w);
+        CHECK(label, nv == 2 && v[0] == h && v[1] == w, "%d %d", h, w);
         free(v);
     }
     if (!fx_read_i64(&ref, "pixel_attention_mask", &v, &nv)) { /* all ones: every view is whole */
@@ -187,7 +190,8 @@ static void bad_config(const char *fixture, const char *key, const char *value, 
 }
 
 int main(void) {
-    const char *names[] = {"qwen2_vl", "llava", "llava_next", "paligemma", "idefics3", "gemma3", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "glm4v"};
+    const char *names[] = {"qwen2_vl", "llava", "llava_next", "paligemma", "idefics3", "gemma3", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "glm4v",
+                           "smolvlm", "mistral3", "internvl", "aya_vision"};
     for (size_t i = 0; i < MX_ARRAY_LEN(names); i++) one(names[i]);
 
     bad_config("llava", "size", "{\"shortest_edge\": 100000000}", "shortest_edge");
@@ -203,6 +207,11 @@ int main(void) {
     bad_config("llava_next", "image_grid_pinpoints", "[[100000, 10]]", "image_grid_pinpoints");
     bad_config("idefics3", "max_image_size", "{\"longest_edge\": 1000000}", "max_image_size");
     bad_config("gemma3", "do_pan_and_scan", "true", "pan-and-scan");
+    bad_config("mistral3", "size", "{\"longest_edge\": 100000}", "longest_edge");
+    bad_config("mistral3", "patch_size", "{\"height\": 0}", "patch_size");
+    bad_config("internvl", "max_patches", "100000", "max_patches");
+    bad_config("internvl", "min_patches", "9", "above max_patches");
+    bad_config("aya_vision", "size", "{\"height\": 0, \"width\": 56}", "height");
 
     /* an image the smart resize refuses, and a count mismatch in the prompt */
     mx_image_processor p;
