@@ -25,10 +25,13 @@ mx_kv *mx_kv_new(const mx_model *m, int cap) {
     kv->offset = mx_calloc((size_t)a->n_layers + 1, sizeof(size_t));
     if (!kv->offset) { free(kv); return NULL; }
     size_t total = 0;
+    int lo, hi;
+    mx_model_layers(m, &lo, &hi);
     for (int l = 0; l < a->n_layers; l++) {
         kv->offset[l] = total;
         const mx_layer_spec *ls = &a->layers[l];
         size_t n = 0;
+        if (l < lo || l >= hi) continue; /* another process's layer */
         if (ls->mixer && ls->mixer->state_floats) n += ls->mixer->state_floats(m, l, cap);
         if (ls->mixer2 && ls->mixer2->state_floats) n += ls->mixer2->state_floats(m, l, cap);
         if (ls->xattn && ls->xattn->state_floats) n += ls->xattn->state_floats(m, l, cap);
@@ -47,11 +50,13 @@ mx_kv *mx_kv_new(const mx_model *m, int cap) {
     if (!kv->data) { free(kv->offset); free(kv); return NULL; }
     kv->cap = cap;
     kv->n_layers = a->n_layers;
+    kv->shard = m->shard;
     return kv;
 }
 
 void mx_kv_free(mx_kv *kv) {
     if (!kv) return;
+    if (kv->dist_id && kv->shard) kv->shard->ops->kv_free(kv->shard->ctx, kv->dist_id);
     mx_aligned_free(kv->data);
     free(kv->offset);
     free(kv);
@@ -135,6 +140,11 @@ int mx_ctx_max_tokens(const mx_ctx *c) { return c->max_tokens; }
 
 mx_kpolicy *mx_ctx_policy(mx_ctx *c) { return &c->kp; }
 
+void mx_model_layers(const mx_model *m, int *lo, int *hi) {
+    *lo = m->shard ? m->shard->layer_lo : 0;
+    *hi = m->shard ? m->shard->layer_hi : m->arch.n_layers;
+}
+
 bool mx_model_recurrent(const mx_model *m) {
     for (int l = 0; l < m->arch.n_layers; l++) {
         const mx_layer_spec *ls = &m->arch.layers[l];
@@ -200,6 +210,14 @@ static void deep_residual(float *x, const float *xn, float alpha, const float *y
     for (size_t i = 0; i < n; i++) x[i] = xn[i] * alpha + y[i] * beta;
 }
 
+/* Tensor parallelism: a block's output is this process's part of the sum
+ * (its heads through its columns of o, its width through its columns of
+ * down); the whole output is the sum over the group. */
+static void tp_sum(const mx_fwd *f, float *y, size_t n) {
+    const mx_shard *sh = f->m->shard;
+    if (sh && sh->tp > 1) sh->ops->reduce(sh->ctx, y, n);
+}
+
 void mx_layer_forward(mx_fwd *f, int l, float *x, float *xn, float *tmp, float *tmp2) {
     const mx_model *m = f->m;
     const mx_arch *a = &m->arch;
@@ -212,6 +230,7 @@ void mx_layer_forward(mx_fwd *f, int l, float *x, float *xn, float *tmp, float *
     else memcpy(xn, x, NH * 4);
     if (ls->mixer) {
         ls->mixer->forward(f, l, L->mixer_w, xn, tmp);
+        tp_sum(f, tmp, NH);
         if (ls->mixer2) { /* tmp2 is free until the ffn */
             ls->mixer2->forward(f, l, L->mixer2_w, xn, tmp2);
             float s1 = a->mixer_scale ? a->mixer_scale : 1, s2 = a->mixer2_scale ? a->mixer2_scale : 1;
@@ -231,6 +250,7 @@ void mx_layer_forward(mx_fwd *f, int l, float *x, float *xn, float *tmp, float *
     } else if (a->residual == MX_RES_PARALLEL) {
         if (a->parallel_two_norms) mx_norm_rows(&a->norm, &L->ffn_norm, xn, x, N, H, H);
         ls->ffn->forward(f, l, L->ffn_w, xn, tmp2);
+        tp_sum(f, tmp2, NH);
         add_scaled(x, tmp, a->residual_scale, NH);
         add_scaled(x, tmp2, a->residual_scale, NH);
     } else {
@@ -246,6 +266,7 @@ void mx_layer_forward(mx_fwd *f, int l, float *x, float *xn, float *tmp, float *
         else memcpy(xn, x, NH * 4);
         if (ls->shortcut) ls->shortcut->forward(f, l, L->shortcut_w, xn, f->carry); /* joins at the next layer's end */
         ls->ffn->forward(f, l, L->ffn_w, xn, tmp2);
+        tp_sum(f, tmp2, NH);
         if (a->names.post_ffn_norm && !res_norm) mx_norm_rows(&a->norm, &L->post_ffn_norm, tmp2, tmp2, N, H, H);
         if (ls->res_alpha[1]) deep_residual(x, xn, ls->res_alpha[1], tmp2, ls->res_beta[1], NH);
         else add_scaled(x, tmp2, a->residual_scale, NH);
@@ -262,7 +283,9 @@ void mx_layer_forward(mx_fwd *f, int l, float *x, float *xn, float *tmp, float *
 int mx_forward(mx_ctx *c, const mx_seq_in *seqs, int n_seqs, float *logits, bool all) {
     const mx_model *m = c->m;
     const mx_arch *a = &m->arch;
-    if (!a->tied && !m->lm_head.fmt) return mx_set_err("the checkpoint has no output head (lm_head): the model can embed (mlxcel embed) but not generate");
+    const mx_shard *sh = m->shard;
+    bool embeds = !sh || sh->embeds, has_head = !sh || sh->head;
+    if (has_head && !a->tied && !m->lm_head.fmt) return mx_set_err("the checkpoint has no output head (lm_head): the model can embed (mlxcel embed) but not generate");
     bool bidir = a->shortconv.centered; /* a step would need tokens that come later */
     for (int k = 0; k < a->n_attn_specs; k++) bidir |= a->attn_specs[k]->bidirectional;
     if (bidir) return mx_set_err("the model attends bidirectionally (an embedding model): it can embed (mlxcel embed) but not generate");
@@ -291,6 +314,7 @@ int mx_forward(mx_ctx *c, const mx_seq_in *seqs, int n_seqs, float *logits, bool
             if (c->b.pos[t] + a->pos_offset >= a->max_pos + a->pos_offset)
                 return mx_set_err("position %d exceeds max_position_embeddings %d", c->b.pos[t], a->max_pos);
     }
+    if (sh) sh->ops->begin(sh->ctx, seqs, n_seqs, all);
     /* embeddings (image rows where a sequence gives them) */
     bool spans = false;
     for (int t = 0; t < N; t++) {
@@ -298,18 +322,19 @@ int mx_forward(mx_ctx *c, const mx_seq_in *seqs, int n_seqs, float *logits, bool
         int i = c->b.pos[t] - s->kv->len, er = s->embed_row ? s->embed_row[i] : -1;
         int32_t tok = s->tokens[i];
         float *row = c->b.x + (size_t)t * H;
-        if (er >= 0) memcpy(row, s->embeds + (size_t)er * H, (size_t)H * 4);
-        else mx_weight_row(&m->embed, tok, row);
-        if (a->embed_scale != 1.0f && (er < 0 || s->embeds_scaled)) mx_scale(row, a->embed_scale, H);
         c->b.span[t] = s->span_lo ? s->span_lo[i] : 0;
         c->b.span[N + t] = s->span_hi ? s->span_hi[i] : 0;
         spans |= s->span_lo != NULL;
+        if (!embeds) continue; /* a later pipeline stage: x comes from the previous one */
+        if (er >= 0) memcpy(row, s->embeds + (size_t)er * H, (size_t)H * 4);
+        else mx_weight_row(&m->embed, tok, row);
+        if (a->embed_scale != 1.0f && (er < 0 || s->embeds_scaled)) mx_scale(row, a->embed_scale, H);
         if (a->pos == MX_POS_LEARNED) {
             mx_weight_row(&m->pos_embed, c->b.pos[t] + a->pos_offset, c->b.tmp);
             mx_add(row, c->b.tmp, H);
         }
     }
-    if (a->names.embed_norm) mx_norm_rows(&a->norm, &m->embed_norm, c->b.x, c->b.x, N, H, H); /* NanoChat */
+    if (a->names.embed_norm && embeds) mx_norm_rows(&a->norm, &m->embed_norm, c->b.x, c->b.x, N, H, H); /* NanoChat */
     /* rope tables per spec, per sequence (dynamic variants depend on length) */
     if (a->pos == MX_POS_ROPE) {
         size_t off = 0;
@@ -331,17 +356,32 @@ int mx_forward(mx_ctx *c, const mx_seq_in *seqs, int n_seqs, float *logits, bool
     for (int r = 0, off = 0; r < a->n_rope; off += N * a->rope[r].dim, r++) f.cs[r] = c->b.cs + off;
     if (a->ple.dim) mx_ple_inputs(&f, c->b.x, c->b.ple);
     if (a->altup.n) mx_altup_embed(&f, c->b.x, c->b.altup);
-    for (int l = 0; l < a->n_layers; l++) {
+    int lo, hi;
+    mx_model_layers(m, &lo, &hi);
+    size_t NH = (size_t)N * H;
+    /* a pipeline stage after the first: the hidden states (and a shortcut's carry) from the previous one */
+    if (lo > 0) {
+        sh->ops->recv_hidden(sh->ctx, c->b.x, NH);
+        if (a->layers[lo - 1].shortcut) sh->ops->recv_hidden(sh->ctx, c->b.carry, NH);
+    }
+    for (int l = lo; l < hi; l++) {
         if (a->altup.n) mx_altup_predict(&f, l, c->b.altup, c->b.x);
         mx_layer_forward(&f, l, c->b.x, c->b.xn, c->b.tmp, c->b.tmp2);
         if (a->altup.n) mx_altup_correct(&f, l, c->b.altup, c->b.x, c->b.tmp);
     }
+    if (hi < a->n_layers) {
+        sh->ops->send_hidden(sh->ctx, c->b.x, NH);
+        if (a->layers[hi - 1].shortcut) sh->ops->send_hidden(sh->ctx, c->b.carry, NH);
+    }
     if (a->altup.n) mx_altup_unembed(&f, c->b.altup, c->b.x, c->b.tmp);
     for (int s = 0; s < n_seqs; s++) seqs[s].kv->len += seqs[s].n;
+    int nrows = all ? N : n_seqs;
+    if (!has_head) { /* the logits come from the process that has the head */
+        if (sh->ops->logits) sh->ops->logits(sh->ctx, logits, (size_t)nrows * a->vocab, false);
+        return MX_OK;
+    }
     /* final norm and head on the rows that need logits */
-    int nrows = 0;
     if (all) {
-        nrows = N;
         if (a->names.final_norm) mx_norm_rows(&a->norm, &m->final_norm, c->b.xn, c->b.x, N, H, H);
         else memcpy(c->b.xn, c->b.x, (size_t)N * H * 4);
     } else {
@@ -350,7 +390,6 @@ int mx_forward(mx_ctx *c, const mx_seq_in *seqs, int n_seqs, float *logits, bool
             t += seqs[s].n;
             memcpy(c->b.xn + (size_t)s * H, c->b.x + (size_t)(t - 1) * H, (size_t)H * 4);
         }
-        nrows = n_seqs;
         if (a->names.final_norm) mx_norm_rows(&a->norm, &m->final_norm, c->b.xn, c->b.xn, nrows, H, H);
     }
     const mx_weight *head = a->tied ? &m->embed : &m->lm_head;
@@ -361,5 +400,6 @@ int mx_forward(mx_ctx *c, const mx_seq_in *seqs, int n_seqs, float *logits, bool
         float cap = a->final_softcap;
         for (size_t i = 0; i < nl; i++) logits[i] = tanhf(logits[i] / cap) * cap;
     }
+    if (sh && sh->ops->logits) sh->ops->logits(sh->ctx, logits, nl, true);
     return MX_OK;
 }
