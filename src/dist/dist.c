@@ -30,7 +30,7 @@ static double now(void) { return MPI_Wtime(); }
     } while (0)
 
 bool mx_dist_active(void) { return g.active; }
-int mx_dist_rank(void) { return g.active ? g.rank : 0; }
+int mx_dist_rank(void) { return g.inited ? g.rank : 0; }
 mx_dist_stats mx_dist_get_stats(void) { return g.st; }
 
 int mx_dist_start(int tp, int pp, int threads) {

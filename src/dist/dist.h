@@ -22,7 +22,7 @@
  * caller prints it on rank 0 only: mx_dist_rank). threads: per process. */
 int mx_dist_start(int tp, int pp, int threads);
 bool mx_dist_active(void);
-int mx_dist_rank(void); /* 0 when not distributed */
+int mx_dist_rank(void); /* this process's MPI rank (0 without MPI) */
 /* Before binding: plans this process's part of m (m->shard, m->arch's
  * counts); refuses, by family and block, what cannot be split. */
 int mx_dist_shard(mx_model *m);
