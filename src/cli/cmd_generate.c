@@ -213,6 +213,7 @@ static int gen_run(void *p) {
     int rc = generate(&o, dir);
     free(dir);
     free(o.prompt_buf);
+    if (o.verbose) mx_dist_report(); /* -v: each process's messages, bytes and time in MPI */
     mx_dist_finish();
     return rc;
 }

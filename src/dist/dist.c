@@ -11,7 +11,7 @@ enum { CMD_STEP = 1, CMD_FREE, CMD_STOP };
 #define SEQ_INTS 6 /* per sequence: cache id, cap, len, n, seg_end, rope_shift */
 
 static struct {
-    bool active, inited, stopped;
+    bool active, inited, stopped, loaded;
     int rank, size, tp, pp, stage, part, threads;
     MPI_Comm tp_comm;
     mx_shard shard;
@@ -64,7 +64,7 @@ static void die(const char *what) {
     MPI_Abort(MPI_COMM_WORLD, 1);
 }
 
-static void bcast_ints(int *v, int n) { TIMED(MPI_Bcast(v, n, MPI_INT, 0, MPI_COMM_WORLD), (size_t)n * 4); }
+static void bcast_ints(int *v, int n) { TIMED(MPI_Bcast(v, n, MPI_INT, 0, MPI_COMM_WORLD), g.rank == 0 ? (size_t)n * 4 : 0); }
 
 static void hook_begin(void *ctx, const mx_seq_in *seqs, int n_seqs, bool all) {
     (void)ctx;
@@ -74,6 +74,7 @@ static void hook_begin(void *ctx, const mx_seq_in *seqs, int n_seqs, bool all) {
         if (seqs[s].embeds || seqs[s].mpos || seqs[s].span_lo) die("image rows, multi-axis positions and spans are not supported in a distributed pass");
         N += seqs[s].n;
     }
+    g.st.passes++;
     int pay = n_seqs * SEQ_INTS + N;
     int *buf = malloc(sizeof(int) * (size_t)(HDR > 5 + pay ? HDR : 5 + pay));
     if (!buf) die("out of memory");
@@ -143,8 +144,7 @@ static int tp_check(const mx_model *m, int T) {
             return mx_set_err("--tp: %s layer %d runs a '%s' mixer, which cannot be split among processes (use --pp)", fam, l, block_name(ls->mixer));
         if (ls->ffn == &mx_block_moe) {
             const mx_moe_spec *ms = &a->moe;
-            if (ms->experts.gate_up || ms->alt.gate_up || ms->alt2.gate_up || ms->shared.gate_up || ms->n_zero)
-                return mx_set_err("--tp: %s's experts (fused gate_up or identity experts) cannot be split by width yet (use --pp)", fam);
+            if (ms->n_zero) return mx_set_err("--tp: %s has identity experts, which cannot be split by width (use --pp)", fam);
             if (ms->ffn % T || ms->shared_ffn % T)
                 return mx_set_err("--tp %d: %s's expert width %d or shared expert width %d does not divide by %d", T, fam, ms->ffn, ms->shared_ffn, T);
         } else if (ls->ffn && ls->ffn != &mx_block_mlp)
@@ -208,6 +208,7 @@ int mx_dist_loaded(int rc) {
     if (bad > 0 && g.rank == 0) mx_set_err("rank %d (stage %d, part %d): %s", bad, bad / g.tp, bad % g.tp, all + (size_t)bad * sizeof msg);
     else if (bad >= 0 && !rc) mx_set_err("rank %d failed to load its part", bad);
     free(all);
+    g.loaded = bad < 0; /* the workers now serve passes until rank 0 stops them */
     return bad >= 0 ? MX_ERR : MX_OK;
 }
 
@@ -243,6 +244,7 @@ int mx_dist_worker(const mx_model *m) {
             continue;
         }
         if (hdr[0] != CMD_STEP) die("unknown command from rank 0");
+        g.st.passes++;
         int n_seqs = hdr[1], N = hdr[3], np = hdr[4];
         bool all = hdr[2];
         if ((size_t)np > nbuf) {
@@ -300,13 +302,33 @@ int mx_dist_worker(const mx_model *m) {
     return rc;
 }
 
-void mx_dist_finish(void) {
-    if (!g.inited) return;
-    if (g.active && g.rank == 0 && !g.stopped) {
+static void stop_workers(void) {
+    if (g.active && g.loaded && g.rank == 0 && !g.stopped) {
         int buf[HDR] = {CMD_STOP};
         bcast_ints(buf, HDR);
     }
     g.stopped = true;
+}
+
+void mx_dist_report(void) {
+    if (!g.active) return;
+    stop_workers();
+    double mine[4] = {(double)g.st.msgs, g.st.bytes, g.st.seconds, (double)g.st.passes}, *all = NULL;
+    if (g.rank == 0 && !(all = calloc((size_t)g.size * 4, sizeof(double)))) return;
+    MPI_Gather(mine, 4, MPI_DOUBLE, all, 4, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    for (int r = 0; g.rank == 0 && r < g.size; r++) {
+        const double *v = all + (size_t)r * 4;
+        double n = v[3] > 0 ? v[3] : 1;
+        fprintf(stderr, "mpi: rank %d (stage %d, part %d): %.0f passes, %.0f messages (%.1f per pass), %.0f bytes sent (%.0f per pass), "
+                        "%.1f ms in MPI (%.3f ms per pass)\n",
+                r, r / g.tp, r % g.tp, v[3], v[0], v[0] / n, v[1], v[1] / n, v[2] * 1e3, v[2] * 1e3 / n);
+    }
+    free(all);
+}
+
+void mx_dist_finish(void) {
+    if (!g.inited) return;
+    stop_workers();
     g.inited = false;
     if (g.active) MPI_Comm_free(&g.tp_comm);
     g.active = false;

@@ -34,11 +34,15 @@ int mx_dist_worker(const mx_model *m);
 /* Rank 0: stops the others; every process: finalizes MPI. Idempotent. */
 void mx_dist_finish(void);
 
-/* Communication counters of this process (bench, BENCHMARKS.md). */
+/* Communication counters of this process (BENCHMARKS.md). */
 typedef struct {
+    long passes;     /* forward passes served or driven */
     long msgs;       /* messages sent or collectives entered */
     double bytes;    /* bytes sent (a collective: its buffer) */
     double seconds;  /* time inside MPI calls */
 } mx_dist_stats;
 mx_dist_stats mx_dist_get_stats(void);
+/* On every process after the command (rank 0 stops the workers first):
+ * rank 0 prints each process's counters to standard error. */
+void mx_dist_report(void);
 #endif

@@ -213,6 +213,7 @@ static int load_proj(mx_model *m, moe_w *w, const char *pat, int layer, int p, i
     /* tensor parallelism: bind the whole projections, then take this part of each (tp_experts) */
     int T = m->shard && m->shard->tp > 1 ? m->shard->tp : 1, lrows = rows;
     const mx_kpolicy *kp = T > 1 ? NULL : &m->kp;
+    if (T > 1 && p == P_GATE_UP) return mx_set_err("%s: --tp: fused gate_up experts cannot be split by width yet (use --pp)", m->ck.dir);
     if (T > 1) {
         if (p == P_DOWN) cols *= T;
         else rows *= T;
@@ -343,6 +344,7 @@ static int moe_load(mx_model *m, int layer, void **out) {
         const mx_expert_names *sh = &s->shared;
         bool eb = s->expert_bias; /* the shared expert has biases iff the routed ones do */
         w->has_shared = true;
+        if (sh->gate_up && m->shard && m->shard->tp > 1) return mx_set_err("%s: --tp: a fused gate_up shared expert cannot be split by width yet (use --pp)", m->ck.dir);
         if (sh->gate_up) {
             if (mx_load_lin(m, sh->gate_up, layer, 2 * Fs, H, eb, &w->shared.w[P_GATE_UP], &w->shared.b[P_GATE_UP])) return MX_ERR;
         } else if ((s->gated && mx_load_lin(m, sh->gate, layer, Fs, H, eb, &w->shared.w[P_GATE], &w->shared.b[P_GATE])) ||
