@@ -140,7 +140,9 @@ static int tp_check(const mx_model *m, int T) {
     if (a->ple.dim || a->altup.n) return mx_set_err("--tp: %s has per-layer inputs or AltUp streams, which cannot be split (use --pp)", fam);
     for (int l = 0; l < a->n_layers; l++) {
         const mx_layer_spec *ls = &a->layers[l];
-        if (ls->mixer != &mx_block_attention)
+        bool mla = ls->mixer == &mx_block_mla; /* by heads: q_b / q and kv_b rows, o columns; the latent cache whole */
+        if (mla && a->mla.index_topk > 0) return mx_set_err("--tp: %s's sparse-attention indexer cannot be split by heads yet (use --pp)", fam);
+        if (!mla && ls->mixer != &mx_block_attention)
             return mx_set_err("--tp: %s layer %d runs a '%s' mixer, which cannot be split among processes (use --pp)", fam, l, block_name(ls->mixer));
         if (ls->ffn == &mx_block_moe) {
             const mx_moe_spec *ms = &a->moe;
@@ -157,7 +159,7 @@ static int tp_check(const mx_model *m, int T) {
             (at->qk_norm != MX_QKNORM_NONE && at->qk_norm != MX_QKNORM_HEAD))
             return mx_set_err("--tp: %s layer %d: its attention (fused qkv, output gate, norm over all heads, sinks or shared K/V) "
                               "cannot be split by heads (use --pp)", fam, l);
-        if (at->n_kv_heads % T || at->n_heads % T)
+        if ((!mla && at->n_kv_heads % T) || at->n_heads % T)
             return mx_set_err("--tp %d: %s has %d attention heads and %d KV heads; both must divide by %d (GQA groups stay together)", T, fam,
                               at->n_heads, at->n_kv_heads, T);
         int F = ls->ffn_width ? ls->ffn_width : a->ffn;

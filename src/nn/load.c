@@ -57,6 +57,7 @@ static int tp_axis(const mx_model *m, const char *pat, int layer) {
     const mx_arch *a = &m->arch;
     const mx_attn_spec *at = a->layers[layer].attn;
     if (at && (same(pat, at->names.q) || same(pat, at->names.k) || same(pat, at->names.v))) return 1;
+    if (a->layers[layer].mixer == &mx_block_mla && (same(pat, a->mla.q_b) || same(pat, a->mla.kv_b))) return 1; /* by heads */
     if (same(pat, a->names.gate) || same(pat, a->names.up) || same(pat, a->moe.shared.gate) || same(pat, a->moe.shared.up)) return 1;
     if ((at && same(pat, at->names.o)) || same(pat, a->names.down) || same(pat, a->moe.shared.down)) return 2;
     return 0;
