@@ -38,7 +38,8 @@ int mx_dist_start(int tp, int pp, int threads) {
     bool launched = getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMIX_RANK");
     if (tp * pp == 1 && !launched) return MX_OK; /* a plain run: no MPI at all */
     int prov = 0;
-    if (MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &prov) != MPI_SUCCESS) return mx_set_err("MPI_Init failed");
+    /* serialized: the server's engine thread runs the passes the main thread loaded the model for */
+    if (MPI_Init_thread(NULL, NULL, MPI_THREAD_SERIALIZED, &prov) != MPI_SUCCESS) return mx_set_err("MPI_Init failed");
     g.inited = true;
     MPI_Comm_rank(MPI_COMM_WORLD, &g.rank);
     MPI_Comm_size(MPI_COMM_WORLD, &g.size);

@@ -77,7 +77,9 @@ int mx_engine_open(const char *dir, mx_engine *e) {
     mx_pool *pool = m->kp.pool ? NULL : mx_pool_new(mx_default_threads());
     if (pool) m->kp.pool = pool;
     /* a distributed run: this process's part only (src/dist/) */
-    int rc = mx_dist_shard(m);
+    int rc = mx_dist_active() && e->task != MX_TASK_CAUSAL_LM
+                 ? mx_set_err("%s: a %s model is not run distributed (--tp / --pp take text generation models)", dir, mx_task_name(e->task))
+                 : mx_dist_shard(m);
     if (rc) { mx_ckpt_close(&ck); mx_arch_free(&m->arch); }
     else rc = mx_model_bind(m, &ck);
     m->kp.pool = NULL;
