@@ -171,14 +171,39 @@ static int tp_check(const mx_model *m, int T) {
     return MX_OK;
 }
 
+/* A stage may start at layer b when no later layer reads the K/V cache of a
+ * layer before b (Gemma 3n / 4's KV-shared layers): caches stay in their stage. */
+static bool cut_ok(const mx_arch *a, int b) {
+    for (int l = b; l < a->n_layers; l++)
+        if (a->layers[l].kv_shared && a->layers[l].kv_from < b) return false;
+    return true;
+}
+
+/* the layer ranges of the stages: as even as the KV-shared layers allow */
+static int plan_stages(const mx_arch *a, int P, int *cuts) {
+    int n = a->n_layers;
+    cuts[0] = 0;
+    cuts[P] = n;
+    for (int s = 1; s < P; s++) {
+        int ideal = (int)((long)n * s / P), lo = cuts[s - 1] + 1, hi = n - (P - s), b = -1;
+        for (int d = 0; d <= n && b < 0; d++) {
+            if (ideal - d >= lo && ideal - d <= hi && cut_ok(a, ideal - d)) b = ideal - d;
+            else if (ideal + d >= lo && ideal + d <= hi && cut_ok(a, ideal + d)) b = ideal + d;
+        }
+        if (b < 0)
+            return mx_set_err("--pp %d: %s's layers cannot be cut into %d stages that keep each KV-shared layer with the layer whose cache it reads",
+                              P, a->family ? a->family : "?", P);
+        cuts[s] = b;
+    }
+    return MX_OK;
+}
+
 int mx_dist_shard(mx_model *m) {
     if (!g.active) return MX_OK;
     mx_arch *a = &m->arch;
     const char *fam = a->family ? a->family : "?";
     if (a->encoder) return mx_set_err("%s is an encoder-decoder: distributed runs take decoder-only models", fam);
     if (g.pp > a->n_layers) return mx_set_err("--pp %d: %s has only %d layers", g.pp, fam, a->n_layers);
-    if (g.pp > 1 && (a->ple.dim || a->altup.n))
-        return mx_set_err("--pp: %s carries per-layer inputs or AltUp streams across its layers, which are not sent between stages yet", fam);
     if (g.tp > 1) {
         if (tp_check(m, g.tp)) return MX_ERR;
         for (int k = 0; k < a->n_attn_specs; k++) {
@@ -190,9 +215,12 @@ int mx_dist_shard(mx_model *m) {
         a->moe.shared_ffn /= g.tp;
         for (int l = 0; l < a->n_layers; l++) a->layers[l].ffn_width /= g.tp;
     }
-    g.shard = (mx_shard){.ops = &g_ops, .layer_lo = (int)((long)a->n_layers * g.stage / g.pp),
-                         .layer_hi = (int)((long)a->n_layers * (g.stage + 1) / g.pp), .tp = g.tp, .tp_rank = g.part,
+    int *cuts = malloc(sizeof(int) * (size_t)(g.pp + 1));
+    if (!cuts) return mx_set_err("out of memory");
+    if (plan_stages(a, g.pp, cuts)) { free(cuts); return MX_ERR; }
+    g.shard = (mx_shard){.ops = &g_ops, .layer_lo = cuts[g.stage], .layer_hi = cuts[g.stage + 1], .tp = g.tp, .tp_rank = g.part,
                          .embeds = g.stage == 0, .head = g.stage == g.pp - 1 && g.part == 0};
+    free(cuts);
     m->shard = &g.shard;
     return MX_OK;
 }

@@ -354,15 +354,21 @@ int mx_forward(mx_ctx *c, const mx_seq_in *seqs, int n_seqs, float *logits, bool
                 .scratch = c->b.scratch, .max_tokens = c->max_tokens, .max_ctx = c->max_ctx, .carry = c->b.carry,
                 .kp = &c->kp, .span_lo = spans ? c->b.span : NULL, .span_hi = spans ? c->b.span + N : NULL};
     for (int r = 0, off = 0; r < a->n_rope; off += N * a->rope[r].dim, r++) f.cs[r] = c->b.cs + off;
-    if (a->ple.dim) mx_ple_inputs(&f, c->b.x, c->b.ple);
-    if (a->altup.n) mx_altup_embed(&f, c->b.x, c->b.altup);
+    if (a->ple.dim && embeds) mx_ple_inputs(&f, c->b.x, c->b.ple);
+    if (a->altup.n && embeds) mx_altup_embed(&f, c->b.x, c->b.altup);
     int lo, hi;
     mx_model_layers(m, &lo, &hi);
-    size_t NH = (size_t)N * H;
-    /* a pipeline stage after the first: the hidden states (and a shortcut's carry) from the previous one */
+    size_t NH = (size_t)N * H, nple = (size_t)N * a->n_layers * a->ple.dim, nalt = mx_altup_floats(a, N);
+    /* a pipeline stage after the first: the hidden states (and a shortcut's carry, the per-layer inputs,
+     * the AltUp streams) from the previous one */
     if (lo > 0) {
         sh->ops->recv_hidden(sh->ctx, c->b.x, NH);
         if (a->layers[lo - 1].shortcut) sh->ops->recv_hidden(sh->ctx, c->b.carry, NH);
+        if (nple) {
+            sh->ops->recv_hidden(sh->ctx, c->b.ple, nple);
+            f.ple = c->b.ple;
+        }
+        if (nalt) sh->ops->recv_hidden(sh->ctx, c->b.altup, nalt);
     }
     for (int l = lo; l < hi; l++) {
         if (a->altup.n) mx_altup_predict(&f, l, c->b.altup, c->b.x);
@@ -372,8 +378,10 @@ int mx_forward(mx_ctx *c, const mx_seq_in *seqs, int n_seqs, float *logits, bool
     if (hi < a->n_layers) {
         sh->ops->send_hidden(sh->ctx, c->b.x, NH);
         if (a->layers[hi - 1].shortcut) sh->ops->send_hidden(sh->ctx, c->b.carry, NH);
+        if (nple) sh->ops->send_hidden(sh->ctx, c->b.ple, nple);
+        if (nalt) sh->ops->send_hidden(sh->ctx, c->b.altup, nalt);
     }
-    if (a->altup.n) mx_altup_unembed(&f, c->b.altup, c->b.x, c->b.tmp);
+    if (a->altup.n && hi == a->n_layers) mx_altup_unembed(&f, c->b.altup, c->b.x, c->b.tmp);
     for (int s = 0; s < n_seqs; s++) seqs[s].kv->len += seqs[s].n;
     int nrows = all ? N : n_seqs;
     if (!has_head) { /* the logits come from the process that has the head */
