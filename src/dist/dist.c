@@ -110,13 +110,15 @@ static void hook_reduce(void *ctx, float *x, size_t n) {
     TIMED(MPI_Allreduce(MPI_IN_PLACE, x, (int)n, MPI_FLOAT, MPI_SUM, g.tp_comm), n * 4);
 }
 
-/* the logits computed by the head's process (the last stage's part 0) go to rank 0 */
-static void hook_logits(void *ctx, float *logits, size_t n, bool have) {
+/* the last stage's output (its part 0's) goes back to rank 0, which has the head: hidden states, not logits */
+static void hook_final(void *ctx, float *x, size_t n, bool send) {
     (void)ctx;
-    int head = (g.pp - 1) * g.tp;
-    if (head == 0) return;
-    if (have && g.rank == head) TIMED(MPI_Send(logits, (int)n, MPI_FLOAT, 0, 2, MPI_COMM_WORLD), n * 4);
-    else if (!have && g.rank == 0) TIMED(MPI_Recv(logits, (int)n, MPI_FLOAT, head, 2, MPI_COMM_WORLD, MPI_STATUS_IGNORE), 0);
+    int last = (g.pp - 1) * g.tp;
+    if (send && g.rank == last) TIMED(MPI_Send(x, (int)n, MPI_FLOAT, 0, 2, MPI_COMM_WORLD), n * 4);
+    else if (!send && g.rank == 0) {
+        TIMED(MPI_Recv(x, (int)n, MPI_FLOAT, last, 2, MPI_COMM_WORLD, MPI_STATUS_IGNORE), 0);
+        g.st.msgs--;
+    }
 }
 
 static void hook_kv_free(void *ctx, int id) {
@@ -127,7 +129,7 @@ static void hook_kv_free(void *ctx, int id) {
 }
 
 static const mx_dist_ops g_ops = {.begin = hook_begin, .recv_hidden = hook_recv, .send_hidden = hook_send, .reduce = hook_reduce,
-                                  .logits = hook_logits, .kv_free = hook_kv_free};
+                                  .final_hidden = hook_final, .kv_free = hook_kv_free};
 
 /* ---- planning a process's part ---- */
 
@@ -219,7 +221,7 @@ int mx_dist_shard(mx_model *m) {
     if (!cuts) return mx_set_err("out of memory");
     if (plan_stages(a, g.pp, cuts)) { free(cuts); return MX_ERR; }
     g.shard = (mx_shard){.ops = &g_ops, .layer_lo = cuts[g.stage], .layer_hi = cuts[g.stage + 1], .tp = g.tp, .tp_rank = g.part,
-                         .embeds = g.stage == 0, .head = g.stage == g.pp - 1 && g.part == 0};
+                         .embeds = g.stage == 0, .head = g.rank == 0};
     free(cuts);
     m->shard = &g.shard;
     return MX_OK;
@@ -256,10 +258,10 @@ int mx_dist_worker(const mx_model *m) {
     kv_slot *kvs = NULL;
     int n_kvs = 0, mt = 0, mc = 0, rc = MX_OK;
     mx_ctx *ctx = NULL;
-    float *logits = NULL;
+    float *logits = NULL; /* a worker never has the head: mx_forward writes none */
     int *buf = NULL, *pay = NULL;
     mx_seq_in *seqs = NULL;
-    size_t nbuf = 0, nseqs = 0, nlog = 0;
+    size_t nbuf = 0, nseqs = 0;
     int hdr[HDR];
     if (!pool) return MX_ERR;
     for (;;) {
@@ -314,12 +316,6 @@ int mx_dist_worker(const mx_model *m) {
             mt = MX_MAX(mt, N);
             mc = MX_MAX(mc, need_ctx);
             if (!(ctx = mx_ctx_new(m, mt, mc, pool))) die(mx_errmsg());
-        }
-        size_t nl = (size_t)(all ? N : n_seqs) * m->arch.vocab;
-        if (m->shard->head && nl > nlog) {
-            free(logits);
-            if (!(logits = malloc(nl * sizeof(float)))) die("out of memory");
-            nlog = nl;
         }
         if (mx_forward(ctx, seqs, n_seqs, logits, all)) die(mx_errmsg());
     }

@@ -381,13 +381,15 @@ int mx_forward(mx_ctx *c, const mx_seq_in *seqs, int n_seqs, float *logits, bool
         if (nple) sh->ops->send_hidden(sh->ctx, c->b.ple, nple);
         if (nalt) sh->ops->send_hidden(sh->ctx, c->b.altup, nalt);
     }
-    if (a->altup.n && hi == a->n_layers) mx_altup_unembed(&f, c->b.altup, c->b.x, c->b.tmp);
+    if (a->altup.n && hi == a->n_layers) mx_altup_unembed(&f, c->b.altup, c->b.x, c->b.tmp); /* before the head */
     for (int s = 0; s < n_seqs; s++) seqs[s].kv->len += seqs[s].n;
-    int nrows = all ? N : n_seqs;
-    if (!has_head) { /* the logits come from the process that has the head */
-        if (sh->ops->logits) sh->ops->logits(sh->ctx, logits, (size_t)nrows * a->vocab, false);
+    /* the final norm and head are the driver's: the last stage sends it its output */
+    if (!has_head) {
+        if (hi == a->n_layers) sh->ops->final_hidden(sh->ctx, c->b.x, NH, true);
         return MX_OK;
     }
+    if (hi < a->n_layers) sh->ops->final_hidden(sh->ctx, c->b.x, NH, false);
+    int nrows = all ? N : n_seqs;
     /* final norm and head on the rows that need logits */
     if (all) {
         if (a->names.final_norm) mx_norm_rows(&a->norm, &m->final_norm, c->b.xn, c->b.x, N, H, H);
@@ -408,6 +410,5 @@ int mx_forward(mx_ctx *c, const mx_seq_in *seqs, int n_seqs, float *logits, bool
         float cap = a->final_softcap;
         for (size_t i = 0; i < nl; i++) logits[i] = tanhf(logits[i] / cap) * cap;
     }
-    if (sh && sh->ops->logits) sh->ops->logits(sh->ctx, logits, nl, true);
     return MX_OK;
 }

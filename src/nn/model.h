@@ -26,8 +26,9 @@ typedef struct mx_dist_ops {
     void (*recv_hidden)(void *ctx, float *x, size_t n); /* from the previous stage */
     void (*send_hidden)(void *ctx, const float *x, size_t n); /* to the next stage */
     void (*reduce)(void *ctx, float *x, size_t n); /* sum over the tensor-parallel group */
-    /* the logits [n] to the driver: `have` on the process that computed them */
-    void (*logits)(void *ctx, float *logits, size_t n, bool have);
+    /* the last stage's output x [n] back to the process with the head (rank 0):
+     * send on the last stage, receive (send false) on the head's process */
+    void (*final_hidden)(void *ctx, float *x, size_t n, bool send);
     void (*kv_free)(void *ctx, int kv_id); /* the driver freed cache kv_id */
 } mx_dist_ops;
 typedef struct {
@@ -36,7 +37,7 @@ typedef struct {
     int layer_lo, layer_hi;
     int tp, tp_rank;
     bool embeds; /* looks up embeddings (first stage) */
-    bool head;   /* computes the logits (last stage, tensor-parallel part 0) */
+    bool head;   /* computes the logits: the driver (rank 0), which tokenizes and samples */
 } mx_shard;
 
 typedef struct {
