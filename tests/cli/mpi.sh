@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Distributed runs over Open MPI (src/dist/, issue 27): `mpirun -np 2
 # generate --tp 2` and `--pp 2` give the single-process logits within
-# 1e-4 * max(1, max|ref|) and the same greedy ids on a dense (qwen3), a GQA
-# (llama, and its 4-bit copy: TP only), a MoE (mixtral: TP splits every
-# expert's width) and, pipeline only, a hybrid (jamba: Mamba + attention +
-# MoE) fixture, and TP=2 x PP=2 on llama; the server under mpirun; the JSON line and the --logits-out file come from rank 0 only; a
+# 1e-4 * max(1, max|ref|) and the same greedy ids on a dense (qwen3: TP
+# only), a GQA (llama; its 4-bit copy: TP only), a MoE (mixtral: TP splits
+# every expert's width) and, pipeline only, a hybrid (jamba: Mamba +
+# attention + MoE) fixture, and TP=2 x PP=2 on llama; the server under
+# mpirun (PP=2); the JSON line and the --logits-out file come from rank 0 only; a
 # world size that does not match --tp x --pp, a family TP cannot split and a
 # rank that cannot load its part are refused with one line on rank 0. Then
 # one rank in each of two network namespaces joined by a veth pair (Open MPI
