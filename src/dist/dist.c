@@ -168,8 +168,7 @@ static int tp_check(const mx_model *m, int T) {
         int F = ls->ffn_width ? ls->ffn_width : a->ffn;
         if (ls->ffn && F % T) return mx_set_err("--tp %d: %s layer %d: the MLP width %d does not divide by %d", T, fam, l, F, T);
     }
-    if (a->names.gate_up || a->names.ffn_act_norm)
-        return mx_set_err("--tp: %s has a fused gate_up projection or a norm inside its MLP, which cannot be split yet (use --pp)", fam);
+    if (a->names.ffn_act_norm) return mx_set_err("--tp: %s has a norm inside its MLP, which needs the whole width (use --pp)", fam);
     return MX_OK;
 }
 

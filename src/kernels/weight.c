@@ -102,6 +102,40 @@ int mx_weight_copy_cols(const mx_weight *w, int c0, int n, mx_weight *out) {
     return MX_OK;
 }
 
+int mx_weight_copy_rows(const mx_weight *w, const int (*ranges)[2], int n_ranges, mx_weight *out) {
+    memset(out, 0, sizeof *out);
+    bool fl = w->fmt == MX_W_F32 || w->fmt == MX_W_F16 || w->fmt == MX_W_BF16;
+    bool mlx = w->fmt == MX_W_AFFINE || w->fmt == MX_W_MXFP4 || w->fmt == MX_W_NVFP4 || w->fmt == MX_W_MXFP8;
+    if (!fl && !mlx) return mx_set_err("rows of a %s weight cannot be gathered", mx_wfmt_name(w->fmt));
+    int rows = 0;
+    for (int i = 0; i < n_ranges; i++) {
+        if (ranges[i][0] < 0 || ranges[i][1] < ranges[i][0] || ranges[i][1] > w->rows)
+            return mx_set_err("row range [%d, %d) outside a weight of %d rows", ranges[i][0], ranges[i][1], w->rows);
+        rows += ranges[i][1] - ranges[i][0];
+    }
+    if (rows < 1) return mx_set_err("no rows to gather");
+    size_t sr = mlx ? (size_t)(w->cols / w->group) * mx_dtype_size(w->scale_dtype) : 0; /* scale bytes per row */
+    size_t total = (size_t)rows * (w->row_bytes + (w->scales ? sr : 0) + (w->biases ? sr : 0));
+    uint8_t *buf = mx_malloc(total ? total : 1); /* freed by mx_weight_free */
+    if (!buf) return MX_ERR;
+    *out = *w;
+    out->prep = NULL;
+    out->rows = rows;
+    out->data = buf;
+    uint8_t *d = buf, *sc = buf + (size_t)rows * w->row_bytes, *bi = sc + (w->scales ? (size_t)rows * sr : 0);
+    out->scales = w->scales ? sc : NULL;
+    out->biases = w->biases ? bi : NULL;
+    for (int i = 0; i < n_ranges; i++) {
+        size_t r0 = (size_t)ranges[i][0], n = (size_t)(ranges[i][1] - ranges[i][0]);
+        memcpy(d, w->data + r0 * w->row_bytes, n * w->row_bytes);
+        d += n * w->row_bytes;
+        if (w->scales) { memcpy(sc, w->scales + r0 * sr, n * sr); sc += n * sr; }
+        if (w->biases) { memcpy(bi, w->biases + r0 * sr, n * sr); bi += n * sr; }
+    }
+    out->owned = buf;
+    return MX_OK;
+}
+
 void mx_weight_view_rows(const mx_weight *w, int r0, int n, mx_weight *out) {
     *out = *w;
     out->owned = out->prep = NULL;

@@ -50,7 +50,8 @@ static bool same(const char *a, const char *b) { return a && b && !strcmp(a, b);
 
 /* Tensor parallelism: how the projection `pat` of a layer is split, 1 by
  * rows (q, k, v by heads; gate, up by width), 2 by columns (o, down: their
- * outputs are summed over the group), 0 not at all. */
+ * outputs are summed over the group), 3 by rows of each half (a fused
+ * [gate | up]), 0 not at all. */
 static int tp_axis(const mx_model *m, const char *pat, int layer) {
     const mx_shard *sh = m->shard;
     if (!sh || sh->tp < 2 || layer < 0 || layer >= m->arch.n_layers) return 0;
@@ -59,16 +60,21 @@ static int tp_axis(const mx_model *m, const char *pat, int layer) {
     if (at && (same(pat, at->names.q) || same(pat, at->names.k) || same(pat, at->names.v))) return 1;
     if (a->layers[layer].mixer == &mx_block_mla && (same(pat, a->mla.q_b) || same(pat, a->mla.kv_b))) return 1; /* by heads */
     if (same(pat, a->names.gate) || same(pat, a->names.up) || same(pat, a->moe.shared.gate) || same(pat, a->moe.shared.up)) return 1;
+    if (same(pat, a->names.gate_up) || same(pat, a->moe.shared.gate_up)) return 3;
     if ((at && same(pat, at->names.o)) || same(pat, a->names.down) || same(pat, a->moe.shared.down)) return 2;
     return 0;
 }
 
 int mx_tp_part(const mx_model *m, int ax, const mx_weight *full, const mx_kpolicy *kp, mx_weight *w) {
     const mx_shard *sh = m->shard;
-    int T = sh->tp, k = sh->tp_rank, rows = ax == 1 ? full->rows / T : full->rows, cols = ax == 2 ? full->cols / T : full->cols;
+    int T = sh->tp, k = sh->tp_rank, rows = ax == 2 ? full->rows : full->rows / T, cols = ax == 2 ? full->cols / T : full->cols;
     int rc;
     memset(w, 0, sizeof *w);
     if (ax == 2) rc = mx_weight_copy_cols(full, k * cols, cols, w);
+    else if (ax == 3) { /* [gate | up]: this part's rows of each half */
+        int h = full->rows / 2, f = h / T, r[2][2] = {{k * f, (k + 1) * f}, {h + k * f, h + (k + 1) * f}};
+        rc = mx_weight_copy_rows(full, r, 2, w);
+    }
     else if (!full->owned) rc = mx_weight_slice_rows(full, k * rows, rows, w); /* a view of the checkpoint's rows */
     else { /* a converted copy: this part's rows as a copy of its own */
         size_t rb = full->row_bytes;
@@ -90,7 +96,7 @@ int mx_tp_part(const mx_model *m, int ax, const mx_weight *full, const mx_kpolic
 /* part sh->tp_rank of a projection split by tp_axis (ax), [rows, cols] being the part's */
 static int load_tp_part(mx_model *m, const char *mod, int ax, int rows, int cols, bool bias, unsigned fl, const mx_kpolicy *kp, mx_weight *w, float **b) {
     const mx_shard *sh = m->shard;
-    int T = sh->tp, k = sh->tp_rank, fr = ax == 1 ? rows * T : rows, fc = ax == 2 ? cols * T : cols;
+    int T = sh->tp, k = sh->tp_rank, fr = ax == 2 ? rows : rows * T, fc = ax == 2 ? cols * T : cols;
     mx_weight full;
     if (mx_load_weight(&m->ck, mod, fr, fc, fl, NULL, &full)) return MX_ERR;
     int rc = mx_tp_part(m, ax, &full, kp, w);
@@ -106,7 +112,12 @@ static int load_tp_part(mx_model *m, const char *mod, int ax, int rows, int cols
     if (ax == 2 && k) { free(full_b); return MX_OK; } /* the summed output takes the bias once */
     if (ax == 2) { *b = full_b; return MX_OK; }
     *b = mx_malloc((size_t)rows * sizeof(float));
-    if (*b) memcpy(*b, full_b + (size_t)k * rows, (size_t)rows * sizeof(float));
+    if (*b && ax == 1) memcpy(*b, full_b + (size_t)k * rows, (size_t)rows * sizeof(float));
+    if (*b && ax == 3) { /* the part's rows of each half */
+        size_t f = (size_t)rows / 2, hf = (size_t)fr / 2;
+        memcpy(*b, full_b + (size_t)k * f, f * sizeof(float));
+        memcpy(*b + f, full_b + hf + (size_t)k * f, f * sizeof(float));
+    }
     free(full_b);
     return *b ? MX_OK : MX_ERR;
 }

@@ -252,9 +252,10 @@ void mx_model_layers(const mx_model *m, int *lo, int *hi);
  * knows by their pattern: rows and cols are this part's, the checkpoint's
  * are tp times larger along the split. */
 int mx_load_lin(mx_model *m, const char *pat, int layer, int rows, int cols, bool bias, mx_weight *w, float **b);
-/* Part m->shard->tp_rank of full (unprepared), split by rows (ax 1) or
- * columns (ax 2): a view of full's rows where full owns no copy (keep full
- * until w is freed), else a copy; prepared for kp. */
+/* Part m->shard->tp_rank of full (unprepared), split by rows (ax 1),
+ * columns (ax 2) or rows of each half of a fused [gate | up] (ax 3): a view
+ * of full's rows where full owns no copy (keep full until w is freed), else a
+ * copy; prepared for kp. */
 int mx_tp_part(const mx_model *m, int ax, const mx_weight *full, const mx_kpolicy *kp, mx_weight *w);
 int mx_load_norm(mx_model *m, const mx_norm_spec *s, const char *pat, int layer, int n, mx_normw *nw);
 int mx_load_vec(mx_model *m, const char *pat, int layer, int n, bool required, float **out);

@@ -191,7 +191,8 @@ static int load_score_bias(mx_model *m, const char *pat, int layer, int E, float
  * experts [first, first + n), full_b their whole biases from expert first. */
 static int tp_experts(mx_model *m, moe_w *w, int p, int rows, int first, int n, const float *full_b) {
     const mx_shard *sh = m->shard;
-    int ax = p == P_DOWN ? 2 : 1;
+    /* a fused gate_up: interleaved rows (g, u pairs) split as plain rows, [gate | up] by each half */
+    int ax = p == P_DOWN ? 2 : p == P_GATE_UP && !m->arch.moe.gate_up_interleaved ? 3 : 1;
     for (int e = first; e < first + n; e++) {
         mx_weight part;
         if (mx_tp_part(m, ax, &w->ex[e].w[p], &m->kp, &part)) return MX_ERR;
@@ -201,7 +202,12 @@ static int tp_experts(mx_model *m, moe_w *w, int p, int rows, int first, int n, 
         float *dst = w->bias[p] + (size_t)e * rows;
         if (ax == 2 && sh->tp_rank) memset(dst, 0, (size_t)rows * sizeof(float));
         else if (ax == 2) memcpy(dst, full_b + (size_t)(e - first) * rows, (size_t)rows * sizeof(float));
-        else memcpy(dst, full_b + ((size_t)(e - first) * sh->tp + (size_t)sh->tp_rank) * rows, (size_t)rows * sizeof(float));
+        else if (ax == 1) memcpy(dst, full_b + ((size_t)(e - first) * sh->tp + (size_t)sh->tp_rank) * rows, (size_t)rows * sizeof(float));
+        else { /* the part's rows of each half of [gate | up] */
+            size_t f = (size_t)rows / 2, src = (size_t)(e - first) * sh->tp * rows;
+            memcpy(dst, full_b + src + (size_t)sh->tp_rank * f, f * sizeof(float));
+            memcpy(dst + f, full_b + src + (size_t)sh->tp * f + (size_t)sh->tp_rank * f, f * sizeof(float));
+        }
     }
     return MX_OK;
 }
@@ -213,7 +219,6 @@ static int load_proj(mx_model *m, moe_w *w, const char *pat, int layer, int p, i
     /* tensor parallelism: bind the whole projections, then take this part of each (tp_experts) */
     int T = m->shard && m->shard->tp > 1 ? m->shard->tp : 1, lrows = rows;
     const mx_kpolicy *kp = T > 1 ? NULL : &m->kp;
-    if (T > 1 && p == P_GATE_UP) return mx_set_err("%s: --tp: fused gate_up experts cannot be split by width yet (use --pp)", m->ck.dir);
     if (T > 1) {
         if (p == P_DOWN) cols *= T;
         else rows *= T;
@@ -344,7 +349,6 @@ static int moe_load(mx_model *m, int layer, void **out) {
         const mx_expert_names *sh = &s->shared;
         bool eb = s->expert_bias; /* the shared expert has biases iff the routed ones do */
         w->has_shared = true;
-        if (sh->gate_up && m->shard && m->shard->tp > 1) return mx_set_err("%s: --tp: a fused gate_up shared expert cannot be split by width yet (use --pp)", m->ck.dir);
         if (sh->gate_up) {
             if (mx_load_lin(m, sh->gate_up, layer, 2 * Fs, H, eb, &w->shared.w[P_GATE_UP], &w->shared.b[P_GATE_UP])) return MX_ERR;
         } else if ((s->gated && mx_load_lin(m, sh->gate, layer, Fs, H, eb, &w->shared.w[P_GATE], &w->shared.b[P_GATE])) ||
