@@ -51,13 +51,15 @@ static bool same(const char *a, const char *b) { return a && b && !strcmp(a, b);
 /* Tensor parallelism: how the projection `pat` of a layer is split, 1 by
  * rows (q, k, v by heads; gate, up by width), 2 by columns (o, down: their
  * outputs are summed over the group), 3 by rows of each half (a fused
- * [gate | up]), 0 not at all. */
+ * [gate | up]), 4 by rows of each of q, k, v (a fused [q | k | v]; a fused
+ * qkv grouped per KV head is split as plain rows), 0 not at all. */
 static int tp_axis(const mx_model *m, const char *pat, int layer) {
     const mx_shard *sh = m->shard;
     if (!sh || sh->tp < 2 || layer < 0 || layer >= m->arch.n_layers) return 0;
     const mx_arch *a = &m->arch;
     const mx_attn_spec *at = a->layers[layer].attn;
     if (at && (same(pat, at->names.q) || same(pat, at->names.k) || same(pat, at->names.v))) return 1;
+    if (at && same(pat, at->names.qkv)) return at->qkv_layout == MX_QKV_GROUPED ? 1 : 4;
     if (a->layers[layer].mixer == &mx_block_mla && (same(pat, a->mla.q_b) || same(pat, a->mla.kv_b))) return 1; /* by heads */
     if (same(pat, a->names.gate) || same(pat, a->names.up) || same(pat, a->moe.shared.gate) || same(pat, a->moe.shared.up)) return 1;
     if (same(pat, a->names.gate_up) || same(pat, a->moe.shared.gate_up)) return 3;
@@ -94,12 +96,21 @@ int mx_tp_part(const mx_model *m, int ax, const mx_weight *full, const mx_kpolic
 }
 
 /* part sh->tp_rank of a projection split by tp_axis (ax), [rows, cols] being the part's */
-static int load_tp_part(mx_model *m, const char *mod, int ax, int rows, int cols, bool bias, unsigned fl, const mx_kpolicy *kp, mx_weight *w, float **b) {
+static int load_tp_part(mx_model *m, const char *mod, int layer, int ax, int rows, int cols, bool bias, unsigned fl, const mx_kpolicy *kp,
+                        mx_weight *w, float **b) {
     const mx_shard *sh = m->shard;
     int T = sh->tp, k = sh->tp_rank, fr = ax == 2 ? rows : rows * T, fc = ax == 2 ? cols * T : cols;
+    int qkv[3][2] = {{0}}; /* ax 4: this part's rows of q, k and v in the whole [q | k | v] */
+    if (ax == 4) {
+        const mx_attn_spec *at = m->arch.layers[layer].attn;
+        int qd = at->n_heads * at->head_dim, kvd = at->n_kv_heads * at->head_dim, Q = qd * T, K = kvd * T;
+        int r[3][2] = {{k * qd, (k + 1) * qd}, {Q + k * kvd, Q + (k + 1) * kvd}, {Q + K + k * kvd, Q + K + (k + 1) * kvd}};
+        memcpy(qkv, r, sizeof r);
+    }
     mx_weight full;
     if (mx_load_weight(&m->ck, mod, fr, fc, fl, NULL, &full)) return MX_ERR;
-    int rc = mx_tp_part(m, ax, &full, kp, w);
+    int rc = ax == 4 ? mx_weight_copy_rows(&full, (const int(*)[2])qkv, 3, w) : mx_tp_part(m, ax, &full, kp, w);
+    if (!rc && ax == 4) rc = mx_weight_prepare(w, kp);
     mx_weight_free(&full);
     if (rc) return mx_err_prefix("%s: %s", m->ck.dir, mod);
     m->weight_bytes += mx_weight_bytes(w);
@@ -113,6 +124,11 @@ static int load_tp_part(mx_model *m, const char *mod, int ax, int rows, int cols
     if (ax == 2) { *b = full_b; return MX_OK; }
     *b = mx_malloc((size_t)rows * sizeof(float));
     if (*b && ax == 1) memcpy(*b, full_b + (size_t)k * rows, (size_t)rows * sizeof(float));
+    for (int i = 0; *b && ax == 4 && i < 3; i++) { /* the part's rows of q, k and v */
+        size_t o = 0;
+        for (int j = 0; j < i; j++) o += (size_t)(qkv[j][1] - qkv[j][0]);
+        memcpy(*b + o, full_b + qkv[i][0], (size_t)(qkv[i][1] - qkv[i][0]) * sizeof(float));
+    }
     if (*b && ax == 3) { /* the part's rows of each half */
         size_t f = (size_t)rows / 2, hf = (size_t)fr / 2;
         memcpy(*b, full_b + (size_t)k * f, f * sizeof(float));
@@ -129,7 +145,7 @@ static int load_lin(mx_model *m, const char *pat, int layer, int rows, int cols,
     snprintf(mod, sizeof mod, pat, layer);
     unsigned fl = m->arch.conv1d ? MX_LOAD_TRANSPOSED : 0;
     int ax = tp_axis(m, pat, layer);
-    if (ax) return load_tp_part(m, mod, ax, rows, cols, bias, fl, kp, w, b);
+    if (ax) return load_tp_part(m, mod, layer, ax, rows, cols, bias, fl, kp, w, b);
     if (mx_load_weight(&m->ck, mod, rows, cols, fl, kp, w)) return MX_ERR;
     m->weight_bytes += mx_weight_bytes(w);
     if (bias) {
