@@ -265,6 +265,9 @@ int mx_model_bind(mx_model *m, mx_ckpt *ck) {
     /* a distributed model's part: embeddings on the first stage, the head on the one that computes the logits */
     const mx_shard *sh = m->shard;
     bool embeds = !sh || sh->embeds, head = !sh || sh->head;
+    int lo, hi;
+    mx_model_layers(m, &lo, &hi);
+    for (int i = lo; i < hi && sh; i++) embeds |= a->layers[i].mixer && a->layers[i].mixer->reads_embed;
     if ((embeds || (head && a->tied)) && load_lin(m, N->embed, 0, a->vocab, H, false, a->tied && head ? &m->kp : NULL, &m->embed, NULL)) goto fail;
     if (!a->tied || !head) m->weight_bytes -= mx_weight_bytes(&m->embed); /* a lookup reads one row */
     if (a->pos == MX_POS_LEARNED && embeds) {
@@ -274,8 +277,6 @@ int mx_model_bind(mx_model *m, mx_ckpt *ck) {
     if (head && !a->tied && mx_load_lin(m, N->lm_head, 0, a->vocab, H, a->lm_head_bias, &m->lm_head, &m->lm_head_b)) goto fail;
     a->conv1d = conv;
     if (head && mx_load_norm(m, &a->norm, N->final_norm, 0, H, &m->final_norm)) goto fail;
-    int lo, hi;
-    mx_model_layers(m, &lo, &hi);
     for (int i = lo; i < hi; i++) {
         mx_layer_w *L = &m->layers[i];
         const mx_layer_spec *ls = &a->layers[i];
@@ -307,7 +308,7 @@ int mx_model_bind(mx_model *m, mx_ckpt *ck) {
     }
     if (mx_encoder_bind(m) || mx_ple_bind(m) || mx_altup_bind(m)) goto fail;
     /* a part of the model leaves the other parts' tensors (a single process checks the folder) */
-    if (!(sh && (lo > 0 || hi < a->n_layers || !embeds || !head)) && mx_ckpt_check_unused(&m->ck, a->ignore, a->n_ignore)) goto fail;
+    if (!(sh && (lo > 0 || hi < a->n_layers || !sh->embeds || !head)) && mx_ckpt_check_unused(&m->ck, a->ignore, a->n_ignore)) goto fail;
     if (a->encoder) { /* an encoder-decoder: the encoder's description over the same folder */
         mx_ckpt eck;
         if (mx_ckpt_open(m->ck.dir, true, &eck)) goto fail;
