@@ -158,9 +158,9 @@ static int tp_check(const mx_model *m, int T) {
             return mx_set_err("--tp: %s layer %d has a second mixer, post, shortcut, branch or cross-attention block, which cannot be split (use --pp)", fam, l);
         if (ls->gate_sparsity > 0) return mx_set_err("--tp: %s layer %d: the MLP's gate sparsity needs the whole width (use --pp)", fam, l);
         const mx_attn_spec *at = ls->attn;
-        if (at->gate || at->names.gate || at->names.out_norm || at->names.sinks || ls->kv_shared || at->k_eq_v ||
+        if (at->gate || at->names.gate || at->names.out_norm || ls->kv_shared || at->k_eq_v ||
             (at->qk_norm != MX_QKNORM_NONE && at->qk_norm != MX_QKNORM_HEAD))
-            return mx_set_err("--tp: %s layer %d: its attention (output gate, norm over all heads, sinks or shared K/V) "
+            return mx_set_err("--tp: %s layer %d: its attention (output gate, norm over all heads or shared K/V) "
                               "cannot be split by heads (use --pp)", fam, l);
         if ((!mla && at->n_kv_heads % T) || at->n_heads % T)
             return mx_set_err("--tp %d: %s has %d attention heads and %d KV heads; both must divide by %d (GQA groups stay together)", T, fam,

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+static bool same(const char *a, const char *b) { return a && b && !strcmp(a, b); }
+
 static char *fmt_name(const char *pat, int layer, const char *suffix) {
     char mod[512];
     snprintf(mod, sizeof mod, pat, layer);
@@ -25,8 +27,13 @@ static int vec_from(mx_ckpt *ck, const char *name, int n, bool required, float *
 
 int mx_load_vec(mx_model *m, const char *pat, int layer, int n, bool required, float **out) {
     char *nm = fmt_name(pat, layer, "");
-    int rc = nm ? vec_from(&m->ck, nm, n, required, out) : MX_ERR;
+    /* tensor parallelism: per-head sink logits are this part's heads */
+    const mx_shard *sh = m->shard;
+    const mx_attn_spec *at = layer >= 0 && layer < m->arch.n_layers ? m->arch.layers[layer].attn : NULL;
+    bool heads = sh && sh->tp > 1 && at && same(pat, at->names.sinks);
+    int rc = nm ? vec_from(&m->ck, nm, heads ? n * sh->tp : n, required, out) : MX_ERR;
     free(nm);
+    if (!rc && heads && *out) memmove(*out, *out + (size_t)sh->tp_rank * n, (size_t)n * sizeof(float));
     return rc;
 }
 
@@ -45,8 +52,6 @@ int mx_load_norm(mx_model *m, const mx_norm_spec *s, const char *pat, int layer,
     }
     return rc;
 }
-
-static bool same(const char *a, const char *b) { return a && b && !strcmp(a, b); }
 
 /* Tensor parallelism: how the projection `pat` of a layer is split, 1 by
  * rows (q, k, v by heads; gate, up by width), 2 by columns (o, down: their
