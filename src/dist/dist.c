@@ -16,6 +16,8 @@ static struct {
     MPI_Comm tp_comm;
     mx_shard shard;
     int next_id;
+    int *step;     /* rank 0: the pass announcement, grown when a pass needs more (no allocation per token) */
+    size_t n_step;
     mx_dist_stats st;
 } g;
 
@@ -77,8 +79,15 @@ static void hook_begin(void *ctx, const mx_seq_in *seqs, int n_seqs, bool all) {
     }
     g.st.passes++;
     int pay = n_seqs * SEQ_INTS + N;
-    int *buf = malloc(sizeof(int) * (size_t)(HDR > 5 + pay ? HDR : 5 + pay));
-    if (!buf) die("out of memory");
+    size_t need = (size_t)(HDR > 5 + pay ? HDR : 5 + pay);
+    if (need > g.n_step) {
+        int *nb = realloc(g.step, sizeof(int) * need);
+        if (!nb) die("out of memory");
+        g.step = nb;
+        g.n_step = need;
+    }
+    int *buf = g.step;
+    memset(buf, 0, sizeof(int) * HDR);
     buf[0] = CMD_STEP, buf[1] = n_seqs, buf[2] = all, buf[3] = N, buf[4] = pay;
     int *p = buf + 5, *tok = p + n_seqs * SEQ_INTS;
     for (int s = 0; s < n_seqs; s++) {
@@ -91,7 +100,6 @@ static void hook_begin(void *ctx, const mx_seq_in *seqs, int n_seqs, bool all) {
     }
     bcast_ints(buf, HDR);
     if (5 + pay > HDR) bcast_ints(buf + 5, pay);
-    free(buf);
 }
 
 static void hook_recv(void *ctx, float *x, size_t n) {
@@ -358,5 +366,8 @@ void mx_dist_finish(void) {
     g.inited = false;
     if (g.active) MPI_Comm_free(&g.tp_comm);
     g.active = false;
+    free(g.step);
+    g.step = NULL;
+    g.n_step = 0;
     MPI_Finalize();
 }
