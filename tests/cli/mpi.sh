@@ -70,6 +70,10 @@ got=$(curl -s localhost:$port/v1/completions -H 'content-type: application/json'
 kill -INT $srv 2>/dev/null; wait $srv 2>/dev/null
 if [ -n "$want" ] && [ "$want" = "$got" ]; then ok serve/pp2; else fail serve/pp2 "generate $want, served $got: $(tail -2 "$T/srv.out" | tr '\n' ' ')"; fi
 
+# bench under mpirun: one JSON report, from rank 0
+mpirun -np 2 --oversubscribe "$M" bench -m $F/llama -p 8 -n 4 -r 1 -t 1 --tp 2 --bw-mb 16 --json >"$T/out" 2>"$T/err"; rc=$?
+if [ $rc -eq 0 ] && [ "$(grep -c '"tg_tps"' "$T/out")" -eq 1 ]; then ok bench/tp2; else fail bench/tp2 "rc $rc: $(head -c 300 "$T/out") $(grep -m2 . "$T/err")"; fi
+
 # refusals: one line from rank 0, non-zero exit
 refuse() { # name, pattern, np, flags...
   local n=$1 pat=$2 np=$3; shift 3
