@@ -4,7 +4,11 @@ CC      ?= gcc
 OPT     ?= -O2
 CFLAGS  ?= $(OPT) -g
 CFLAGS  += -std=c17 -Wall -Wextra -pthread -fno-strict-aliasing
-LDLIBS  := -ljansson -lpcre2-8 -lutf8proc -lmicrohttpd -lcurl -lcrypto -lpng -ljpeg -lwebpdemux -lwebp -lsndfile -lvorbisfile -lopusfile -lmpg123 -lsoxr -lz -lm -lpthread
+# Open MPI (src/dist/): its flags are asked of pkg-config when used (recursive
+# variables), so a fresh machine's `make` reads them after deps installed it
+MPI_CFLAGS = $(shell pkg-config --cflags ompi-c 2>/dev/null)
+MPI_LIBS   = $(shell pkg-config --libs ompi-c 2>/dev/null || echo -lmpi)
+LDLIBS   = -ljansson -lpcre2-8 -lutf8proc -lmicrohttpd -lcurl -lcrypto -lpng -ljpeg -lwebpdemux -lwebp -lsndfile -lvorbisfile -lopusfile -lmpg123 -lsoxr $(MPI_LIBS) -lz -lm -lpthread
 BUILD   ?= build
 comma   := ,
 # build with every core unless the caller chose -j (sub-makes share the jobserver)
@@ -35,7 +39,7 @@ CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC := $(sort $(wildcard tests/unit/test_*.c))
 TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
-DEB_PKGS := libjansson-dev libpcre2-dev libutf8proc-dev libmicrohttpd-dev libcurl4-openssl-dev libssl-dev libpng-dev libjpeg62-turbo-dev libwebp-dev libsndfile1-dev libvorbis-dev libopusfile-dev libmpg123-dev libsoxr-dev zlib1g-dev pkg-config
+DEB_PKGS := libjansson-dev libpcre2-dev libutf8proc-dev libmicrohttpd-dev libcurl4-openssl-dev libssl-dev libpng-dev libjpeg62-turbo-dev libwebp-dev libsndfile1-dev libvorbis-dev libopusfile-dev libmpg123-dev libsoxr-dev zlib1g-dev pkg-config openmpi-bin libopenmpi-dev
 
 .PHONY: all deps test test-deps unit asan clean fuzz demo
 all: deps $(BUILD)/mlxcel $(BUILD)/libmlxcel.so
@@ -58,6 +62,8 @@ $(BUILD)/%_avx512.o: %_avx512.c | deps
 	$(CC) $(filter-out $(SIMD_NOSAN),$(CFLAGS)) $(VIS) $(SIMD_AVX512) -MMD -MP -c $< -o $@
 # opusfile.h includes <opus_multistream.h> from the opus include folder
 $(BUILD)/src/audio/audio.o: override CFLAGS += -I/usr/include/opus
+# only src/dist/ includes <mpi.h>
+$(BUILD)/src/dist/%.o: override CFLAGS += $(MPI_CFLAGS)
 $(BUILD)/%.o: %.c | deps
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(VIS) -MMD -MP -c $< -o $@

@@ -3,6 +3,7 @@
  * efficiency is a ratio of two numbers taken side by side. */
 #include "cli.h"
 #include "../base/base.h"
+#include "../dist/dist.h"
 #include "../runtime/generate.h"
 #include "../quant/quant.h"
 #include <jansson.h>
@@ -29,6 +30,7 @@ static int cmp_d(const void *a, const void *b) {
 typedef struct {
     const char *model;
     int pp, tg, threads, reps, bw_mb, depth;
+    int tp, ppar; /* a distributed model: --tp, --pp (src/dist/) */
     bool json, depth_random, oracle;
     cli_spec_opts spec;
     cli_kv_opts kv;
@@ -36,7 +38,7 @@ typedef struct {
 
 static void bench_init(void *p) {
     bench_opts *o = p;
-    *o = (bench_opts){.pp = 512, .tg = 128, .threads = mx_default_threads(), .reps = 3, .spec.draft_max = CLI_SPEC_DEFAULT_MAX};
+    *o = (bench_opts){.pp = 512, .tg = 128, .threads = mx_default_threads(), .reps = 3, .spec.draft_max = CLI_SPEC_DEFAULT_MAX, .tp = 1, .ppar = 1};
 }
 
 static double median(double *x, int n) {
@@ -79,6 +81,9 @@ static const mx_opt bench_tab[] = {
      "not for recurrent models)", NULL, 0},
     {"-r", "--repetitions", NULL, OPT_INT, "N", 1, 1000, offsetof(bench_opts, reps), "runs of each test", NULL, 0},
     OPT_THREADS(bench_opts, threads),
+    {NULL, "--tp", NULL, OPT_INT, "T", 1, 4096, offsetof(bench_opts, tp),
+     "tensor parallelism over T processes (under mpirun; rank 0 reports; see Distributed runs)", NULL, 0},
+    {NULL, "--pp", NULL, OPT_INT, "P", 1, 4096, offsetof(bench_opts, ppar), "pipeline parallelism over P stages (under mpirun)", NULL, 0},
     {NULL, "--bw-mb", NULL, OPT_INT, "MB", 16, 1 << 16, offsetof(bench_opts, bw_mb),
      "the bandwidth probe's buffer (default 1024, or a quarter of a smaller machine's memory; at most half)", NULL, 0},
     OPT_SPEC(bench_opts, spec),
@@ -117,7 +122,25 @@ static int bench_run(void *p) {
     if (!o->model) { fprintf(stderr, "mlxcel bench: -m MODEL is required\n"); return 2; }
     char *dir = cli_model_dir("bench", o->model);
     if (!dir) return 1;
-    int rc = bench(o, dir);
+    if (mx_dist_start(o->tp, o->ppar, o->threads)) {
+        if (mx_dist_rank() == 0) fprintf(stderr, "mlxcel bench: %s\n", mx_errmsg());
+        mx_dist_finish();
+        free(dir);
+        return 2;
+    }
+    if (mx_dist_active() && (o->spec.draft_model || o->spec.lookup_ngram || o->oracle || o->depth)) {
+        if (mx_dist_rank() == 0) fprintf(stderr, "mlxcel bench: a drafter and -d are not supported with --tp / --pp\n");
+        mx_dist_finish();
+        free(dir);
+        return 2;
+    }
+    int rc;
+    if (mx_dist_rank() != 0) { /* a distributed run: rank 0 measures and drives, this process serves its part of each pass */
+        mx_engine e;
+        rc = mx_engine_open(dir, &e) ? 1 : mx_dist_worker(&e.model) ? 1 : 0;
+        if (!rc) mx_engine_close(&e);
+    } else rc = bench(o, dir);
+    mx_dist_finish();
     free(dir);
     return rc;
 }

@@ -2,6 +2,7 @@
 #include "cli.h"
 #include "args.h"
 #include "../base/base.h"
+#include "../dist/dist.h"
 #include "../runtime/constrain.h"
 #include "../runtime/generate.h"
 #include "../runtime/outparse.h"
@@ -15,7 +16,7 @@
 typedef struct {
     const char *model, *prompt, *prompt_file, *prompt_ids, *logits_out, *format, *system, *tmpl_name, *tmpl_file, *json_schema, *grammar, *audio;
     mx_strlist stops, images;
-    int n_new, chunk, threads, ctx_size;
+    int n_new, chunk, threads, ctx_size, tp, pp;
     bool ignore_eos, no_template, verbose;
     mx_sampling samp;
     cli_spec_opts spec;
@@ -29,6 +30,7 @@ static void gen_init(void *p) {
     o->chunk = 512;
     o->format = "text";
     o->threads = mx_default_threads();
+    o->tp = o->pp = 1;
     o->spec.draft_max = CLI_SPEC_DEFAULT_MAX;
     mx_sampling_defaults(&o->samp);
 }
@@ -85,6 +87,10 @@ static const mx_opt gen_tab[] = {
     {"-v", "--verbose", NULL, OPT_FLAG, NULL, 0, 0, offsetof(gen_opts, verbose), "print the time of each phase", NULL, 0},
     OPT_SPEC(gen_opts, spec),
     OPT_KV(gen_opts, kv),
+    {NULL, "--tp", NULL, OPT_INT, "T", 1, 4096, offsetof(gen_opts, tp),
+     "tensor parallelism: split every attention's heads and MLP's width among T processes (under mpirun; see Distributed runs)", NULL, 0},
+    {NULL, "--pp", NULL, OPT_INT, "P", 1, 4096, offsetof(gen_opts, pp),
+     "pipeline parallelism: split the layers into P ranges, one per group of --tp processes (under mpirun)", NULL, 0},
     {NULL, "--audio", NULL, OPT_STR, "FILE", 0, 0, offsetof(gen_opts, audio),
      "a speech model (Whisper): encode FILE (one 30 s window) and run the decoder on --prompt-ids, without decoding rules", NULL, 0},
     {0},
@@ -194,13 +200,25 @@ static int gen_run(void *p) {
         free(dir);
         return rc;
     }
+    if (mx_dist_start(o.tp, o.pp, o.threads)) {
+        if (mx_dist_rank() == 0) fprintf(stderr, "mlxcel generate: %s\n", mx_errmsg());
+        mx_dist_finish();
+        return 2;
+    }
+    if (mx_dist_active() && (o.images.n || o.spec.draft_model || o.spec.lookup_ngram)) {
+        if (mx_dist_rank() == 0) fprintf(stderr, "mlxcel generate: --image, --draft-model and --lookup-ngram are not supported with --tp / --pp\n");
+        mx_dist_finish();
+        return 2;
+    }
     int prc = read_prompt(&o);
-    if (prc) return prc;
+    if (prc) { mx_dist_finish(); return prc; }
     char *dir = cli_model_dir("generate", o.model);
-    if (!dir) { free(o.prompt_buf); return 1; }
+    if (!dir) { free(o.prompt_buf); mx_dist_finish(); return 1; }
     int rc = generate(&o, dir);
     free(dir);
     free(o.prompt_buf);
+    if (o.verbose) mx_dist_report(); /* -v: each process's messages, bytes and time in MPI */
+    mx_dist_finish();
     return rc;
 }
 
@@ -214,8 +232,18 @@ static int generate(const gen_opts *go, const char *dir) {
     mx_textmodel tm;
     char what[256];
     if (mx_sampling_gencfg(&o.samp, o.model, what, sizeof what)) { fprintf(stderr, "mlxcel generate: %s\n", mx_errmsg()); free(ids); return 1; }
-    if (*what && o.verbose) fprintf(stderr, "mlxcel generate: sampling defaults from generation_config.json: %s\n", what);
-    if (mx_textmodel_open(o.model, &tm)) { fprintf(stderr, "mlxcel generate: %s\n", mx_errmsg()); free(ids); return 1; }
+    if (*what && o.verbose && mx_dist_rank() == 0) fprintf(stderr, "mlxcel generate: sampling defaults from generation_config.json: %s\n", what);
+    if (mx_textmodel_open(o.model, &tm)) {
+        if (mx_dist_rank() == 0) fprintf(stderr, "mlxcel generate: %s\n", mx_errmsg());
+        free(ids);
+        return 1;
+    }
+    if (mx_dist_rank() != 0) { /* a distributed run: rank 0 drives, this process serves its part of each pass */
+        int rc = mx_dist_worker(&tm.e.model) ? 1 : 0;
+        free(ids);
+        mx_textmodel_close(&tm);
+        return rc;
+    }
     cli_kv_note("generate", &tm.e.model);
     if ((o.tmpl_name || o.tmpl_file) && mx_textmodel_set_template(&tm, o.tmpl_name, o.tmpl_file)) {
         fprintf(stderr, "mlxcel generate: %s\n", mx_errmsg());

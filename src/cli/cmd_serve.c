@@ -1,6 +1,8 @@
 /* mlxcel serve (also run as mlxcel-server): the OpenAI-compatible server. */
 #include "cli.h"
 #include "../server/server.h"
+#include "../dist/dist.h"
+#include "../runtime/textmodel.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,6 +10,7 @@
 typedef struct {
     mx_serve_opts s;
     int body_mb;
+    int tp, pp; /* a distributed model (src/dist/) */
     mx_sampling samp; /* request defaults */
     mx_strlist alias; /* --alias, each a name or a comma list */
     bool jinja;       /* llama-server's --jinja: templates are always Jinja here */
@@ -18,6 +21,7 @@ static void serve_init(void *p) {
     serve_opts *o = p;
     mx_serve_opts_defaults(&o->s);
     o->body_mb = 8;
+    o->tp = o->pp = 1;
     mx_sampling_defaults(&o->samp); /* OpenAI's defaults: temperature 1, a new seed per request */
     o->samp.temperature = 1.0f;
     o->samp.seed = MX_SEED_RANDOM;
@@ -34,6 +38,10 @@ static const mx_opt serve_tab[] = {
     {"-ub", "--step-tokens", "--ubatch-size", OPT_INT, "N", 1, 1 << 16, S(step_tokens), "at most N tokens in one forward pass (decode + prompt chunks)",
      NULL, 0},
     OPT_THREADS(serve_opts, s.threads),
+    {NULL, "--tp", NULL, OPT_INT, "T", 1, 4096, offsetof(serve_opts, tp),
+     "tensor parallelism over T processes (under mpirun; rank 0 serves HTTP; see Distributed runs)", NULL, 0},
+    {NULL, "--pp", NULL, OPT_INT, "P", 1, 4096, offsetof(serve_opts, pp), "pipeline parallelism over P stages (under mpirun)", NULL, 0},
+    {NULL, "--api-key", NULL, OPT_STR, "KEY", 0, 0, S(api_key), "require 'Authorization: Bearer KEY'", NULL, 0},
     OPT_KV(serve_opts, kv),
     {NULL, "--api-key", NULL, OPT_STR, "KEY", 0, 0, S(api_key), "require 'Authorization: Bearer KEY' (or 'x-api-key: KEY')", NULL, 0},
     {"-a", "--alias", NULL, OPT_LIST, "NAME", 0, 0, offsetof(serve_opts, alias),
@@ -136,7 +144,19 @@ static int serve_run(void *p) {
     if (o->s.parallel > 1)
         fprintf(stderr, "mlxcel serve: note: -c/--ctx-size is per slot here: %d slots x %d positions (llama-server divides -c across -np slots)\n",
                 o->s.parallel, o->s.ctx_size);
-    int rc = mx_serve(&o->s);
+    if (mx_dist_start(o->tp, o->pp, o->s.threads)) {
+        if (mx_dist_rank() == 0) fprintf(stderr, "mlxcel serve: %s\n", mx_errmsg());
+        mx_dist_finish();
+        free(aliases); free(names); free(dir);
+        return 2;
+    }
+    int rc;
+    if (mx_dist_rank() != 0) { /* a distributed run: rank 0 serves HTTP and drives, this process serves its part of each pass */
+        mx_textmodel tm;
+        rc = mx_textmodel_open(dir, &tm) ? 1 : mx_dist_worker(&tm.e.model) ? 1 : 0;
+        if (!rc) mx_textmodel_close(&tm);
+    } else rc = mx_serve(&o->s);
+    mx_dist_finish();
     free(aliases);
     free(names);
     free(dir);

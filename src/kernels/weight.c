@@ -68,6 +68,74 @@ int mx_weight_slice_rows(const mx_weight *w, int r0, int n, mx_weight *out) {
     return MX_OK;
 }
 
+int mx_weight_copy_cols(const mx_weight *w, int c0, int n, mx_weight *out) {
+    memset(out, 0, sizeof *out);
+    if (c0 < 0 || n < 1 || c0 + n > w->cols) return mx_set_err("column slice [%d, %d) outside a weight of %d columns", c0, c0 + n, w->cols);
+    bool fl = w->fmt == MX_W_F32 || w->fmt == MX_W_F16 || w->fmt == MX_W_BF16;
+    bool mlx = w->fmt == MX_W_AFFINE || w->fmt == MX_W_MXFP4 || w->fmt == MX_W_NVFP4 || w->fmt == MX_W_MXFP8;
+    if (!fl && !mlx) return mx_set_err("a %s weight cannot be split by columns", mx_wfmt_name(w->fmt));
+    size_t es = fl ? w->row_bytes / (size_t)w->cols : 0; /* float: bytes per element */
+    if (mlx && (c0 % w->group || n % w->group || (size_t)c0 * w->bits % 32 || (size_t)n * w->bits % 32))
+        return mx_set_err("columns [%d, %d) of a %s weight do not fall on its groups of %d", c0, c0 + n, mx_wfmt_name(w->fmt), w->group);
+    size_t rb = fl ? (size_t)n * es : (size_t)n * w->bits / 8, off = fl ? (size_t)c0 * es : (size_t)c0 * w->bits / 8;
+    size_t ng = mlx ? (size_t)(w->cols / w->group) : 0, nng = mlx ? (size_t)(n / w->group) : 0, g0 = mlx ? (size_t)(c0 / w->group) : 0;
+    size_t ss = mlx ? mx_dtype_size(w->scale_dtype) : 0, sbytes = (size_t)w->rows * nng * ss;
+    size_t total = (size_t)w->rows * rb + (w->scales ? sbytes : 0) + (w->biases ? sbytes : 0);
+    uint8_t *buf = mx_malloc(total ? total : 1); /* freed by mx_weight_free */
+    if (!buf) return MX_ERR;
+    *out = *w;
+    out->prep = NULL;
+    out->cols = n;
+    out->row_bytes = rb;
+    out->data = buf;
+    for (int r = 0; r < w->rows; r++) memcpy(buf + (size_t)r * rb, w->data + (size_t)r * w->row_bytes + off, rb);
+    uint8_t *p = buf + (size_t)w->rows * rb;
+    const uint8_t *src[2] = {w->scales, w->biases};
+    const uint8_t **dst[2] = {&out->scales, &out->biases};
+    for (int k = 0; k < 2; k++) {
+        if (!src[k]) continue;
+        *dst[k] = p;
+        for (int r = 0; r < w->rows; r++) memcpy(p + (size_t)r * nng * ss, src[k] + ((size_t)r * ng + g0) * ss, nng * ss);
+        p += sbytes;
+    }
+    out->owned = buf;
+    return MX_OK;
+}
+
+int mx_weight_copy_rows(const mx_weight *w, const int (*ranges)[2], int n_ranges, mx_weight *out) {
+    memset(out, 0, sizeof *out);
+    bool fl = w->fmt == MX_W_F32 || w->fmt == MX_W_F16 || w->fmt == MX_W_BF16;
+    bool mlx = w->fmt == MX_W_AFFINE || w->fmt == MX_W_MXFP4 || w->fmt == MX_W_NVFP4 || w->fmt == MX_W_MXFP8;
+    if (!fl && !mlx) return mx_set_err("rows of a %s weight cannot be gathered", mx_wfmt_name(w->fmt));
+    int rows = 0;
+    for (int i = 0; i < n_ranges; i++) {
+        if (ranges[i][0] < 0 || ranges[i][1] < ranges[i][0] || ranges[i][1] > w->rows)
+            return mx_set_err("row range [%d, %d) outside a weight of %d rows", ranges[i][0], ranges[i][1], w->rows);
+        rows += ranges[i][1] - ranges[i][0];
+    }
+    if (rows < 1) return mx_set_err("no rows to gather");
+    size_t sr = mlx ? (size_t)(w->cols / w->group) * mx_dtype_size(w->scale_dtype) : 0; /* scale bytes per row */
+    size_t total = (size_t)rows * (w->row_bytes + (w->scales ? sr : 0) + (w->biases ? sr : 0));
+    uint8_t *buf = mx_malloc(total ? total : 1); /* freed by mx_weight_free */
+    if (!buf) return MX_ERR;
+    *out = *w;
+    out->prep = NULL;
+    out->rows = rows;
+    out->data = buf;
+    uint8_t *d = buf, *sc = buf + (size_t)rows * w->row_bytes, *bi = sc + (w->scales ? (size_t)rows * sr : 0);
+    out->scales = w->scales ? sc : NULL;
+    out->biases = w->biases ? bi : NULL;
+    for (int i = 0; i < n_ranges; i++) {
+        size_t r0 = (size_t)ranges[i][0], n = (size_t)(ranges[i][1] - ranges[i][0]);
+        memcpy(d, w->data + r0 * w->row_bytes, n * w->row_bytes);
+        d += n * w->row_bytes;
+        if (w->scales) { memcpy(sc, w->scales + r0 * sr, n * sr); sc += n * sr; }
+        if (w->biases) { memcpy(bi, w->biases + r0 * sr, n * sr); bi += n * sr; }
+    }
+    out->owned = buf;
+    return MX_OK;
+}
+
 void mx_weight_view_rows(const mx_weight *w, int r0, int n, mx_weight *out) {
     *out = *w;
     out->owned = out->prep = NULL;

@@ -87,6 +87,14 @@ int mx_weight_prepare(mx_weight *w, const mx_kpolicy *kp);
  * 128-row block), prepared as w is. It owns no storage of w's: free it with
  * mx_weight_free (for what it prepared itself) before w. */
 int mx_weight_slice_rows(const mx_weight *w, int r0, int n, mx_weight *out);
+/* Columns [c0, c0+n) of w as a weight of its own (a copy it owns, not
+ * prepared): float formats, and MLX-packed ones with c0 and n on w's groups
+ * (a tensor-parallel part of an o or down projection). */
+int mx_weight_copy_cols(const mx_weight *w, int c0, int n, mx_weight *out);
+/* The rows of ranges[0..n_ranges) of w, in that order, as a weight of its own
+ * (a copy it owns, not prepared): float and MLX-packed formats (a
+ * tensor-parallel part of a fused [gate | up] projection). */
+int mx_weight_copy_rows(const mx_weight *w, const int (*ranges)[2], int n_ranges, mx_weight *out);
 /* For the records' slice: out = w's fields with rows [r0, r0+n) of data,
  * owning and prepared nothing (the format then moves its scales). */
 void mx_weight_view_rows(const mx_weight *w, int r0, int n, mx_weight *out);

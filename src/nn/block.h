@@ -34,6 +34,9 @@ typedef struct mx_block_ops {
     /* State summarises the whole history (SSM, linear attention) rather than
      * one entry per position, so a cache cannot be cut back to a prefix. */
     bool recurrent;
+    /* Looks up token embeddings (m->embed) itself (Zamba2's shared block reads
+     * [h | embeddings]): a pipeline stage running it binds the table too. */
+    bool reads_embed;
 } mx_block_ops;
 
 extern const mx_block_ops mx_block_attention; /* causal self-attention over a KV cache */

@@ -49,8 +49,11 @@ mx_kv *mx_kv_new(const mx_model *m, int cap) {
     kv->offset = mx_calloc((size_t)a->n_layers + 1, sizeof(size_t));
     if (!kv->offset) { free(kv); return NULL; }
     size_t total = 0;
+    int lo, hi;
+    mx_model_layers(m, &lo, &hi);
     for (int l = 0; l < a->n_layers; l++) {
         kv->offset[l] = total;
+        if (l < lo || l >= hi) continue; /* another process's layer */
         size_t n = layer_state(m, l, cap, kv->type);
         if (total + n < total || (total + n) > ((size_t)1 << 40) / sizeof(float)) {
             mx_set_err("cache of %d positions is too large", cap);
@@ -64,6 +67,7 @@ mx_kv *mx_kv_new(const mx_model *m, int cap) {
     if (!kv->data) { free(kv->offset); free(kv); return NULL; }
     kv->cap = cap;
     kv->n_layers = a->n_layers;
+    kv->shard = m->shard;
     return kv;
 }
 
@@ -102,6 +106,7 @@ void mx_kv_fill_random(const mx_model *m, mx_kv *kv, uint64_t seed) {
 
 void mx_kv_free(mx_kv *kv) {
     if (!kv) return;
+    if (kv->dist_id && kv->shard) kv->shard->ops->kv_free(kv->shard->ctx, kv->dist_id);
     mx_aligned_free(kv->data);
     free(kv->offset);
     free(kv);
@@ -185,6 +190,11 @@ int mx_ctx_max_tokens(const mx_ctx *c) { return c->max_tokens; }
 
 mx_kpolicy *mx_ctx_policy(mx_ctx *c) { return &c->kp; }
 
+void mx_model_layers(const mx_model *m, int *lo, int *hi) {
+    *lo = m->shard ? m->shard->layer_lo : 0;
+    *hi = m->shard ? m->shard->layer_hi : m->arch.n_layers;
+}
+
 bool mx_model_recurrent(const mx_model *m) {
     for (int l = 0; l < m->arch.n_layers; l++) {
         const mx_layer_spec *ls = &m->arch.layers[l];
@@ -256,6 +266,14 @@ static void deep_residual(float *x, const float *xn, float alpha, const float *y
     for (size_t i = 0; i < n; i++) x[i] = xn[i] * alpha + y[i] * beta;
 }
 
+/* Tensor parallelism: a block's output is this process's part of the sum
+ * (its heads through its columns of o, its width through its columns of
+ * down); the whole output is the sum over the group. */
+static void tp_sum(const mx_fwd *f, float *y, size_t n) {
+    const mx_shard *sh = f->m->shard;
+    if (sh && sh->tp > 1) sh->ops->reduce(sh->ctx, y, n);
+}
+
 void mx_layer_forward(mx_fwd *f, int l, float *x, float *xn, float *tmp, float *tmp2) {
     const mx_model *m = f->m;
     const mx_arch *a = &m->arch;
@@ -268,6 +286,7 @@ void mx_layer_forward(mx_fwd *f, int l, float *x, float *xn, float *tmp, float *
     else memcpy(xn, x, NH * 4);
     if (ls->mixer) {
         ls->mixer->forward(f, l, L->mixer_w, xn, tmp);
+        tp_sum(f, tmp, NH);
         if (ls->mixer2) { /* tmp2 is free until the ffn */
             ls->mixer2->forward(f, l, L->mixer2_w, xn, tmp2);
             float s1 = a->mixer_scale ? a->mixer_scale : 1, s2 = a->mixer2_scale ? a->mixer2_scale : 1;
@@ -288,6 +307,7 @@ void mx_layer_forward(mx_fwd *f, int l, float *x, float *xn, float *tmp, float *
     } else if (a->residual == MX_RES_PARALLEL) {
         if (a->parallel_two_norms) mx_norm_rows(&a->norm, &L->ffn_norm, xn, x, N, H, H);
         ls->ffn->forward(f, l, L->ffn_w, xn, tmp2);
+        tp_sum(f, tmp2, NH);
         if (L->ffn_scale) scale_rows(tmp2, L->ffn_scale, N, H);
         add_scaled(x, tmp, a->residual_scale, NH);
         add_scaled(x, tmp2, a->residual_scale, NH);
@@ -304,6 +324,7 @@ void mx_layer_forward(mx_fwd *f, int l, float *x, float *xn, float *tmp, float *
         else memcpy(xn, x, NH * 4);
         if (ls->shortcut) ls->shortcut->forward(f, l, L->shortcut_w, xn, f->carry); /* joins at the next layer's end */
         ls->ffn->forward(f, l, L->ffn_w, xn, tmp2);
+        tp_sum(f, tmp2, NH);
         if (a->names.post_ffn_norm && !res_norm) mx_norm_rows(&a->norm, &L->post_ffn_norm, tmp2, tmp2, N, H, H);
         if (L->ffn_scale) scale_rows(tmp2, L->ffn_scale, N, H);
         if (ls->res_alpha[1]) deep_residual(x, xn, ls->res_alpha[1], tmp2, ls->res_beta[1], NH);
@@ -331,7 +352,9 @@ static void add_deep(const mx_fwd *f, int l, float *x) {
 int mx_forward(mx_ctx *c, const mx_seq_in *seqs, int n_seqs, float *logits, bool all) {
     const mx_model *m = c->m;
     const mx_arch *a = &m->arch;
-    if (!a->tied && !m->lm_head.fmt) return mx_set_err("the checkpoint has no output head (lm_head): the model can embed (mlxcel embed) but not generate");
+    const mx_shard *sh = m->shard;
+    bool embeds = !sh || sh->embeds, has_head = !sh || sh->head;
+    if (has_head && !a->tied && !m->lm_head.fmt) return mx_set_err("the checkpoint has no output head (lm_head): the model can embed (mlxcel embed) but not generate");
     bool bidir = a->shortconv.centered; /* a step would need tokens that come later */
     for (int k = 0; k < a->n_attn_specs; k++) bidir |= a->attn_specs[k]->bidirectional;
     if (bidir) return mx_set_err("the model attends bidirectionally (an embedding model): it can embed (mlxcel embed) but not generate");
@@ -360,6 +383,7 @@ int mx_forward(mx_ctx *c, const mx_seq_in *seqs, int n_seqs, float *logits, bool
             if (c->b.pos[t] + a->pos_offset >= a->max_pos + a->pos_offset)
                 return mx_set_err("position %d exceeds max_position_embeddings %d", c->b.pos[t], a->max_pos);
     }
+    if (sh) sh->ops->begin(sh->ctx, seqs, n_seqs, all);
     /* embeddings (image rows where a sequence gives them) */
     bool spans = false;
     for (int t = 0; t < N; t++) {
@@ -367,18 +391,19 @@ int mx_forward(mx_ctx *c, const mx_seq_in *seqs, int n_seqs, float *logits, bool
         int i = c->b.pos[t] - s->kv->len, er = s->embed_row ? s->embed_row[i] : -1;
         int32_t tok = s->tokens[i];
         float *row = c->b.x + (size_t)t * H;
-        if (er >= 0) memcpy(row, s->embeds + (size_t)er * (1 + s->n_deep) * H, (size_t)H * 4);
-        else mx_weight_row(&m->embed, tok, row);
-        if (a->embed_scale != 1.0f && (er < 0 || s->embeds_scaled)) mx_scale(row, a->embed_scale, H);
         c->b.span[t] = s->span_lo ? s->span_lo[i] : 0;
         c->b.span[N + t] = s->span_hi ? s->span_hi[i] : 0;
         spans |= s->span_lo != NULL;
+        if (!embeds) continue; /* a later pipeline stage: x comes from the previous one */
+        if (er >= 0) memcpy(row, s->embeds + (size_t)er * (1 + s->n_deep) * H, (size_t)H * 4);
+        else mx_weight_row(&m->embed, tok, row);
+        if (a->embed_scale != 1.0f && (er < 0 || s->embeds_scaled)) mx_scale(row, a->embed_scale, H);
         if (a->pos == MX_POS_LEARNED) {
             mx_weight_row(&m->pos_embed, c->b.pos[t] + a->pos_offset, c->b.tmp);
             mx_add(row, c->b.tmp, H);
         }
     }
-    if (a->names.embed_norm) mx_norm_rows(&a->norm, &m->embed_norm, c->b.x, c->b.x, N, H, H); /* NanoChat */
+    if (a->names.embed_norm && embeds) mx_norm_rows(&a->norm, &m->embed_norm, c->b.x, c->b.x, N, H, H); /* NanoChat */
     int deep = 0;
     for (int s = 0; s < n_seqs; s++) deep = MX_MAX(deep, seqs[s].embed_row ? seqs[s].n_deep : 0);
     /* rope tables per spec, per sequence (dynamic variants depend on length) */
@@ -400,20 +425,45 @@ int mx_forward(mx_ctx *c, const mx_seq_in *seqs, int n_seqs, float *logits, bool
                 .scratch = c->b.scratch, .max_tokens = c->max_tokens, .max_ctx = c->max_ctx, .carry = c->b.carry,
                 .kp = &c->kp, .span_lo = spans ? c->b.span : NULL, .span_hi = spans ? c->b.span + N : NULL};
     for (int r = 0, off = 0; r < a->n_rope; off += N * a->rope[r].dim, r++) f.cs[r] = c->b.cs + off;
-    if (a->ple.dim) mx_ple_inputs(&f, c->b.x, c->b.ple);
-    if (a->altup.n) mx_altup_embed(&f, c->b.x, c->b.altup);
-    for (int l = 0; l < a->n_layers; l++) {
+    if (a->ple.dim && embeds) mx_ple_inputs(&f, c->b.x, c->b.ple);
+    if (a->altup.n && embeds) mx_altup_embed(&f, c->b.x, c->b.altup);
+    int lo, hi;
+    mx_model_layers(m, &lo, &hi);
+    size_t NH = (size_t)N * H, nple = (size_t)N * a->n_layers * a->ple.dim, nalt = mx_altup_floats(a, N);
+    /* a pipeline stage after the first: the hidden states (and a shortcut's carry, the per-layer inputs,
+     * the AltUp streams) from the previous one */
+    if (lo > 0) {
+        sh->ops->recv_hidden(sh->ctx, c->b.x, NH);
+        if (a->layers[lo - 1].shortcut) sh->ops->recv_hidden(sh->ctx, c->b.carry, NH);
+        if (nple) {
+            sh->ops->recv_hidden(sh->ctx, c->b.ple, nple);
+            f.ple = c->b.ple;
+        }
+        if (nalt) sh->ops->recv_hidden(sh->ctx, c->b.altup, nalt);
+    }
+    for (int l = lo; l < hi; l++) {
         if (a->altup.n) mx_altup_predict(&f, l, c->b.altup, c->b.x);
         mx_layer_forward(&f, l, c->b.x, c->b.xn, c->b.tmp, c->b.tmp2);
         if (a->altup.n) mx_altup_correct(&f, l, c->b.altup, c->b.x, c->b.tmp);
         if (deep > l) add_deep(&f, l, c->b.x);
     }
-    if (a->altup.n) mx_altup_unembed(&f, c->b.altup, c->b.x, c->b.tmp);
+    if (hi < a->n_layers) {
+        sh->ops->send_hidden(sh->ctx, c->b.x, NH);
+        if (a->layers[hi - 1].shortcut) sh->ops->send_hidden(sh->ctx, c->b.carry, NH);
+        if (nple) sh->ops->send_hidden(sh->ctx, c->b.ple, nple);
+        if (nalt) sh->ops->send_hidden(sh->ctx, c->b.altup, nalt);
+    }
+    if (a->altup.n && hi == a->n_layers) mx_altup_unembed(&f, c->b.altup, c->b.x, c->b.tmp); /* before the head */
     for (int s = 0; s < n_seqs; s++) seqs[s].kv->len += seqs[s].n;
+    /* the final norm and head are the driver's: the last stage sends it its output */
+    if (!has_head) {
+        if (hi == a->n_layers) sh->ops->final_hidden(sh->ctx, c->b.x, NH, true);
+        return MX_OK;
+    }
+    if (hi < a->n_layers) sh->ops->final_hidden(sh->ctx, c->b.x, NH, false);
+    int nrows = all ? N : n_seqs;
     /* final norm and head on the rows that need logits */
-    int nrows = 0;
     if (all) {
-        nrows = N;
         if (a->names.final_norm) mx_norm_rows(&a->norm, &m->final_norm, c->b.xn, c->b.x, N, H, H);
         else memcpy(c->b.xn, c->b.x, (size_t)N * H * 4);
     } else {
@@ -422,7 +472,6 @@ int mx_forward(mx_ctx *c, const mx_seq_in *seqs, int n_seqs, float *logits, bool
             t += seqs[s].n;
             memcpy(c->b.xn + (size_t)s * H, c->b.x + (size_t)(t - 1) * H, (size_t)H * 4);
         }
-        nrows = n_seqs;
         if (a->names.final_norm) mx_norm_rows(&a->norm, &m->final_norm, c->b.xn, c->b.xn, nrows, H, H);
     }
     const mx_weight *head = a->tied ? &m->embed : &m->lm_head;

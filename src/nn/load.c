@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+static bool same(const char *a, const char *b) { return a && b && !strcmp(a, b); }
+
 static char *fmt_name(const char *pat, int layer, const char *suffix) {
     char mod[512];
     snprintf(mod, sizeof mod, pat, layer);
@@ -25,8 +27,13 @@ static int vec_from(mx_ckpt *ck, const char *name, int n, bool required, float *
 
 int mx_load_vec(mx_model *m, const char *pat, int layer, int n, bool required, float **out) {
     char *nm = fmt_name(pat, layer, "");
-    int rc = nm ? vec_from(&m->ck, nm, n, required, out) : MX_ERR;
+    /* tensor parallelism: per-head sink logits are this part's heads */
+    const mx_shard *sh = m->shard;
+    const mx_attn_spec *at = layer >= 0 && layer < m->arch.n_layers ? m->arch.layers[layer].attn : NULL;
+    bool heads = sh && sh->tp > 1 && at && same(pat, at->names.sinks);
+    int rc = nm ? vec_from(&m->ck, nm, heads ? n * sh->tp : n, required, out) : MX_ERR;
     free(nm);
+    if (!rc && heads && *out) memmove(*out, *out + (size_t)sh->tp_rank * n, (size_t)n * sizeof(float));
     return rc;
 }
 
@@ -46,12 +53,104 @@ int mx_load_norm(mx_model *m, const mx_norm_spec *s, const char *pat, int layer,
     return rc;
 }
 
+/* Tensor parallelism: how the projection `pat` of a layer is split, 1 by
+ * rows (q, k, v by heads; gate, up by width), 2 by columns (o, down: their
+ * outputs are summed over the group), 3 by rows of each half (a fused
+ * [gate | up]), 4 by rows of each of q, k, v (a fused [q | k | v]; a fused
+ * qkv grouped per KV head is split as plain rows), 0 not at all. */
+static int tp_axis(const mx_model *m, const char *pat, int layer) {
+    const mx_shard *sh = m->shard;
+    if (!sh || sh->tp < 2 || layer < 0 || layer >= m->arch.n_layers) return 0;
+    const mx_arch *a = &m->arch;
+    const mx_attn_spec *at = a->layers[layer].attn;
+    if (at && (same(pat, at->names.q) || same(pat, at->names.k) || same(pat, at->names.v))) return 1;
+    if (at && same(pat, at->names.qkv)) return at->qkv_layout == MX_QKV_GROUPED ? 1 : 4;
+    if (a->layers[layer].mixer == &mx_block_mla && (same(pat, a->mla.q_b) || same(pat, a->mla.kv_b))) return 1; /* by heads */
+    if (same(pat, a->names.gate) || same(pat, a->names.up) || same(pat, a->moe.shared.gate) || same(pat, a->moe.shared.up)) return 1;
+    if (same(pat, a->names.gate_up) || same(pat, a->moe.shared.gate_up)) return 3;
+    if ((at && same(pat, at->names.o)) || same(pat, a->names.down) || same(pat, a->moe.shared.down)) return 2;
+    return 0;
+}
+
+int mx_tp_part(const mx_model *m, int ax, const mx_weight *full, const mx_kpolicy *kp, mx_weight *w) {
+    const mx_shard *sh = m->shard;
+    int T = sh->tp, k = sh->tp_rank, rows = ax == 2 ? full->rows : full->rows / T, cols = ax == 2 ? full->cols / T : full->cols;
+    int rc;
+    memset(w, 0, sizeof *w);
+    if (ax == 2) rc = mx_weight_copy_cols(full, k * cols, cols, w);
+    else if (ax == 3) { /* [gate | up]: this part's rows of each half */
+        int h = full->rows / 2, f = h / T, r[2][2] = {{k * f, (k + 1) * f}, {h + k * f, h + (k + 1) * f}};
+        rc = mx_weight_copy_rows(full, r, 2, w);
+    }
+    else if (!full->owned) rc = mx_weight_slice_rows(full, k * rows, rows, w); /* a view of the checkpoint's rows */
+    else { /* a converted copy: this part's rows as a copy of its own */
+        size_t rb = full->row_bytes;
+        uint8_t *d = mx_malloc((size_t)rows * rb);
+        rc = d ? MX_OK : MX_ERR;
+        if (d) {
+            memcpy(d, full->data + (size_t)k * rows * rb, (size_t)rows * rb);
+            *w = *full;
+            w->owned = d;
+            w->data = d;
+            w->rows = rows;
+            w->prep = NULL;
+        }
+    }
+    if (rc) return mx_err_prefix("tensor-parallel part %d of %d", k, T);
+    return mx_weight_prepare(w, kp);
+}
+
+/* part sh->tp_rank of a projection split by tp_axis (ax), [rows, cols] being the part's */
+static int load_tp_part(mx_model *m, const char *mod, int layer, int ax, int rows, int cols, bool bias, unsigned fl, const mx_kpolicy *kp,
+                        mx_weight *w, float **b) {
+    const mx_shard *sh = m->shard;
+    int T = sh->tp, k = sh->tp_rank, fr = ax == 2 ? rows : rows * T, fc = ax == 2 ? cols * T : cols;
+    int qkv[3][2] = {{0}}; /* ax 4: this part's rows of q, k and v in the whole [q | k | v] */
+    if (ax == 4) {
+        const mx_attn_spec *at = m->arch.layers[layer].attn;
+        int qd = at->n_heads * at->head_dim, kvd = at->n_kv_heads * at->head_dim, Q = qd * T, K = kvd * T;
+        int r[3][2] = {{k * qd, (k + 1) * qd}, {Q + k * kvd, Q + (k + 1) * kvd}, {Q + K + k * kvd, Q + K + (k + 1) * kvd}};
+        memcpy(qkv, r, sizeof r);
+    }
+    mx_weight full;
+    if (mx_load_weight(&m->ck, mod, fr, fc, fl, NULL, &full)) return MX_ERR;
+    int rc = ax == 4 ? mx_weight_copy_rows(&full, (const int(*)[2])qkv, 3, w) : mx_tp_part(m, ax, &full, kp, w);
+    if (!rc && ax == 4) rc = mx_weight_prepare(w, kp);
+    mx_weight_free(&full);
+    if (rc) return mx_err_prefix("%s: %s", m->ck.dir, mod);
+    m->weight_bytes += mx_weight_bytes(w);
+    if (!bias) return MX_OK;
+    char *nm = mx_asprintf("%s.bias", mod);
+    float *full_b = NULL;
+    rc = nm ? vec_from(&m->ck, nm, fr, true, &full_b) : MX_ERR;
+    free(nm);
+    if (rc) return rc;
+    if (ax == 2 && k) { free(full_b); return MX_OK; } /* the summed output takes the bias once */
+    if (ax == 2) { *b = full_b; return MX_OK; }
+    *b = mx_malloc((size_t)rows * sizeof(float));
+    if (*b && ax == 1) memcpy(*b, full_b + (size_t)k * rows, (size_t)rows * sizeof(float));
+    for (int i = 0; *b && ax == 4 && i < 3; i++) { /* the part's rows of q, k and v */
+        size_t o = 0;
+        for (int j = 0; j < i; j++) o += (size_t)(qkv[j][1] - qkv[j][0]);
+        memcpy(*b + o, full_b + qkv[i][0], (size_t)(qkv[i][1] - qkv[i][0]) * sizeof(float));
+    }
+    if (*b && ax == 3) { /* the part's rows of each half */
+        size_t f = (size_t)rows / 2, hf = (size_t)fr / 2;
+        memcpy(*b, full_b + (size_t)k * f, f * sizeof(float));
+        memcpy(*b + f, full_b + hf + (size_t)k * f, f * sizeof(float));
+    }
+    free(full_b);
+    return *b ? MX_OK : MX_ERR;
+}
+
 /* kp: what the weight is prepared for (NULL: rows looked up, never multiplied) */
 static int load_lin(mx_model *m, const char *pat, int layer, int rows, int cols, bool bias, const mx_kpolicy *kp, mx_weight *w, float **b) {
     if (!pat) return MX_OK;
     char mod[512];
     snprintf(mod, sizeof mod, pat, layer);
     unsigned fl = m->arch.conv1d ? MX_LOAD_TRANSPOSED : 0;
+    int ax = tp_axis(m, pat, layer);
+    if (ax) return load_tp_part(m, mod, layer, ax, rows, cols, bias, fl, kp, w, b);
     if (mx_load_weight(&m->ck, mod, rows, cols, fl, kp, w)) return MX_ERR;
     m->weight_bytes += mx_weight_bytes(w);
     if (bias) {
@@ -169,16 +268,22 @@ int mx_model_bind(mx_model *m, mx_ckpt *ck) {
     /* Embedding tables are never transposed, whatever the linear layout. */
     bool conv = a->conv1d;
     a->conv1d = false;
-    if (load_lin(m, N->embed, 0, a->vocab, H, false, a->tied ? &m->kp : NULL, &m->embed, NULL)) goto fail;
-    if (!a->tied) m->weight_bytes -= mx_weight_bytes(&m->embed); /* a lookup reads one row */
-    if (a->pos == MX_POS_LEARNED) {
+    /* a distributed model's part: embeddings on the first stage, the head on the one that computes the logits */
+    const mx_shard *sh = m->shard;
+    bool embeds = !sh || sh->embeds, head = !sh || sh->head;
+    int lo, hi;
+    mx_model_layers(m, &lo, &hi);
+    for (int i = lo; i < hi && sh; i++) embeds |= a->layers[i].mixer && a->layers[i].mixer->reads_embed;
+    if ((embeds || (head && a->tied)) && load_lin(m, N->embed, 0, a->vocab, H, false, a->tied && head ? &m->kp : NULL, &m->embed, NULL)) goto fail;
+    if (!a->tied || !head) m->weight_bytes -= mx_weight_bytes(&m->embed); /* a lookup reads one row */
+    if (a->pos == MX_POS_LEARNED && embeds) {
         if (load_lin(m, N->pos_embed, 0, a->max_pos + a->pos_offset, H, false, NULL, &m->pos_embed, NULL)) goto fail;
         m->weight_bytes -= mx_weight_bytes(&m->pos_embed);
     }
-    if (!a->tied && mx_load_lin(m, N->lm_head, 0, a->vocab, H, a->lm_head_bias, &m->lm_head, &m->lm_head_b)) goto fail;
+    if (head && !a->tied && mx_load_lin(m, N->lm_head, 0, a->vocab, H, a->lm_head_bias, &m->lm_head, &m->lm_head_b)) goto fail;
     a->conv1d = conv;
-    if (mx_load_norm(m, &a->norm, N->final_norm, 0, H, &m->final_norm)) goto fail;
-    for (int i = 0; i < a->n_layers; i++) {
+    if (head && mx_load_norm(m, &a->norm, N->final_norm, 0, H, &m->final_norm)) goto fail;
+    for (int i = lo; i < hi; i++) {
         mx_layer_w *L = &m->layers[i];
         const mx_layer_spec *ls = &a->layers[i];
         if (mx_load_norm(m, &a->norm, ls->no_attn_norm ? NULL : N->attn_norm, i, H, &L->attn_norm) ||
@@ -211,7 +316,8 @@ int mx_model_bind(mx_model *m, mx_ckpt *ck) {
         }
     }
     if (mx_encoder_bind(m) || mx_ple_bind(m) || mx_altup_bind(m)) goto fail;
-    if (mx_ckpt_check_unused(&m->ck, a->ignore, a->n_ignore)) goto fail;
+    /* a part of the model leaves the other parts' tensors (a single process checks the folder) */
+    if (!(sh && (lo > 0 || hi < a->n_layers || !sh->embeds || !head)) && mx_ckpt_check_unused(&m->ck, a->ignore, a->n_ignore)) goto fail;
     if (a->encoder) { /* an encoder-decoder: the encoder's description over the same folder */
         mx_ckpt eck;
         if (mx_ckpt_open(m->ck.dir, true, &eck)) goto fail;

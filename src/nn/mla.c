@@ -75,6 +75,7 @@ static int mla_load(mx_model *m, int layer, void **out) {
     snprintf(mod, sizeof mod, s->kv_b ? s->kv_b : "", layer);
     snprintf(nm, sizeof nm, "%s.weight", mod);
     if (s->embed_q && s->unembed_out && !mx_ckpt_find(&m->ck, nm)) { /* MLX: kv_b pre-split per head */
+        if (m->shard && m->shard->tp > 1) return mx_set_err("%s: --tp: MLX's per-head kv_b layout cannot be split yet (use --pp)", m->ck.dir);
         w->eq = mx_calloc((size_t)Hn, sizeof(mx_weight));
         if (!w->eq) return MX_ERR;
         snprintf(mod, sizeof mod, s->embed_q, layer);

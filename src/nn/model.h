@@ -13,6 +13,33 @@
 
 typedef struct { float *w, *b; } mx_normw;
 
+/* A model split over processes (src/dist/ fills it in, nn/ only calls it):
+ * this process runs layers [layer_lo, layer_hi) of a pipeline and, under
+ * tensor parallelism, holds part tp_rank of tp of every attention's heads and
+ * every MLP's width (the arch's counts are then its own part's). The hooks
+ * run at the block boundaries of a forward pass. NULL in mx_model: the whole
+ * model in this process. */
+typedef struct mx_seq_in mx_seq_in;
+typedef struct mx_dist_ops {
+    /* the driving process (rank 0) tells the others a pass begins */
+    void (*begin)(void *ctx, const mx_seq_in *seqs, int n_seqs, bool all);
+    void (*recv_hidden)(void *ctx, float *x, size_t n); /* from the previous stage */
+    void (*send_hidden)(void *ctx, const float *x, size_t n); /* to the next stage */
+    void (*reduce)(void *ctx, float *x, size_t n); /* sum over the tensor-parallel group */
+    /* the last stage's output x [n] back to the process with the head (rank 0):
+     * send on the last stage, receive (send false) on the head's process */
+    void (*final_hidden)(void *ctx, float *x, size_t n, bool send);
+    void (*kv_free)(void *ctx, int kv_id); /* the driver freed cache kv_id */
+} mx_dist_ops;
+typedef struct {
+    const mx_dist_ops *ops;
+    void *ctx;
+    int layer_lo, layer_hi;
+    int tp, tp_rank;
+    bool embeds; /* looks up embeddings (first stage) */
+    bool head;   /* computes the logits: the driver (rank 0), which tokenizes and samples */
+} mx_shard;
+
 typedef struct {
     mx_normw attn_norm, post_attn_norm, ffn_norm, post_ffn_norm;
     void *mixer_w, *ffn_w; /* owned by the layer's blocks */
@@ -52,6 +79,7 @@ struct mx_model {
     mx_weight stem_w[2];      /* an encoder's input stem (nn/stem.c) */
     float *stem_b[2];
     mx_kpolicy kp; /* the kernel policy: the weights are prepared for it at bind, contexts start from it */
+    const mx_shard *shard; /* this process's part of a distributed model (NULL: all of it) */
 };
 
 /* Binds every tensor the description names; fails on missing, misshapen or
@@ -82,6 +110,8 @@ typedef struct {
     float *data;
     size_t *offset; /* per layer, into data */
     mx_kv_type type[2];
+    int dist_id;    /* distributed model: the id the other processes know this cache by (0: none) */
+    const mx_shard *shard;
 } mx_kv;
 mx_kv *mx_kv_new(const mx_model *m, int cap);
 /* Bytes mx_kv_new(m, cap) allocates (with the types of m's policy), 0 when
@@ -134,7 +164,7 @@ int mx_ctx_max_tokens(const mx_ctx *c);
  * scheduler's qmode per pass; tests). */
 mx_kpolicy *mx_ctx_policy(mx_ctx *c);
 
-typedef struct {
+struct mx_seq_in {
     mx_kv *kv;
     const int32_t *tokens;
     int n;
@@ -163,7 +193,7 @@ typedef struct {
     const int *mpos;
     int rope_shift;
     const int *span_lo, *span_hi;
-} mx_seq_in;
+};
 
 /* Appends each sequence's tokens to its cache and writes logits: all=true
  * gives one row per token in order, all=false one row per sequence (its last
@@ -240,8 +270,18 @@ void mx_norm_rows(const mx_norm_spec *s, const mx_normw *w, float *y, const floa
 /* Rope positions of one sequence's n tokens, per axis k at apos[k * stride]:
  * s->mpos where given, else pos[i] + s->rope_shift. */
 void mx_rope_positions(const mx_rope *r, const mx_seq_in *s, const int *pos, int *apos, int stride);
-/* Loaders used by blocks: patterns have "%d" for the layer. */
+/* Layers [*lo, *hi) run in this process (all of them unless m->shard says otherwise). */
+void mx_model_layers(const mx_model *m, int *lo, int *hi);
+/* Loaders used by blocks: patterns have "%d" for the layer. Under tensor
+ * parallelism (m->shard->tp > 1) mx_load_lin splits the projections it
+ * knows by their pattern: rows and cols are this part's, the checkpoint's
+ * are tp times larger along the split. */
 int mx_load_lin(mx_model *m, const char *pat, int layer, int rows, int cols, bool bias, mx_weight *w, float **b);
+/* Part m->shard->tp_rank of full (unprepared), split by rows (ax 1),
+ * columns (ax 2) or rows of each half of a fused [gate | up] (ax 3): a view
+ * of full's rows where full owns no copy (keep full until w is freed), else a
+ * copy; prepared for kp. */
+int mx_tp_part(const mx_model *m, int ax, const mx_weight *full, const mx_kpolicy *kp, mx_weight *w);
 int mx_load_norm(mx_model *m, const mx_norm_spec *s, const char *pat, int layer, int n, mx_normw *nw);
 int mx_load_vec(mx_model *m, const char *pat, int layer, int n, bool required, float **out);
 void mx_normw_free(mx_normw *n);

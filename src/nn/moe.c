@@ -184,30 +184,67 @@ static int load_score_bias(mx_model *m, const char *pat, int layer, int E, float
     return mx_tensor_to_f32(t, *out) ? mx_err_prefix("%s", m->ck.dir) : MX_OK;
 }
 
+/* Tensor parallelism (m->shard): every expert's width is split; rows and
+ * cols are the part's. The checkpoint's projections are bound whole,
+ * unprepared, then each expert's part taken (views of gate/up rows, copies of
+ * down columns), and the biases cut alike (down's kept by part 0 only):
+ * experts [first, first + n), full_b their whole biases from expert first. */
+static int tp_experts(mx_model *m, moe_w *w, int p, int rows, int first, int n, const float *full_b) {
+    const mx_shard *sh = m->shard;
+    /* a fused gate_up: interleaved rows (g, u pairs) split as plain rows, [gate | up] by each half */
+    int ax = p == P_DOWN ? 2 : p == P_GATE_UP && !m->arch.moe.gate_up_interleaved ? 3 : 1;
+    for (int e = first; e < first + n; e++) {
+        mx_weight part;
+        if (mx_tp_part(m, ax, &w->ex[e].w[p], &m->kp, &part)) return MX_ERR;
+        mx_weight_free(&w->ex[e].w[p]); /* a view (of the stacked tensor or the mmap) or a copy the part no longer needs */
+        w->ex[e].w[p] = part;
+        if (!full_b) continue;
+        float *dst = w->bias[p] + (size_t)e * rows;
+        if (ax == 2 && sh->tp_rank) memset(dst, 0, (size_t)rows * sizeof(float));
+        else if (ax == 2) memcpy(dst, full_b + (size_t)(e - first) * rows, (size_t)rows * sizeof(float));
+        else if (ax == 1) memcpy(dst, full_b + ((size_t)(e - first) * sh->tp + (size_t)sh->tp_rank) * rows, (size_t)rows * sizeof(float));
+        else { /* the part's rows of each half of [gate | up] */
+            size_t f = (size_t)rows / 2, src = (size_t)(e - first) * sh->tp * rows;
+            memcpy(dst, full_b + src + (size_t)sh->tp_rank * f, f * sizeof(float));
+            memcpy(dst + f, full_b + src + (size_t)sh->tp * f + (size_t)sh->tp_rank * f, f * sizeof(float));
+        }
+    }
+    return MX_OK;
+}
+
 /* Binds projection p of every routed expert from pattern pat. */
 static int load_proj(mx_model *m, moe_w *w, const char *pat, int layer, int p, int rows, int cols, bool transposed, bool bias) {
     const mx_moe_spec *s = &m->arch.moe;
     int E = s->n_experts;
+    /* tensor parallelism: bind the whole projections, then take this part of each (tp_experts) */
+    int T = m->shard && m->shard->tp > 1 ? m->shard->tp : 1, lrows = rows;
+    const mx_kpolicy *kp = T > 1 ? NULL : &m->kp;
+    if (T > 1) {
+        if (p == P_DOWN) cols *= T;
+        else rows *= T;
+    }
     unsigned fl = transposed ? MX_LOAD_TRANSPOSED : 0;
     char mod[512];
     if (bias) {
-        w->bias[p] = mx_malloc((size_t)E * rows * sizeof(float));
+        w->bias[p] = mx_malloc((size_t)E * lrows * sizeof(float));
         if (!w->bias[p]) return MX_ERR;
-        for (int e = 0; e < E; e++) w->ex[e].b[p] = w->bias[p] + (size_t)e * rows;
+        for (int e = 0; e < E; e++) w->ex[e].b[p] = w->bias[p] + (size_t)e * lrows;
     }
     if (count_d(pat) >= 2) {
         for (int e = 0; e < E; e++) {
             snprintf(mod, sizeof mod, pat, layer, e);
-            if (mx_load_weight(&m->ck, mod, rows, cols, fl, &m->kp, &w->ex[e].w[p])) return MX_ERR;
+            if (mx_load_weight(&m->ck, mod, rows, cols, fl, kp, &w->ex[e].w[p])) return MX_ERR;
+            float *b = NULL;
             if (bias) {
-                float *b;
                 char *nm = mx_asprintf("%s.bias", mod);
                 int rc = nm ? mx_load_vec(m, nm, 0, rows, true, &b) : MX_ERR;
                 free(nm);
                 if (rc) return MX_ERR;
-                memcpy(w->bias[p] + (size_t)e * rows, b, (size_t)rows * sizeof(float));
-                free(b);
+                if (T == 1) memcpy(w->bias[p] + (size_t)e * rows, b, (size_t)rows * sizeof(float));
             }
+            int rc = T > 1 ? tp_experts(m, w, p, lrows, e, 1, b) : MX_OK;
+            free(b);
+            if (rc) return MX_ERR;
         }
         return MX_OK;
     }
@@ -223,11 +260,16 @@ static int load_proj(mx_model *m, moe_w *w, const char *pat, int layer, int p, i
     }
     mx_weight *views = mx_calloc((size_t)n, sizeof(mx_weight));
     if (!views) return MX_ERR;
-    int rc = mx_load_weight_stacked(&m->ck, mod, n, rows, cols, fl, &m->kp, &w->whole[p], views);
+    int rc = mx_load_weight_stacked(&m->ck, mod, n, rows, cols, fl, kp, &w->whole[p], views);
     if (!rc) for (int e = 0; e < E; e++) w->ex[e].w[p] = views[e];
     for (int e = E; e < n; e++) mx_weight_free(&views[e]); /* the zero experts' views: what prepare made for them */
     free(views);
-    if (!rc && bias) rc = load_stacked_bias(&m->ck, mod, E, rows, w->bias[p]);
+    if (!rc && bias && T == 1) rc = load_stacked_bias(&m->ck, mod, E, rows, w->bias[p]);
+    if (!rc && T > 1) {
+        float *fb = bias ? mx_malloc((size_t)E * rows * sizeof(float)) : NULL;
+        rc = bias && (!fb || load_stacked_bias(&m->ck, mod, E, rows, fb)) ? MX_ERR : tp_experts(m, w, p, lrows, 0, E, fb);
+        free(fb);
+    }
     return rc;
 }
 

@@ -72,28 +72,28 @@ static int zb_load(mx_model *m, int l, void **out) {
     if (!w) return MX_ERR;
     *out = w;
     int k = use_index(m, l), b = k % s->n_blocks;
-    for (int l0 = 0; l0 < l && !w->sh; l0++) /* an earlier user of the same block holds it */
-        if (a->layers[l0].mixer == &mx_block_zamba && use_index(m, l0) % s->n_blocks == b)
-            w->sh = ((zb_w *)m->layers[l0].mixer_w)->sh;
+    /* the block's first user: its weights and this use's adapters are stored under that layer */
+    int l0 = l;
+    for (int q = 0; q < l; q++)
+        if (a->layers[q].mixer == &mx_block_zamba && use_index(m, q) % s->n_blocks == b) { l0 = q; break; }
+    for (int q = 0; q < l && !w->sh; q++) /* an earlier user of the same block in this process holds it (a pipeline stage may not have it) */
+        if (a->layers[q].mixer == &mx_block_zamba && use_index(m, q) % s->n_blocks == b && m->layers[q].mixer_w)
+            w->sh = ((zb_w *)m->layers[q].mixer_w)->sh;
     if (!w->sh) {
         shared_w *sh = w->sh = mx_calloc(1, sizeof *sh);
         if (!sh) return MX_ERR;
         w->owns = true;
         char *n1 = mx_asprintf("%s.input_layernorm", s->shared), *n2 = mx_asprintf("%s.pre_ff_layernorm", s->shared);
-        int rc = !n1 || !n2 || mx_load_norm(m, &a->norm, n1, l, H2, &sh->in_norm) || mx_load_norm(m, &a->norm, n2, l, H, &sh->ff_norm);
+        int rc = !n1 || !n2 || mx_load_norm(m, &a->norm, n1, l0, H2, &sh->in_norm) || mx_load_norm(m, &a->norm, n2, l0, H, &sh->ff_norm);
         free(n1); free(n2);
-        if (rc || lin(m, l, 0, "self_attn.q_proj", AD, H2, false, &sh->q, NULL) ||
-            lin(m, l, 0, "self_attn.k_proj", KD, H2, false, &sh->k, NULL) ||
-            lin(m, l, 0, "self_attn.v_proj", KD, H2, false, &sh->v, NULL) ||
-            lin(m, l, 0, "self_attn.o_proj", H, AD, false, &sh->o, NULL) ||
-            lin(m, l, 0, "feed_forward.gate_up_proj", 2 * F, H, s->bias, &sh->gate_up, &sh->gate_up_b) ||
-            lin(m, l, 0, "feed_forward.down_proj", H, F, s->bias, &sh->down, &sh->down_b))
+        if (rc || lin(m, l0, 0, "self_attn.q_proj", AD, H2, false, &sh->q, NULL) ||
+            lin(m, l0, 0, "self_attn.k_proj", KD, H2, false, &sh->k, NULL) ||
+            lin(m, l0, 0, "self_attn.v_proj", KD, H2, false, &sh->v, NULL) ||
+            lin(m, l0, 0, "self_attn.o_proj", H, AD, false, &sh->o, NULL) ||
+            lin(m, l0, 0, "feed_forward.gate_up_proj", 2 * F, H, s->bias, &sh->gate_up, &sh->gate_up_b) ||
+            lin(m, l0, 0, "feed_forward.down_proj", H, F, s->bias, &sh->down, &sh->down_b))
             return MX_ERR;
     }
-    /* this use's adapters live under the block's first user */
-    int l0 = l;
-    for (int q = 0; q < l; q++)
-        if (a->layers[q].mixer == &mx_block_zamba && use_index(m, q) % s->n_blocks == b) { l0 = q; break; }
     static const char *const qkv[3] = {"q", "k", "v"};
     if (s->attn_adapters)
         for (int i = 0; i < 3; i++) {
@@ -243,5 +243,5 @@ static void zb_forward(mx_fwd *f, int layer, void *wp, const float *in, float *o
 
 const mx_block_ops mx_block_zamba = {
     .name = "zamba", .load = zb_load, .free = zb_free, .state_floats = zb_state, .scratch_floats = zb_scratch,
-    .forward = zb_forward, .recurrent = true,
+    .forward = zb_forward, .recurrent = true, .reads_embed = true,
 };

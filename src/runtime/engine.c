@@ -1,5 +1,6 @@
 #include "engine.h"
 #include "../base/base.h"
+#include "../dist/dist.h"
 #include <ctype.h>
 #include <string.h>
 
@@ -67,18 +68,26 @@ fail:
 int mx_engine_open(const char *dir, mx_engine *e) {
     memset(e, 0, sizeof *e);
     mx_ckpt ck;
-    if (mx_ckpt_open(dir, true, &ck)) return MX_ERR;
-    if (mx_engine_configure(&ck, e)) { mx_ckpt_close(&ck); return MX_ERR; }
+    if (mx_ckpt_open(dir, true, &ck)) return mx_dist_loaded(MX_ERR);
+    if (mx_engine_configure(&ck, e)) { mx_ckpt_close(&ck); return mx_dist_loaded(MX_ERR); }
     /* the process's policy; the weights are prepared for it as they are
      * bound (repacked for the int8 kernels), on every core */
     mx_model *m = &e->model;
     m->kp = mx_kpolicy_default();
     mx_pool *pool = m->kp.pool ? NULL : mx_pool_new(mx_default_threads());
     if (pool) m->kp.pool = pool;
-    int rc = mx_model_bind(m, &ck);
+    /* a distributed run: this process's part only (src/dist/) */
+    int rc = mx_dist_active() && e->task != MX_TASK_CAUSAL_LM
+                 ? mx_set_err("%s: a %s model is not run distributed (--tp / --pp take text generation models)", dir, mx_task_name(e->task))
+                 : mx_dist_shard(m);
+    if (rc) { mx_ckpt_close(&ck); mx_arch_free(&m->arch); }
+    else rc = mx_model_bind(m, &ck);
     m->kp.pool = NULL;
     mx_pool_free(pool);
-    if (rc) return MX_ERR;
+    if (mx_dist_loaded(rc)) {
+        if (!rc) mx_model_free(m);
+        return MX_ERR;
+    }
     if (e->task == MX_TASK_CAUSAL_LM && mx_vision_open(dir, m->arch.hidden, &e->vision)) {
         mx_model_free(m);
         return MX_ERR;

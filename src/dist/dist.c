@@ -1,0 +1,373 @@
+/* Tensor and pipeline parallelism over MPI (see dist.h). */
+#include "dist.h"
+#include "../base/base.h"
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { CMD_STEP = 1, CMD_FREE, CMD_STOP };
+#define HDR 64 /* ints of a pass's first broadcast: [cmd, n_seqs, all, N, payload ints], then the payload when it fits */
+#define SEQ_INTS 6 /* per sequence: cache id, cap, len, n, seg_end, rope_shift */
+
+static struct {
+    bool active, inited, stopped, loaded;
+    int rank, size, tp, pp, stage, part, threads;
+    MPI_Comm tp_comm;
+    mx_shard shard;
+    int next_id;
+    int *step;     /* rank 0: the pass announcement, grown when a pass needs more (no allocation per token) */
+    size_t n_step;
+    mx_dist_stats st;
+} g;
+
+static double now(void) { return MPI_Wtime(); }
+#define TIMED(call, nbytes)                       \
+    do {                                          \
+        double t_ = now();                        \
+        call;                                     \
+        g.st.seconds += now() - t_;               \
+        g.st.msgs++;                              \
+        g.st.bytes += (double)(nbytes);           \
+    } while (0)
+
+bool mx_dist_active(void) { return g.active; }
+int mx_dist_rank(void) { return g.inited ? g.rank : 0; }
+mx_dist_stats mx_dist_get_stats(void) { return g.st; }
+
+int mx_dist_start(int tp, int pp, int threads) {
+    if (g.inited) return MX_OK;
+    bool launched = getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMIX_RANK");
+    if (tp * pp == 1 && !launched) return MX_OK; /* a plain run: no MPI at all */
+    int prov = 0;
+    /* serialized: the server's engine thread runs the passes the main thread loaded the model for */
+    if (MPI_Init_thread(NULL, NULL, MPI_THREAD_SERIALIZED, &prov) != MPI_SUCCESS) return mx_set_err("MPI_Init failed");
+    g.inited = true;
+    MPI_Comm_rank(MPI_COMM_WORLD, &g.rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &g.size);
+    atexit(mx_dist_finish);
+    if (g.size != tp * pp)
+        return mx_set_err("--tp %d x --pp %d needs %d processes, but mpirun started %d (mpirun -np %d)", tp, pp, tp * pp, g.size, tp * pp);
+    if (g.size == 1) return MX_OK; /* mpirun -np 1: one process holds the whole model */
+    g.active = true;
+    g.tp = tp;
+    g.pp = pp;
+    g.threads = threads;
+    g.stage = g.rank / tp;
+    g.part = g.rank % tp;
+    MPI_Comm_split(MPI_COMM_WORLD, g.stage, g.part, &g.tp_comm);
+    return MX_OK;
+}
+
+/* ---- the hooks the forward pass calls (nn/model.h mx_dist_ops) ---- */
+
+static void die(const char *what) {
+    fprintf(stderr, "mlxcel: rank %d: %s\n", g.rank, what);
+    fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+}
+
+static void bcast_ints(int *v, int n) { TIMED(MPI_Bcast(v, n, MPI_INT, 0, MPI_COMM_WORLD), g.rank == 0 ? (size_t)n * 4 : 0); }
+
+static void hook_begin(void *ctx, const mx_seq_in *seqs, int n_seqs, bool all) {
+    (void)ctx;
+    if (g.rank != 0) return; /* a worker's pass was announced already */
+    int N = 0;
+    for (int s = 0; s < n_seqs; s++) {
+        if (seqs[s].embeds || seqs[s].mpos || seqs[s].span_lo) die("image rows, multi-axis positions and spans are not supported in a distributed pass");
+        N += seqs[s].n;
+    }
+    g.st.passes++;
+    int pay = n_seqs * SEQ_INTS + N;
+    size_t need = (size_t)(HDR > 5 + pay ? HDR : 5 + pay);
+    if (need > g.n_step) {
+        int *nb = realloc(g.step, sizeof(int) * need);
+        if (!nb) die("out of memory");
+        g.step = nb;
+        g.n_step = need;
+    }
+    int *buf = g.step;
+    memset(buf, 0, sizeof(int) * HDR);
+    buf[0] = CMD_STEP, buf[1] = n_seqs, buf[2] = all, buf[3] = N, buf[4] = pay;
+    int *p = buf + 5, *tok = p + n_seqs * SEQ_INTS;
+    for (int s = 0; s < n_seqs; s++) {
+        mx_kv *kv = seqs[s].kv;
+        if (!kv->dist_id) kv->dist_id = ++g.next_id;
+        int *q = p + s * SEQ_INTS;
+        q[0] = kv->dist_id, q[1] = kv->cap, q[2] = kv->len, q[3] = seqs[s].n, q[4] = seqs[s].seg_end, q[5] = seqs[s].rope_shift;
+        memcpy(tok, seqs[s].tokens, sizeof(int) * (size_t)seqs[s].n);
+        tok += seqs[s].n;
+    }
+    bcast_ints(buf, HDR);
+    if (5 + pay > HDR) bcast_ints(buf + 5, pay);
+}
+
+static void hook_recv(void *ctx, float *x, size_t n) {
+    (void)ctx;
+    TIMED(MPI_Recv(x, (int)n, MPI_FLOAT, g.rank - g.tp, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE), 0);
+    g.st.msgs--; /* counted by the sender */
+}
+
+static void hook_send(void *ctx, const float *x, size_t n) {
+    (void)ctx;
+    TIMED(MPI_Send(x, (int)n, MPI_FLOAT, g.rank + g.tp, 1, MPI_COMM_WORLD), n * 4);
+}
+
+static void hook_reduce(void *ctx, float *x, size_t n) {
+    (void)ctx;
+    TIMED(MPI_Allreduce(MPI_IN_PLACE, x, (int)n, MPI_FLOAT, MPI_SUM, g.tp_comm), n * 4);
+}
+
+/* the last stage's output (its part 0's) goes back to rank 0, which has the head: hidden states, not logits */
+static void hook_final(void *ctx, float *x, size_t n, bool send) {
+    (void)ctx;
+    int last = (g.pp - 1) * g.tp;
+    if (send && g.rank == last) TIMED(MPI_Send(x, (int)n, MPI_FLOAT, 0, 2, MPI_COMM_WORLD), n * 4);
+    else if (!send && g.rank == 0) {
+        TIMED(MPI_Recv(x, (int)n, MPI_FLOAT, last, 2, MPI_COMM_WORLD, MPI_STATUS_IGNORE), 0);
+        g.st.msgs--;
+    }
+}
+
+static void hook_kv_free(void *ctx, int id) {
+    (void)ctx;
+    if (g.rank != 0 || g.stopped) return;
+    int buf[HDR] = {CMD_FREE, id};
+    bcast_ints(buf, HDR);
+}
+
+static const mx_dist_ops g_ops = {.begin = hook_begin, .recv_hidden = hook_recv, .send_hidden = hook_send, .reduce = hook_reduce,
+                                  .final_hidden = hook_final, .kv_free = hook_kv_free};
+
+/* ---- planning a process's part ---- */
+
+static const char *block_name(const mx_block_ops *b) { return b && b->name ? b->name : "?"; }
+
+/* Tensor parallelism splits attention by heads and the dense MLP by width;
+ * anything else is refused by name. */
+static int tp_check(const mx_model *m, int T) {
+    const mx_arch *a = &m->arch;
+    const char *fam = a->family ? a->family : "?";
+    if (a->ple.dim || a->altup.n) return mx_set_err("--tp: %s has per-layer inputs or AltUp streams, which cannot be split (use --pp)", fam);
+    for (int l = 0; l < a->n_layers; l++) {
+        const mx_layer_spec *ls = &a->layers[l];
+        bool mla = ls->mixer == &mx_block_mla; /* by heads: q_b / q and kv_b rows, o columns; the latent cache whole */
+        if (mla && a->mla.index_topk > 0) return mx_set_err("--tp: %s's sparse-attention indexer cannot be split by heads yet (use --pp)", fam);
+        if (!mla && ls->mixer != &mx_block_attention)
+            return mx_set_err("--tp: %s layer %d runs a '%s' mixer, which cannot be split among processes (use --pp)", fam, l, block_name(ls->mixer));
+        if (ls->ffn == &mx_block_moe) {
+            const mx_moe_spec *ms = &a->moe;
+            if (ms->n_zero) return mx_set_err("--tp: %s has identity experts, which cannot be split by width (use --pp)", fam);
+            if (ms->ffn % T || ms->shared_ffn % T)
+                return mx_set_err("--tp %d: %s's expert width %d or shared expert width %d does not divide by %d", T, fam, ms->ffn, ms->shared_ffn, T);
+        } else if (ls->ffn && ls->ffn != &mx_block_mlp)
+            return mx_set_err("--tp: %s layer %d runs a '%s' ffn, which cannot be split among processes yet (use --pp)", fam, l, block_name(ls->ffn));
+        if (ls->mixer2 || ls->post || ls->shortcut || ls->branch || ls->xattn)
+            return mx_set_err("--tp: %s layer %d has a second mixer, post, shortcut, branch or cross-attention block, which cannot be split (use --pp)", fam, l);
+        if (ls->gate_sparsity > 0) return mx_set_err("--tp: %s layer %d: the MLP's gate sparsity needs the whole width (use --pp)", fam, l);
+        const mx_attn_spec *at = ls->attn;
+        if (at->gate || at->names.gate || at->names.out_norm || ls->kv_shared || at->k_eq_v ||
+            (at->qk_norm != MX_QKNORM_NONE && at->qk_norm != MX_QKNORM_HEAD))
+            return mx_set_err("--tp: %s layer %d: its attention (output gate, norm over all heads or shared K/V) "
+                              "cannot be split by heads (use --pp)", fam, l);
+        if ((!mla && at->n_kv_heads % T) || at->n_heads % T)
+            return mx_set_err("--tp %d: %s has %d attention heads and %d KV heads; both must divide by %d (GQA groups stay together)", T, fam,
+                              at->n_heads, at->n_kv_heads, T);
+        int F = ls->ffn_width ? ls->ffn_width : a->ffn;
+        if (ls->ffn && F % T) return mx_set_err("--tp %d: %s layer %d: the MLP width %d does not divide by %d", T, fam, l, F, T);
+    }
+    if (a->names.ffn_act_norm) return mx_set_err("--tp: %s has a norm inside its MLP, which needs the whole width (use --pp)", fam);
+    return MX_OK;
+}
+
+/* A stage may start at layer b when no later layer reads the K/V cache of a
+ * layer before b (Gemma 3n / 4's KV-shared layers): caches stay in their stage. */
+static bool cut_ok(const mx_arch *a, int b) {
+    for (int l = b; l < a->n_layers; l++)
+        if (a->layers[l].kv_shared && a->layers[l].kv_from < b) return false;
+    return true;
+}
+
+/* the layer ranges of the stages: as even as the KV-shared layers allow */
+static int plan_stages(const mx_arch *a, int P, int *cuts) {
+    int n = a->n_layers;
+    cuts[0] = 0;
+    cuts[P] = n;
+    for (int s = 1; s < P; s++) {
+        int ideal = (int)((long)n * s / P), lo = cuts[s - 1] + 1, hi = n - (P - s), b = -1;
+        for (int d = 0; d <= n && b < 0; d++) {
+            if (ideal - d >= lo && ideal - d <= hi && cut_ok(a, ideal - d)) b = ideal - d;
+            else if (ideal + d >= lo && ideal + d <= hi && cut_ok(a, ideal + d)) b = ideal + d;
+        }
+        if (b < 0)
+            return mx_set_err("--pp %d: %s's layers cannot be cut into %d stages that keep each KV-shared layer with the layer whose cache it reads",
+                              P, a->family ? a->family : "?", P);
+        cuts[s] = b;
+    }
+    return MX_OK;
+}
+
+int mx_dist_shard(mx_model *m) {
+    if (!g.active) return MX_OK;
+    mx_arch *a = &m->arch;
+    const char *fam = a->family ? a->family : "?";
+    if (a->encoder) return mx_set_err("%s is an encoder-decoder: distributed runs take decoder-only models", fam);
+    if (g.pp > a->n_layers) return mx_set_err("--pp %d: %s has only %d layers", g.pp, fam, a->n_layers);
+    if (g.tp > 1) {
+        if (tp_check(m, g.tp)) return MX_ERR;
+        for (int k = 0; k < a->n_attn_specs; k++) {
+            a->attn_specs[k]->n_heads /= g.tp;
+            a->attn_specs[k]->n_kv_heads /= g.tp;
+        }
+        a->ffn /= g.tp;
+        a->moe.ffn /= g.tp;
+        a->moe.shared_ffn /= g.tp;
+        for (int l = 0; l < a->n_layers; l++) a->layers[l].ffn_width /= g.tp;
+    }
+    int *cuts = malloc(sizeof(int) * (size_t)(g.pp + 1));
+    if (!cuts) return mx_set_err("out of memory");
+    if (plan_stages(a, g.pp, cuts)) { free(cuts); return MX_ERR; }
+    g.shard = (mx_shard){.ops = &g_ops, .layer_lo = cuts[g.stage], .layer_hi = cuts[g.stage + 1], .tp = g.tp, .tp_rank = g.part,
+                         .embeds = g.stage == 0, .head = g.rank == 0};
+    free(cuts);
+    m->shard = &g.shard;
+    return MX_OK;
+}
+
+int mx_dist_loaded(int rc) {
+    if (!g.active) return rc;
+    char msg[512] = {0};
+    if (rc) snprintf(msg, sizeof msg, "%s", mx_errmsg());
+    char *all = g.rank == 0 ? calloc((size_t)g.size, sizeof msg) : NULL;
+    MPI_Gather(msg, sizeof msg, MPI_CHAR, all, sizeof msg, MPI_CHAR, 0, MPI_COMM_WORLD);
+    int bad = -1;
+    if (g.rank == 0)
+        for (int r = 0; r < g.size && bad < 0; r++)
+            if (all[(size_t)r * sizeof msg]) bad = r;
+    MPI_Bcast(&bad, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    if (bad > 0 && g.rank == 0) mx_set_err("rank %d (stage %d, part %d): %s", bad, bad / g.tp, bad % g.tp, all + (size_t)bad * sizeof msg);
+    else if (bad >= 0 && !rc) mx_set_err("rank %d failed to load its part", bad);
+    free(all);
+    g.loaded = bad < 0; /* the workers now serve passes until rank 0 stops them */
+    return bad >= 0 ? MX_ERR : MX_OK;
+}
+
+/* ---- the workers ---- */
+
+typedef struct {
+    int id;
+    mx_kv *kv;
+} kv_slot;
+
+int mx_dist_worker(const mx_model *m) {
+    if (!g.active || g.rank == 0) return MX_OK;
+    mx_pool *pool = mx_pool_new(g.threads);
+    kv_slot *kvs = NULL;
+    int n_kvs = 0, mt = 0, mc = 0, rc = MX_OK;
+    mx_ctx *ctx = NULL;
+    float *logits = NULL; /* a worker never has the head: mx_forward writes none */
+    int *buf = NULL, *pay = NULL;
+    mx_seq_in *seqs = NULL;
+    size_t nbuf = 0, nseqs = 0;
+    int hdr[HDR];
+    if (!pool) return MX_ERR;
+    for (;;) {
+        bcast_ints(hdr, HDR);
+        if (hdr[0] == CMD_STOP) break;
+        if (hdr[0] == CMD_FREE) {
+            for (int i = 0; i < n_kvs; i++)
+                if (kvs[i].id == hdr[1]) {
+                    mx_kv_free(kvs[i].kv);
+                    kvs[i] = kvs[--n_kvs];
+                    break;
+                }
+            continue;
+        }
+        if (hdr[0] != CMD_STEP) die("unknown command from rank 0");
+        g.st.passes++;
+        int n_seqs = hdr[1], N = hdr[3], np = hdr[4];
+        bool all = hdr[2];
+        if ((size_t)np > nbuf) {
+            free(buf);
+            if (!(buf = malloc(sizeof(int) * (size_t)np))) die("out of memory");
+            nbuf = (size_t)np;
+        }
+        if (5 + np > HDR) bcast_ints(buf, np);
+        else memcpy(buf, hdr + 5, sizeof(int) * (size_t)np);
+        pay = buf;
+        if ((size_t)n_seqs > nseqs) {
+            free(seqs);
+            if (!(seqs = calloc((size_t)n_seqs, sizeof *seqs))) die("out of memory");
+            nseqs = (size_t)n_seqs;
+        }
+        const int32_t *tok = pay + n_seqs * SEQ_INTS;
+        int need_ctx = 0;
+        for (int s = 0; s < n_seqs; s++) {
+            const int *q = pay + s * SEQ_INTS;
+            mx_kv *kv = NULL;
+            for (int i = 0; i < n_kvs && !kv; i++)
+                if (kvs[i].id == q[0]) kv = kvs[i].kv;
+            if (!kv) {
+                kv_slot *nk = realloc(kvs, sizeof *kvs * (size_t)(n_kvs + 1));
+                if (!nk || !(kv = mx_kv_new(m, q[1]))) die(mx_errmsg());
+                kvs = nk;
+                kvs[n_kvs++] = (kv_slot){q[0], kv};
+            }
+            kv->len = q[2];
+            seqs[s] = (mx_seq_in){.kv = kv, .tokens = tok, .n = q[3], .seg_end = q[4], .rope_shift = q[5]};
+            tok += q[3];
+            need_ctx = MX_MAX(need_ctx, kv->cap);
+        }
+        if (!ctx || N > mt || need_ctx > mc) {
+            mx_ctx_free(ctx);
+            mt = MX_MAX(mt, N);
+            mc = MX_MAX(mc, need_ctx);
+            if (!(ctx = mx_ctx_new(m, mt, mc, pool))) die(mx_errmsg());
+        }
+        if (mx_forward(ctx, seqs, n_seqs, logits, all)) die(mx_errmsg());
+    }
+    for (int i = 0; i < n_kvs; i++) mx_kv_free(kvs[i].kv);
+    free(kvs);
+    mx_ctx_free(ctx);
+    free(logits);
+    free(buf);
+    free(seqs);
+    mx_pool_free(pool);
+    return rc;
+}
+
+static void stop_workers(void) {
+    if (g.active && g.loaded && g.rank == 0 && !g.stopped) {
+        int buf[HDR] = {CMD_STOP};
+        bcast_ints(buf, HDR);
+    }
+    g.stopped = true;
+}
+
+void mx_dist_report(void) {
+    if (!g.active) return;
+    stop_workers();
+    double mine[4] = {(double)g.st.msgs, g.st.bytes, g.st.seconds, (double)g.st.passes}, *all = NULL;
+    if (g.rank == 0 && !(all = calloc((size_t)g.size * 4, sizeof(double)))) return;
+    MPI_Gather(mine, 4, MPI_DOUBLE, all, 4, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    for (int r = 0; g.rank == 0 && r < g.size; r++) {
+        const double *v = all + (size_t)r * 4;
+        double n = v[3] > 0 ? v[3] : 1;
+        fprintf(stderr, "mpi: rank %d (stage %d, part %d): %.0f passes, %.0f messages (%.1f per pass), %.0f bytes sent (%.0f per pass), "
+                        "%.1f ms in MPI (%.3f ms per pass)\n",
+                r, r / g.tp, r % g.tp, v[3], v[0], v[0] / n, v[1], v[1] / n, v[2] * 1e3, v[2] * 1e3 / n);
+    }
+    free(all);
+}
+
+void mx_dist_finish(void) {
+    if (!g.inited) return;
+    stop_workers();
+    g.inited = false;
+    if (g.active) MPI_Comm_free(&g.tp_comm);
+    g.active = false;
+    free(g.step);
+    g.step = NULL;
+    g.n_step = 0;
+    MPI_Finalize();
+}

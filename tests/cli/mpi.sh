@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# Distributed runs over Open MPI (src/dist/, issue 27): `mpirun -np 2
+# generate --tp 2` and `--pp 2` give the single-process logits within
+# 1e-4 * max(1, max|ref|) and the same greedy ids on a dense multi-head one
+# (gpt2: fused qkv, Conv1D layout, biases; TP only), a GQA (llama; its 4-bit
+# copy: TP only), a MoE (mixtral: TP splits
+# every expert's width) and, pipeline only, a hybrid (jamba: Mamba +
+# attention + MoE) fixture, and TP=2 x PP=2 on llama; the server under
+# mpirun (PP=2); the JSON line and the --logits-out file come from rank 0 only; a
+# world size that does not match --tp x --pp, a family TP cannot split and a
+# rank that cannot load its part are refused with one line on rank 0. Then
+# one rank in each of two network namespaces joined by a veth pair (Open MPI
+# over TCP), or a skip line where namespaces cannot be made.
+set -u
+cd "$(dirname "$0")/../.."
+M=${MLXCEL:-$PWD/build/mlxcel}
+T=$(mktemp -d)
+NS=mxmpi$$
+cleanup() {
+  ip netns del ${NS}a 2>/dev/null; ip netns del ${NS}b 2>/dev/null
+  rm -rf "$T"
+}
+trap cleanup EXIT
+ok() { echo "ok mpi/$1"; }
+fail() { echo "FAIL mpi/$1: $2"; }
+if ! command -v mpirun >/dev/null; then fail setup "mpirun is missing (make deps installs openmpi-bin)"; exit 0; fi
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# the plain shared-memory / TCP transports: no UCX or libfabric probing at each start (a third faster here)
+export OMPI_MCA_pml=ob1 OMPI_MCA_osc=^ucx OMPI_MCA_mtl=^ofi
+F=tests/fixtures
+P=1,5,9,33,7,7,12,90,5,9,33,7
+GEN=(generate --prompt-ids $P -n 8 --temp 0 --ignore-eos --output-format json -t 1)
+LAUNCH=(mpirun -np 2 --oversubscribe)
+ids() { python3 -c "import json,sys; print(json.loads(sys.stdin.read().splitlines()[-1])['generated_ids'])" 2>/dev/null; }
+
+# the single-process reference of a fixture
+ref() { "$M" "${GEN[@]}" -m $F/$1 --logits-out "$T/$1.ref.st" 2>"$T/err" | ids >"$T/$1.ref"; }
+# name, fixture, flags...: under ${LAUNCH[@]}, the reference's ids and logits, one JSON line
+same() {
+  local n=$1 fam=$2; shift 2
+  rm -f "$T/x.st"
+  "${LAUNCH[@]}" "$M" "${GEN[@]}" -m $F/$fam --logits-out "$T/x.st" "$@" >"$T/out" 2>"$T/err"; local rc=$?
+  ids <"$T/out" >"$T/x"
+  if [ $rc -eq 0 ] && [ "$(grep -c generated_ids "$T/out")" -eq 1 ] && [ "$(wc -l <"$T/out")" -eq 1 ] && cmp -s "$T/$fam.ref" "$T/x" &&
+     python3 tests/lib/st_cmp.py "$T/$fam.ref.st" "$T/x.st" >"$T/cmp" 2>&1; then ok "$n"
+  else fail "$n" "rc $rc: $(cat "$T/$fam.ref" "$T/x" "$T/cmp" 2>/dev/null | tr '\n' ' ') $(grep -m2 . "$T/err" | tr '\n' ' ')"; fi
+}
+for fam in gpt2 llama mlxq_affine_b4_g64 mixtral jamba; do
+  ref $fam || { fail "$fam/ref" "$(tail -1 "$T/err")"; continue; }
+  case $fam in gpt2|mlxq_affine_b4_g64) ;; *) same "$fam/pp2" $fam --pp 2 ;; esac # a stage boundary does not depend on the format
+  [ $fam = jamba ] || same "$fam/tp2" $fam --tp 2
+done
+LAUNCH=(mpirun -np 4 --oversubscribe)
+same llama/tp2pp2 llama --tp 2 --pp 2
+LAUNCH=(mpirun -np 2 --oversubscribe)
+
+# the server under mpirun: rank 0 answers HTTP, the pipeline's second stage serves its passes; the
+# completion is generate's text (the small chat model: llama fixture + test tokenizer)
+mkdir -p "$T/chat"
+cp tests/server/tinymodel/*.json $F/llama/model.safetensors "$T/chat/"
+want=$("$M" generate -m "$T/chat" --prompt-ids 1,5,9,13,17,3,8 -n 6 --temp 0 --ignore-eos -t 1 --output-format json 2>/dev/null |
+       python3 -c "import json,sys; print(json.dumps(json.loads(sys.stdin.read())['text']))")
+port=$((20000 + $$ % 20000))
+mpirun -np 2 --oversubscribe "$M" serve -m "$T/chat" --port $port -t 1 -c 64 --pp 2 >"$T/srv.out" 2>&1 &
+srv=$!
+for i in $(seq 100); do curl -sf localhost:$port/health >/dev/null 2>&1 && break; sleep 0.1; done
+got=$(curl -s localhost:$port/v1/completions -H 'content-type: application/json' \
+      -d '{"prompt":[1,5,9,13,17,3,8],"max_tokens":6,"temperature":0,"ignore_eos":true}' |
+      python3 -c "import json,sys; print(json.dumps(json.loads(sys.stdin.read())['choices'][0]['text']))" 2>/dev/null)
+kill -INT $srv 2>/dev/null; wait $srv 2>/dev/null
+if [ -n "$want" ] && [ "$want" = "$got" ]; then ok serve/pp2; else fail serve/pp2 "generate $want, served $got: $(tail -2 "$T/srv.out" | tr '\n' ' ')"; fi
+
+# bench under mpirun: one JSON report, from rank 0
+mpirun -np 2 --oversubscribe "$M" bench -m $F/llama -p 8 -n 4 -r 1 -t 1 --tp 2 --bw-mb 16 --json >"$T/out" 2>"$T/err"; rc=$?
+if [ $rc -eq 0 ] && [ "$(grep -c '"tg_tps"' "$T/out")" -eq 1 ]; then ok bench/tp2; else fail bench/tp2 "rc $rc: $(head -c 300 "$T/out") $(grep -m2 . "$T/err")"; fi
+
+# refusals: one line from rank 0, non-zero exit
+refuse() { # name, pattern, np, flags...
+  local n=$1 pat=$2 np=$3; shift 3
+  mpirun -np $np --oversubscribe "$M" "${GEN[@]}" "$@" >"$T/out" 2>"$T/err"; local rc=$?
+  local lines; lines=$(grep -c '^mlxcel' "$T/err")
+  if [ $rc -ne 0 ] && [ "$lines" -eq 1 ] && grep -q "$pat" "$T/err" && [ ! -s "$T/out" ]; then ok "$n"
+  else fail "$n" "rc $rc, $lines lines: $(grep -m3 . "$T/err" | tr '\n' ' ')"; fi
+}
+refuse world_size "needs 2 processes, but mpirun started 3" 3 -m $F/llama --tp 2
+refuse tp_recurrent "jamba layer 0 runs a 'mamba' mixer, which cannot be split" 2 -m $F/jamba --tp 2
+# a checkpoint whose second half lacks a tensor: only rank 1 (stage 1) fails to load
+mkdir -p "$T/broken"
+cp $F/llama/config.json $F/llama/generation_config.json "$T/broken/"
+python3 - $F/llama/model.safetensors "$T/broken/model.safetensors" <<'PY'
+import json, struct, sys
+b = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])
+del h["model.layers.1.mlp.down_proj.weight"]
+hb = json.dumps(h).encode()
+hb += b" " * (-len(hb) % 8)
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(hb)) + hb + b[8 + n:])
+PY
+refuse rank_load "rank 1 (stage 1, part 0): .*model.layers.1.mlp.down_proj" 2 -m "$T/broken" --pp 2
+
+# two hosts: one rank in each of two network namespaces joined by a veth pair
+if ip netns add ${NS}a 2>/dev/null && ip netns add ${NS}b 2>/dev/null &&
+   ip link add ${NS}x type veth peer name ${NS}y 2>/dev/null &&
+   ip link set ${NS}x netns ${NS}a && ip link set ${NS}y netns ${NS}b &&
+   ip -n ${NS}a addr add 10.233.0.1/24 dev ${NS}x && ip -n ${NS}b addr add 10.233.0.2/24 dev ${NS}y &&
+   ip -n ${NS}a link set ${NS}x up && ip -n ${NS}b link set ${NS}y up &&
+   ip -n ${NS}a link set lo up && ip -n ${NS}b link set lo up; then
+  # the "remote shell" that starts Open MPI's daemon on host 10.233.0.2 runs it in namespace b
+  cat >"$T/nsrsh" <<EOF
+#!/bin/sh
+host=\$1; shift
+[ "\$host" = 10.233.0.2 ] || { echo "nsrsh: unknown host \$host" >&2; exit 1; }
+exec ip netns exec ${NS}b sh -c "\$*"
+EOF
+  chmod +x "$T/nsrsh"
+  printf '10.233.0.1 slots=1\n10.233.0.2 slots=1\n' >"$T/hosts"
+  LAUNCH=(ip netns exec ${NS}a mpirun -np 2 --hostfile "$T/hosts" --mca plm_rsh_agent "$T/nsrsh"
+          --mca btl tcp,self --mca btl_tcp_if_include 10.233.0.0/24 --mca oob_tcp_if_include 10.233.0.0/24)
+  same two_hosts/tp2 llama --tp 2
+else
+  echo "skip mpi/two_hosts: cannot create network namespaces here"
+fi
