@@ -94,7 +94,7 @@ await attempt('messages/tools', async () => {
 
 await attempt('messages/refused', async () => {
   const cases = [
-    ['image', { messages: [{ role: 'user', content: [{ type: 'image', source: { type: 'base64', media_type: 'image/png', data: 'AA==' } }] }], max_tokens: 4 }, /image blocks are not supported/],
+    ['image', { messages: [{ role: 'user', content: [{ type: 'image', source: { type: 'base64', media_type: 'image/png', data: 'AA==' } }] }], max_tokens: 4 }, /does not take images/],
     ['thinking', { messages: user('x'), max_tokens: 4, thinking: { type: 'enabled', budget_tokens: 1024 } }, /'thinking'.*not supported/],
     ['unknown_field', { messages: user('x'), max_tokens: 4, service_tier: 'auto' }, /'service_tier' is not supported/],
     ['max_tokens', { messages: user('x') }, /'max_tokens' is required/],
