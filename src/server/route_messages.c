@@ -235,7 +235,7 @@ static bool add_message(json_t *m, size_t i, json_t *out, char *err, size_t errn
 }
 
 /* The Anthropic request -> the OpenAI chat request (new), or NULL + err. */
-static json_t *translate(server *sv, json_t *req, bool count_only, char *err, size_t errn) {
+static json_t *translate(server *sv, json_t *req, bool count_only, int *budget, char *err, size_t errn) {
     static const char *const keys[] = {"model", "max_tokens", "messages", "system", "stop_sequences", "temperature", "top_p", "top_k",
                                        "stream", "tools", "tool_choice", "metadata", "thinking", NULL};
     if (!mx_only_fields(req, keys, "", err, errn)) return NULL;
@@ -249,14 +249,41 @@ static json_t *translate(server *sv, json_t *req, bool count_only, char *err, si
     if (!count_only && !json_is_integer(json_object_get(req, "max_tokens"))) { snprintf(err, errn, "'max_tokens' is required (an integer)"); goto bad; }
     json_t *md = json_object_get(req, "metadata"); /* user_id: for the client's records, nothing to do here */
     if (md && !json_is_null(md) && !json_is_object(md)) { snprintf(err, errn, "'metadata' must be an object"); goto bad; }
+    /* thinking: disabled (enable_thinking false for a thinking template), or
+     * enabled with a budget the generation holds to (parse sets it up) */
+    *budget = 0;
     json_t *th = json_object_get(req, "thinking");
     if (th && !json_is_null(th)) {
+        static const char *const th_keys[] = {"type", "budget_tokens", NULL};
         const char *t = json_string_value(json_object_get(th, "type"));
-        if (!t || strcmp(t, "disabled")) {
-            snprintf(err, errn, "'thinking' {\"type\": \"%.32s\"} is not supported (only \"disabled\"); a thinking model thinks as its template says", t ? t : "?");
+        if (!json_is_object(th) || !t) { snprintf(err, errn, "'thinking' must be an object with a type"); goto bad; }
+        if (!mx_only_fields(th, th_keys, "thinking", err, errn)) goto bad;
+        json_t *bt = json_object_get(th, "budget_tokens");
+        if (!strcmp(t, "disabled")) {
+            if (bt) { snprintf(err, errn, "'thinking.budget_tokens' goes with \"type\": \"enabled\" only"); goto bad; }
+            if (sv->tm.reasoning) json_object_set_new(o, "chat_template_kwargs", json_pack("{s:b}", "enable_thinking", 0));
+        } else if (!strcmp(t, "enabled")) {
+            json_t *mt = json_object_get(req, "max_tokens");
+            if (!json_is_integer(bt) || json_integer_value(bt) < 1024 || (json_is_integer(mt) && json_integer_value(bt) >= json_integer_value(mt))) {
+                snprintf(err, errn, "'thinking.budget_tokens' must be an integer, at least 1024 and less than 'max_tokens'");
+                goto bad;
+            }
+            if (!sv->tm.reasoning) {
+                snprintf(err, errn, "'thinking' enabled: this model's chat template has no thinking (<think>) block; leave 'thinking' out or disabled");
+                goto bad;
+            }
+            json_t *tc = json_object_get(req, "tool_choice");
+            const char *tct = json_string_value(json_object_get(tc, "type"));
+            if (tct && (!strcmp(tct, "any") || !strcmp(tct, "tool"))) {
+                snprintf(err, errn, "'thinking' enabled cannot go with 'tool_choice' %s (as with Anthropic: use auto or none)", tct);
+                goto bad;
+            }
+            json_object_set_new(o, "chat_template_kwargs", json_pack("{s:b}", "enable_thinking", 1));
+            *budget = json_integer_value(bt) > INT32_MAX ? INT32_MAX : (int)json_integer_value(bt);
+        } else {
+            snprintf(err, errn, "'thinking.type' must be \"enabled\" or \"disabled\"");
             goto bad;
         }
-        if (sv->tm.reasoning) json_object_set_new(o, "chat_template_kwargs", json_pack("{s:b}", "enable_thinking", 0));
     }
     json_t *sys = json_object_get(req, "system");
     if (sys && !json_is_null(sys)) {
@@ -444,10 +471,36 @@ static void a_fail(mx_gen *x, const char *type, const char *msg) {
 
 static const mx_gen_format a_format = {"msg", a_logprob, a_delta, a_final, a_reply, a_fail, NULL};
 
+/* A marker's token ids (as the tokenizer reads the text alone). */
+static bool marker_ids(server *sv, const char *text, int32_t *out, int *n, char *err, size_t errn) {
+    int32_t *ids = NULL;
+    int k = 0;
+    if (mx_tok_encode(sv->tm.tok, text, strlen(text), false, &ids, &k) || k < 1 || k > MX_THINK_MARK_MAX) {
+        free(ids);
+        snprintf(err, errn, "'thinking': this model's tokenizer does not read %s as at most %d tokens", text, MX_THINK_MARK_MAX);
+        return false;
+    }
+    memcpy(out, ids, sizeof(int32_t) * (size_t)k);
+    *n = k;
+    free(ids);
+    return true;
+}
+
+/* The thinking budget: the reasoning block (open from the start when the
+ * prompt opened it, else when the reply begins with <think>) gets budget
+ * tokens; then the scheduler writes </think> and the reply goes on. */
+static bool set_budget(server *sv, int budget, mx_gen_params *g, char *err, size_t errn) {
+    g->p.think_budget = budget;
+    g->p.n_think_open = 0;
+    if (!g->starts_in_think && !marker_ids(sv, "<think>", g->p.think_open, &g->p.n_think_open, err, errn)) return false;
+    return marker_ids(sv, "</think>", g->p.think_end, &g->p.n_think_end, err, errn);
+}
+
 static bool parse(server *sv, mx_srv_req *rq, json_t *req, bool count_only, mx_gen_params *g, char *err, size_t errn) {
-    json_t *o = translate(sv, req, count_only, err, errn);
+    int budget = 0;
+    json_t *o = translate(sv, req, count_only, &budget, err, errn);
     if (!o) return false;
-    bool ok = mx_chat_parse(sv, o, mx_srv_body_len(rq), g, err, errn);
+    bool ok = mx_chat_parse(sv, o, mx_srv_body_len(rq), g, err, errn) && (!budget || count_only || set_budget(sv, budget, g, err, errn));
     json_decref(o);
     return ok;
 }
