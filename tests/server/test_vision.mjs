@@ -2,7 +2,10 @@
 // part (data URL) gives the same greedy text as `mlxcel generate --image` on
 // the same prompt, blocking and streaming; an image seen before comes from
 // the cache; a local file works only under --allowed-image-dir; remote URLs,
-// bad data and images for a text model are 400s. Prints ok/FAIL lines.
+// bad data and images for a text model are 400s. The same image through
+// /v1/responses (input_image) and /v1/messages (@anthropic-ai/sdk, image
+// blocks) gives chat's reply; text documents through /v1/messages. Prints
+// ok/FAIL lines.
 import OpenAI from 'openai';
 import Anthropic from '@anthropic-ai/sdk';
 import fs from 'fs';
@@ -93,6 +96,23 @@ try {
 } catch (e) {
   fail('image_with_grammar_equals_generate', `${e.status} ${String(e.stderr || e.message).trim()}`);
 }
+
+// the Responses route: an input_image part gives the same greedy reply and
+// prompt tokens as chat; file_id, detail other than auto and remote URLs are 400s
+try {
+  const ref = await client.chat.completions.create({ model: 'gemma3', max_tokens: 16, temperature: 0, messages: msgs(dataUrl) });
+  const input = [{ role: 'user', content: [{ type: 'input_image', image_url: dataUrl, detail: 'auto' }, { type: 'input_text', text: question }] }];
+  const r = await client.responses.create({ model: 'gemma3', input, max_output_tokens: 16, temperature: 0, store: false });
+  check('responses_image_equals_chat', r.output_text === ref.choices[0].message.content && r.usage.input_tokens === ref.usage.prompt_tokens,
+    `${JSON.stringify(r.output_text)} ${r.usage.input_tokens} vs ${JSON.stringify(ref.choices[0].message.content)} ${ref.usage.prompt_tokens}`);
+} catch (e) {
+  fail('responses_image_equals_chat', `${e.status} ${e.message}`);
+}
+const rImg = (part) => client.responses.create({ model: 'gemma3', max_output_tokens: 4, store: false,
+  input: [{ role: 'user', content: [{ type: 'input_image', ...part }, { type: 'input_text', text: question }] }] });
+await expect400('responses_file_id_refused', rImg({ file_id: 'file-123' }), 'file_id');
+await expect400('responses_detail_refused', rImg({ image_url: dataUrl, detail: 'high' }), 'detail');
+await expect400('responses_remote_url_refused', rImg({ image_url: 'https://example.com/cat.png' }), 'not fetched');
 
 // the Anthropic route (official @anthropic-ai/sdk): an image block gives the
 // same greedy reply and prompt tokens as the same image through chat; URL
