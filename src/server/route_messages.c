@@ -198,20 +198,15 @@ static bool add_message(json_t *m, size_t i, json_t *out, char *err, size_t errn
             snprintf(what + strlen(what), sizeof what - strlen(what), ".content");
             json_t *rt = result_content(rc, what, err, errn);
             if (!rt) { ok = false; break; }
-            if (json_is_true(ie)) { /* the template has no error flag: say it in the text */
-                json_t *e = json_string("Error: ");
-                if (json_is_string(rt)) {
-                    json_decref(e);
-                    mx_buf eb = {0};
-                    mx_buf_puts(&eb, "Error: ");
-                    mx_buf_append(&eb, json_string_value(rt), json_string_length(rt));
-                    e = json_stringn(eb.data, eb.len);
-                    mx_buf_free(&eb);
-                    json_decref(rt);
-                    rt = e;
-                } else { /* parts: the flag goes first */
-                    json_array_insert_new(rt, 0, json_pack("{s:s,s:o}", "type", "text", "text", e));
-                }
+            if (json_is_true(ie) && json_is_string(rt)) { /* the template has no error flag: say it in the text */
+                mx_buf e = {0};
+                mx_buf_puts(&e, "Error: ");
+                mx_buf_append(&e, json_string_value(rt), json_string_length(rt));
+                json_decref(rt);
+                rt = json_stringn(e.data ? e.data : "Error", e.data ? e.len : 5);
+                mx_buf_free(&e);
+            } else if (json_is_true(ie)) { /* parts (with images): the flag goes first */
+                json_array_insert_new(rt, 0, json_pack("{s:s,s:s}", "type", "text", "text", "Error: "));
             }
             json_array_append_new(out, json_pack("{s:s,s:O,s:o}", "role", "tool", "tool_call_id", id, "content", rt));
         } else {
