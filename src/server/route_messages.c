@@ -40,6 +40,24 @@ static bool add_image(json_t *b, const char *what, json_t *parts, char *err, siz
     }
     if (!strcmp(mt, "image/gif")) { snprintf(err, errn, "'%s': GIF images are not supported (PNG, JPEG and WebP are)", what); return false; }
     if (!json_is_string(data) || !json_string_length(data)) { snprintf(err, errn, "'%s.source.data' must be a non-empty base64 string", what); return false; }
+    /* the data's signature must be the media type's (as Anthropic checks) */
+    uint8_t head[12] = {0};
+    const char *d = json_string_value(data);
+    size_t nb = 0;
+    for (size_t q = 0; q + 4 <= json_string_length(data) && nb < sizeof head; q += 4) {
+        uint32_t v = 0;
+        for (int k = 0; k < 4; k++) {
+            const char *a = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/", *f = d[q + k] ? strchr(a, d[q + k]) : NULL;
+            v = v << 6 | (f ? (uint32_t)(f - a) : 0);
+        }
+        head[nb++] = (uint8_t)(v >> 16);
+        head[nb++] = (uint8_t)(v >> 8);
+        head[nb++] = (uint8_t)v;
+    }
+    bool match = !strcmp(mt, "image/png") ? !memcmp(head, "\x89PNG", 4)
+               : !strcmp(mt, "image/jpeg") ? head[0] == 0xFF && head[1] == 0xD8 && head[2] == 0xFF
+               : !memcmp(head, "RIFF", 4) && !memcmp(head + 8, "WEBP", 4);
+    if (!match) { snprintf(err, errn, "'%s.source': the image data is not %s (its media_type)", what, mt); return false; }
     mx_buf url = {0};
     mx_buf_printf(&url, "data:%s;base64,", mt);
     mx_buf_append(&url, json_string_value(data), json_string_length(data));

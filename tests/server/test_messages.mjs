@@ -97,7 +97,7 @@ await attempt('messages/tools', async () => {
 
 await attempt('messages/refused', async () => {
   const cases = [
-    ['image', { messages: [{ role: 'user', content: [{ type: 'image', source: { type: 'base64', media_type: 'image/png', data: 'AA==' } }] }], max_tokens: 4 }, /does not take images/],
+    ['image', { messages: [{ role: 'user', content: [{ type: 'image', source: { type: 'base64', media_type: 'image/png', data: 'AA==' } }] }], max_tokens: 4 }, /the image data is not image\/png/],
     ['thinking_not_a_thinking_model', { messages: user('x'), max_tokens: 2000, thinking: { type: 'enabled', budget_tokens: 1024 } }, /has no thinking/],
     ['thinking_small_budget', { messages: user('x'), max_tokens: 2000, thinking: { type: 'enabled', budget_tokens: 1023 } }, /at least 1024/],
     ['thinking_budget_over_max_tokens', { messages: user('x'), max_tokens: 1024, thinking: { type: 'enabled', budget_tokens: 1024 } }, /less than 'max_tokens'/],

@@ -150,7 +150,11 @@ await expect400a('messages_image_url_refused', anth.messages.create({ model: 'ge
 await expect400a('messages_gif_refused', anth.messages.create({ model: 'gemma3', max_tokens: 4, messages: aMsgs(imgBlock('image/gif', 'R0lGODlhAQABAAAAACw=')) }), 'GIF');
 await expect400a('messages_bad_media_type_refused', anth.messages.create({ model: 'gemma3', max_tokens: 4, messages: aMsgs(imgBlock('image/bmp')) }), 'media_type');
 await expect400a('messages_not_an_image_refused', anth.messages.create({ model: 'gemma3', max_tokens: 4, messages: aMsgs(imgBlock('image/png', 'aGVsbG8gd29ybGQ=')) }),
-  'not a PNG, JPEG or WebP');
+  'is not image/png');
+await expect400a('messages_media_type_mismatch_refused', anth.messages.create({ model: 'gemma3', max_tokens: 4, messages: aMsgs(imgBlock('image/jpeg')) }),
+  'is not image/jpeg');
+await expect400a('messages_truncated_image_refused', anth.messages.create({ model: 'gemma3', max_tokens: 4,
+  messages: aMsgs(imgBlock('image/png', png.subarray(0, 500).toString('base64'))) }), 'truncated');
 await expect400a('messages_text_model_refuses_images', anthText.messages.create({ model: 'tinychat', max_tokens: 4, messages: aMsgs(imgBlock()) }),
   'does not take images');
 await expect400a('messages_pdf_refused', anthText.messages.create({ model: 'tinychat', max_tokens: 4,
