@@ -28,6 +28,8 @@ struct mx_req {
     double t_submit, t_first, t_end; /* mx_now() at submit, first token, finish */
     mx_constraint con;        /* the grammar's state (con.m NULL: unconstrained) */
     int allowed;              /* tokens the mask of this step allows (computed outside the lock) */
+    int think_state;          /* thinking budget: 0 before the block, 1 in it, 2 after it (or none) */
+    int think_match, think_n; /* marker tokens matched so far; tokens generated in the block */
     uint64_t id;              /* unique, from 1 */
     uint64_t lead_id;         /* n > 1: the id of the request whose prompt this one shares (0: none) */
     mx_req *next;
@@ -241,6 +243,21 @@ static void finish(mx_sched *s, slot *sl, mx_finish why) {
     (void)s;
 }
 
+/* The thinking budget's view of a generated token: the block opening,
+ * its length and its end marker (matched token by token). */
+static void think_track(mx_req *r, int32_t tok) {
+    const mx_req_params *p = &r->p;
+    if (r->think_state == 2) return;
+    if (r->think_state == 0) { /* the open marker, only as the reply's first tokens */
+        if (tok != p->think_open[r->think_match]) { r->think_state = 2; return; }
+        if (++r->think_match == p->n_think_open) { r->think_state = 1; r->think_match = 0; }
+        return;
+    }
+    r->think_n++;
+    r->think_match = tok == p->think_end[r->think_match] ? r->think_match + 1 : tok == p->think_end[0];
+    if (r->think_match == p->n_think_end) r->think_state = 2;
+}
+
 /* Samples the next token for a slot from its logits row; emits the event. */
 static void sample_into(mx_sched *s, slot *sl, float *row) {
     mx_req *r = sl->req;
@@ -262,6 +279,9 @@ static void sample_into(mx_sched *s, slot *sl, float *row) {
     if (r->con.m) mx_gmask_apply(r->con.bits, row, V);
     /* history for penalties: the prompt and what was generated so far */
     int32_t tok = mx_sampler_sample(sl->smp, row, sl->toks, sl->kv->len);
+    /* over the thinking budget: the end marker instead */
+    if (r->think_state == 1 && r->think_n >= r->p.think_budget) tok = r->p.think_end[r->think_match];
+    think_track(r, tok);
     if (r->con.m && mx_constraint_accept(&r->con, tok)) { finish(s, sl, MX_FIN_ERROR); return; }
     ev.token = tok;
     if (r->p.top_logprobs >= 0) {
@@ -567,6 +587,9 @@ static mx_req *req_new(mx_sched *s, const mx_req_params *p) {
         return NULL;
     }
     if (r->p.max_tokens < 1) r->p.max_tokens = 1;
+    if (r->p.n_think_end < 1 || r->p.n_think_end > MX_THINK_MARK_MAX || r->p.n_think_open < 0 || r->p.n_think_open > MX_THINK_MARK_MAX)
+        r->think_state = 2; /* no budget */
+    else r->think_state = r->p.n_think_open ? 0 : 1;
     r->t_submit = mx_now();
     return r;
 }

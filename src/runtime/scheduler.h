@@ -34,6 +34,16 @@ typedef struct {
     int n_rows;
     const uint64_t *tags;
     mx_grammar *grammar;    /* constrains the output (NULL: none); the request holds a reference */
+    /* Thinking budget (n_think_end 0: none). The reasoning block is open
+     * from the first token (n_think_open 0: the prompt opened it) or opens
+     * when the reply's first tokens are think_open; once think_budget
+     * tokens have been generated inside it without its end marker
+     * think_end, the marker's remaining tokens are emitted in place of
+     * samples (one per step), so the reply goes on after it. */
+    int think_budget;
+    int n_think_open, n_think_end;
+#define MX_THINK_MARK_MAX 16
+    int32_t think_open[MX_THINK_MARK_MAX], think_end[MX_THINK_MARK_MAX];
 } mx_req_params;
 
 typedef struct {

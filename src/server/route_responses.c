@@ -1,6 +1,6 @@
 /* POST /v1/responses: the OpenAI Responses API. The request is
  * translated into the chat request it means (instructions as the system
- * message, message items, function_call / function_call_output items as
+ * message, message items (input_image parts as image_url parts), function_call / function_call_output items as
  * tool calls and tool messages, function tools, text.format as
  * response_format) and parsed by mx_chat_parse; the reply is a response
  * object with reasoning, message and function_call output items, or its
@@ -19,6 +19,61 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* A message item's content: a string, or input_text / output_text parts
+ * (joined) and, in a user message, input_image parts: image_url as the
+ * chat route reads it (a data URL, or a file under --allowed-image-dir;
+ * remote URLs are not fetched), file_id refused (no file store), detail
+ * "auto" only. The chat form: a string, or text and image_url parts. New,
+ * or NULL + err. */
+static json_t *item_content(json_t *c, bool user, const char *what, char *err, size_t errn) {
+    static const char *const text_parts[] = {"input_text", "output_text", NULL};
+    static const char *const img_keys[] = {"type", "image_url", "file_id", "detail", NULL};
+    if (!json_is_array(c)) return mx_text_parts(c, text_parts, what, err, errn);
+    json_t *parts = json_array(), *p;
+    bool images = false;
+    size_t k;
+    json_array_foreach(c, k, p) {
+        char w[64];
+        snprintf(w, sizeof w, "%s[%zu]", what, k);
+        const char *type = json_string_value(json_object_get(p, "type"));
+        if (!type || strcmp(type, "input_image")) {
+            json_t *one = json_pack("[O]", p), *t = mx_text_parts(one, text_parts, what, err, errn);
+            json_decref(one);
+            if (!t) { /* name the part by its own index */
+                snprintf(err, errn, "'%s': %s parts are not supported (input_text and output_text with a string text%s are)", w, type ? type : "untyped",
+                         user ? ", and input_image" : "");
+                goto bad;
+            }
+            json_array_append_new(parts, json_pack("{s:s,s:o}", "type", "text", "text", t));
+            continue;
+        }
+        if (!user) { snprintf(err, errn, "'%s': input_image parts are supported in user messages only", w); goto bad; }
+        if (!mx_only_fields(p, img_keys, w, err, errn)) goto bad;
+        json_t *url = json_object_get(p, "image_url"), *fid = json_object_get(p, "file_id"), *det = json_object_get(p, "detail");
+        if (fid && !json_is_null(fid)) { snprintf(err, errn, "'%s.file_id' is not supported (no file store): send image_url as a data URL", w); goto bad; }
+        if (det && !json_is_null(det) && (!json_is_string(det) || strcmp(json_string_value(det), "auto"))) {
+            snprintf(err, errn, "'%s.detail' must be \"auto\" (the model's image processor decides the resolution)", w);
+            goto bad;
+        }
+        if (!json_is_string(url)) { snprintf(err, errn, "'%s.image_url' must be a string (a data URL)", w); goto bad; }
+        json_array_append_new(parts, json_pack("{s:s,s:{s:O}}", "type", "image_url", "image_url", "url", url));
+        images = true;
+    }
+    if (images) return parts;
+    mx_buf t = {0};
+    json_array_foreach(parts, k, p) {
+        json_t *x = json_object_get(p, "text");
+        mx_buf_append(&t, json_string_value(x), json_string_length(x));
+    }
+    json_decref(parts);
+    json_t *s = json_stringn(t.data ? t.data : "", t.len);
+    mx_buf_free(&t);
+    return s;
+bad:
+    json_decref(parts);
+    return NULL;
+}
 
 static bool add_items(json_t *input, json_t *msgs, char *err, size_t errn) {
     if (json_is_string(input)) { json_array_append_new(msgs, json_pack("{s:s,s:O}", "role", "user", "content", input)); return true; }
@@ -39,9 +94,8 @@ static bool add_items(json_t *input, json_t *msgs, char *err, size_t errn) {
                 snprintf(err, errn, "input[%zu].role must be user, assistant, system or developer", i);
                 goto bad;
             }
-            static const char *const parts[] = {"input_text", "output_text", NULL};
             snprintf(what + strlen(what), sizeof what - strlen(what), ".content");
-            json_t *t = mx_text_parts(json_object_get(it, "content"), parts, what, err, errn);
+            json_t *t = item_content(json_object_get(it, "content"), !strcmp(role, "user"), what, err, errn);
             if (!t) goto bad;
             pending = NULL;
             json_array_append_new(msgs, json_pack("{s:s,s:o}", "role", !strcmp(role, "developer") ? "system" : role, "content", t));
@@ -381,7 +435,7 @@ int mx_route_responses(server *sv, mx_srv_req *rq, json_t *req) {
     json_t *state = NULL;
     unsigned code = 400;
     json_t *o = translate(sv, req, &state, &code, err, sizeof err);
-    bool ok = o && mx_chat_parse(sv, o, mx_srv_body_len(rq), &g, err, sizeof err);
+    bool ok = o && mx_chat_parse(sv, o, mx_srv_body_len(rq), &g, err, sizeof err) && (!g.images || mx_gen_prepare_images(sv, &g, err, sizeof err));
     json_decref(o);
     if (!ok) {
         json_decref(state);

@@ -8,6 +8,7 @@ cd "$(dirname "$0")/../.."
 MLXCEL=${MLXCEL:-build/mlxcel}
 . tests/lib/npm_client.sh
 need_npm server_vision openai 4
+need_npm server_vision @anthropic-ai/sdk 0
 tmp=$(mktemp -d)
 pid=""; pid2=""
 trap 'kill $pid $pid2 2>/dev/null; rm -rf "$tmp"' EXIT

@@ -4,11 +4,14 @@
 // (tool_choice any / tool hold the reply to a valid tool_use block),
 // tool_use / tool_result turns, x-api-key auth, and 400s for what is not
 // supported. Prints ok/FAIL lines.
-// usage: node test_messages.mjs PORT KEYED_PORT TOOLS_PORT   (KEYED_PORT's key: s3cret)
+// Extended thinking on THINK_PORT (a template that opens <think>, an EOS the
+// model never samples): the budget forces </think> after exactly
+// budget_tokens reasoning tokens and the reply goes on as text.
+// usage: node test_messages.mjs PORT KEYED_PORT TOOLS_PORT THINK_PORT   (KEYED_PORT's key: s3cret)
 import Anthropic from '@anthropic-ai/sdk';
 import { check, attempt, exitCode } from './check.mjs';
 
-const [port, keyedPort, toolsPort] = process.argv.slice(2);
+const [port, keyedPort, toolsPort, thinkPort] = process.argv.slice(2);
 const mk = (p, key = 'unused') => new Anthropic({ baseURL: `http://127.0.0.1:${p}`, apiKey: key, maxRetries: 0, timeout: 120000 });
 const client = mk(port), tclient = mk(toolsPort);
 const modelOf = async (p) => (await (await fetch(`http://127.0.0.1:${p}/v1/models`)).json()).data[0].id;
@@ -94,8 +97,11 @@ await attempt('messages/tools', async () => {
 
 await attempt('messages/refused', async () => {
   const cases = [
-    ['image', { messages: [{ role: 'user', content: [{ type: 'image', source: { type: 'base64', media_type: 'image/png', data: 'AA==' } }] }], max_tokens: 4 }, /image blocks are not supported/],
-    ['thinking', { messages: user('x'), max_tokens: 4, thinking: { type: 'enabled', budget_tokens: 1024 } }, /'thinking'.*not supported/],
+    ['image', { messages: [{ role: 'user', content: [{ type: 'image', source: { type: 'base64', media_type: 'image/png', data: 'AA==' } }] }], max_tokens: 4 }, /the image data is not image\/png/],
+    ['thinking_not_a_thinking_model', { messages: user('x'), max_tokens: 2000, thinking: { type: 'enabled', budget_tokens: 1024 } }, /has no thinking/],
+    ['thinking_small_budget', { messages: user('x'), max_tokens: 2000, thinking: { type: 'enabled', budget_tokens: 1023 } }, /at least 1024/],
+    ['thinking_budget_over_max_tokens', { messages: user('x'), max_tokens: 1024, thinking: { type: 'enabled', budget_tokens: 1024 } }, /less than 'max_tokens'/],
+    ['thinking_type', { messages: user('x'), max_tokens: 4, thinking: { type: 'adaptive' } }, /'thinking.type'/],
     ['unknown_field', { messages: user('x'), max_tokens: 4, service_tier: 'auto' }, /'service_tier' is not supported/],
     ['max_tokens', { messages: user('x') }, /'max_tokens' is required/],
     ['server_tool', { messages: user('x'), max_tokens: 4, tools: [{ type: 'web_search_20250305', name: 'web_search' }] }, /server tools are not/],
@@ -106,6 +112,40 @@ await attempt('messages/refused', async () => {
     try { await client.messages.create({ model, ...body }); } catch (e) { status = e.status; msg = e.error?.error?.message ?? e.message; type = e.error?.error?.type; }
     check(`messages/refused_${name}`, status === 400 && type === 'invalid_request_error' && re.test(msg), `status ${status} ${type}: ${msg}`);
   }
+});
+
+// thinking with a budget: the reasoning is the first budget_tokens tokens the
+// model writes unforced (chat's reasoning_content cut at that length), then
+// </think> is forced and the text goes on to max_tokens
+await attempt('messages/thinking_budget', async () => {
+  const tk = mk(thinkPort), tmodel2 = await modelOf(thinkPort);
+  const budget = 1024;
+  const ref = await (await fetch(`http://127.0.0.1:${thinkPort}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ messages: user('Hi'), max_tokens: budget, temperature: 0 }) })).json();
+  const want = ref.choices?.[0]?.message?.reasoning_content;
+  const req = { model: tmodel2, messages: user('Hi'), max_tokens: budget + 40, temperature: 0, thinking: { type: 'enabled', budget_tokens: budget } };
+  const r = await tk.messages.create(req);
+  const th = r.content.find(b => b.type === 'thinking'), tx = r.content.find(b => b.type === 'text');
+  check('messages/thinking_budget_forces_end', ref.choices?.[0]?.finish_reason === 'length' && typeof want === 'string' && want.length > 0 &&
+        r.content[0]?.type === 'thinking' && th.thinking === want && tx && tx.text.length > 0 && r.usage.output_tokens === budget + 40 &&
+        r.stop_reason === 'max_tokens', `${JSON.stringify(ref.choices?.[0]?.finish_reason)} ${JSON.stringify(r).slice(0, 400)}`);
+  let thinking = '', text = '';
+  const events = [];
+  const st = await tk.messages.create({ ...req, stream: true });
+  for await (const ev of st) {
+    if (ev.type === 'content_block_start') events.push(ev.content_block.type);
+    if (ev.type === 'content_block_delta' && ev.delta.type === 'thinking_delta') thinking += ev.delta.thinking;
+    if (ev.type === 'content_block_delta' && ev.delta.type === 'text_delta') text += ev.delta.text;
+  }
+  check('messages/thinking_budget_stream', events.join(',') === 'thinking,text' && thinking === th.thinking && text === tx?.text,
+        `${events} ${thinking.length} vs ${th?.thinking.length}, ${JSON.stringify(text.slice(0, 40))}`);
+  const c = await tk.messages.countTokens({ model: tmodel2, messages: user('Hi'), thinking: { type: 'enabled', budget_tokens: budget } });
+  check('messages/thinking_count_tokens', c.input_tokens === r.usage.input_tokens, `${c.input_tokens} vs ${r.usage.input_tokens}`);
+  let status = 0, msg = '';
+  try {
+    await tk.messages.create({ ...req, tools, tool_choice: { type: 'any' } });
+  } catch (e) { status = e.status; msg = e.error?.error?.message ?? e.message; }
+  check('messages/thinking_refuses_forced_tool', status === 400 && /tool_choice/.test(msg), `${status} ${msg}`);
 });
 
 process.exit(exitCode());

@@ -119,7 +119,7 @@ await attempt('responses/store', async () => {
 await attempt('responses/refused', async () => {
   const cases = [
     ['builtin_tool', { ...base, input: 'x', tools: [{ type: 'web_search' }] }, /built-in tools are not supported/],
-    ['image', { ...base, input: [{ role: 'user', content: [{ type: 'input_image', image_url: 'http://x/y.png' }] }] }, /input_image parts are not supported/],
+    ['image', { ...base, input: [{ role: 'user', content: [{ type: 'input_image', image_url: 'http://x/y.png' }] }] }, /does not take images/],
     ['reasoning', { ...base, input: 'x', reasoning: { effort: 'high' } }, /'reasoning' is not supported/],
     ['unknown', { ...base, input: 'x', background: true }, /'background' is not supported/],
     ['bad_schema', { ...base, input: 'x', text: { format: { type: 'json_schema', name: 'a', schema: { type: 'object', properties: { a: { type: 'string', not: {} } } } } } }, /'not' is not supported/],
