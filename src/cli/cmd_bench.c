@@ -206,7 +206,9 @@ const mx_cmd mx_cmd_bench = {
                "the same run, decode efficiency (each quarter of a generation run rated against probes taken right before "
                "and after it; median), peak RSS and time to first token. With a drafter (--draft-model, --lookup-ngram or --spec-oracle), greedy decoding of -n "
                "tokens after a 16-token prompt, plain and speculative in turn in each repetition: tokens/s of each, their ratio "
-               "(medians), the acceptance rate and whether the outputs are identical.",
+               "(medians), the acceptance rate and whether the outputs are identical. With --profile, where the time goes: "
+               "one more prefill and decode, each op's share of a step (the rest is what no op measured), in the table and "
+               "in --json's \"profile\".",
     .opts = bench_tab,
     .size = sizeof(bench_opts),
     .init = bench_init,
