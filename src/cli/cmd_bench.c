@@ -31,7 +31,7 @@ typedef struct {
     const char *model;
     int pp, tg, threads, reps, bw_mb, depth;
     int tp, ppar; /* a distributed model: --tp, --pp (src/dist/) */
-    bool json, depth_random, oracle;
+    bool json, depth_random, oracle, profile;
     cli_spec_opts spec;
     cli_kv_opts kv;
 } bench_opts;
@@ -90,6 +90,9 @@ static const mx_opt bench_tab[] = {
     OPT_KV(bench_opts, kv),
     {NULL, "--spec-oracle", NULL, OPT_FLAG, NULL, 0, 0, offsetof(bench_opts, oracle),
      "speculative decoding with an oracle draft: the target's own greedy continuation, computed first (the cost of verification alone)", NULL, 0},
+    {NULL, "--profile", NULL, OPT_FLAG, NULL, 0, 0, offsetof(bench_opts, profile),
+     "after the timed runs, one more prefill and greedy decode timed op by op: each op's share of a step (matmuls by role, attention, "
+     "norms, rope, activations, sampling, the rest), ms per token, GB/s and GFLOP/s of the products", NULL, 0},
     {NULL, "--json", NULL, OPT_FLAG, NULL, 0, 0, offsetof(bench_opts, json),
      "one JSON object: pp_tps, tg_tps (and _sd), threads, bytes_per_token, mem_read_gbs, tg_efficiency, peak_rss_mb, ttft_ms, ...", NULL, 0},
     {0},
@@ -115,6 +118,79 @@ static int to_depth(mx_session *s, const int32_t *toks, int depth, float *last) 
     if (s->n_history == depth) return MX_OK;
     mx_session_truncate(s, 0);
     return depth ? mx_session_feed(s, toks, depth, NULL, last) : MX_OK;
+}
+
+/* --profile: one prefill of pp tokens and tg greedy decode steps after the
+ * depth, timed op by op (nn/prof.h). The decode runs twice, without the
+ * timer and with it, and the two runs' ids are compared. */
+typedef struct {
+    mx_prof pp, tg;
+    double pp_sec, tg_sec;
+    int n_diff; /* decode steps whose id differs with the timer on */
+} bench_prof;
+
+static int profile_run(mx_session *s, const int32_t *toks, int d, int pp, int tg, float *last, int32_t *ids, bench_prof *bp) {
+    int V = s->e->model.arch.vocab, rc = MX_OK;
+    memset(bp, 0, sizeof *bp);
+    if (pp > 0 && !(rc = to_depth(s, toks, d, last))) {
+        mx_ctx_set_prof(s->ctx, &bp->pp);
+        double t0 = mx_now();
+        rc = mx_session_feed(s, toks + d, pp, NULL, last);
+        bp->pp_sec = mx_now() - t0;
+        mx_ctx_set_prof(s->ctx, NULL);
+    }
+    for (int pass = 0; pass < 2 && tg > 0 && !rc; pass++) {
+        if ((rc = to_depth(s, toks, d, last))) break;
+        mx_prof *p = pass ? &bp->tg : NULL;
+        int32_t tok = toks[d];
+        mx_ctx_set_prof(s->ctx, p);
+        double t0 = mx_now();
+        for (int i = 0; i < tg && !rc; i++) {
+            rc = mx_session_feed(s, &tok, 1, NULL, last);
+            double ts = p ? mx_now() : 0;
+            tok = mx_argmax(last, V);
+            if (p) mx_prof_add(p, MX_OP_SAMPLE, ts);
+            if (!pass) ids[i] = tok;
+            else if (ids[i] != tok) bp->n_diff++;
+        }
+        if (pass) bp->tg_sec = mx_now() - t0;
+        mx_ctx_set_prof(s->ctx, NULL);
+    }
+    return rc;
+}
+
+/* one phase's table (steps: 1 prefill or tg decode steps; tokens per step) */
+static void profile_print(const char *title, const mx_prof *p, double sec, int steps, int tokens) {
+    double ms_tok = sec * 1e3 / ((double)steps * tokens), rest = sec - mx_prof_total(p);
+    printf("\n%s: %.3f ms per token, %.3f ms per step\n", title, ms_tok, sec * 1e3 / steps);
+    printf("| op | calls/step | ms/token | %% of step | GB/s | GFLOP/s |\n|---|---|---|---|---|---|\n");
+    for (int i = 0; i < MX_OP_COUNT; i++) {
+        if (!p->calls[i]) continue;
+        double t = p->sec[i];
+        printf("| %s | %.1f | %.4f | %.1f |", mx_op_name(i), (double)p->calls[i] / steps, t * 1e3 / ((double)steps * tokens), 100 * t / sec);
+        if (mx_op_is_matmul(i) && t > 0) printf(" %.1f | %.1f |\n", p->bytes[i] / t / 1e9, p->flops[i] / t / 1e9);
+        else printf(" | |\n");
+    }
+    printf("| rest (scheduler/overhead) | | %.4f | %.1f | | |\n", rest * 1e3 / ((double)steps * tokens), 100 * rest / sec);
+}
+
+static json_t *profile_json(const mx_prof *p, double sec, int steps, int tokens) {
+    json_t *ops = json_array();
+    double per = 1e3 / ((double)steps * tokens), rest = sec - mx_prof_total(p);
+    for (int i = 0; i < MX_OP_COUNT && ops; i++) {
+        double t = p->sec[i];
+        json_t *o = json_pack("{s:s,s:f,s:f,s:f}", "op", mx_op_name(i), "calls_per_step", (double)p->calls[i] / steps, "ms_per_token",
+                              t * per, "share_pct", sec > 0 ? 100 * t / sec : 0.0);
+        if (o && mx_op_is_matmul(i)) {
+            json_object_set_new(o, "gbs", json_real(t > 0 ? p->bytes[i] / t / 1e9 : 0));
+            json_object_set_new(o, "gflops", json_real(t > 0 ? p->flops[i] / t / 1e9 : 0));
+        }
+        json_array_append_new(ops, o);
+    }
+    json_t *rest_o = json_pack("{s:s,s:f,s:f}", "op", "rest", "ms_per_token", rest * per, "share_pct", sec > 0 ? 100 * rest / sec : 0.0);
+    if (ops) json_array_append_new(ops, rest_o);
+    return json_pack("{s:i,s:i,s:f,s:f,s:o}", "steps", steps, "tokens_per_step", tokens, "ms_per_token", sec * per, "ms_per_step",
+                     sec * 1e3 / steps, "ops", ops);
 }
 
 static int bench_run(void *p) {
@@ -153,7 +229,9 @@ const mx_cmd mx_cmd_bench = {
                "the same run, decode efficiency (each quarter of a generation run rated against probes taken right before "
                "and after it; median), peak RSS and time to first token. With a drafter (--draft-model, --lookup-ngram or --spec-oracle), greedy decoding of -n "
                "tokens after a 16-token prompt, plain and speculative in turn in each repetition: tokens/s of each, their ratio "
-               "(medians), the acceptance rate and whether the outputs are identical.",
+               "(medians), the acceptance rate and whether the outputs are identical. With --profile, where the time goes: "
+               "one more prefill and decode, each op's share of a step (the rest is what no op measured), in the table and "
+               "in --json's \"profile\".",
     .opts = bench_tab,
     .size = sizeof(bench_opts),
     .init = bench_init,
@@ -250,6 +328,8 @@ static int bench(const bench_opts *bo, const char *model) {
     int32_t *oracle = spec ? malloc(sizeof(int32_t) * (size_t)(SPEC_PROMPT + tg)) : NULL, *sbuf = spec ? malloc(sizeof(int32_t) * (size_t)(sc.draft_max + 1)) : NULL;
     double *sp_plain = calloc((size_t)reps, sizeof(double)), *sp_spec = calloc((size_t)reps, sizeof(double)), *sp_ratio = calloc((size_t)reps, sizeof(double));
     int n_diff = 0, first_diff = -1;
+    bench_prof bprof;
+    int32_t *prof_ids = NULL;
     if (spec && (!gsmp || !plain_ids || !spec_ids || !oracle || !sbuf || !sp_plain || !sp_spec || !sp_ratio)) { fprintf(stderr, "mlxcel bench: out of memory\n"); rc = 1; goto out; }
     if (spec) {
         memcpy(oracle, toks, sizeof(int32_t) * SPEC_PROMPT);
@@ -300,6 +380,11 @@ static int bench(const bench_opts *bo, const char *model) {
         }
     }
     if (!tg && !rc) bw[n_bw++] = mx_bw_probe_run(probe, pool, 3);
+    if (!rc && bo->profile) {
+        prof_ids = malloc(sizeof(int32_t) * (size_t)MX_MAX(tg, 1));
+        if (!prof_ids) { fprintf(stderr, "mlxcel bench: out of memory\n"); rc = 1; goto out; }
+        rc = profile_run(&s, toks, d, pp, tg, last, prof_ids, &bprof);
+    }
     if (rc) { fprintf(stderr, "mlxcel bench: %s\n", mx_errmsg()); goto out; }
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
@@ -342,6 +427,12 @@ static int bench(const bench_opts *bo, const char *model) {
             json_object_set_new(o, "speculative", json_pack("{s:s,s:i,s:f,s:f,s:f,s:f,s:f,s:i}", "draft", spec_kind, "draft_max", sc.draft_max,
                                                             "plain_tps", med_plain, "spec_tps", med_spec, "speedup", med_ratio, "acceptance",
                                                             acc_rate, "tokens_per_pass", per_pass, "runs_differing", n_diff));
+        if (o && bo->profile) {
+            json_t *pr = json_pack("{s:b}", "ids_identical", bprof.n_diff == 0);
+            if (pr && pp) json_object_set_new(pr, "pp", profile_json(&bprof.pp, bprof.pp_sec, 1, pp));
+            if (pr && tg) json_object_set_new(pr, "tg", profile_json(&bprof.tg, bprof.tg_sec, tg, 1));
+            json_object_set_new(o, "profile", pr);
+        }
         char *js = o ? json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(6)) : NULL;
         if (js) printf("%s\n", js);
         else fprintf(stderr, "mlxcel bench: cannot format the JSON result\n");
@@ -372,8 +463,21 @@ static int bench(const bench_opts *bo, const char *model) {
             if (n_diff) printf("speculative output differs from plain decoding in %d of %d runs (first at token %d)\n", n_diff, reps, first_diff);
             else printf("speculative output identical to plain decoding\n");
         }
+        if (bo->profile) {
+            char title[96];
+            if (pp) {
+                snprintf(title, sizeof title, "profile of one pp%d%s (prefill)", pp, at);
+                profile_print(title, &bprof.pp, bprof.pp_sec, 1, pp);
+            }
+            if (tg) {
+                snprintf(title, sizeof title, "profile of tg%d%s (one decode step each, greedy)", tg, at);
+                profile_print(title, &bprof.tg, bprof.tg_sec, tg, 1);
+                printf("decode ids with the timer on: %s\n", bprof.n_diff ? "DIFFERENT from the run without it" : "identical to the run without it");
+            }
+        }
     }
 out:
+    free(prof_ids);
     if (spec) mx_spec_free(&sp);
     mx_sampler_free(gsmp);
     free(plain_ids); free(spec_ids); free(oracle); free(sbuf); free(sp_plain); free(sp_spec); free(sp_ratio);

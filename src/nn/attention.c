@@ -269,9 +269,9 @@ static void att_forward(mx_fwd *f, int layer, void *wp, const float *xn, float *
     att_bufs b;
     att_plan(a, f->max_tokens, f->max_ctx, mx_pool_size(f->pool), f->scratch, &b);
     float *qkv = b.qkv, *att = b.att, *gate = b.gate;
-    if (w->gate.fmt) mx_linear(f, &w->gate, NULL, xn, N, H, gate, gate_rows(a));
+    if (w->gate.fmt) mx_linear_as(f, MX_OP_QKV, &w->gate, NULL, xn, N, H, gate, gate_rows(a));
     if (w->qkv.fmt) {
-        mx_linear(f, &w->qkv, w->qkv_b, xn, N, H, qkv, qkvd);
+        mx_linear_as(f, MX_OP_QKV, &w->qkv, w->qkv_b, xn, N, H, qkv, qkvd);
         if (a->qkv_layout == MX_QKV_GROUPED) { /* reorder each row to [q | k | v] */
             float *row = b.row;
             int g = a->n_heads / a->n_kv_heads, gs = (g + 2) * hd;
@@ -288,24 +288,25 @@ static void att_forward(mx_fwd *f, int layer, void *wp, const float *xn, float *
         }
     } else {
         if (a->gate) { /* per head [q | gate]: q into qkv, the gate stays in gate */
-            mx_linear(f, &w->q, w->q_b, xn, N, H, gate, 2 * qd);
+            mx_linear_as(f, MX_OP_QKV, &w->q, w->q_b, xn, N, H, gate, 2 * qd);
             for (int t = 0; t < N; t++)
                 for (int h = 0; h < a->n_heads; h++)
                     memcpy(qkv + (size_t)t * qkvd + (size_t)h * hd, gate + (size_t)t * 2 * qd + (size_t)h * 2 * hd, (size_t)hd * 4);
             const mx_weight *kv[2] = {&w->k, &w->v};
             float *kvb[2] = {w->k_b, w->v_b}, *kvy[2] = {qkv + qd, qkv + qd + kvd};
-            mx_linear_multi(f, 2, kv, kvb, xn, N, H, kvy, qkvd);
+            mx_linear_multi_as(f, MX_OP_QKV, 2, kv, kvb, xn, N, H, kvy, qkvd);
         } else {
             /* a shared layer projects q alone; k = v projects q and k, and v is k's copy */
             const mx_weight *ws[3] = {&w->q, &w->k, &w->v};
             float *bs[3] = {w->q_b, w->k_b, w->v_b}, *ys[3] = {qkv, qkv + qd, qkv + qd + kvd};
-            mx_linear_multi(f, ls->kv_shared ? 1 : a->k_eq_v ? 2 : 3, ws, bs, xn, N, H, ys, qkvd);
+            mx_linear_multi_as(f, MX_OP_QKV, ls->kv_shared ? 1 : a->k_eq_v ? 2 : 3, ws, bs, xn, N, H, ys, qkvd);
             if (a->k_eq_v && !ls->kv_shared)
                 for (int t = 0; t < N; t++) memcpy(qkv + (size_t)t * qkvd + qd + kvd, qkv + (size_t)t * qkvd + qd, (size_t)kvd * 4);
         }
     }
     if (a->clip_qkv > 0 && !a->clip_after_qk_norm) clip(qkv, (size_t)N * qkvd, a->clip_qkv);
     const mx_rope *rope = &arch->rope[ls->rope_idx];
+    double t_op = f->prof ? mx_now() : 0;
     for (int t = 0; t < N; t++) {
         float *q = qkv + (size_t)t * qkvd, *k = ls->kv_shared ? NULL : q + qd;
         if (!a->qk_norm_after_rope) qk_norm(a, w, q, k);
@@ -330,10 +331,12 @@ static void att_forward(mx_fwd *f, int layer, void *wp, const float *xn, float *
             mx_kv_store(kv->type[1], V + (size_t)h * rv, k + kvd + (size_t)h * vd, vd);
         }
     }
+    if (f->prof) { mx_prof_add(f->prof, MX_OP_ROPE, t_op); t_op = mx_now(); }
     int g = att_group(a), want = 2 * mx_pool_size(f->pool), units = N * a->n_kv_heads;
     int per = units >= want ? g : MX_MAX(1, g / ((want + units - 1) / units)), subs = (g + per - 1) / per;
     att_job j = {f, layer, per, subs, qkv, att, b.scores, w->sinks};
     mx_pool_run(f->pool, att_task, &j, units * subs);
+    if (f->prof) mx_prof_add(f->prof, MX_OP_ATTN, t_op);
     if (a->gate)
         for (int t = 0; t < N; t++)
             for (int h = 0; h < a->n_heads; h++) {
@@ -354,7 +357,7 @@ static void att_forward(mx_fwd *f, int layer, void *wp, const float *xn, float *
             }
     }
     if (w->out_norm.w || w->out_norm.b) mx_norm_rows(&arch->norm, &w->out_norm, att, att, N, ovd, ovd);
-    mx_linear(f, &w->o, w->o_b, att, N, ovd, out, H);
+    mx_linear_as(f, MX_OP_O, &w->o, w->o_b, att, N, ovd, out, H);
 }
 
 const mx_block_ops mx_block_attention = {

@@ -15,6 +15,7 @@ struct mx_ctx {
     mx_fwd_bufs b;
     int *max_len;
     mx_kpolicy kp;
+    mx_prof *prof;
 };
 
 /* block b's state in a cache of `cap` positions whose K/V rows are `type` */
@@ -189,6 +190,7 @@ void mx_ctx_free(mx_ctx *c) {
 int mx_ctx_max_tokens(const mx_ctx *c) { return c->max_tokens; }
 
 mx_kpolicy *mx_ctx_policy(mx_ctx *c) { return &c->kp; }
+void mx_ctx_set_prof(mx_ctx *c, mx_prof *p) { c->prof = p; }
 
 void mx_model_layers(const mx_model *m, int *lo, int *hi) {
     *lo = m->shard ? m->shard->layer_lo : 0;
@@ -235,19 +237,51 @@ static const mx_kpolicy *fwd_kp(const mx_fwd *f, mx_kpolicy *tmp) {
     return tmp;
 }
 
-void mx_linear(const mx_fwd *f, const mx_weight *w, const float *b, const float *x, int n, int ldx, float *y, int ldy) {
+/* the op timer's counts of a product of w on n rows */
+static void prof_matmul(mx_prof *p, mx_op op, const mx_weight *w, int n, double t0) {
+    mx_prof_add(p, op, t0);
+    p->bytes[op] += (double)mx_weight_bytes(w);
+    p->flops[op] += 2.0 * w->rows * w->cols * n;
+}
+
+void mx_linear_as(const mx_fwd *f, mx_op op, const mx_weight *w, const float *b, const float *x, int n, int ldx, float *y, int ldy) {
     mx_kpolicy tmp;
+    double t0 = f->prof ? mx_now() : 0;
     mx_matmul(w, x, n, ldx, y, ldy, fwd_kp(f, &tmp));
     if (b)
         for (int t = 0; t < n; t++) mx_add(y + (size_t)t * ldy, b, w->rows);
+    if (f->prof) prof_matmul(f->prof, op, w, n, t0);
 }
 
-void mx_linear_multi(const mx_fwd *f, int count, const mx_weight *const *w, float *const *b, const float *x, int n, int ldx, float *const *y, int ldy) {
+void mx_linear(const mx_fwd *f, const mx_weight *w, const float *b, const float *x, int n, int ldx, float *y, int ldy) {
+    mx_linear_as(f, MX_OP_MATMUL, w, b, x, n, ldx, y, ldy);
+}
+
+void mx_linear_multi_as(const mx_fwd *f, mx_op op, int count, const mx_weight *const *w, float *const *b, const float *x, int n, int ldx,
+                        float *const *y, int ldy) {
     mx_kpolicy tmp;
+    double t0 = f->prof ? mx_now() : 0;
     mx_matmul_multi(count, w, x, n, ldx, y, ldy, fwd_kp(f, &tmp));
     for (int i = 0; i < count; i++)
         if (b[i])
             for (int t = 0; t < n; t++) mx_add(y[i] + (size_t)t * ldy, b[i], w[i]->rows);
+    if (f->prof) {
+        prof_matmul(f->prof, op, w[0], n, t0);
+        for (int i = 1; i < count; i++) {
+            f->prof->bytes[op] += (double)mx_weight_bytes(w[i]);
+            f->prof->flops[op] += 2.0 * w[i]->rows * w[i]->cols * n;
+        }
+    }
+}
+
+void mx_linear_multi(const mx_fwd *f, int count, const mx_weight *const *w, float *const *b, const float *x, int n, int ldx, float *const *y, int ldy) {
+    mx_linear_multi_as(f, MX_OP_MATMUL, count, w, b, x, n, ldx, y, ldy);
+}
+
+void mx_norm_rows_f(const mx_fwd *f, const mx_norm_spec *s, const mx_normw *w, float *y, const float *x, int n, int d, int ld) {
+    double t0 = f->prof ? mx_now() : 0;
+    mx_norm_rows(s, w, y, x, n, d, ld);
+    if (f->prof) mx_prof_add(f->prof, MX_OP_NORM, t0);
 }
 
 static void add_scaled(float *x, const float *y, float s, size_t n) {
@@ -282,7 +316,7 @@ void mx_layer_forward(mx_fwd *f, int l, float *x, float *xn, float *tmp, float *
     int N = f->N, H = a->hidden;
     size_t NH = (size_t)N * H;
     bool res_norm = a->norm_after_residual; /* post norms act on the residual sum */
-    if (a->names.attn_norm && !ls->no_attn_norm) mx_norm_rows(&a->norm, &L->attn_norm, xn, x, N, H, H);
+    if (a->names.attn_norm && !ls->no_attn_norm) mx_norm_rows_f(f, &a->norm, &L->attn_norm, xn, x, N, H, H);
     else memcpy(xn, x, NH * 4);
     if (ls->mixer) {
         ls->mixer->forward(f, l, L->mixer_w, xn, tmp);
@@ -292,7 +326,7 @@ void mx_layer_forward(mx_fwd *f, int l, float *x, float *xn, float *tmp, float *
             float s1 = a->mixer_scale ? a->mixer_scale : 1, s2 = a->mixer2_scale ? a->mixer2_scale : 1;
             for (size_t i = 0; i < NH; i++) tmp[i] = tmp[i] * s1 + tmp2[i] * s2;
         } else if (a->mixer_scale && a->mixer_scale != 1.0f) mx_scale(tmp, a->mixer_scale, (int)NH);
-        if (a->names.post_attn_norm && !res_norm) mx_norm_rows(&a->norm, &L->post_attn_norm, tmp, tmp, N, H, H);
+        if (a->names.post_attn_norm && !res_norm) mx_norm_rows_f(f, &a->norm, &L->post_attn_norm, tmp, tmp, N, H, H);
         if (L->attn_scale) scale_rows(tmp, L->attn_scale, N, H);
         if (ls->branch) { /* x = (x + mixer + branch) * branch_scale; tmp2 is free until the ffn */
             ls->branch->forward(f, l, L->branch_w, xn, tmp2);
@@ -303,9 +337,9 @@ void mx_layer_forward(mx_fwd *f, int l, float *x, float *xn, float *tmp, float *
     } else memset(tmp, 0, NH * 4);
     if (!ls->ffn) {
         add_scaled(x, tmp, a->residual_scale, NH);
-        if (a->names.post_attn_norm && res_norm) mx_norm_rows(&a->norm, &L->post_attn_norm, x, x, N, H, H);
+        if (a->names.post_attn_norm && res_norm) mx_norm_rows_f(f, &a->norm, &L->post_attn_norm, x, x, N, H, H);
     } else if (a->residual == MX_RES_PARALLEL) {
-        if (a->parallel_two_norms) mx_norm_rows(&a->norm, &L->ffn_norm, xn, x, N, H, H);
+        if (a->parallel_two_norms) mx_norm_rows_f(f, &a->norm, &L->ffn_norm, xn, x, N, H, H);
         ls->ffn->forward(f, l, L->ffn_w, xn, tmp2);
         tp_sum(f, tmp2, NH);
         if (L->ffn_scale) scale_rows(tmp2, L->ffn_scale, N, H);
@@ -314,22 +348,22 @@ void mx_layer_forward(mx_fwd *f, int l, float *x, float *xn, float *tmp, float *
     } else {
         if (ls->res_alpha[0]) deep_residual(x, xn, ls->res_alpha[0], tmp, ls->res_beta[0], NH);
         else add_scaled(x, tmp, a->residual_scale, NH);
-        if (a->names.post_attn_norm && res_norm) mx_norm_rows(&a->norm, &L->post_attn_norm, x, x, N, H, H);
+        if (a->names.post_attn_norm && res_norm) mx_norm_rows_f(f, &a->norm, &L->post_attn_norm, x, x, N, H, H);
         if (ls->xattn) { /* encoder-decoders: attend to the encoder memory */
-            mx_norm_rows(&a->norm, &L->xattn_norm, xn, x, N, H, H);
+            mx_norm_rows_f(f, &a->norm, &L->xattn_norm, xn, x, N, H, H);
             ls->xattn->forward(f, l, L->xattn_w, xn, tmp);
             add_scaled(x, tmp, a->residual_scale, NH);
         }
-        if (a->names.ffn_norm) mx_norm_rows(&a->norm, &L->ffn_norm, xn, x, N, H, H);
+        if (a->names.ffn_norm) mx_norm_rows_f(f, &a->norm, &L->ffn_norm, xn, x, N, H, H);
         else memcpy(xn, x, NH * 4);
         if (ls->shortcut) ls->shortcut->forward(f, l, L->shortcut_w, xn, f->carry); /* joins at the next layer's end */
         ls->ffn->forward(f, l, L->ffn_w, xn, tmp2);
         tp_sum(f, tmp2, NH);
-        if (a->names.post_ffn_norm && !res_norm) mx_norm_rows(&a->norm, &L->post_ffn_norm, tmp2, tmp2, N, H, H);
+        if (a->names.post_ffn_norm && !res_norm) mx_norm_rows_f(f, &a->norm, &L->post_ffn_norm, tmp2, tmp2, N, H, H);
         if (L->ffn_scale) scale_rows(tmp2, L->ffn_scale, N, H);
         if (ls->res_alpha[1]) deep_residual(x, xn, ls->res_alpha[1], tmp2, ls->res_beta[1], NH);
         else add_scaled(x, tmp2, a->residual_scale, NH);
-        if (a->names.post_ffn_norm && res_norm) mx_norm_rows(&a->norm, &L->post_ffn_norm, x, x, N, H, H);
+        if (a->names.post_ffn_norm && res_norm) mx_norm_rows_f(f, &a->norm, &L->post_ffn_norm, x, x, N, H, H);
         if (l > 0 && a->layers[l - 1].shortcut) add_scaled(x, f->carry, 1.0f, NH);
     }
     if (ls->post && !a->altup.n) { /* reads the layer's output, adds to it (AltUp: mx_altup_correct runs it) */
@@ -385,6 +419,7 @@ int mx_forward(mx_ctx *c, const mx_seq_in *seqs, int n_seqs, float *logits, bool
     }
     if (sh) sh->ops->begin(sh->ctx, seqs, n_seqs, all);
     /* embeddings (image rows where a sequence gives them) */
+    double t_op = c->prof ? mx_now() : 0;
     bool spans = false;
     for (int t = 0; t < N; t++) {
         const mx_seq_in *s = &seqs[c->b.seq_of[t]];
@@ -403,10 +438,12 @@ int mx_forward(mx_ctx *c, const mx_seq_in *seqs, int n_seqs, float *logits, bool
             mx_add(row, c->b.tmp, H);
         }
     }
+    if (c->prof) mx_prof_add(c->prof, MX_OP_EMBED, t_op);
     if (a->names.embed_norm && embeds) mx_norm_rows(&a->norm, &m->embed_norm, c->b.x, c->b.x, N, H, H); /* NanoChat */
     int deep = 0;
     for (int s = 0; s < n_seqs; s++) deep = MX_MAX(deep, seqs[s].embed_row ? seqs[s].n_deep : 0);
     /* rope tables per spec, per sequence (dynamic variants depend on length) */
+    if (c->prof) t_op = mx_now();
     if (a->pos == MX_POS_ROPE) {
         size_t off = 0;
         for (int r = 0; r < a->n_rope; r++) {
@@ -421,9 +458,10 @@ int mx_forward(mx_ctx *c, const mx_seq_in *seqs, int n_seqs, float *logits, bool
             off += (size_t)N * a->rope[r].dim;
         }
     }
+    if (c->prof && a->pos == MX_POS_ROPE) mx_prof_add(c->prof, MX_OP_ROPE, t_op);
     mx_fwd f = {.m = m, .pool = c->pool, .seqs = seqs, .n_seqs = n_seqs, .N = N, .pos = c->b.pos, .seq_of = c->b.seq_of,
                 .scratch = c->b.scratch, .max_tokens = c->max_tokens, .max_ctx = c->max_ctx, .carry = c->b.carry,
-                .kp = &c->kp, .span_lo = spans ? c->b.span : NULL, .span_hi = spans ? c->b.span + N : NULL};
+                .kp = &c->kp, .prof = c->prof, .span_lo = spans ? c->b.span : NULL, .span_hi = spans ? c->b.span + N : NULL};
     for (int r = 0, off = 0; r < a->n_rope; off += N * a->rope[r].dim, r++) f.cs[r] = c->b.cs + off;
     if (a->ple.dim && embeds) mx_ple_inputs(&f, c->b.x, c->b.ple);
     if (a->altup.n && embeds) mx_altup_embed(&f, c->b.x, c->b.altup);
@@ -464,7 +502,7 @@ int mx_forward(mx_ctx *c, const mx_seq_in *seqs, int n_seqs, float *logits, bool
     int nrows = all ? N : n_seqs;
     /* final norm and head on the rows that need logits */
     if (all) {
-        if (a->names.final_norm) mx_norm_rows(&a->norm, &m->final_norm, c->b.xn, c->b.x, N, H, H);
+        if (a->names.final_norm) mx_norm_rows_f(&f, &a->norm, &m->final_norm, c->b.xn, c->b.x, N, H, H);
         else memcpy(c->b.xn, c->b.x, (size_t)N * H * 4);
     } else {
         int t = 0;
@@ -472,10 +510,10 @@ int mx_forward(mx_ctx *c, const mx_seq_in *seqs, int n_seqs, float *logits, bool
             t += seqs[s].n;
             memcpy(c->b.xn + (size_t)s * H, c->b.x + (size_t)(t - 1) * H, (size_t)H * 4);
         }
-        if (a->names.final_norm) mx_norm_rows(&a->norm, &m->final_norm, c->b.xn, c->b.xn, nrows, H, H);
+        if (a->names.final_norm) mx_norm_rows_f(&f, &a->norm, &m->final_norm, c->b.xn, c->b.xn, nrows, H, H);
     }
     const mx_weight *head = a->tied ? &m->embed : &m->lm_head;
-    mx_linear(&f, head, m->lm_head_b, c->b.xn, nrows, H, logits, a->vocab);
+    mx_linear_as(&f, MX_OP_HEAD, head, m->lm_head_b, c->b.xn, nrows, H, logits, a->vocab);
     size_t nl = (size_t)nrows * a->vocab;
     if (a->logit_scale != 1.0f) mx_scale(logits, a->logit_scale, (int)nl);
     if (a->final_softcap > 0) {

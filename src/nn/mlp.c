@@ -134,26 +134,30 @@ static void mlp_slice(mx_fwd *f, int layer, const mlp_w *w, const float *in, int
     int F = width(a, layer), H = a->hidden, F2 = 2 * F;
     float *gu = f->scratch;
     if (a->mlp == MX_MLP_GATED) {
-        if (w->gate_up.fmt) mx_linear(f, &w->gate_up, w->gate_up_b, in, N, H, gu, F2);
+        if (w->gate_up.fmt) mx_linear_as(f, MX_OP_GATE_UP, &w->gate_up, w->gate_up_b, in, N, H, gu, F2);
         else {
             const mx_weight *ws[2] = {&w->gate, &w->up};
             float *bs[2] = {w->gate_b, w->up_b}, *ys[2] = {gu, gu + F};
-            mx_linear_multi(f, 2, ws, bs, in, N, H, ys, F2);
+            mx_linear_multi_as(f, MX_OP_GATE_UP, 2, ws, bs, in, N, H, ys, F2);
         }
         if (a->mlp_gate_scale && a->mlp_gate_scale != 1.0f)
             for (int t = 0; t < N; t++) mx_scale(gu + (size_t)t * F2, a->mlp_gate_scale, F);
         if (a->layers[layer].gate_sparsity > 0)
             for (int t = 0; t < N; t++) gaussian_topk(gu + (size_t)t * F2, F, w->sparsity_z);
+        double t_op = f->prof ? mx_now() : 0;
         for (int t = 0; t < N; t++) mx_act_mul(a->act, gu + (size_t)t * F2, gu + (size_t)t * F2 + F, F);
+        if (f->prof) mx_prof_add(f->prof, MX_OP_ACT, t_op);
     } else {
-        mx_linear(f, &w->up, w->up_b, in, N, H, gu, F2);
+        mx_linear_as(f, MX_OP_GATE_UP, &w->up, w->up_b, in, N, H, gu, F2);
+        double t_op = f->prof ? mx_now() : 0;
         for (int t = 0; t < N; t++) {
             if (a->act == MX_ACT_XIELU) xielu(w->xielu, gu + (size_t)t * F2, F);
             else mx_act_apply(a->act, gu + (size_t)t * F2, F);
         }
+        if (f->prof) mx_prof_add(f->prof, MX_OP_ACT, t_op);
     }
     if (w->act_norm.w || w->act_norm.b) mx_norm_rows(&a->norm, &w->act_norm, gu, gu, N, F, F2);
-    mx_linear(f, &w->down, w->down_b, gu, N, F2, out, H);
+    mx_linear_as(f, MX_OP_DOWN, &w->down, w->down_b, gu, N, F2, out, H);
     if (a->mlp_out_scale && a->mlp_out_scale != 1.0f) mx_scale(out, a->mlp_out_scale, N * H);
 }
 

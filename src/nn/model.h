@@ -10,6 +10,7 @@
 #include "arch.h"
 #include "../format/checkpoint.h"
 #include "../base/threadpool.h"
+#include "prof.h"
 
 typedef struct { float *w, *b; } mx_normw;
 
@@ -163,6 +164,9 @@ int mx_ctx_max_tokens(const mx_ctx *c);
  * its forward passes carry: a caller may change it between passes (the
  * scheduler's qmode per pass; tests). */
 mx_kpolicy *mx_ctx_policy(mx_ctx *c);
+/* The op timer the context's passes add to (nn/prof.h); NULL (the default)
+ * turns it off. The caller owns p and reads it between passes. */
+void mx_ctx_set_prof(mx_ctx *c, mx_prof *p);
 
 struct mx_seq_in {
     mx_kv *kv;
@@ -222,6 +226,7 @@ struct mx_fwd {
     const float *ple;        /* per-layer inputs [N][n_layers * ple.dim] (arch.ple); NULL = none */
     float *carry;           /* mx_fwd_bufs.carry */
     const mx_kpolicy *kp;    /* the products' policy (its pool is `pool`); NULL: the model's on `pool` */
+    mx_prof *prof;           /* the op timer (nn/prof.h); NULL: off */
 };
 /* Fills buf (mx_fwd_bufs.ple) with f's per-layer inputs from the scaled
  * token embeddings h0 [N, hidden] and sets f->ple (nn/ple.c). */
@@ -258,9 +263,15 @@ void mx_layer_forward(mx_fwd *f, int layer, float *x, float *xn, float *tmp, flo
 
 /* y = x W^T (+ b), threaded, under the pass's policy. */
 void mx_linear(const mx_fwd *f, const mx_weight *w, const float *b, const float *x, int n, int ldx, float *y, int ldy);
+/* mx_linear with its role for the op timer (mx_linear's is MX_OP_MATMUL) */
+void mx_linear_as(const mx_fwd *f, mx_op op, const mx_weight *w, const float *b, const float *x, int n, int ldx, float *y, int ldy);
+/* mx_norm_rows timed as MX_OP_NORM under f's op timer */
+void mx_norm_rows_f(const mx_fwd *f, const mx_norm_spec *s, const mx_normw *w, float *y, const float *x, int n, int d, int ld);
 /* mx_linear for count (<= 4) weights reading the same x, into y[i] with the
  * same ldy (q/k/v, gate/up): one pass over the pool where the kernels allow. */
 void mx_linear_multi(const mx_fwd *f, int count, const mx_weight *const *w, float *const *b, const float *x, int n, int ldx, float *const *y, int ldy);
+void mx_linear_multi_as(const mx_fwd *f, mx_op op, int count, const mx_weight *const *w, float *const *b, const float *x, int n, int ldx,
+                        float *const *y, int ldy);
 /* The position scale of q when a->temp_scale is set (Llama 4's attention
  * temperature, Ministral 3's / Mistral 4's Llama-4 scaling). */
 float mx_attn_q_temp(const mx_attn_spec *a, int pos);

@@ -401,11 +401,12 @@ static void expert_run(const mx_fwd *f, const mx_moe_spec *s, const expert_w *ex
                        float *y) {
     int H = f->m->arch.hidden, F2 = 2 * F;
     bool gated = ex->w[P_GATE_UP].fmt || ex->w[P_GATE].fmt;
-    if (ex->w[P_GATE_UP].fmt) mx_linear(f, &ex->w[P_GATE_UP], ex->b[P_GATE_UP], x, n, H, gu, F2);
+    if (ex->w[P_GATE_UP].fmt) mx_linear_as(f, MX_OP_EXPERT, &ex->w[P_GATE_UP], ex->b[P_GATE_UP], x, n, H, gu, F2);
     else {
-        if (ex->w[P_GATE].fmt) mx_linear(f, &ex->w[P_GATE], ex->b[P_GATE], x, n, H, gu, F2);
-        mx_linear(f, &ex->w[P_UP], ex->b[P_UP], x, n, H, gated ? gu + F : gu, F2);
+        if (ex->w[P_GATE].fmt) mx_linear_as(f, MX_OP_EXPERT, &ex->w[P_GATE], ex->b[P_GATE], x, n, H, gu, F2);
+        mx_linear_as(f, MX_OP_EXPERT, &ex->w[P_UP], ex->b[P_UP], x, n, H, gated ? gu + F : gu, F2);
     }
+    double t_op = f->prof ? mx_now() : 0;
     for (int t = 0; t < n; t++) {
         float *g = gu + (size_t)t * F2;
         if (!gated) { mx_act_apply(s->act, g, F); continue; }
@@ -421,7 +422,8 @@ static void expert_run(const mx_fwd *f, const mx_moe_spec *s, const expert_w *ex
             }
         } else mx_act_mul(s->act, g, g + F, F);
     }
-    mx_linear(f, &ex->w[P_DOWN], ex->b[P_DOWN], gu, n, F2, y, H);
+    if (f->prof) mx_prof_add(f->prof, MX_OP_ACT, t_op);
+    mx_linear_as(f, MX_OP_EXPERT, &ex->w[P_DOWN], ex->b[P_DOWN], gu, n, F2, y, H);
 }
 
 static void moe_forward(mx_fwd *f, int layer, void *wp, const float *in, float *out) {
@@ -434,7 +436,7 @@ static void moe_forward(mx_fwd *f, int layer, void *wp, const float *in, float *
     moe_plan(f->m, N, f->scratch, &b);
     float *logits = b.logits, *wts = b.wts, *xg = b.xg, *yg = b.yg, *gu = b.gu, *row = b.row, *tmp = b.tmp, *sg = b.sg;
     int *sel = b.sel, *order = b.order, *start = b.start;
-    mx_linear(f, &w->router, w->router_b, in, N, H, logits, E);
+    mx_linear_as(f, MX_OP_ROUTER, &w->router, w->router_b, in, N, H, logits, E);
     if (s->router_softcap > 0)
         for (size_t i = 0; i < (size_t)N * E; i++) logits[i] = tanhf(logits[i] / s->router_softcap) * s->router_softcap;
     for (int t = 0; t < N; t++) mx_moe_route(s, logits + (size_t)t * E, w->score_bias, sel + (size_t)t * K, wts + (size_t)t * K, tmp);
@@ -449,7 +451,7 @@ static void moe_forward(mx_fwd *f, int layer, void *wp, const float *in, float *
     if (w->has_shared) {
         expert_run(f, s, &w->shared, s->shared_ffn, in, N, gu, row, out);
         if (w->shared_gate.fmt) {
-            mx_linear(f, &w->shared_gate, w->shared_gate_b, in, N, H, sg, 1);
+            mx_linear_as(f, MX_OP_ROUTER, &w->shared_gate, w->shared_gate_b, in, N, H, sg, 1);
             for (int t = 0; t < N; t++) mx_scale(out + (size_t)t * H, sigmoidf(sg[t]), H);
         }
         if (s->shared_scale && s->shared_scale != 1.0f) mx_scale(out, s->shared_scale, N * H);

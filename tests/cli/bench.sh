@@ -69,6 +69,50 @@ else
   fail bench_table "$(tail -1 "$T/err")"
 fi
 
+# --profile: each op's share of a prefill and a decode step; the shares (with the rest) sum to 100 %,
+# every projection role the model has is timed, and the decode ids are the same with the timer off and on
+# (q4: dense llama; mixtral fixture: the MoE roles)
+for m in "$T/q4:attn q/k/v proj,attn o proj,mlp gate/up,mlp down,lm head" "tests/fixtures/mixtral:attn q/k/v proj,moe router,moe experts,lm head"; do
+  dir=${m%%:*} roles=${m#*:} name=bench_profile_json_$(basename "$dir")
+  if "$MLXCEL" bench -m "$dir" -p 12 -n 6 -r 1 -t 2 --bw-mb 32 --json --profile >"$T/p.json" 2>"$T/err"; then
+    python3 - "$T/p.json" "$name" "$roles" <<'PY'
+import json, sys
+name, roles = sys.argv[2], sys.argv[3].split(",")
+try:
+    pr = json.load(open(sys.argv[1]))["profile"]
+except Exception as e:
+    print(f"FAIL {name}: no profile object ({e})"); sys.exit()
+why = []
+if pr.get("ids_identical") is not True: why.append("decode ids differ with the timer on")
+for ph, steps, tok in (("pp", 1, 12), ("tg", 6, 1)):
+    p = pr.get(ph)
+    if not p: why.append(f"no {ph}"); continue
+    ops = {o["op"]: o for o in p["ops"]}
+    tot = sum(o["share_pct"] for o in p["ops"])
+    if abs(tot - 100) > 0.1: why.append(f"{ph} shares sum to {tot}")
+    ms = sum(o["ms_per_token"] for o in p["ops"])
+    if abs(ms - p["ms_per_token"]) > 1e-6 * max(1, ms): why.append(f"{ph} ms/token {ms} vs {p['ms_per_token']}")
+    if p["steps"] != steps or p["tokens_per_step"] != tok: why.append(f"{ph} steps {p['steps']} x {p['tokens_per_step']}")
+    if ops.get("rest", {}).get("share_pct", -1) < 0: why.append(f"{ph} rest below 0")
+    for r in roles + ["attention core", "norms", "embedding"]:
+        o = ops.get(r)
+        if not o or o["calls_per_step"] <= 0 or o["ms_per_token"] <= 0: why.append(f"{ph} {r} not timed")
+        elif r in roles and not (o["gbs"] > 0 and o["gflops"] > 0): why.append(f"{ph} {r} without GB/s, GFLOP/s")
+    if ph == "tg" and ops["sampling"]["calls_per_step"] != 1: why.append("tg sampling not once a step")
+print(f"FAIL {name}: {'; '.join(why)}" if why else f"ok {name}")
+PY
+  else
+    fail "$name" "$(tail -1 "$T/err")"
+  fi
+done
+if "$MLXCEL" bench -m "$T/q4" -p 8 -n 4 -r 1 -t 1 --bw-mb 32 --profile >"$T/out.txt" 2>"$T/err"; then
+  grep -q '^profile of one pp8 (prefill)' "$T/out.txt" && grep -q '^profile of tg4 ' "$T/out.txt" && [ "$(grep -c '^| mlp down |' "$T/out.txt")" = 2 ] &&
+    [ "$(grep -c '^| rest (scheduler/overhead) |' "$T/out.txt")" = 2 ] && grep -q 'decode ids with the timer on: identical' "$T/out.txt" &&
+    ok bench_profile_table || fail bench_profile_table "$(grep -A3 '^profile' "$T/out.txt" | head -8)"
+else
+  fail bench_profile_table "$(tail -1 "$T/err")"
+fi
+
 # -d: the depth filled once (its own row) and the tests after it; --depth-random fills it without a prefill
 for mode in prefill random; do
   extra=""; [ $mode = random ] && extra=--depth-random
