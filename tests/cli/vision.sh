@@ -17,35 +17,9 @@ trap 'rm -rf "$tmp"' EXIT
 ok() { echo "ok vision/$1"; }
 fail() { echo "FAIL vision/$1: $2"; }
 
-cat >"$tmp/check.py" <<'PY'
-import json, struct, sys
-def load(p):
-    b = open(p, "rb").read(); n = struct.unpack("<Q", b[:8])[0]; h = json.loads(b[8:8 + n]); out = {}
-    for k, v in h.items():
-        if k == "__metadata__": continue
-        s, e = v["data_offsets"]; raw = b[8 + n + s:8 + n + e]
-        fmt = {"F32": "f", "I64": "q", "U8": "B"}[v["dtype"]]
-        out[k] = struct.unpack("<%d%s" % (len(raw) // struct.calcsize(fmt), fmt), raw)
-    return out
-ref, got, js = load(sys.argv[1]), load(sys.argv[2]), json.loads(open(sys.argv[3]).read().strip().splitlines()[-1])
-def close(a, b):
-    tol = 1e-4 * max(1.0, max(abs(x) for x in b))
-    d = max(abs(x - y) for x, y in zip(a, b))
-    return len(a) == len(b) and d <= tol, d, tol
-msgs = []
-for mine, theirs in (("logits", "logits"), ("step_logits", "greedy_logits")):
-    good, d, tol = close(got[mine], ref[theirs])
-    if not good: msgs.append("%s max diff %g > %g" % (mine, d, tol))
-if list(js["generated_ids"]) != list(ref["greedy_ids"]): msgs.append("generated_ids %s != %s" % (js["generated_ids"], list(ref["greedy_ids"])))
-if list(js["prompt_ids"]) != list(ref["input_ids"]): msgs.append("prompt_ids differ")
-print("; ".join(msgs))
-sys.exit(1 if msgs else 0)
-PY
+C=tests/lib/vlm_check.py # the parity checks (vision_tiles.sh uses it too)
 
-ids_of() { python3 -c "
-import json,struct,sys
-b=open(sys.argv[1],'rb').read(); n=struct.unpack('<Q',b[:8])[0]; h=json.loads(b[8:8+n]); t=h['input_ids']; o=8+n+t['data_offsets'][0]
-print(','.join(map(str,struct.unpack('<%dq'%t['shape'][0], b[o:o+8*t['shape'][0]]))))" "$1"; }
+ids_of() { python3 $C ids "$1"; }
 
 for fx in llava llava_next paligemma idefics3 gemma3 qwen2_vl; do
   F=tests/fixtures/$fx
@@ -53,7 +27,7 @@ for fx in llava llava_next paligemma idefics3 gemma3 qwen2_vl; do
   for chunk in 512 1; do
     if "$M" generate -m $F --image $F/inputs/image.png --prompt-ids "$ids" -n 16 --temp 0 --ignore-eos --prefill-chunk $chunk \
          --logits-out "$tmp/l.st" --output-format json >"$tmp/out" 2>"$tmp/err"; then
-      if msg=$(python3 "$tmp/check.py" $F/reference.safetensors "$tmp/l.st" "$tmp/out" 2>&1); then ok "$fx/chunk$chunk parity"
+      if msg=$(python3 $C parity $F/reference.safetensors "$tmp/l.st" "$tmp/out" 2>&1); then ok "$fx/chunk$chunk parity"
       else fail "$fx/chunk$chunk parity" "$msg"; fi
     else fail "$fx/chunk$chunk parity" "$(head -c 300 "$tmp/err")"; fi
   done

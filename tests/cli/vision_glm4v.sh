@@ -19,37 +19,13 @@ trap 'rm -rf "$tmp"' EXIT
 ok() { echo "ok vision_glm4v/$1"; }
 fail() { echo "FAIL vision_glm4v/$1: $2"; }
 
-cat >"$tmp/check.py" <<'PY'
-import json, struct, sys
-def load(p):
-    b = open(p, "rb").read(); n = struct.unpack("<Q", b[:8])[0]; h = json.loads(b[8:8 + n]); out = {}
-    for k, v in h.items():
-        if k == "__metadata__": continue
-        s, e = v["data_offsets"]; raw = b[8 + n + s:8 + n + e]
-        fmt = {"F32": "f", "I64": "q", "U8": "B"}[v["dtype"]]
-        out[k] = struct.unpack("<%d%s" % (len(raw) // struct.calcsize(fmt), fmt), raw)
-    return out
-ref, js = load(sys.argv[1]), json.loads(open(sys.argv[2]).read().strip().splitlines()[-1])
-msgs = []
-if len(sys.argv) > 3:
-    got = load(sys.argv[3])
-    for mine, theirs in (("logits", "logits"), ("step_logits", "greedy_logits")):
-        a, b = got[mine], ref[theirs]
-        tol = 1e-4 * max(1.0, max(abs(x) for x in b)); d = max(abs(x - y) for x, y in zip(a, b))
-        if len(a) != len(b) or d > tol: msgs.append("%s max diff %g > %g" % (mine, d, tol))
-if list(js["generated_ids"]) != list(ref["greedy_ids"]): msgs.append("generated_ids %s != %s" % (js["generated_ids"], list(ref["greedy_ids"])))
-if list(js["prompt_ids"]) != list(ref["input_ids"]): msgs.append("prompt_ids %s != input_ids %s" % (js["prompt_ids"], list(ref["input_ids"])))
-print("; ".join(msgs)); sys.exit(1 if msgs else 0)
-PY
+C=tests/lib/vlm_check.py # the parity checks (vision_tiles.sh uses it too)
 
-ids=$(python3 -c "
-import json, struct, sys
-b = open(sys.argv[1], 'rb').read(); n = struct.unpack('<Q', b[:8])[0]; t = json.loads(b[8:8 + n])['input_ids']; o = 8 + n + t['data_offsets'][0]
-print(','.join(map(str, struct.unpack('<%dq' % t['shape'][0], b[o:o + 8 * t['shape'][0]]))))" $F/reference.safetensors)
+ids=$(python3 $C ids $F/reference.safetensors)
 for chunk in 512 1; do
   if "$M" generate -m $F --image $F/inputs/image.png --prompt-ids "$ids" -n 16 --temp 0 --ignore-eos --prefill-chunk $chunk \
        --logits-out "$tmp/l.st" --output-format json >"$tmp/out" 2>"$tmp/err"; then
-    if msg=$(python3 "$tmp/check.py" $F/reference.safetensors "$tmp/out" "$tmp/l.st" 2>&1); then ok "chunk$chunk parity"
+    if msg=$(python3 $C parity $F/reference.safetensors "$tmp/l.st" "$tmp/out" 2>&1); then ok "chunk$chunk parity"
     else fail "chunk$chunk parity" "$msg"; fi
   else fail "chunk$chunk parity" "$(head -c 300 "$tmp/err")"; fi
 done
@@ -58,7 +34,7 @@ done
 python3 -c "import json, sys; sys.stdout.write(json.load(open('$F/reference.json'))['prompt_text'])" >"$tmp/prompt.txt"
 if "$M" generate -m $F --image $F/inputs/image.png -f "$tmp/prompt.txt" -n 16 --temp 0 --ignore-eos --output-format json \
      >"$tmp/out" 2>"$tmp/err"; then
-  if msg=$(python3 "$tmp/check.py" $F/reference.safetensors "$tmp/out" 2>&1); then ok "-p expands to the reference ids"
+  if msg=$(python3 $C ids_match $F/reference.safetensors "$tmp/out" 2>&1); then ok "-p expands to the reference ids"
   else fail "-p expands to the reference ids" "$(head -c 400 <<<"$msg")"; fi
 else fail "-p expands to the reference ids" "$(head -c 300 "$tmp/err")"; fi
 
@@ -71,7 +47,7 @@ cat >"$tmp/glm4v.jinja" <<'TPL'
 TPL
 "$M" generate -m $F --image $F/inputs/image.png --chat-template-file "$tmp/glm4v.jinja" -p "Describe this image." -n 16 --temp 0 \
   --ignore-eos --output-format json >"$tmp/out" 2>"$tmp/err"
-if msg=$(python3 "$tmp/check.py" $F/reference.safetensors "$tmp/out" 2>&1); then ok "chat template renders the reference prompt"
+if msg=$(python3 $C ids_match $F/reference.safetensors "$tmp/out" 2>&1); then ok "chat template renders the reference prompt"
 else fail "chat template renders the reference prompt" "$(head -c 300 "$tmp/err") $msg"; fi
 want=$("$M" generate -m $F --image $F/inputs/image.png --chat-template-file "$tmp/glm4v.jinja" -p "Describe this image." -n 12 --temp 0 \
   --output-format json 2>"$tmp/err" | tail -1 | python3 -c "import json, sys; sys.stdout.write(json.load(sys.stdin)['text'])")
@@ -121,7 +97,7 @@ t['rope_parameters'] = dict(t.pop('rope_scaling'), rope_theta=10000.0, partial_r
 json.dump(c, open('$tmp/v5/config.json', 'w'))"
 if "$M" generate -m "$tmp/v5" --image $F/inputs/image.png --prompt-ids "$ids" -n 16 --temp 0 --ignore-eos --logits-out "$tmp/l.st" \
      --output-format json >"$tmp/out" 2>"$tmp/err"; then
-  if msg=$(python3 "$tmp/check.py" $F/reference.safetensors "$tmp/out" "$tmp/l.st" 2>&1); then ok "rope_parameters config parity"
+  if msg=$(python3 $C parity $F/reference.safetensors "$tmp/l.st" "$tmp/out" 2>&1); then ok "rope_parameters config parity"
   else fail "rope_parameters config parity" "$msg"; fi
 else fail "rope_parameters config parity" "$(head -c 300 "$tmp/err")"; fi
 

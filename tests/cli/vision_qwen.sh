@@ -17,38 +17,12 @@ trap 'rm -rf "$tmp"' EXIT
 ok() { echo "ok vision_qwen/$1"; }
 fail() { echo "FAIL vision_qwen/$1: $2"; }
 
-cat >"$tmp/check.py" <<'PY'
-import json, struct, sys
-def load(p):
-    b = open(p, "rb").read(); n = struct.unpack("<Q", b[:8])[0]; h = json.loads(b[8:8 + n]); out = {}
-    for k, v in h.items():
-        if k == "__metadata__": continue
-        s, e = v["data_offsets"]; raw = b[8 + n + s:8 + n + e]
-        fmt = {"F32": "f", "I64": "q", "U8": "B"}[v["dtype"]]
-        out[k] = struct.unpack("<%d%s" % (len(raw) // struct.calcsize(fmt), fmt), raw)
-    return out
-ref, js = load(sys.argv[1]), json.loads(open(sys.argv[3]).read().strip().splitlines()[-1])
-msgs = []
-if sys.argv[2] != "-":
-    got = load(sys.argv[2])
-    for mine, theirs in (("logits", "logits"), ("step_logits", "greedy_logits")):
-        a, b = got[mine], ref[theirs]
-        tol = 1e-4 * max(1.0, max(abs(x) for x in b))
-        d = max(abs(x - y) for x, y in zip(a, b)) if len(a) == len(b) else float("inf")
-        if d > tol: msgs.append("%s max diff %g > %g" % (mine, d, tol))
-if list(js["generated_ids"]) != list(ref["greedy_ids"]): msgs.append("generated_ids %s != %s" % (js["generated_ids"], list(ref["greedy_ids"])))
-if list(js["prompt_ids"]) != list(ref["input_ids"]): msgs.append("prompt_ids %s != input_ids %s" % (js["prompt_ids"], list(ref["input_ids"])))
-print("; ".join(msgs))
-sys.exit(1 if msgs else 0)
-PY
-ids_of() { python3 -c "
-import json,struct,sys
-b=open(sys.argv[1],'rb').read(); n=struct.unpack('<Q',b[:8])[0]; h=json.loads(b[8:8+n]); t=h['input_ids']; o=8+n+t['data_offsets'][0]
-print(','.join(map(str,struct.unpack('<%dq'%t['shape'][0], b[o:o+8*t['shape'][0]]))))" "$1"; }
+C=tests/lib/vlm_check.py # the parity checks (vision_tiles.sh uses it too)
+ids_of() { python3 $C ids "$1"; }
 run_check() { # name, fixture, logits file or -, generate arguments...
   local n=$1 F=$2 L=$3; shift 3
   if "$M" generate -m $F --image $F/inputs/image.png -n 16 --temp 0 --ignore-eos --output-format json "$@" >"$tmp/out" 2>"$tmp/err"; then
-    if msg=$(python3 "$tmp/check.py" $F/reference.safetensors "$L" "$tmp/out" 2>&1); then ok "$n"; else fail "$n" "$(head -c 400 <<<"$msg")"; fi
+    if msg=$(if [ "$L" = - ]; then python3 $C ids_match $F/reference.safetensors "$tmp/out"; else python3 $C parity $F/reference.safetensors "$L" "$tmp/out"; fi 2>&1); then ok "$n"; else fail "$n" "$(head -c 400 <<<"$msg")"; fi
   else fail "$n" "$(head -c 300 "$tmp/err")"; fi
 }
 
