@@ -70,7 +70,8 @@ const mx_cmd mx_cmd_chat = {
     .details = "Streams the reply; the KV cache is kept between turns, so a turn only prefills its new text. "
                "In the chat: /help, /clear (start over), /system [TEXT] (show or set the system prompt), "
                "/image PATH (an image for the next message, vision-language models), /exit; "
-               "Ctrl-C stops a reply, Ctrl-D quits. A model without a chat template gets a plain User:/Assistant: format.",
+               "Ctrl-C stops a reply, Ctrl-D quits. A model without a chat template gets a plain User:/Assistant: format. "
+               "Under mpirun with --tp / --pp, rank 0 owns the terminal and the other ranks end with it (no /image).",
     .opts = chat_tab,
     .size = sizeof(chat_opts),
     .init = chat_init,
