@@ -3,9 +3,12 @@
  * is kept between turns: each turn renders the whole conversation, and only
  * the tokens after the longest common prefix with the cache are prefilled.
  * Ctrl-C stops a reply (the chat goes on); when the conversation outgrows
- * the context the oldest turns are dropped, with a notice. */
+ * the context the oldest turns are dropped, with a notice. Under mpirun with
+ * --tp / --pp, rank 0 owns the terminal and the other ranks serve their part
+ * of each pass until rank 0 ends the session (src/dist/). */
 #include "cli.h"
 #include "../base/base.h"
+#include "../dist/dist.h"
 #include "../runtime/constrain.h"
 #include "../runtime/generate.h"
 #include "../runtime/outparse.h"
@@ -20,7 +23,7 @@
 
 typedef struct {
     const char *model, *system, *tmpl_name, *tmpl_file, *json_schema, *grammar;
-    int n_max, threads, ctx;
+    int n_max, threads, ctx, tp, pp;
     bool verbose;
     mx_sampling samp;
     cli_kv_opts kv;
@@ -31,6 +34,7 @@ static void chat_init(void *p) {
     o->n_max = 1024;
     o->ctx = 4096;
     o->threads = mx_default_threads();
+    o->tp = o->pp = 1;
     mx_sampling_defaults(&o->samp);
     o->samp.temperature = 0.7f;
     o->samp.top_p = 0.95f;
@@ -49,6 +53,10 @@ static const mx_opt chat_tab[] = {
      "every reply follows the GBNF grammar in FILE", NULL, 0},
     OPT_THREADS(chat_opts, threads),
     OPT_KV(chat_opts, kv),
+    {NULL, "--tp", NULL, OPT_INT, "T", 1, 4096, offsetof(chat_opts, tp),
+     "tensor parallelism over T processes (under mpirun; rank 0 owns the terminal; see Distributed runs)", NULL, 0},
+    {NULL, "--pp", NULL, OPT_INT, "P", 1, 4096, offsetof(chat_opts, pp),
+     "pipeline parallelism: the layers in P ranges, one per group of --tp processes (under mpirun)", NULL, 0},
     {"-v", "--verbose", NULL, OPT_FLAG, NULL, 0, 0, offsetof(chat_opts, verbose), "print each turn's prefill and decode times", NULL, 0},
     {0},
 };
@@ -62,7 +70,8 @@ const mx_cmd mx_cmd_chat = {
     .details = "Streams the reply; the KV cache is kept between turns, so a turn only prefills its new text. "
                "In the chat: /help, /clear (start over), /system [TEXT] (show or set the system prompt), "
                "/image PATH (an image for the next message, vision-language models), /exit; "
-               "Ctrl-C stops a reply, Ctrl-D quits. A model without a chat template gets a plain User:/Assistant: format.",
+               "Ctrl-C stops a reply, Ctrl-D quits. A model without a chat template gets a plain User:/Assistant: format. "
+               "Under mpirun with --tp / --pp, rank 0 owns the terminal and the other ranks end with it (no /image).",
     .opts = chat_tab,
     .size = sizeof(chat_opts),
     .init = chat_init,
@@ -243,6 +252,9 @@ static void banner(const chat *c, const char *spec) {
     const mx_arch *a = &c->tm.e.model.arch;
     fprintf(stderr, "mlxcel chat: %s (%s, %d layers), context %d tokens, temperature %g\n", spec, a->family, a->n_layers, c->o->ctx,
             (double)c->o->samp.temperature);
+    if (mx_dist_active())
+        fprintf(stderr, "distributed: %d processes (--tp %d x --pp %d); this one (rank 0) owns the terminal\n", c->o->tp * c->o->pp, c->o->tp,
+                c->o->pp);
     fprintf(stderr, "/help for commands; Ctrl-C stops a reply; /exit or Ctrl-D quits.\n");
 }
 
@@ -271,6 +283,10 @@ static bool command(chat *c, const char *line, bool *quit) {
         return true;
     }
     if (!strncmp(line, "/image", 6) && (!line[6] || line[6] == ' ')) {
+        if (mx_dist_active()) { /* a distributed pass carries token ids only */
+            fprintf(stderr, "[/image is not supported with --tp / --pp]\n");
+            return true;
+        }
         const char *path = line + 6;
         while (*path == ' ') path++;
         char *data;
@@ -325,25 +341,46 @@ static json_t *user_message(chat *c, const char *line, size_t len) {
     return json_pack("{s:s,s:o,s:i}", "role", "user", "content", content, "_images", k);
 }
 
+static int chat_session(chat_opts *o);
+
 static int chat_run(void *p) {
-    const chat_opts *o = p;
-    if (!o->model) { fprintf(stderr, "mlxcel chat: -m MODEL is required\n"); return 2; }
-    if (o->tmpl_name && o->tmpl_file) { fprintf(stderr, "mlxcel chat: give --chat-template or --chat-template-file, not both\n"); return 2; }
-    if (o->json_schema && o->grammar) { fprintf(stderr, "mlxcel chat: give --json-schema or --grammar, not both\n"); return 2; }
+    chat_opts *o = p;
+    if (mx_dist_start(o->tp, o->pp, o->threads)) {
+        if (mx_dist_rank() == 0) fprintf(stderr, "mlxcel chat: %s\n", mx_errmsg());
+        mx_dist_finish();
+        return 2;
+    }
+    int rc = chat_session(o);
+    if (o->verbose) mx_dist_report(); /* -v: each process's messages, bytes and time in MPI */
+    mx_dist_finish();                 /* rank 0: stops the other ranks */
+    return rc;
+}
+
+static int chat_session(chat_opts *o) {
+    bool lead = mx_dist_rank() == 0; /* rank 0 (every run without MPI) owns the terminal */
+    if (!o->model) { if (lead) fprintf(stderr, "mlxcel chat: -m MODEL is required\n"); return 2; }
+    if (o->tmpl_name && o->tmpl_file) { if (lead) fprintf(stderr, "mlxcel chat: give --chat-template or --chat-template-file, not both\n"); return 2; }
+    if (o->json_schema && o->grammar) { if (lead) fprintf(stderr, "mlxcel chat: give --json-schema or --grammar, not both\n"); return 2; }
     char *dir = cli_model_dir("chat", o->model);
     if (!dir) return 1;
     char what[256];
-    if (mx_sampling_gencfg(&((chat_opts *)p)->samp, dir, what, sizeof what)) { /* options given win */
-        fprintf(stderr, "mlxcel chat: %s\n", mx_errmsg());
+    if (mx_sampling_gencfg(&o->samp, dir, what, sizeof what)) { /* options given win */
+        if (lead) fprintf(stderr, "mlxcel chat: %s\n", mx_errmsg());
         free(dir);
         return 1;
     }
-    if (*what) fprintf(stderr, "mlxcel chat: sampling defaults from generation_config.json: %s\n", what);
+    if (*what && lead) fprintf(stderr, "mlxcel chat: sampling defaults from generation_config.json: %s\n", what);
     chat c = {.o = o};
     if (cli_kv_apply("chat", &o->kv)) { free(dir); return 2; }
     int rc = mx_textmodel_open(dir, &c.tm);
     free(dir);
-    if (rc) { fprintf(stderr, "mlxcel chat: %s\n", mx_errmsg()); return 1; }
+    if (rc) { if (lead) fprintf(stderr, "mlxcel chat: %s\n", mx_errmsg()); return 1; }
+    if (!lead) { /* a distributed run: rank 0 talks to the user, this process serves its part of each pass until rank 0 ends */
+        signal(SIGINT, SIG_IGN); /* a Ctrl-C that reaches the whole process group is rank 0's to handle (it stops the reply) */
+        rc = mx_dist_worker(&c.tm.e.model) ? 1 : 0;
+        mx_textmodel_close(&c.tm);
+        return rc;
+    }
     cli_kv_note("chat", &c.tm.e.model);
     rc = 1;
     mx_pool *pool = NULL;

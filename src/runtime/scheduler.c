@@ -176,6 +176,7 @@ static void admit(mx_sched *s) {
         sl->waiting = false;
         if (!sl->smp) { set_fin(r, MX_FIN_ERROR); sl->req = NULL; req_unref(r); continue; } /* its samples read the prompt themselves */
         s->st.cached_tokens += (uint64_t)keep;
+        s->st.prompt_tokens += (uint64_t)keep; /* the rest is counted as it is fed */
         for (int k = 0; k < n_follow; k++) {
             mx_req *f = s->q_head;
             s->q_head = f->next;

@@ -37,7 +37,7 @@ int mx_route_metrics(server *sv, mx_srv_req *rq, json_t *req) {
                   "mlxcel_http_errors_total %llu\n"
                   "# HELP mlxcel_requests_total Generation requests accepted.\n# TYPE mlxcel_requests_total counter\n"
                   "mlxcel_requests_total %llu\n"
-                  "# HELP mlxcel_prompt_tokens_total Prompt tokens processed.\n# TYPE mlxcel_prompt_tokens_total counter\n"
+                  "# HELP mlxcel_prompt_tokens_total Prompt tokens of the requests admitted, cached ones included.\n# TYPE mlxcel_prompt_tokens_total counter\n"
                   "mlxcel_prompt_tokens_total %llu\n"
                   "# HELP mlxcel_prompt_tokens_cached_total Prompt tokens reused from the prompt cache.\n# TYPE mlxcel_prompt_tokens_cached_total counter\n"
                   "mlxcel_prompt_tokens_cached_total %llu\n"

@@ -380,9 +380,15 @@ static void a_event(mx_gen *x, const char *name, json_t *data) {
     free(s);
 }
 
+/* Anthropic counts a prompt as input_tokens + cache_creation_input_tokens +
+ * cache_read_input_tokens: the tokens read from the slot's cached prefix are
+ * cache reads, the rest are input. Creation is always 0: the prefix cache is
+ * automatic (cache_control breakpoints are accepted and change nothing), so
+ * no prompt token is billed as written to a cache. */
 static json_t *a_usage(mx_gen *x) {
-    return json_pack("{s:i,s:i,s:i}", "input_tokens", mx_req_prompt_tokens(x->req), "output_tokens", x->n_gen, "cache_read_input_tokens",
-                     mx_req_cached_tokens(x->req));
+    int pt = mx_req_prompt_tokens(x->req), cached = mx_req_cached_tokens(x->req);
+    return json_pack("{s:i,s:i,s:i,s:i}", "input_tokens", pt - cached, "output_tokens", x->n_gen, "cache_creation_input_tokens", 0,
+                     "cache_read_input_tokens", cached);
 }
 
 static void a_start(mx_gen *x) {
@@ -459,8 +465,8 @@ static void a_final(mx_gen *x) {
         free(args);
     }
     json_t *seq = x->op.stopped && !x->calls ? json_string(x->g.stops[x->op.stop_index]) : json_null();
-    a_event(x, "message_delta", json_pack("{s:s,s:{s:s,s:o},s:{s:i}}", "type", "message_delta", "delta", "stop_reason", a_stop_reason(x), "stop_sequence",
-                                          seq, "usage", "output_tokens", x->n_gen));
+    a_event(x, "message_delta", json_pack("{s:s,s:{s:s,s:o},s:o}", "type", "message_delta", "delta", "stop_reason", a_stop_reason(x), "stop_sequence",
+                                          seq, "usage", a_usage(x)));
     a_event(x, "message_stop", json_pack("{s:s}", "type", "message_stop"));
 }
 

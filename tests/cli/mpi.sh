@@ -6,7 +6,8 @@
 # copy: TP only), a MoE (mixtral: TP splits
 # every expert's width) and, pipeline only, a hybrid (jamba: Mamba +
 # attention + MoE) fixture, and TP=2 x PP=2 on llama; the server under
-# mpirun (PP=2); the JSON line and the --logits-out file come from rank 0 only; a
+# mpirun (PP=2); chat under mpirun (PP=2, TP=2: the single process's
+# replies); the JSON line and the --logits-out file come from rank 0 only; a
 # world size that does not match --tp x --pp, a family TP cannot split and a
 # rank that cannot load its part are refused with one line on rank 0. Then
 # one rank in each of two network namespaces joined by a veth pair (Open MPI
@@ -69,6 +70,21 @@ got=$(curl -s localhost:$port/v1/completions -H 'content-type: application/json'
       python3 -c "import json,sys; print(json.dumps(json.loads(sys.stdin.read())['choices'][0]['text']))" 2>/dev/null)
 kill -INT $srv 2>/dev/null; wait $srv 2>/dev/null
 if [ -n "$want" ] && [ "$want" = "$got" ]; then ok serve/pp2; else fail serve/pp2 "generate $want, served $got: $(tail -2 "$T/srv.out" | tr '\n' ' ')"; fi
+
+# chat under mpirun: rank 0 reads the two turns from stdin and prints the replies, the other rank serves its
+# part of each pass and ends with it (EOF, /exit); the replies are the single-process chat's (greedy), and
+# /image is refused in a distributed run
+CHAT=(chat -m "$T/chat" --temp 0 -n 8 -t 1)
+printf 'hello there\nhow are you\n' | "$M" "${CHAT[@]}" >"$T/chat.ref" 2>"$T/err"
+chat_same() { # name, stdin, flags...
+  local n=$1 in=$2; shift 2
+  printf "$in" | timeout 60 mpirun -np 2 --oversubscribe "$M" "${CHAT[@]}" "$@" >"$T/out" 2>"$T/err"; local rc=$?
+  if [ $rc -eq 0 ] && [ "$(wc -l <"$T/chat.ref")" -eq 2 ] && cmp -s "$T/chat.ref" "$T/out" && [ "$(grep -c '^mlxcel chat:' "$T/err")" -eq 1 ]; then ok "$n"
+  else fail "$n" "rc $rc: $(head -c 200 "$T/chat.ref" | od -c | head -2) vs $(head -c 200 "$T/out" | od -c | head -2) $(grep -m3 . "$T/err" | tr '\n' ' ')"; fi
+}
+chat_same chat/pp2 'hello there\nhow are you\n' --pp 2
+chat_same chat/tp2 'hello there\n/image x.png\nhow are you\n/exit\n' --tp 2
+grep -qF '[/image is not supported with --tp / --pp]' "$T/err" && ok chat/image_refused || fail chat/image_refused "$(grep -m3 . "$T/err" | tr '\n' ' ')"
 
 # bench under mpirun: one JSON report, from rank 0
 mpirun -np 2 --oversubscribe "$M" bench -m $F/llama -p 8 -n 4 -r 1 -t 1 --tp 2 --bw-mb 16 --json >"$T/out" 2>"$T/err"; rc=$?

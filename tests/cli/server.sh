@@ -49,7 +49,9 @@ for i in $(seq 1 100); do
   sleep 0.1
 done
 if [ $up = 1 ]; then echo "ok server/health_ready"; else echo "FAIL server/health_ready: no 200 from /health"; cat "$tmp"/server*.log; exit 1; fi
-cp tests/server/check.mjs tests/server/test_server.mjs tests/server/test_structured.mjs tests/server/test_messages.mjs tests/server/test_responses.mjs tests/server/test_everyday.mjs "$node_dir/"
+cp tests/server/check.mjs tests/server/test_cache.mjs tests/server/test_server.mjs tests/server/test_structured.mjs tests/server/test_messages.mjs tests/server/test_responses.mjs tests/server/test_everyday.mjs "$node_dir/"
+# first, on the fresh --parallel 1 server: the cached prompt tokens each format reports
+timeout 120 node "$node_dir/test_cache.mjs" $port2 s3cret
 timeout 300 node "$node_dir/test_server.mjs" $port $port2 $port3 $port4 "$(realpath "$MLXCEL")" "$tmp/bert-embed" "$tmp/bert-cls"
 timeout 300 node "$node_dir/test_structured.mjs" $port $port5
 timeout 300 node "$node_dir/test_messages.mjs" $port $port2 $port5 $port7

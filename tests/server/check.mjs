@@ -9,3 +9,5 @@ export const attempt = async (name, fn) => {
   try { await fn(); } catch (e) { check(name, false, `threw ${e && e.stack ? e.stack.split('\n').slice(0, 3).join(' | ') : e}`); }
 };
 export const exitCode = () => (failed ? 1 : 0);
+// An Anthropic usage's whole prompt: input_tokens leaves out the tokens read from the cache.
+export const promptOf = (u) => u.input_tokens + u.cache_creation_input_tokens + u.cache_read_input_tokens;

@@ -17,6 +17,8 @@ const textClient = new OpenAI({ baseURL: `http://127.0.0.1:${portText}/v1`, apiK
 const ok = (n) => console.log(`ok server_vision/${n}`);
 const fail = (n, m) => console.log(`FAIL server_vision/${n}: ${m}`);
 const check = (n, cond, m) => (cond ? ok(n) : fail(n, m));
+// an Anthropic usage's whole prompt: input_tokens leaves out the tokens read from the cache
+const promptOf = (u) => u.input_tokens + u.cache_creation_input_tokens + u.cache_read_input_tokens;
 
 const png = fs.readFileSync(image);
 const dataUrl = 'data:image/png;base64,' + png.toString('base64');
@@ -134,8 +136,8 @@ async function expect400a(name, p, sub) {
 try {
   const ref = await client.chat.completions.create({ model: 'gemma3', max_tokens: 16, temperature: 0, messages: msgs(dataUrl) });
   const r = await anth.messages.create({ model: 'gemma3', max_tokens: 16, temperature: 0, messages: aMsgs(imgBlock()) });
-  check('messages_image_equals_chat', r.content[0]?.text === ref.choices[0].message.content && r.usage.input_tokens === ref.usage.prompt_tokens,
-    `${JSON.stringify(r.content)} ${r.usage.input_tokens} vs ${JSON.stringify(ref.choices[0].message.content)} ${ref.usage.prompt_tokens}`);
+  check('messages_image_equals_chat', r.content[0]?.text === ref.choices[0].message.content && promptOf(r.usage) === ref.usage.prompt_tokens,
+    `${JSON.stringify(r.content)} ${JSON.stringify(r.usage)} vs ${JSON.stringify(ref.choices[0].message.content)} ${ref.usage.prompt_tokens}`);
   let text = '';
   const st = await anth.messages.create({ model: 'gemma3', max_tokens: 16, temperature: 0, messages: aMsgs(imgBlock()), stream: true });
   for await (const ev of st) if (ev.type === 'content_block_delta' && ev.delta.type === 'text_delta') text += ev.delta.text;
@@ -169,7 +171,7 @@ try {
   const r1 = await anthText.messages.create({ model: 'tinychat', max_tokens: 8, temperature: 0, messages: aMsgs(doc) });
   const r2 = await anthText.messages.create({ model: 'tinychat', max_tokens: 8, temperature: 0, messages: aMsgs(docc) });
   const t = ref.choices[0].message.content;
-  check('messages_document_as_documented_text', r1.content[0]?.text === t && r2.content[0]?.text === t && r1.usage.input_tokens === ref.usage.prompt_tokens,
+  check('messages_document_as_documented_text', r1.content[0]?.text === t && r2.content[0]?.text === t && promptOf(r1.usage) === ref.usage.prompt_tokens,
     `${JSON.stringify(r1.content)} ${JSON.stringify(r2.content)} vs ${JSON.stringify(t)}`);
 } catch (e) {
   fail('messages_document_as_documented_text', `${e.status} ${e.message}`);
