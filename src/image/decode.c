@@ -2,6 +2,7 @@
  * a file name or a MIME type a client sent. */
 #include "image_internal.h"
 #include "../base/base.h"
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -53,6 +54,35 @@ static void composite_white(mx_image *im, const uint8_t *alpha) {
     }
 }
 
+/* ImageOps.exif_transpose: orientation 2..8 is FLIP_LEFT_RIGHT, ROTATE_180,
+ * FLIP_TOP_BOTTOM, TRANSPOSE, ROTATE_270, TRANSVERSE, ROTATE_90 (Pillow's
+ * counter-clockwise names); 1 and anything else leave the image as it is.
+ * Output pixel (x, y) reads source pixel (sx, sy). */
+static int exif_transpose(mx_image *im, int orient) {
+    if (orient < 2 || orient > 8) return MX_OK;
+    int w = im->w, h = im->h;
+    bool swap = orient >= 5;
+    mx_image o;
+    if (mx_image_alloc(&o, swap ? h : w, swap ? w : h)) return MX_ERR;
+    for (int y = 0; y < o.h; y++)
+        for (int x = 0; x < o.w; x++) {
+            int sx, sy;
+            switch (orient) {
+            case 2: sx = w - 1 - x, sy = y; break;
+            case 3: sx = w - 1 - x, sy = h - 1 - y; break;
+            case 4: sx = x, sy = h - 1 - y; break;
+            case 5: sx = y, sy = x; break;
+            case 6: sx = y, sy = h - 1 - x; break;
+            case 7: sx = w - 1 - y, sy = h - 1 - x; break;
+            default: sx = w - 1 - y, sy = x; break; /* 8 */
+            }
+            memcpy(o.px + ((size_t)y * o.w + x) * 3, im->px + ((size_t)sy * w + sx) * 3, 3);
+        }
+    mx_image_free(im);
+    *im = o;
+    return MX_OK;
+}
+
 int mx_image_decode_alpha(const void *data, size_t len, int64_t max_pixels, const char *what, mx_alpha_mode mode,
                           mx_image *out) {
     const uint8_t *p = data;
@@ -68,6 +98,8 @@ int mx_image_decode_alpha(const void *data, size_t len, int64_t max_pixels, cons
     else return mx_set_err("%s: not a PNG, JPEG or WebP image (%zu bytes)", what, len);
     if (!r && alpha && mode == MX_ALPHA_WHITE) composite_white(out, alpha);
     free(alpha);
+    /* as transformers' load_image: upright before any processor sees it */
+    if (!r && (r = exif_transpose(out, mx_img_exif_orientation(p, len)))) mx_image_free(out);
     return r;
 }
 

@@ -11,6 +11,9 @@ int mx_img_check_size(const char *what, const char *fmt, int64_t w, int64_t h, i
 int mx_img_decode_png(const uint8_t *data, size_t len, int64_t max_pixels, const char *what, mx_image *out, uint8_t **alpha);
 int mx_img_decode_jpeg(const uint8_t *data, size_t len, int64_t max_pixels, const char *what, mx_image *out, uint8_t **alpha);
 int mx_img_decode_webp(const uint8_t *data, size_t len, int64_t max_pixels, const char *what, mx_image *out, uint8_t **alpha);
+/* The EXIF Orientation (1..8) of a PNG, JPEG or WebP file as Pillow reads it
+ * (exif.c); 1 when there is none or the block is malformed. */
+int mx_img_exif_orientation(const uint8_t *data, size_t len);
 
 /* Pillow's CMYK -> RGB (Convert.c cmyk2rgb): each channel nk - c*nk/255 with
  * nk = 255 - k, the product rounded as its MULDIV255. */

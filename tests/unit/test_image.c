@@ -181,6 +181,183 @@ static void check_bombs(void) {
     CHECK("empty input: error", r, "decoded");
 }
 
+/* EXIF orientation, as transformers' load_image (ImageOps.exif_transpose):
+ * an APP1 "Exif" segment (or PNG eXIf / WebP EXIF chunk) built around the
+ * 23x17 fixtures. Expected: the plain decode transposed (5..8) and then
+ * mirrored as Pillow's 8 methods, written here as (transpose, flip x, flip y)
+ * and checked pixel for pixel. Malformed blocks are ignored as Pillow ignores them. */
+typedef struct { uint16_t tag, type; uint32_t count, value; } exif_entry;
+
+static void put_u(uint8_t *p, uint32_t v, int n, bool be) {
+    for (int i = 0; i < n; i++) p[be ? n - 1 - i : i] = (uint8_t)(v >> (8 * i));
+}
+
+/* a TIFF block: header, IFD0 at `ifd` with `declared` entries of which `n` are
+ * written; a value of a SHORT/SSHORT count-1 entry is left-justified as TIFF says */
+static size_t make_tiff(uint8_t *t, bool be, uint32_t ifd, uint16_t declared, const exif_entry *e, int n) {
+    memcpy(t, be ? "MM\x00\x2a" : "II\x2a\x00", 4);
+    put_u(t + 4, ifd, 4, be);
+    if (ifd > 64) return 8;
+    put_u(t + ifd, declared, 2, be);
+    uint8_t *q = t + ifd + 2;
+    for (int i = 0; i < n; i++, q += 12) {
+        put_u(q, e[i].tag, 2, be);
+        put_u(q + 2, e[i].type, 2, be);
+        put_u(q + 4, e[i].count, 4, be);
+        memset(q + 8, 0, 4);
+        if ((e[i].type == 3 || e[i].type == 8) && e[i].count == 1) put_u(q + 8, e[i].value, 2, be);
+        else put_u(q + 8, e[i].value, 4, be);
+    }
+    return (size_t)(q - t);
+}
+
+/* the JPEG fixture with an APP1 segment (prefix + TIFF block) right after SOI */
+static uint8_t *jpeg_with_app1(const char *jpg, size_t jl, const char *prefix, const uint8_t *tiff, size_t tl, size_t *out_len) {
+    size_t pl = strlen(prefix) + 2, seg = 2 + pl + tl; /* "Exif\0\0": the prefix and two NULs */
+    uint8_t *o = malloc(jl + 2 + seg);
+    memcpy(o, jpg, 2);
+    o[2] = 0xff, o[3] = 0xe1, o[4] = (uint8_t)(seg >> 8), o[5] = (uint8_t)seg;
+    memcpy(o + 6, prefix, pl - 2);
+    o[6 + pl - 2] = o[6 + pl - 1] = 0;
+    memcpy(o + 6 + pl, tiff, tl);
+    memcpy(o + 4 + seg, jpg + 2, jl - 2);
+    *out_len = jl + 2 + seg;
+    return o;
+}
+
+/* does `got` equal `ref` under orientation o (1..8)? */
+static bool oriented_as(const mx_image *got, const mx_image *ref, int o) {
+    static const bool tr[9] = {0, 0, 0, 0, 0, 1, 1, 1, 1}, fx[9] = {0, 0, 1, 1, 0, 0, 1, 1, 0},
+                      fy[9] = {0, 0, 0, 1, 1, 0, 0, 1, 1};
+    int w = tr[o] ? ref->h : ref->w, h = tr[o] ? ref->w : ref->h;
+    if (got->w != w || got->h != h) return false;
+    for (int y = 0; y < h; y++)
+        for (int x = 0; x < w; x++) {
+            int tx = fx[o] ? w - 1 - x : x, ty = fy[o] ? h - 1 - y : y; /* in the transposed image */
+            int sx = tr[o] ? ty : tx, sy = tr[o] ? tx : ty;
+            if (memcmp(got->px + 3 * ((size_t)y * w + x), ref->px + 3 * ((size_t)sy * ref->w + sx), 3)) return false;
+        }
+    return true;
+}
+
+static void check_exif_case(const char *name, const char *jpg, size_t jl, const mx_image *ref, const char *prefix,
+                            const uint8_t *tiff, size_t tl, int want) {
+    size_t n;
+    uint8_t *f = jpeg_with_app1(jpg, jl, prefix, tiff, tl, &n);
+    mx_image im = {0};
+    int r = mx_image_decode(f, n, 0, name, &im);
+    CHECK(name, !r && oriented_as(&im, ref, want), "%s", r ? mx_errmsg() : "wrong pixel layout");
+    mx_image_free(&im);
+    free(f);
+}
+
+static void check_exif(void) {
+    char *jpg;
+    size_t jl;
+    mx_image ref = {0};
+    if (mx_read_file(DIR "jpeg_rgb420.jpg", 1 << 20, &jpg, &jl) || mx_image_decode(jpg, jl, 0, "ref", &ref)) {
+        CHECK("exif: fixture", 0, "%s", mx_errmsg());
+        return;
+    }
+    uint8_t t[256];
+    char name[128];
+    for (int o = 1; o <= 8; o++)
+        for (int be = 0; be < 2; be++) {
+            exif_entry e[] = {{0x010f, 2, 4, 0x00414141}, {0x0112, 3, 1, (uint32_t)o}, {0x8769, 4, 1, 0}};
+            size_t tl = make_tiff(t, be, 8, 3, e, 3);
+            snprintf(name, sizeof name, "exif: orientation %d (%s) decodes upright", o, be ? "MM" : "II");
+            check_exif_case(name, jpg, jl, &ref, "Exif", t, tl, o);
+        }
+    /* a LONG holding 6 selects a method as in Pillow; out-of-range values none */
+    exif_entry lng = {0x0112, 4, 1, 6}, nine = {0x0112, 3, 1, 9}, zero = {0x0112, 3, 1, 0};
+    check_exif_case("exif: orientation as a LONG", jpg, jl, &ref, "Exif", t, make_tiff(t, false, 8, 1, &lng, 1), 6);
+    check_exif_case("exif: orientation 9 ignored", jpg, jl, &ref, "Exif", t, make_tiff(t, true, 8, 1, &nine, 1), 1);
+    check_exif_case("exif: orientation 0 ignored", jpg, jl, &ref, "Exif", t, make_tiff(t, true, 8, 1, &zero, 1), 1);
+    /* two values (a tuple in Pillow) and BYTE (bytes in Pillow) select nothing */
+    exif_entry two = {0x0112, 3, 2, 0x00060006}, byte = {0x0112, 1, 1, 0x06000000};
+    check_exif_case("exif: two SHORT values ignored", jpg, jl, &ref, "Exif", t, make_tiff(t, true, 8, 1, &two, 1), 1);
+    check_exif_case("exif: BYTE orientation ignored", jpg, jl, &ref, "Exif", t, make_tiff(t, true, 8, 1, &byte, 1), 1);
+    /* a later duplicate replaces an earlier one */
+    exif_entry dup[] = {{0x0112, 3, 1, 3}, {0x0112, 3, 1, 8}};
+    check_exif_case("exif: a later duplicate wins", jpg, jl, &ref, "Exif", t, make_tiff(t, false, 8, 2, dup, 2), 8);
+    /* malformed: nothing to do, no error */
+    exif_entry six = {0x0112, 3, 1, 6};
+    check_exif_case("exif: IFD offset past the end ignored", jpg, jl, &ref, "Exif", t, make_tiff(t, false, 0xfffffff0u, 1, &six, 1), 1);
+    check_exif_case("exif: IFD offset 2^32-1 ignored", jpg, jl, &ref, "Exif", t, make_tiff(t, true, 0xffffffffu, 1, &six, 1), 1);
+    exif_entry huge[] = {{0x0112, 3, 0x40000000u, 0xfffffff0u}}, huge_then[] = {{0x0112, 3, 1, 6}, {0x0112, 3, 0xffffffffu, 0xfffffffau}};
+    check_exif_case("exif: huge count past the end ignored", jpg, jl, &ref, "Exif", t, make_tiff(t, true, 8, 1, huge, 1), 1);
+    check_exif_case("exif: a skipped entry keeps the earlier value (Pillow)", jpg, jl, &ref, "Exif", t,
+                    make_tiff(t, false, 8, 2, huge_then, 2), 6);
+    /* IFD declares 200 entries, holds 1: Pillow keeps what it read before the short read */
+    size_t tl = make_tiff(t, false, 8, 200, &six, 1);
+    check_exif_case("exif: IFD cut short keeps the entries read", jpg, jl, &ref, "Exif", t, tl, 6);
+    check_exif_case("exif: entry cut in the middle ignored", jpg, jl, &ref, "Exif", t, tl - 5, 1);
+    check_exif_case("exif: only the TIFF header ignored", jpg, jl, &ref, "Exif", t, 8, 1);
+    check_exif_case("exif: 5-byte block ignored", jpg, jl, &ref, "Exif", t, 5, 1);
+    tl = make_tiff(t, false, 8, 1, &six, 1);
+    t[2] = 0x2b;
+    check_exif_case("exif: not a TIFF header ignored", jpg, jl, &ref, "Exif", t, tl, 1);
+    tl = make_tiff(t, false, 8, 1, &six, 1);
+    check_exif_case("exif: APP1 without the Exif prefix ignored", jpg, jl, &ref, "Exix", t, tl, 1);
+    /* only the first Exif APP1 counts (JpegImagePlugin) */
+    size_t n1, n2;
+    uint8_t *f1 = jpeg_with_app1(jpg, jl, "Exif", t, tl, &n1);
+    exif_entry three = {0x0112, 3, 1, 3};
+    size_t tl3 = make_tiff(t, false, 8, 1, &three, 1);
+    uint8_t *f2 = jpeg_with_app1((const char *)f1, n1, "Exif", t, tl3, &n2);
+    mx_image im = {0};
+    int r = mx_image_decode(f2, n2, 0, "two app1", &im);
+    CHECK("exif: the first Exif APP1 counts", !r && oriented_as(&im, &ref, 3), "%s", r ? mx_errmsg() : "wrong layout");
+    mx_image_free(&im);
+    free(f1);
+    free(f2);
+
+    /* PNG eXIf after IHDR */
+    char *png = NULL;
+    size_t pl;
+    mx_image pref = {0};
+    if (!mx_read_file(DIR "png_rgb8.png", 1 << 20, &png, &pl) && !mx_image_decode(png, pl, 0, "ref", &pref)) {
+        tl = make_tiff(t, true, 8, 1, &six, 1);
+        size_t at = 8 + 25, n = pl + 12 + tl;
+        uint8_t *f = malloc(n);
+        memcpy(f, png, at);
+        put32(f + at, (uint32_t)tl);
+        memcpy(f + at + 4, "eXIf", 4);
+        memcpy(f + at + 8, t, tl);
+        put32(f + at + 8 + tl, crc32_of(f + at + 4, 4 + tl));
+        memcpy(f + at + 12 + tl, png + at, pl - at);
+        r = mx_image_decode(f, n, 0, "exif.png", &im);
+        CHECK("exif: PNG eXIf orientation 6", !r && oriented_as(&im, &pref, 6), "%s", r ? mx_errmsg() : "wrong layout");
+        mx_image_free(&im);
+        free(f);
+    }
+    mx_image_free(&pref);
+    free(png);
+
+    /* WebP: the lossy fixture in an extended file with an EXIF chunk */
+    char *wb = NULL;
+    size_t wl;
+    mx_image wref = {0};
+    if (!mx_read_file(DIR "webp_lossy.webp", 1 << 20, &wb, &wl) && !mx_image_decode(wb, wl, 0, "ref", &wref)) {
+        tl = make_tiff(t, false, 8, 1, &(exif_entry){0x0112, 3, 1, 8}, 1);
+        size_t body = wl - 12, el = 6 + tl, n = 12 + 18 + body + 8 + el + (el & 1);
+        uint8_t *f = calloc(1, n), *q = f;
+        memcpy(q, "RIFF", 4), put_u(q + 4, (uint32_t)(n - 8), 4, false), memcpy(q + 8, "WEBP", 4), q += 12;
+        memcpy(q, "VP8X", 4), put_u(q + 4, 10, 4, false), q[8] = 0x08;
+        put_u(q + 12, (uint32_t)wref.w - 1, 3, false), put_u(q + 15, (uint32_t)wref.h - 1, 3, false), q += 18;
+        memcpy(q, wb + 12, body), q += body;
+        memcpy(q, "EXIF", 4), put_u(q + 4, (uint32_t)el, 4, false), memcpy(q + 8, "Exif\0\0", 6), memcpy(q + 14, t, tl);
+        r = mx_image_decode(f, n, 0, "exif.webp", &im);
+        CHECK("exif: WebP EXIF orientation 8", !r && oriented_as(&im, &wref, 8), "%s", r ? mx_errmsg() : "wrong layout");
+        mx_image_free(&im);
+        free(f);
+    }
+    mx_image_free(&wref);
+    free(wb);
+    mx_image_free(&ref);
+    free(jpg);
+}
+
 static char *b64(const uint8_t *p, size_t n) {
     static const char al[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     char *o = malloc(n / 3 * 4 + 8), *q = o;
@@ -255,6 +432,7 @@ int main(void) {
                                     "webp_animated.webp"};
     for (size_t i = 0; i < MX_ARRAY_LEN(hostile); i++) check_hostile_file(hostile[i]);
     check_bombs();
+    check_exif();
     check_sources();
     mx_st_close(&g_gold);
     TEST_END();
