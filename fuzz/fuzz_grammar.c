@@ -82,9 +82,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (mx_schema_to_gbnf(j, &gbnf)) {
             if (no_message()) abort();
         } else {
-            /* the converter's output compiles, unless a $ref cycle makes it left-recursive */
+            /* the converter's output compiles, unless a $ref cycle or a pattern's
+             * repeated empty group makes it left-recursive, or it is past a limit */
             g = mx_grammar_from_gbnf(gbnf.data, gbnf.len, v);
-            if (!g && !strstr(mx_errmsg(), "left-recursive")) abort();
+            if (!g && !strstr(mx_errmsg(), "left-recursive") && !strstr(mx_errmsg(), "more than")) abort();
         }
         mx_buf_free(&gbnf);
         json_decref(j);

@@ -27,6 +27,7 @@ typedef struct {
     char *name; /* NULL: a helper rule */
     const char *at; /* first reference or definition (errors) */
     bool defined;
+    int owner; /* a helper rule: the named rule it was written in */
     evec *alts;
     int n_alts, cap_alts;
 } brule;
@@ -44,6 +45,7 @@ typedef struct {
     size_t total;
     int nest;
     int any_rule; /* rule for `.`, -1 until used */
+    int cur;      /* the rule being parsed */
 } gb;
 
 static int line_of(const gb *b, const char *p) {
@@ -93,6 +95,7 @@ static int new_rule(gb *b, const char *name, size_t nlen, const char *at) {
     brule *r = &b->r[b->n_r];
     memset(r, 0, sizeof *r);
     r->at = at;
+    r->owner = b->cur;
     if (name && !(r->name = mx_strndup(name, nlen))) return MX_ERR;
     return b->n_r++;
 }
@@ -589,6 +592,7 @@ static int parse_rule(gb *b) {
     if (b->r[r].defined) return perr(b, "rule '%s' is defined twice", b->r[r].name);
     b->r[r].defined = true;
     b->r[r].at = s;
+    b->cur = r;
     skip_space(b, false);
     if (b->end - b->p < 3 || memcmp(b->p, "::=", 3)) return perr(b, "expecting '::=' after '%s'", b->r[r].name);
     b->p += 3;
@@ -611,8 +615,11 @@ static int check_left_recursion(gb *b, const bool *nullable) {
     if (!color || !st_rule) { free(color); free(st_rule); return MX_ERR; }
     int32_t *st_alt = st_rule + b->n_r, *st_el = st_alt + b->n_r;
     int rc = MX_OK;
-    for (int r0 = 0; r0 < b->n_r && !rc; r0++) {
-        if (color[r0]) continue;
+    /* from the named rules first: every helper rule is reached from the one
+     * it was written in, so a cycle found has a named rule on its path */
+    for (int i = 0; i < 2 * b->n_r && !rc; i++) {
+        int r0 = i % b->n_r;
+        if (color[r0] || (i < b->n_r && !b->r[r0].name)) continue;
         int sp = 0;
         st_rule[0] = r0; st_alt[0] = 0; st_el[0] = 0;
         color[r0] = 1;
@@ -628,8 +635,10 @@ static int check_left_recursion(gb *b, const bool *nullable) {
             if (color[s] == 1) {
                 int named = s;
                 for (int k = sp; k >= 0 && !b->r[named].name; k--) named = st_rule[k];
-                rc = mx_set_err("grammar line %d: rule '%s' is left-recursive (the matcher expands rules top-down: rewrite it right-recursively)",
-                                line_of(b, b->r[named].at), b->r[named].name ? b->r[named].name : "?");
+                if (!b->r[named].name) named = b->r[named].owner; /* a cycle of helpers only: where it was written */
+                rc = mx_set_err("grammar line %d: rule '%s' is left-recursive%s (the matcher expands rules top-down: rewrite it right-recursively)",
+                                line_of(b, b->r[named].at), b->r[named].name ? b->r[named].name : "?",
+                                b->r[s].name ? "" : " through a repetition or group (as (x)* where x can match the empty text)");
             } else if (!color[s]) {
                 color[s] = 1;
                 sp++;

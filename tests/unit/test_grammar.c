@@ -813,7 +813,7 @@ static void check_bounds(void) {
     char name[80];
     /* refused at compile, naming the construct */
     static const struct { const char *g, *err; } refused[] = {
-        {"root ::= (\"a\" | \"\")*", "left-recursive"},              /* star of a nullable item */
+        {"root ::= (\"a\" | \"\")*", "rule 'root' is left-recursive through a repetition"}, /* star of a nullable item */
         {"root ::= a \"x\"\na ::= b \"y\" | \"z\"\nb ::= a", "left-recursive"}, /* mutual */
         {"root ::= [a-z]{100000} [a-z]{100000} x\nx ::= \"ab\"{50000}{50}", "elements"},
         {"root ::= \"a\"{0,100001}", "repetition count"},
@@ -834,6 +834,25 @@ static void check_bounds(void) {
         CHECK("bounds/nesting", !g && strstr(mx_errmsg(), "nested too deeply"), "got %s", g ? "a grammar" : mx_errmsg());
         mx_grammar_unref(g);
         mx_buf_free(&b);
+    }
+    /* the same from a schema: the message names the limit or the pattern, not a bug */
+    {
+        static const struct { const char *schema, *err; } sch[] = {
+            {"{\"type\":\"string\",\"pattern\":\"^((a*)*)*b$\"}", "'pattern' repeats a group"},
+            {"{\"type\":\"array\",\"maxItems\":100000,\"items\":{\"type\":\"array\",\"maxItems\":100000,\"items\":{\"type\":\"array\","
+             "\"maxItems\":100000,\"items\":{\"type\":\"array\",\"maxItems\":100000,\"items\":{\"type\":\"array\",\"maxItems\":100000,"
+             "\"items\":{\"type\":\"array\",\"maxItems\":100000,\"items\":{\"type\":\"array\",\"maxItems\":100000,\"items\":{\"type\":"
+             "\"array\",\"maxItems\":100000,\"items\":{\"type\":\"array\",\"maxItems\":100000,\"items\":{\"type\":\"array\",\"maxItems\":"
+             "100000,\"items\":{\"type\":\"array\",\"maxItems\":100000,\"items\":{}}}}}}}}}}}}", "schema: too large for the grammar limits: grammar: more than"},
+        };
+        for (size_t i = 0; i < MX_ARRAY_LEN(sch); i++) {
+            json_t *j = json_loads(sch[i].schema, 0, NULL);
+            mx_grammar *g = j ? mx_grammar_from_schema(j, NULL) : NULL;
+            snprintf(name, sizeof name, "bounds/schema %zu", i);
+            CHECK(name, j && !g && strstr(mx_errmsg(), sch[i].err) && !strstr(mx_errmsg(), "a bug"), "got %s", g ? "a grammar" : mx_errmsg());
+            mx_grammar_unref(g);
+            json_decref(j);
+        }
     }
     /* a chain of 100000 rules (nullable, tail calls) compiles: the analyses are linear */
     {
