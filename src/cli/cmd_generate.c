@@ -318,6 +318,8 @@ static int generate(const gen_opts *go, const char *dir) {
     mx_constraint con = {0};
     if ((o.json_schema || o.grammar) &&
         (!(gv = mx_textmodel_gvocab(&tm)) || !(gram = mx_grammar_load_file(gv, o.json_schema, o.grammar)) || mx_constraint_init(&con, gram, V))) {
+        /* a grammar or schema refused (an error, a limit) is bad input: 2, as a bad option */
+        int rc = gv ? 2 : 1;
         fprintf(stderr, "mlxcel generate: %s\n", mx_errmsg());
         mx_grammar_unref(gram);
         mx_gvocab_free(gv);
@@ -325,7 +327,7 @@ static int generate(const gen_opts *go, const char *dir) {
         mx_vlprompt_free(&vp);
         if (sc.kind == MX_DRAFT_MODEL) mx_textmodel_close(&dtm);
         mx_textmodel_close(&tm);
-        return 1;
+        return rc;
     }
     int ctx = o.ctx_size ? o.ctx_size : T + o.n_new;
     mx_pool *pool = mx_pool_new(o.threads);

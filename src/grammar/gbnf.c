@@ -27,6 +27,7 @@ typedef struct {
     char *name; /* NULL: a helper rule */
     const char *at; /* first reference or definition (errors) */
     bool defined;
+    int owner; /* a helper rule: the named rule it was written in */
     evec *alts;
     int n_alts, cap_alts;
 } brule;
@@ -44,6 +45,7 @@ typedef struct {
     size_t total;
     int nest;
     int any_rule; /* rule for `.`, -1 until used */
+    int cur;      /* the rule being parsed */
 } gb;
 
 static int line_of(const gb *b, const char *p) {
@@ -93,6 +95,7 @@ static int new_rule(gb *b, const char *name, size_t nlen, const char *at) {
     brule *r = &b->r[b->n_r];
     memset(r, 0, sizeof *r);
     r->at = at;
+    r->owner = b->cur;
     if (name && !(r->name = mx_strndup(name, nlen))) return MX_ERR;
     return b->n_r++;
 }
@@ -589,6 +592,7 @@ static int parse_rule(gb *b) {
     if (b->r[r].defined) return perr(b, "rule '%s' is defined twice", b->r[r].name);
     b->r[r].defined = true;
     b->r[r].at = s;
+    b->cur = r;
     skip_space(b, false);
     if (b->end - b->p < 3 || memcmp(b->p, "::=", 3)) return perr(b, "expecting '::=' after '%s'", b->r[r].name);
     b->p += 3;
@@ -611,8 +615,11 @@ static int check_left_recursion(gb *b, const bool *nullable) {
     if (!color || !st_rule) { free(color); free(st_rule); return MX_ERR; }
     int32_t *st_alt = st_rule + b->n_r, *st_el = st_alt + b->n_r;
     int rc = MX_OK;
-    for (int r0 = 0; r0 < b->n_r && !rc; r0++) {
-        if (color[r0]) continue;
+    /* from the named rules first: every helper rule is reached from the one
+     * it was written in, so a cycle found has a named rule on its path */
+    for (int i = 0; i < 2 * b->n_r && !rc; i++) {
+        int r0 = i % b->n_r;
+        if (color[r0] || (i < b->n_r && !b->r[r0].name)) continue;
         int sp = 0;
         st_rule[0] = r0; st_alt[0] = 0; st_el[0] = 0;
         color[r0] = 1;
@@ -628,8 +635,10 @@ static int check_left_recursion(gb *b, const bool *nullable) {
             if (color[s] == 1) {
                 int named = s;
                 for (int k = sp; k >= 0 && !b->r[named].name; k--) named = st_rule[k];
-                rc = mx_set_err("grammar line %d: rule '%s' is left-recursive (the matcher expands rules top-down: rewrite it right-recursively)",
-                                line_of(b, b->r[named].at), b->r[named].name ? b->r[named].name : "?");
+                if (!b->r[named].name) named = b->r[named].owner; /* a cycle of helpers only: where it was written */
+                rc = mx_set_err("grammar line %d: rule '%s' is left-recursive%s (the matcher expands rules top-down: rewrite it right-recursively)",
+                                line_of(b, b->r[named].at), b->r[named].name ? b->r[named].name : "?",
+                                b->r[s].name ? "" : " through a repetition or group (as (x)* where x can match the empty text)");
             } else if (!color[s]) {
                 color[s] = 1;
                 sp++;
@@ -643,6 +652,15 @@ static int check_left_recursion(gb *b, const bool *nullable) {
 }
 
 /* ---------- flattening ---------- */
+
+/* Adds site to the places rule r returns to (-1 none yet, -2 several);
+ * true when that changed them. */
+static bool merge_site(mx_grammar *g, int r, int32_t site) {
+    int32_t cur = g->ret_site[r], m = site == -1 ? cur : cur == -1 ? site : cur == site ? cur : -2;
+    if (m == cur) return false;
+    g->ret_site[r] = m;
+    return true;
+}
 
 static mx_grammar *flatten(gb *b, int root) {
     /* only rules reachable from root */
@@ -704,16 +722,27 @@ static mx_grammar *flatten(gb *b, int root) {
      * inherits the sites of the rule it is in. -1 none yet, -2 several. */
     for (int r = 0; r < nq; r++) g->ret_site[r] = -1;
     g->ret_site[0] = G_START + 1; /* root returns to the end of the text */
-    for (bool changed = true; changed;) {
-        changed = false;
-        for (int p = 3; p < e; p++) {
-            if (g->el[p].kind != GE_RULE) continue;
-            int r = g->el[p].arg;
-            int32_t add = g->el[p + 1].kind == GE_END ? g->ret_site[g->rule_of[p]] : p + 1;
-            int32_t cur = g->ret_site[r], m = add == -1 ? cur : cur == -1 ? add : cur == add ? cur : -2;
-            if (m != cur) { g->ret_site[r] = m; changed = true; }
-        }
+    for (int p = 3; p < e; p++)
+        if (g->el[p].kind == GE_RULE && g->el[p + 1].kind != GE_END) merge_site(g, g->el[p].arg, p + 1);
+    /* tail calls, by a worklist of the rules whose sites changed (each
+     * changes at most twice: linear, where passes until stable are not) */
+    int32_t *work = queue; /* reused: nq entries suffice when each rule is queued while not already queued */
+    uint8_t *queued = mx_calloc((size_t)nq + 1, 1);
+    if (!queued) goto fail;
+    int nw = 0;
+    for (int r = 0; r < nq; r++)
+        if (g->ret_site[r] != -1) { work[nw++] = r; queued[r] = 1; }
+    while (nw) {
+        int r = work[--nw];
+        queued[r] = 0;
+        int32_t lo = g->alt_start[g->rule_alt[r]], hi = r + 1 < nq ? g->alt_start[g->rule_alt[r + 1]] : e;
+        for (int p = lo; p < hi; p++)
+            if (g->el[p].kind == GE_RULE && g->el[p + 1].kind == GE_END && merge_site(g, g->el[p].arg, g->ret_site[r]) && !queued[g->el[p].arg]) {
+                work[nw++] = g->el[p].arg;
+                queued[g->el[p].arg] = 1;
+            }
     }
+    free(queued);
     free(newid);
     free(queue);
     return g;
@@ -736,6 +765,59 @@ static void gb_free(gb *b) {
     free(b->bh);
 }
 
+/* The rules that can match the empty text: a worklist over the references
+ * (linear in the grammar's size; a pass-until-stable loop is quadratic on a
+ * long chain of rules). An alternative is nullable once all of its elements
+ * are nullable rule references: each counts its elements not yet known to
+ * be, and a rule becoming nullable decrements the alternatives that use it. */
+static bool *nullable_rules(gb *b) {
+    size_t n_alt = 0, n_ref = 0;
+    for (int r = 0; r < b->n_r; r++) {
+        n_alt += (size_t)b->r[r].n_alts;
+        for (int a = 0; a < b->r[r].n_alts; a++)
+            for (int i = 0; i < b->r[r].alts[a].n; i++) n_ref += b->r[r].alts[a].v[i].kind == GE_RULE;
+    }
+    bool *nullable = mx_calloc((size_t)b->n_r + 1, sizeof *nullable);
+    int32_t *left = mx_malloc((n_alt + 1) * sizeof *left);      /* per alternative: elements not known nullable */
+    int32_t *alt_rule = mx_malloc((n_alt + 1) * sizeof *alt_rule);
+    int32_t *first = mx_calloc((size_t)b->n_r + 2, sizeof *first); /* rule -> its uses: [first[r], first[r + 1]) */
+    int32_t *use = mx_malloc((n_ref + 1) * sizeof *use);         /* alternative ids */
+    int32_t *queue = mx_malloc(((size_t)b->n_r + 1) * sizeof *queue);
+    if (!nullable || !left || !alt_rule || !first || !use || !queue) goto fail;
+    for (int r = 0; r < b->n_r; r++)
+        for (int a = 0; a < b->r[r].n_alts; a++)
+            for (int i = 0; i < b->r[r].alts[a].n; i++)
+                if (b->r[r].alts[a].v[i].kind == GE_RULE) first[b->r[r].alts[a].v[i].arg + 1]++;
+    for (int r = 0; r < b->n_r; r++) first[r + 1] += first[r];
+    int nq = 0;
+    size_t ai = 0;
+    for (int r = 0; r < b->n_r; r++)
+        for (int a = 0; a < b->r[r].n_alts; a++, ai++) {
+            const evec *e = &b->r[r].alts[a];
+            alt_rule[ai] = r;
+            left[ai] = e->n;
+            for (int i = 0; i < e->n; i++)
+                if (e->v[i].kind == GE_RULE) use[first[e->v[i].arg]++] = (int32_t)ai;
+            if (!e->n && !nullable[r]) { nullable[r] = true; queue[nq++] = r; }
+        }
+    /* first[r] now ends r's uses: shift back */
+    for (int r = b->n_r; r > 0; r--) first[r] = first[r - 1];
+    first[0] = 0;
+    for (int q = 0; q < nq; q++) {
+        int s = queue[q];
+        for (int32_t k = first[s]; k < first[s + 1]; k++) {
+            int32_t x = use[k];
+            /* a BYTES element keeps the count above 0 for good */
+            if (--left[x] == 0 && !nullable[alt_rule[x]]) { nullable[alt_rule[x]] = true; queue[nq++] = alt_rule[x]; }
+        }
+    }
+    free(left); free(alt_rule); free(first); free(use); free(queue);
+    return nullable;
+fail:
+    free(nullable); free(left); free(alt_rule); free(first); free(use); free(queue);
+    return NULL;
+}
+
 mx_grammar *mx_grammar_from_gbnf(const char *text, size_t len, const mx_gvocab *v) {
     gb b = {.s = text, .p = text, .end = text + len, .any_rule = -1};
     mx_grammar *g = NULL;
@@ -756,20 +838,8 @@ mx_grammar *mx_grammar_from_gbnf(const char *text, size_t len, const mx_gvocab *
     for (int r = 0; r < b.n_r; r++)
         if (b.r[r].name && !strcmp(b.r[r].name, "root")) root = r;
     if (root < 0) { mx_set_err("grammar: no 'root' rule"); goto out; }
-    /* nullable rules, to a fixpoint */
-    nullable = mx_calloc((size_t)b.n_r + 1, sizeof *nullable);
+    nullable = nullable_rules(&b);
     if (!nullable) goto out;
-    for (bool changed = true; changed;) {
-        changed = false;
-        for (int r = 0; r < b.n_r; r++) {
-            if (nullable[r]) continue;
-            for (int a = 0; a < b.r[r].n_alts && !nullable[r]; a++) {
-                int i = 0;
-                while (i < b.r[r].alts[a].n && elem_nullable(&b.r[r].alts[a].v[i], nullable)) i++;
-                if (i == b.r[r].alts[a].n) nullable[r] = changed = true;
-            }
-        }
-    }
     if (check_left_recursion(&b, nullable)) goto out;
     g = flatten(&b, root);
     if (g) g->vocab = v;

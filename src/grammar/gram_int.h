@@ -40,6 +40,12 @@ enum { G_CTX_ROOT = 0, G_CTX_BASE = 1 };
 /* A state with more stacks than this is refused (a grammar this ambiguous
  * would make every step slow). */
 #define G_MAX_STACKS 4096
+/* The parser work (stacks expanded, copied and interned) one token mask, or
+ * one accepted token, may take; past it the request ends with an error
+ * rather than running for minutes. The hungriest grammars in the tests (JSON
+ * schemas over Llama 3's 128k vocabulary, the first mask of a grammar walking
+ * the whole vocabulary trie) stay well under it. */
+#define G_MAX_WORK (1ull << 23)
 
 typedef struct { uint64_t *v; int n, cap; } g_vec;
 
@@ -68,10 +74,12 @@ typedef struct {
     int32_t **row;  /* per state: 0 unknown, 1 dead, else id + 2; bit 31: escaped */
     int nrow;
     g_vec work, seen, tmp, adv; /* closure / step scratch */
+    uint64_t spent;             /* parser work since mx_g_budget_reset (G_MAX_WORK) */
     uint64_t *skey;
     uint32_t scap2;
 } g_ctab;
 int mx_g_ctab_init(g_ctab *t);
+static inline void mx_g_budget_reset(g_ctab *t) { t->spent = 0; }
 void mx_g_ctab_free(g_ctab *t);
 
 enum { G_DEAD = -1, G_FAIL = -2 };
@@ -116,6 +124,7 @@ struct mx_grammar {
     g_pcache **pcval;
     uint32_t pccap, pcn;
     g_ctab pre;
+    uint64_t pre_spent_max; /* the most work one precomputation took (tests) */
 };
 
 /* Vocabulary trie, nodes in depth-first order (node 0 is the root): the

@@ -58,6 +58,12 @@ void mx_gmatch_free(mx_gmatch *m);
  * Returns the number of allowed tokens (0: a dead end, the caller stops),
  * or MX_ERR (the grammar is too ambiguous to follow: mx_errmsg()). */
 int mx_gmatch_mask(mx_gmatch *m, uint32_t *bits);
+/* The parser work of the matcher's last mask or accepted token, and the
+ * most that one precomputation of the grammar's cache took: each is at most
+ * a fixed budget (past it the mask or the token fails with "too ambiguous").
+ * For tests. */
+uint64_t mx_gmatch_work(const mx_gmatch *m);
+uint64_t mx_grammar_precompute_work(mx_grammar *g);
 /* Sets the logits of the tokens not in bits to -infinity. */
 void mx_gmask_apply(const uint32_t *bits, float *logits, int n);
 /* Advances by one token (an end token is accepted only when complete).

@@ -195,6 +195,14 @@ static void seen_clear(g_ctab *t) {
     t->seen.n = 0;
 }
 
+/* Charges n units of parser work; an error once the budget is spent. */
+static int charge(g_ctab *t, uint64_t n) {
+    t->spent += n;
+    if (t->spent <= G_MAX_WORK) return MX_OK;
+    return mx_set_err("grammar: one step needs more than %llu units of parser work (the grammar is too ambiguous)",
+                      (unsigned long long)G_MAX_WORK);
+}
+
 /* Uncached closure into out (appended, then sorted and de-duplicated). */
 static int closure_raw(const mx_grammar *g, g_ctab *t, int32_t pos, int32_t ctx, g_vec *out, bool *esc) {
     int rc = MX_OK;
@@ -204,6 +212,7 @@ static int closure_raw(const mx_grammar *g, g_ctab *t, int32_t pos, int32_t ctx,
     while (!rc && t->work.n) {
         uint64_t k = t->work.v[--t->work.n];
         int32_t p = G_POS(k), c = G_CTX(k);
+        if ((rc = charge(t, 1))) break;
         int hops = 0;
         for (;;) {
             g_elem e = g->el[p];
@@ -216,6 +225,7 @@ static int closure_raw(const mx_grammar *g, g_ctab *t, int32_t pos, int32_t ctx,
                     /* the unknown bottom of the stack, below rule X: known only when X returns to one place */
                     int32_t site = g->ret_site[G_BASE_OF(r)];
                     if (site < 0 || ++hops > g->n_el) { *esc = true; break; }
+                if ((rc = charge(t, 1))) break;
                     p = site;
                     c = site == G_START + 1 ? G_CTX_ROOT : intern(t, G_BASE_OF(g->rule_of[site]), G_CTX_BASE);
                     if (c < 0) { rc = MX_ERR; break; }
@@ -223,10 +233,12 @@ static int closure_raw(const mx_grammar *g, g_ctab *t, int32_t pos, int32_t ctx,
                 }
                 p = r;
                 c = t->parent[c];
+                if ((rc = charge(t, 1))) break;
                 continue;
             }
             int32_t nc = g->el[p + 1].kind == GE_END ? c : intern(t, p + 1, c);
             if (nc < 0) { rc = MX_ERR; break; }
+            if ((rc = charge(t, (uint64_t)(g->rule_alt[e.arg + 1] - g->rule_alt[e.arg])))) break;
             for (int a = g->rule_alt[e.arg]; a < g->rule_alt[e.arg + 1]; a++) {
                 uint64_t nk = G_KEY(g->alt_start[a], nc);
                 if ((rc = seen_add(t, nk, &fresh))) break;
@@ -290,13 +302,14 @@ static const uint64_t *g_closure(const mx_grammar *g, g_ctab *t, int32_t pos, in
 
 static int g_advance(const mx_grammar *g, g_ctab *t, const uint64_t *in, int n, uint8_t b, g_vec *out, bool *esc) {
     out->n = 0;
+    if (charge(t, (uint64_t)n)) return MX_ERR;
     int sources = 0;
     for (int i = 0; i < n; i++) {
         int32_t p = G_POS(in[i]);
         if (!g_bset_has(&g->bs[g->el[p].arg], b)) continue;
         int m;
         const uint64_t *c = g_closure(g, t, p + 1, G_CTX(in[i]), &m, esc);
-        if (!c || g_vec_reserve(out, out->n + m)) return MX_ERR;
+        if (!c || charge(t, (uint64_t)m) || g_vec_reserve(out, out->n + m)) return MX_ERR;
         /* the pool may have moved while out grew? no: out is separate */
         if (m) memcpy(out->v + out->n, c, (size_t)m * sizeof *c);
         out->n += m;
@@ -532,7 +545,9 @@ static g_pcache *precompute(mx_grammar *g, const uint64_t *pairs, int n) {
     }
     g_vec kv = {keys, n, n};
     sort_unique(&kv);
+    mx_g_budget_reset(&g->pre);
     if ((s0 = mx_g_state(&g->pre, kv.v, kv.n)) == G_FAIL || walk(g, &w, s0)) goto fail;
+    if (g->pre.spent > g->pre_spent_max) g->pre_spent_max = g->pre.spent;
     free(keys);
     keys = NULL;
     /* to token ids; a short list beats a bitmap when few tokens pass */
@@ -692,6 +707,7 @@ static int32_t run_bytes(mx_gmatch *m, int32_t st, const uint8_t *s, size_t n) {
 
 int mx_gmatch_accept_bytes(mx_gmatch *m, const char *s, size_t n) {
     if (m->ended) return mx_set_err("grammar: the text continues after its end token");
+    mx_g_budget_reset(&m->t);
     int32_t st = run_bytes(m, m->cur, (const uint8_t *)s, n);
     if (st == G_FAIL) return MX_ERR;
     if (st == G_DEAD) return mx_set_err("grammar: the text leaves the grammar");
@@ -716,6 +732,7 @@ int mx_gmatch_accept_token(mx_gmatch *m, int32_t tok) {
         return MX_OK;
     }
     if (!v->len[tok]) return mx_set_err("grammar: token %d is never allowed", (int)tok);
+    mx_g_budget_reset(&m->t);
     int32_t st = run_bytes(m, m->cur, (const uint8_t *)v->bytes + v->off[tok], v->len[tok]);
     if (st == G_FAIL) return MX_ERR;
     if (st == G_DEAD) return mx_set_err("grammar: token %d does not continue the grammar here", (int)tok);
@@ -729,6 +746,7 @@ int mx_gmatch_mask(mx_gmatch *m, uint32_t *bits) {
     if (!v) return mx_set_err("grammar: compiled without a vocabulary");
     memset(bits, 0, (size_t)v->n_words * sizeof *bits);
     if (m->ended) return 0;
+    mx_g_budget_reset(&m->t);
     bool complete = false;
     int ns;
     const uint64_t *st = g_keys(&m->t, m->cur, &ns);
@@ -759,6 +777,15 @@ int mx_gmatch_mask(mx_gmatch *m, uint32_t *bits) {
     int n = 0;
     for (int w = 0; w < v->n_words; w++) n += __builtin_popcount(bits[w]);
     return n;
+}
+
+uint64_t mx_gmatch_work(const mx_gmatch *m) { return m->t.spent; }
+
+uint64_t mx_grammar_precompute_work(mx_grammar *g) {
+    pthread_mutex_lock(&g->mu);
+    uint64_t w = g->pre_spent_max;
+    pthread_mutex_unlock(&g->mu);
+    return w;
 }
 
 void mx_gmask_apply(const uint32_t *bits, float *logits, int n) {

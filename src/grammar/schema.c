@@ -1633,7 +1633,10 @@ mx_grammar *mx_grammar_from_schema(json_t *schema, const mx_gvocab *v) {
     mx_buf g = {0};
     if (mx_schema_to_gbnf(schema, &g)) { mx_buf_free(&g); return NULL; }
     mx_grammar *gr = mx_grammar_from_gbnf(g.data, g.len, v);
-    if (!gr && strstr(mx_errmsg(), "left-recursive")) mx_set_err("schema: a '$ref' leads back to itself before any object, array or string");
+    if (!gr && strstr(mx_errmsg(), "left-recursive"))
+        mx_set_err("schema: a '$ref' leads back to itself before any object, array or string, or a 'pattern' repeats a group "
+                   "that can match the empty string (as (a*)*)");
+    else if (!gr && strstr(mx_errmsg(), "more than")) mx_err_prefix("schema: too large for the grammar limits");
     else if (!gr) mx_err_prefix("schema to grammar (a bug: please report the schema)");
     mx_buf_free(&g);
     return gr;

@@ -198,6 +198,11 @@ await attempt('structured/refused', async () => {
   check('structured/refused_two_constraints', both.status === 400 && /one of/.test(both.json?.error?.message), both.text);
   const badg = await raw('/v1/completions', { prompt: 'x', grammar: 'root ::= missing' });
   check('structured/refused_bad_gbnf', badg.status === 400 && /undefined rule 'missing'/.test(badg.json?.error?.message), badg.text);
+  // pathological grammars: refused at compile (left recursion) or when the matcher starts (too many stacks)
+  const leftg = await raw('/v1/completions', { prompt: 'x', grammar: 'root ::= ("a" | "")*' });
+  check('structured/refused_left_recursive_gbnf', leftg.status === 400 && /left-recursive through a repetition/.test(leftg.json?.error?.message), leftg.text);
+  const ambg = await raw('/v1/completions', { prompt: 'x', grammar: 'root ::= ("a"{0,2}){0,5000}' });
+  check('structured/refused_ambiguous_gbnf', ambg.status === 400 && /too ambiguous/.test(ambg.json?.error?.message), ambg.text);
 });
 
 // ---- tool calls: tool_choice "required" / a named function ----

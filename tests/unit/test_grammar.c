@@ -15,6 +15,7 @@
 #include "test.h"
 #include "base/base.h"
 #include "grammar/grammar.h"
+#include "grammar/gram_int.h" /* G_MAX_WORK, G_MAX_STACKS */
 #include "runtime/constrain.h"
 #include "runtime/generate.h"
 #include "runtime/outparse.h"
@@ -806,8 +807,117 @@ static void check_tool_calls(void) {
     json_decref(fns);
 }
 
+/* ---------- pathological grammars: refused, or bounded ---------- */
+
+static void check_bounds(void) {
+    char name[80];
+    /* refused at compile, naming the construct */
+    static const struct { const char *g, *err; } refused[] = {
+        {"root ::= (\"a\" | \"\")*", "rule 'root' is left-recursive through a repetition"}, /* star of a nullable item */
+        {"root ::= a \"x\"\na ::= b \"y\" | \"z\"\nb ::= a", "left-recursive"}, /* mutual */
+        {"root ::= [a-z]{100000} [a-z]{100000} x\nx ::= \"ab\"{50000}{50}", "elements"},
+        {"root ::= \"a\"{0,100001}", "repetition count"},
+    };
+    for (size_t i = 0; i < MX_ARRAY_LEN(refused); i++) {
+        mx_grammar *g = mx_grammar_from_gbnf(refused[i].g, strlen(refused[i].g), NULL);
+        snprintf(name, sizeof name, "bounds/refused %zu", i);
+        CHECK(name, !g && strstr(mx_errmsg(), refused[i].err), "got %s", g ? "a grammar" : mx_errmsg());
+        mx_grammar_unref(g);
+    }
+    {
+        mx_buf b = {0};
+        mx_buf_puts(&b, "root ::= ");
+        for (int i = 0; i < 201; i++) mx_buf_puts(&b, "(");
+        mx_buf_puts(&b, "\"a\"");
+        for (int i = 0; i < 201; i++) mx_buf_puts(&b, ")");
+        mx_grammar *g = mx_grammar_from_gbnf(b.data, b.len, NULL);
+        CHECK("bounds/nesting", !g && strstr(mx_errmsg(), "nested too deeply"), "got %s", g ? "a grammar" : mx_errmsg());
+        mx_grammar_unref(g);
+        mx_buf_free(&b);
+    }
+    /* the same from a schema: the message names the limit or the pattern, not a bug */
+    {
+        static const struct { const char *schema, *err; } sch[] = {
+            {"{\"type\":\"string\",\"pattern\":\"^((a*)*)*b$\"}", "'pattern' repeats a group"},
+            {"{\"type\":\"array\",\"maxItems\":100000,\"items\":{\"type\":\"array\",\"maxItems\":100000,\"items\":{\"type\":\"array\","
+             "\"maxItems\":100000,\"items\":{\"type\":\"array\",\"maxItems\":100000,\"items\":{\"type\":\"array\",\"maxItems\":100000,"
+             "\"items\":{\"type\":\"array\",\"maxItems\":100000,\"items\":{\"type\":\"array\",\"maxItems\":100000,\"items\":{\"type\":"
+             "\"array\",\"maxItems\":100000,\"items\":{\"type\":\"array\",\"maxItems\":100000,\"items\":{\"type\":\"array\",\"maxItems\":"
+             "100000,\"items\":{\"type\":\"array\",\"maxItems\":100000,\"items\":{}}}}}}}}}}}}", "schema: too large for the grammar limits: grammar: more than"},
+        };
+        for (size_t i = 0; i < MX_ARRAY_LEN(sch); i++) {
+            json_t *j = json_loads(sch[i].schema, 0, NULL);
+            mx_grammar *g = j ? mx_grammar_from_schema(j, NULL) : NULL;
+            snprintf(name, sizeof name, "bounds/schema %zu", i);
+            CHECK(name, j && !g && strstr(mx_errmsg(), sch[i].err) && !strstr(mx_errmsg(), "a bug"), "got %s", g ? "a grammar" : mx_errmsg());
+            mx_grammar_unref(g);
+            json_decref(j);
+        }
+    }
+    /* a chain of 100000 rules (nullable, tail calls) compiles: the analyses are linear */
+    {
+        mx_buf b = {0};
+        mx_buf_puts(&b, "root ::= r0 \"z\"\n");
+        for (int i = 0; i < 100000; i++) mx_buf_printf(&b, "r%d ::= r%d\n", i, i + 1);
+        mx_buf_puts(&b, "r100000 ::= \"b\"?\n");
+        mx_grammar *g = mx_grammar_from_gbnf(b.data, b.len, NULL);
+        mx_gmatch *m = g ? mx_gmatch_new(g) : NULL, *m2 = g ? mx_gmatch_new(g) : NULL;
+        bool ok = m && m2 && !mx_gmatch_accept_bytes(m, "b", 1) && !mx_gmatch_complete(m) && !mx_gmatch_accept_bytes(m, "z", 1) &&
+                  mx_gmatch_complete(m) && !mx_gmatch_accept_bytes(m2, "z", 1) && mx_gmatch_complete(m2) && mx_gmatch_accept_bytes(m2, "b", 1);
+        mx_gmatch_free(m2);
+        CHECK("bounds/long_chain", ok, "%s", g ? "wrong matches" : mx_errmsg());
+        mx_gmatch_free(m);
+        mx_grammar_unref(g);
+        mx_buf_free(&b);
+    }
+    /* too many parser stacks: refused when the matcher starts */
+    {
+        const char *t = "root ::= (\"a\"{0,2}){0,5000}";
+        mx_grammar *g = mx_grammar_from_gbnf(t, strlen(t), NULL);
+        mx_gmatch *m = g ? mx_gmatch_new(g) : NULL;
+        CHECK("bounds/stacks", g && !m && strstr(mx_errmsg(), "stacks"), "%s", m ? "a matcher" : mx_errmsg());
+        mx_gmatch_free(m);
+        mx_grammar_unref(g);
+    }
+    /* a non-tail recursion that keeps ~3n stacks after n bytes, over Llama 3's
+     * vocabulary: each mask checks most tokens against every stack. Masks
+     * succeed while their work fits the budget, then one fails cleanly, just
+     * past it (one charge is at most a state's stacks or a rule's alternatives). */
+    {
+        mx_tokenizer *tok = mx_tok_load("tests/tokenizers/llama3");
+        int V = tok ? mx_tok_vocab_size(tok) : 0;
+        int32_t eos = tok ? mx_tok_eos(tok) : -1;
+        mx_gvocab *v = tok ? mx_gvocab_new(tok, V, &eos, 1) : NULL;
+        const char *t = "root ::= x\nx ::= [ -~] x [ -~] | [ -~] x | \"\"";
+        mx_grammar *g = v ? mx_grammar_from_gbnf(t, strlen(t), v) : NULL;
+        mx_gmatch *m = g ? mx_gmatch_new(g) : NULL;
+        uint32_t *bits = calloc(((size_t)V + 31) / 32 + 1, sizeof *bits);
+        int n_ok = -1, n_late = -1;
+        uint64_t w_ok = 0, w_late = 0;
+        char why[160] = "";
+        if (m && bits) {
+            n_ok = mx_gmatch_mask(m, bits);
+            w_ok = mx_gmatch_work(m) > mx_grammar_precompute_work(g) ? mx_gmatch_work(m) : mx_grammar_precompute_work(g);
+            for (int i = 0; i < 1000 && !mx_gmatch_accept_bytes(m, "a", 1); i++) {}
+            n_late = mx_gmatch_mask(m, bits);
+            w_late = mx_gmatch_work(m);
+            snprintf(why, sizeof why, "%s", n_late < 0 ? mx_errmsg() : "");
+        }
+        CHECK("bounds/mask_work", n_ok > 0 && w_ok <= G_MAX_WORK && n_late == MX_ERR && strstr(why, "parser work") &&
+                                      w_late > G_MAX_WORK && w_late <= G_MAX_WORK + 2 * G_MAX_STACKS,
+              "first mask %d (work %llu), after 1000 bytes %d (work %llu): %s", n_ok, (unsigned long long)w_ok, n_late,
+              (unsigned long long)w_late, v ? why : mx_errmsg());
+        free(bits);
+        mx_gmatch_free(m);
+        mx_grammar_unref(g);
+        mx_gvocab_free(v);
+        mx_tok_free(tok);
+    }
+}
+
 int main(void) {
     check_gbnf();
+    check_bounds();
     check_tool_calls();
     check_schema_cases();
     /* a byte-level vocabulary of 314 tokens: the mask checked against every token at every step */
