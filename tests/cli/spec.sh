@@ -14,27 +14,6 @@ fail() { echo "FAIL spec/$1: $2"; }
 F=tests/fixtures
 P=1,5,9,33,7,7,12,90,5,9,33,7,7
 
-# safetensors F32 tensors by name, without numpy
-cat >"$T/cmp.py" <<'PY'
-import json, struct, sys
-def load(p):
-    b = open(p, "rb").read()
-    n = struct.unpack("<Q", b[:8])[0]
-    h = json.loads(b[8:8 + n])
-    out = {}
-    for k, v in h.items():
-        if k == "__metadata__": continue
-        s, e = v["data_offsets"]
-        out[k] = struct.unpack("<%df" % ((e - s) // 4), b[8 + n + s:8 + n + e])
-    return out
-a, b = load(sys.argv[1]), load(sys.argv[2])
-for k in ("logits", "step_logits"):
-    x, y = a[k], b[k]
-    if len(x) != len(y): print(f"{k}: {len(x)} vs {len(y)} values"); sys.exit(1)
-    tol = 1e-4 * max(1.0, max(abs(v) for v in x))
-    d = max(abs(u - v) for u, v in zip(x, y))
-    if d > tol: print(f"{k}: max diff {d} > {tol}"); sys.exit(1)
-PY
 ids() { python3 -c "import json,sys; print(json.loads(sys.stdin.read())['generated_ids'])"; }
 
 for fam in llama gemma2 qwen3; do
@@ -43,7 +22,7 @@ for fam in llama gemma2 qwen3; do
   for d in "self:--draft-model $F/$fam" "other:--draft-model $F/mistral --draft-max 3" "ngram:--lookup-ngram 3 --draft-max 6"; do
     name=${d%%:*}; opts=${d#*:}
     if "$M" generate -m $F/$fam --prompt-ids $P -n 24 -t 2 --output-format json --logits-out "$T/spec.st" $opts 2>"$T/err" | ids >"$T/spec" &&
-       cmp -s "$T/plain" "$T/spec" && python3 "$T/cmp.py" "$T/plain.st" "$T/spec.st" >"$T/cmp" 2>&1; then ok "$fam/$name"
+       cmp -s "$T/plain" "$T/spec" && python3 tests/lib/st_cmp.py "$T/plain.st" "$T/spec.st" >"$T/cmp" 2>&1; then ok "$fam/$name"
     else fail "$fam/$name" "$(cat "$T/plain" "$T/spec" "$T/cmp" 2>/dev/null | tr '\n' ' ') $(tail -1 "$T/err")"; fi
   done
 done

@@ -1,4 +1,4 @@
-# Compares the logits and step_logits F32 tensors of two safetensors files
+# Compares the logits and step_logits F32 tensors of two safetensors files (spec.sh, mpi.sh)
 # (generate --logits-out) within 1e-4 * max(1, max|ref|), without numpy.
 # usage: python3 st_cmp.py REF.st OTHER.st
 import json, struct, sys
