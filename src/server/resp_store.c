@@ -53,6 +53,14 @@ static void entry_free(entry *e) {
     free(e);
 }
 
+/* Out of the list and the counts, and freed; the caller holds mu. */
+static void drop(mx_resp_store *s, entry *e) {
+    unlink_entry(s, e);
+    s->n--;
+    s->bytes -= e->bytes;
+    entry_free(e);
+}
+
 static entry *find(mx_resp_store *s, const char *id) {
     for (entry *e = s->head; e; e = e->next)
         if (!strcmp(e->id, id)) return e;
@@ -79,22 +87,11 @@ bool mx_resp_store_put(server *sv, const char *id, json_t *response, json_t *mes
     if (!e->response || !e->messages || e->bytes > MX_RESP_STORE_BYTES) { entry_free(e); return false; }
     pthread_mutex_lock(&s->mu);
     entry *old = find(s, id);
-    if (old) {
-        unlink_entry(s, old);
-        s->n--;
-        s->bytes -= old->bytes;
-        entry_free(old);
-    }
+    if (old) drop(s, old);
     push_front(s, e);
     s->n++;
     s->bytes += e->bytes;
-    while (s->n > MX_RESP_STORE_COUNT || s->bytes > MX_RESP_STORE_BYTES) {
-        entry *t = s->tail;
-        unlink_entry(s, t);
-        s->n--;
-        s->bytes -= t->bytes;
-        entry_free(t);
-    }
+    while (s->n > MX_RESP_STORE_COUNT || s->bytes > MX_RESP_STORE_BYTES) drop(s, s->tail); /* the least recently used */
     pthread_mutex_unlock(&s->mu);
     return true;
 }
@@ -119,12 +116,7 @@ bool mx_resp_store_delete(server *sv, const char *id) {
     if (!s) return false;
     pthread_mutex_lock(&s->mu);
     entry *e = find(s, id);
-    if (e) {
-        unlink_entry(s, e);
-        s->n--;
-        s->bytes -= e->bytes;
-        entry_free(e);
-    }
+    if (e) drop(s, e);
     pthread_mutex_unlock(&s->mu);
     return e != NULL;
 }

@@ -34,12 +34,9 @@ static int configure_tower(mx_vision_desc *d, mx_arch *t, const mx_cfg *vc, cons
     mx_attn_spec *s = t->attn;
     t->hidden = D;
     d->run_layers = depth;
-    s->n_heads = s->n_kv_heads = heads;
-    s->head_dim = D / heads;
-    s->scale = 1.0f / sqrtf((float)s->head_dim);
+    mx_vit_attn(s, heads, D / heads);
     s->q_bias = s->k_bias = s->v_bias = bias;
     s->o_bias = false;
-    s->bidirectional = true;
     s->names = (mx_attn_names){.qkv = "blocks.%d.attn.qkv", .o = "blocks.%d.attn.proj"};
     t->ffn = out; /* the blocks' MLP is out_hidden_size wide */
     t->norm = (mx_norm_spec){MX_NORM_RMS, 0, true, false, eps};

@@ -56,12 +56,9 @@ static int configure(mx_vision_desc *d, mx_arch *t, const mx_cfg *vc, const mx_c
     if (side % d->shuffle) return mx_set_err("%s: %d patches per side do not shuffle by %d", vc->file, side, d->shuffle);
     bool rms = !strcmp(norm, "rms_norm");
     mx_attn_spec *s = t->attn;
-    s->n_heads = s->n_kv_heads = heads;
-    s->head_dim = t->hidden / heads;
-    s->scale = 1.0f / sqrtf((float)s->head_dim);
+    mx_vit_attn(s, heads, t->hidden / heads);
     s->q_bias = s->k_bias = s->v_bias = qkv_bias;
     s->o_bias = true;
-    s->bidirectional = true;
     s->names = (mx_attn_names){.q = "encoder.layer.%d.attention.q_proj", .k = "encoder.layer.%d.attention.k_proj",
                                .v = "encoder.layer.%d.attention.v_proj", .o = "encoder.layer.%d.attention.projection_layer"};
     if (qk_norm) {

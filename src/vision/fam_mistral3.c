@@ -33,10 +33,7 @@ static int configure(mx_vision_desc *d, mx_arch *t, const mx_cfg *vc, const mx_c
     d->max_side = image_size / d->patch_size;
     if (d->max_side < 1) return mx_set_err("%s: vision image_size %d is smaller than patch_size %d", vc->file, image_size, d->patch_size);
     mx_attn_spec *s = t->attn;
-    s->n_heads = s->n_kv_heads = heads;
-    s->head_dim = head_dim;
-    s->scale = 1.0f / sqrtf((float)head_dim);
-    s->bidirectional = true;
+    mx_vit_attn(s, heads, head_dim);
     s->names = (mx_attn_names){.q = "transformer.layers.%d.attention.q_proj", .k = "transformer.layers.%d.attention.k_proj",
                                .v = "transformer.layers.%d.attention.v_proj", .o = "transformer.layers.%d.attention.o_proj"};
     t->norm = (mx_norm_spec){MX_NORM_RMS, 0, true, false, 1e-5f};

@@ -17,11 +17,8 @@ int mx_qwen_vit_common(mx_vision_desc *d, mx_arch *t, const mx_cfg *vc, const mx
     mx_attn_spec *s = t->attn;
     t->hidden = D;
     d->run_layers = depth;
-    s->n_heads = s->n_kv_heads = heads;
-    s->head_dim = D / heads;
-    s->scale = 1.0f / sqrtf((float)s->head_dim);
+    mx_vit_attn(s, heads, D / heads);
     s->q_bias = s->k_bias = s->v_bias = s->o_bias = true;
-    s->bidirectional = true;
     s->names = (mx_attn_names){.qkv = "blocks.%d.attn.qkv", .o = "blocks.%d.attn.proj"};
     t->mlp_bias = true;
     t->embed_scale = t->logit_scale = t->residual_scale = 1;

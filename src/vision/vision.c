@@ -422,6 +422,13 @@ const mx_image_processor *mx_vision_processor(const mx_vision *v) { return &v->p
 const mx_vision_desc *mx_vision_spec(const mx_vision *v) { return &v->d; }
 int mx_vision_row_floats(const mx_vision *v) { return v->H * (1 + v->d.n_deep); }
 
+void mx_vit_attn(mx_attn_spec *s, int heads, int head_dim) {
+    s->n_heads = s->n_kv_heads = heads;
+    s->head_dim = head_dim;
+    s->scale = 1.0f / sqrtf((float)head_dim);
+    s->bidirectional = true;
+}
+
 int mx_vit_configure(mx_arch *a, const mx_cfg *vc, int hidden, int ffn, int layers, int heads, const char *act, float eps) {
     if (mx_cfg_i32(vc, "hidden_size", hidden, 1, 1 << 16, &a->hidden) || mx_cfg_i32(vc, "intermediate_size", ffn, 1, 1 << 18, &a->ffn) ||
         mx_cfg_i32(vc, "num_hidden_layers", layers, 1, MX_MAX_LAYERS, &layers) ||
@@ -430,11 +437,8 @@ int mx_vit_configure(mx_arch *a, const mx_cfg *vc, int hidden, int ffn, int laye
         return MX_ERR;
     if (a->hidden % heads) return mx_set_err("%s: vision hidden_size %d is not a multiple of num_attention_heads %d", vc->file, a->hidden, heads);
     mx_attn_spec *s = a->attn;
-    s->n_heads = s->n_kv_heads = heads;
-    s->head_dim = a->hidden / heads;
-    s->scale = 1.0f / sqrtf((float)s->head_dim);
+    mx_vit_attn(s, heads, a->hidden / heads);
     s->q_bias = s->k_bias = s->v_bias = s->o_bias = true;
-    s->bidirectional = true;
     s->names = (mx_attn_names){.q = "encoder.layers.%d.self_attn.q_proj", .k = "encoder.layers.%d.self_attn.k_proj",
                                .v = "encoder.layers.%d.self_attn.v_proj", .o = "encoder.layers.%d.self_attn.out_proj"};
     a->norm = (mx_norm_spec){MX_NORM_LAYER, 0, true, true, eps};

@@ -119,6 +119,10 @@ const mx_vision_family *mx_vision_family_list(void); /* all, linked by next */
  * names "encoder.layers.%d.layer_norm1", "...self_attn.q_proj", "...mlp.fc1")
  * from vision_config with the given class defaults. */
 int mx_vit_configure(mx_arch *a, const mx_cfg *vc, int hidden, int ffn, int layers, int heads, const char *act, float eps);
+/* A tower's attention: heads query and key/value heads of head_dim, scaled by
+ * 1/sqrt(head_dim), every patch seeing every other (biases and names stay the
+ * caller's). */
+void mx_vit_attn(mx_attn_spec *s, int heads, int head_dim);
 /* A SigLIP tower as PaliGemma, Idefics3 and Gemma 3 use it: every layer
  * run, then post_layernorm; patch embedding with bias, learned positions;
  * the tower tried under prefix0, then prefix1. */
