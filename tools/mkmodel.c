@@ -13,10 +13,15 @@
  * norms, that MoE), qwen3_5_text (DeltaNet / gated attention) and gemma4_text
  * (sliding / full layers, per-layer inputs); vision-language models:
  * qwen2_vl (Qwen2 text + its ViT and merger), qwen2_5_vl (the same with
- * Qwen2.5-VL's RMSNorm / SwiGLU tower), gemma3 (Gemma 3 text +
+ * Qwen2.5-VL's RMSNorm / SwiGLU tower), qwen3_vl (Qwen3 text + its
+ * tower with DeepStack mergers), gemma3 (Gemma 3 text +
  * SigLIP + pool/norm projector) and mistral3 (Mistral text + the Pixtral tower and
  * patch-merger projector), convolutions written as [out, in * kernel]
  * matrices (the loader reads them either way).
+ * --bits B [--group G] writes the language model's matrices as MLX affine
+ * quantized tensors (random codes; scales and biases giving N(0, SD)'s
+ * spread) and says so in config.json, as mlx-lm / mlx-vlm conversions do:
+ * a model too large to write and convert in bf16 on a small disk.
  * whisper: the encoder-decoder (conv stem, sinusoidal-position table, encoder
  * and decoder stacks with cross-attention) plus what a hub folder holds beside
  * it: generation_config.json (the token ids, lang_to_id, task_to_id, the
@@ -39,13 +44,17 @@
 #include <string.h>
 #include <sys/stat.h>
 
-typedef enum { INIT_NORMAL, INIT_ONES, INIT_ZEROS } init_kind;
+/* INIT_Q*: the three tensors of an MLX affine-quantized matrix (--bits):
+ * random packed codes, and the scales and biases that give its values the
+ * spread of N(0, SD) (codes uniform over [0, 2^bits)). */
+typedef enum { INIT_NORMAL, INIT_ONES, INIT_ZEROS, INIT_QCODES, INIT_QSCALES, INIT_QBIASES } init_kind;
 
 typedef struct {
     char *name;
     int ndim;
     int64_t shape[3];
     init_kind init;
+    int bits; /* INIT_Q*: the code width */
 } spec;
 
 static size_t numel_of(const spec *e) {
@@ -462,13 +471,19 @@ static int write_text(const char *dir, const char *name, const char *text, size_
     return rc;
 }
 
+/* Codes are U32 words, an affine matrix's scales and biases bf16 (as mlx-lm
+ * writes them from a bf16 model), everything else the chosen dtype. */
+static mx_dtype spec_dtype(const spec *e, mx_dtype dt) {
+    return e->init == INIT_QCODES ? MX_DT_U32 : e->init == INIT_QSCALES || e->init == INIT_QBIASES ? MX_DT_BF16 : dt;
+}
+
 static int write_safetensors(const char *path, const specs *s, mx_dtype dt, float sd) {
-    size_t es = mx_dtype_size(dt);
     mx_st_out *ts = calloc((size_t)s->n + 1, sizeof *ts);
     if (!ts) return mx_set_err("out of memory");
     for (int i = 0; i < s->n; i++) {
         const spec *e = &s->v[i];
-        ts[i] = (mx_st_out){e->name, dt, e->ndim, {e->shape[0], e->shape[1], e->shape[2]}, NULL, numel_of(e) * es};
+        mx_dtype edt = spec_dtype(e, dt);
+        ts[i] = (mx_st_out){e->name, edt, e->ndim, {e->shape[0], e->shape[1], e->shape[2]}, NULL, numel_of(e) * mx_dtype_size(edt)};
     }
     FILE *f = mx_st_create(path, ts, s->n, "{\"format\":\"pt\"}");
     free(ts);
@@ -481,14 +496,29 @@ static int write_safetensors(const char *path, const specs *s, mx_dtype dt, floa
     for (int i = 0; ok && i < s->n; i++) {
         const spec *e = &s->v[i];
         size_t numel = numel_of(e);
+        mx_dtype edt = spec_dtype(e, dt);
+        size_t es = mx_dtype_size(edt);
+        /* codes uniform over [0, L], L = 2^bits - 1: variance L(L+2)/12 */
+        double L = e->bits ? (double)((1u << e->bits) - 1) : 0, qs = e->bits ? sd / sqrt(L * (L + 2) / 12) : 0;
         for (size_t done = 0; ok && done < numel; done += CH) {
             size_t m = MX_MIN((size_t)CH, numel - done);
+            if (e->init == INIT_QCODES) {
+                for (size_t j = 0; j < m; j++) {
+                    uint32_t w = (uint32_t)rng64();
+                    memcpy(obuf + 4 * j, &w, 4);
+                }
+                ok = fwrite(obuf, es, m, f) == m;
+                continue;
+            }
             if (e->init == INIT_NORMAL) normals(buf, m, sd);
-            else for (size_t j = 0; j < m; j++) buf[j] = e->init == INIT_ONES ? 1.0f : 0.0f;
-            if (dt == MX_DT_F32) memcpy(obuf, buf, m * 4);
+            else {
+                float v = e->init == INIT_ONES ? 1.0f : e->init == INIT_QSCALES ? (float)qs : e->init == INIT_QBIASES ? (float)(-qs * L / 2) : 0.0f;
+                for (size_t j = 0; j < m; j++) buf[j] = v;
+            }
+            if (edt == MX_DT_F32) memcpy(obuf, buf, m * 4);
             else
                 for (size_t j = 0; j < m; j++) {
-                    uint16_t v = dt == MX_DT_F16 ? mx_f32_to_f16(buf[j]) : mx_f32_to_bf16(buf[j]);
+                    uint16_t v = edt == MX_DT_F16 ? mx_f32_to_f16(buf[j]) : mx_f32_to_bf16(buf[j]);
                     memcpy(obuf + 2 * j, &v, 2);
                 }
             ok = fwrite(obuf, es, m, f) == m;
@@ -670,6 +700,51 @@ static int qwen2_5_vl_specs(const mx_cfg *c, specs *s) {
     return ok ? MX_OK : mx_set_err("out of memory");
 }
 
+/* Qwen3-VL (dense): the Qwen3 text model under "model.language_model." and
+ * the tower under "model.visual." (the released layout): Conv3d patch
+ * embedding with bias, learned positions, LayerNorm blocks with a fused qkv
+ * and a GELU MLP (linear_fc1/2), the merger (norm over the hidden size) and
+ * one DeepStack merger per deepstack_visual_indexes entry (norm over the
+ * merged width). */
+static int qwen3_vl_specs(const mx_cfg *c, specs *s) {
+    json_t *tj = json_object_get(c->root, "text_config"), *vj = json_object_get(c->root, "vision_config");
+    mx_cfg t = {tj, NULL, c->file}, v = {vj, NULL, c->file};
+    int depth, D, F, out, P, T, npos, merge;
+    if (!json_is_object(tj) || !json_is_object(vj) || llama_specs(&t, "qwen3", s) || mx_cfg_i32(&v, "depth", 27, 1, 1024, &depth) ||
+        mx_cfg_i32(&v, "hidden_size", 1152, 1, 1 << 16, &D) || mx_cfg_i32(&v, "intermediate_size", 4304, 1, 1 << 20, &F) ||
+        mx_cfg_i32(&v, "out_hidden_size", 4096, 1, 1 << 16, &out) || mx_cfg_i32(&v, "patch_size", 16, 1, 1024, &P) ||
+        mx_cfg_i32(&v, "temporal_patch_size", 2, 1, 16, &T) || mx_cfg_i32(&v, "num_position_embeddings", 2304, 1, 1 << 20, &npos) ||
+        mx_cfg_i32(&v, "spatial_merge_size", 2, 1, 16, &merge))
+        return mx_set_err("%s: text_config / vision_config: %s", c->file, mx_errmsg());
+    json_t *deep = json_object_get(vj, "deepstack_visual_indexes");
+    size_t n_deep = json_is_array(deep) ? json_array_size(deep) : 0;
+    for (int i = 0; i < s->n; i++) { /* the text model's names, packaged */
+        if (strncmp(s->v[i].name, "model.", 6)) continue;
+        char *nm = mx_asprintf("model.language_model.%s", s->v[i].name + 6);
+        if (!nm) return MX_ERR;
+        free(s->v[i].name);
+        s->v[i].name = nm;
+    }
+    const char *p = "model.visual";
+    int M = merge * merge * D;
+    int ok = lin(s, D, 3 * T * P * P, true, "%s.patch_embed.proj", p, 0) == MX_OK;
+    ok &= add(s, INIT_NORMAL, npos, D, "%s.pos_embed.weight", p) == MX_OK;
+    for (int l = 0; l < depth && ok; l++) {
+        ln(s, &ok, D, "%s.blocks.%d.norm1", p, l);
+        ln(s, &ok, D, "%s.blocks.%d.norm2", p, l);
+        ok &= lin(s, 3 * D, D, true, "%s.blocks.%d.attn.qkv", p, l) == MX_OK && lin(s, D, D, true, "%s.blocks.%d.attn.proj", p, l) == MX_OK;
+        ok &= lin(s, F, D, true, "%s.blocks.%d.mlp.linear_fc1", p, l) == MX_OK && lin(s, D, F, true, "%s.blocks.%d.mlp.linear_fc2", p, l) == MX_OK;
+    }
+    ln(s, &ok, D, "%s.merger.norm", p, 0);
+    ok &= lin(s, M, M, true, "%s.merger.linear_fc1", p, 0) == MX_OK && lin(s, out, M, true, "%s.merger.linear_fc2", p, 0) == MX_OK;
+    for (int k = 0; k < (int)n_deep && ok; k++) {
+        ln(s, &ok, M, "%s.deepstack_merger_list.%d.norm", p, k);
+        ok &= lin(s, M, M, true, "%s.deepstack_merger_list.%d.linear_fc1", p, k) == MX_OK &&
+              lin(s, out, M, true, "%s.deepstack_merger_list.%d.linear_fc2", p, k) == MX_OK;
+    }
+    return ok ? MX_OK : mx_set_err("out of memory");
+}
+
 /* Gemma 3: text_config (Gemma3TextConfig's defaults for absent keys) under
  * "language_model.model.", SigLIP under "vision_tower.vision_model.", the
  * projector under "multi_modal_projector." */
@@ -759,8 +834,40 @@ static int mistral3_specs(const mx_cfg *c, specs *s) {
     return ok ? MX_OK : mx_set_err("out of memory");
 }
 
+/* --bits B: mlx-lm's rule for which modules a conversion quantizes (a 2-D
+ * ".weight" whose columns divide by the group), kept to the language model
+ * as mlx-vlm's conversion does (vision towers and projectors stay float).
+ * Each such matrix becomes its packed U32 codes, bf16 scales and biases. */
+static bool vision_part(const char *name) {
+    static const char *k[] = {"visual", "vision", "multi_modal_projector", "patch_embed", "merger"};
+    for (size_t i = 0; i < sizeof k / sizeof *k; i++)
+        if (strstr(name, k[i])) return true;
+    return false;
+}
+
+static int quantize_specs(specs *s, int bits, int group) {
+    int n0 = s->n;
+    for (int i = 0; i < n0; i++) {
+        spec *e = &s->v[i];
+        size_t nl = strlen(e->name);
+        if (e->ndim != 2 || e->init != INIT_NORMAL || e->shape[1] % group || (e->shape[1] * bits) % 32 || nl < 7 ||
+            strcmp(e->name + nl - 7, ".weight") || vision_part(e->name))
+            continue;
+        int64_t rows = e->shape[0], cols = e->shape[1];
+        e->init = INIT_QCODES;
+        e->bits = bits;
+        e->shape[1] = cols * bits / 32;
+        int m = (int)(nl - 7);
+        char *base = e->name;
+        if (add(s, INIT_QSCALES, rows, cols / group, "%.*s.scales", m, base) || add(s, INIT_QBIASES, rows, cols / group, "%.*s.biases", m, base))
+            return MX_ERR;
+        s->v[s->n - 1].bits = s->v[s->n - 2].bits = bits;
+    }
+    return MX_OK;
+}
+
 static int usage(void) {
-    fprintf(stderr, "usage: mkmodel --config CONFIG.json -o DIR [--dtype f32|bf16|f16] [--seed S] [--std SD]\n");
+    fprintf(stderr, "usage: mkmodel --config CONFIG.json -o DIR [--dtype f32|bf16|f16] [--seed S] [--std SD] [--bits B [--group G]]\n");
     return 2;
 }
 
@@ -768,12 +875,19 @@ int main(int argc, char **argv) {
     const char *cfg_path = NULL, *out = NULL, *dts = "bf16";
     float sd = 0.02f;
     unsigned long long seed = 0;
+    int bits = 0, group = 64;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--config") && i + 1 < argc) cfg_path = argv[++i];
         else if ((!strcmp(argv[i], "-o") || !strcmp(argv[i], "--out")) && i + 1 < argc) out = argv[++i];
         else if (!strcmp(argv[i], "--dtype") && i + 1 < argc) dts = argv[++i];
         else if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = strtoull(argv[++i], NULL, 0);
-        else if (!strcmp(argv[i], "--std") && i + 1 < argc) {
+        else if (!strcmp(argv[i], "--bits") && i + 1 < argc) {
+            bits = atoi(argv[++i]);
+            if (bits != 2 && bits != 3 && bits != 4 && bits != 5 && bits != 6 && bits != 8) { fprintf(stderr, "mkmodel: --bits must be 2, 3, 4, 5, 6 or 8\n"); return 2; }
+        } else if (!strcmp(argv[i], "--group") && i + 1 < argc) {
+            group = atoi(argv[++i]);
+            if (group != 32 && group != 64 && group != 128) { fprintf(stderr, "mkmodel: --group must be 32, 64 or 128\n"); return 2; }
+        } else if (!strcmp(argv[i], "--std") && i + 1 < argc) {
             char *end;
             sd = strtof(argv[++i], &end);
             if (*end || !(sd > 0 && sd < 100)) { fprintf(stderr, "mkmodel: --std must be a number in (0, 100)\n"); return 2; }
@@ -809,13 +923,25 @@ int main(int argc, char **argv) {
     else if (!strcmp(mt, "gemma4_text")) rc = gemma4_specs(&c, &s);
     else if (!strcmp(mt, "qwen2_vl")) rc = qwen2_vl_specs(&c, &s);
     else if (!strcmp(mt, "qwen2_5_vl")) rc = qwen2_5_vl_specs(&c, &s);
+    else if (!strcmp(mt, "qwen3_vl")) rc = qwen3_vl_specs(&c, &s);
     else if (!strcmp(mt, "gemma3")) rc = gemma3_specs(&c, &s);
     else if (!strcmp(mt, "mistral3")) rc = mistral3_specs(&c, &s);
-    else rc = mx_set_err("%s: model_type \"%s\" not supported (llama, mistral, qwen2, qwen3, mixtral, deepseek_v3, deepseek_v32, deepseek, glm4_moe, qwen3_5_text, gemma4_text, bert, whisper, qwen2_vl, qwen2_5_vl, gemma3, mistral3)", cfg_path, mt);
+    else rc = mx_set_err("%s: model_type \"%s\" not supported (llama, mistral, qwen2, qwen3, mixtral, deepseek_v3, deepseek_v32, deepseek, glm4_moe, qwen3_5_text, gemma4_text, bert, whisper, qwen2_vl, qwen2_5_vl, qwen3_vl, gemma3, mistral3)", cfg_path, mt);
     if (rc) goto done;
     rc = MX_ERR;
-    if (mkdir(out, 0755) != 0 && errno != EEXIST) { mx_set_err("%s: cannot create: %s", out, strerror(errno)); goto done; }
-    if (write_text(out, "config.json", text, tlen)) goto done;
+    char *qtext = NULL;
+    if (bits) { /* the config says so as mlx-lm's conversion writes it */
+        if (!strcmp(mt, "bert") || !strcmp(mt, "whisper")) { mx_set_err("--bits: only decoder and vision-language checkpoints"); goto done; }
+        if (quantize_specs(&s, bits, group)) goto done;
+        json_t *q = json_pack("{s:i, s:i}", "group_size", group, "bits", bits);
+        json_object_set(root, "quantization", q);
+        json_object_set_new(root, "quantization_config", q);
+        if (!(qtext = json_dumps(root, JSON_INDENT(2)))) { mx_set_err("out of memory"); goto done; }
+    }
+    if (mkdir(out, 0755) != 0 && errno != EEXIST) { free(qtext); mx_set_err("%s: cannot create: %s", out, strerror(errno)); goto done; }
+    int wtc = qtext ? write_text(out, "config.json", qtext, strlen(qtext)) : write_text(out, "config.json", text, tlen);
+    free(qtext);
+    if (wtc) goto done;
     if (!strcmp(mt, "whisper")) {
         if (whisper_files(out, &c)) goto done;
     } else if (strcmp(mt, "bert") != 0) {
@@ -840,9 +966,14 @@ int main(int argc, char **argv) {
     rc = write_safetensors(st, &s, dt, sd);
     if (rc == MX_OK) {
         uint64_t params = 0;
-        for (int i = 0; i < s.n; i++) params += numel_of(&s.v[i]);
-        printf("%s: %d tensors, %.3f B parameters, %s, %.2f GB, %.1f s\n", st, s.n, params / 1e9, mx_dtype_name(dt),
-               params * (double)mx_dtype_size(dt) / 1e9, mx_now() - t0);
+        double bytes = 0;
+        for (int i = 0; i < s.n; i++) {
+            const spec *e = &s.v[i];
+            bytes += (double)numel_of(e) * mx_dtype_size(spec_dtype(e, dt));
+            params += e->init == INIT_QCODES ? numel_of(e) * 32 / (size_t)e->bits : e->init == INIT_QSCALES || e->init == INIT_QBIASES ? 0 : numel_of(e);
+        }
+        printf("%s: %d tensors, %.3f B parameters, %s%s, %.2f GB, %.1f s\n", st, s.n, params / 1e9, mx_dtype_name(dt),
+               bits ? (bits == 4 ? " + 4-bit text" : bits == 8 ? " + 8-bit text" : " + quantized text") : "", bytes / 1e9, mx_now() - t0);
     }
     free(st);
 done:

@@ -1,25 +1,35 @@
 #!/usr/bin/env bash
 # Image encode time (tower + projector) and time to first token with an image
 # for random-weight vision-language models of real shapes (tools/configs:
-# qwen2-vl-2b.json, gemma-3-4b.json, qwen2.5-vl-3b.json, mistral-small-3.1-2l.json
-# (the whole Pixtral tower, 2 of the 40 text layers); bf16), through `mlxcel generate --image
+# qwen2-vl-2b.json, gemma-3-4b.json, qwen2.5-vl-3b.json, qwen3-vl-8b.json, mistral-small-3.1-2l.json
+# (the whole Pixtral tower, 2 of the 40 text layers), mistral-small-3.1.json (all 40); bf16, or with
+# BITS=4 the language model written as MLX affine 4-bit by mkmodel --bits, in DIR/MODEL-q4), through `mlxcel generate --image
 # --prompt-ids ... -n 1 --output-format json` (timings: image_ms = decode +
 # preprocess + tower + projector, prefill_ms = the text model over the prompt
 # with the image rows). Runs each model REPS times (default 3), interleaved,
 # and prints the medians. MODELS (the 4th argument or the environment; default
-# "qwen2-vl-2b gemma-3-4b") picks among those four.
-# Usage: [MODELS=...] tools/vision_bench.sh DIR [THREADS] [REPS] [MODELS]   (DIR receives the models)
+# "qwen2-vl-2b gemma-3-4b") picks among those.
+# Usage: [BITS=4] [MODELS=...] tools/vision_bench.sh DIR [THREADS] [REPS] [MODELS]   (DIR receives the models)
 set -eu
 cd "$(dirname "$0")/.."
 D=$1; T=${2:-$(nproc)}; R=${3:-3}
 M=build/mlxcel
 mkdir -p "$D"
 MODELS=${4:-${MODELS:-qwen2-vl-2b gemma-3-4b}}
-for m in $MODELS; do
-  [ -f "tools/configs/$m.json" ] || { echo "vision_bench: unknown model $m" >&2; exit 2; }
-  [ -f "$D/$m/model.safetensors" ] || build/mkmodel --config "tools/configs/$m.json" -o "$D/$m" --dtype bf16 --seed 1
+BITS=${BITS:-}
+sfx=${BITS:+-q$BITS}
+for c in $MODELS; do
+  [ -f "tools/configs/$c.json" ] || { echo "vision_bench: unknown model $c" >&2; exit 2; }
+  m=$c$sfx
+  [ -f "$D/$m/model.safetensors" ] || build/mkmodel --config "tools/configs/$c.json" -o "$D/$m" --dtype bf16 --seed 1 ${BITS:+--bits $BITS}
   # the published processors' settings
   case $m in
+  qwen3*) cat >"$D/$m/preprocessor_config.json" <<'J'
+{"image_processor_type": "Qwen2VLImageProcessorFast", "processor_class": "Qwen3VLProcessor", "min_pixels": 65536,
+ "max_pixels": 16777216, "patch_size": 16, "temporal_patch_size": 2, "merge_size": 2,
+ "image_mean": [0.5, 0.5, 0.5], "image_std": [0.5, 0.5, 0.5], "resample": 3}
+J
+  ;;
   qwen*) cat >"$D/$m/preprocessor_config.json" <<'J'
 {"image_processor_type": "Qwen2VLImageProcessor", "min_pixels": 3136, "max_pixels": 12845056, "patch_size": 14,
  "temporal_patch_size": 2, "merge_size": 2, "image_mean": [0.48145466, 0.4578275, 0.40821073],
@@ -59,6 +69,9 @@ hq, wq = round(h / 28) * 28, round(w / 28) * 28
 q = [151644] + text + [151652] + [151655] * (hq // 28 * wq // 28) + [151653] + text + [151645]
 g = [2] + text + [255999] + [262144] * 256 + [256000] + text
 open(f"{d}/qwen.ids", "w").write(",".join(map(str, q)))
+# Qwen3-VL: patch 16, so multiples of 32 -> 14 x 14 = 196 merged tokens
+q3 = [151644] + text + [151652] + [151655] * (round(h / 32) * round(w / 32)) + [151653] + text + [151645]
+open(f"{d}/qwen3.ids", "w").write(",".join(map(str, q3)))
 open(f"{d}/gemma.ids", "w").write(",".join(map(str, g)))
 # Mistral 3: 448 fits longest_edge 1540; 448 / 28 = 16 merged rows of 16 [IMG] (10) + [IMG_BREAK] (12),
 # the last [IMG_END] (13); <s> [INST] text image text [/INST]
@@ -67,8 +80,9 @@ m = [1, 3] + text + [t for r in rows for t in r] + text + [4]
 open(f"{d}/mistral.ids", "w").write(",".join(map(str, m)))
 PY
 for r in $(seq 1 "$R"); do
-  for m in $MODELS; do
-    ids=$D/qwen.ids; case $m in gemma*) ids=$D/gemma.ids ;; mistral*) ids=$D/mistral.ids ;; esac
+  for c in $MODELS; do
+    m=$c$sfx
+    ids=$D/qwen.ids; case $m in qwen3*) ids=$D/qwen3.ids ;; gemma*) ids=$D/gemma.ids ;; mistral*) ids=$D/mistral.ids ;; esac
     "$M" generate -m "$D/$m" --image "$D/photo.png" --prompt-ids "$(cat "$ids")" -n 1 -t "$T" \
       --output-format json 2>/dev/null | tail -1 | python3 -c "
 import json, sys; j = json.loads(sys.stdin.read()); t = j['timings']
