@@ -41,8 +41,10 @@ static const mx_opt serve_tab[] = {
     {NULL, "--tp", NULL, OPT_INT, "T", 1, 4096, offsetof(serve_opts, tp),
      "tensor parallelism over T processes (under mpirun; rank 0 serves HTTP; see Distributed runs)", NULL, 0},
     {NULL, "--pp", NULL, OPT_INT, "P", 1, 4096, offsetof(serve_opts, pp), "pipeline parallelism over P stages (under mpirun)", NULL, 0},
-    {NULL, "--api-key", NULL, OPT_STR, "KEY", 0, 0, S(api_key), "require 'Authorization: Bearer KEY'", NULL, 0},
     OPT_KV(serve_opts, kv),
+    {NULL, "--lookup-ngram", NULL, OPT_INT, "N", 0, 64, S(lookup_ngram),
+     "speculative decoding by prompt lookup in every slot: draft what followed the last earlier match of the last N..1 tokens", NULL, 0},
+    {NULL, "--draft-max", NULL, OPT_INT, "N", 1, 64, S(draft_max), "tokens drafted per step and slot (with --lookup-ngram)", NULL, 0},
     {NULL, "--api-key", NULL, OPT_STR, "KEY", 0, 0, S(api_key), "require 'Authorization: Bearer KEY' (or 'x-api-key: KEY')", NULL, 0},
     {"-a", "--alias", NULL, OPT_LIST, "NAME", 0, 0, offsetof(serve_opts, alias),
      "the model's id in the API (repeatable or a comma list: the first is the id, all are listed by /v1/models)", NULL, 0},
@@ -92,7 +94,7 @@ static const mx_opt_env serve_env[] = {
     {"--n-gpu-layers", "LLAMA_ARG_N_GPU_LAYERS"}, {"--flash-attn", "LLAMA_ARG_FLASH_ATTN"}, {"--split-mode", "LLAMA_ARG_SPLIT_MODE"},
     {"--tensor-split", "LLAMA_ARG_TENSOR_SPLIT"}, {"--main-gpu", "LLAMA_ARG_MAIN_GPU"}, {"--device", "LLAMA_ARG_DEVICE"},
     {"--no-kv-offload", "LLAMA_ARG_NO_KV_OFFLOAD"}, {"--mlock", "LLAMA_ARG_MLOCK"}, {"--batch-size", "LLAMA_ARG_BATCH"},
-    {"--cont-batching", "LLAMA_ARG_CONT_BATCHING"}, {"--metrics", "LLAMA_ARG_ENDPOINT_METRICS"}, {"--slots", "LLAMA_ARG_ENDPOINT_SLOTS"},
+    {"--draft-max", "LLAMA_ARG_DRAFT_MAX"}, {"--cont-batching", "LLAMA_ARG_CONT_BATCHING"}, {"--metrics", "LLAMA_ARG_ENDPOINT_METRICS"}, {"--slots", "LLAMA_ARG_ENDPOINT_SLOTS"},
     {0},
 };
 

@@ -1,4 +1,5 @@
 #include "scheduler.h"
+#include "spec.h"
 #include "../base/base.h"
 #include <errno.h>
 #include <math.h>
@@ -46,6 +47,7 @@ typedef struct {
     mx_sampler *smp;
     int n_gen;
     int32_t pending;          /* sampled, not yet fed */
+    int32_t *spec;            /* speculation: [draft_max + 1] pending, then the drafts of this step */
     bool decoding;
     /* a sample of a group (n > 1) waits for its leader's prefill, then takes
      * a copy of the leader's cache and samples from the same logits */
@@ -71,6 +73,8 @@ struct mx_sched {
     uint64_t n_admitted, n_submitted;
     bool quit;
     float *logits, *lp, *row2; /* row2: a copy of a leader's logits row for its group */
+    int spec_max, spec_ngram;  /* speculation (mx_sched_set_spec; 0: off) */
+    float *dist;               /* [vocab]: a sampled request's distribution, to accept a draft */
     mx_seq_in *ins;
     int *in_slot;
     mx_sched_stats st;
@@ -127,7 +131,7 @@ static int reusable(const mx_sched *s, const slot *sl, const mx_req *r) {
     return l;
 }
 
-static void sample_into(mx_sched *s, slot *sl, float *row);
+static bool sample_into(mx_sched *s, slot *sl, float *row, int32_t draft);
 
 /* Admits queued requests into free slots, preferring the slot whose cached
  * tokens share the longest prefix with the prompt. A short shared prefix (the
@@ -221,7 +225,7 @@ static void share_prefill(mx_sched *s, int li, const float *row) {
         r->cached = r->p.n_prompt;
         if (r->con.m) r->allowed = mx_gmatch_mask(r->con.m, r->con.bits);
         memcpy(s->row2, row, sizeof(float) * (size_t)s->vocab);
-        sample_into(s, fs, s->row2);
+        sample_into(s, fs, s->row2, -1);
     }
 }
 
@@ -259,12 +263,16 @@ static void think_track(mx_req *r, int32_t tok) {
     if (r->think_match == p->n_think_end) r->think_state = 2;
 }
 
-/* Samples the next token for a slot from its logits row; emits the event. */
-static void sample_into(mx_sched *s, slot *sl, float *row) {
+/* Samples the next token for a slot from its logits row (the history it
+ * saw: sl->toks[0..kv->len)); emits the event. With a draft (>= 0; -1:
+ * none) a greedy request keeps its argmax and a sampled one accepts the
+ * draft with its probability, else draws from the rest (spec.h); true when
+ * the token is the draft. */
+static bool sample_into(mx_sched *s, slot *sl, float *row, int32_t draft) {
     mx_req *r = sl->req;
     int V = s->vocab;
     for (int i = 0; i < r->p.n_bias; i++) row[r->bias_ids[i]] += r->bias_vals[i];
-    if (r->con.m && r->allowed <= 0) { finish(s, sl, r->allowed < 0 ? MX_FIN_ERROR : MX_FIN_STOP); return; }
+    if (r->con.m && r->allowed <= 0) { finish(s, sl, r->allowed < 0 ? MX_FIN_ERROR : MX_FIN_STOP); return false; }
     mx_tok_event ev = {0};
     if (r->p.top_logprobs >= 0) {
         /* log-softmax of the biased logits, before sampling transforms */
@@ -279,11 +287,17 @@ static void sample_into(mx_sched *s, slot *sl, float *row) {
      * logprobs, which stay the model's */
     if (r->con.m) mx_gmask_apply(r->con.bits, row, V);
     /* history for penalties: the prompt and what was generated so far */
-    int32_t tok = mx_sampler_sample(sl->smp, row, sl->toks, sl->kv->len);
+    int32_t tok;
+    if (draft >= 0 && r->p.samp.temperature > 0) {
+        mx_sampler_dist(sl->smp, row, sl->toks, sl->kv->len, s->dist);
+        double u1 = mx_sampler_uniform(sl->smp), u2 = mx_sampler_uniform(sl->smp);
+        bool acc;
+        tok = mx_spec_accept(s->dist, V, NULL, 0, draft, u1, u2, &acc);
+    } else tok = mx_sampler_sample(sl->smp, row, sl->toks, sl->kv->len);
     /* over the thinking budget: the end marker instead */
     if (r->think_state == 1 && r->think_n >= r->p.think_budget) tok = r->p.think_end[r->think_match];
     think_track(r, tok);
-    if (r->con.m && mx_constraint_accept(&r->con, tok)) { finish(s, sl, MX_FIN_ERROR); return; }
+    if (r->con.m && mx_constraint_accept(&r->con, tok)) { finish(s, sl, MX_FIN_ERROR); return false; }
     ev.token = tok;
     if (r->p.top_logprobs >= 0) {
         ev.logprob = s->lp[tok];
@@ -313,6 +327,20 @@ static void sample_into(mx_sched *s, slot *sl, float *row) {
     if (!r->p.ignore_eos && mx_engine_is_eos(s->e, tok)) finish(s, sl, MX_FIN_STOP);
     else if (r->con.m && mx_constraint_done(&r->con)) finish(s, sl, MX_FIN_STOP);
     else if (sl->n_gen >= r->p.max_tokens || sl->kv->len + 1 > s->ctx_len) finish(s, sl, MX_FIN_LENGTH);
+    return tok == draft;
+}
+
+/* The drafts a generating slot offers this step (at most room): what
+ * followed the last earlier match of its last tokens, pending included. */
+static int draft_for(mx_sched *s, slot *sl, int room) {
+    const mx_req *r = sl->req;
+    int k = r->p.spec_max < 0 || r->con.m ? 0 : r->p.spec_max ? MX_MIN(r->p.spec_max, s->spec_max) : s->spec_max;
+    k = MX_MIN(k, MX_MIN(room, r->p.max_tokens - sl->n_gen - 1));
+    k = MX_MIN(k, s->ctx_len - sl->kv->len - 1); /* the pass writes pending and the drafts */
+    if (k <= 0) return 0;
+    sl->toks[sl->kv->len] = sl->pending; /* the history with pending (the pass writes the same value there) */
+    k = mx_spec_draft_ngram(sl->toks, sl->kv->len + 1, s->spec_ngram, k, sl->spec + 1);
+    return k >= MX_MAX(1, r->p.spec_min) ? k : 0;
 }
 
 static void *engine_loop(void *arg) {
@@ -333,14 +361,20 @@ static void *engine_loop(void *arg) {
             pthread_cond_wait(&s->cv, &s->mu);
             continue;
         }
-        /* one decode token per generating slot, then prompt chunks */
-        int k = 0, budget = s->step_tokens;
+        /* one decode token per generating slot (speculation: and its
+         * drafts, out of what the step has left), then prompt chunks */
+        int k = 0, budget = s->step_tokens, room = s->step_tokens, n_dtok = 0;
+        for (int i = 0; i < s->parallel; i++) room -= s->slots[i].req && s->slots[i].decoding;
         for (int i = 0; i < s->parallel; i++) {
             slot *sl = &s->slots[i];
             if (!sl->req || !sl->decoding) continue;
-            s->ins[k] = (mx_seq_in){.kv = sl->kv, .tokens = &sl->pending, .n = 1, .rope_shift = sl->rope_shift};
+            int nd = s->spec_max ? draft_for(s, sl, room) : 0;
+            room -= nd;
+            if (s->spec_max) sl->spec[0] = sl->pending;
+            s->ins[k] = (mx_seq_in){.kv = sl->kv, .tokens = s->spec_max ? sl->spec : &sl->pending, .n = 1 + nd, .rope_shift = sl->rope_shift};
             s->in_slot[k++] = i;
-            budget--;
+            budget -= 1 + nd;
+            n_dtok += 1 + nd;
         }
         int kd = k;
         for (int i = 0; i < s->parallel && budget > 0; i++) {
@@ -376,14 +410,14 @@ static void *engine_loop(void *arg) {
          * fixed quantized-kernel choice, so every token is computed the same
          * way whatever else is in the batch (mx_qmode, kernels/policy.h). */
         int rc = 0;
-        if (kd) {
+        if (kd) { /* drafts: every row's logits (a slot's rows follow each other) */
             mx_ctx_policy(s->ctx)->qmode = MX_QMODE_PER_TOKEN;
-            rc = mx_forward(s->ctx, s->ins, kd, s->logits, false);
+            rc = mx_forward(s->ctx, s->ins, kd, s->logits, n_dtok > kd);
         }
         double dt = mx_now() - t0;
         if (!rc && k > kd) {
             mx_ctx_policy(s->ctx)->qmode = MX_QMODE_PANEL;
-            rc = mx_forward(s->ctx, s->ins + kd, k - kd, s->logits + (size_t)kd * V, false);
+            rc = mx_forward(s->ctx, s->ins + kd, k - kd, s->logits + (size_t)n_dtok * V, false);
         }
         /* grammar masks of the rows that sample this step, before taking the
          * lock (only this thread touches a slot's request state) */
@@ -393,9 +427,11 @@ static void *engine_loop(void *arg) {
             if (r && r->con.m && (sl->decoding || sl->n_fed + s->ins[j].n == r->p.n_prompt)) r->allowed = mx_gmatch_mask(r->con.m, r->con.bits);
         }
         pthread_mutex_lock(&s->mu);
-        int n_dec = 0;
+        int n_dec = 0, row = 0;
         for (int j = 0; j < k; j++) {
             slot *sl = &s->slots[s->in_slot[j]];
+            float *lrow = s->logits + (size_t)(j < kd ? row : n_dtok + j - kd) * V;
+            if (j < kd) row += s->ins[j].n;
             int base = sl->kv->len - s->ins[j].n;
             if (!rc) {
                 memcpy(sl->toks + base, s->ins[j].tokens, sizeof(int32_t) * (size_t)s->ins[j].n);
@@ -404,13 +440,26 @@ static void *engine_loop(void *arg) {
             }
             if (!sl->req) continue;
             if (rc) { finish(s, sl, MX_FIN_ERROR); continue; }
-            if (sl->decoding) { n_dec++; sample_into(s, sl, s->logits + (size_t)j * V); continue; }
+            if (sl->decoding) {
+                /* row i saw pending and drafts 0..i-1: it samples while they all held */
+                int n = s->ins[j].n, acc = 0;
+                for (int i = 0; i < n && sl->req; i++) {
+                    sl->kv->len = base + 1 + i;
+                    n_dec++;
+                    if (!sample_into(s, sl, lrow + (size_t)i * V, i + 1 < n ? sl->spec[i + 1] : -1) || i + 1 == n) break;
+                    acc++;
+                }
+                sl->kv->len = base + 1 + acc; /* pending and the drafts kept */
+                s->st.spec_drafted += (uint64_t)(n - 1);
+                s->st.spec_accepted += (uint64_t)acc;
+                continue;
+            }
             sl->n_fed += s->ins[j].n;
             s->st.prompt_tokens += (uint64_t)s->ins[j].n;
             if (sl->n_fed == sl->req->p.n_prompt) {
                 sl->rope_shift = sl->req->lay.rope_shift;
-                share_prefill(s, s->in_slot[j], s->logits + (size_t)j * V);
-                sample_into(s, sl, s->logits + (size_t)j * V);
+                share_prefill(s, s->in_slot[j], lrow);
+                sample_into(s, sl, lrow, -1);
             }
         }
         if (n_dec && dt > 0) s->st.decode_tps = n_dec / dt;
@@ -418,6 +467,36 @@ static void *engine_loop(void *arg) {
     }
     pthread_mutex_unlock(&s->mu);
     return NULL;
+}
+
+int mx_sched_set_spec(mx_sched *s, int draft_max, int ngram) {
+    if (!s->truncatable)
+        return mx_set_err("speculative decoding needs a cache that can be cut back; %s keeps recurrent state", s->e->model.arch.family);
+    if (draft_max < 1 || ngram < 1) return mx_set_err("speculation needs --draft-max >= 1 and --lookup-ngram >= 1");
+    /* every decode row's logits: at most step_tokens rows, then the prompt chunks' (one per slot) */
+    float *lg = mx_malloc(sizeof(float) * (size_t)(s->step_tokens + s->parallel) * s->vocab), *dist = mx_malloc(sizeof(float) * (size_t)s->vocab);
+    int32_t **sp = mx_calloc((size_t)s->parallel, sizeof(int32_t *));
+    bool ok = lg && dist && sp;
+    for (int i = 0; ok && i < s->parallel; i++) ok = (sp[i] = mx_malloc(sizeof(int32_t) * (size_t)(draft_max + 1))) != NULL;
+    if (!ok) {
+        for (int i = 0; sp && i < s->parallel; i++) free(sp[i]);
+        free(sp); free(lg); free(dist);
+        return MX_ERR;
+    }
+    pthread_mutex_lock(&s->mu);
+    free(s->logits);
+    s->logits = lg;
+    free(s->dist);
+    s->dist = dist;
+    for (int i = 0; i < s->parallel; i++) {
+        free(s->slots[i].spec);
+        s->slots[i].spec = sp[i];
+    }
+    s->spec_max = draft_max;
+    s->spec_ngram = ngram;
+    pthread_mutex_unlock(&s->mu);
+    free(sp);
+    return MX_OK;
 }
 
 size_t mx_sched_kv_bytes(const mx_sched *s) {
@@ -496,6 +575,7 @@ void mx_sched_free(mx_sched *s) {
         free(s->slots[i].toks);
         free(s->slots[i].tags);
         free(s->slots[i].mpos);
+        free(s->slots[i].spec);
         mx_sampler_free(s->slots[i].smp);
     }
     free(s->slots);
@@ -504,6 +584,7 @@ void mx_sched_free(mx_sched *s) {
     free(s->logits);
     free(s->lp);
     free(s->row2);
+    free(s->dist);
     free(s->ins);
     free(s->in_slot);
     pthread_mutex_destroy(&s->mu);

@@ -42,6 +42,11 @@ typedef struct {
      * samples (one per step), so the reply goes on after it. */
     int think_budget;
     int n_think_open, n_think_end;
+    /* Speculation (mx_sched_set_spec; llama-server's speculative.n_max /
+     * n_min): the most tokens drafted per step for this request, 0 = the
+     * server's --draft-max, -1 = none; drafts shorter than spec_min are not
+     * offered. Requests with a grammar are never speculated. */
+    int spec_max, spec_min;
 #define MX_THINK_MARK_MAX 16
     int32_t think_open[MX_THINK_MARK_MAX], think_end[MX_THINK_MARK_MAX];
 } mx_req_params;
@@ -58,6 +63,7 @@ typedef enum { MX_FIN_NONE, MX_FIN_STOP, MX_FIN_LENGTH, MX_FIN_CANCELLED, MX_FIN
 
 typedef struct {
     uint64_t requests, prompt_tokens, cached_tokens, gen_tokens;
+    uint64_t spec_drafted, spec_accepted; /* speculation: tokens offered, tokens the target kept */
     int active, queued;
     double ttft_sum, ttft_count, decode_tps; /* last step's aggregate decode rate */
 } mx_sched_stats;
@@ -65,6 +71,14 @@ typedef struct {
 /* parallel: slots (concurrent sequences); ctx: positions per slot;
  * step_tokens: most tokens one forward holds (prefill chunk budget). */
 mx_sched *mx_sched_new(mx_engine *e, int parallel, int ctx, int step_tokens, int threads);
+/* Speculative decoding by prompt lookup for every request (unless it
+ * asks otherwise): each step a generating slot offers up to draft_max
+ * tokens that followed the last earlier match of its last ngram..1 tokens,
+ * checked in the step's decode pass; greedy output is the same as without,
+ * sampled output keeps the target's distribution (spec.h). Call before the
+ * first submission. MX_ERR (with mx_errmsg) for a model whose cache cannot
+ * be cut back (recurrent state). */
+int mx_sched_set_spec(mx_sched *s, int draft_max, int ngram);
 /* Bytes of every slot's cache together (allocated whole by mx_sched_new). */
 size_t mx_sched_kv_bytes(const mx_sched *s);
 /* Stops the engine: running and queued requests finish as cancelled, new

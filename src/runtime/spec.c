@@ -89,9 +89,7 @@ int32_t mx_spec_accept(const float *p, int V, const float *q, int Vq, int32_t d,
     return last;
 }
 
-/* Prompt lookup: the most recent earlier occurrence of the sequence's last
- * g tokens (g from n down to 1) and the tokens that followed it. */
-static int draft_ngram(const int32_t *seq, int len, int n, int k, int32_t *out) {
+int mx_spec_draft_ngram(const int32_t *seq, int len, int n, int k, int32_t *out) {
     for (int g = MX_MIN(n, len - 1); g >= 1; g--) {
         const int32_t *pat = seq + len - g;
         for (int j = len - g - 1; j >= 0; j--) {
@@ -145,7 +143,7 @@ int mx_spec_step(mx_spec *sp, int32_t pending, int limit, int32_t *out) {
     int32_t *d = sp->tok + 1;
     if (k > 0) {
         switch (sp->cfg.kind) {
-        case MX_DRAFT_NGRAM: k = draft_ngram(s->history, n0 + 1, sp->cfg.ngram, k, d); break;
+        case MX_DRAFT_NGRAM: k = mx_spec_draft_ngram(s->history, n0 + 1, sp->cfg.ngram, k, d); break;
         case MX_DRAFT_ORACLE: k = MX_MAX(0, MX_MIN(k, sp->cfg.n_oracle - (n0 + 1))); memcpy(d, sp->cfg.oracle + n0 + 1, sizeof(int32_t) * (size_t)k); break;
         case MX_DRAFT_MODEL: k = draft_model(sp, s->history, n0 + 1, k, d); break;
         }

@@ -57,6 +57,10 @@ void mx_spec_free(mx_spec *sp);
  * logits that chose out[i]. The cache then holds pending and out[0..m-1);
  * out[m-1] is the next pending token. Returns m, or -1 with the error set. */
 int mx_spec_step(mx_spec *sp, int32_t pending, int limit, int32_t *out);
+/* Prompt lookup: the most recent earlier occurrence in seq[0..len) of its
+ * last g tokens (g from n down to 1), and up to k tokens that followed it,
+ * written to out. Returns how many (0: no match). */
+int mx_spec_draft_ngram(const int32_t *seq, int len, int n, int k, int32_t *out);
 /* The acceptance rule for a drafted token d drawn from q: p is the target's
  * distribution [V], q the draft's [Vq] (Vq <= V; NULL: the draft was certain
  * of d). Accepted (returned as is) when u1 * q(d) < p(d); otherwise a draw

@@ -114,7 +114,8 @@ json_t *mx_text_parts(json_t *c, const char *const *types, const char *what, cha
 bool mx_gen_check_fields(json_t *req, const char *const *extra, char *err, size_t errn) {
     /* what every generation route reads (the sampling fields come from their table) */
     static const char *const common[] = {"model", "max_tokens", "max_completion_tokens", "n", "stream", "stream_options", "ignore_eos", "stop",
-                                         "logit_bias", "response_format", "json_schema", "grammar", "user", NULL};
+                                         "logit_bias", "response_format", "json_schema", "grammar", "user",
+                                         "speculative.n_max", "speculative.n_min", NULL};
     const char *k;
     json_t *v;
     json_object_foreach(req, k, v) {
@@ -151,6 +152,15 @@ bool mx_gen_parse_common(server *sv, json_t *req, mx_gen_params *g, char *err, s
     }
     g->n = n;
     g->p.max_tokens = max_tokens > 0 ? max_tokens : sv->o.ctx_size;
+    /* llama-server's per-request speculation: n_max 0 turns it off */
+    int sn_max = -1, sn_min = 0;
+    if (!mx_opt_int(req, "speculative.n_max", 0, 64, &sn_max, err, errn) || !mx_opt_int(req, "speculative.n_min", 0, 64, &sn_min, err, errn)) return false;
+    if ((sn_max > 0 || sn_min > 0) && !sv->o.lookup_ngram) {
+        snprintf(err, errn, "'speculative.%s': this server does not speculate (start it with --lookup-ngram N)", sn_max > 0 ? "n_max" : "n_min");
+        return false;
+    }
+    g->p.spec_max = sn_max < 0 ? 0 : sn_max == 0 ? -1 : sn_max;
+    g->p.spec_min = sn_min;
     json_t *so = json_object_get(req, "stream_options");
     if (so && !json_is_null(so)) {
         if (!json_is_object(so)) { snprintf(err, errn, "'stream_options' must be an object"); return false; }

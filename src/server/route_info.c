@@ -54,6 +54,13 @@ int mx_route_metrics(server *sv, mx_srv_req *rq, json_t *req) {
                   (unsigned long long)atomic_load(&sv->n_http), (unsigned long long)atomic_load(&sv->n_errors),
                   (unsigned long long)st.requests, (unsigned long long)st.prompt_tokens, (unsigned long long)st.cached_tokens,
                   (unsigned long long)st.gen_tokens, st.active, st.queued, st.ttft_count ? st.ttft_sum / st.ttft_count : 0.0, st.decode_tps);
+    if (sv->sched && sv->o.lookup_ngram)
+        mx_buf_printf(&b,
+                      "# HELP mlxcel_spec_draft_tokens_total Tokens drafted by prompt lookup and checked.\n"
+                      "# TYPE mlxcel_spec_draft_tokens_total counter\nmlxcel_spec_draft_tokens_total %llu\n"
+                      "# HELP mlxcel_spec_accepted_tokens_total Drafted tokens the model kept.\n"
+                      "# TYPE mlxcel_spec_accepted_tokens_total counter\nmlxcel_spec_accepted_tokens_total %llu\n",
+                      (unsigned long long)st.spec_drafted, (unsigned long long)st.spec_accepted);
     if (sv->sched && sv->tm.e.vision) {
         unsigned long enc, hits;
         mx_vision_counts(sv->tm.e.vision, &enc, &hits);

@@ -21,7 +21,7 @@
 
 void mx_serve_opts_defaults(mx_serve_opts *o) {
     *o = (mx_serve_opts){.host = "127.0.0.1", .port = 8080, .parallel = 4, .ctx_size = 4096, .step_tokens = 256, .threads = mx_default_threads(),
-                         .max_body = 8u << 20, .max_conns_per_ip = 64, .max_queue = 64, .header_timeout = 10, .body_timeout = 60,
+                         .draft_max = 4, .max_body = 8u << 20, .max_conns_per_ip = 64, .max_queue = 64, .header_timeout = 10, .body_timeout = 60,
                          .shutdown_grace = 10, .max_messages = 2048, .prompt_budget = 2};
 }
 
@@ -94,7 +94,8 @@ int mx_srv_load(server *sv, mx_task *task) {
     }
     if (mx_textmodel_open(o->model_dir, &sv->tm) ||
         ((o->chat_template || o->chat_template_file) && mx_textmodel_set_template(&sv->tm, o->chat_template, o->chat_template_file)) ||
-        !(sv->sched = mx_sched_new(&sv->tm.e, o->parallel, o->ctx_size, o->step_tokens, o->threads)))
+        !(sv->sched = mx_sched_new(&sv->tm.e, o->parallel, o->ctx_size, o->step_tokens, o->threads)) ||
+        (o->lookup_ngram && mx_sched_set_spec(sv->sched, o->draft_max, o->lookup_ngram)))
         return MX_ERR;
     snprintf(sv->name, sizeof sv->name, "%s", o->model_name ? o->model_name : sv->tm.name);
     sv->tok = sv->tm.tok;
@@ -158,9 +159,11 @@ int mx_serve(const mx_serve_opts *o) {
     else if (sv.sched) {
         const mx_model *m = &sv.tm.e.model;
         bool unused = (m->kp.kv_type[0] != MX_KV_F32 || m->kp.kv_type[1] != MX_KV_F32) && !mx_model_has_kv_rows(m);
-        fprintf(stderr, "mlxcel serve: ready (model '%s', %d slots of %d tokens; KV cache %.1f MiB: %s keys, %s values%s)\n", sv.name, o->parallel,
+        char spec[96] = "";
+        if (o->lookup_ngram) snprintf(spec, sizeof spec, "; speculation: prompt lookup of %d..1 tokens, up to %d drafts", o->lookup_ngram, o->draft_max);
+        fprintf(stderr, "mlxcel serve: ready (model '%s', %d slots of %d tokens; KV cache %.1f MiB: %s keys, %s values%s%s)\n", sv.name, o->parallel,
                 o->ctx_size, mx_sched_kv_bytes(sv.sched) / 1048576.0, mx_kv_type_name(m->kp.kv_type[0]), mx_kv_type_name(m->kp.kv_type[1]),
-                unused ? "; no layer keeps a cache these types apply to: ignored" : "");
+                unused ? "; no layer keeps a cache these types apply to: ignored" : "", spec);
     }
     else {
         mx_kpolicy kp = mx_kpolicy_default();

@@ -62,3 +62,43 @@ else fail bench_oracle "$(tail -1 "$T/err")"; fi
 "$M" bench -m $F/llama -p 0 -n 24 -r 1 -t 2 --bw-mb 64 --lookup-ngram 2 >"$T/b.txt" 2>"$T/err" &&
   grep -q '^speculative decoding (n-gram lookup, draft-max 4' "$T/b.txt" && grep -q 'identical to plain decoding' "$T/b.txt" &&
   ok bench_ngram || fail bench_ngram "$(cat "$T/b.txt" "$T/err" | tail -3)"
+
+# the server (--lookup-ngram): three concurrent greedy requests give the text and logprobs of a server
+# without speculation, and /metrics counts accepted drafts; speculative.n_max 0 turns it off for one request;
+# a server without speculation refuses the field; a recurrent model is refused at start
+S="$T/srv"; mkdir -p "$S"; cp tests/server/tinymodel/*.json $F/llama/model.safetensors "$S/"
+port=$((20000 + $$ % 20000))
+srvs=()
+serve_at() { # port, flags...: started and healthy, or a FAIL line
+  local p=$1; shift
+  "$M" serve -m "$S" --port $p -t 2 -c 256 -np 4 "$@" >"$T/srv$p.log" 2>&1 &
+  srvs+=($!)
+  for i in $(seq 100); do curl -sf localhost:$p/health >/dev/null 2>&1 && return 0; sleep 0.1; done
+  fail "serve$p" "$(tail -2 "$T/srv$p.log")"; return 1
+}
+serve_at $port && serve_at $((port + 1)) --lookup-ngram 3 --draft-max 4
+complete() { # port, prompt ids, extra json -> one line of text and logprobs
+  curl -s localhost:$1/v1/completions -H 'content-type: application/json' \
+    -d "{\"prompt\":[$2],\"max_tokens\":48,\"temperature\":0,\"ignore_eos\":true,\"logprobs\":2$3}" |
+    python3 -c "import json,sys; c=json.load(sys.stdin)['choices'][0]; print(json.dumps([c['text'], c['logprobs']['token_logprobs'], c['logprobs']['top_logprobs']]))" 2>&1
+}
+prompts=("1,5,9,13,17,3,8" "1,22,7,7,40,22,7" "1,9,9,9,31,2,9,9")
+for p in 0 1; do
+  cl=(); for i in 0 1 2; do complete $((port + p)) "${prompts[$i]}" "" >"$T/c$p$i" & cl+=($!); done; wait "${cl[@]}"
+done
+same=1; for i in 0 1 2; do cmp -s "$T/c0$i" "$T/c1$i" && grep -q '^\["' "$T/c0$i" || same=0; done
+met() { curl -s localhost:$((port + 1))/metrics | awk -v k=$1 '$1 == k {print $2}'; }
+acc=$(met mlxcel_spec_accepted_tokens_total); dr=$(met mlxcel_spec_draft_tokens_total)
+[ $same = 1 ] && ok server/greedy_same || fail server/greedy_same "$(head -c 300 "$T/c00") vs $(head -c 300 "$T/c10")"
+[ "${acc:-0}" -gt 0 ] && [ "$dr" -ge "$acc" ] && ok "server/metrics ($acc of $dr drafted tokens accepted)" || fail server/metrics "drafted '$dr', accepted '$acc'"
+complete $((port + 1)) "${prompts[0]}" ',"speculative.n_max":0' >"$T/off"
+[ "$(met mlxcel_spec_draft_tokens_total)" = "$dr" ] && cmp -s "$T/off" "$T/c00" && ok server/n_max_0 || fail server/n_max_0 "$(head -c 200 "$T/off")"
+r=$(curl -s -w ' %{http_code}' localhost:$port/v1/completions -H 'content-type: application/json' -d '{"prompt":[1,5],"max_tokens":4,"speculative.n_max":2}')
+case "$r" in *"start it with --lookup-ngram"*" 400") ok server/refused ;; *) fail server/refused "$r" ;; esac
+# sampled: same seed, same text (the draws a speculation step makes are the sampler's own)
+s1=$(complete $((port + 1)) "${prompts[1]}" ',"temperature":0.8,"seed":7'); s2=$(complete $((port + 1)) "${prompts[1]}" ',"temperature":0.8,"seed":7')
+[ "$s1" = "$s2" ] && case "$s1" in '["'*) true ;; *) false ;; esac && ok server/sampled || fail server/sampled "$s1 / $s2"
+kill -INT "${srvs[@]}" 2>/dev/null; wait "${srvs[@]}"
+R="$T/rec"; mkdir -p "$R"; cp tests/server/tinymodel/tokenizer*.json "$R/"; ln -s "$PWD/$F/mamba/config.json" "$PWD/$F/mamba/model.safetensors" "$R/"
+timeout 30 "$M" serve -m "$R" --port $((port + 2)) -t 1 --lookup-ngram 2 >"$T/out" 2>"$T/err"; rc=$?
+[ $rc -ne 0 ] && [ $rc -ne 124 ] && tail -1 "$T/err" | grep -q "^mlxcel serve: speculative decoding .* recurrent state" && ok server/recurrent || fail server/recurrent "rc $rc: $(cat "$T/err")"
