@@ -70,6 +70,13 @@ typedef struct {
     {NULL, "--cache-type-v", NULL, OPT_CHOICE, NULL, 0, 0, offsetof(T, f.v), "the type attention caches store values as (as --cache-type-k)", \
      MX_KV_TYPE_CHOICES, 0},                                                                                                 \
     {NULL, "--kv-bits", NULL, OPT_INT, "N", 4, 8, offsetof(T, f.bits), "8: q8_0 keys and values, 4: q4_0 (mlx-lm's option)", NULL, 0}
+/* --fast (kernels/policy.h `fast`): on every command that runs a model's
+ * products; into the default policy before the model loads. */
+#define OPT_FAST(T, f)                                                                                                       \
+    {NULL, "--fast", NULL, OPT_FLAG, NULL, 0, 0, offsetof(T, f),                                                             \
+     "faster, less exact products: BF16 weights take x rounded to bf16, the MLP's gate/up 8-bit activation codes (or MLXCEL_FAST=1)", \
+     NULL, 0}
+void cli_fast_apply(bool on);
 /* Sets the default policy's cache types from the options. Returns 0, or 2
  * after printing one line "mlxcel CMD: ..." (a --kv-bits other than 4 or 8,
  * or given with --cache-type-k/-v). */

@@ -34,6 +34,7 @@ typedef struct {
     bool json, depth_random, oracle, profile;
     cli_spec_opts spec;
     cli_kv_opts kv;
+    bool fast;
 } bench_opts;
 
 static void bench_init(void *p) {
@@ -88,6 +89,7 @@ static const mx_opt bench_tab[] = {
      "the bandwidth probe's buffer (default 1024, or a quarter of a smaller machine's memory; at most half)", NULL, 0},
     OPT_SPEC(bench_opts, spec),
     OPT_KV(bench_opts, kv),
+    OPT_FAST(bench_opts, fast),
     {NULL, "--spec-oracle", NULL, OPT_FLAG, NULL, 0, 0, offsetof(bench_opts, oracle),
      "speculative decoding with an oracle draft: the target's own greedy continuation, computed first (the cost of verification alone)", NULL, 0},
     {NULL, "--profile", NULL, OPT_FLAG, NULL, 0, 0, offsetof(bench_opts, profile),
@@ -260,6 +262,7 @@ static int bench(const bench_opts *bo, const char *model) {
     mx_engine *ep = &tm.e;
     if (bo->oracle && (bo->spec.draft_model || bo->spec.lookup_ngram)) { fprintf(stderr, "mlxcel bench: give one drafter\n"); return 2; }
     if (d && (bo->oracle || bo->spec.draft_model || bo->spec.lookup_ngram)) { fprintf(stderr, "mlxcel bench: -d and a drafter together are not supported (the speculative runs start at depth 0)\n"); return 2; }
+    cli_fast_apply(bo->fast);
     if (cli_kv_apply("bench", &bo->kv)) return 2;
     if (bo->spec.draft_model ? mx_textmodel_open(model, &tm) : mx_engine_open(model, ep)) { fprintf(stderr, "mlxcel bench: %s\n", mx_errmsg()); return 1; }
     cli_kv_note("bench", &ep->model);
@@ -405,10 +408,12 @@ static int bench(const bench_opts *bo, const char *model) {
     /* which activation path the matmuls took (BENCHMARKS.md says it per format) */
     unsigned long n_bf16 = mx_qmatmul_bf16_calls(), n_int8 = mx_qmatmul_int8_calls() - n_bf16;
     n_bf16 += mx_matmul_bf2_calls();
-    const char *paths[3] = {n_int8 ? "int12 (VNNI)" : NULL, n_bf16 ? "bf16x2 (vdpbf16ps)" : NULL,
-                            mx_matmul_bf16dot_calls() ? "bf16 (MLXCEL_BF16_DOT)" : NULL};
-    char act[128] = "f32";
-    for (int i = 0, k = 0; i < 3; i++)
+    unsigned long n_one = mx_qmatmul_one_calls();
+    bool fast = e->model.kp.fast;
+    const char *paths[4] = {n_int8 > n_one ? "int12 (VNNI)" : NULL, n_one ? "int8 (VNNI, --fast)" : NULL, n_bf16 ? "bf16x2 (vdpbf16ps)" : NULL,
+                            mx_matmul_bf16dot_calls() ? (fast ? "bf16 (--fast)" : "bf16 (MLXCEL_BF16_DOT)") : NULL};
+    char act[160] = "f32";
+    for (int i = 0, k = 0; i < 4; i++)
         if (paths[i]) k += snprintf(act + k, sizeof act - (size_t)k, "%s%s", k ? " and " : "", paths[i]);
     const char *spec_kind = sc.kind == MX_DRAFT_ORACLE ? "oracle" : sc.kind == MX_DRAFT_NGRAM ? "n-gram lookup" : "draft model";
     double med_plain = spec ? median(sp_plain, reps) : 0, med_spec = spec ? median(sp_spec, reps) : 0, med_ratio = spec ? median(sp_ratio, reps) : 0;
@@ -423,6 +428,7 @@ static int bench(const bench_opts *bo, const char *model) {
                               (json_int_t)kv_bytes, "peak_rss_mb", rss_mb, "peak_rss_model_mb", rss_model_mb, "ttft_ms", ttft * 1e3,
                               "weights", wmode, "activations", act, "cache_type_k", mx_kv_type_name(s.kv->type[0]), "cache_type_v",
                               mx_kv_type_name(s.kv->type[1]), "kv_bytes_per_position", (double)kv_bytes / ctx);
+        if (o) json_object_set_new(o, "fast", json_boolean(fast));
         if (o && spec)
             json_object_set_new(o, "speculative", json_pack("{s:s,s:i,s:f,s:f,s:f,s:f,s:f,s:i}", "draft", spec_kind, "draft_max", sc.draft_max,
                                                             "plain_tps", med_plain, "spec_tps", med_spec, "speedup", med_ratio, "acceptance",

@@ -27,6 +27,7 @@ typedef struct {
     bool verbose;
     mx_sampling samp;
     cli_kv_opts kv;
+    bool fast;
 } chat_opts;
 
 static void chat_init(void *p) {
@@ -53,6 +54,7 @@ static const mx_opt chat_tab[] = {
      "every reply follows the GBNF grammar in FILE", NULL, 0},
     OPT_THREADS(chat_opts, threads),
     OPT_KV(chat_opts, kv),
+    OPT_FAST(chat_opts, fast),
     {NULL, "--tp", NULL, OPT_INT, "T", 1, 4096, offsetof(chat_opts, tp),
      "tensor parallelism over T processes (under mpirun; rank 0 owns the terminal; see Distributed runs)", NULL, 0},
     {NULL, "--pp", NULL, OPT_INT, "P", 1, 4096, offsetof(chat_opts, pp),
@@ -371,6 +373,7 @@ static int chat_session(chat_opts *o) {
     }
     if (*what && lead) fprintf(stderr, "mlxcel chat: sampling defaults from generation_config.json: %s\n", what);
     chat c = {.o = o};
+    cli_fast_apply(o->fast);
     if (cli_kv_apply("chat", &o->kv)) { free(dir); return 2; }
     int rc = mx_textmodel_open(dir, &c.tm);
     free(dir);

@@ -25,6 +25,7 @@ typedef struct {
     const char *model, *format, *hidden_out, *pooling;
     mx_strlist texts, id_lists, type_lists;
     int threads;
+    bool fast;
     mx_embed_opts eo;
     const char *dir;
 } embed_opts;
@@ -50,6 +51,7 @@ static const mx_opt embed_tab[] = {
     {NULL, "--hidden-out", NULL, OPT_STR, "FILE", 0, 0, E(hidden_out),
      "(one input) write F32 last_hidden_state [T, H] and pooler_output [H] as safetensors", NULL, 0},
     OPT_THREADS(embed_opts, threads),
+    OPT_FAST(embed_opts, fast),
     {NULL, "--batch-tokens", NULL, OPT_INT, "N", 1, 1 << 24, E(eo.max_tokens), "tokens per forward pass", NULL, 0},
     {0},
 };
@@ -144,6 +146,7 @@ static int embed_main(embed_opts o) {
     mx_embedder *e = NULL;
     float *out = NULL, *hidden = NULL, *pooler = NULL;
     mx_buf b = {0};
+    cli_fast_apply(o.fast);
     if (mx_embedder_open(o.dir, &o.eo, pool, &e)) { fprintf(stderr, "mlxcel embed: %s\n", mx_errmsg()); goto out; }
     for (int i = 0; i < o.texts.n; i++)
         if (mx_embed_encode_text(e, o.texts.v[i], strlen(o.texts.v[i]), &ids[i], &lens[i])) {

@@ -21,6 +21,7 @@ typedef struct {
     mx_sampling samp;
     cli_spec_opts spec;
     cli_kv_opts kv;
+    bool fast;
     char *prompt_buf; /* -p - or -f FILE */
 } gen_opts;
 
@@ -87,6 +88,7 @@ static const mx_opt gen_tab[] = {
     {"-v", "--verbose", NULL, OPT_FLAG, NULL, 0, 0, offsetof(gen_opts, verbose), "print the time of each phase", NULL, 0},
     OPT_SPEC(gen_opts, spec),
     OPT_KV(gen_opts, kv),
+    OPT_FAST(gen_opts, fast),
     {NULL, "--tp", NULL, OPT_INT, "T", 1, 4096, offsetof(gen_opts, tp),
      "tensor parallelism: split every attention's heads and MLP's width among T processes (under mpirun; see Distributed runs)", NULL, 0},
     {NULL, "--pp", NULL, OPT_INT, "P", 1, 4096, offsetof(gen_opts, pp),
@@ -189,6 +191,7 @@ static int gen_run(void *p) {
     if (o.stops.n > 16) { fprintf(stderr, "mlxcel generate: at most 16 --stop strings\n"); return 2; }
     for (int i = 0; i < o.stops.n; i++)
         if (!o.stops.v[i][0]) { fprintf(stderr, "mlxcel generate: --stop needs a non-empty string\n"); return 2; }
+    cli_fast_apply(o.fast);
     if (cli_kv_apply("generate", &o.kv)) return 2; /* the decoder's self-attention of --audio too */
     if (o.audio) { /* an encoder-decoder speech model: the raw model on the audio */
         if (o.spec.draft_model || o.spec.lookup_ngram) { fprintf(stderr, "mlxcel generate: --audio decodes without speculation\n"); return 2; }

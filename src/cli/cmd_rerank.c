@@ -29,6 +29,7 @@ typedef struct {
     const char *model, *query, *format;
     mx_strlist docs, id_lists, type_lists;
     int threads;
+    bool fast;
     mx_embed_opts eo;
 } rerank_opts;
 
@@ -50,6 +51,7 @@ static const mx_opt rerank_tab[] = {
      "text: RANK SCORE LOGIT INDEX DOCUMENT per line, best first; json: logits, scores, ranking", "text|json", 0},
     {NULL, "--no-truncate", NULL, OPT_FLAG, NULL, 0, 0, R(eo.no_truncate), "refuse inputs longer than the model's maximum", NULL, 0},
     OPT_THREADS(rerank_opts, threads),
+    OPT_FAST(rerank_opts, fast),
     {0},
 };
 #undef R
@@ -112,6 +114,7 @@ static int rerank_main(const rerank_opts *o, const char *model) {
         }
     }
     pool = mx_pool_new(threads);
+    cli_fast_apply(o->fast);
     if (mx_embedder_open(model, &eo, pool, &e)) { fprintf(stderr, "mlxcel rerank: %s\n", mx_errmsg()); goto out; }
     if (mx_embedder_labels(e) != 1) {
         fprintf(stderr, "mlxcel rerank: %s is not a one-label cross-encoder (%d labels)\n", o->model, mx_embedder_labels(e));

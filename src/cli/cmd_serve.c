@@ -15,6 +15,7 @@ typedef struct {
     mx_strlist alias; /* --alias, each a name or a comma list */
     bool jinja;       /* llama-server's --jinja: templates are always Jinja here */
     cli_kv_opts kv;
+    bool fast;
 } serve_opts;
 
 static void serve_init(void *p) {
@@ -42,6 +43,7 @@ static const mx_opt serve_tab[] = {
      "tensor parallelism over T processes (under mpirun; rank 0 serves HTTP; see Distributed runs)", NULL, 0},
     {NULL, "--pp", NULL, OPT_INT, "P", 1, 4096, offsetof(serve_opts, pp), "pipeline parallelism over P stages (under mpirun)", NULL, 0},
     OPT_KV(serve_opts, kv),
+    OPT_FAST(serve_opts, fast),
     {NULL, "--lookup-ngram", NULL, OPT_INT, "N", 0, 64, S(lookup_ngram),
      "speculative decoding by prompt lookup in every slot: draft what followed the last earlier match of the last N..1 tokens", NULL, 0},
     {NULL, "--draft-max", NULL, OPT_INT, "N", 1, 64, S(draft_max), "tokens drafted per step and slot (with --lookup-ngram)", NULL, 0},
@@ -103,6 +105,7 @@ static int serve_run(void *p) {
     if (!o->s.model_dir) { fprintf(stderr, "mlxcel serve: -m MODEL is required\n"); return 2; }
     if (o->s.chat_template && o->s.chat_template_file) { fprintf(stderr, "mlxcel serve: give --chat-template or --chat-template-file, not both\n"); return 2; }
     o->s.max_body = (size_t)o->body_mb << 20;
+    cli_fast_apply(o->fast);
     if (cli_kv_apply("serve", &o->kv)) return 2;
     char *dir = cli_model_dir("serve", o->s.model_dir);
     if (!dir) return 1;

@@ -24,7 +24,7 @@ typedef struct {
     const char *model, *language, *task, *format, *prompt;
     mx_strlist files;
     float temp, max_s;
-    bool timestamps, fallback, cond_prev, verbose;
+    bool timestamps, fallback, cond_prev, verbose, fast;
     int threads, seed;
 } tr_opts;
 
@@ -53,6 +53,7 @@ static const mx_opt tr_tab[] = {
     {NULL, "--max-seconds", NULL, OPT_FLOAT, "S", 1, 24 * 3600, offsetof(tr_opts, max_s), "refuse audio longer than S seconds (default 4 h)", NULL, 0},
     {"-s", "--seed", NULL, OPT_INT, "N", 0, 2147483647, offsetof(tr_opts, seed), "random seed for sampling", NULL, 0},
     OPT_THREADS(tr_opts, threads),
+    OPT_FAST(tr_opts, fast),
     {"-v", "--verbose", NULL, OPT_FLAG, NULL, 0, 0, offsetof(tr_opts, verbose), "print the timings and the real-time factor", NULL, 0},
     {0},
 };
@@ -100,6 +101,7 @@ static int tr_main(const tr_opts *op, const char *dir) {
     mx_wout_fmt fmt;
     if (mx_wout_parse(op->format, &fmt)) { fprintf(stderr, "mlxcel transcribe: %s\n", mx_errmsg()); return 2; }
     mx_speech *sp;
+    cli_fast_apply(op->fast);
     if (mx_speech_open(dir, op->threads, &sp)) { fprintf(stderr, "mlxcel transcribe: %s\n", mx_errmsg()); return 1; }
     int rc = 1;
     float *pcm = NULL;

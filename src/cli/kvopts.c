@@ -22,6 +22,13 @@ int cli_kv_apply(const char *cmd, const cli_kv_opts *o) {
     return 0;
 }
 
+void cli_fast_apply(bool on) {
+    if (!on) return; /* MLXCEL_FAST=1 may have set it */
+    mx_kpolicy kp = mx_kpolicy_default();
+    kp.fast = true;
+    mx_kpolicy_set_default(&kp);
+}
+
 void cli_kv_note(const char *cmd, const mx_model *m) {
     if ((m->kp.kv_type[0] != MX_KV_F32 || m->kp.kv_type[1] != MX_KV_F32) && !mx_model_has_kv_rows(m))
         fprintf(stderr, "mlxcel %s: no attention or MLA layer of this model keeps a cache the types apply to (recurrent layers; Zamba2's "

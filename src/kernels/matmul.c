@@ -58,12 +58,13 @@ static void mm_task(void *ctx, int i, int tid) {
 
 /* The kernel for w over n tokens under kp, and whether it reads x split.
  * The bf16 dot path (kp->bf16_dot) serves 24 tokens or more: below, the
- * exact dot form is as fast (packing dominates). */
+ * exact dot form is as fast (packing dominates); the fast mode takes it for
+ * every n (one product per pair in decode too). */
 static mx_mm_fn pick_float(const mx_weight *w, int n, const mx_kpolicy *kp, bool *split) {
     mx_cpu_info c = mx_kpolicy_cpu(kp);
     *split = false;
     if (c.level >= MX_CPU_AVX512) {
-        if (kp->bf16_dot && c.avx512_bf16 && w->fmt == MX_W_BF16 && n >= 24) {
+        if (((kp->bf16_dot && n >= 24) || kp->fast) && c.avx512_bf16 && w->fmt == MX_W_BF16) {
             *split = true;
             return mx_mm_bf16_dot_avx512;
         }

@@ -37,6 +37,14 @@ typedef struct mx_kpolicy {
      * pair, ~2x the prefill rate; the logits move ~1e-2 of their scale):
      * opt-in, MLXCEL_BF16_DOT=1. */
     bool bf16_dot;
+    /* The fast mode (opt-in: --fast, MLXCEL_FAST=1; docs/fast-mode.md):
+     * BF16 weights take x rounded to bf16 for every n, and the products the
+     * decoder lets take it (mx_linear_as: the dense MLP's gate and up) code
+     * x as one 8-bit value per column (act8) on the int8 path: one vpdpbusd
+     * per 4 columns instead of two or the 16-bit pairing. Its bounds are
+     * statistical (mean KL, top-1; tests/unit/test_fast.c). */
+    bool fast;
+    bool act8; /* this product: one 8-bit code per activation (set per op from fast) */
     mx_qmode qmode; /* per pass: the scheduler's (see above) */
     /* The types attention caches store their K and V rows as (kvcache.h;
      * --cache-type-k / --cache-type-v, --kv-bits): copied into every cache
@@ -50,7 +58,7 @@ typedef struct mx_kpolicy {
 mx_kpolicy mx_kpolicy_default(void);
 void mx_kpolicy_set_default(const mx_kpolicy *kp);
 /* The documented environment, read here and nowhere else: MLXCEL_INT8=0
- * (act12 off), MLXCEL_BF16_DOT=1 (bf16_dot on), MLXCEL_CPU=portable|avx2
+ * (act12 off), MLXCEL_BF16_DOT=1 (bf16_dot on), MLXCEL_FAST=1 (fast on), MLXCEL_CPU=portable|avx2
  * (isa, and the process's level for the elementwise ops: mx_cpu_force). */
 void mx_kpolicy_env(mx_kpolicy *kp);
 /* The default policy on `pool` (tests, tools). */

@@ -89,8 +89,9 @@ static float *scratch(int i, size_t n) {
     return tl_buf[i];
 }
 
-static _Atomic unsigned long g_int8_calls, g_bf16_calls;
+static _Atomic unsigned long g_int8_calls, g_bf16_calls, g_one_calls;
 unsigned long mx_qmatmul_int8_calls(void) { return g_int8_calls; }
+unsigned long mx_qmatmul_one_calls(void) { return g_one_calls; }
 unsigned long mx_qmatmul_bf16_calls(void) { return g_bf16_calls; }
 
 /* w takes the int8 path on a CPU with ci's features (once prepared) */
@@ -103,17 +104,19 @@ bool mxq_int8_ok(const mx_weight *w, const mx_cpu_info *ci) {
 
 /* w's repacked copy serves this product */
 static bool takes_int8(const mx_weight *w, const mx_kpolicy *kp, const mx_cpu_info *ci) {
-    return kp->act12 && w->prep && mxq_int8_ok(w, ci);
+    return (kp->act12 || kp->act8 || kp->fast) && w->prep && mxq_int8_ok(w, ci);
 }
 
 static _Thread_local int8_t *tl_q;
 static _Thread_local size_t tl_qcap;
 
-/* The int8 path: code each token's x (w is prepared). */
-static bool prep_int8(qjob *j, const float *x, int ldx) {
+/* The int8 path: code each token's x (w is prepared), as one 8-bit code
+ * per value where the policy says act8 (E4M3 weights keep their exact bf16
+ * split). */
+static bool prep_int8(qjob *j, const float *x, int ldx, bool act8) {
     const mx_weight *w = j->c.w;
     int n = j->c.n, ng = mxq_ngroups(w);
-    bool fp8 = mxq_is_e4m3(w);
+    bool fp8 = mxq_is_e4m3(w), one = act8 && !fp8;
     size_t ldq = fp8 ? 2 * mx_split_ld(w->cols) : MXQ_LDQ(w->cols), qn = (size_t)n * ldq; /* bytes per token */
     if (qn > tl_qcap) {
         free(tl_q);
@@ -121,11 +124,13 @@ static bool prep_int8(qjob *j, const float *x, int ldx) {
         tl_qcap = tl_q ? qn : 0;
     }
     float *xd = scratch(0, (size_t)n * ng), *xs = scratch(1, (size_t)n * ng);
-    bool wg = n >= MXQ_WG_MIN && !fp8;
+    bool wg = n >= MXQ_WG_MIN && !fp8 && !one;
     int32_t *xk = wg ? (int32_t *)(void *)scratch(2, (size_t)n * ng) : NULL;
     if (!tl_q || !xd || !xs || (wg && !xk)) return false;
     bool e2m1 = w->fmt == MX_W_MXFP4 || w->fmt == MX_W_NVFP4;
     if (fp8) mx_bf16_split(x, n, ldx, w->cols, (uint16_t *)(void *)tl_q);
+    else if (one)
+        for (int t = 0; t < n; t++) mxq_vnni_prep8(x + (size_t)t * ldx, w->cols, w->group, tl_q + (size_t)t * ldq, xd + (size_t)t * ng, xs + (size_t)t * ng);
     else
         for (int t = 0; t < n; t++)
             mxq_vnni_prep(x + (size_t)t * ldx, w->cols, w->group, tl_q + (size_t)t * ldq, xd + (size_t)t * ng, xs + (size_t)t * ng,
@@ -139,11 +144,13 @@ static bool prep_int8(qjob *j, const float *x, int ldx) {
     j->c.xd = xd;
     j->c.xs = xs;
     j->c.xk = xk;
+    j->c.one = one;
     j->c.x = NULL;
     j->c.ldx = w->cols;
     j->fn = mxq_vnni_mm;
     atomic_fetch_add_explicit(&g_int8_calls, 1, memory_order_relaxed);
     if (fp8) atomic_fetch_add_explicit(&g_bf16_calls, 1, memory_order_relaxed);
+    if (one) atomic_fetch_add_explicit(&g_one_calls, 1, memory_order_relaxed);
     return true;
 }
 
@@ -173,7 +180,7 @@ void mxq_matmul(const mx_weight *w, const float *x, int n, int ldx, float *y, in
     /* One token or many run the same integer sums and float steps, so the
      * modes need nothing more, and a batched decode step reads the weights
      * once for all its tokens instead of once per token. */
-    if (takes_int8(w, kp, &ci) && prep_int8(&j, x, ldx)) {
+    if (takes_int8(w, kp, &ci) && prep_int8(&j, x, ldx, kp->act8)) {
         j.per_token = false;
         goto run;
     }
@@ -240,7 +247,7 @@ bool mxq_matmul_multi(int count, const mx_weight *const *w, const float *x, int 
     j[0].c.w = w[0];
     j[0].c.n = n;
     j[0].c.vbmi = ci.avx512_vbmi;
-    if (!prep_int8(&j[0], x, ldx)) return false;
+    if (!prep_int8(&j[0], x, ldx, kp->act8)) return false;
     int nt = mx_pool_size(kp->pool);
     for (int i = 0; i < count; i++) {
         if (i) {
@@ -260,7 +267,7 @@ bool mxq_matmul_multi(int count, const mx_weight *const *w, const float *x, int 
 
 int mxq_prepare(mx_weight *w, const mx_kpolicy *kp) {
     mx_cpu_info ci = mx_kpolicy_cpu(kp);
-    if (w->prep || !kp->act12 || !mxq_int8_ok(w, &ci)) return MX_OK;
+    if (w->prep || !(kp->act12 || kp->act8 || kp->fast) || !mxq_int8_ok(w, &ci)) return MX_OK;
     w->prep = mxq_repack(w, kp->pool); /* NULL (out of memory): the f32 kernels serve it */
     return MX_OK;
 }

@@ -45,4 +45,6 @@ int mx_quant_bind(mx_ckpt *ck, const char *module, int rows, int cols, const cha
  * int8 code); those are counted in both. */
 unsigned long mx_qmatmul_int8_calls(void);
 unsigned long mx_qmatmul_bf16_calls(void);
+/* Those that coded x as one 8-bit code per value (the fast mode). */
+unsigned long mx_qmatmul_one_calls(void);
 #endif

@@ -151,6 +151,7 @@ typedef struct {
     int perm;
     bool invariant; /* one kernel for every n (the policy's MX_QMODE_PANEL) */
     bool vbmi;      /* the int8 path may take its AVX-512 VBMI kernel */
+    bool one;       /* the fast mode: x as one 8-bit code per value (q1 only; mxq_vnni_prep8) */
 } mxq_ctx;
 typedef void (*mxq_fn)(const mxq_ctx *c, int r0, int r1);
 /* Where the int8 path's prepared activations lie: token t's codes at
@@ -209,6 +210,11 @@ void mxq_ril_row(const mx_weight *w, int r, float *out); /* w->prep set */
  * Else (Winograd's pairing): b' = b + 2048 as 16-bit words, per 4 columns
  * b'1 b'3 b'0 b'2, and *xk = b'0 b'1 + b'2 b'3 + ... over the group. */
 void mxq_vnni_prep(const float *x, int cols, int G, int8_t *xq, float *xd, float *xs, int32_t *xk);
+/* The fast mode's coding (the policy's `fast`): per group of G one 8-bit
+ * code b = round(x * 127 / max|x|) in xq[0, cols), *xd = max|x| / 127 and
+ * *xs = *xd * sum(b); the kernels then make one vpdpbusd per 4 columns
+ * instead of two (or the 16-bit pairing) and take the code as the sum. */
+void mxq_vnni_prep8(const float *x, int cols, int G, int8_t *xq, float *xd, float *xs);
 /* The x permutation (0, 8 or 16) the kernel of `level` wants for w. */
 int mxq_perm_for(const mx_weight *w, int level);
 #endif

@@ -295,7 +295,8 @@ static inline __attribute__((always_inline)) __m512i plane_codes(const uint8_t *
 
 /* ---- one token, bit-plane codes: two blocks at a time, the sums of
  * alternate 4-column units apart (eight chains) ---- */
-static inline __attribute__((always_inline)) void dec_planes(const mxq_ctx *c, const ril *p, const int bk[2], const int nb, const int bits) {
+static inline __attribute__((always_inline)) void dec_planes(const mxq_ctx *c, const ril *p, const int bk[2], const int nb, const int bits,
+                                                               const bool ONE) {
     const mx_weight *w = c->w;
     int G = w->group, ng = w->cols / G;
     const int8_t *q1 = c->xq, *q2 = c->xq + MXQ_Q2(w->cols);
@@ -324,14 +325,16 @@ static inline __attribute__((always_inline)) void dec_planes(const mxq_ctx *c, c
                 for (int b = 0; b < nb; b++) {
                     __m512i code = plane_codes(cb[b] + go, G, bits, u);
                     i1[b][q & 1] = dpb4(i1[b][q & 1], code, q1 + k);
-                    i2[b][q & 1] = dpb4(i2[b][q & 1], code, q2 + k);
+                    if (!ONE) i2[b][q & 1] = dpb4(i2[b][q & 1], code, q2 + k);
                 }
             }
         }
         VQ_NB_UNROLL
         for (int b = 0; b < nb; b++)
-            VQ_GROUP_STEP(f[b], vq_b(_mm512_add_epi32(i1[b][0], i1[b][1]), _mm512_add_epi32(i2[b][0], i2[b][1])), s[b], bb[b], c->xd[g], c->xs[g],
-                          false);
+            VQ_GROUP_STEP(f[b],
+                          ONE ? _mm512_add_epi32(i1[b][0], i1[b][1])
+                              : vq_b(_mm512_add_epi32(i1[b][0], i1[b][1]), _mm512_add_epi32(i2[b][0], i2[b][1])),
+                          s[b], bb[b], c->xd[g], c->xs[g], false);
     }
     VQ_NB_UNROLL
     for (int b = 0; b < nb; b++) {
@@ -340,15 +343,18 @@ static inline __attribute__((always_inline)) void dec_planes(const mxq_ctx *c, c
     }
 }
 
-#define VQ_PLANES(BITS) VQ_PAIRS(dec_planes(c, p, bk_, nb_, BITS))
-static void dec_range_planes(const mxq_ctx *c, const ril *p, int a0, int a1, int c0, int c1) {
-    switch (c->w->bits) {
-    case 1: VQ_PLANES(1); break;
-    case 2: VQ_PLANES(2); break;
-    case 3: VQ_PLANES(3); break;
-    case 5: VQ_PLANES(5); break;
-    default: VQ_PLANES(6); break;
+#define VQ_PLANES(BITS, ONE) VQ_PAIRS(dec_planes(c, p, bk_, nb_, BITS, ONE))
+#define VQ_PLANES_ALL(ONE)                \
+    switch (c->w->bits) {                 \
+    case 1: VQ_PLANES(1, ONE); break;     \
+    case 2: VQ_PLANES(2, ONE); break;     \
+    case 3: VQ_PLANES(3, ONE); break;     \
+    case 5: VQ_PLANES(5, ONE); break;     \
+    default: VQ_PLANES(6, ONE); break;    \
     }
+static void dec_range_planes(const mxq_ctx *c, const ril *p, int a0, int a1, int c0, int c1) {
+    if (c->one) { VQ_PLANES_ALL(true) }
+    else { VQ_PLANES_ALL(false) }
 }
 
 /* Two blocks at a time: one block (one stream per thread) left 4-bit at
@@ -361,10 +367,15 @@ static void dec_range(const mxq_ctx *c, const ril *p, int a0, int a1, int c0, in
     if (is_e2m1(w)) {
         if (c->vbmi) mxq_dec_e2m1_vbmi(c, p, a0, a1, c0, c1);
         else dec_e2m1_range(c, p, a0, a1, c0, c1);
-    } else if (w->bits == 4 && w->group == 64) VQ_PAIRS(dec_blocks(c, p, bk_, nb_, true, false, 64, MX_W_AFFINE));
-    else if (w->bits == 4) VQ_PAIRS(dec_blocks(c, p, bk_, nb_, true, false, 0, MX_W_AFFINE));
-    else if (w->group == 64) VQ_PAIRS(dec_blocks(c, p, bk_, nb_, false, false, 64, MX_W_AFFINE));
-    else VQ_PAIRS(dec_blocks(c, p, bk_, nb_, false, false, 0, MX_W_AFFINE));
+    } else if (c->one) {
+        if (w->bits == 4 && w->group == 64) VQ_PAIRS(dec_blocks(c, p, bk_, nb_, true, false, 64, MX_W_AFFINE, true));
+        else if (w->bits == 4) VQ_PAIRS(dec_blocks(c, p, bk_, nb_, true, false, 0, MX_W_AFFINE, true));
+        else if (w->group == 64) VQ_PAIRS(dec_blocks(c, p, bk_, nb_, false, false, 64, MX_W_AFFINE, true));
+        else VQ_PAIRS(dec_blocks(c, p, bk_, nb_, false, false, 0, MX_W_AFFINE, true));
+    } else if (w->bits == 4 && w->group == 64) VQ_PAIRS(dec_blocks(c, p, bk_, nb_, true, false, 64, MX_W_AFFINE, false));
+    else if (w->bits == 4) VQ_PAIRS(dec_blocks(c, p, bk_, nb_, true, false, 0, MX_W_AFFINE, false));
+    else if (w->group == 64) VQ_PAIRS(dec_blocks(c, p, bk_, nb_, false, false, 64, MX_W_AFFINE, false));
+    else VQ_PAIRS(dec_blocks(c, p, bk_, nb_, false, false, 0, MX_W_AFFINE, false));
 }
 
 /* ---- many tokens: Winograd's inner product on 16-bit codes ----
@@ -546,7 +557,7 @@ static void wg_tokens(const mxq_ctx *c, const uint8_t *E, int g0, int gn, int bl
  * of 4 columns x 16 rows (8-bit: a line; 4-bit: two from a line; bit planes:
  * plane_codes) and adds them to every token's two sums */
 static inline __attribute__((always_inline)) void gemm_micro(int nt, const mxq_ctx *c, const ril *p, int blk, int t0, const int bits,
-                                                               const bool e2m1) {
+                                                               const bool e2m1, const bool ONE) {
     const mx_weight *w = c->w;
     const int per = bits == 4 ? 2 : 1; /* 4-column units per fetch */
     int G = w->group, ng = w->cols / G;
@@ -573,7 +584,7 @@ static inline __attribute__((always_inline)) void gemm_micro(int nt, const mxq_c
                 for (int t = 0; t < nt; t++) {
                     const int8_t *q = xq + (size_t)t * ldq + k;
                     i1[t] = dpb4(i1[t], cu[j], q);
-                    i2[t] = dpb4(i2[t], cu[j], q + q2o);
+                    if (!ONE) i2[t] = dpb4(i2[t], cu[j], q + q2o);
                 }
             }
         }
@@ -582,7 +593,7 @@ static inline __attribute__((always_inline)) void gemm_micro(int nt, const mxq_c
         VG_UNROLL
         for (int t = 0; t < nt; t++) {
             size_t o = (size_t)(t0 + t) * (size_t)ng + (size_t)g;
-            VQ_GROUP_STEP(f[t], vq_b(i1[t], i2[t]), s, bb, c->xd[o], c->xs[o], e2m1);
+            VQ_GROUP_STEP(f[t], ONE ? i1[t] : vq_b(i1[t], i2[t]), s, bb, c->xd[o], c->xs[o], e2m1);
         }
     }
     int r = blk * 16, nr = MX_MIN(16, w->rows - r);
@@ -591,10 +602,12 @@ static inline __attribute__((always_inline)) void gemm_micro(int nt, const mxq_c
 }
 
 /* nt tokens (1..VG_NT): the kernel for the weight's code width */
-#define VG_MICRO(BITS, E2M1, NT) gemm_micro(NT, c, p, blk, t, BITS, E2M1)
-#define VG_CASE(NT)                          \
-    case NT:                                 \
-        VQ_CODE_FORMS(w, VG_MICRO, NT)       \
+#define VG_MICRO(BITS, E2M1, NT) gemm_micro(NT, c, p, blk, t, BITS, E2M1, false)
+#define VG_MICRO1(BITS, E2M1, NT) gemm_micro(NT, c, p, blk, t, BITS, E2M1, true)
+#define VG_CASE(NT)                                   \
+    case NT:                                          \
+        if (c->one) { VQ_CODE_FORMS(w, VG_MICRO1, NT) } \
+        else { VQ_CODE_FORMS(w, VG_MICRO, NT) }       \
         break;
 
 /* ---- mxfp8: vdpbf16ps on exact bf16 weights ----
@@ -883,5 +896,26 @@ void mxq_vnni_prep(const float *x, int cols, int G, int8_t *xq, float *xd, float
          * against the codes, leaving sum(w * (x - x_coded)) */
         xs[g] = xd[g] * (float)_mm512_reduce_add_epi32(qs);
         if (xk) xk[g] = _mm512_reduce_add_epi32(kp); /* < 64 * 4095^2 */
+    }
+}
+
+void mxq_vnni_prep8(const float *x, int cols, int G, int8_t *xq, float *xd, float *xs) {
+    const __m512i lim = _mm512_set1_epi32(127);
+    for (int g = 0; g < cols / G; g++) {
+        const float *s = x + (size_t)g * G;
+        __m512 mx = _mm512_setzero_ps();
+        for (int k = 0; k < G; k += 16) mx = _mm512_max_ps(mx, _mm512_abs_ps(_mm512_loadu_ps(s + k)));
+        float amax = _mm512_reduce_max_ps(mx);
+        __m512 inv = _mm512_set1_ps(amax > 0 ? 127.0f / amax : 0.0f);
+        __m512i qs = _mm512_setzero_si512();
+        for (int k = 0; k < G; k += 16) {
+            __m512 u = _mm512_mul_ps(_mm512_loadu_ps(s + k), inv);
+            __m512i b = _mm512_cvtps_epi32(_mm512_roundscale_ps(u, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+            b = _mm512_max_epi32(_mm512_min_epi32(b, lim), _mm512_sub_epi32(_mm512_setzero_si512(), lim));
+            qs = _mm512_add_epi32(qs, b);
+            _mm_storeu_si128((__m128i *)(void *)(xq + (size_t)g * G + (size_t)k), _mm512_cvtepi32_epi8(b));
+        }
+        xd[g] = amax / 127.0f;
+        xs[g] = xd[g] * (float)_mm512_reduce_add_epi32(qs); /* from the codes, as mxq_vnni_prep */
     }
 }

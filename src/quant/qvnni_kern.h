@@ -152,8 +152,9 @@ static inline __m512i vq_b(__m512i i1, __m512i i2) { return _mm512_add_epi32(_mm
 #define VQ_NB_UNROLL _Pragma("GCC unroll 2")
 /* GC, FMT: the group size and format where the caller fixed them (the
  * loops then unroll), else 0 and MX_W_NONE */
+/* ONE: the fast mode's one 8-bit code per activation (c->one): q1 alone */
 static inline __attribute__((always_inline)) void dec_blocks(const mxq_ctx *c, const ril *p, const int bk[2], const int nb, const bool four,
-                                                               const bool e2m1, const int GC, const mx_wfmt FMT) {
+                                                               const bool e2m1, const int GC, const mx_wfmt FMT, const bool ONE) {
     const mx_weight *w = c->w;
     const int step = four ? 8 : 4;
     int G = GC ? GC : w->group, ng = w->cols / G, lines = G / step; /* even: G >= 16 */
@@ -179,10 +180,10 @@ static inline __attribute__((always_inline)) void dec_blocks(const mxq_ctx *c, c
                     __m512i lo, hi = _mm512_setzero_si512();
                     codes_x(ln + (size_t)h * 64, four, e2m1, true, &lo, &hi);
                     ia[i] = dpb4(ia[i], lo, q1 + k);
-                    ja[i] = dpb4(ja[i], lo, q2 + k);
+                    if (!ONE) ja[i] = dpb4(ja[i], lo, q2 + k);
                     if (four) {
                         ib[i] = dpb4(ib[i], hi, q1 + k + 4);
-                        jb[i] = dpb4(jb[i], hi, q2 + k + 4);
+                        if (!ONE) jb[i] = dpb4(jb[i], hi, q2 + k + 4);
                     }
                 }
             }
@@ -204,7 +205,7 @@ static inline __attribute__((always_inline)) void dec_blocks(const mxq_ctx *c, c
                 i1 = _mm512_add_epi32(i1, h1);
                 i2 = _mm512_add_epi32(i2, h2);
             }
-            VQ_GROUP_STEP(f[b], vq_b(i1, i2), s[b], bb[b], c->xd[g], c->xs[g], e2m1);
+            VQ_GROUP_STEP(f[b], ONE ? i1 : vq_b(i1, i2), s[b], bb[b], c->xd[g], c->xs[g], e2m1);
         }
     }
     VQ_NB_UNROLL
@@ -236,10 +237,16 @@ static inline __attribute__((always_inline)) void dec_blocks(const mxq_ctx *c, c
 /* The one-token E2M1 kernel over blocks [a0, a1) and [c0, c1), the usual
  * group sizes (mxfp4 32, nvfp4 16) as constants; each including file builds
  * its own (qvnni_vbmi_avx512.c: with vpermb lookups). */
+#define VQ_E2M1_RANGE(ONE)                                                                                        \
+    do {                                                                                                          \
+        if (c->w->fmt == MX_W_MXFP4 && c->w->group == 32) VQ_PAIRS(dec_blocks(c, p, bk_, nb_, true, true, 32, MX_W_MXFP4, ONE)); \
+        else if (c->w->fmt == MX_W_NVFP4 && c->w->group == 16)                                                    \
+            VQ_PAIRS(dec_blocks(c, p, bk_, nb_, true, true, 16, MX_W_NVFP4, ONE));                                \
+        else VQ_PAIRS(dec_blocks(c, p, bk_, nb_, true, true, 0, MX_W_NONE, ONE));                                 \
+    } while (0)
 static inline void dec_e2m1_range(const mxq_ctx *c, const ril *p, int a0, int a1, int c0, int c1) {
-    if (c->w->fmt == MX_W_MXFP4 && c->w->group == 32) VQ_PAIRS(dec_blocks(c, p, bk_, nb_, true, true, 32, MX_W_MXFP4));
-    else if (c->w->fmt == MX_W_NVFP4 && c->w->group == 16) VQ_PAIRS(dec_blocks(c, p, bk_, nb_, true, true, 16, MX_W_NVFP4));
-    else VQ_PAIRS(dec_blocks(c, p, bk_, nb_, true, true, 0, MX_W_NONE));
+    if (c->one) VQ_E2M1_RANGE(true);
+    else VQ_E2M1_RANGE(false);
 }
 
 #endif

@@ -146,3 +146,12 @@ random_no_depth 2 -m $T/q4 --depth-random
 missing_dir 1 -m $T/nope
 $huge
 LIST
+
+# --fast (and MLXCEL_FAST=1): the JSON says so, and where the CPU has AVX-512 VNNI the 4-bit model's MLP takes
+# the 8-bit codes; without it "fast" is false
+fastj() { python3 -c "import json,sys; d=json.load(sys.stdin); print(d['fast'], 'int8 (VNNI, --fast)' in d['activations'])"; }
+a=$("$MLXCEL" bench -m "$T/q4" -p 32 -n 4 -r 1 -t 2 --bw-mb 16 --json 2>/dev/null | fastj)
+b=$("$MLXCEL" bench -m "$T/q4" -p 32 -n 4 -r 1 -t 2 --bw-mb 16 --json --fast 2>/dev/null | fastj)
+c=$(MLXCEL_FAST=1 "$MLXCEL" bench -m "$T/q4" -p 32 -n 4 -r 1 -t 2 --bw-mb 16 --json 2>/dev/null | fastj)
+vnni=False; grep -qw avx512_vnni /proc/cpuinfo && vnni=True
+[ "$a" = "False False" ] && [ "$b" = "True $vnni" ] && [ "$c" = "$b" ] && ok bench_fast || fail bench_fast "default '$a', --fast '$b', MLXCEL_FAST=1 '$c'"
