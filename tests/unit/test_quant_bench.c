@@ -7,7 +7,8 @@
  * (the shared machines are noisy), more threads wall time. QB_COLS sets the
  * columns (default 4096), QB_IT the prefill repetitions (best of; 3),
  * QB_ROWS the prefill rows (default 4096; a few hundred with QB_IT=100
- * give the in-cache rate), QB_ONLY a substring of the formats to run. */
+ * give the in-cache rate), QB_ONLY a substring of the formats to run,
+ * QB_ACT8=1 the fast mode's 8-bit activation codes (policy act8). */
 #define _GNU_SOURCE
 #include "test.h"
 #include "base/base.h"
@@ -44,6 +45,7 @@ static mx_weight mk(mx_wfmt fmt, int bits, int group, int rows, int cols, uint8_
 
 static double run(const mx_weight *w, const float *x, int n, float *y, mx_pool *pool, int iters, bool cpu) {
     mx_kpolicy kp = mx_kpolicy_on(pool);
+    kp.act8 = getenv("QB_ACT8") && !strcmp(getenv("QB_ACT8"), "1");
     mx_matmul(w, x, n, w->cols, y, w->rows, &kp);
     double best = 1e9;
     for (int it = 0; it < iters; it++) {
@@ -90,6 +92,7 @@ int main(int argc, char **argv) {
         uint8_t *buf;
         mx_weight w = mk(fs[i].f, fs[i].b, fs[i].g, rows, bench ? cols : 512, &buf);
         mx_kpolicy kp = mx_kpolicy_on(pool); /* repacked as a model's weights are at load */
+        kp.act8 = getenv("QB_ACT8") && !strcmp(getenv("QB_ACT8"), "1");
         mx_weight_prepare(&w, &kp);
         float *x = malloc(sizeof(float) * (size_t)nn * w.cols), *y = malloc(sizeof(float) * (size_t)nn * rows);
         for (int k = 0; k < nn * w.cols; k++) x[k] = (float)(k % 7) * 0.1f - 0.3f;
