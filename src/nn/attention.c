@@ -126,6 +126,14 @@ static size_t att_cache(const mx_model *m, int layer, int cap, const mx_kv_type 
     return (k_region(a, type[0], cap) + (size_t)cap * kv_ld(a, type[1], mx_attn_vdim(a)) + 3) / 4;
 }
 
+static void att_copy_prefix(const mx_model *m, int layer, uint8_t *dst, const uint8_t *src, int cap, int n, const mx_kv_type type[2]) {
+    const mx_attn_spec *a = m->arch.layers[layer].attn;
+    if (m->arch.layers[layer].kv_shared) return;
+    size_t kr = k_region(a, type[0], cap);
+    memcpy(dst, src, (size_t)n * kv_ld(a, type[0], a->head_dim));
+    memcpy(dst + kr, src + kr, (size_t)n * kv_ld(a, type[1], mx_attn_vdim(a)));
+}
+
 static size_t att_state(const mx_model *m, int layer, int cap) {
     const mx_kv_type f32[2] = {MX_KV_F32, MX_KV_F32};
     return att_cache(m, layer, cap, f32);
@@ -362,5 +370,5 @@ static void att_forward(mx_fwd *f, int layer, void *wp, const float *xn, float *
 
 const mx_block_ops mx_block_attention = {
     .name = "attention", .load = att_load, .free = att_free, .state_floats = att_state, .cache_floats = att_cache,
-    .scratch_floats = att_scratch, .forward = att_forward,
+    .scratch_floats = att_scratch, .copy_prefix = att_copy_prefix, .forward = att_forward,
 };

@@ -30,6 +30,11 @@ typedef struct mx_block_ops {
      * with f32 rows (the encoder's per-pass state). NULL: state_floats. */
     size_t (*cache_floats)(const mx_model *m, int layer, int cap, const mx_kv_type type[2]);
     size_t (*scratch_floats)(const mx_model *m, int layer, int max_tokens, int max_ctx, int n_threads);
+    /* Copies positions [0, n) of this block's cache state (cap positions,
+     * rows as `type`) from src to dst: the rows alone, where copying the
+     * whole state would move cap positions (mx_kv_copy_prefix). NULL: the
+     * whole state is copied. */
+    void (*copy_prefix)(const mx_model *m, int layer, uint8_t *dst, const uint8_t *src, int cap, int n, const mx_kv_type type[2]);
     void (*forward)(mx_fwd *f, int layer, void *w, const float *in, float *out);
     /* State summarises the whole history (SSM, linear attention) rather than
      * one entry per position, so a cache cannot be cut back to a prefix. */

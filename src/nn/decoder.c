@@ -77,6 +77,23 @@ void mx_kv_copy(mx_kv *dst, const mx_kv *src) {
     dst->len = src->len;
 }
 
+void mx_kv_copy_prefix(const mx_model *m, mx_kv *dst, const mx_kv *src, int n) {
+    int lo, hi;
+    mx_model_layers(m, &lo, &hi);
+    for (int l = lo; l < hi; l++) {
+        const mx_layer_spec *ls = &m->arch.layers[l];
+        size_t all = src->offset[l + 1] - src->offset[l];
+        uint8_t *d = (uint8_t *)mx_kv_layer(dst, l);
+        const uint8_t *s = (const uint8_t *)mx_kv_layer(src, l);
+        /* the rows alone where the mixer keeps the layer's only state and can say where they are */
+        bool rows = ls->mixer && ls->mixer->copy_prefix && !ls->mixer2 && !block_state(m, ls->xattn, l, src->cap, src->type) &&
+                    !block_state(m, ls->ffn, l, src->cap, src->type) && !block_state(m, ls->shortcut, l, src->cap, src->type);
+        if (rows) ls->mixer->copy_prefix(m, l, d, s, src->cap, n, src->type);
+        else memcpy(d, s, all * sizeof(float));
+    }
+    dst->len = n;
+}
+
 bool mx_model_has_kv_rows(const mx_model *m) {
     for (int l = 0; l < m->arch.n_layers; l++) {
         const mx_layer_spec *ls = &m->arch.layers[l];

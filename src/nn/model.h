@@ -131,6 +131,12 @@ void mx_kv_fill_random(const mx_model *m, mx_kv *kv, uint64_t seed);
 void mx_kv_free(mx_kv *kv);
 /* dst takes src's state (both made for the same model and cap). */
 void mx_kv_copy(mx_kv *dst, const mx_kv *src);
+/* dst takes src's first n positions (n <= src->len; both made for the same
+ * model and cap) and length n: the K/V rows alone for the blocks that can
+ * say where theirs are (copy_prefix), else each layer's whole state, so for
+ * recurrent state only n == src->len gives dst src's history. This process's
+ * layers only (a distributed run's other parts are not copied). */
+void mx_kv_copy_prefix(const mx_model *m, mx_kv *dst, const mx_kv *src, int n);
 static inline float *mx_kv_layer(const mx_kv *kv, int layer) { return kv->data + kv->offset[layer]; }
 /* The state of block b of a layer: a layer's blocks keep their states one
  * after the other (mixer, mixer2, xattn, ffn); the mixer's is at mx_kv_layer. */

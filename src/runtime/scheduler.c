@@ -133,6 +133,36 @@ static int reusable(const mx_sched *s, const slot *sl, const mx_req *r) {
 
 static bool sample_into(mx_sched *s, slot *sl, float *row, int32_t draft);
 
+/* A prompt's first tokens may be in another slot's cache (a shared system
+ * prompt, an agent's next call while the last one still runs): when some
+ * slot, busy or idle, holds at least MX_BORROW_MIN more of them than slot
+ * `to` keeps (`keep`), their K/V rows are copied into `to` and that many
+ * are not computed again. Same rule as a slot's own prefix (reusable): at
+ * least one prompt token is left to feed, an image's span is not split, and
+ * recurrent state only comes whole. Not in distributed runs (the other
+ * processes hold the rest of each cache). Returns the tokens `to` now keeps. */
+#define MX_BORROW_MIN 16
+static int borrow_prefix(mx_sched *s, int to, const mx_req *r, int keep) {
+    if (s->e->model.shard) return keep;
+    int from = -1, best = keep + MX_BORROW_MIN - 1;
+    for (int i = 0; i < s->parallel; i++) {
+        if (i == to) continue;
+        const slot *o = &s->slots[i];
+        int l = MX_MIN(reusable(s, o, r), r->p.n_prompt - 1);
+        if (r->lay.span_lo && r->lay.span_hi[l] > r->lay.span_lo[l]) l = MX_MIN(l, r->lay.span_lo[l]);
+        if (!s->truncatable && l < o->kv->len) l = 0;
+        if (l > best) { best = l; from = i; }
+    }
+    if (from < 0) return keep;
+    slot *d = &s->slots[to];
+    const slot *o = &s->slots[from];
+    mx_kv_copy_prefix(&s->e->model, d->kv, o->kv, best);
+    memcpy(d->toks, o->toks, sizeof(int32_t) * (size_t)best);
+    memcpy(d->tags, o->tags, sizeof(uint64_t) * (size_t)best);
+    s->st.borrowed_tokens += (uint64_t)best;
+    return best;
+}
+
 /* Admits queued requests into free slots, preferring the slot whose cached
  * tokens share the longest prefix with the prompt. A short shared prefix (the
  * common header of a chat template) is not worth another conversation's
@@ -167,6 +197,7 @@ static void admit(mx_sched *s) {
         int keep = MX_MIN(best_len, r->p.n_prompt - 1);
         if (r->lay.span_lo && r->lay.span_hi[keep] > r->lay.span_lo[keep]) keep = MX_MIN(keep, r->lay.span_lo[keep]);
         if (!s->truncatable && keep < sl->kv->len) keep = 0;
+        keep = borrow_prefix(s, best, r, keep);
         sl->rope_shift = 0;
         sl->kv->len = keep;
         sl->n_fed = keep;

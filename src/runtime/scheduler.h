@@ -64,6 +64,7 @@ typedef enum { MX_FIN_NONE, MX_FIN_STOP, MX_FIN_LENGTH, MX_FIN_CANCELLED, MX_FIN
 typedef struct {
     uint64_t requests, prompt_tokens, cached_tokens, gen_tokens;
     uint64_t spec_drafted, spec_accepted; /* speculation: tokens offered, tokens the target kept */
+    uint64_t borrowed_tokens; /* cached prompt tokens copied from another slot's cache (in cached_tokens too) */
     int active, queued;
     double ttft_sum, ttft_count, decode_tps; /* last step's aggregate decode rate */
 } mx_sched_stats;

@@ -41,6 +41,9 @@ int mx_route_metrics(server *sv, mx_srv_req *rq, json_t *req) {
                   "mlxcel_prompt_tokens_total %llu\n"
                   "# HELP mlxcel_prompt_tokens_cached_total Prompt tokens reused from the prompt cache.\n# TYPE mlxcel_prompt_tokens_cached_total counter\n"
                   "mlxcel_prompt_tokens_cached_total %llu\n"
+                  "# HELP mlxcel_prompt_tokens_borrowed_total Cached prompt tokens copied from another slot's cache (in the cached total too).\n"
+                  "# TYPE mlxcel_prompt_tokens_borrowed_total counter\n"
+                  "mlxcel_prompt_tokens_borrowed_total %llu\n"
                   "# HELP mlxcel_generation_tokens_total Tokens generated.\n# TYPE mlxcel_generation_tokens_total counter\n"
                   "mlxcel_generation_tokens_total %llu\n"
                   "# HELP mlxcel_requests_active Requests being generated.\n# TYPE mlxcel_requests_active gauge\n"
@@ -53,7 +56,7 @@ int mx_route_metrics(server *sv, mx_srv_req *rq, json_t *req) {
                   "mlxcel_decode_tokens_per_second %.3f\n",
                   (unsigned long long)atomic_load(&sv->n_http), (unsigned long long)atomic_load(&sv->n_errors),
                   (unsigned long long)st.requests, (unsigned long long)st.prompt_tokens, (unsigned long long)st.cached_tokens,
-                  (unsigned long long)st.gen_tokens, st.active, st.queued, st.ttft_count ? st.ttft_sum / st.ttft_count : 0.0, st.decode_tps);
+                  (unsigned long long)st.borrowed_tokens, (unsigned long long)st.gen_tokens, st.active, st.queued, st.ttft_count ? st.ttft_sum / st.ttft_count : 0.0, st.decode_tps);
     if (sv->sched && sv->o.lookup_ngram)
         mx_buf_printf(&b,
                       "# HELP mlxcel_spec_draft_tokens_total Tokens drafted by prompt lookup and checked.\n"

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Prompt prefixes shared across slots (runtime/scheduler.c borrow_prefix,
+# issue 30 item 3): a second conversation whose prompt starts with the
+# first one's 96 tokens (a shared system prompt) but is more than twice as
+# long goes to another slot (the first slot's own cache is kept for its
+# conversation) and copies those K/V rows from it instead of computing them:
+# its usage reports them cached, /metrics counts them borrowed, and its
+# greedy text and logprobs equal those of a fresh server that computed the
+# whole prompt; also with q8_0 keys and q4_0 values (the rows copied as stored).
+set -u
+cd "$(dirname "$0")/../.."
+M=${MLXCEL:-$PWD/build/mlxcel}
+T=$(mktemp -d)
+srvs=()
+trap 'kill "${srvs[@]}" 2>/dev/null; rm -rf "$T"' EXIT
+ok() { echo "ok prefix/$1"; }
+fail() { echo "FAIL prefix/$1: $2"; }
+mkdir -p "$T/m"; cp tests/server/tinymodel/*.json tests/fixtures/llama/model.safetensors "$T/m/"
+port=$((20000 + $$ % 20000))
+serve_at() { # port, flags...
+  local p=$1; shift
+  "$M" serve -m "$T/m" --port $p -t 2 -c 512 -np 2 "$@" >"$T/srv$p.log" 2>&1 &
+  srvs+=($!)
+  for i in $(seq 100); do curl -sf localhost:$p/health >/dev/null 2>&1 && return 0; sleep 0.1; done
+  fail serve "$(tail -2 "$T/srv$p.log")"; exit 0
+}
+P=$(python3 -c "print(','.join(str(5 + (i * 7) % 200) for i in range(96)))") # the shared prefix: 96 tokens
+req() { # port, prompt ids, max_tokens, stream(true/false) -> the reply
+  curl -sN localhost:$1/v1/completions -H 'content-type: application/json' \
+    -d "{\"prompt\":[$2],\"max_tokens\":$3,\"temperature\":0,\"ignore_eos\":true,\"logprobs\":2,\"stream\":$4}"
+}
+for kv in "" "--cache-type-k q8_0 --cache-type-v q4_0"; do
+sfx=${kv:+/q8_0_q4_0}
+# shellcheck disable=SC2086
+serve_at $port $kv; serve_at $((port + 1)) $kv
+Q=$(python3 -c "print(','.join(str(5 + (i * 13) % 240) for i in range(100)))")
+req $port "$P,11" 8 false >"$T/a"
+req $port "$P,$Q" 8 false >"$T/b"
+req $((port + 1)) "$P,$Q" 8 false >"$T/fresh"
+python3 - "$T/b" "$T/fresh" "$sfx" <<'PY'
+import json, sys
+b, f = (json.load(open(p)) for p in sys.argv[1:3])
+cached = b["usage"].get("prompt_tokens_details", {}).get("cached_tokens", 0)
+print(f"ok prefix/cached{sys.argv[3]}" if cached == 96 else f"FAIL prefix/cached{sys.argv[3]}: {cached} cached tokens, want 96")
+cb, cf = b["choices"][0], f["choices"][0]
+same = cb["text"] == cf["text"] and cb["logprobs"] == cf["logprobs"]
+print(f"ok prefix/same_as_fresh{sys.argv[3]}" if same else f"FAIL prefix/same_as_fresh{sys.argv[3]}: {cb['text']!r} vs {cf['text']!r}")
+PY
+n=$(curl -s localhost:$port/metrics | awk '$1 == "mlxcel_prompt_tokens_borrowed_total" {print $2}')
+[ "$n" = 96 ] && ok metrics$sfx || fail metrics$sfx "borrowed '$n'"
+# the first conversation's next turn still finds its own slot whole
+req $port "$P,11,7,8" 4 false >"$T/a2"
+python3 -c "import json,sys; u=json.load(open(sys.argv[1]))['usage']; sys.exit(u['prompt_tokens_details']['cached_tokens'] < 97)" "$T/a2" &&
+  ok own_slot_kept$sfx || fail own_slot_kept$sfx "$(head -c 300 "$T/a2")"
+kill -INT "${srvs[@]}" 2>/dev/null; wait "${srvs[@]}" 2>/dev/null; srvs=()
+done
