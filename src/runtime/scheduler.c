@@ -227,7 +227,9 @@ static void admit(mx_sched *s) {
             fs->n_fed = 0;
             fs->n_gen = 0;
             fs->decoding = false;
-            fs->waiting = true;
+            /* in a distributed run the other processes hold the rest of each cache, which
+             * share_prefill's copy cannot reach: each sample reads the prompt itself */
+            fs->waiting = !s->e->model.shard;
             fs->lead_slot = best;
             fs->lead_id = r->id;
             fs->last_used = ++s->n_admitted;

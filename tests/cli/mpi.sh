@@ -80,8 +80,19 @@ for i in $(seq 100); do curl -sf localhost:$port/health >/dev/null 2>&1 && break
 got=$(curl -s localhost:$port/v1/completions -H 'content-type: application/json' \
       -d '{"prompt":[1,5,9,13,17,3,8],"max_tokens":6,"temperature":0,"ignore_eos":true}' |
       python3 -c "import json,sys; print(json.dumps(json.loads(sys.stdin.read())['choices'][0]['text']))" 2>/dev/null)
+# n = 3 samples of one prompt: each sample's cache is complete in every stage (the single process's replies)
+nreq() { curl -s localhost:$1/v1/completions -H 'content-type: application/json' \
+  -d '{"prompt":[1,5,9,13,17,3,8],"max_tokens":6,"temperature":0.9,"seed":5,"n":3,"ignore_eos":true}' |
+  python3 -c "import json,sys; print([c['text'] for c in json.load(sys.stdin)['choices']])" 2>&1; }
+gotn=$(nreq $port)
 kill -INT $srv 2>/dev/null; wait $srv 2>/dev/null
 if [ -n "$want" ] && [ "$want" = "$got" ]; then ok serve/pp2; else fail serve/pp2 "generate $want, served $got: $(tail -2 "$T/srv.out" | tr '\n' ' ')"; fi
+"$M" serve -m "$T/chat" --port $((port + 1)) -t 1 -c 64 >"$T/srv1.out" 2>&1 &
+srv=$!
+for i in $(seq 100); do curl -sf localhost:$((port + 1))/health >/dev/null 2>&1 && break; sleep 0.1; done
+wantn=$(nreq $((port + 1)))
+kill -INT $srv 2>/dev/null; wait $srv 2>/dev/null
+case "$wantn" in "['"*) [ "$wantn" = "$gotn" ] ;; *) false ;; esac && ok serve/pp2_n3 || fail serve/pp2_n3 "single process $wantn, mpirun $gotn"
 
 # chat under mpirun: rank 0 reads the two turns from stdin and prints the replies, the other rank serves its
 # part of each pass and ends with it (EOF, /exit); the replies are the single-process chat's (greedy), and
