@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Distributed runs over Open MPI (src/dist/, issue 27): `mpirun -np 2
 # generate --tp 2` and `--pp 2` give the single-process logits within
-# 1e-4 * max(1, max|ref|) and the same greedy ids on a dense multi-head one
+# 1e-4 * max(1, max|ref|) and the same greedy ids (with --lookup-ngram too) on a dense multi-head one
 # (gpt2: fused qkv, Conv1D layout, biases; TP only), a GQA (llama; its 4-bit
 # copy: TP only, see below for its bound), a MoE (mixtral: TP splits
 # every expert's width) and, pipeline only, a hybrid (jamba: Mamba +
@@ -66,6 +66,19 @@ else fail $q/ref "$(tail -1 "$T/err")"; fi
 LAUNCH=(mpirun -np 4 --oversubscribe)
 same llama/tp2pp2 llama --tp 2 --pp 2
 LAUNCH=(mpirun -np 2 --oversubscribe)
+# speculation by prompt lookup (qwen3 and this prompt: drafts kept and refused): a verification pass and
+# its cut-back cache go through every rank; the plain single process's ids and logits
+SG=(generate --prompt-ids 1,5,9,13,17,3,8 -n 40 --temp 0 --ignore-eos --output-format json -t 1 -m $F/qwen3)
+"$M" "${SG[@]}" --logits-out "$T/sref.st" 2>/dev/null | ids >"$T/sref"
+for d in "--tp 2" "--pp 2"; do
+  # shellcheck disable=SC2086
+  mpirun -np 2 --oversubscribe "$M" "${SG[@]}" --logits-out "$T/s.st" --lookup-ngram 2 --draft-max 6 $d >"$T/out" 2>"$T/err"; rc=$?
+  ids <"$T/out" >"$T/s"
+  if [ $rc -eq 0 ] && [ -s "$T/sref" ] && cmp -s "$T/sref" "$T/s" && python3 tests/lib/st_cmp.py "$T/sref.st" "$T/s.st" >"$T/cmp" 2>&1 &&
+     python3 -c "import json,sys; sys.exit(json.loads(open(sys.argv[1]).read())['speculative']['accepted'] < 1)" "$T/out"; then
+    ok "qwen3/lookup_${d//[ -]/}"
+  else fail "qwen3/lookup_${d//[ -]/}" "rc $rc: $(cat "$T/sref" "$T/s" "$T/cmp" 2>/dev/null | tr '\n' ' ') $(grep -m2 'speculative\|mlxcel' "$T/err" | tr '\n' ' ')"; fi
+done
 
 # the server under mpirun: rank 0 answers HTTP, the pipeline's second stage serves its passes; the
 # completion is generate's text (the small chat model: llama fixture + test tokenizer)
@@ -93,6 +106,23 @@ for i in $(seq 100); do curl -sf localhost:$((port + 1))/health >/dev/null 2>&1 
 wantn=$(nreq $((port + 1)))
 kill -INT $srv 2>/dev/null; wait $srv 2>/dev/null
 case "$wantn" in "['"*) [ "$wantn" = "$gotn" ] ;; *) false ;; esac && ok serve/pp2_n3 || fail serve/pp2_n3 "single process $wantn, mpirun $gotn"
+# the server speculating under mpirun: the single process's greedy reply and logprobs, drafts kept
+sreq() { curl -s localhost:$1/v1/completions -H 'content-type: application/json' \
+  -d '{"prompt":[1,5,9,13,17,3,8],"max_tokens":40,"temperature":0,"logprobs":1,"ignore_eos":true}'; }
+mpirun -np 2 --oversubscribe "$M" serve -m "$T/chat" --port $port -t 1 -c 128 --pp 2 --lookup-ngram 3 >"$T/srv.out" 2>&1 &
+srv=$!
+for i in $(seq 100); do curl -sf localhost:$port/health >/dev/null 2>&1 && break; sleep 0.1; done
+gots=$(sreq $port); acc=$(curl -s localhost:$port/metrics | awk '$1 == "mlxcel_spec_accepted_tokens_total" {print $2}')
+kill -INT $srv 2>/dev/null; wait $srv 2>/dev/null
+"$M" serve -m "$T/chat" --port $((port + 1)) -t 1 -c 128 >"$T/srv1.out" 2>&1 &
+srv=$!
+for i in $(seq 100); do curl -sf localhost:$((port + 1))/health >/dev/null 2>&1 && break; sleep 0.1; done
+wants=$(sreq $((port + 1)))
+kill -INT $srv 2>/dev/null; wait $srv 2>/dev/null
+w=$(printf '%s' "$wants" | python3 -c "import json,sys; c=json.load(sys.stdin)['choices'][0]; print(json.dumps([c['text'], c['logprobs']]))" 2>&1)
+g=$(printf '%s' "$gots" | python3 -c "import json,sys; c=json.load(sys.stdin)['choices'][0]; print(json.dumps([c['text'], c['logprobs']]))" 2>&1)
+case "$w" in '["'*) [ "$w" = "$g" ] && [ "${acc:-0}" -gt 0 ] ;; *) false ;; esac && ok serve/pp2_lookup ||
+  fail serve/pp2_lookup "accepted '$acc': $(printf '%s' "$g" | head -c 200) vs $(printf '%s' "$w" | head -c 200)"
 
 # chat under mpirun: rank 0 reads the two turns from stdin and prints the replies, the other rank serves its
 # part of each pass and ends with it (EOF, /exit); the replies are the single-process chat's (greedy), and
