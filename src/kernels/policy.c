@@ -2,7 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static mx_kpolicy g_default = {.isa = MX_CPU_AVX512, .act12 = true, .qmode = MX_QMODE_AUTO, .kv_type = {MX_KV_F32, MX_KV_F32}};
+static mx_kpolicy g_default = {.isa = MX_CPU_AVX512, .act12 = true, .qmode = MX_QMODE_AUTO, .kv_type = {MX_KV_F32, MX_KV_F32}, .kv_ring = true};
 
 mx_kpolicy mx_kpolicy_default(void) { return g_default; }
 
@@ -21,6 +21,8 @@ void mx_kpolicy_env(mx_kpolicy *kp) {
     if (e && *e && strcmp(e, "0")) kp->bf16_dot = true;
     e = getenv("MLXCEL_FAST");
     if (e && *e && strcmp(e, "0")) kp->fast = true;
+    e = getenv("MLXCEL_KV_RING");
+    if (e && !strcmp(e, "0")) kp->kv_ring = false;
     e = getenv("MLXCEL_CPU");
     if (e && (!strcmp(e, "portable") || !strcmp(e, "avx2"))) {
         kp->isa = !strcmp(e, "portable") ? MX_CPU_PORTABLE : MX_CPU_AVX2;

@@ -50,6 +50,11 @@ typedef struct mx_kpolicy {
      * --cache-type-k / --cache-type-v, --kv-bits): copied into every cache
      * mx_kv_new makes for the model. Default f32 (exact). */
     mx_kv_type kv_type[2];
+    /* Sliding-window layers keep a ring of window + MX_RING_SLICE - 1 rows
+     * instead of the whole context (nn/attention.c): on by default,
+     * MLXCEL_KV_RING=0 off; the engine turns it off for vision-language
+     * models (an image's bidirectional rows must stay in one pass). */
+    bool kv_ring;
 } mx_kpolicy;
 
 /* The process's default: the built-in one (act12 on, bf16_dot off, no cap,
@@ -58,7 +63,8 @@ typedef struct mx_kpolicy {
 mx_kpolicy mx_kpolicy_default(void);
 void mx_kpolicy_set_default(const mx_kpolicy *kp);
 /* The documented environment, read here and nowhere else: MLXCEL_INT8=0
- * (act12 off), MLXCEL_BF16_DOT=1 (bf16_dot on), MLXCEL_FAST=1 (fast on), MLXCEL_CPU=portable|avx2
+ * (act12 off), MLXCEL_BF16_DOT=1 (bf16_dot on), MLXCEL_FAST=1 (fast on),
+ * MLXCEL_KV_RING=0 (kv_ring off), MLXCEL_CPU=portable|avx2
  * (isa, and the process's level for the elementwise ops: mx_cpu_force). */
 void mx_kpolicy_env(mx_kpolicy *kp);
 /* The default policy on `pool` (tests, tools). */

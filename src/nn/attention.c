@@ -117,19 +117,53 @@ static int qkv_dim(const mx_attn_spec *a) { return (a->n_heads + a->n_kv_heads) 
 
 /* bytes of one position's K (or V) rows: kv heads rows of d values */
 static size_t kv_ld(const mx_attn_spec *a, mx_kv_type t, int d) { return (size_t)a->n_kv_heads * mx_kv_row_bytes(t, d); }
+/* tokens a ring layer writes and attends at a time (ring_rows) */
+#define MX_RING_SLICE 512
 /* bytes of the K region (V starts there, 64-byte aligned) */
 static size_t k_region(const mx_attn_spec *a, mx_kv_type t, int cap) { return ((size_t)cap * kv_ld(a, t, a->head_dim) + 63) & ~(size_t)63; }
+
+/* The ring period of layer `layer`'s cache of cap positions (cap: none).
+ * A causal sliding-window layer whose cache no other layer reads keeps a
+ * ring of period R = W + MX_RING_SLICE - 1 instead of cap rows: position p
+ * goes to rows p % R and p % R + R (2R rows), so the W keys a query reads
+ * always lie in one run of rows, in their order, and attention computes
+ * exactly what the whole cache gives. A pass writes and attends at most
+ * MX_RING_SLICE tokens at a time (att_forward), so no row a query still
+ * needs is overwritten before it is read; once wrapped, a cache can be cut
+ * back by at most MX_RING_SLICE positions (att_keep_min). */
+static int ring_rows(const mx_model *m, int layer, int cap) {
+    const mx_layer_spec *ls = &m->arch.layers[layer];
+    int W = ls->window;
+    if (!m->kp.kv_ring || W <= 0 || ls->attn->bidirectional || ls->chunk > 0 || ls->kv_shared || cap <= 2 * (W + MX_RING_SLICE - 1))
+        return cap;
+    for (int l = 0; l < m->arch.n_layers; l++)
+        if (m->arch.layers[l].kv_shared && m->arch.layers[l].kv_from == layer) return cap;
+    return W + MX_RING_SLICE - 1;
+}
+/* rows stored: 2R for a ring, else cap */
+static int stored_rows(const mx_model *m, int layer, int cap) {
+    int R = ring_rows(m, layer, cap);
+    return R < cap ? 2 * R : cap;
+}
 
 static size_t att_cache(const mx_model *m, int layer, int cap, const mx_kv_type type[2]) {
     const mx_attn_spec *a = m->arch.layers[layer].attn;
     if (m->arch.layers[layer].kv_shared) return 0;
-    return (k_region(a, type[0], cap) + (size_t)cap * kv_ld(a, type[1], mx_attn_vdim(a)) + 3) / 4;
+    int S = stored_rows(m, layer, cap);
+    return (k_region(a, type[0], S) + (size_t)S * kv_ld(a, type[1], mx_attn_vdim(a)) + 3) / 4;
+}
+
+static int att_keep_min(const mx_model *m, int layer, int cap, int len) {
+    int R = ring_rows(m, layer, cap);
+    return R < cap && len > R ? len - MX_RING_SLICE : 0;
 }
 
 static void att_copy_prefix(const mx_model *m, int layer, uint8_t *dst, const uint8_t *src, int cap, int n, const mx_kv_type type[2]) {
     const mx_attn_spec *a = m->arch.layers[layer].attn;
     if (m->arch.layers[layer].kv_shared) return;
-    size_t kr = k_region(a, type[0], cap);
+    int S = stored_rows(m, layer, cap);
+    if (S < cap) n = S; /* a ring: all of it (the caller keeps n within what it still holds, att_keep_min) */
+    size_t kr = k_region(a, type[0], S);
     memcpy(dst, src, (size_t)n * kv_ld(a, type[0], a->head_dim));
     memcpy(dst + kr, src + kr, (size_t)n * kv_ld(a, type[1], mx_attn_vdim(a)));
 }
@@ -172,6 +206,7 @@ static size_t att_scratch(const mx_model *m, int layer, int max_tokens, int max_
 typedef struct {
     mx_fwd *f;
     int layer, per, subs; /* heads per task, tasks per kv head */
+    int t0;               /* the first of the stacked tokens this run attends (a ring's slice) */
     const float *qkv;
     float *att, *scores;
     const float *sinks;
@@ -206,7 +241,7 @@ static void att_task(void *ctx, int i, int tid) {
     const mx_layer_spec *ls = &f->m->arch.layers[j->layer];
     const mx_attn_spec *a = ls->attn;
     int hd = a->head_dim, vd = mx_attn_vdim(a), qkvd = qkv_dim(a);
-    int t = i / (a->n_kv_heads * j->subs), kvh = i / j->subs % a->n_kv_heads;
+    int t = j->t0 + i / (a->n_kv_heads * j->subs), kvh = i / j->subs % a->n_kv_heads;
     int h0 = kvh * att_group(a) + i % j->subs * j->per, nh = MX_MIN(j->per, (kvh + 1) * att_group(a) - h0);
     const mx_kv *kv = f->seqs[f->seq_of[t]].kv;
     int p = f->pos[t], win = ls->window;
@@ -222,9 +257,10 @@ static void att_task(void *ctx, int i, int tid) {
     }
     mx_kv_type tk = kv->type[0], tv = kv->type[1];
     size_t ldk = kv_ld(a, tk, hd), ldv = kv_ld(a, tv, vd);
-    const uint8_t *K = (const uint8_t *)mx_kv_layer(kv, ls->kv_shared ? ls->kv_from : j->layer), *V = K + k_region(a, tk, kv->cap);
-    K += (size_t)j0 * ldk + (size_t)kvh * mx_kv_row_bytes(tk, hd);
-    V += (size_t)j0 * ldv + (size_t)kvh * mx_kv_row_bytes(tv, vd);
+    int cl = ls->kv_shared ? ls->kv_from : j->layer, R = ring_rows(f->m, cl, kv->cap), r0 = R < kv->cap ? j0 % R : j0;
+    const uint8_t *K = (const uint8_t *)mx_kv_layer(kv, cl), *V = K + k_region(a, tk, stored_rows(f->m, cl, kv->cap));
+    K += (size_t)r0 * ldk + (size_t)kvh * mx_kv_row_bytes(tk, hd);
+    V += (size_t)r0 * ldv + (size_t)kvh * mx_kv_row_bytes(tv, vd);
     float *sc = j->scores + (size_t)tid * att_group(a) * f->max_ctx;
     const float *q = j->qkv + (size_t)t * qkvd + (size_t)h0 * hd;
     float *out = j->att + (size_t)t * a->n_heads * vd + (size_t)h0 * vd;
@@ -238,6 +274,24 @@ static void att_task(void *ctx, int i, int tid) {
         for (int h = 0; h < nh; h++)
             mx_attn_mix_kv(tv, out + (size_t)h * vd, sc + (size_t)h * f->max_ctx + k0, V + (size_t)k0 * ldv, ldv,
                            MX_MIN(kb, n - k0), vd, k0 > 0);
+}
+
+/* token t's K and V rows into its sequence's cache (a ring: rows pos % R and pos % R + R) */
+static void write_rows(const mx_fwd *f, int layer, const mx_attn_spec *a, const float *k, int t) {
+    int hd = a->head_dim, vd = mx_attn_vdim(a), kvd = a->n_kv_heads * hd;
+    const mx_kv *kv = f->seqs[f->seq_of[t]].kv;
+    int R = ring_rows(f->m, layer, kv->cap), ring = R < kv->cap, r = f->pos[t] % R;
+    uint8_t *K = (uint8_t *)mx_kv_layer(kv, layer), *V = K + k_region(a, kv->type[0], stored_rows(f->m, layer, kv->cap));
+    size_t rk = mx_kv_row_bytes(kv->type[0], hd), rv = mx_kv_row_bytes(kv->type[1], vd), ldk = a->n_kv_heads * rk, ldv = a->n_kv_heads * rv;
+    for (int h = 0; h < a->n_kv_heads; h++) { /* quantized once, here */
+        uint8_t *kr = K + (size_t)r * ldk + (size_t)h * rk, *vr = V + (size_t)r * ldv + (size_t)h * rv;
+        mx_kv_store(kv->type[0], kr, k + (size_t)h * hd, hd);
+        mx_kv_store(kv->type[1], vr, k + kvd + (size_t)h * vd, vd);
+        if (ring) {
+            memcpy(kr + (size_t)R * ldk, kr, rk);
+            memcpy(vr + (size_t)R * ldv, vr, rv);
+        }
+    }
 }
 
 static void clip(float *x, size_t n, float cl) {
@@ -315,6 +369,10 @@ static void att_forward(mx_fwd *f, int layer, void *wp, const float *xn, float *
     if (a->clip_qkv > 0 && !a->clip_after_qk_norm) clip(qkv, (size_t)N * qkvd, a->clip_qkv);
     const mx_rope *rope = &arch->rope[ls->rope_idx];
     double t_op = f->prof ? mx_now() : 0;
+    /* a ring (ring_rows) holds W + MX_RING_SLICE - 1 rows: a longer pass goes by slices (no image spans here:
+     * the engine keeps rings off for vision-language models) */
+    bool sliced = false;
+    for (int s = 0; !ls->kv_shared && N > MX_RING_SLICE && s < f->n_seqs; s++) sliced |= ring_rows(f->m, layer, f->seqs[s].kv->cap) < f->seqs[s].kv->cap;
     for (int t = 0; t < N; t++) {
         float *q = qkv + (size_t)t * qkvd, *k = ls->kv_shared ? NULL : q + qd;
         if (!a->qk_norm_after_rope) qk_norm(a, w, q, k);
@@ -329,21 +387,18 @@ static void att_forward(mx_fwd *f, int layer, void *wp, const float *xn, float *
         if (!k) continue;
         if (a->v_norm) mx_rmsnorm(k + kvd, k + kvd, NULL, 0, a->n_kv_heads, vd, vd, a->qk_norm_spec.eps);
         if (a->v_scale && a->v_scale != 1.0f) mx_scale(k + kvd, a->v_scale, kvvd);
-        const mx_kv *kv = f->seqs[f->seq_of[t]].kv;
-        uint8_t *K = (uint8_t *)mx_kv_layer(kv, layer), *V = K + k_region(a, kv->type[0], kv->cap);
-        size_t rk = mx_kv_row_bytes(kv->type[0], hd), rv = mx_kv_row_bytes(kv->type[1], vd);
-        K += (size_t)f->pos[t] * a->n_kv_heads * rk;
-        V += (size_t)f->pos[t] * a->n_kv_heads * rv;
-        for (int h = 0; h < a->n_kv_heads; h++) { /* quantized once, here */
-            mx_kv_store(kv->type[0], K + (size_t)h * rk, k + (size_t)h * hd, hd);
-            mx_kv_store(kv->type[1], V + (size_t)h * rv, k + kvd + (size_t)h * vd, vd);
-        }
+        if (!sliced) write_rows(f, layer, a, k, t);
     }
     if (f->prof) { mx_prof_add(f->prof, MX_OP_ROPE, t_op); t_op = mx_now(); }
-    int g = att_group(a), want = 2 * mx_pool_size(f->pool), units = N * a->n_kv_heads;
-    int per = units >= want ? g : MX_MAX(1, g / ((want + units - 1) / units)), subs = (g + per - 1) / per;
-    att_job j = {f, layer, per, subs, qkv, att, b.scores, w->sinks};
-    mx_pool_run(f->pool, att_task, &j, units * subs);
+    /* a ring layer's pass of more than MX_RING_SLICE tokens: rows written and attended a slice at a time */
+    for (int t0 = 0, tn; t0 < N; t0 += tn) {
+        tn = sliced ? MX_MIN(MX_RING_SLICE, N - t0) : N;
+        for (int t = t0; sliced && t < t0 + tn; t++) write_rows(f, layer, a, qkv + (size_t)t * qkvd + qd, t);
+        int g = att_group(a), want = 2 * mx_pool_size(f->pool), units = tn * a->n_kv_heads;
+        int per = units >= want ? g : MX_MAX(1, g / ((want + units - 1) / units)), subs = (g + per - 1) / per;
+        att_job j = {f, layer, per, subs, t0, qkv, att, b.scores, w->sinks};
+        mx_pool_run(f->pool, att_task, &j, units * subs);
+    }
     if (f->prof) mx_prof_add(f->prof, MX_OP_ATTN, t_op);
     if (a->gate)
         for (int t = 0; t < N; t++)
@@ -370,5 +425,5 @@ static void att_forward(mx_fwd *f, int layer, void *wp, const float *xn, float *
 
 const mx_block_ops mx_block_attention = {
     .name = "attention", .load = att_load, .free = att_free, .state_floats = att_state, .cache_floats = att_cache,
-    .scratch_floats = att_scratch, .copy_prefix = att_copy_prefix, .forward = att_forward,
+    .scratch_floats = att_scratch, .copy_prefix = att_copy_prefix, .keep_min = att_keep_min, .forward = att_forward,
 };

@@ -35,6 +35,10 @@ typedef struct mx_block_ops {
      * whole state would move cap positions (mx_kv_copy_prefix). NULL: the
      * whole state is copied. */
     void (*copy_prefix)(const mx_model *m, int layer, uint8_t *dst, const uint8_t *src, int cap, int n, const mx_kv_type type[2]);
+    /* The shortest length a cache of cap positions now holding len can be
+     * cut back to with this block's state still valid (a ring of rows
+     * forgets the oldest; mx_kv_min_len). NULL: 0. */
+    int (*keep_min)(const mx_model *m, int layer, int cap, int len);
     void (*forward)(mx_fwd *f, int layer, void *w, const float *in, float *out);
     /* State summarises the whole history (SSM, linear attention) rather than
      * one entry per position, so a cache cannot be cut back to a prefix. */

@@ -94,6 +94,15 @@ void mx_kv_copy_prefix(const mx_model *m, mx_kv *dst, const mx_kv *src, int n) {
     dst->len = n;
 }
 
+int mx_kv_min_len(const mx_model *m, const mx_kv *kv) {
+    int k = 0;
+    for (int l = 0; l < m->arch.n_layers; l++) { /* every process's layers: the rule is the description's */
+        const mx_block_ops *b = m->arch.layers[l].mixer;
+        if (b && b->keep_min) k = MX_MAX(k, b->keep_min(m, l, kv->cap, kv->len));
+    }
+    return k;
+}
+
 bool mx_model_has_kv_rows(const mx_model *m) {
     for (int l = 0; l < m->arch.n_layers; l++) {
         const mx_layer_spec *ls = &m->arch.layers[l];

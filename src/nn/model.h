@@ -137,6 +137,11 @@ void mx_kv_copy(mx_kv *dst, const mx_kv *src);
  * recurrent state only n == src->len gives dst src's history. This process's
  * layers only (a distributed run's other parts are not copied). */
 void mx_kv_copy_prefix(const mx_model *m, mx_kv *dst, const mx_kv *src, int n);
+/* The shortest length kv can be cut back to (kv->len = n) with every
+ * layer's state still right: 0, but for sliding-window layers that keep a
+ * ring of rows (nn/attention.c) once it has wrapped. A shorter prefix is
+ * computed again from 0, as with recurrent state. */
+int mx_kv_min_len(const mx_model *m, const mx_kv *kv);
 static inline float *mx_kv_layer(const mx_kv *kv, int layer) { return kv->data + kv->offset[layer]; }
 /* The state of block b of a layer: a layer's blocks keep their states one
  * after the other (mixer, mixer2, xattn, ffn); the mixer's is at mx_kv_layer. */

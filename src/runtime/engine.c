@@ -93,6 +93,7 @@ int mx_engine_open(const char *dir, mx_engine *e) {
         return MX_ERR;
     }
     if (e->vision && mx_vision_spec(e->vision)->head_unscaled) m->arch.logit_scale = 1;
+    if (e->vision) m->kp.kv_ring = false; /* an image's rows are seen both ways, all in one pass: no ring slices */
     return MX_OK;
 }
 

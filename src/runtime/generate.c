@@ -116,7 +116,8 @@ int mx_session_feed_pass(mx_session *s, const int32_t *tok, int n, float *rows) 
 
 void mx_session_truncate(mx_session *s, int n) {
     if (n < s->n_history) {
-        if (mx_model_recurrent(&s->e->model)) n = 0; /* recurrent state cannot be cut back */
+        /* recurrent state cannot be cut back, a ring of rows only by what it still holds */
+        if (mx_model_recurrent(&s->e->model) || n < mx_kv_min_len(&s->e->model, s->kv)) n = 0;
         if (s->img_start >= 0 && n < s->img_end) { /* image rows are not in the history: refeed them */
             n = MX_MIN(n, s->img_start);
             s->img_start = -1;

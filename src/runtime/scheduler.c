@@ -127,7 +127,7 @@ static int reusable(const mx_sched *s, const slot *sl, const mx_req *r) {
     int l = 0, m = MX_MIN(sl->kv->len, r->p.n_prompt);
     while (l < m && sl->toks[l] == r->prompt[l] && sl->tags[l] == (r->tags ? r->tags[l] : 0)) l++;
     if (r->lay.span_lo && l < r->p.n_prompt && r->lay.span_hi[l] > r->lay.span_lo[l]) l = MX_MIN(l, r->lay.span_lo[l]);
-    if (!s->truncatable && l < sl->kv->len) l = 0;
+    if ((!s->truncatable || l < mx_kv_min_len(&s->e->model, sl->kv)) && l < sl->kv->len) l = 0;
     return l;
 }
 
@@ -150,7 +150,7 @@ static int borrow_prefix(mx_sched *s, int to, const mx_req *r, int keep) {
         const slot *o = &s->slots[i];
         int l = MX_MIN(reusable(s, o, r), r->p.n_prompt - 1);
         if (r->lay.span_lo && r->lay.span_hi[l] > r->lay.span_lo[l]) l = MX_MIN(l, r->lay.span_lo[l]);
-        if (!s->truncatable && l < o->kv->len) l = 0;
+        if ((!s->truncatable || l < mx_kv_min_len(&s->e->model, o->kv)) && l < o->kv->len) l = 0;
         if (l > best) { best = l; from = i; }
     }
     if (from < 0) return keep;
@@ -196,7 +196,7 @@ static void admit(mx_sched *s) {
         /* keep at least one prompt token to feed, so the step yields logits */
         int keep = MX_MIN(best_len, r->p.n_prompt - 1);
         if (r->lay.span_lo && r->lay.span_hi[keep] > r->lay.span_lo[keep]) keep = MX_MIN(keep, r->lay.span_lo[keep]);
-        if (!s->truncatable && keep < sl->kv->len) keep = 0;
+        if ((!s->truncatable || keep < mx_kv_min_len(&s->e->model, sl->kv)) && keep < sl->kv->len) keep = 0;
         keep = borrow_prefix(s, best, r, keep);
         sl->rope_shift = 0;
         sl->kv->len = keep;
