@@ -863,21 +863,31 @@ void mxq_ril_row(const mx_weight *w, int r, float *out) {
  * (c + b') stay below 2^13 and a group's int32 sum of their products cannot
  * overflow (G <= 128); 12 bits keep the fixtures' logits within 0.3 of the
  * 2e-2 rule (0.09-0.3; 16 bits gave 0.01, one int8 code 1.8-4x over it). */
+/* the scale of a group of G (a multiple of 16) coded in [-lim, lim]: lim / max|x| (0 for a zero group),
+ * and max|x| / lim in *d */
+static inline float group_inv(const float *s, int G, int lim, float *d) {
+    __m512 mx = _mm512_setzero_ps();
+    for (int k = 0; k < G; k += 16) mx = _mm512_max_ps(mx, _mm512_abs_ps(_mm512_loadu_ps(s + k)));
+    float amax = _mm512_reduce_max_ps(mx);
+    *d = amax / (float)lim;
+    return amax > 0 ? (float)lim / amax : 0.0f;
+}
+/* 16 columns' codes: round(x * inv) within [-lim, lim] */
+static inline __m512i code16(const float *s, __m512 inv, __m512i lim) {
+    __m512i b = _mm512_cvtps_epi32(_mm512_roundscale_ps(_mm512_mul_ps(_mm512_loadu_ps(s), inv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    return _mm512_max_epi32(_mm512_min_epi32(b, lim), _mm512_sub_epi32(_mm512_setzero_si512(), lim));
+}
+
 void mxq_vnni_prep(const float *x, int cols, int G, int8_t *xq, float *xd, float *xs, int32_t *xk) {
     const __m512i lim = _mm512_set1_epi32(2047);
     /* b'1 b'3 b'0 b'2 of each 4 columns, from 16 columns' words */
     const __m512i perm = _mm512_setr_epi32(1, 3, 0, 2, 5, 7, 4, 6, 9, 11, 8, 10, 13, 15, 12, 14);
     for (int g = 0; g < cols / G; g++) {
         const float *s = x + (size_t)g * G;
-        __m512 mx = _mm512_setzero_ps();
-        for (int k = 0; k < G; k += 16) mx = _mm512_max_ps(mx, _mm512_abs_ps(_mm512_loadu_ps(s + k)));
-        float amax = _mm512_reduce_max_ps(mx);
-        __m512 inv = _mm512_set1_ps(amax > 0 ? 2047.0f / amax : 0.0f);
+        __m512 inv = _mm512_set1_ps(group_inv(s, G, 2047, &xd[g]));
         __m512i qs = _mm512_setzero_si512(), kp = _mm512_setzero_si512();
         for (int k = 0; k < G; k += 16) {
-            __m512 u = _mm512_mul_ps(_mm512_loadu_ps(s + k), inv);
-            __m512i b = _mm512_cvtps_epi32(_mm512_roundscale_ps(u, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-            b = _mm512_max_epi32(_mm512_min_epi32(b, lim), _mm512_sub_epi32(_mm512_setzero_si512(), lim));
+            __m512i b = code16(s + k, inv, lim);
             qs = _mm512_add_epi32(qs, b);
             size_t o = (size_t)g * G + (size_t)k;
             if (!xk) {
@@ -890,7 +900,6 @@ void mxq_vnni_prep(const float *x, int cols, int G, int8_t *xq, float *xd, float
             /* b'0 b'1 + b'2 b'3 + ...: even lanes times their neighbours */
             kp = _mm512_add_epi32(kp, _mm512_maskz_mullo_epi32(0x5555, bp, _mm512_shuffle_epi32(bp, _MM_PERM_CDAB)));
         }
-        xd[g] = amax / 2047.0f;
         /* d * sum(x) from the codes, not from x: with the codes' offset
          * (b ~ -s * 2^(bits-1)) the bias term then cancels the rounding of x
          * against the codes, leaving sum(w * (x - x_coded)) */
@@ -903,19 +912,13 @@ void mxq_vnni_prep8(const float *x, int cols, int G, int8_t *xq, float *xd, floa
     const __m512i lim = _mm512_set1_epi32(127);
     for (int g = 0; g < cols / G; g++) {
         const float *s = x + (size_t)g * G;
-        __m512 mx = _mm512_setzero_ps();
-        for (int k = 0; k < G; k += 16) mx = _mm512_max_ps(mx, _mm512_abs_ps(_mm512_loadu_ps(s + k)));
-        float amax = _mm512_reduce_max_ps(mx);
-        __m512 inv = _mm512_set1_ps(amax > 0 ? 127.0f / amax : 0.0f);
+        __m512 inv = _mm512_set1_ps(group_inv(s, G, 127, &xd[g]));
         __m512i qs = _mm512_setzero_si512();
         for (int k = 0; k < G; k += 16) {
-            __m512 u = _mm512_mul_ps(_mm512_loadu_ps(s + k), inv);
-            __m512i b = _mm512_cvtps_epi32(_mm512_roundscale_ps(u, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-            b = _mm512_max_epi32(_mm512_min_epi32(b, lim), _mm512_sub_epi32(_mm512_setzero_si512(), lim));
+            __m512i b = code16(s + k, inv, lim);
             qs = _mm512_add_epi32(qs, b);
             _mm_storeu_si128((__m128i *)(void *)(xq + (size_t)g * G + (size_t)k), _mm512_cvtepi32_epi8(b));
         }
-        xd[g] = amax / 127.0f;
         xs[g] = xd[g] * (float)_mm512_reduce_add_epi32(qs); /* from the codes, as mxq_vnni_prep */
     }
 }

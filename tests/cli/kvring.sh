@@ -10,12 +10,8 @@
 # it, and both replies equal a server without rings.
 set -u
 cd "$(dirname "$0")/../.."
-M=${MLXCEL:-$PWD/build/mlxcel}
-T=$(mktemp -d)
-srvs=()
-trap 'kill "${srvs[@]}" 2>/dev/null; rm -rf "$T"' EXIT
-ok() { echo "ok kvring/$1"; }
-fail() { echo "FAIL kvring/$1: $2"; }
+PREFIX=kvring
+. tests/lib/serve.sh
 # the fixtures with a longer position limit (their windows: 16)
 mk() { mkdir -p "$T/$1"; ln -s "$PWD/tests/fixtures/$1/model.safetensors" "$T/$1/"
   python3 -c "import json,sys; c=json.load(open(sys.argv[1])); c['max_position_embeddings']=4096; json.dump(c, open(sys.argv[2],'w'))" \
@@ -40,10 +36,8 @@ mkdir -p "$T/srv"; cp tests/server/tinymodel/*.json "$T/srv/"; cp "$T/mistral/co
 ln -s "$PWD/tests/fixtures/mistral/model.safetensors" "$T/srv/"
 port=$((20000 + $$ % 20000))
 for mode in 1 0; do
-  MLXCEL_KV_RING=$mode "$M" serve -m "$T/srv" --port $((port + mode)) -t 2 -c 1500 -np 1 >"$T/srv$mode.log" 2>&1 &
-  srvs+=($!)
+  serve_up $((port + mode)) "$T/srv$mode.log" env MLXCEL_KV_RING=$mode "$M" serve -m "$T/srv" --port $((port + mode)) -t 2 -c 1500 -np 1 || exit 0
 done
-for p in $port $((port + 1)); do for i in $(seq 100); do curl -sf localhost:$p/health >/dev/null 2>&1 && break; sleep 0.1; done; done
 req() { curl -s localhost:$1/v1/completions -H 'content-type: application/json' \
   -d "{\"prompt\":[$2],\"max_tokens\":$3,\"temperature\":0,\"ignore_eos\":true,\"logprobs\":1}"; }
 pick() { python3 -c "import json,sys; d=json.load(sys.stdin); c=d['choices'][0]; print(json.dumps([c['text'], c['logprobs']['token_logprobs'], d['usage']['prompt_tokens_details']['cached_tokens']]))" 2>&1; }

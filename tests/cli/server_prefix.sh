@@ -9,20 +9,13 @@
 # whole prompt; also with q8_0 keys and q4_0 values (the rows copied as stored).
 set -u
 cd "$(dirname "$0")/../.."
-M=${MLXCEL:-$PWD/build/mlxcel}
-T=$(mktemp -d)
-srvs=()
-trap 'kill "${srvs[@]}" 2>/dev/null; rm -rf "$T"' EXIT
-ok() { echo "ok prefix/$1"; }
-fail() { echo "FAIL prefix/$1: $2"; }
+PREFIX=prefix
+. tests/lib/serve.sh
 mkdir -p "$T/m"; cp tests/server/tinymodel/*.json tests/fixtures/llama/model.safetensors "$T/m/"
 port=$((20000 + $$ % 20000))
 serve_at() { # port, flags...
   local p=$1; shift
-  "$M" serve -m "$T/m" --port $p -t 2 -c 512 -np 2 "$@" >"$T/srv$p.log" 2>&1 &
-  srvs+=($!)
-  for i in $(seq 100); do curl -sf localhost:$p/health >/dev/null 2>&1 && return 0; sleep 0.1; done
-  fail serve "$(tail -2 "$T/srv$p.log")"; exit 0
+  serve_up $p "$T/srv$p.log" "$M" serve -m "$T/m" --port $p -t 2 -c 512 -np 2 "$@" || exit 0
 }
 P=$(python3 -c "print(','.join(str(5 + (i * 7) % 200) for i in range(96)))") # the shared prefix: 96 tokens
 req() { # port, prompt ids, max_tokens, stream(true/false) -> the reply

@@ -5,6 +5,7 @@
 #include "base/base.h"
 #include "format/json.h"
 #include "format/safetensors.h"
+#include "runtime/generate.h"
 #include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,5 +58,21 @@ static inline float fx_maxabs(const float *x, size_t n) {
     float m = 0;
     for (size_t i = 0; i < n; i++) m = fabsf(x[i]) > m ? fabsf(x[i]) : m;
     return m;
+}
+/* A causal-lm fixture's reference file and engine, opened (false: another
+ * task, or a CHECK line under `name` says what failed); fx_causal_close
+ * closes both. For the tests that walk every causal fixture (test.h first). */
+static inline bool fx_causal_open(const char *name, const char *dir, const char *task, mx_st_file *ref, mx_engine *e) {
+    if (!task || strcmp(task, "causal-lm") != 0) return false;
+    char *refp = mx_path_join(dir, "reference.safetensors");
+    int rc = mx_st_open(refp, ref);
+    free(refp);
+    if (rc) { CHECK(name, 0, "%s", mx_errmsg()); return false; }
+    if (mx_engine_open(dir, e)) { CHECK(name, 0, "load: %s", mx_errmsg()); mx_st_close(ref); return false; }
+    return true;
+}
+static inline void fx_causal_close(mx_st_file *ref, mx_engine *e) {
+    mx_engine_close(e);
+    mx_st_close(ref);
 }
 #endif

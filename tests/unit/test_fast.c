@@ -39,13 +39,9 @@ static double kl_rows(const float *ref, const float *got, int T, int V, int *agr
 
 static void one(const char *name, const char *dir, const char *task, void *ctx) {
     (void)ctx;
-    if (!task || strcmp(task, "causal-lm") != 0) return;
-    char *refp = mx_path_join(dir, "reference.safetensors");
     mx_st_file ref;
-    if (mx_st_open(refp, &ref)) { CHECK(name, 0, "%s", mx_errmsg()); free(refp); return; }
-    free(refp);
     mx_engine e;
-    if (mx_engine_open(dir, &e)) { CHECK(name, 0, "load: %s", mx_errmsg()); mx_st_close(&ref); return; }
+    if (!fx_causal_open(name, dir, task, &ref, &e)) return;
     int32_t *ids = NULL;
     int T = 0, V = e.model.arch.vocab;
     size_t nl = 0;
@@ -71,8 +67,7 @@ static void one(const char *name, const char *dir, const char *task, void *ctx) 
         CHECK(label, kl <= 1e-3, "mean KL %.3g nats > 1e-3", kl);
     }
     free(ids); free(logits); free(lg); free(last);
-    mx_engine_close(&e);
-    mx_st_close(&ref);
+    fx_causal_close(&ref, &e);
 }
 
 int main(int argc, char **argv) {

@@ -223,13 +223,9 @@ out:
 
 static void one(const char *name, const char *dir, const char *task, void *ctx) {
     (void)ctx;
-    if (!task || strcmp(task, "causal-lm") != 0) return;
-    char *refp = mx_path_join(dir, "reference.safetensors");
     mx_st_file ref;
-    if (mx_st_open(refp, &ref)) { CHECK(name, 0, "%s", mx_errmsg()); free(refp); return; }
-    free(refp);
     mx_engine e;
-    if (mx_engine_open(dir, &e)) { CHECK(name, 0, "load: %s", mx_errmsg()); mx_st_close(&ref); return; }
+    if (!fx_causal_open(name, dir, task, &ref, &e)) return;
     int32_t *ids = NULL, *gids = NULL;
     int T = 0, N = 0;
     size_t nl = 0, ng = 0;
@@ -240,8 +236,7 @@ static void one(const char *name, const char *dir, const char *task, void *ctx) 
         for (size_t k = 0; k < MX_ARRAY_LEN(g_st); k++) run_type(name, &e, &g_st[k], ids, T, logits, gids, N, gl);
     else CHECK(name, 0, "reference tensors missing");
     free(ids); free(gids); free(logits); free(gl);
-    mx_engine_close(&e);
-    mx_st_close(&ref);
+    fx_causal_close(&ref, &e);
 }
 
 int main(int argc, char **argv) {
