@@ -50,10 +50,10 @@ typedef struct mx_kpolicy {
      * --cache-type-k / --cache-type-v, --kv-bits): copied into every cache
      * mx_kv_new makes for the model. Default f32 (exact). */
     mx_kv_type kv_type[2];
-    /* Sliding-window layers keep a ring of window + MX_RING_SLICE - 1 rows
-     * instead of the whole context (nn/attention.c): on by default,
-     * MLXCEL_KV_RING=0 off; the engine turns it off for vision-language
-     * models (an image's bidirectional rows must stay in one pass). */
+    /* Sliding-window layers keep a ring of rows instead of the whole
+     * context (nn/attention.c ring_rows): on by default, MLXCEL_KV_RING=0
+     * off; the engine turns it off for vision-language models whose
+     * bidirectional spans can be longer than a ring slice (PaliGemma). */
     bool kv_ring;
 } mx_kpolicy;
 

@@ -117,8 +117,7 @@ static int qkv_dim(const mx_attn_spec *a) { return (a->n_heads + a->n_kv_heads) 
 
 /* bytes of one position's K (or V) rows: kv heads rows of d values */
 static size_t kv_ld(const mx_attn_spec *a, mx_kv_type t, int d) { return (size_t)a->n_kv_heads * mx_kv_row_bytes(t, d); }
-/* tokens a ring layer writes and attends at a time (ring_rows) */
-#define MX_RING_SLICE 512
+#define MX_RING_SLICE MX_KV_RING_SLICE
 /* bytes of the K region (V starts there, 64-byte aligned) */
 static size_t k_region(const mx_attn_spec *a, mx_kv_type t, int cap) { return ((size_t)cap * kv_ld(a, t, a->head_dim) + 63) & ~(size_t)63; }
 
@@ -128,9 +127,10 @@ static size_t k_region(const mx_attn_spec *a, mx_kv_type t, int cap) { return ((
  * goes to rows p % R and p % R + R (2R rows), so the W keys a query reads
  * always lie in one run of rows, in their order, and attention computes
  * exactly what the whole cache gives. A pass writes and attends at most
- * MX_RING_SLICE tokens at a time (att_forward), so no row a query still
- * needs is overwritten before it is read; once wrapped, a cache can be cut
- * back by at most MX_RING_SLICE positions (att_keep_min). */
+ * MX_RING_SLICE tokens at a time (att_forward), never cutting an image
+ * block read both ways, so no row a query still needs is overwritten before
+ * it is read; once wrapped, a cache can be cut back by at most
+ * MX_RING_SLICE positions (att_keep_min). */
 static int ring_rows(const mx_model *m, int layer, int cap) {
     const mx_layer_spec *ls = &m->arch.layers[layer];
     int W = ls->window;
@@ -390,9 +390,16 @@ static void att_forward(mx_fwd *f, int layer, void *wp, const float *xn, float *
         if (!sliced) write_rows(f, layer, a, k, t);
     }
     if (f->prof) { mx_prof_add(f->prof, MX_OP_ROPE, t_op); t_op = mx_now(); }
-    /* a ring layer's pass of more than MX_RING_SLICE tokens: rows written and attended a slice at a time */
+    /* a ring layer's pass of more than MX_RING_SLICE tokens: rows written and attended a slice at a time,
+     * a slice ending before an image block it would cut (the block's rows are read both ways; the engine
+     * keeps rings for blocks of at most MX_RING_SLICE tokens) */
     for (int t0 = 0, tn; t0 < N; t0 += tn) {
         tn = sliced ? MX_MIN(MX_RING_SLICE, N - t0) : N;
+        int t1 = t0 + tn;
+        if (sliced && t1 < N && f->span_lo && f->span_hi[t1] > f->span_lo[t1] && f->seq_of[t1] == f->seq_of[t1 - 1]) {
+            int back = f->pos[t1] - f->span_lo[t1]; /* the block's tokens before t1 in this slice */
+            if (back > 0 && back < tn) tn -= back;
+        }
         for (int t = t0; sliced && t < t0 + tn; t++) write_rows(f, layer, a, qkv + (size_t)t * qkvd + qd, t);
         int g = att_group(a), want = 2 * mx_pool_size(f->pool), units = tn * a->n_kv_heads;
         int per = units >= want ? g : MX_MAX(1, g / ((want + units - 1) / units)), subs = (g + per - 1) / per;

@@ -142,6 +142,10 @@ void mx_kv_copy_prefix(const mx_model *m, mx_kv *dst, const mx_kv *src, int n);
  * ring of rows (nn/attention.c) once it has wrapped. A shorter prefix is
  * computed again from 0, as with recurrent state. */
 int mx_kv_min_len(const mx_model *m, const mx_kv *kv);
+/* A sliding-window ring's slack (nn/attention.c): a pass writes and attends
+ * at most this many tokens at a time, and an image block seen both ways must
+ * not be longer for a model to keep rings. */
+#define MX_KV_RING_SLICE 512
 static inline float *mx_kv_layer(const mx_kv *kv, int layer) { return kv->data + kv->offset[layer]; }
 /* The state of block b of a layer: a layer's blocks keep their states one
  * after the other (mixer, mixer2, xattn, ffn); the mixer's is at mx_kv_layer. */

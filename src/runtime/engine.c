@@ -93,7 +93,11 @@ int mx_engine_open(const char *dir, mx_engine *e) {
         return MX_ERR;
     }
     if (e->vision && mx_vision_spec(e->vision)->head_unscaled) m->arch.logit_scale = 1;
-    if (e->vision) m->kp.kv_ring = false; /* an image's rows are seen both ways, all in one pass: no ring slices */
+    if (e->vision) { /* an image's rows are read both ways and must be written in one ring slice */
+        const mx_vision_desc *d = mx_vision_spec(e->vision);
+        if (d->mask == MX_VMASK_PREFIX || (d->mask == MX_VMASK_IMAGE_BLOCK && !(d->pool_tokens > 0 && d->pool_tokens <= MX_KV_RING_SLICE)))
+            m->kp.kv_ring = false;
+    }
     return MX_OK;
 }
 

@@ -3,8 +3,9 @@
 # 30 item 2): with 1100 positions the ring wraps, a 700-token prompt read in
 # one 2048-token chunk goes by 512-token slices, and the logits of every
 # prompt position and generated token equal, bit for bit, those of the whole
-# cache (MLXCEL_KV_RING=0) on five families with windows, and with q8_0 /
-# q4_0 rows; the cache is smaller. The server: a second request sharing only
+# cache (MLXCEL_KV_RING=0) on five families with windows, with q8_0 / q4_0
+# rows, and on Gemma 3 with an image block across a slice boundary; the
+# cache is smaller. The server: a second request sharing only
 # the first 100 tokens of a wrapped slot starts over (the ring no longer
 # holds what it would need), the next turn of the same conversation reuses
 # it, and both replies equal a server without rings.
@@ -30,6 +31,21 @@ run() { # family, name, flags...
 }
 for fam in gemma2 gemma3_text cohere2 gpt_oss mistral; do mk $fam; run $fam $fam; done
 run gemma2 gemma2_q8_0_q4_0 --cache-type-k q8_0 --cache-type-v q4_0
+# Gemma 3 with an image whose 16-token block (seen both ways) straddles the first 512-token slice: the
+# slice ends before the block
+mkdir -p "$T/g3"; for f in tests/fixtures/gemma3/*; do ln -s "$PWD/$f" "$T/g3/"; done; rm "$T/g3/config.json"
+python3 -c "import json,sys; c=json.load(open(sys.argv[1])); c['text_config']['max_position_embeddings']=4096; json.dump(c, open(sys.argv[2],'w'))" \
+  tests/fixtures/gemma3/config.json "$T/g3/config.json"
+PG=$(python3 - "$(python3 tests/lib/vlm_check.py ids tests/fixtures/gemma3/reference.safetensors)" <<'PY'
+import sys
+ids = sys.argv[1].split(",")
+a, b = ids.index("400"), len(ids) - 1 - ids[::-1].index("400")  # the image tokens, with boi before and eoi after
+pre = [str(3 + (i * 37) % 300) for i in range(500)]
+post = [str(5 + (i * 11) % 250) for i in range(200)]
+print(",".join(["2"] + pre + ids[a - 1:b + 2] + post))
+PY
+)
+P=$PG run g3 gemma3_image --image tests/fixtures/gemma3/inputs/image.png
 
 # the server, one slot
 mkdir -p "$T/srv"; cp tests/server/tinymodel/*.json "$T/srv/"; cp "$T/mistral/config.json" "$T/srv/config.json"
