@@ -142,6 +142,10 @@ grep -qF '[/image is not supported with --tp / --pp]' "$T/err" && ok chat/image_
 # bench under mpirun: one JSON report, from rank 0
 mpirun -np 2 --oversubscribe "$M" bench -m $F/llama -p 8 -n 4 -r 1 -t 1 --tp 2 --bw-mb 16 --json >"$T/out" 2>"$T/err"; rc=$?
 if [ $rc -eq 0 ] && [ "$(grep -c '"tg_tps"' "$T/out")" -eq 1 ]; then ok bench/tp2; else fail bench/tp2 "rc $rc: $(head -c 300 "$T/out") $(grep -m2 . "$T/err")"; fi
+# its oracle drafter: every draft kept, the speculative run's output the plain one's
+mpirun -np 2 --oversubscribe "$M" bench -m $F/llama -p 0 -n 24 -r 2 -t 1 --tp 2 --bw-mb 16 --spec-oracle --json >"$T/out" 2>"$T/err"; rc=$?
+python3 -c "import json,sys; s=json.load(open(sys.argv[1]))['speculative']; sys.exit(not (s['acceptance'] == 1 and s['runs_differing'] == 0))" "$T/out" 2>/dev/null &&
+  [ $rc -eq 0 ] && ok bench/tp2_oracle || fail bench/tp2_oracle "rc $rc: $(head -c 300 "$T/out") $(grep -m2 . "$T/err")"
 
 # refusals: one line from rank 0, non-zero exit
 refuse() { # name, pattern, np, flags...
