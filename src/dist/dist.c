@@ -18,6 +18,8 @@ static struct {
     int next_id;
     int *step;     /* rank 0: the pass announcement, grown when a pass needs more (no allocation per token) */
     size_t n_step;
+    float *gbuf;   /* rank 0: one part of a split head's logits as it arrives (grown, kept) */
+    size_t n_gbuf;
     mx_dist_stats st;
 } g;
 
@@ -129,6 +131,33 @@ static void hook_final(void *ctx, float *x, size_t n, bool send) {
     }
 }
 
+/* a head split by vocabulary: the last stage's parts send their logits to rank 0, which lays each
+ * part's columns into its rows */
+static void hook_gather(void *ctx, const float *part, int rows, float *out) {
+    (void)ctx;
+    int vn = g.shard.vocab_n, V = vn * g.tp, first = (g.pp - 1) * g.tp;
+    size_t n = (size_t)rows * (size_t)vn;
+    if (g.rank != 0) {
+        TIMED(MPI_Send(part, (int)n, MPI_FLOAT, 0, 3, MPI_COMM_WORLD), n * 4);
+        return;
+    }
+    if (n > g.n_gbuf) {
+        float *nb = realloc(g.gbuf, n * sizeof(float));
+        if (!nb) { fprintf(stderr, "mlxcel: out of memory\n"); MPI_Abort(MPI_COMM_WORLD, 1); }
+        g.gbuf = nb;
+        g.n_gbuf = n;
+    }
+    for (int k = 0; k < g.tp; k++) {
+        const float *p = part;
+        if (first + k != 0) {
+            TIMED(MPI_Recv(g.gbuf, (int)n, MPI_FLOAT, first + k, 3, MPI_COMM_WORLD, MPI_STATUS_IGNORE), 0);
+            g.st.msgs--; /* counted by the sender */
+            p = g.gbuf;
+        }
+        for (int r = 0; r < rows; r++) memcpy(out + (size_t)r * V + (size_t)k * vn, p + (size_t)r * vn, (size_t)vn * sizeof(float));
+    }
+}
+
 static void hook_kv_free(void *ctx, int id) {
     (void)ctx;
     if (g.rank != 0 || g.stopped) return;
@@ -137,7 +166,7 @@ static void hook_kv_free(void *ctx, int id) {
 }
 
 static const mx_dist_ops g_ops = {.begin = hook_begin, .recv_hidden = hook_recv, .send_hidden = hook_send, .reduce = hook_reduce,
-                                  .final_hidden = hook_final, .kv_free = hook_kv_free};
+                                  .final_hidden = hook_final, .kv_free = hook_kv_free, .gather_logits = hook_gather};
 
 /* ---- planning a process's part ---- */
 
@@ -227,8 +256,11 @@ int mx_dist_shard(mx_model *m) {
     int *cuts = malloc(sizeof(int) * (size_t)(g.pp + 1));
     if (!cuts) return mx_set_err("out of memory");
     if (plan_stages(a, g.pp, cuts)) { free(cuts); return MX_ERR; }
+    /* the head split by vocabulary among the last stage's parts where it divides, else rank 0's whole */
+    int vn = g.tp > 1 && a->vocab % g.tp == 0 ? a->vocab / g.tp : 0;
     g.shard = (mx_shard){.ops = &g_ops, .layer_lo = cuts[g.stage], .layer_hi = cuts[g.stage + 1], .tp = g.tp, .tp_rank = g.part,
-                         .embeds = g.stage == 0, .head = g.rank == 0};
+                         .embeds = g.stage == 0, .head = vn ? g.stage == g.pp - 1 : g.rank == 0, .driver = g.rank == 0,
+                         .vocab_lo = vn * g.part, .vocab_n = vn};
     free(cuts);
     m->shard = &g.shard;
     return MX_OK;
@@ -353,9 +385,12 @@ void mx_dist_report(void) {
     for (int r = 0; g.rank == 0 && r < g.size; r++) {
         const double *v = all + (size_t)r * 4;
         double n = v[3] > 0 ? v[3] : 1;
-        fprintf(stderr, "mpi: rank %d (stage %d, part %d): %.0f passes, %.0f messages (%.1f per pass), %.0f bytes sent (%.0f per pass), "
+        char head[64] = "";
+        int vn = g.shard.vocab_n;
+        if (vn && r / g.tp == g.pp - 1) snprintf(head, sizeof head, ", head rows %d-%d", (r % g.tp) * vn, (r % g.tp + 1) * vn - 1);
+        fprintf(stderr, "mpi: rank %d (stage %d, part %d%s): %.0f passes, %.0f messages (%.1f per pass), %.0f bytes sent (%.0f per pass), "
                         "%.1f ms in MPI (%.3f ms per pass)\n",
-                r, r / g.tp, r % g.tp, v[3], v[0], v[0] / n, v[1], v[1] / n, v[2] * 1e3, v[2] * 1e3 / n);
+                r, r / g.tp, r % g.tp, head, v[3], v[0], v[0] / n, v[1], v[1] / n, v[2] * 1e3, v[2] * 1e3 / n);
     }
     free(all);
 }
@@ -367,6 +402,9 @@ void mx_dist_finish(void) {
     if (g.active) MPI_Comm_free(&g.tp_comm);
     g.active = false;
     free(g.step);
+    free(g.gbuf);
+    g.gbuf = NULL;
+    g.n_gbuf = 0;
     g.step = NULL;
     g.n_step = 0;
     MPI_Finalize();

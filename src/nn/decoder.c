@@ -171,8 +171,10 @@ int mx_fwd_bufs_alloc(mx_fwd_bufs *b, const mx_model *m, int max_tokens, int max
     for (int l = 0; l < a->n_layers; l++) shortcut |= a->layers[l].shortcut != NULL;
     if (shortcut) b->carry = mx_aligned_alloc(N * H * 4);
     if (a->altup.n) b->altup = mx_aligned_alloc(mx_altup_floats(a, max_tokens) * 4);
+    size_t vn = m->shard && m->shard->head ? (size_t)m->shard->vocab_n : 0;
+    if (vn) b->head = mx_aligned_alloc(N * vn * 4);
     if (!b->x || !b->xn || !b->tmp || !b->tmp2 || !b->cs || !b->scratch || !b->pos || !b->seq_of || !b->span || !b->apos ||
-        (a->ple.dim && !b->ple) || (shortcut && !b->carry) || (a->altup.n && !b->altup)) {
+        (a->ple.dim && !b->ple) || (shortcut && !b->carry) || (a->altup.n && !b->altup) || (vn && !b->head)) {
         mx_fwd_bufs_free(b);
         return MX_ERR;
     }
@@ -180,7 +182,7 @@ int mx_fwd_bufs_alloc(mx_fwd_bufs *b, const mx_model *m, int max_tokens, int max
 }
 
 void mx_fwd_bufs_free(mx_fwd_bufs *b) {
-    float *bufs[] = {b->x, b->xn, b->tmp, b->tmp2, b->cs, b->scratch, b->ple, b->carry, b->altup};
+    float *bufs[] = {b->x, b->xn, b->tmp, b->tmp2, b->cs, b->scratch, b->ple, b->carry, b->altup, b->head};
     for (size_t i = 0; i < MX_ARRAY_LEN(bufs); i++) mx_aligned_free(bufs[i]);
     free(b->pos);
     free(b->seq_of);
@@ -533,13 +535,16 @@ int mx_forward(mx_ctx *c, const mx_seq_in *seqs, int n_seqs, float *logits, bool
     }
     if (a->altup.n && hi == a->n_layers) mx_altup_unembed(&f, c->b.altup, c->b.x, c->b.tmp); /* before the head */
     for (int s = 0; s < n_seqs; s++) seqs[s].kv->len += seqs[s].n;
-    /* the final norm and head are the driver's: the last stage sends it its output */
+    int nrows = all ? N : n_seqs;
+    /* the head whole: the driver's, the last stage sends it its output; split by vocabulary: each part
+     * of the last stage computes its share and the driver gathers them */
+    bool split = sh && sh->vocab_n;
     if (!has_head) {
-        if (hi == a->n_layers) sh->ops->final_hidden(sh->ctx, c->b.x, NH, true);
+        if (split && sh->driver) sh->ops->gather_logits(sh->ctx, NULL, nrows, logits);
+        else if (!split && hi == a->n_layers) sh->ops->final_hidden(sh->ctx, c->b.x, NH, true);
         return MX_OK;
     }
-    if (hi < a->n_layers) sh->ops->final_hidden(sh->ctx, c->b.x, NH, false);
-    int nrows = all ? N : n_seqs;
+    if (!split && hi < a->n_layers) sh->ops->final_hidden(sh->ctx, c->b.x, NH, false);
     /* final norm and head on the rows that need logits */
     if (all) {
         if (a->names.final_norm) mx_norm_rows_f(&f, &a->norm, &m->final_norm, c->b.xn, c->b.x, N, H, H);
@@ -552,13 +557,16 @@ int mx_forward(mx_ctx *c, const mx_seq_in *seqs, int n_seqs, float *logits, bool
         }
         if (a->names.final_norm) mx_norm_rows_f(&f, &a->norm, &m->final_norm, c->b.xn, c->b.xn, nrows, H, H);
     }
-    const mx_weight *head = a->tied ? &m->embed : &m->lm_head;
-    mx_linear_as(&f, MX_OP_HEAD, head, m->lm_head_b, c->b.xn, nrows, H, logits, a->vocab);
-    size_t nl = (size_t)nrows * a->vocab;
-    if (a->logit_scale != 1.0f) mx_scale(logits, a->logit_scale, (int)nl);
+    const mx_weight *head = a->tied && !split ? &m->embed : &m->lm_head; /* split: this part's rows (a view when tied) */
+    int V = split ? sh->vocab_n : a->vocab;
+    float *out = split ? c->b.head : logits;
+    mx_linear_as(&f, MX_OP_HEAD, head, m->lm_head_b, c->b.xn, nrows, H, out, V);
+    size_t nl = (size_t)nrows * V;
+    if (a->logit_scale != 1.0f) mx_scale(out, a->logit_scale, (int)nl);
     if (a->final_softcap > 0) {
         float cap = a->final_softcap;
-        for (size_t i = 0; i < nl; i++) logits[i] = tanhf(logits[i] / cap) * cap;
+        for (size_t i = 0; i < nl; i++) out[i] = tanhf(out[i] / cap) * cap;
     }
+    if (split) sh->ops->gather_logits(sh->ctx, out, nrows, sh->driver ? logits : NULL);
     return MX_OK;
 }

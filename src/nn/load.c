@@ -280,7 +280,16 @@ int mx_model_bind(mx_model *m, mx_ckpt *ck) {
         if (load_lin(m, N->pos_embed, 0, a->max_pos + a->pos_offset, H, false, NULL, &m->pos_embed, NULL)) goto fail;
         m->weight_bytes -= mx_weight_bytes(&m->pos_embed);
     }
-    if (head && !a->tied && mx_load_lin(m, N->lm_head, 0, a->vocab, H, a->lm_head_bias, &m->lm_head, &m->lm_head_b)) goto fail;
+    /* a head split by vocabulary (mx_shard.vocab_n): this part's rows, a view of the table when tied */
+    int vn = sh && sh->head ? sh->vocab_n : 0;
+    if (head && !a->tied &&
+        (vn ? load_tp_part(m, N->lm_head, -1, 1, vn, H, a->lm_head_bias, 0, &m->kp, &m->lm_head, &m->lm_head_b)
+            : mx_load_lin(m, N->lm_head, 0, a->vocab, H, a->lm_head_bias, &m->lm_head, &m->lm_head_b)))
+        goto fail;
+    if (head && a->tied && vn) {
+        if (mx_weight_slice_rows(&m->embed, sh->vocab_lo, vn, &m->lm_head)) goto fail;
+        m->weight_bytes += mx_weight_bytes(&m->lm_head) - mx_weight_bytes(&m->embed);
+    }
     a->conv1d = conv;
     if (head && mx_load_norm(m, &a->norm, N->final_norm, 0, H, &m->final_norm)) goto fail;
     for (int i = lo; i < hi; i++) {

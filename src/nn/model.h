@@ -31,6 +31,10 @@ typedef struct mx_dist_ops {
      * send on the last stage, receive (send false) on the head's process */
     void (*final_hidden)(void *ctx, float *x, size_t n, bool send);
     void (*kv_free)(void *ctx, int kv_id); /* the driver freed cache kv_id */
+    /* A head split by vocabulary (mx_shard.vocab_n): each part of the last
+     * stage gives its logits part [rows][vocab_n] (part NULL on a driver
+     * outside the last stage); the driver receives [rows][vocab] in out. */
+    void (*gather_logits)(void *ctx, const float *part, int rows, float *out);
 } mx_dist_ops;
 typedef struct {
     const mx_dist_ops *ops;
@@ -38,7 +42,12 @@ typedef struct {
     int layer_lo, layer_hi;
     int tp, tp_rank;
     bool embeds; /* looks up embeddings (first stage) */
-    bool head;   /* computes the logits: the driver (rank 0), which tokenizes and samples */
+    bool head;   /* computes the logits (or, split, its part of them) */
+    bool driver; /* rank 0: tokenizes, samples, receives the logits */
+    /* The head split by vocabulary among the last stage's parts (tp > 1 and
+     * the vocabulary divides by it): this part's rows [vocab_lo, vocab_lo +
+     * vocab_n) of it; 0: not split (the driver holds it whole). */
+    int vocab_lo, vocab_n;
 } mx_shard;
 
 typedef struct {
@@ -170,6 +179,7 @@ typedef struct {
     float *ple; /* per-layer inputs [tokens + 1][n_layers * ple.dim] (arch.ple) */
     float *carry; /* [N, hidden]: a shortcut block's output until the next layer ends (NULL when no layer has one) */
     float *altup; /* AltUp streams and coefficients (mx_altup_floats; NULL when arch.altup.n is 0) */
+    float *head;  /* [tokens][shard vocab_n]: this part's logits when the head is split by vocabulary */
 } mx_fwd_bufs;
 int mx_fwd_bufs_alloc(mx_fwd_bufs *b, const mx_model *m, int max_tokens, int max_ctx, int n_threads);
 void mx_fwd_bufs_free(mx_fwd_bufs *b);
