@@ -385,9 +385,10 @@ void mx_dist_report(void) {
     for (int r = 0; g.rank == 0 && r < g.size; r++) {
         const double *v = all + (size_t)r * 4;
         double n = v[3] > 0 ? v[3] : 1;
-        char head[64] = "";
-        int vn = g.shard.vocab_n;
-        if (vn && r / g.tp == g.pp - 1) snprintf(head, sizeof head, ", head rows %d-%d", (r % g.tp) * vn, (r % g.tp + 1) * vn - 1);
+        char head[96] = "";
+        int vn = g.shard.vocab_n, k = r % g.tp, o = 0;
+        if (vn && r / g.tp == 0) o = snprintf(head, sizeof head, ", table rows %d-%d", k * vn, (k + 1) * vn - 1);
+        if (vn && r / g.tp == g.pp - 1) snprintf(head + o, sizeof head - (size_t)o, ", head rows %d-%d", k * vn, (k + 1) * vn - 1);
         fprintf(stderr, "mpi: rank %d (stage %d, part %d%s): %.0f passes, %.0f messages (%.1f per pass), %.0f bytes sent (%.0f per pass), "
                         "%.1f ms in MPI (%.3f ms per pass)\n",
                 r, r / g.tp, r % g.tp, head, v[3], v[0], v[0] / n, v[1], v[1] / n, v[2] * 1e3, v[2] * 1e3 / n);

@@ -462,7 +462,7 @@ int mx_forward(mx_ctx *c, const mx_seq_in *seqs, int n_seqs, float *logits, bool
     if (sh) sh->ops->begin(sh->ctx, seqs, n_seqs, all);
     /* embeddings (image rows where a sequence gives them) */
     double t_op = c->prof ? mx_now() : 0;
-    bool spans = false;
+    bool spans = false, esplit = embeds && sh && sh->vocab_n; /* the table split by vocabulary: a sum over the parts */
     for (int t = 0; t < N; t++) {
         const mx_seq_in *s = &seqs[c->b.seq_of[t]];
         int i = c->b.pos[t] - s->kv->len, er = s->embed_row ? s->embed_row[i] : -1;
@@ -473,11 +473,25 @@ int mx_forward(mx_ctx *c, const mx_seq_in *seqs, int n_seqs, float *logits, bool
         spans |= s->span_lo != NULL;
         if (!embeds) continue; /* a later pipeline stage: x comes from the previous one */
         if (er >= 0) memcpy(row, s->embeds + (size_t)er * (1 + s->n_deep) * H, (size_t)H * 4);
-        else mx_weight_row(&m->embed, tok, row);
+        else if (!esplit) mx_weight_row(&m->embed, tok, row);
+        else if (tok >= sh->vocab_lo && tok < sh->vocab_lo + sh->vocab_n) mx_weight_row(&m->embed, tok - sh->vocab_lo, row);
+        else memset(row, 0, (size_t)H * 4); /* another part's token */
+        if (esplit) continue; /* scaled and positioned once summed */
         if (a->embed_scale != 1.0f && (er < 0 || s->embeds_scaled)) mx_scale(row, a->embed_scale, H);
         if (a->pos == MX_POS_LEARNED) {
             mx_weight_row(&m->pos_embed, c->b.pos[t] + a->pos_offset, c->b.tmp);
             mx_add(row, c->b.tmp, H);
+        }
+    }
+    if (esplit) { /* each token's row is one part's, the others add zeros: exact */
+        sh->ops->reduce(sh->ctx, c->b.x, (size_t)N * H);
+        for (int t = 0; t < N; t++) {
+            float *row = c->b.x + (size_t)t * H;
+            if (a->embed_scale != 1.0f) mx_scale(row, a->embed_scale, H);
+            if (a->pos == MX_POS_LEARNED) {
+                mx_weight_row(&m->pos_embed, c->b.pos[t] + a->pos_offset, c->b.tmp);
+                mx_add(row, c->b.tmp, H);
+            }
         }
     }
     if (c->prof) mx_prof_add(c->prof, MX_OP_EMBED, t_op);

@@ -274,7 +274,12 @@ int mx_model_bind(mx_model *m, mx_ckpt *ck) {
     int lo, hi;
     mx_model_layers(m, &lo, &hi);
     for (int i = lo; i < hi && sh; i++) embeds |= a->layers[i].mixer && a->layers[i].mixer->reads_embed;
-    if ((embeds || (head && a->tied)) && load_lin(m, N->embed, 0, a->vocab, H, false, a->tied && head ? &m->kp : NULL, &m->embed, NULL)) goto fail;
+    /* split by vocabulary with the head (mx_shard.vocab_n): this part's rows of the table */
+    int evn = sh ? sh->vocab_n : 0;
+    if ((embeds || (head && a->tied)) &&
+        (evn ? load_tp_part(m, N->embed, -1, 1, evn, H, false, 0, a->tied && head ? &m->kp : NULL, &m->embed, NULL)
+             : load_lin(m, N->embed, 0, a->vocab, H, false, a->tied && head ? &m->kp : NULL, &m->embed, NULL)))
+        goto fail;
     if (!a->tied || !head) m->weight_bytes -= mx_weight_bytes(&m->embed); /* a lookup reads one row */
     if (a->pos == MX_POS_LEARNED && embeds) {
         if (load_lin(m, N->pos_embed, 0, a->max_pos + a->pos_offset, H, false, NULL, &m->pos_embed, NULL)) goto fail;
@@ -286,8 +291,8 @@ int mx_model_bind(mx_model *m, mx_ckpt *ck) {
         (vn ? load_tp_part(m, N->lm_head, -1, 1, vn, H, a->lm_head_bias, 0, &m->kp, &m->lm_head, &m->lm_head_b)
             : mx_load_lin(m, N->lm_head, 0, a->vocab, H, a->lm_head_bias, &m->lm_head, &m->lm_head_b)))
         goto fail;
-    if (head && a->tied && vn) {
-        if (mx_weight_slice_rows(&m->embed, sh->vocab_lo, vn, &m->lm_head)) goto fail;
+    if (head && a->tied && vn) { /* the table is already this part's rows */
+        if (mx_weight_slice_rows(&m->embed, 0, vn, &m->lm_head)) goto fail;
         m->weight_bytes += mx_weight_bytes(&m->lm_head) - mx_weight_bytes(&m->embed);
     }
     a->conv1d = conv;

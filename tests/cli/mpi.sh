@@ -9,8 +9,9 @@
 # mpirun (PP=2); chat under mpirun (PP=2, TP=2: the single process's
 # replies); the JSON line and the --logits-out file come from rank 0 only; a
 # world size that does not match --tp x --pp, a family TP cannot split and a
-# rank that cannot load its part are refused with one line on rank 0; the LM
-# head is split by vocabulary among the last stage's parts. Then
+# rank that cannot load its part are refused with one line on rank 0; the
+# embeddings and the LM head are split by vocabulary among the first and the
+# last stage's parts. Then
 # one rank in each of two network namespaces joined by a veth pair (Open MPI
 # over TCP), or a skip line where namespaces cannot be made.
 set -u
@@ -66,10 +67,12 @@ if ref $q && mv "$T/$q.ref.st" "$T/q12.st" && mv "$T/$q.ref" "$T/q12" && MLXCEL_
 else fail $q/ref "$(tail -1 "$T/err")"; fi
 LAUNCH=(mpirun -np 4 --oversubscribe)
 same llama/tp2pp2 llama --tp 2 --pp 2
-# the head split by vocabulary among the last stage's two parts (-v names their rows; 320 / 2)
+# the embedding table split by vocabulary among the first stage's two parts, the head among the last
+# stage's (-v names their rows; 320 / 2)
 "${LAUNCH[@]}" "$M" "${GEN[@]}" -m $F/llama --tp 2 --pp 2 -v >/dev/null 2>"$T/err"
-grep -q '^mpi: rank 2 (stage 1, part 0, head rows 0-159)' "$T/err" && grep -q '^mpi: rank 3 (stage 1, part 1, head rows 160-319)' "$T/err" &&
-  ! grep -q '^mpi: rank [01] .*head rows' "$T/err" && ok head_split || fail head_split "$(grep '^mpi:' "$T/err" | tr '\n' ' ')"
+grep -q '^mpi: rank 0 (stage 0, part 0, table rows 0-159)' "$T/err" && grep -q '^mpi: rank 1 (stage 0, part 1, table rows 160-319)' "$T/err" &&
+  grep -q '^mpi: rank 2 (stage 1, part 0, head rows 0-159)' "$T/err" && grep -q '^mpi: rank 3 (stage 1, part 1, head rows 160-319)' "$T/err" &&
+  ok vocab_split || fail vocab_split "$(grep '^mpi:' "$T/err" | tr '\n' ' ')"
 LAUNCH=(mpirun -np 2 --oversubscribe)
 # speculation by prompt lookup (qwen3 and this prompt: drafts kept and refused): a verification pass and
 # its cut-back cache go through every rank; the plain single process's ids and logits
