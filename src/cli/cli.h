@@ -61,7 +61,7 @@ typedef struct {
  * the default kernel policy before the model loads. */
 typedef struct {
     const char *k, *v;
-    int bits;
+    int bits, max_kv;
 } cli_kv_opts;
 #define OPT_KV(T, f)                                                                                                         \
     {NULL, "--cache-type-k", NULL, OPT_CHOICE, NULL, 0, 0, offsetof(T, f.k),                                                 \
@@ -69,7 +69,9 @@ typedef struct {
      MX_KV_TYPE_CHOICES, 0},                                                                                                 \
     {NULL, "--cache-type-v", NULL, OPT_CHOICE, NULL, 0, 0, offsetof(T, f.v), "the type attention caches store values as (as --cache-type-k)", \
      MX_KV_TYPE_CHOICES, 0},                                                                                                 \
-    {NULL, "--kv-bits", NULL, OPT_INT, "N", 4, 8, offsetof(T, f.bits), "8: q8_0 keys and values, 4: q4_0 (mlx-lm's option)", NULL, 0}
+    {NULL, "--kv-bits", NULL, OPT_INT, "N", 4, 8, offsetof(T, f.bits), "8: q8_0 keys and values, 4: q4_0 (mlx-lm's option)", NULL, 0}, \
+    {NULL, "--max-kv-size", NULL, OPT_INT, "N", 16, 1 << 24, offsetof(T, f.max_kv),                                        \
+     "attention reads the first 4 and the last N - 4 keys, from a ring of rows (mlx-lm's rotating cache; changes the output past N tokens)", NULL, 0}
 /* --fast (kernels/policy.h `fast`): on every command that runs a model's
  * products; into the default policy before the model loads. */
 #define OPT_FAST(T, f)                                                                                                       \

@@ -18,6 +18,7 @@ int cli_kv_apply(const char *cmd, const cli_kv_opts *o) {
     mx_kpolicy kp = mx_kpolicy_default();
     kp.kv_type[0] = t[0];
     kp.kv_type[1] = t[1];
+    kp.kv_max = o->max_kv;
     mx_kpolicy_set_default(&kp);
     return 0;
 }

@@ -55,6 +55,11 @@ typedef struct mx_kpolicy {
      * off; the engine turns it off for vision-language models whose
      * bidirectional spans can be longer than a ring slice (PaliGemma). */
     bool kv_ring;
+    /* mlx-lm's --max-kv-size N (0: off): every causal attention layer reads
+     * its first 4 keys and the N - 4 most recent ones, in a ring of rows
+     * (nn/attention.c), so a sequence may grow past any cache size. Changes
+     * the model's output once a sequence is longer than N. */
+    int kv_max;
 } mx_kpolicy;
 
 /* The process's default: the built-in one (act12 on, bf16_dot off, no cap,

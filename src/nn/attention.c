@@ -121,49 +121,59 @@ static size_t kv_ld(const mx_attn_spec *a, mx_kv_type t, int d) { return (size_t
 /* bytes of the K region (V starts there, 64-byte aligned) */
 static size_t k_region(const mx_attn_spec *a, mx_kv_type t, int cap) { return ((size_t)cap * kv_ld(a, t, a->head_dim) + 63) & ~(size_t)63; }
 
-/* The ring period of layer `layer`'s cache of cap positions (cap: none).
- * A causal sliding-window layer whose cache no other layer reads keeps a
- * ring of period R = W + MX_RING_SLICE - 1 instead of cap rows: position p
- * goes to rows p % R and p % R + R (2R rows), so the W keys a query reads
- * always lie in one run of rows, in their order, and attention computes
- * exactly what the whole cache gives. A pass writes and attends at most
- * MX_RING_SLICE tokens at a time (att_forward), never cutting an image
- * block read both ways, so no row a query still needs is overwritten before
- * it is read; once wrapped, a cache can be cut back by at most
- * MX_RING_SLICE positions (att_keep_min). */
-static int ring_rows(const mx_model *m, int layer, int cap) {
+/* How layer `layer` reads and stores its keys in a cache of cap positions.
+ * W: the window a query reads (0: every earlier key); keep: the first
+ * positions every query also reads (mlx-lm's --max-kv-size keeps 4); ring:
+ * the rows form a ring of period R = W + MX_RING_SLICE - 1 after the keep
+ * rows: position p >= keep goes to rows keep + (p - keep) % R and that + R
+ * (keep + 2R rows), so the W keys a query reads lie in one run of rows, in
+ * their order, and attention computes exactly what a whole cache gives. A
+ * pass writes and attends at most MX_RING_SLICE tokens at a time
+ * (att_forward), never cutting an image block read both ways, so no row a
+ * query still needs is overwritten before it is read; once wrapped, a cache
+ * can be cut back by at most MX_RING_SLICE positions (att_keep_min).
+ * Causal sliding-window layers whose cache no other layer reads take a ring
+ * (the policy's kv_ring); with the policy's kv_max (--max-kv-size N) every
+ * such causal layer reads at most keep + (N - keep) keys and takes one. */
+typedef struct {
+    int W, keep, R, rows;
+    bool ring;
+} kv_shape;
+#define MX_KV_KEEP 4
+static kv_shape kv_shape_of(const mx_model *m, int layer, int cap) {
     const mx_layer_spec *ls = &m->arch.layers[layer];
-    int W = ls->window;
-    if (!m->kp.kv_ring || W <= 0 || ls->attn->bidirectional || ls->chunk > 0 || ls->kv_shared || cap <= 2 * (W + MX_RING_SLICE - 1))
-        return cap;
-    for (int l = 0; l < m->arch.n_layers; l++)
-        if (m->arch.layers[l].kv_shared && m->arch.layers[l].kv_from == layer) return cap;
-    return W + MX_RING_SLICE - 1;
+    kv_shape k = {.W = ls->window, .rows = cap};
+    bool own = !ls->attn->bidirectional && ls->chunk <= 0 && !ls->kv_shared;
+    for (int l = 0; own && l < m->arch.n_layers; l++) own = !(m->arch.layers[l].kv_shared && m->arch.layers[l].kv_from == layer);
+    if (!own) return k;
+    int wr = m->kp.kv_max - MX_KV_KEEP;
+    if (m->kp.kv_max > 0 && (k.W <= 0 || k.W > wr)) { k.W = wr; k.keep = MX_KV_KEEP; }
+    if (k.W <= 0 || (!m->kp.kv_ring && !k.keep)) return k;
+    k.R = k.W + MX_RING_SLICE - 1;
+    if (cap > k.keep + 2 * k.R) { k.ring = true; k.rows = k.keep + 2 * k.R; }
+    return k;
 }
-/* rows stored: 2R for a ring, else cap */
-static int stored_rows(const mx_model *m, int layer, int cap) {
-    int R = ring_rows(m, layer, cap);
-    return R < cap ? 2 * R : cap;
-}
+/* the row of position p */
+static int kv_row(const kv_shape *k, int p) { return !k->ring || p < k->keep ? p : k->keep + (p - k->keep) % k->R; }
 
 static size_t att_cache(const mx_model *m, int layer, int cap, const mx_kv_type type[2]) {
     const mx_attn_spec *a = m->arch.layers[layer].attn;
     if (m->arch.layers[layer].kv_shared) return 0;
-    int S = stored_rows(m, layer, cap);
+    int S = kv_shape_of(m, layer, cap).rows;
     return (k_region(a, type[0], S) + (size_t)S * kv_ld(a, type[1], mx_attn_vdim(a)) + 3) / 4;
 }
 
 static int att_keep_min(const mx_model *m, int layer, int cap, int len) {
-    int R = ring_rows(m, layer, cap);
-    return R < cap && len > R ? len - MX_RING_SLICE : 0;
+    kv_shape k = kv_shape_of(m, layer, cap);
+    return k.ring && len > k.keep + k.R ? len - MX_RING_SLICE : 0;
 }
 
 static void att_copy_prefix(const mx_model *m, int layer, uint8_t *dst, const uint8_t *src, int cap, int n, const mx_kv_type type[2]) {
     const mx_attn_spec *a = m->arch.layers[layer].attn;
     if (m->arch.layers[layer].kv_shared) return;
-    int S = stored_rows(m, layer, cap);
-    if (S < cap) n = S; /* a ring: all of it (the caller keeps n within what it still holds, att_keep_min) */
-    size_t kr = k_region(a, type[0], S);
+    kv_shape k = kv_shape_of(m, layer, cap);
+    if (k.ring) n = k.rows; /* a ring: all of it (the caller keeps n within what it still holds, att_keep_min) */
+    size_t kr = k_region(a, type[0], k.rows);
     memcpy(dst, src, (size_t)n * kv_ld(a, type[0], a->head_dim));
     memcpy(dst + kr, src + kr, (size_t)n * kv_ld(a, type[1], mx_attn_vdim(a)));
 }
@@ -244,8 +254,12 @@ static void att_task(void *ctx, int i, int tid) {
     int t = j->t0 + i / (a->n_kv_heads * j->subs), kvh = i / j->subs % a->n_kv_heads;
     int h0 = kvh * att_group(a) + i % j->subs * j->per, nh = MX_MIN(j->per, (kvh + 1) * att_group(a) - h0);
     const mx_kv *kv = f->seqs[f->seq_of[t]].kv;
-    int p = f->pos[t], win = ls->window;
-    int j0 = win > 0 ? MX_MAX(0, p - win + 1) : 0, j1 = p; /* keys j0..j1 */
+    int cl = ls->kv_shared ? ls->kv_from : j->layer;
+    kv_shape ks = kv_shape_of(f->m, cl, kv->cap);
+    /* a layer reading another's cache keeps its own window (such caches are never rings) */
+    int p = f->pos[t], win = ls->kv_shared ? ls->window : ks.W, keep = ls->kv_shared ? 0 : ks.keep;
+    int j0 = win > 0 ? MX_MAX(0, p - win + 1) : 0, j1 = p; /* keys j0..j1 (and 0..keep-1 where j0 > keep) */
+    if (j0 <= keep) j0 = 0; /* the kept keys and the window meet: one run */
     if (ls->chunk > 0) j0 = MX_MAX(j0, p / ls->chunk * ls->chunk);
     if (a->bidirectional) { /* the whole sequence; a window is |p - j| < W */
         int last = kv->len + f->seqs[f->seq_of[t]].n - 1;
@@ -257,31 +271,42 @@ static void att_task(void *ctx, int i, int tid) {
     }
     mx_kv_type tk = kv->type[0], tv = kv->type[1];
     size_t ldk = kv_ld(a, tk, hd), ldv = kv_ld(a, tv, vd);
-    int cl = ls->kv_shared ? ls->kv_from : j->layer, R = ring_rows(f->m, cl, kv->cap), r0 = R < kv->cap ? j0 % R : j0;
-    const uint8_t *K = (const uint8_t *)mx_kv_layer(kv, cl), *V = K + k_region(a, tk, stored_rows(f->m, cl, kv->cap));
-    K += (size_t)r0 * ldk + (size_t)kvh * mx_kv_row_bytes(tk, hd);
-    V += (size_t)r0 * ldv + (size_t)kvh * mx_kv_row_bytes(tv, vd);
+    const uint8_t *K0 = (const uint8_t *)mx_kv_layer(kv, cl), *V0 = K0 + k_region(a, tk, ks.rows);
+    K0 += (size_t)kvh * mx_kv_row_bytes(tk, hd);
+    V0 += (size_t)kvh * mx_kv_row_bytes(tv, vd);
+    int ns = keep > 0 && j0 > keep ? keep : 0; /* the kept first keys, apart from the window's */
+    const uint8_t *K = K0 + (size_t)kv_row(&ks, j0) * ldk, *V = V0 + (size_t)kv_row(&ks, j0) * ldv;
     float *sc = j->scores + (size_t)tid * att_group(a) * f->max_ctx;
     const float *q = j->qkv + (size_t)t * qkvd + (size_t)h0 * hd;
     float *out = j->att + (size_t)t * a->n_heads * vd + (size_t)h0 * vd;
     int n = j1 - j0 + 1, kb = g_key_block ? g_key_block : MX_MAX(16, 8192 / hd); /* 32 KiB of f32 K at d = 64 */
+    for (int k0 = 0; k0 < ns; k0 += kb)
+        for (int h = 0; h < nh; h++)
+            mx_attn_scores_kv(tk, q + (size_t)h * hd, K0 + (size_t)k0 * ldk, ldk, MX_MIN(kb, ns - k0), hd, a->scale,
+                              sc + (size_t)h * f->max_ctx + k0);
     for (int k0 = 0; k0 < n; k0 += kb)
         for (int h = 0; h < nh; h++)
             mx_attn_scores_kv(tk, q + (size_t)h * hd, K + (size_t)k0 * ldk, ldk, MX_MIN(kb, n - k0), hd, a->scale,
-                              sc + (size_t)h * f->max_ctx + k0);
-    for (int h = 0; h < nh; h++) att_probs(j, t, h0 + h, j0, p, n, sc + (size_t)h * f->max_ctx);
+                              sc + (size_t)h * f->max_ctx + ns + k0);
+    for (int h = 0; h < nh; h++) att_probs(j, t, h0 + h, ns ? 0 : j0, p, ns + n, sc + (size_t)h * f->max_ctx);
+    for (int k0 = 0; k0 < ns; k0 += kb)
+        for (int h = 0; h < nh; h++)
+            mx_attn_mix_kv(tv, out + (size_t)h * vd, sc + (size_t)h * f->max_ctx + k0, V0 + (size_t)k0 * ldv, ldv,
+                           MX_MIN(kb, ns - k0), vd, k0 > 0);
     for (int k0 = 0; k0 < n; k0 += kb)
         for (int h = 0; h < nh; h++)
-            mx_attn_mix_kv(tv, out + (size_t)h * vd, sc + (size_t)h * f->max_ctx + k0, V + (size_t)k0 * ldv, ldv,
-                           MX_MIN(kb, n - k0), vd, k0 > 0);
+            mx_attn_mix_kv(tv, out + (size_t)h * vd, sc + (size_t)h * f->max_ctx + ns + k0, V + (size_t)k0 * ldv, ldv,
+                           MX_MIN(kb, n - k0), vd, ns + k0 > 0);
 }
 
 /* token t's K and V rows into its sequence's cache (a ring: rows pos % R and pos % R + R) */
 static void write_rows(const mx_fwd *f, int layer, const mx_attn_spec *a, const float *k, int t) {
     int hd = a->head_dim, vd = mx_attn_vdim(a), kvd = a->n_kv_heads * hd;
     const mx_kv *kv = f->seqs[f->seq_of[t]].kv;
-    int R = ring_rows(f->m, layer, kv->cap), ring = R < kv->cap, r = f->pos[t] % R;
-    uint8_t *K = (uint8_t *)mx_kv_layer(kv, layer), *V = K + k_region(a, kv->type[0], stored_rows(f->m, layer, kv->cap));
+    kv_shape ks = kv_shape_of(f->m, layer, kv->cap);
+    int R = ks.R, r = kv_row(&ks, f->pos[t]);
+    bool ring = ks.ring && f->pos[t] >= ks.keep;
+    uint8_t *K = (uint8_t *)mx_kv_layer(kv, layer), *V = K + k_region(a, kv->type[0], ks.rows);
     size_t rk = mx_kv_row_bytes(kv->type[0], hd), rv = mx_kv_row_bytes(kv->type[1], vd), ldk = a->n_kv_heads * rk, ldv = a->n_kv_heads * rv;
     for (int h = 0; h < a->n_kv_heads; h++) { /* quantized once, here */
         uint8_t *kr = K + (size_t)r * ldk + (size_t)h * rk, *vr = V + (size_t)r * ldv + (size_t)h * rv;
@@ -369,10 +394,10 @@ static void att_forward(mx_fwd *f, int layer, void *wp, const float *xn, float *
     if (a->clip_qkv > 0 && !a->clip_after_qk_norm) clip(qkv, (size_t)N * qkvd, a->clip_qkv);
     const mx_rope *rope = &arch->rope[ls->rope_idx];
     double t_op = f->prof ? mx_now() : 0;
-    /* a ring (ring_rows) holds W + MX_RING_SLICE - 1 rows: a longer pass goes by slices (no image spans here:
+    /* a ring (kv_shape_of) has a period of W + MX_RING_SLICE - 1 rows: a longer pass goes by slices (no image spans here:
      * the engine keeps rings off for vision-language models) */
     bool sliced = false;
-    for (int s = 0; !ls->kv_shared && N > MX_RING_SLICE && s < f->n_seqs; s++) sliced |= ring_rows(f->m, layer, f->seqs[s].kv->cap) < f->seqs[s].kv->cap;
+    for (int s = 0; !ls->kv_shared && N > MX_RING_SLICE && s < f->n_seqs; s++) sliced |= kv_shape_of(f->m, layer, f->seqs[s].kv->cap).ring;
     for (int t = 0; t < N; t++) {
         float *q = qkv + (size_t)t * qkvd, *k = ls->kv_shared ? NULL : q + qd;
         if (!a->qk_norm_after_rope) qk_norm(a, w, q, k);

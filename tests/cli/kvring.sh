@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Sliding-window layers keep a ring of rows (nn/attention.c ring_rows, issue
+# Sliding-window layers keep a ring of rows (nn/attention.c kv_shape_of, issue
 # 30 item 2): with 1100 positions the ring wraps, a 700-token prompt read in
 # one 2048-token chunk goes by 512-token slices, and the logits of every
 # prompt position and generated token equal, bit for bit, those of the whole
@@ -8,7 +8,7 @@
 # cache is smaller. The server: a second request sharing only
 # the first 100 tokens of a wrapped slot starts over (the ring no longer
 # holds what it would need), the next turn of the same conversation reuses
-# it, and both replies equal a server without rings.
+# it, and both replies equal a server without rings. Then --max-kv-size.
 set -u
 cd "$(dirname "$0")/../.."
 PREFIX=kvring
@@ -72,3 +72,29 @@ python3 -c "import json,sys; sys.exit(json.loads(open(sys.argv[1]).read())[2] !=
 for p in $port $((port + 1)); do req $p "$B,7,7,7" 8 | pick >"$T/c$p"; done
 python3 -c "import json,sys; sys.exit(json.loads(open(sys.argv[1]).read())[2] < 150)" "$T/c$((port + 1))" && eq "$T/c$port" "$T/c$((port + 1))" &&
   ok server_reuse || fail server_reuse "$(head -c 200 "$T/c$port") vs $(head -c 200 "$T/c$((port + 1))")"
+
+# --max-kv-size N (mlx-lm's rotating cache): every causal layer reads the first 4 keys and the last N - 4.
+# Below N positions the logits are the plain cache's; past them they differ, and are the same whether the
+# rows sit in a ring (-c 1200) or in order (-c 1100, too short for one), and whatever the prefill chunk.
+for fam in llama gemma2; do
+  [ -d "$T/$fam" ] || mk $fam
+  R=(generate -m "$T/$fam" --prompt-ids "$P" -n 400 -t 2 --temp 0 --ignore-eos --output-format json)
+  "$M" "${R[@]}" --prefill-chunk 2048 -c 1200 --max-kv-size 64 --logits-out "$T/rot.st" -v >/dev/null 2>"$T/rot.err"
+  "$M" "${R[@]}" --prefill-chunk 2048 -c 1100 --max-kv-size 64 --logits-out "$T/rot_flat.st" >/dev/null 2>&1
+  "$M" "${R[@]}" --prefill-chunk 7 -c 1200 --max-kv-size 64 --logits-out "$T/rot7.st" >/dev/null 2>&1
+  "$M" "${R[@]}" --prefill-chunk 2048 -c 1200 --logits-out "$T/plain.st" >/dev/null 2>&1
+  msg=$(python3 - "$T/rot.st" "$T/plain.st" <<'PY'
+import json, struct, sys
+def load(p):
+    b = open(p, "rb").read(); n = struct.unpack("<Q", b[:8])[0]; h = json.loads(b[8:8 + n])
+    s, e = h["logits"]["data_offsets"]; V = h["logits"]["shape"][-1]
+    x = struct.unpack("<%df" % ((e - s) // 4), b[8 + n + s:8 + n + e])
+    return [x[r * V:(r + 1) * V] for r in range(len(x) // V)]
+a, b = load(sys.argv[1]), load(sys.argv[2])
+same = [x == y for x, y in zip(a, b)]
+print("ok" if all(same[:64]) and not any(same[64:]) else f"rows equal to plain: {sum(same[:64])} of the first 64, {sum(same[64:])} after")
+PY
+)
+  if [ "$msg" = ok ] && cmp -s "$T/rot.st" "$T/rot_flat.st" && cmp -s "$T/rot.st" "$T/rot7.st"; then ok "max_kv_size/$fam"
+  else fail "max_kv_size/$fam" "$msg; $(cmp "$T/rot.st" "$T/rot_flat.st" 2>&1) $(cmp "$T/rot.st" "$T/rot7.st" 2>&1) $(grep -m1 mlxcel "$T/rot.err")"; fi
+done
