@@ -9,7 +9,8 @@
 # mpirun (PP=2); chat under mpirun (PP=2, TP=2: the single process's
 # replies); the JSON line and the --logits-out file come from rank 0 only; a
 # world size that does not match --tp x --pp, a family TP cannot split and a
-# rank that cannot load its part are refused with one line on rank 0; the
+# rank that cannot load its part are refused with one line on rank 0, a rank
+# killed mid-session stops the job without a hang; the
 # embeddings and the LM head are split by vocabulary among the first and the
 # last stage's parts. Then
 # one rank in each of two network namespaces joined by a veth pair (Open MPI
@@ -179,6 +180,23 @@ hb += b" " * (-len(hb) % 8)
 open(sys.argv[2], "wb").write(struct.pack("<Q", len(hb)) + hb + b[8 + n:])
 PY
 refuse rank_load "rank 1 (stage 1, part 0): .*model.layers.1.mlp.down_proj" 2 -m "$T/broken" --pp 2
+
+# a rank that dies: the job stops (mpirun names the rank and exits non-zero), nothing hangs. The chat's
+# rank 0 waits for input while rank 1 is killed.
+mkfifo "$T/in"
+sleep 60 >"$T/in" & holder=$!
+timeout 60 mpirun -np 2 --oversubscribe "$M" chat -m "$T/chat" --tp 2 -t 1 -n 4 --temp 0 <"$T/in" >"$T/out" 2>"$T/err" & job=$!
+victim=
+for i in $(seq 100); do
+  for p in $(pgrep -f "$M chat -m $T/chat"); do
+    [ "$(tr '\0' '\n' </proc/$p/environ 2>/dev/null | sed -n 's/^OMPI_COMM_WORLD_RANK=//p')" = 1 ] && victim=$p
+  done
+  [ -n "$victim" ] && break; sleep 0.1
+done
+sleep 1; [ -n "$victim" ] && kill -9 "$victim"
+wait $job; rc=$?; kill $holder 2>/dev/null
+if [ -n "$victim" ] && [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q 'rank 1 .*exited on signal 9' "$T/err"; then ok rank_dies
+else fail rank_dies "victim '$victim', rc $rc: $(grep -m3 . "$T/err" | tr '\n' ' ')"; fi
 
 # two hosts: one rank in each of two network namespaces joined by a veth pair
 if ip netns add ${NS}a 2>/dev/null && ip netns add ${NS}b 2>/dev/null &&
