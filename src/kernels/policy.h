@@ -51,7 +51,7 @@ typedef struct mx_kpolicy {
      * mx_kv_new makes for the model. Default f32 (exact). */
     mx_kv_type kv_type[2];
     /* Sliding-window layers keep a ring of rows instead of the whole
-     * context (nn/attention.c ring_rows): on by default, MLXCEL_KV_RING=0
+     * context (nn/attention.c kv_shape_of): on by default, MLXCEL_KV_RING=0
      * off; the engine turns it off for vision-language models whose
      * bidirectional spans can be longer than a ring slice (PaliGemma). */
     bool kv_ring;

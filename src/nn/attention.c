@@ -140,12 +140,17 @@ typedef struct {
     bool ring;
 } kv_shape;
 #define MX_KV_KEEP 4
-static kv_shape kv_shape_of(const mx_model *m, int layer, int cap) {
+/* some later layer attends over this layer's cache (Gemma 4's KV-shared layers) */
+static bool cache_shared(const mx_model *m, int layer) {
+    for (int l = layer + 1; l < m->arch.n_layers; l++)
+        if (m->arch.layers[l].kv_shared && m->arch.layers[l].kv_from == layer) return true;
+    return false;
+}
+/* shared: cache_shared(m, layer), which the forward pass finds once per layer */
+static kv_shape kv_shape_at(const mx_model *m, int layer, int cap, bool shared) {
     const mx_layer_spec *ls = &m->arch.layers[layer];
     kv_shape k = {.W = ls->window, .rows = cap};
-    bool own = !ls->attn->bidirectional && ls->chunk <= 0 && !ls->kv_shared;
-    for (int l = 0; own && l < m->arch.n_layers; l++) own = !(m->arch.layers[l].kv_shared && m->arch.layers[l].kv_from == layer);
-    if (!own) return k;
+    if (ls->attn->bidirectional || ls->chunk > 0 || ls->kv_shared || shared) return k;
     int wr = m->kp.kv_max - MX_KV_KEEP;
     if (m->kp.kv_max > 0 && (k.W <= 0 || k.W > wr)) { k.W = wr; k.keep = MX_KV_KEEP; }
     if (k.W <= 0 || (!m->kp.kv_ring && !k.keep)) return k;
@@ -153,6 +158,7 @@ static kv_shape kv_shape_of(const mx_model *m, int layer, int cap) {
     if (cap > k.keep + 2 * k.R) { k.ring = true; k.rows = k.keep + 2 * k.R; }
     return k;
 }
+static kv_shape kv_shape_of(const mx_model *m, int layer, int cap) { return kv_shape_at(m, layer, cap, cache_shared(m, layer)); }
 /* the row of position p */
 static int kv_row(const kv_shape *k, int p) { return !k->ring || p < k->keep ? p : k->keep + (p - k->keep) % k->R; }
 
@@ -217,6 +223,7 @@ typedef struct {
     mx_fwd *f;
     int layer, per, subs; /* heads per task, tasks per kv head */
     int t0;               /* the first of the stacked tokens this run attends (a ring's slice) */
+    bool shared;          /* cache_shared of the layer whose cache this one reads */
     const float *qkv;
     float *att, *scores;
     const float *sinks;
@@ -255,7 +262,7 @@ static void att_task(void *ctx, int i, int tid) {
     int h0 = kvh * att_group(a) + i % j->subs * j->per, nh = MX_MIN(j->per, (kvh + 1) * att_group(a) - h0);
     const mx_kv *kv = f->seqs[f->seq_of[t]].kv;
     int cl = ls->kv_shared ? ls->kv_from : j->layer;
-    kv_shape ks = kv_shape_of(f->m, cl, kv->cap);
+    kv_shape ks = kv_shape_at(f->m, cl, kv->cap, j->shared);
     /* a layer reading another's cache keeps its own window (such caches are never rings) */
     int p = f->pos[t], win = ls->kv_shared ? ls->window : ks.W, keep = ls->kv_shared ? 0 : ks.keep;
     int j0 = win > 0 ? MX_MAX(0, p - win + 1) : 0, j1 = p; /* keys j0..j1 (and 0..keep-1 where j0 > keep) */
@@ -300,10 +307,10 @@ static void att_task(void *ctx, int i, int tid) {
 }
 
 /* token t's K and V rows into its sequence's cache (a ring: rows pos % R and pos % R + R) */
-static void write_rows(const mx_fwd *f, int layer, const mx_attn_spec *a, const float *k, int t) {
+static void write_rows(const mx_fwd *f, int layer, bool shared, const mx_attn_spec *a, const float *k, int t) {
     int hd = a->head_dim, vd = mx_attn_vdim(a), kvd = a->n_kv_heads * hd;
     const mx_kv *kv = f->seqs[f->seq_of[t]].kv;
-    kv_shape ks = kv_shape_of(f->m, layer, kv->cap);
+    kv_shape ks = kv_shape_at(f->m, layer, kv->cap, shared);
     int R = ks.R, r = kv_row(&ks, f->pos[t]);
     bool ring = ks.ring && f->pos[t] >= ks.keep;
     uint8_t *K = (uint8_t *)mx_kv_layer(kv, layer), *V = K + k_region(a, kv->type[0], ks.rows);
@@ -394,10 +401,9 @@ static void att_forward(mx_fwd *f, int layer, void *wp, const float *xn, float *
     if (a->clip_qkv > 0 && !a->clip_after_qk_norm) clip(qkv, (size_t)N * qkvd, a->clip_qkv);
     const mx_rope *rope = &arch->rope[ls->rope_idx];
     double t_op = f->prof ? mx_now() : 0;
-    /* a ring (kv_shape_of) has a period of W + MX_RING_SLICE - 1 rows: a longer pass goes by slices (no image spans here:
-     * the engine keeps rings off for vision-language models) */
-    bool sliced = false;
-    for (int s = 0; !ls->kv_shared && N > MX_RING_SLICE && s < f->n_seqs; s++) sliced |= kv_shape_of(f->m, layer, f->seqs[s].kv->cap).ring;
+    /* a ring (kv_shape_of) has a period of W + MX_RING_SLICE - 1 rows: a longer pass goes by slices (below) */
+    bool shared = !ls->kv_shared && cache_shared(f->m, layer), sliced = false;
+    for (int s = 0; !ls->kv_shared && N > MX_RING_SLICE && s < f->n_seqs; s++) sliced |= kv_shape_at(f->m, layer, f->seqs[s].kv->cap, shared).ring;
     for (int t = 0; t < N; t++) {
         float *q = qkv + (size_t)t * qkvd, *k = ls->kv_shared ? NULL : q + qd;
         if (!a->qk_norm_after_rope) qk_norm(a, w, q, k);
@@ -412,7 +418,7 @@ static void att_forward(mx_fwd *f, int layer, void *wp, const float *xn, float *
         if (!k) continue;
         if (a->v_norm) mx_rmsnorm(k + kvd, k + kvd, NULL, 0, a->n_kv_heads, vd, vd, a->qk_norm_spec.eps);
         if (a->v_scale && a->v_scale != 1.0f) mx_scale(k + kvd, a->v_scale, kvvd);
-        if (!sliced) write_rows(f, layer, a, k, t);
+        if (!sliced) write_rows(f, layer, shared, a, k, t);
     }
     if (f->prof) { mx_prof_add(f->prof, MX_OP_ROPE, t_op); t_op = mx_now(); }
     /* a ring layer's pass of more than MX_RING_SLICE tokens: rows written and attended a slice at a time,
@@ -425,10 +431,10 @@ static void att_forward(mx_fwd *f, int layer, void *wp, const float *xn, float *
             int back = f->pos[t1] - f->span_lo[t1]; /* the block's tokens before t1 in this slice */
             if (back > 0 && back < tn) tn -= back;
         }
-        for (int t = t0; sliced && t < t0 + tn; t++) write_rows(f, layer, a, qkv + (size_t)t * qkvd + qd, t);
+        for (int t = t0; sliced && t < t0 + tn; t++) write_rows(f, layer, shared, a, qkv + (size_t)t * qkvd + qd, t);
         int g = att_group(a), want = 2 * mx_pool_size(f->pool), units = tn * a->n_kv_heads;
         int per = units >= want ? g : MX_MAX(1, g / ((want + units - 1) / units)), subs = (g + per - 1) / per;
-        att_job j = {f, layer, per, subs, t0, qkv, att, b.scores, w->sinks};
+        att_job j = {f, layer, per, subs, t0, ls->kv_shared || shared, qkv, att, b.scores, w->sinks};
         mx_pool_run(f->pool, att_task, &j, units * subs);
     }
     if (f->prof) mx_prof_add(f->prof, MX_OP_ATTN, t_op);

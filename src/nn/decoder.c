@@ -476,22 +476,17 @@ int mx_forward(mx_ctx *c, const mx_seq_in *seqs, int n_seqs, float *logits, bool
         else if (!esplit) mx_weight_row(&m->embed, tok, row);
         else if (tok >= sh->vocab_lo && tok < sh->vocab_lo + sh->vocab_n) mx_weight_row(&m->embed, tok - sh->vocab_lo, row);
         else memset(row, 0, (size_t)H * 4); /* another part's token */
-        if (esplit) continue; /* scaled and positioned once summed */
+    }
+    /* split: each token's row is one part's, the others add zeros (exact); scaled and positioned once */
+    if (esplit) sh->ops->reduce(sh->ctx, c->b.x, (size_t)N * H);
+    for (int t = 0; embeds && t < N; t++) {
+        const mx_seq_in *s = &seqs[c->b.seq_of[t]];
+        int i = c->b.pos[t] - s->kv->len, er = s->embed_row ? s->embed_row[i] : -1;
+        float *row = c->b.x + (size_t)t * H;
         if (a->embed_scale != 1.0f && (er < 0 || s->embeds_scaled)) mx_scale(row, a->embed_scale, H);
         if (a->pos == MX_POS_LEARNED) {
             mx_weight_row(&m->pos_embed, c->b.pos[t] + a->pos_offset, c->b.tmp);
             mx_add(row, c->b.tmp, H);
-        }
-    }
-    if (esplit) { /* each token's row is one part's, the others add zeros: exact */
-        sh->ops->reduce(sh->ctx, c->b.x, (size_t)N * H);
-        for (int t = 0; t < N; t++) {
-            float *row = c->b.x + (size_t)t * H;
-            if (a->embed_scale != 1.0f) mx_scale(row, a->embed_scale, H);
-            if (a->pos == MX_POS_LEARNED) {
-                mx_weight_row(&m->pos_embed, c->b.pos[t] + a->pos_offset, c->b.tmp);
-                mx_add(row, c->b.tmp, H);
-            }
         }
     }
     if (c->prof) mx_prof_add(c->prof, MX_OP_EMBED, t_op);

@@ -102,9 +102,12 @@ bool mxq_int8_ok(const mx_weight *w, const mx_cpu_info *ci) {
     return ci->level >= MX_CPU_AVX512 && ci->avx512_vnni && (affine || e2m1 || fp8) && w->cols % 64 == 0 && w->cols % w->group == 0;
 }
 
+/* the policy codes activations as integers (12-bit, or 8-bit under the fast mode) */
+static bool int8_on(const mx_kpolicy *kp) { return kp->act12 || kp->act8 || kp->fast; }
+
 /* w's repacked copy serves this product */
 static bool takes_int8(const mx_weight *w, const mx_kpolicy *kp, const mx_cpu_info *ci) {
-    return (kp->act12 || kp->act8 || kp->fast) && w->prep && mxq_int8_ok(w, ci);
+    return int8_on(kp) && w->prep && mxq_int8_ok(w, ci);
 }
 
 static _Thread_local int8_t *tl_q;
@@ -267,7 +270,7 @@ bool mxq_matmul_multi(int count, const mx_weight *const *w, const float *x, int 
 
 int mxq_prepare(mx_weight *w, const mx_kpolicy *kp) {
     mx_cpu_info ci = mx_kpolicy_cpu(kp);
-    if (w->prep || !(kp->act12 || kp->act8 || kp->fast) || !mxq_int8_ok(w, &ci)) return MX_OK;
+    if (w->prep || !int8_on(kp) || !mxq_int8_ok(w, &ci)) return MX_OK;
     w->prep = mxq_repack(w, kp->pool); /* NULL (out of memory): the f32 kernels serve it */
     return MX_OK;
 }

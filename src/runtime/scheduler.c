@@ -131,6 +131,17 @@ static int reusable(const mx_sched *s, const slot *sl, const mx_req *r) {
     return l;
 }
 
+/* The tokens of slot sl's cache a request admitted with it keeps: what it
+ * can reuse, less the last prompt token (one is always fed, so the step
+ * yields logits), never ending inside an image's span, and for a cache that
+ * cannot be cut back that far, none. */
+static int keep_of(const mx_sched *s, const slot *sl, const mx_req *r) {
+    int keep = MX_MIN(reusable(s, sl, r), r->p.n_prompt - 1);
+    if (r->lay.span_lo && r->lay.span_hi[keep] > r->lay.span_lo[keep]) keep = MX_MIN(keep, r->lay.span_lo[keep]);
+    if ((!s->truncatable || keep < mx_kv_min_len(&s->e->model, sl->kv)) && keep < sl->kv->len) keep = 0;
+    return keep;
+}
+
 static bool sample_into(mx_sched *s, slot *sl, float *row, int32_t draft);
 
 /* A prompt's first tokens may be in another slot's cache (a shared system
@@ -147,10 +158,7 @@ static int borrow_prefix(mx_sched *s, int to, const mx_req *r, int keep) {
     int from = -1, best = keep + MX_BORROW_MIN - 1;
     for (int i = 0; i < s->parallel; i++) {
         if (i == to) continue;
-        const slot *o = &s->slots[i];
-        int l = MX_MIN(reusable(s, o, r), r->p.n_prompt - 1);
-        if (r->lay.span_lo && r->lay.span_hi[l] > r->lay.span_lo[l]) l = MX_MIN(l, r->lay.span_lo[l]);
-        if ((!s->truncatable || l < mx_kv_min_len(&s->e->model, o->kv)) && l < o->kv->len) l = 0;
+        int l = keep_of(s, &s->slots[i], r);
         if (l > best) { best = l; from = i; }
     }
     if (from < 0) return keep;
@@ -184,20 +192,13 @@ static void admit(mx_sched *s) {
             if (lru < 0 || s->slots[i].last_used < s->slots[lru].last_used) lru = i;
         }
         if (best < 0) return;
-        if (best != lru && best_len < s->slots[best].kv->len && 2 * best_len < s->q_head->p.n_prompt) {
-            best = lru;
-            best_len = reusable(s, &s->slots[lru], s->q_head);
-        }
+        if (best != lru && best_len < s->slots[best].kv->len && 2 * best_len < s->q_head->p.n_prompt) best = lru;
         mx_req *r = s->q_head;
         s->q_head = r->next;
         if (!s->q_head) s->q_tail = NULL;
         s->n_queued--;
         slot *sl = &s->slots[best];
-        /* keep at least one prompt token to feed, so the step yields logits */
-        int keep = MX_MIN(best_len, r->p.n_prompt - 1);
-        if (r->lay.span_lo && r->lay.span_hi[keep] > r->lay.span_lo[keep]) keep = MX_MIN(keep, r->lay.span_lo[keep]);
-        if ((!s->truncatable || keep < mx_kv_min_len(&s->e->model, sl->kv)) && keep < sl->kv->len) keep = 0;
-        keep = borrow_prefix(s, best, r, keep);
+        int keep = borrow_prefix(s, best, r, keep_of(s, sl, r));
         sl->rope_shift = 0;
         sl->kv->len = keep;
         sl->n_fed = keep;
