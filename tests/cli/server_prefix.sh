@@ -12,7 +12,7 @@ cd "$(dirname "$0")/../.."
 PREFIX=prefix
 . tests/lib/serve.sh
 mkdir -p "$T/m"; cp tests/server/tinymodel/*.json tests/fixtures/llama/model.safetensors "$T/m/"
-port=$((20000 + $$ % 20000))
+port=$((20000 + $$ % 12000))
 serve_at() { # port, flags...
   local p=$1; shift
   serve_up $p "$T/srv$p.log" "$M" serve -m "$T/m" --port $p -t 2 -c 512 -np 2 "$@" || exit 0
