@@ -46,7 +46,9 @@ static const mx_opt serve_tab[] = {
     OPT_FAST(serve_opts, fast),
     {NULL, "--lookup-ngram", NULL, OPT_INT, "N", 0, 64, S(lookup_ngram),
      "speculative decoding by prompt lookup in every slot: draft what followed the last earlier match of the last N..1 tokens", NULL, 0},
-    {NULL, "--draft-max", NULL, OPT_INT, "N", 1, 64, S(draft_max), "tokens drafted per step and slot (with --lookup-ngram)", NULL, 0},
+    {"-md", "--draft-model", "--model-draft", OPT_STR, "DIR", 0, 0, S(draft_dir),
+     "speculative decoding with this draft model in every slot (the target's tokenizer; its own cache per slot)", NULL, 0},
+    {NULL, "--draft-max", NULL, OPT_INT, "N", 1, 64, S(draft_max), "tokens drafted per step and slot (with --lookup-ngram or --draft-model)", NULL, 0},
     {NULL, "--api-key", NULL, OPT_STR, "KEY", 0, 0, S(api_key), "require 'Authorization: Bearer KEY' (or 'x-api-key: KEY')", NULL, 0},
     {"-a", "--alias", NULL, OPT_LIST, "NAME", 0, 0, offsetof(serve_opts, alias),
      "the model's id in the API (repeatable or a comma list: the first is the id, all are listed by /v1/models)", NULL, 0},
@@ -96,7 +98,7 @@ static const mx_opt_env serve_env[] = {
     {"--n-gpu-layers", "LLAMA_ARG_N_GPU_LAYERS"}, {"--flash-attn", "LLAMA_ARG_FLASH_ATTN"}, {"--split-mode", "LLAMA_ARG_SPLIT_MODE"},
     {"--tensor-split", "LLAMA_ARG_TENSOR_SPLIT"}, {"--main-gpu", "LLAMA_ARG_MAIN_GPU"}, {"--device", "LLAMA_ARG_DEVICE"},
     {"--no-kv-offload", "LLAMA_ARG_NO_KV_OFFLOAD"}, {"--mlock", "LLAMA_ARG_MLOCK"}, {"--batch-size", "LLAMA_ARG_BATCH"},
-    {"--draft-max", "LLAMA_ARG_DRAFT_MAX"}, {"--cont-batching", "LLAMA_ARG_CONT_BATCHING"}, {"--metrics", "LLAMA_ARG_ENDPOINT_METRICS"}, {"--slots", "LLAMA_ARG_ENDPOINT_SLOTS"},
+    {"--draft-max", "LLAMA_ARG_DRAFT_MAX"}, {"--draft-model", "LLAMA_ARG_MODEL_DRAFT"}, {"--cont-batching", "LLAMA_ARG_CONT_BATCHING"}, {"--metrics", "LLAMA_ARG_ENDPOINT_METRICS"}, {"--slots", "LLAMA_ARG_ENDPOINT_SLOTS"},
     {0},
 };
 
@@ -107,8 +109,12 @@ static int serve_run(void *p) {
     o->s.max_body = (size_t)o->body_mb << 20;
     cli_fast_apply(o->fast);
     if (cli_kv_apply("serve", &o->kv)) return 2;
-    char *dir = cli_model_dir("serve", o->s.model_dir);
+    if (o->s.draft_dir && o->s.lookup_ngram) { fprintf(stderr, "mlxcel serve: give --draft-model or --lookup-ngram, not both\n"); return 2; }
+    if (o->s.draft_dir && (o->tp > 1 || o->pp > 1)) { fprintf(stderr, "mlxcel serve: --draft-model is not supported with --tp / --pp\n"); return 2; }
+    char *dir = cli_model_dir("serve", o->s.model_dir), *ddir = NULL;
     if (!dir) return 1;
+    if (o->s.draft_dir && !(ddir = cli_model_dir("serve", o->s.draft_dir))) { free(dir); return 1; }
+    o->s.draft_dir = ddir;
     o->s.model_name = strcmp(dir, o->s.model_dir) ? o->s.model_dir : NULL; /* a hub id is the model's id */
     o->s.model_dir = dir;
     o->s.sampling = &o->samp;
@@ -121,7 +127,7 @@ static int serve_run(void *p) {
     for (int i = 0; i < o->alias.n; i++) len += strlen(o->alias.v[i]) + 1;
     if (len && (!(names = malloc(len)) || !(aliases = calloc(len, sizeof *aliases)))) {
         free(names);
-        free(dir);
+        free(dir); free(ddir);
         fprintf(stderr, "mlxcel serve: out of memory\n");
         return 1;
     }
@@ -140,7 +146,7 @@ static int serve_run(void *p) {
         }
     }
     if (o->alias.n && !o->s.n_aliases) {
-        free(names); free(aliases); free(dir);
+        free(names); free(aliases); free(dir); free(ddir);
         fprintf(stderr, "mlxcel serve: --alias: no name given\n");
         return 2;
     }
@@ -152,7 +158,7 @@ static int serve_run(void *p) {
     if (mx_dist_start(o->tp, o->pp, o->s.threads)) {
         if (mx_dist_rank() == 0) fprintf(stderr, "mlxcel serve: %s\n", mx_errmsg());
         mx_dist_finish();
-        free(aliases); free(names); free(dir);
+        free(aliases); free(names); free(dir); free(ddir);
         return 2;
     }
     int rc;
@@ -165,6 +171,7 @@ static int serve_run(void *p) {
     free(aliases);
     free(names);
     free(dir);
+    free(ddir);
     return rc;
 }
 

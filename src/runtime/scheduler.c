@@ -48,6 +48,8 @@ typedef struct {
     int n_gen;
     int32_t pending;          /* sampled, not yet fed */
     int32_t *spec;            /* speculation: [draft_max + 1] pending, then the drafts of this step */
+    mx_kv *dkv;               /* the draft model's cache (mx_sched_set_draft) */
+    int32_t *dtoks;           /*   and the tokens it holds */
     bool decoding;
     /* a sample of a group (n > 1) waits for its leader's prefill, then takes
      * a copy of the leader's cache and samples from the same logits */
@@ -73,7 +75,13 @@ struct mx_sched {
     uint64_t n_admitted, n_submitted;
     bool quit;
     float *logits, *lp, *row2; /* row2: a copy of a leader's logits row for its group */
-    int spec_max, spec_ngram;  /* speculation (mx_sched_set_spec; 0: off) */
+    int spec_max, spec_ngram;  /* speculation (mx_sched_set_spec / _set_draft; 0: off) */
+    mx_engine *draft;          /* the draft model (mx_sched_set_draft; NULL: prompt lookup) */
+    mx_ctx *dctx;
+    int dvocab;
+    float *dlogits;            /* [step_tokens, dvocab]: one row per sequence of a draft pass */
+    mx_seq_in *dins;
+    int *dneed, *dpos;         /* per decode row: draft-model tokens left to feed, where they start */
     float *dist;               /* [vocab]: a sampled request's distribution, to accept a draft */
     mx_seq_in *ins;
     int *in_slot;
@@ -365,7 +373,9 @@ static bool sample_into(mx_sched *s, slot *sl, float *row, int32_t draft) {
 }
 
 /* The drafts a generating slot offers this step (at most room): what
- * followed the last earlier match of its last tokens, pending included. */
+ * followed the last earlier match of its last tokens, pending included; with
+ * a draft model, how many it will draft (draft_model_pass, outside the lock;
+ * not for prompts with images, which the draft model cannot read). */
 static int draft_for(mx_sched *s, slot *sl, int room) {
     const mx_req *r = sl->req;
     int k = r->p.spec_max < 0 || r->con.m ? 0 : r->p.spec_max ? MX_MIN(r->p.spec_max, s->spec_max) : s->spec_max;
@@ -373,8 +383,77 @@ static int draft_for(mx_sched *s, slot *sl, int room) {
     k = MX_MIN(k, s->ctx_len - sl->kv->len - 1); /* the pass writes pending and the drafts */
     if (k <= 0) return 0;
     sl->toks[sl->kv->len] = sl->pending; /* the history with pending (the pass writes the same value there) */
-    k = mx_spec_draft_ngram(sl->toks, sl->kv->len + 1, s->spec_ngram, k, sl->spec + 1);
+    if (s->draft) k = r->lay.n ? 0 : k;
+    else k = mx_spec_draft_ngram(sl->toks, sl->kv->len + 1, s->spec_ngram, k, sl->spec + 1);
     return k >= MX_MAX(1, r->p.spec_min) ? k : 0;
+}
+
+/* The draft model's part of a step: the decode rows s->ins[0..kd) that
+ * reserved drafts (n - 1 each) get them. A row's draft cache is cut back to
+ * the longest prefix it shares with the slot's committed tokens (history and
+ * pending: toks[0..len]) and brought up to them in passes of at most a step
+ * for all rows together; then each draft is the draft model's argmax after
+ * the one before, one pass per draft for all rows. Drafts are point masses,
+ * so accepting one with the target's probability keeps the target's
+ * distribution (spec.h). A row whose tokens go past the draft's vocabulary
+ * gets none. Only the engine thread touches slots: runs outside the lock.
+ * Returns the decode rows' token total. */
+static int draft_model_pass(mx_sched *s, int kd) {
+    const mx_model *dm = &s->draft->model;
+    int Vd = s->dvocab, kmax = 0, *need = s->dneed, *pos = s->dneed + s->parallel, *row = s->dneed + 2 * s->parallel;
+    for (int j = 0; j < kd; j++) {
+        slot *sl = &s->slots[s->in_slot[j]];
+        need[j] = 0;
+        if (s->ins[j].n < 2) continue;
+        int lc = sl->kv->len + 1, dl = 0, m = MX_MIN(sl->dkv->len, lc - 1);
+        while (dl < m && sl->dtoks[dl] == sl->toks[dl]) dl++;
+        if (dl < sl->dkv->len && dl < mx_kv_min_len(dm, sl->dkv)) dl = 0;
+        for (int t = dl; t < lc && s->ins[j].n > 1; t++)
+            if (sl->toks[t] >= Vd) s->ins[j].n = 1;
+        if (s->ins[j].n < 2) continue;
+        sl->dkv->len = dl;
+        need[j] = lc - dl;
+        pos[j] = dl;
+        kmax = MX_MAX(kmax, s->ins[j].n - 1);
+    }
+    int rc = 0;
+    for (int i = 0; !rc && i < kmax; i++) {
+        /* pass 0 (repeated while rows need more than a step): the committed
+         * tokens; pass i > 0: draft i - 1 of every row wanting more than i */
+        int n = 0, budget = mx_ctx_max_tokens(s->dctx);
+        for (int j = 0; j < kd && budget > 0; j++) {
+            slot *sl = &s->slots[s->in_slot[j]];
+            int m = i ? s->ins[j].n - 1 > i : MX_MIN(need[j], budget);
+            if (m <= 0) continue;
+            s->dins[n] = (mx_seq_in){.kv = sl->dkv, .tokens = i ? sl->spec + i : sl->toks + pos[j], .n = m, .seg_end = i ? 0 : pos[j] + need[j]};
+            row[n++] = j;
+            budget -= m;
+        }
+        if (!n) continue;
+        if ((rc = mx_forward(s->dctx, s->dins, n, s->dlogits, false))) break;
+        for (int q = 0; q < n; q++) {
+            int j = row[q];
+            slot *sl = &s->slots[s->in_slot[j]];
+            memcpy(sl->dtoks + sl->dkv->len - s->dins[q].n, s->dins[q].tokens, sizeof(int32_t) * (size_t)s->dins[q].n);
+            if (!i) {
+                pos[j] += s->dins[q].n;
+                if ((need[j] -= s->dins[q].n) > 0) continue;
+            }
+            sl->spec[i + 1] = mx_argmax(s->dlogits + (size_t)q * Vd, Vd);
+        }
+        bool more = false;
+        for (int j = 0; !i && j < kd; j++) more |= need[j] > 0;
+        if (more) i--; /* pass 0 again */
+    }
+    int n_tok = 0;
+    for (int j = 0; j < kd; j++) {
+        if (rc && s->ins[j].n > 1) { /* the drafts are off this step; the draft cache starts again */
+            s->ins[j].n = 1;
+            s->slots[s->in_slot[j]].dkv->len = 0;
+        }
+        n_tok += s->ins[j].n;
+    }
+    return n_tok;
 }
 
 static void *engine_loop(void *arg) {
@@ -411,6 +490,7 @@ static void *engine_loop(void *arg) {
             n_dtok += 1 + nd;
         }
         int kd = k;
+        bool drafts = s->draft && n_dtok > kd; /* the draft model drafts after the lock is released */
         for (int i = 0; i < s->parallel && budget > 0; i++) {
             slot *sl = &s->slots[i];
             if (!sl->req || sl->decoding || sl->waiting) continue;
@@ -440,6 +520,7 @@ static void *engine_loop(void *arg) {
         }
         pthread_mutex_unlock(&s->mu);
         double t0 = mx_now();
+        if (drafts) n_dtok = draft_model_pass(s, kd);
         /* Decode tokens and prompt chunks go in separate passes, each with a
          * fixed quantized-kernel choice, so every token is computed the same
          * way whatever else is in the batch (mx_qmode, kernels/policy.h). */
@@ -503,10 +584,11 @@ static void *engine_loop(void *arg) {
     return NULL;
 }
 
-int mx_sched_set_spec(mx_sched *s, int draft_max, int ngram) {
+/* The buffers every kind of speculation needs; sets spec_max. */
+static int spec_buffers(mx_sched *s, int draft_max) {
     if (!s->truncatable)
         return mx_set_err("speculative decoding needs a cache that can be cut back; %s keeps recurrent state", s->e->model.arch.family);
-    if (draft_max < 1 || ngram < 1) return mx_set_err("speculation needs --draft-max >= 1 and --lookup-ngram >= 1");
+    if (draft_max < 1) return mx_set_err("speculation needs --draft-max >= 1");
     /* every decode row's logits: at most step_tokens rows, then the prompt chunks' (one per slot) */
     float *lg = mx_malloc(sizeof(float) * (size_t)(s->step_tokens + s->parallel) * s->vocab), *dist = mx_malloc(sizeof(float) * (size_t)s->vocab);
     int32_t **sp = mx_calloc((size_t)s->parallel, sizeof(int32_t *));
@@ -527,15 +609,42 @@ int mx_sched_set_spec(mx_sched *s, int draft_max, int ngram) {
         s->slots[i].spec = sp[i];
     }
     s->spec_max = draft_max;
-    s->spec_ngram = ngram;
     pthread_mutex_unlock(&s->mu);
     free(sp);
     return MX_OK;
 }
 
+int mx_sched_set_spec(mx_sched *s, int draft_max, int ngram) {
+    if (ngram < 1) return mx_set_err("speculation needs --lookup-ngram >= 1");
+    if (spec_buffers(s, draft_max)) return MX_ERR;
+    s->spec_ngram = ngram;
+    return MX_OK;
+}
+
+int mx_sched_set_draft(mx_sched *s, mx_engine *draft, int draft_max) {
+    const mx_model *dm = &draft->model;
+    if (mx_model_recurrent(dm)) return mx_set_err("the draft model (%s) keeps recurrent state: its cache cannot be cut back", dm->arch.family);
+    if (dm->arch.vocab > s->vocab) return mx_set_err("the draft model's vocabulary (%d logits) is wider than the target's (%d)", dm->arch.vocab, s->vocab);
+    if (spec_buffers(s, draft_max)) return MX_ERR;
+    s->dvocab = dm->arch.vocab;
+    s->dctx = mx_ctx_new(dm, s->step_tokens, s->ctx_len, s->pool);
+    s->dlogits = mx_malloc(sizeof(float) * (size_t)s->parallel * s->dvocab);
+    s->dins = mx_calloc((size_t)s->parallel, sizeof(mx_seq_in));
+    s->dneed = mx_calloc(3 * (size_t)s->parallel, sizeof(int));
+    if (!s->dctx || !s->dlogits || !s->dins || !s->dneed) return MX_ERR;
+    for (int i = 0; i < s->parallel; i++) {
+        slot *sl = &s->slots[i];
+        if (!(sl->dkv = mx_kv_new(dm, s->ctx_len)) || !(sl->dtoks = mx_malloc(sizeof(int32_t) * (size_t)s->ctx_len))) return MX_ERR;
+    }
+    pthread_mutex_lock(&s->mu);
+    s->draft = draft; /* the engine thread drafts with it from the next step */
+    pthread_mutex_unlock(&s->mu);
+    return MX_OK;
+}
+
 size_t mx_sched_kv_bytes(const mx_sched *s) {
     size_t n = 0;
-    for (int i = 0; i < s->parallel; i++) n += s->slots[i].kv ? mx_kv_bytes(s->slots[i].kv) : 0;
+    for (int i = 0; i < s->parallel; i++) n += (s->slots[i].kv ? mx_kv_bytes(s->slots[i].kv) : 0) + (s->slots[i].dkv ? mx_kv_bytes(s->slots[i].dkv) : 0);
     return n;
 }
 
@@ -610,8 +719,14 @@ void mx_sched_free(mx_sched *s) {
         free(s->slots[i].tags);
         free(s->slots[i].mpos);
         free(s->slots[i].spec);
+        mx_kv_free(s->slots[i].dkv);
+        free(s->slots[i].dtoks);
         mx_sampler_free(s->slots[i].smp);
     }
+    mx_ctx_free(s->dctx);
+    free(s->dlogits);
+    free(s->dins);
+    free(s->dneed);
     free(s->slots);
     mx_ctx_free(s->ctx);
     mx_pool_free(s->pool);

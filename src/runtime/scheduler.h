@@ -80,6 +80,12 @@ mx_sched *mx_sched_new(mx_engine *e, int parallel, int ctx, int step_tokens, int
  * first submission. MX_ERR (with mx_errmsg) for a model whose cache cannot
  * be cut back (recurrent state). */
 int mx_sched_set_spec(mx_sched *s, int draft_max, int ngram);
+/* The same with a draft model (its tokenizer checked by the caller,
+ * mx_spec_check_vocab; it must outlive s): each step it drafts up to
+ * draft_max tokens for every generating slot, greedily, from a cache of its
+ * own per slot. Refused for a target or draft with recurrent state. Call
+ * before the first submission, instead of mx_sched_set_spec. */
+int mx_sched_set_draft(mx_sched *s, mx_engine *draft, int draft_max);
 /* Bytes of every slot's cache together (allocated whole by mx_sched_new). */
 size_t mx_sched_kv_bytes(const mx_sched *s);
 /* Stops the engine: running and queued requests finish as cancelled, new

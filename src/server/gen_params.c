@@ -155,8 +155,8 @@ bool mx_gen_parse_common(server *sv, json_t *req, mx_gen_params *g, char *err, s
     /* llama-server's per-request speculation: n_max 0 turns it off */
     int sn_max = -1, sn_min = 0;
     if (!mx_opt_int(req, "speculative.n_max", 0, 64, &sn_max, err, errn) || !mx_opt_int(req, "speculative.n_min", 0, 64, &sn_min, err, errn)) return false;
-    if ((sn_max > 0 || sn_min > 0) && !sv->o.lookup_ngram) {
-        snprintf(err, errn, "'speculative.%s': this server does not speculate (start it with --lookup-ngram N)", sn_max > 0 ? "n_max" : "n_min");
+    if ((sn_max > 0 || sn_min > 0) && !sv->o.lookup_ngram && !sv->o.draft_dir) {
+        snprintf(err, errn, "'speculative.%s': this server does not speculate (start it with --lookup-ngram N or --draft-model DIR)", sn_max > 0 ? "n_max" : "n_min");
         return false;
     }
     g->p.spec_max = sn_max < 0 ? 0 : sn_max == 0 ? -1 : sn_max;

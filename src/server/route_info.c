@@ -57,9 +57,9 @@ int mx_route_metrics(server *sv, mx_srv_req *rq, json_t *req) {
                   (unsigned long long)atomic_load(&sv->n_http), (unsigned long long)atomic_load(&sv->n_errors),
                   (unsigned long long)st.requests, (unsigned long long)st.prompt_tokens, (unsigned long long)st.cached_tokens,
                   (unsigned long long)st.borrowed_tokens, (unsigned long long)st.gen_tokens, st.active, st.queued, st.ttft_count ? st.ttft_sum / st.ttft_count : 0.0, st.decode_tps);
-    if (sv->sched && sv->o.lookup_ngram)
+    if (sv->sched && (sv->o.lookup_ngram || sv->o.draft_dir))
         mx_buf_printf(&b,
-                      "# HELP mlxcel_spec_draft_tokens_total Tokens drafted by prompt lookup and checked.\n"
+                      "# HELP mlxcel_spec_draft_tokens_total Tokens drafted (prompt lookup or the draft model) and checked.\n"
                       "# TYPE mlxcel_spec_draft_tokens_total counter\nmlxcel_spec_draft_tokens_total %llu\n"
                       "# HELP mlxcel_spec_accepted_tokens_total Drafted tokens the model kept.\n"
                       "# TYPE mlxcel_spec_accepted_tokens_total counter\nmlxcel_spec_accepted_tokens_total %llu\n",

@@ -508,7 +508,7 @@ int mx_route_llama_slots(server *sv, mx_srv_req *rq, json_t *req) {
     int n = MX_MIN(mx_sched_slots(sv->sched, info, 256), 256);
     json_t *a = json_array();
     for (int i = 0; i < n; i++)
-        json_array_append_new(a, json_pack("{s:i,s:i,s:b,s:b,s:i,s:{s:i}}", "id", i, "n_ctx", sv->o.ctx_size, "speculative", sv->o.lookup_ngram > 0, "is_processing",
+        json_array_append_new(a, json_pack("{s:i,s:i,s:b,s:b,s:i,s:{s:i}}", "id", i, "n_ctx", sv->o.ctx_size, "speculative", sv->o.lookup_ngram > 0 || sv->o.draft_dir, "is_processing",
                                            info[i].busy, "n_prompt_tokens", info[i].n_prompt, "next_token", "n_decoded", info[i].n_decoded));
     return mx_srv_json(rq, 200, a);
 }

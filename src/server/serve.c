@@ -10,6 +10,7 @@
 #include "../base/base.h"
 #include "../base/threadpool.h"
 #include "../runtime/sampling_opts.h"
+#include "../runtime/spec.h"
 #include "../runtime/speech.h"
 #include <pthread.h>
 #include <signal.h>
@@ -97,6 +98,15 @@ int mx_srv_load(server *sv, mx_task *task) {
         !(sv->sched = mx_sched_new(&sv->tm.e, o->parallel, o->ctx_size, o->step_tokens, o->threads)) ||
         (o->lookup_ngram && mx_sched_set_spec(sv->sched, o->draft_max, o->lookup_ngram)))
         return MX_ERR;
+    if (o->draft_dir) {
+        if (mx_textmodel_open(o->draft_dir, &sv->dtm)) {
+            char e[512];
+            snprintf(e, sizeof e, "%s", mx_errmsg());
+            return mx_set_err("draft model: %s", e);
+        }
+        sv->dtm_open = true;
+        if (mx_spec_check_vocab(&sv->tm, &sv->dtm) || mx_sched_set_draft(sv->sched, &sv->dtm.e, o->draft_max)) return MX_ERR;
+    }
     snprintf(sv->name, sizeof sv->name, "%s", o->model_name ? o->model_name : sv->tm.name);
     sv->tok = sv->tm.tok;
     /* request defaults: the options (OpenAI's temperature 1 when none), then the model's generation_config.json */
@@ -149,6 +159,7 @@ int mx_serve(const mx_serve_opts *o) {
         mx_sched_free(sv.sched);
         mx_pool_free(sv.vpool);
         mx_textmodel_close(&sv.tm);
+        if (sv.dtm_open) mx_textmodel_close(&sv.dtm);
         return 1;
     }
     pthread_mutex_lock(&g_sig.mu);
@@ -159,8 +170,9 @@ int mx_serve(const mx_serve_opts *o) {
     else if (sv.sched) {
         const mx_model *m = &sv.tm.e.model;
         bool unused = (m->kp.kv_type[0] != MX_KV_F32 || m->kp.kv_type[1] != MX_KV_F32) && !mx_model_has_kv_rows(m);
-        char spec[96] = "";
+        char spec[320] = "";
         if (o->lookup_ngram) snprintf(spec, sizeof spec, "; speculation: prompt lookup of %d..1 tokens, up to %d drafts", o->lookup_ngram, o->draft_max);
+        if (sv.dtm_open) snprintf(spec, sizeof spec, "; speculation: draft model '%s', up to %d drafts", sv.dtm.name, o->draft_max);
         fprintf(stderr, "mlxcel serve: ready (model '%s', %d slots of %d tokens; KV cache %.1f MiB: %s keys, %s values%s%s)\n", sv.name, o->parallel,
                 o->ctx_size, mx_sched_kv_bytes(sv.sched) / 1048576.0, mx_kv_type_name(m->kp.kv_type[0]), mx_kv_type_name(m->kp.kv_type[1]),
                 unused ? "; no layer keeps a cache these types apply to: ignored" : "", spec);
@@ -199,5 +211,6 @@ int mx_serve(const mx_serve_opts *o) {
     mx_pool_free(sv.vpool);
     sv.vpool = NULL;
     if (task == MX_TASK_CAUSAL_LM) mx_textmodel_close(&sv.tm);
+    if (sv.dtm_open) mx_textmodel_close(&sv.dtm);
     return 0;
 }

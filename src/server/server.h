@@ -16,6 +16,7 @@ typedef struct {
     int step_tokens;   /* tokens per forward step (prefill chunk budget) */
     int threads;
     int lookup_ngram, draft_max; /* speculation by prompt lookup (mx_sched_set_spec; lookup_ngram 0: off) */
+    const char *draft_dir;       /* or by a draft model (mx_sched_set_draft; NULL: none) */
     const char *api_key;
     size_t max_body;   /* bytes */
     const char *chat_template, *chat_template_file; /* override the model's (built-in name / Jinja file) */

@@ -24,6 +24,8 @@ typedef struct mx_resp_store mx_resp_store;
 typedef struct server {
     mx_serve_opts o;
     mx_textmodel tm;          /* generation mode */
+    mx_textmodel dtm;         /* the draft model (--draft-model; dtm_open) */
+    bool dtm_open;
     mx_sched *sched;
     mx_pool *vpool;           /* encodes request images (vision-language models) */
     mx_embed_batcher *emb;    /* embedding / rerank mode */

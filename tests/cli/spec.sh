@@ -76,21 +76,31 @@ serve_at() { # port, flags...: started and healthy, or a FAIL line
   for i in $(seq 100); do curl -sf localhost:$p/health >/dev/null 2>&1 && return 0; sleep 0.1; done
   fail "serve$p" "$(tail -2 "$T/srv$p.log")"; return 1
 }
-serve_at $port && serve_at $((port + 1)) --lookup-ngram 3 --draft-max 4
+# the draft-model servers: the target itself (every greedy draft kept) and another model with the same
+# tokenizer (Mistral's weights: sliding-window layers, so its cache is cut back from a ring)
+D="$T/draft"; mkdir -p "$D"; cp tests/server/tinymodel/tokenizer*.json $F/mistral/config.json $F/mistral/model.safetensors "$D/"
+serve_at $port && serve_at $((port + 1)) --lookup-ngram 3 --draft-max 4 &&
+  serve_at $((port + 2)) --draft-model "$S" --draft-max 3 && serve_at $((port + 3)) -md "$D" --draft-max 5 -ub 8
 complete() { # port, prompt ids, extra json -> one line of text and logprobs
   curl -s localhost:$1/v1/completions -H 'content-type: application/json' \
     -d "{\"prompt\":[$2],\"max_tokens\":48,\"temperature\":0,\"ignore_eos\":true,\"logprobs\":2$3}" |
     python3 -c "import json,sys; c=json.load(sys.stdin)['choices'][0]; print(json.dumps([c['text'], c['logprobs']['token_logprobs'], c['logprobs']['top_logprobs']]))" 2>&1
 }
 prompts=("1,5,9,13,17,3,8" "1,22,7,7,40,22,7" "1,9,9,9,31,2,9,9")
-for p in 0 1; do
+for p in 0 1 2 3; do
   cl=(); for i in 0 1 2; do complete $((port + p)) "${prompts[$i]}" "" >"$T/c$p$i" & cl+=($!); done; wait "${cl[@]}"
 done
-same=1; for i in 0 1 2; do cmp -s "$T/c0$i" "$T/c1$i" && grep -q '^\["' "$T/c0$i" || same=0; done
-met() { curl -s localhost:$((port + 1))/metrics | awk -v k=$1 '$1 == k {print $2}'; }
+met() { curl -s localhost:$((port + ${2:-1}))/metrics | awk -v k=$1 '$1 == k {print $2}'; }
+for p in 1 2 3; do
+  same=1; for i in 0 1 2; do cmp -s "$T/c0$i" "$T/c$p$i" && grep -q '^\["' "$T/c0$i" || same=0; done
+  acc=$(met mlxcel_spec_accepted_tokens_total $p); dr=$(met mlxcel_spec_draft_tokens_total $p)
+  n=$(case $p in 1) echo ngram ;; 2) echo draft_self ;; 3) echo draft_other ;; esac)
+  [ $same = 1 ] && ok server/$n/greedy_same || fail server/$n/greedy_same "$(head -c 300 "$T/c00") vs $(head -c 300 "$T/c$p"0)"
+  # the target as its own draft: every greedy draft kept
+  { [ "${acc:-0}" -gt 0 ] && [ "$dr" -ge "$acc" ] && { [ $p != 2 ] || [ "$dr" = "$acc" ]; }; } &&
+    ok "server/$n/metrics ($acc of $dr drafted tokens accepted)" || fail server/$n/metrics "drafted '$dr', accepted '$acc'"
+done
 acc=$(met mlxcel_spec_accepted_tokens_total); dr=$(met mlxcel_spec_draft_tokens_total)
-[ $same = 1 ] && ok server/greedy_same || fail server/greedy_same "$(head -c 300 "$T/c00") vs $(head -c 300 "$T/c10")"
-[ "${acc:-0}" -gt 0 ] && [ "$dr" -ge "$acc" ] && ok "server/metrics ($acc of $dr drafted tokens accepted)" || fail server/metrics "drafted '$dr', accepted '$acc'"
 complete $((port + 1)) "${prompts[0]}" ',"speculative.n_max":0' >"$T/off"
 [ "$(met mlxcel_spec_draft_tokens_total)" = "$dr" ] && cmp -s "$T/off" "$T/c00" && ok server/n_max_0 || fail server/n_max_0 "$(head -c 200 "$T/off")"
 r=$(curl -s -w ' %{http_code}' localhost:$port/v1/completions -H 'content-type: application/json' -d '{"prompt":[1,5],"max_tokens":4,"speculative.n_max":2}')
@@ -98,7 +108,16 @@ case "$r" in *"start it with --lookup-ngram"*" 400") ok server/refused ;; *) fai
 # sampled: same seed, same text (the draws a speculation step makes are the sampler's own)
 s1=$(complete $((port + 1)) "${prompts[1]}" ',"temperature":0.8,"seed":7'); s2=$(complete $((port + 1)) "${prompts[1]}" ',"temperature":0.8,"seed":7')
 [ "$s1" = "$s2" ] && case "$s1" in '["'*) true ;; *) false ;; esac && ok server/sampled || fail server/sampled "$s1 / $s2"
+s1=$(complete $((port + 3)) "${prompts[2]}" ',"temperature":0.8,"seed":11'); s2=$(complete $((port + 3)) "${prompts[2]}" ',"temperature":0.8,"seed":11')
+[ "$s1" = "$s2" ] && case "$s1" in '["'*) true ;; *) false ;; esac && ok server/draft_other/sampled || fail server/draft_other/sampled "$s1 / $s2"
+grep -q "speculation: draft model 'draft', up to 5 drafts" "$T/srv$((port + 3)).log" && ok server/draft_ready || fail server/draft_ready "$(grep ready "$T/srv$((port + 3)).log")"
 kill -INT "${srvs[@]}" 2>/dev/null; wait "${srvs[@]}"
+# a draft with another tokenizer, or both drafters, refused at start with one line
+X="$T/xtok"; mkdir -p "$X"; cp $F/mistral/config.json $F/mistral/model.safetensors "$X/"
+timeout 30 "$M" serve -m "$S" --port $((port + 5)) -t 1 --draft-model "$X" >"$T/out" 2>"$T/err"; rc=$?
+[ $rc -ne 0 ] && [ $rc -ne 124 ] && tail -1 "$T/err" | grep -q "^mlxcel serve: the draft model needs the target's tokenizer" && ok server/draft_tokenizer || fail server/draft_tokenizer "rc $rc: $(tail -2 "$T/err")"
+timeout 30 "$M" serve -m "$S" --port $((port + 5)) -t 1 --draft-model "$D" --lookup-ngram 2 >"$T/out" 2>"$T/err"; rc=$?
+[ $rc = 2 ] && grep -q "not both" "$T/err" && ok server/two_drafters || fail server/two_drafters "rc $rc: $(tail -2 "$T/err")"
 R="$T/rec"; mkdir -p "$R"; cp tests/server/tinymodel/tokenizer*.json "$R/"; ln -s "$PWD/$F/mamba/config.json" "$PWD/$F/mamba/model.safetensors" "$R/"
-timeout 30 "$M" serve -m "$R" --port $((port + 2)) -t 1 --lookup-ngram 2 >"$T/out" 2>"$T/err"; rc=$?
+timeout 30 "$M" serve -m "$R" --port $((port + 4)) -t 1 --lookup-ngram 2 >"$T/out" 2>"$T/err"; rc=$?
 [ $rc -ne 0 ] && [ $rc -ne 124 ] && tail -1 "$T/err" | grep -q "^mlxcel serve: speculative decoding .* recurrent state" && ok server/recurrent || fail server/recurrent "rc $rc: $(cat "$T/err")"
