@@ -3,6 +3,7 @@
 #include "../server/server.h"
 #include "../dist/dist.h"
 #include "../runtime/textmodel.h"
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,7 @@ typedef struct {
     bool jinja;       /* llama-server's --jinja: templates are always Jinja here */
     cli_kv_opts kv;
     bool fast;
+    const char *kv_memory; /* --kv-memory SIZE */
 } serve_opts;
 
 static void serve_init(void *p) {
@@ -43,6 +45,9 @@ static const mx_opt serve_tab[] = {
      "tensor parallelism over T processes (under mpirun; rank 0 serves HTTP; see Distributed runs)", NULL, 0},
     {NULL, "--pp", NULL, OPT_INT, "P", 1, 4096, offsetof(serve_opts, pp), "pipeline parallelism over P stages (under mpirun)", NULL, 0},
     OPT_KV(serve_opts, kv),
+    {NULL, "--kv-memory", NULL, OPT_STR, "SIZE", 0, 0, offsetof(serve_opts, kv_memory),
+     "memory all slots' KV caches may take together (bytes, or with K, M, G: binary units); requests wait for room, idle slots' caches are released",
+     NULL, 0},
     OPT_FAST(serve_opts, fast),
     {NULL, "--lookup-ngram", NULL, OPT_INT, "N", 0, 64, S(lookup_ngram),
      "speculative decoding by prompt lookup in every slot: draft what followed the last earlier match of the last N..1 tokens", NULL, 0},
@@ -102,11 +107,35 @@ static const mx_opt_env serve_env[] = {
     {0},
 };
 
+/* "512M", "3G", "1.5G", "1048576": bytes (K, M, G, T: powers of 1024) */
+static int parse_size(const char *s, size_t *out) {
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    double u = 1;
+    switch (*end) {
+    case 'K': case 'k': u = 1024.0; end++; break;
+    case 'M': case 'm': u = 1048576.0; end++; break;
+    case 'G': case 'g': u = 1073741824.0; end++; break;
+    case 'T': case 't': u = 1099511627776.0; end++; break;
+    default: break;
+    }
+    if (*end == 'i' && u > 1) end++;
+    if ((*end == 'B' || *end == 'b') && end[-1] != 0) end++;
+    if (errno || end == s || *end || !(v > 0) || v * u > 1e18) return -1;
+    *out = (size_t)(v * u);
+    return 0;
+}
+
 static int serve_run(void *p) {
     serve_opts *o = p;
     if (!o->s.model_dir) { fprintf(stderr, "mlxcel serve: -m MODEL is required\n"); return 2; }
     if (o->s.chat_template && o->s.chat_template_file) { fprintf(stderr, "mlxcel serve: give --chat-template or --chat-template-file, not both\n"); return 2; }
     o->s.max_body = (size_t)o->body_mb << 20;
+    if (o->kv_memory && parse_size(o->kv_memory, &o->s.kv_memory)) {
+        fprintf(stderr, "mlxcel serve: --kv-memory '%s': give a size such as 2G, 512M or a number of bytes\n", o->kv_memory);
+        return 2;
+    }
     cli_fast_apply(o->fast);
     if (cli_kv_apply("serve", &o->kv)) return 2;
     if (o->s.draft_dir && o->s.lookup_ngram) { fprintf(stderr, "mlxcel serve: give --draft-model or --lookup-ngram, not both\n"); return 2; }

@@ -169,6 +169,16 @@ static size_t att_cache(const mx_model *m, int layer, int cap, const mx_kv_type 
     return (k_region(a, type[0], S) + (size_t)S * kv_ld(a, type[1], mx_attn_vdim(a)) + 3) / 4;
 }
 
+/* a ring's positions past `keep` write two rows each (write_rows) */
+static size_t att_used(const mx_model *m, int layer, int cap, int n, const mx_kv_type type[2]) {
+    const mx_attn_spec *a = m->arch.layers[layer].attn;
+    if (m->arch.layers[layer].kv_shared) return 0;
+    kv_shape k = kv_shape_of(m, layer, cap);
+    size_t rows = MX_MIN(n, k.rows);
+    if (k.ring && n > k.keep) rows = (size_t)k.keep + 2 * (size_t)MX_MIN(n - k.keep, k.R);
+    return (rows * (kv_ld(a, type[0], a->head_dim) + kv_ld(a, type[1], mx_attn_vdim(a))) + 3) / 4;
+}
+
 static int att_keep_min(const mx_model *m, int layer, int cap, int len) {
     kv_shape k = kv_shape_of(m, layer, cap);
     return k.ring && len > k.keep + k.R ? len - MX_RING_SLICE : 0;
@@ -463,5 +473,5 @@ static void att_forward(mx_fwd *f, int layer, void *wp, const float *xn, float *
 
 const mx_block_ops mx_block_attention = {
     .name = "attention", .load = att_load, .free = att_free, .state_floats = att_state, .cache_floats = att_cache,
-    .scratch_floats = att_scratch, .copy_prefix = att_copy_prefix, .keep_min = att_keep_min, .forward = att_forward,
+    .scratch_floats = att_scratch, .copy_prefix = att_copy_prefix, .keep_min = att_keep_min, .used_floats = att_used, .forward = att_forward,
 };

@@ -39,6 +39,10 @@ typedef struct mx_block_ops {
      * cut back to with this block's state still valid (a ring of rows
      * forgets the oldest; mx_kv_min_len). NULL: 0. */
     int (*keep_min)(const mx_model *m, int layer, int cap, int len);
+    /* Floats of this block's state in a cache of cap positions that
+     * positions [0, n) write (the pages they take, mx_kv_used_bytes). NULL:
+     * the whole state (recurrent state is written whole). */
+    size_t (*used_floats)(const mx_model *m, int layer, int cap, int n, const mx_kv_type type[2]);
     void (*forward)(mx_fwd *f, int layer, void *w, const float *in, float *out);
     /* State summarises the whole history (SSM, linear attention) rather than
      * one entry per position, so a cache cannot be cut back to a prefix. */

@@ -1,3 +1,4 @@
+#define _GNU_SOURCE
 /* The generic decoder forward pass: executes an arch description over a
  * stack of sequences. Each layer is norm -> mixer block -> (norm) -> residual
  * -> norm -> ffn block -> (norm) -> residual, sequential or parallel; the
@@ -7,6 +8,8 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 struct mx_ctx {
     const mx_model *m;
@@ -40,6 +43,27 @@ size_t mx_kv_new_bytes(const mx_model *m, int cap) {
     return total * sizeof(float);
 }
 
+/* block b's state that positions [0, n) write */
+static size_t block_used(const mx_model *m, const mx_block_ops *b, int layer, int cap, int n, const mx_kv_type type[2]) {
+    if (!b) return 0;
+    return b->used_floats ? b->used_floats(m, layer, cap, n, type) : block_state(m, b, layer, cap, type);
+}
+
+size_t mx_kv_used_bytes(const mx_model *m, int cap, int n) {
+    if (cap < 1 || cap > (1 << 28) || n <= 0) return 0;
+    size_t total = 0, pg = (size_t)sysconf(_SC_PAGESIZE);
+    int lo, hi;
+    mx_model_layers(m, &lo, &hi);
+    for (int l = lo; l < hi; l++) {
+        const mx_layer_spec *ls = &m->arch.layers[l];
+        const mx_kv_type *t = m->kp.kv_type;
+        size_t f = block_used(m, ls->mixer, l, cap, n, t) + block_used(m, ls->mixer2, l, cap, n, t) + block_used(m, ls->xattn, l, cap, n, t) +
+                   block_used(m, ls->ffn, l, cap, n, t) + block_used(m, ls->shortcut, l, cap, n, t);
+        if (f) total += f * sizeof(float) + 4 * pg; /* each written region (K, V, a ring's second half) may start and end inside a page */
+    }
+    return total;
+}
+
 mx_kv *mx_kv_new(const mx_model *m, int cap) {
     const mx_arch *a = &m->arch;
     if (cap < 1 || cap > (1 << 28)) { mx_set_err("cache of %d positions is out of range", cap); return NULL; }
@@ -64,15 +88,23 @@ mx_kv *mx_kv_new(const mx_model *m, int cap) {
         total += n;
     }
     kv->offset[a->n_layers] = total;
-    kv->data = mx_aligned_alloc(total * sizeof(float));
-    if (!kv->data) { free(kv->offset); free(kv); return NULL; }
+    /* reserved, not committed: anonymous pages read as zeros and take memory
+     * once written, so a cache costs the positions its sequences have used
+     * (mx_kv_release gives them back), not its capacity */
+    void *p = mmap(NULL, MX_MAX(total * sizeof(float), 1), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) {
+        mx_set_err("cannot reserve %zu bytes of cache", total * sizeof(float));
+        free(kv->offset); free(kv);
+        return NULL;
+    }
+    kv->data = p;
     kv->cap = cap;
     kv->n_layers = a->n_layers;
     kv->shard = m->shard;
     return kv;
 }
 
-void mx_kv_copy(mx_kv *dst, const mx_kv *src) {
+void mx_kv_copy(mx_kv *dst, const mx_kv *src) { /* every page: commits dst's whole capacity */
     memcpy(dst->data, src->data, src->offset[src->n_layers] * sizeof(float));
     dst->len = src->len;
 }
@@ -134,9 +166,25 @@ void mx_kv_fill_random(const mx_model *m, mx_kv *kv, uint64_t seed) {
 void mx_kv_free(mx_kv *kv) {
     if (!kv) return;
     if (kv->dist_id && kv->shard) kv->shard->ops->kv_free(kv->shard->ctx, kv->dist_id);
-    mx_aligned_free(kv->data);
+    munmap(kv->data, MX_MAX(mx_kv_bytes(kv), 1));
     free(kv->offset);
     free(kv);
+}
+
+void mx_kv_release(mx_kv *kv) {
+    madvise(kv->data, MX_MAX(mx_kv_bytes(kv), 1), MADV_DONTNEED);
+    kv->len = 0;
+}
+
+size_t mx_kv_resident(const mx_kv *kv) {
+    size_t pg = (size_t)sysconf(_SC_PAGESIZE), n = (mx_kv_bytes(kv) + pg - 1) / pg, res = 0;
+    unsigned char vec[1024];
+    for (size_t i = 0; i < n; i += sizeof vec) {
+        size_t m = MX_MIN(n - i, sizeof vec);
+        if (mincore((uint8_t *)kv->data + i * pg, m * pg, vec)) return 0;
+        for (size_t j = 0; j < m; j++) res += vec[j] & 1;
+    }
+    return res * pg;
 }
 
 size_t mx_blocks_scratch_floats(const mx_model *m, int max_tokens, int max_ctx, int n_threads) {

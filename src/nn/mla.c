@@ -131,6 +131,22 @@ static size_t mla_cache(const mx_model *m, int layer, int cap, const mx_kv_type 
     return mx_mla_rows_floats(&m->arch.mla, type[0], cap) + mx_dsa_state(&m->arch.mla, cap);
 }
 
+/* the first n latent rows and indexer keys (mx_kv_copy_prefix) */
+static void mla_copy_prefix(const mx_model *m, int layer, uint8_t *dst, const uint8_t *src, int cap, int n, const mx_kv_type type[2]) {
+    (void)layer;
+    const mx_mla_spec *s = &m->arch.mla;
+    size_t rb = mx_mla_rows_floats(s, type[0], cap) * sizeof(float);
+    memcpy(dst, src, (size_t)n * mx_kv_row_bytes(type[0], row_dim(s)));
+    memcpy(dst + rb, src + rb, mx_dsa_state(s, n) * sizeof(float));
+}
+
+static size_t mla_used(const mx_model *m, int layer, int cap, int n, const mx_kv_type type[2]) {
+    (void)layer;
+    const mx_mla_spec *s = &m->arch.mla;
+    n = MX_MIN(n, cap);
+    return ((size_t)n * mx_kv_row_bytes(type[0], row_dim(s)) + 3) / 4 + mx_dsa_state(s, n);
+}
+
 static size_t mla_state(const mx_model *m, int layer, int cap) {
     const mx_kv_type f32[2] = {MX_KV_F32, MX_KV_F32};
     return mla_cache(m, layer, cap, f32);
@@ -274,6 +290,6 @@ static void mla_forward(mx_fwd *f, int layer, void *wp, const float *xn, float *
 }
 
 const mx_block_ops mx_block_mla = {
-    .name = "mla", .load = mla_load, .free = mla_free, .state_floats = mla_state, .cache_floats = mla_cache,
+    .name = "mla", .load = mla_load, .free = mla_free, .state_floats = mla_state, .cache_floats = mla_cache, .copy_prefix = mla_copy_prefix, .used_floats = mla_used,
     .scratch_floats = mla_scratch, .forward = mla_forward,
 };

@@ -138,6 +138,15 @@ bool mx_model_has_kv_rows(const mx_model *m);
  * what the rows hold. */
 void mx_kv_fill_random(const mx_model *m, mx_kv *kv, uint64_t seed);
 void mx_kv_free(mx_kv *kv);
+/* The cache's memory is reserved address space (mx_kv_new): pages take
+ * memory once written. mx_kv_release gives all of them back (every layer's
+ * state reads as zeros again) and empties it; mx_kv_resident is the bytes
+ * its pages take now. */
+void mx_kv_release(mx_kv *kv);
+size_t mx_kv_resident(const mx_kv *kv);
+/* An upper bound of the bytes a cache made by mx_kv_new(m, cap) takes once
+ * positions [0, n) have been written (whole pages; this process's layers). */
+size_t mx_kv_used_bytes(const mx_model *m, int cap, int n);
 /* dst takes src's state (both made for the same model and cap). */
 void mx_kv_copy(mx_kv *dst, const mx_kv *src);
 /* dst takes src's first n positions (n <= src->len; both made for the same

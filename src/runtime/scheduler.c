@@ -33,6 +33,7 @@ struct mx_req {
     int think_match, think_n; /* marker tokens matched so far; tokens generated in the block */
     uint64_t id;              /* unique, from 1 */
     uint64_t lead_id;         /* n > 1: the id of the request whose prompt this one shares (0: none) */
+    bool waited;              /* --kv-memory held it back at least once */
     mx_req *next;
 };
 
@@ -57,6 +58,7 @@ typedef struct {
     int lead_slot;
     uint64_t lead_id;
     uint64_t last_used;       /* admission stamp; 0 = never used */
+    int foot;                 /* positions its caches may have written since they were last released */
 } slot;
 
 struct mx_sched {
@@ -85,6 +87,7 @@ struct mx_sched {
     float *dist;               /* [vocab]: a sampled request's distribution, to accept a draft */
     mx_seq_in *ins;
     int *in_slot;
+    size_t kv_budget;          /* bytes all slots' caches may take (mx_sched_set_kv_budget; 0: no bound) */
     mx_sched_stats st;
 };
 
@@ -179,6 +182,47 @@ static int borrow_prefix(mx_sched *s, int to, const mx_req *r, int keep) {
     return best;
 }
 
+/* ---- --kv-memory: caches are reserved address space and take memory as
+ * they are written (mx_kv_new); a slot's footprint is what `foot`
+ * positions write (mx_kv_used_bytes, an upper bound), and the slots'
+ * footprints together stay within kv_budget. A request is admitted with
+ * room for its prompt, max_tokens and drafts; idle slots' caches are
+ * released, least recently used first, to make that room, else it waits
+ * for running requests to end. */
+static int need_of(const mx_sched *s, const mx_req_params *p) {
+    return (int)MX_MIN((int64_t)s->ctx_len, (int64_t)p->n_prompt + MX_MAX(p->max_tokens, 0) + s->spec_max + 1);
+}
+static size_t foot_bytes(const mx_sched *s, int n) {
+    return mx_kv_used_bytes(&s->e->model, s->ctx_len, n) + (s->draft ? mx_kv_used_bytes(&s->draft->model, s->ctx_len, n) : 0);
+}
+static void release_slot(mx_sched *s, slot *sl) {
+    if (!sl->foot) return;
+    mx_kv_release(sl->kv);
+    if (sl->dkv) mx_kv_release(sl->dkv);
+    sl->foot = 0;
+    s->st.kv_releases++;
+}
+/* Room for request r in slot `best` keeping `keep` of its tokens, and for
+ * its n_follow samples (each in a slot of its own, started from 0). */
+static bool make_room(mx_sched *s, const mx_req *r, int best, int keep, int n_follow) {
+    if (!s->kv_budget) return true;
+    size_t need = foot_bytes(s, need_of(s, &r->p)), use = keep ? MX_MAX(need, foot_bytes(s, s->slots[best].foot)) : need;
+    use += (size_t)n_follow * need;
+    for (;;) {
+        size_t total = use;
+        int victim = -1;
+        for (int i = 0; i < s->parallel; i++) {
+            const slot *o = &s->slots[i];
+            if (i == best || !o->foot) continue;
+            total += foot_bytes(s, o->foot);
+            if (!o->req && (victim < 0 || o->last_used < s->slots[victim].last_used)) victim = i;
+        }
+        if (total <= s->kv_budget) return true;
+        if (victim < 0) return false;
+        release_slot(s, &s->slots[victim]);
+    }
+}
+
 /* Admits queued requests into free slots, preferring the slot whose cached
  * tokens share the longest prefix with the prompt. A short shared prefix (the
  * common header of a chat template) is not worth another conversation's
@@ -202,11 +246,19 @@ static void admit(mx_sched *s) {
         if (best < 0) return;
         if (best != lru && best_len < s->slots[best].kv->len && 2 * best_len < s->q_head->p.n_prompt) best = lru;
         mx_req *r = s->q_head;
+        int keep0 = keep_of(s, &s->slots[best], r);
+        if (!make_room(s, r, best, keep0, n_follow)) { /* waits for running requests to end */
+            if (!r->waited) s->st.kv_waits++;
+            r->waited = true;
+            return;
+        }
         s->q_head = r->next;
         if (!s->q_head) s->q_tail = NULL;
         s->n_queued--;
         slot *sl = &s->slots[best];
-        int keep = borrow_prefix(s, best, r, keep_of(s, sl, r));
+        if (!keep0) release_slot(s, sl);
+        int keep = borrow_prefix(s, best, r, keep0);
+        sl->foot = MX_MAX(sl->foot, need_of(s, &r->p));
         sl->rope_shift = 0;
         sl->kv->len = keep;
         sl->n_fed = keep;
@@ -230,6 +282,8 @@ static void admit(mx_sched *s) {
             for (int i = 0; i < s->parallel; i++)
                 if (!s->slots[i].req && (fi < 0 || s->slots[i].last_used < s->slots[fi].last_used)) fi = i;
             slot *fs = &s->slots[fi];
+            release_slot(s, fs);
+            fs->foot = need_of(s, &f->p);
             fs->req = f;
             fs->rope_shift = 0;
             fs->kv->len = 0;
@@ -257,7 +311,7 @@ static void share_prefill(mx_sched *s, int li, const float *row) {
     for (int i = 0; i < s->parallel; i++) {
         slot *fs = &s->slots[i];
         if (!fs->req || !fs->waiting || fs->lead_slot != li || fs->lead_id != ls->req->id) continue;
-        mx_kv_copy(fs->kv, ls->kv);
+        mx_kv_copy_prefix(&s->e->model, fs->kv, ls->kv, ls->kv->len); /* the rows it holds: pages past them stay untouched */
         memcpy(fs->toks, ls->toks, sizeof(int32_t) * (size_t)ls->kv->len);
         memcpy(fs->tags, ls->tags, sizeof(uint64_t) * (size_t)ls->kv->len);
         mx_req *r = fs->req;
@@ -642,6 +696,18 @@ int mx_sched_set_draft(mx_sched *s, mx_engine *draft, int draft_max) {
     return MX_OK;
 }
 
+void mx_sched_set_kv_budget(mx_sched *s, size_t bytes) {
+    pthread_mutex_lock(&s->mu);
+    s->kv_budget = bytes;
+    pthread_mutex_unlock(&s->mu);
+}
+
+size_t mx_sched_kv_resident(const mx_sched *s) {
+    size_t n = 0; /* the caches' mappings live as long as s: readable from any thread */
+    for (int i = 0; i < s->parallel; i++) n += mx_kv_resident(s->slots[i].kv) + (s->slots[i].dkv ? mx_kv_resident(s->slots[i].dkv) : 0);
+    return n;
+}
+
 size_t mx_sched_kv_bytes(const mx_sched *s) {
     size_t n = 0;
     for (int i = 0; i < s->parallel; i++) n += (s->slots[i].kv ? mx_kv_bytes(s->slots[i].kv) : 0) + (s->slots[i].dkv ? mx_kv_bytes(s->slots[i].dkv) : 0);
@@ -832,6 +898,10 @@ mx_req *mx_sched_submit(mx_sched *s, const mx_req_params *p) {
 
 int mx_sched_submit_n(mx_sched *s, const mx_req_params *p, int n, mx_req **out) {
     if (n < 1 || n > s->parallel) return mx_set_err("%d samples of one prompt: the server has %d slots", n, s->parallel);
+    if (s->kv_budget && p->n_prompt > 0 && p->n_prompt < s->ctx_len && foot_bytes(s, need_of(s, p)) * (size_t)n > s->kv_budget)
+        return mx_set_err("the request needs %.1f KiB of KV cache (%d prompt tokens and up to %d generated%s), more than the server's --kv-memory of %.1f KiB",
+                          foot_bytes(s, need_of(s, p)) * (double)n / 1024.0, p->n_prompt, MX_MIN(p->max_tokens, s->ctx_len - p->n_prompt),
+                          n > 1 ? ", for each sample" : "", s->kv_budget / 1024.0);
     for (int i = 0; i < n; i++) {
         mx_req_params q = *p;
         if (q.samp.seed != MX_SEED_RANDOM) q.samp.seed += (uint64_t)i; /* sample i: the seed + i */

@@ -65,6 +65,8 @@ typedef struct {
     uint64_t requests, prompt_tokens, cached_tokens, gen_tokens;
     uint64_t spec_drafted, spec_accepted; /* speculation: tokens offered, tokens the target kept */
     uint64_t borrowed_tokens; /* cached prompt tokens copied from another slot's cache (in cached_tokens too) */
+    uint64_t kv_releases;     /* slot caches given back (replaced, or released to make room under --kv-memory) */
+    uint64_t kv_waits;        /* requests that waited for room under --kv-memory */
     int active, queued;
     double ttft_sum, ttft_count, decode_tps; /* last step's aggregate decode rate */
 } mx_sched_stats;
@@ -86,8 +88,17 @@ int mx_sched_set_spec(mx_sched *s, int draft_max, int ngram);
  * own per slot. Refused for a target or draft with recurrent state. Call
  * before the first submission, instead of mx_sched_set_spec. */
 int mx_sched_set_draft(mx_sched *s, mx_engine *draft, int draft_max);
-/* Bytes of every slot's cache together (allocated whole by mx_sched_new). */
+/* Bytes of every slot's cache together: the address space mx_sched_new
+ * reserves (pages take memory once written). */
 size_t mx_sched_kv_bytes(const mx_sched *s);
+/* The bytes those caches take now (resident pages; any thread). */
+size_t mx_sched_kv_resident(const mx_sched *s);
+/* Bounds the caches' memory (--kv-memory; 0: none): a request is admitted
+ * when its prompt, max_tokens and drafts fit beside the running ones (idle
+ * slots' caches are released for it, least recently used first), else it
+ * waits; one that could never fit is refused at submission. Call before
+ * the first submission (after mx_sched_set_draft). */
+void mx_sched_set_kv_budget(mx_sched *s, size_t bytes);
 /* Stops the engine: running and queued requests finish as cancelled, new
  * submissions fail; consumers may still read and release their requests. */
 void mx_sched_stop(mx_sched *s);

@@ -64,6 +64,22 @@ int mx_route_metrics(server *sv, mx_srv_req *rq, json_t *req) {
                       "# HELP mlxcel_spec_accepted_tokens_total Drafted tokens the model kept.\n"
                       "# TYPE mlxcel_spec_accepted_tokens_total counter\nmlxcel_spec_accepted_tokens_total %llu\n",
                       (unsigned long long)st.spec_drafted, (unsigned long long)st.spec_accepted);
+    if (sv->sched) {
+        mx_buf_printf(&b,
+                      "# HELP mlxcel_kv_cache_bytes Memory the slots' KV caches take now (their written pages).\n# TYPE mlxcel_kv_cache_bytes gauge\n"
+                      "mlxcel_kv_cache_bytes %zu\n"
+                      "# HELP mlxcel_kv_cache_reserved_bytes Address space reserved for them (every slot's whole context).\n"
+                      "# TYPE mlxcel_kv_cache_reserved_bytes gauge\nmlxcel_kv_cache_reserved_bytes %zu\n"
+                      "# HELP mlxcel_kv_cache_releases_total Slot caches given back (replaced, or released for --kv-memory).\n"
+                      "# TYPE mlxcel_kv_cache_releases_total counter\nmlxcel_kv_cache_releases_total %llu\n",
+                      mx_sched_kv_resident(sv->sched), mx_sched_kv_bytes(sv->sched), (unsigned long long)st.kv_releases);
+        if (sv->o.kv_memory)
+            mx_buf_printf(&b,
+                          "# HELP mlxcel_kv_cache_budget_bytes --kv-memory.\n# TYPE mlxcel_kv_cache_budget_bytes gauge\nmlxcel_kv_cache_budget_bytes %zu\n"
+                          "# HELP mlxcel_kv_cache_waits_total Requests that waited for room in --kv-memory.\n"
+                          "# TYPE mlxcel_kv_cache_waits_total counter\nmlxcel_kv_cache_waits_total %llu\n",
+                          sv->o.kv_memory, (unsigned long long)st.kv_waits);
+    }
     if (sv->sched && sv->tm.e.vision) {
         unsigned long enc, hits;
         mx_vision_counts(sv->tm.e.vision, &enc, &hits);

@@ -107,6 +107,7 @@ int mx_srv_load(server *sv, mx_task *task) {
         sv->dtm_open = true;
         if (mx_spec_check_vocab(&sv->tm, &sv->dtm) || mx_sched_set_draft(sv->sched, &sv->dtm.e, o->draft_max)) return MX_ERR;
     }
+    if (o->kv_memory) mx_sched_set_kv_budget(sv->sched, o->kv_memory);
     snprintf(sv->name, sizeof sv->name, "%s", o->model_name ? o->model_name : sv->tm.name);
     sv->tok = sv->tm.tok;
     /* request defaults: the options (OpenAI's temperature 1 when none), then the model's generation_config.json */
@@ -173,9 +174,11 @@ int mx_serve(const mx_serve_opts *o) {
         char spec[320] = "";
         if (o->lookup_ngram) snprintf(spec, sizeof spec, "; speculation: prompt lookup of %d..1 tokens, up to %d drafts", o->lookup_ngram, o->draft_max);
         if (sv.dtm_open) snprintf(spec, sizeof spec, "; speculation: draft model '%s', up to %d drafts", sv.dtm.name, o->draft_max);
-        fprintf(stderr, "mlxcel serve: ready (model '%s', %d slots of %d tokens; KV cache %.1f MiB: %s keys, %s values%s%s)\n", sv.name, o->parallel,
-                o->ctx_size, mx_sched_kv_bytes(sv.sched) / 1048576.0, mx_kv_type_name(m->kp.kv_type[0]), mx_kv_type_name(m->kp.kv_type[1]),
-                unused ? "; no layer keeps a cache these types apply to: ignored" : "", spec);
+        char bound[96] = "";
+        if (o->kv_memory) snprintf(bound, sizeof bound, ", at most %.1f MiB in use (--kv-memory)", o->kv_memory / 1048576.0);
+        fprintf(stderr, "mlxcel serve: ready (model '%s', %d slots of %d tokens; KV cache %.1f MiB reserved, taken as written%s: %s keys, %s values%s%s)\n",
+                sv.name, o->parallel, o->ctx_size, mx_sched_kv_bytes(sv.sched) / 1048576.0, bound, mx_kv_type_name(m->kp.kv_type[0]),
+                mx_kv_type_name(m->kp.kv_type[1]), unused ? "; no layer keeps a cache these types apply to: ignored" : "", spec);
     }
     else {
         mx_kpolicy kp = mx_kpolicy_default();

@@ -6,24 +6,29 @@
 # conversation) and copies those K/V rows from it instead of computing them:
 # its usage reports them cached, /metrics counts them borrowed, and its
 # greedy text and logprobs equal those of a fresh server that computed the
-# whole prompt; also with q8_0 keys and q4_0 values (the rows copied as stored).
+# whole prompt; also with q8_0 keys and q4_0 values (the rows copied as stored) and for
+# DeepSeek-V3.2's MLA cache (latent rows and the sparse indexer's keys).
 set -u
 cd "$(dirname "$0")/../.."
 PREFIX=prefix
 . tests/lib/serve.sh
-mkdir -p "$T/m"; cp tests/server/tinymodel/*.json tests/fixtures/llama/model.safetensors "$T/m/"
+for f in llama deepseek_v32; do
+  mkdir -p "$T/$f"; cp tests/server/tinymodel/tokenizer*.json tests/fixtures/$f/*.json tests/fixtures/$f/model.safetensors "$T/$f/"
+done
+cp tests/server/tinymodel/config.json "$T/llama/"
 port=$((20000 + $$ % 12000))
 serve_at() { # port, flags...
   local p=$1; shift
-  serve_up $p "$T/srv$p.log" "$M" serve -m "$T/m" --port $p -t 2 -c 512 -np 2 "$@" || exit 0
+  serve_up $p "$T/srv$p.log" "$M" serve -m "$T/$fam" --port $p -t 2 -c 512 -np 2 "$@" || exit 0
 }
 P=$(python3 -c "print(','.join(str(5 + (i * 7) % 200) for i in range(96)))") # the shared prefix: 96 tokens
 req() { # port, prompt ids, max_tokens, stream(true/false) -> the reply
   curl -sN localhost:$1/v1/completions -H 'content-type: application/json' \
     -d "{\"prompt\":[$2],\"max_tokens\":$3,\"temperature\":0,\"ignore_eos\":true,\"logprobs\":2,\"stream\":$4}"
 }
-for kv in "" "--cache-type-k q8_0 --cache-type-v q4_0"; do
-sfx=${kv:+/q8_0_q4_0}
+for run in "llama:" "llama:--cache-type-k q8_0 --cache-type-v q4_0" "deepseek_v32:"; do
+fam=${run%%:*}; kv=${run#*:}
+sfx=${kv:+/q8_0_q4_0}; [ $fam = llama ] || sfx=/$fam
 # shellcheck disable=SC2086
 serve_at $port $kv; serve_at $((port + 1)) $kv
 Q=$(python3 -c "print(','.join(str(5 + (i * 13) % 240) for i in range(100)))")
