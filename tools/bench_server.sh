@@ -6,10 +6,13 @@
 # Environment: MLXCEL (default build/mlxcel), PARALLEL (16), CTX (2048),
 # THREADS (serve's -t; default: the binary's default), SERVE_ARGS (extra serve
 # options), SERVER_LOG (where the server's stderr goes; default a temp file,
-# printed on failure).
+# printed on failure). PEER=PATH runs that llama-server binary on MODEL (a GGUF
+# file) instead, with the same slots, per-slot context (its -c is the total),
+# threads and continuous batching, for side-by-side runs (use --api completions:
+# the GGUF files tools/hf_to_gguf.py writes have no chat template).
 set -u
 cd "$(dirname "$0")/.."
-if [ $# -lt 1 ] || [ ! -d "$1" ]; then
+if [ $# -lt 1 ] || [ ! -e "$1" ]; then
   echo "usage: tools/bench_server.sh MODEL_DIR [bench_server.mjs options]" >&2
   exit 2
 fi
@@ -27,8 +30,14 @@ port=$(node -e "const s=require('net').createServer();s.listen(0,'127.0.0.1',()=
 log=${SERVER_LOG:-$(mktemp)}
 threads=()
 [ -n "${THREADS:-}" ] && threads=(-t "$THREADS")
-# shellcheck disable=SC2086
-"$MLXCEL" serve -m "$model" --port "$port" --parallel "$PARALLEL" --ctx-size "$CTX" "${threads[@]}" ${SERVE_ARGS:-} 2>"$log" &
+if [ -n "${PEER:-}" ]; then
+  # shellcheck disable=SC2086
+  "$PEER" -m "$model" --port "$port" --parallel "$PARALLEL" --ctx-size $((PARALLEL * CTX)) "${threads[@]}" --cont-batching \
+    --no-webui ${SERVE_ARGS:-} >"$log" 2>&1 &
+else
+  # shellcheck disable=SC2086
+  "$MLXCEL" serve -m "$model" --port "$port" --parallel "$PARALLEL" --ctx-size "$CTX" "${threads[@]}" ${SERVE_ARGS:-} 2>"$log" &
+fi
 pid=$!
 trap 'kill -TERM $pid 2>/dev/null' EXIT
 up=0
@@ -45,7 +54,7 @@ if [ $up != 1 ]; then
   exit 1
 fi
 echo "# $(date -u +%FT%TZ) $(uname -m), $(nproc) cpus, load $(cut -d' ' -f1-3 /proc/loadavg);" \
-     "serve -m $model --parallel $PARALLEL --ctx-size $CTX ${threads[*]} ${SERVE_ARGS:-}" >&2
+     "${PEER:-serve} -m $model --parallel $PARALLEL --ctx-size $CTX ${threads[*]} ${SERVE_ARGS:-}" >&2
 node tools/bench_server.mjs --url "http://127.0.0.1:$port" "$@"
 rc=$?
 echo "# load after: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
