@@ -45,6 +45,11 @@ static const mx_opt serve_tab[] = {
      "tensor parallelism over T processes (under mpirun; rank 0 serves HTTP; see Distributed runs)", NULL, 0},
     {NULL, "--pp", NULL, OPT_INT, "P", 1, 4096, offsetof(serve_opts, pp), "pipeline parallelism over P stages (under mpirun)", NULL, 0},
     OPT_KV(serve_opts, kv),
+    {NULL, "--state-snapshots", NULL, OPT_INT, "N", 0, 64, S(state_snapshots),
+     "models with recurrent state (hybrids, SSMs): snapshots of it kept per slot, so a prompt sharing a prefix reuses the cache "
+     "(the latest prompt's end and its first --snapshot-every boundaries); 0: off",
+     NULL, 0},
+    {NULL, "--snapshot-every", NULL, OPT_INT, "N", 1, 1 << 20, S(snapshot_every), "prompt tokens between state snapshots", NULL, 0},
     {NULL, "--kv-memory", NULL, OPT_STR, "SIZE", 0, 0, offsetof(serve_opts, kv_memory),
      "memory all slots' KV caches may take together (bytes, or with K, M, G: binary units); requests wait for room, idle slots' caches are released",
      NULL, 0},

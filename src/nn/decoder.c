@@ -126,6 +126,38 @@ void mx_kv_copy_prefix(const mx_model *m, mx_kv *dst, const mx_kv *src, int n) {
     dst->len = n;
 }
 
+/* A snapshot holds the state of every block that cannot say where its
+ * per-position rows are (copy_prefix): recurrent state, conv windows, ...;
+ * the blocks with rows keep theirs in the cache, where positions below the
+ * snapshot's are not written again. Copies them to or from buf (NULL: only
+ * counts) and returns their floats. */
+static size_t snapshot_walk(const mx_model *m, const mx_kv *kv, int cap, float *buf, bool restore) {
+    int lo, hi;
+    mx_model_layers(m, &lo, &hi);
+    size_t at = 0;
+    for (int l = lo; l < hi; l++) {
+        const mx_layer_spec *ls = &m->arch.layers[l];
+        const mx_block_ops *bs[5] = {ls->mixer, ls->mixer2, ls->xattn, ls->ffn, ls->shortcut};
+        float *p = kv ? mx_kv_layer(kv, l) : NULL;
+        for (int i = 0; i < 5; i++) {
+            size_t n = block_state(m, bs[i], l, cap, kv ? kv->type : m->kp.kv_type);
+            if (n && !bs[i]->copy_prefix) {
+                if (buf) memcpy(restore ? p : buf + at, restore ? buf + at : p, n * sizeof(float));
+                at += n;
+            }
+            if (p) p += n;
+        }
+    }
+    return at;
+}
+
+size_t mx_kv_snapshot_floats(const mx_model *m, int cap) { return snapshot_walk(m, NULL, cap, NULL, false); }
+void mx_kv_snapshot(const mx_model *m, const mx_kv *kv, float *out) { snapshot_walk(m, kv, kv->cap, out, false); }
+void mx_kv_restore(const mx_model *m, mx_kv *kv, const float *in, int len) {
+    snapshot_walk(m, kv, kv->cap, (float *)in, true);
+    kv->len = len;
+}
+
 int mx_kv_min_len(const mx_model *m, const mx_kv *kv) {
     int k = 0;
     for (int l = 0; l < m->arch.n_layers; l++) { /* every process's layers: the rule is the description's */

@@ -160,6 +160,16 @@ void mx_kv_copy_prefix(const mx_model *m, mx_kv *dst, const mx_kv *src, int n);
  * ring of rows (nn/attention.c) once it has wrapped. A shorter prefix is
  * computed again from 0, as with recurrent state. */
 int mx_kv_min_len(const mx_model *m, const mx_kv *kv);
+/* Snapshots of the state a cache cannot be cut back through (every block
+ * without copy_prefix: recurrent state, conv windows, ...): taken when kv
+ * holds len positions, restoring one into the same cache later (its rows
+ * below len unchanged since) gives the cache of that prefix, so hybrids and
+ * SSMs can reuse a prompt prefix. mx_kv_snapshot_floats is a snapshot's size
+ * for caches of cap positions (this process's layers; 0 when every block
+ * has rows). */
+size_t mx_kv_snapshot_floats(const mx_model *m, int cap);
+void mx_kv_snapshot(const mx_model *m, const mx_kv *kv, float *out);
+void mx_kv_restore(const mx_model *m, mx_kv *kv, const float *in, int len);
 /* A sliding-window ring's slack (nn/attention.c): a pass writes and attends
  * at most this many tokens at a time, and an image block seen both ways must
  * not be longer for a model to keep rings. */

@@ -59,6 +59,11 @@ typedef struct {
     uint64_t lead_id;
     uint64_t last_used;       /* admission stamp; 0 = never used */
     int foot;                 /* positions its caches may have written since they were last released */
+    /* state snapshots (mx_sched_set_snapshots): snap_pos[i] > 0 is the
+     * length at which snap[i] was taken; the last entry is the latest
+     * prompt's end, the others the earliest stride boundaries */
+    int *snap_pos;
+    float **snap;
 } slot;
 
 struct mx_sched {
@@ -88,6 +93,8 @@ struct mx_sched {
     mx_seq_in *ins;
     int *in_slot;
     size_t kv_budget;          /* bytes all slots' caches may take (mx_sched_set_kv_budget; 0: no bound) */
+    int n_snaps, snap_every;   /* state snapshots per slot and their stride (0: off) */
+    size_t snap_floats;
     mx_sched_stats st;
 };
 
@@ -134,12 +141,49 @@ static void push_event(mx_req *r, const mx_tok_event *ev) {
 /* Tokens of the prompt a free slot can reuse: equal tokens with equal image
  * tags, and never ending inside a bidirectional span (its keys go in one
  * pass). */
+/* The longest prefix of at most l tokens slot sl's cache can be cut back to:
+ * l itself when the cache can be cut back (and a ring still holds it),
+ * for recurrent state the longest snapshot within l, else nothing. */
+static int cut_to(const mx_sched *s, const slot *sl, int l) {
+    if (l >= sl->kv->len) return l;
+    if (l < mx_kv_min_len(&s->e->model, sl->kv)) return 0;
+    if (s->truncatable) return l;
+    int best = 0;
+    for (int i = 0; i < s->n_snaps; i++)
+        if (sl->snap_pos[i] <= l && sl->snap_pos[i] > best) best = sl->snap_pos[i];
+    return best;
+}
+
+/* Cuts slot sl's cache back to keep tokens (a length cut_to gave). */
+static void cut_back(const mx_sched *s, slot *sl, int keep) {
+    if (keep < sl->kv->len && keep > 0 && !s->truncatable)
+        for (int i = 0; i < s->n_snaps; i++)
+            if (sl->snap_pos[i] == keep) { mx_kv_restore(&s->e->model, sl->kv, sl->snap[i], keep); break; }
+    sl->kv->len = keep;
+    for (int i = 0; i < s->n_snaps; i++) /* snapshots past the kept tokens are of another history */
+        if (sl->snap_pos[i] > keep) sl->snap_pos[i] = 0;
+}
+
+/* The first stride entry of slot sl's snapshots still free (-1: none, or snapshots off). */
+static int stride_free(const mx_sched *s, const slot *sl) {
+    for (int i = 0; i + 1 < s->n_snaps; i++)
+        if (!sl->snap_pos[i]) return i;
+    return -1;
+}
+
+/* Entry i of slot sl's snapshots takes the state of its cache now (its
+ * buffer made on first use; without memory there is no snapshot). */
+static void take_snapshot(const mx_sched *s, slot *sl, int i) {
+    if (!sl->snap[i] && !(sl->snap[i] = mx_malloc(sizeof(float) * s->snap_floats))) return;
+    mx_kv_snapshot(&s->e->model, sl->kv, sl->snap[i]);
+    sl->snap_pos[i] = sl->kv->len;
+}
+
 static int reusable(const mx_sched *s, const slot *sl, const mx_req *r) {
     int l = 0, m = MX_MIN(sl->kv->len, r->p.n_prompt);
     while (l < m && sl->toks[l] == r->prompt[l] && sl->tags[l] == (r->tags ? r->tags[l] : 0)) l++;
     if (r->lay.span_lo && l < r->p.n_prompt && r->lay.span_hi[l] > r->lay.span_lo[l]) l = MX_MIN(l, r->lay.span_lo[l]);
-    if ((!s->truncatable || l < mx_kv_min_len(&s->e->model, sl->kv)) && l < sl->kv->len) l = 0;
-    return l;
+    return cut_to(s, sl, l);
 }
 
 /* The tokens of slot sl's cache a request admitted with it keeps: what it
@@ -149,8 +193,7 @@ static int reusable(const mx_sched *s, const slot *sl, const mx_req *r) {
 static int keep_of(const mx_sched *s, const slot *sl, const mx_req *r) {
     int keep = MX_MIN(reusable(s, sl, r), r->p.n_prompt - 1);
     if (r->lay.span_lo && r->lay.span_hi[keep] > r->lay.span_lo[keep]) keep = MX_MIN(keep, r->lay.span_lo[keep]);
-    if ((!s->truncatable || keep < mx_kv_min_len(&s->e->model, sl->kv)) && keep < sl->kv->len) keep = 0;
-    return keep;
+    return cut_to(s, sl, keep);
 }
 
 static bool sample_into(mx_sched *s, slot *sl, float *row, int32_t draft);
@@ -176,6 +219,10 @@ static int borrow_prefix(mx_sched *s, int to, const mx_req *r, int keep) {
     slot *d = &s->slots[to];
     const slot *o = &s->slots[from];
     mx_kv_copy_prefix(&s->e->model, d->kv, o->kv, best);
+    for (int i = 0; i < s->n_snaps; i++) {
+        if (best < o->kv->len && o->snap_pos[i] == best) mx_kv_restore(&s->e->model, d->kv, o->snap[i], best); /* recurrent state at that prefix */
+        d->snap_pos[i] = 0;
+    }
     memcpy(d->toks, o->toks, sizeof(int32_t) * (size_t)best);
     memcpy(d->tags, o->tags, sizeof(uint64_t) * (size_t)best);
     s->st.borrowed_tokens += (uint64_t)best;
@@ -196,6 +243,7 @@ static size_t foot_bytes(const mx_sched *s, int n) {
     return mx_kv_used_bytes(&s->e->model, s->ctx_len, n) + (s->draft ? mx_kv_used_bytes(&s->draft->model, s->ctx_len, n) : 0);
 }
 static void release_slot(mx_sched *s, slot *sl) {
+    cut_back(s, sl, 0);
     if (!sl->foot) return;
     mx_kv_release(sl->kv);
     if (sl->dkv) mx_kv_release(sl->dkv);
@@ -258,9 +306,9 @@ static void admit(mx_sched *s) {
         slot *sl = &s->slots[best];
         if (!keep0) release_slot(s, sl);
         int keep = borrow_prefix(s, best, r, keep0);
+        if (keep == keep0) cut_back(s, sl, keep);
         sl->foot = MX_MAX(sl->foot, need_of(s, &r->p));
         sl->rope_shift = 0;
-        sl->kv->len = keep;
         sl->n_fed = keep;
         r->cached = keep;
         sl->req = r;
@@ -286,7 +334,7 @@ static void admit(mx_sched *s) {
             fs->foot = need_of(s, &f->p);
             fs->req = f;
             fs->rope_shift = 0;
-            fs->kv->len = 0;
+            cut_back(s, fs, 0);
             fs->n_fed = 0;
             fs->n_gen = 0;
             fs->decoding = false;
@@ -550,6 +598,7 @@ static void *engine_loop(void *arg) {
             if (!sl->req || sl->decoding || sl->waiting) continue;
             mx_req *r = sl->req;
             int f = sl->n_fed, m = MX_MIN(r->p.n_prompt - f, budget);
+            if (stride_free(s, sl) >= 0) m = MX_MIN(m, (f / s->snap_every + 1) * s->snap_every - f); /* a chunk ends at the next stride */
             for (int t = f; r->lay.span_lo && t < f + m; t++) /* a span goes in whole: now, or in a later step */
                 if (r->lay.span_hi[t] > r->lay.span_lo[t] && r->lay.span_hi[t] > f + m) m = r->lay.span_hi[t] - f;
             if (m > budget) continue;
@@ -625,6 +674,8 @@ static void *engine_loop(void *arg) {
             }
             sl->n_fed += s->ins[j].n;
             s->st.prompt_tokens += (uint64_t)s->ins[j].n;
+            if (s->n_snaps && sl->n_fed == sl->req->p.n_prompt) take_snapshot(s, sl, s->n_snaps - 1);
+            else if (s->n_snaps && sl->n_fed % s->snap_every == 0 && stride_free(s, sl) >= 0) take_snapshot(s, sl, stride_free(s, sl));
             if (sl->n_fed == sl->req->p.n_prompt) {
                 sl->rope_shift = sl->req->lay.rope_shift;
                 share_prefill(s, s->in_slot[j], lrow);
@@ -695,6 +746,22 @@ int mx_sched_set_draft(mx_sched *s, mx_engine *draft, int draft_max) {
     pthread_mutex_unlock(&s->mu);
     return MX_OK;
 }
+
+int mx_sched_set_snapshots(mx_sched *s, int n, int every) {
+    size_t fl = mx_kv_snapshot_floats(&s->e->model, s->ctx_len);
+    if (n < 1 || s->truncatable || s->e->model.shard || !fl) return MX_OK; /* nothing to keep, or (distributed) the state is in other processes */
+    if (every < 1) return mx_set_err("snapshots need a stride of at least 1 token");
+    for (int i = 0; i < s->parallel; i++)
+        if (!(s->slots[i].snap_pos = mx_calloc((size_t)n, sizeof(int))) || !(s->slots[i].snap = mx_calloc((size_t)n, sizeof(float *)))) return MX_ERR;
+    pthread_mutex_lock(&s->mu);
+    s->snap_floats = fl;
+    s->snap_every = every;
+    s->n_snaps = n;
+    pthread_mutex_unlock(&s->mu);
+    return MX_OK;
+}
+
+size_t mx_sched_snapshot_bytes(const mx_sched *s) { return s->n_snaps ? s->snap_floats * sizeof(float) : 0; }
 
 void mx_sched_set_kv_budget(mx_sched *s, size_t bytes) {
     pthread_mutex_lock(&s->mu);
@@ -787,6 +854,9 @@ void mx_sched_free(mx_sched *s) {
         free(s->slots[i].spec);
         mx_kv_free(s->slots[i].dkv);
         free(s->slots[i].dtoks);
+        for (int k = 0; s->slots[i].snap && k < s->n_snaps; k++) free(s->slots[i].snap[k]);
+        free(s->slots[i].snap);
+        free(s->slots[i].snap_pos);
         mx_sampler_free(s->slots[i].smp);
     }
     mx_ctx_free(s->dctx);

@@ -99,6 +99,17 @@ size_t mx_sched_kv_resident(const mx_sched *s);
  * waits; one that could never fit is refused at submission. Call before
  * the first submission (after mx_sched_set_draft). */
 void mx_sched_set_kv_budget(mx_sched *s, size_t bytes);
+/* Prefix reuse for models with recurrent state (hybrids, SSMs), whose cache
+ * cannot be cut back: each slot keeps up to n snapshots of that state
+ * (mx_kv_snapshot), one at the end of its latest prompt and the others at
+ * the first multiples of `every` tokens of the prompts that started it
+ * (prompt chunks end there), and a request sharing a prefix with the slot,
+ * or another slot, starts from the longest snapshot within it. Nothing for
+ * models without such state or in distributed runs. Call before the first
+ * submission. */
+int mx_sched_set_snapshots(mx_sched *s, int n, int every);
+/* Bytes of one snapshot (0: snapshots off). */
+size_t mx_sched_snapshot_bytes(const mx_sched *s);
 /* Stops the engine: running and queued requests finish as cancelled, new
  * submissions fail; consumers may still read and release their requests. */
 void mx_sched_stop(mx_sched *s);

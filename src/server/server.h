@@ -18,6 +18,7 @@ typedef struct {
     int lookup_ngram, draft_max; /* speculation by prompt lookup (mx_sched_set_spec; lookup_ngram 0: off) */
     const char *draft_dir;       /* or by a draft model (mx_sched_set_draft; NULL: none) */
     size_t kv_memory;            /* bytes the slots' caches may take (mx_sched_set_kv_budget; 0: no bound) */
+    int state_snapshots, snapshot_every; /* recurrent-state snapshots per slot and their stride (mx_sched_set_snapshots) */
     const char *api_key;
     size_t max_body;   /* bytes */
     const char *chat_template, *chat_template_file; /* override the model's (built-in name / Jinja file) */
