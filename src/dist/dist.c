@@ -20,6 +20,7 @@ static struct {
     size_t n_step;
     float *gbuf;   /* rank 0: one part of a split head's logits as it arrives (grown, kept) */
     size_t n_gbuf;
+    int vocab, vocab_part; /* the vocabulary and a part's rows of it (the last part may have fewer; 0: not split) */
     mx_dist_stats st;
 } g;
 
@@ -135,12 +136,13 @@ static void hook_final(void *ctx, float *x, size_t n, bool send) {
  * part's columns into its rows */
 static void hook_gather(void *ctx, const float *part, int rows, float *out) {
     (void)ctx;
-    int vn = g.shard.vocab_n, V = vn * g.tp, first = (g.pp - 1) * g.tp;
-    size_t n = (size_t)rows * (size_t)vn;
+    int c = g.vocab_part, V = g.vocab, first = (g.pp - 1) * g.tp;
+    size_t n = (size_t)rows * (size_t)g.shard.vocab_n;
     if (g.rank != 0) {
         TIMED(MPI_Send(part, (int)n, MPI_FLOAT, 0, 3, MPI_COMM_WORLD), n * 4);
         return;
     }
+    n = (size_t)rows * (size_t)c; /* the largest part */
     if (n > g.n_gbuf) {
         float *nb = realloc(g.gbuf, n * sizeof(float));
         if (!nb) { fprintf(stderr, "mlxcel: out of memory\n"); MPI_Abort(MPI_COMM_WORLD, 1); }
@@ -149,12 +151,13 @@ static void hook_gather(void *ctx, const float *part, int rows, float *out) {
     }
     for (int k = 0; k < g.tp; k++) {
         const float *p = part;
+        int vk = MX_MIN(c, V - k * c); /* part k's rows: the last part may have fewer */
         if (first + k != 0) {
-            TIMED(MPI_Recv(g.gbuf, (int)n, MPI_FLOAT, first + k, 3, MPI_COMM_WORLD, MPI_STATUS_IGNORE), 0);
+            TIMED(MPI_Recv(g.gbuf, rows * vk, MPI_FLOAT, first + k, 3, MPI_COMM_WORLD, MPI_STATUS_IGNORE), 0);
             g.st.msgs--; /* counted by the sender */
             p = g.gbuf;
         }
-        for (int r = 0; r < rows; r++) memcpy(out + (size_t)r * V + (size_t)k * vn, p + (size_t)r * vn, (size_t)vn * sizeof(float));
+        for (int r = 0; r < rows; r++) memcpy(out + (size_t)r * V + (size_t)k * c, p + (size_t)r * vk, (size_t)vk * sizeof(float));
     }
 }
 
@@ -256,11 +259,16 @@ int mx_dist_shard(mx_model *m) {
     int *cuts = malloc(sizeof(int) * (size_t)(g.pp + 1));
     if (!cuts) return mx_set_err("out of memory");
     if (plan_stages(a, g.pp, cuts)) { free(cuts); return MX_ERR; }
-    /* the head split by vocabulary among the last stage's parts where it divides, else rank 0's whole */
-    int vn = g.tp > 1 && a->vocab % g.tp == 0 ? a->vocab / g.tp : 0;
+    /* the table and head split by vocabulary among the parts, ceil(V / T) rows each and the rest to the
+     * last (rank 0's whole when some part would get none) */
+    int c = g.tp > 1 ? (a->vocab + g.tp - 1) / g.tp : 0;
+    if (c && a->vocab - (g.tp - 1) * c < 1) c = 0;
+    g.vocab = a->vocab;
+    g.vocab_part = c;
+    int vn = c ? MX_MIN(c, a->vocab - c * g.part) : 0;
     g.shard = (mx_shard){.ops = &g_ops, .layer_lo = cuts[g.stage], .layer_hi = cuts[g.stage + 1], .tp = g.tp, .tp_rank = g.part,
                          .embeds = g.stage == 0, .head = vn ? g.stage == g.pp - 1 : g.rank == 0, .driver = g.rank == 0,
-                         .vocab_lo = vn * g.part, .vocab_n = vn};
+                         .vocab_lo = c * g.part, .vocab_n = vn};
     free(cuts);
     m->shard = &g.shard;
     return MX_OK;
@@ -386,9 +394,9 @@ void mx_dist_report(void) {
         const double *v = all + (size_t)r * 4;
         double n = v[3] > 0 ? v[3] : 1;
         char head[96] = "";
-        int vn = g.shard.vocab_n, k = r % g.tp, o = 0;
-        if (vn && r / g.tp == 0) o = snprintf(head, sizeof head, ", table rows %d-%d", k * vn, (k + 1) * vn - 1);
-        if (vn && r / g.tp == g.pp - 1) snprintf(head + o, sizeof head - (size_t)o, ", head rows %d-%d", k * vn, (k + 1) * vn - 1);
+        int c = g.vocab_part, k = r % g.tp, o = 0, hi = MX_MIN((k + 1) * c, g.vocab) - 1;
+        if (c && r / g.tp == 0) o = snprintf(head, sizeof head, ", table rows %d-%d", k * c, hi);
+        if (c && r / g.tp == g.pp - 1) snprintf(head + o, sizeof head - (size_t)o, ", head rows %d-%d", k * c, hi);
         fprintf(stderr, "mpi: rank %d (stage %d, part %d%s): %.0f passes, %.0f messages (%.1f per pass), %.0f bytes sent (%.0f per pass), "
                         "%.1f ms in MPI (%.3f ms per pass)\n",
                 r, r / g.tp, r % g.tp, head, v[3], v[0], v[0] / n, v[1], v[1] / n, v[2] * 1e3, v[2] * 1e3 / n);

@@ -100,6 +100,28 @@ int mx_tp_part(const mx_model *m, int ax, const mx_weight *full, const mx_kpolic
     return mx_weight_prepare(w, kp);
 }
 
+/* rows [lo, lo + n) of a [V, cols] table or head split by vocabulary (the parts need not be equal:
+ * mx_shard.vocab_lo / vocab_n) */
+static int load_vocab_part(mx_model *m, const char *mod, int V, int lo, int n, int cols, bool bias, const mx_kpolicy *kp, mx_weight *w, float **b) {
+    mx_weight full;
+    if (mx_load_weight(&m->ck, mod, V, cols, 0, NULL, &full)) return MX_ERR;
+    const int r[1][2] = {{lo, lo + n}};
+    int rc = mx_weight_copy_rows(&full, r, 1, w);
+    if (!rc) rc = mx_weight_prepare(w, kp);
+    mx_weight_free(&full);
+    if (rc) return mx_err_prefix("%s: %s", m->ck.dir, mod);
+    m->weight_bytes += mx_weight_bytes(w);
+    if (!bias) return MX_OK;
+    char *nm = mx_asprintf("%s.bias", mod);
+    float *full_b = NULL;
+    rc = nm ? vec_from(&m->ck, nm, V, true, &full_b) : MX_ERR;
+    free(nm);
+    if (rc) return rc;
+    if ((*b = mx_malloc((size_t)n * sizeof(float)))) memcpy(*b, full_b + lo, (size_t)n * sizeof(float));
+    free(full_b);
+    return *b ? MX_OK : MX_ERR;
+}
+
 /* part sh->tp_rank of a projection split by tp_axis (ax), [rows, cols] being the part's */
 static int load_tp_part(mx_model *m, const char *mod, int layer, int ax, int rows, int cols, bool bias, unsigned fl, const mx_kpolicy *kp,
                         mx_weight *w, float **b) {
@@ -277,7 +299,7 @@ int mx_model_bind(mx_model *m, mx_ckpt *ck) {
     /* split by vocabulary with the head (mx_shard.vocab_n): this part's rows of the table */
     int evn = sh ? sh->vocab_n : 0;
     if ((embeds || (head && a->tied)) &&
-        (evn ? load_tp_part(m, N->embed, -1, 1, evn, H, false, 0, a->tied && head ? &m->kp : NULL, &m->embed, NULL)
+        (evn ? load_vocab_part(m, N->embed, a->vocab, sh->vocab_lo, evn, H, false, a->tied && head ? &m->kp : NULL, &m->embed, NULL)
              : load_lin(m, N->embed, 0, a->vocab, H, false, a->tied && head ? &m->kp : NULL, &m->embed, NULL)))
         goto fail;
     if (!a->tied || !head) m->weight_bytes -= mx_weight_bytes(&m->embed); /* a lookup reads one row */
@@ -288,7 +310,7 @@ int mx_model_bind(mx_model *m, mx_ckpt *ck) {
     /* a head split by vocabulary (mx_shard.vocab_n): this part's rows, a view of the table when tied */
     int vn = sh && sh->head ? sh->vocab_n : 0;
     if (head && !a->tied &&
-        (vn ? load_tp_part(m, N->lm_head, -1, 1, vn, H, a->lm_head_bias, 0, &m->kp, &m->lm_head, &m->lm_head_b)
+        (vn ? load_vocab_part(m, N->lm_head, a->vocab, sh->vocab_lo, vn, H, a->lm_head_bias, &m->kp, &m->lm_head, &m->lm_head_b)
             : mx_load_lin(m, N->lm_head, 0, a->vocab, H, a->lm_head_bias, &m->lm_head, &m->lm_head_b)))
         goto fail;
     if (head && a->tied && vn) { /* the table is already this part's rows */

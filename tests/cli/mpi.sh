@@ -74,6 +74,19 @@ same llama/tp2pp2 llama --tp 2 --pp 2
 grep -q '^mpi: rank 0 (stage 0, part 0, table rows 0-159)' "$T/err" && grep -q '^mpi: rank 1 (stage 0, part 1, table rows 160-319)' "$T/err" &&
   grep -q '^mpi: rank 2 (stage 1, part 0, head rows 0-159)' "$T/err" && grep -q '^mpi: rank 3 (stage 1, part 1, head rows 160-319)' "$T/err" &&
   ok vocab_split || fail vocab_split "$(grep '^mpi:' "$T/err" | tr '\n' ' ')"
+# a vocabulary that does not divide by T: 321 rows over two parts, 161 and 160 (a random model, untied head)
+cat >"$T/v321.json" <<'JSON'
+{"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+ "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "vocab_size": 321, "max_position_embeddings": 256,
+ "rms_norm_eps": 1e-6, "rope_theta": 10000.0, "tie_word_embeddings": false, "bos_token_id": 1, "eos_token_id": 2}
+JSON
+if build/mkmodel --config "$T/v321.json" -o "$T/v321" --dtype f32 --std 0.3 >/dev/null 2>"$T/err" && F=$T ref v321; then
+  LAUNCH=(mpirun -np 2 --oversubscribe)
+  F=$T same v321/tp2 v321 --tp 2 -v
+  grep -q '^mpi: rank 0 (stage 0, part 0, table rows 0-160, head rows 0-160)' "$T/err" &&
+    grep -q '^mpi: rank 1 (stage 0, part 1, table rows 161-320, head rows 161-320)' "$T/err" &&
+    ok vocab_uneven || fail vocab_uneven "$(grep '^mpi:' "$T/err" | tr '\n' ' ')"
+else fail v321/ref "$(tail -1 "$T/err")"; fi
 LAUNCH=(mpirun -np 2 --oversubscribe)
 # speculation by prompt lookup (qwen3 and this prompt: drafts kept and refused): a verification pass and
 # its cut-back cache go through every rank; the plain single process's ids and logits
