@@ -212,13 +212,21 @@ void mx_attention_set_key_block(int keys) { g_key_block = keys > 0 ? keys : 0; }
 /* qkv [rows][q|k|v]; att [rows][heads * v head dim]; scores: per thread a group's rows of
  * max_ctx; row: one fused qkv row being regrouped; gate [rows][2 q dim] (q
  * with its gate) or [rows][gate_rows] (names.gate) */
-typedef struct { float *qkv, *att, *scores, *row, *gate; } att_bufs;
+typedef struct { float *qkv, *att, *scores, *row, *gate; int *blk; } att_bufs;
+/* Query tokens of one sequence attended together (att_task): each block of
+ * keys is read by all of their heads while it is in L1/L2, instead of once
+ * per token (a prefill at depth reads the cache QB times less). Their score
+ * rows take QB * group * max_ctx floats per thread: at most ~4 MB. */
+static int att_qb(const mx_attn_spec *a, int max_ctx) {
+    return MX_MAX(1, MX_MIN(16, (1 << 20) / (att_group(a) * MX_MAX(max_ctx, 1))));
+}
 static size_t att_plan(const mx_attn_spec *a, int rows, int max_ctx, int nt, float *base, att_bufs *b) {
     mx_plan p = {base, 0};
     size_t qd = (size_t)a->n_heads * a->head_dim;
     b->qkv = mx_plan_take(&p, (size_t)rows * qkv_dim(a));
     b->att = mx_plan_take(&p, (size_t)rows * a->n_heads * mx_attn_vdim(a));
-    b->scores = mx_plan_take(&p, (size_t)nt * att_group(a) * max_ctx);
+    b->scores = mx_plan_take(&p, (size_t)nt * att_qb(a, max_ctx) * att_group(a) * max_ctx);
+    b->blk = (int *)(void *)mx_plan_take(&p, (size_t)rows + 1); /* the query blocks' first tokens */
     b->row = mx_plan_take(&p, a->qkv_layout == MX_QKV_GROUPED ? (size_t)qkv_dim(a) : 0);
     b->gate = mx_plan_take(&p, a->gate ? (size_t)rows * 2 * qd : a->names.gate ? (size_t)rows * gate_rows(a) : 0);
     return p.n;
@@ -233,6 +241,8 @@ typedef struct {
     mx_fwd *f;
     int layer, per, subs; /* heads per task, tasks per kv head */
     int t0;               /* the first of the stacked tokens this run attends (a ring's slice) */
+    const int *blk;       /* query blocks: tokens [blk[b], blk[b + 1]), one sequence each */
+    int qb;               /* the longest block */
     bool shared;          /* cache_shared of the layer whose cache this one reads */
     const float *qkv;
     float *att, *scores;
@@ -262,19 +272,15 @@ static void att_probs(const att_job *j, int t, int h, int j0, int p, int n, floa
     } else mx_softmax(sc, n);
 }
 
-static void att_task(void *ctx, int i, int tid) {
-    att_job *j = ctx;
-    mx_fwd *f = j->f;
+/* One token's keys: positions j0..j1 (window, chunk, both ways, image span)
+ * and the ns kept first keys apart from them (a rotating cache's sinks). */
+typedef struct { int p, j0, n, ns; const uint8_t *K, *V; } att_keys;
+static att_keys keys_of(const att_job *j, int t, const kv_shape *ks, const mx_kv *kv, const uint8_t *K0, const uint8_t *V0, size_t ldk, size_t ldv) {
+    const mx_fwd *f = j->f;
     const mx_layer_spec *ls = &f->m->arch.layers[j->layer];
     const mx_attn_spec *a = ls->attn;
-    int hd = a->head_dim, vd = mx_attn_vdim(a), qkvd = qkv_dim(a);
-    int t = j->t0 + i / (a->n_kv_heads * j->subs), kvh = i / j->subs % a->n_kv_heads;
-    int h0 = kvh * att_group(a) + i % j->subs * j->per, nh = MX_MIN(j->per, (kvh + 1) * att_group(a) - h0);
-    const mx_kv *kv = f->seqs[f->seq_of[t]].kv;
-    int cl = ls->kv_shared ? ls->kv_from : j->layer;
-    kv_shape ks = kv_shape_at(f->m, cl, kv->cap, j->shared);
     /* a layer reading another's cache keeps its own window (such caches are never rings) */
-    int p = f->pos[t], win = ls->kv_shared ? ls->window : ks.W, keep = ls->kv_shared ? 0 : ks.keep;
+    int p = f->pos[t], win = ls->kv_shared ? ls->window : ks->W, keep = ls->kv_shared ? 0 : ks->keep;
     int j0 = win > 0 ? MX_MAX(0, p - win + 1) : 0, j1 = p; /* keys j0..j1 (and 0..keep-1 where j0 > keep) */
     if (j0 <= keep) j0 = 0; /* the kept keys and the window meet: one run */
     if (ls->chunk > 0) j0 = MX_MAX(j0, p / ls->chunk * ls->chunk);
@@ -286,34 +292,73 @@ static void att_task(void *ctx, int i, int tid) {
         j0 = MX_MIN(j0, f->span_lo[t]);
         j1 = MX_MAX(j1, f->span_hi[t] - 1);
     }
+    att_keys k = {p, j0, j1 - j0 + 1, keep > 0 && j0 > keep ? keep : 0, NULL, NULL};
+    k.K = K0 + (size_t)kv_row(ks, j0) * ldk;
+    k.V = V0 + (size_t)kv_row(ks, j0) * ldv;
+    return k;
+}
+
+/* Task i: the heads of one sub-group of a kv head for a block of query
+ * tokens of one sequence. Each token's scores, softmax and mix are computed
+ * exactly as alone (the same key blocks, the same order: results do not
+ * depend on the block); only the loops over key blocks run outside the
+ * loops over tokens, so a block of K or V rows serves every token. */
+static void att_task(void *ctx, int i, int tid) {
+    att_job *j = ctx;
+    mx_fwd *f = j->f;
+    const mx_layer_spec *ls = &f->m->arch.layers[j->layer];
+    const mx_attn_spec *a = ls->attn;
+    int hd = a->head_dim, vd = mx_attn_vdim(a), qkvd = qkv_dim(a), g = att_group(a);
+    int bi = i / (a->n_kv_heads * j->subs), kvh = i / j->subs % a->n_kv_heads;
+    int ta = j->t0 + j->blk[bi], tb = j->t0 + j->blk[bi + 1];
+    int h0 = kvh * g + i % j->subs * j->per, nh = MX_MIN(j->per, (kvh + 1) * g - h0);
+    const mx_kv *kv = f->seqs[f->seq_of[ta]].kv;
+    int cl = ls->kv_shared ? ls->kv_from : j->layer;
+    kv_shape ks = kv_shape_at(f->m, cl, kv->cap, j->shared);
     mx_kv_type tk = kv->type[0], tv = kv->type[1];
-    size_t ldk = kv_ld(a, tk, hd), ldv = kv_ld(a, tv, vd);
+    size_t ldk = kv_ld(a, tk, hd), ldv = kv_ld(a, tv, vd), ldsc = (size_t)f->max_ctx;
     const uint8_t *K0 = (const uint8_t *)mx_kv_layer(kv, cl), *V0 = K0 + k_region(a, tk, ks.rows);
     K0 += (size_t)kvh * mx_kv_row_bytes(tk, hd);
     V0 += (size_t)kvh * mx_kv_row_bytes(tv, vd);
-    int ns = keep > 0 && j0 > keep ? keep : 0; /* the kept first keys, apart from the window's */
-    const uint8_t *K = K0 + (size_t)kv_row(&ks, j0) * ldk, *V = V0 + (size_t)kv_row(&ks, j0) * ldv;
-    float *sc = j->scores + (size_t)tid * att_group(a) * f->max_ctx;
-    const float *q = j->qkv + (size_t)t * qkvd + (size_t)h0 * hd;
-    float *out = j->att + (size_t)t * a->n_heads * vd + (size_t)h0 * vd;
-    int n = j1 - j0 + 1, kb = g_key_block ? g_key_block : MX_MAX(16, 8192 / hd); /* 32 KiB of f32 K at d = 64 */
-    for (int k0 = 0; k0 < ns; k0 += kb)
-        for (int h = 0; h < nh; h++)
-            mx_attn_scores_kv(tk, q + (size_t)h * hd, K0 + (size_t)k0 * ldk, ldk, MX_MIN(kb, ns - k0), hd, a->scale,
-                              sc + (size_t)h * f->max_ctx + k0);
-    for (int k0 = 0; k0 < n; k0 += kb)
-        for (int h = 0; h < nh; h++)
-            mx_attn_scores_kv(tk, q + (size_t)h * hd, K + (size_t)k0 * ldk, ldk, MX_MIN(kb, n - k0), hd, a->scale,
-                              sc + (size_t)h * f->max_ctx + ns + k0);
-    for (int h = 0; h < nh; h++) att_probs(j, t, h0 + h, ns ? 0 : j0, p, ns + n, sc + (size_t)h * f->max_ctx);
-    for (int k0 = 0; k0 < ns; k0 += kb)
-        for (int h = 0; h < nh; h++)
-            mx_attn_mix_kv(tv, out + (size_t)h * vd, sc + (size_t)h * f->max_ctx + k0, V0 + (size_t)k0 * ldv, ldv,
-                           MX_MIN(kb, ns - k0), vd, k0 > 0);
-    for (int k0 = 0; k0 < n; k0 += kb)
-        for (int h = 0; h < nh; h++)
-            mx_attn_mix_kv(tv, out + (size_t)h * vd, sc + (size_t)h * f->max_ctx + ns + k0, V + (size_t)k0 * ldv, ldv,
-                           MX_MIN(kb, n - k0), vd, ns + k0 > 0);
+    att_keys ky[16];
+    int nmax = 0, smax = 0, kb = g_key_block ? g_key_block : MX_MAX(16, 8192 / hd); /* 32 KiB of f32 K at d = 64 */
+    for (int t = ta; t < tb; t++) {
+        ky[t - ta] = keys_of(j, t, &ks, kv, K0, V0, ldk, ldv);
+        nmax = MX_MAX(nmax, ky[t - ta].n);
+        smax = MX_MAX(smax, ky[t - ta].ns);
+    }
+    /* token b's head h: score row (tid * qb + b) * g + h */
+#define SC(b, h) (j->scores + (((size_t)tid * j->qb + (size_t)(b)) * g + (size_t)(h)) * ldsc)
+#define Q(t, h) (j->qkv + (size_t)(t) * qkvd + (size_t)(h0 + (h)) * hd)
+#define OUT(t, h) (j->att + (size_t)(t) * a->n_heads * vd + (size_t)(h0 + (h)) * vd)
+    for (int k0 = 0; k0 < smax; k0 += kb)
+        for (int t = ta; t < tb; t++)
+            for (int h = 0; h < nh && k0 < ky[t - ta].ns; h++)
+                mx_attn_scores_kv(tk, Q(t, h), K0 + (size_t)k0 * ldk, ldk, MX_MIN(kb, ky[t - ta].ns - k0), hd, a->scale, SC(t - ta, h) + k0);
+    for (int k0 = 0; k0 < nmax; k0 += kb)
+        for (int t = ta; t < tb; t++) {
+            const att_keys *y = &ky[t - ta];
+            for (int h = 0; h < nh && k0 < y->n; h++)
+                mx_attn_scores_kv(tk, Q(t, h), y->K + (size_t)k0 * ldk, ldk, MX_MIN(kb, y->n - k0), hd, a->scale, SC(t - ta, h) + y->ns + k0);
+        }
+    for (int t = ta; t < tb; t++)
+        for (int h = 0; h < nh; h++) {
+            const att_keys *y = &ky[t - ta];
+            att_probs(j, t, h0 + h, y->ns ? 0 : y->j0, y->p, y->ns + y->n, SC(t - ta, h));
+        }
+    for (int k0 = 0; k0 < smax; k0 += kb)
+        for (int t = ta; t < tb; t++)
+            for (int h = 0; h < nh && k0 < ky[t - ta].ns; h++)
+                mx_attn_mix_kv(tv, OUT(t, h), SC(t - ta, h) + k0, V0 + (size_t)k0 * ldv, ldv, MX_MIN(kb, ky[t - ta].ns - k0), vd, k0 > 0);
+    for (int k0 = 0; k0 < nmax; k0 += kb)
+        for (int t = ta; t < tb; t++) {
+            const att_keys *y = &ky[t - ta];
+            for (int h = 0; h < nh && k0 < y->n; h++)
+                mx_attn_mix_kv(tv, OUT(t, h), SC(t - ta, h) + y->ns + k0, y->V + (size_t)k0 * ldv, ldv, MX_MIN(kb, y->n - k0), vd, y->ns + k0 > 0);
+        }
+#undef SC
+#undef Q
+#undef OUT
 }
 
 /* token t's K and V rows into its sequence's cache (a ring: rows pos % R and pos % R + R) */
@@ -442,9 +487,14 @@ static void att_forward(mx_fwd *f, int layer, void *wp, const float *xn, float *
             if (back > 0 && back < tn) tn -= back;
         }
         for (int t = t0; sliced && t < t0 + tn; t++) write_rows(f, layer, shared, a, qkv + (size_t)t * qkvd + qd, t);
-        int g = att_group(a), want = 2 * mx_pool_size(f->pool), units = tn * a->n_kv_heads;
+        /* query blocks: runs of at most qb tokens of one sequence */
+        int qb = att_qb(a, f->max_ctx), nblk = 0;
+        for (int t = 0; t < tn; t++)
+            if (!nblk || t - b.blk[nblk - 1] == qb || f->seq_of[t0 + t] != f->seq_of[t0 + t - 1]) b.blk[nblk++] = t;
+        b.blk[nblk] = tn;
+        int g = att_group(a), want = 2 * mx_pool_size(f->pool), units = nblk * a->n_kv_heads;
         int per = units >= want ? g : MX_MAX(1, g / ((want + units - 1) / units)), subs = (g + per - 1) / per;
-        att_job j = {f, layer, per, subs, t0, ls->kv_shared || shared, qkv, att, b.scores, w->sinks};
+        att_job j = {f, layer, per, subs, t0, b.blk, qb, ls->kv_shared || shared, qkv, att, b.scores, w->sinks};
         mx_pool_run(f->pool, att_task, &j, units * subs);
     }
     if (f->prof) mx_prof_add(f->prof, MX_OP_ATTN, t_op);
