@@ -164,6 +164,10 @@ grep -qF '[/image is not supported with --tp / --pp]' "$T/err" && ok chat/image_
 # bench under mpirun: one JSON report, from rank 0
 mpirun -np 2 --oversubscribe "$M" bench -m $F/llama -p 8 -n 4 -r 1 -t 1 --tp 2 --bw-mb 16 --json >"$T/out" 2>"$T/err"; rc=$?
 if [ $rc -eq 0 ] && [ "$(grep -c '"tg_tps"' "$T/out")" -eq 1 ]; then ok bench/tp2; else fail bench/tp2 "rc $rc: $(head -c 300 "$T/out") $(grep -m2 . "$T/err")"; fi
+# at a depth: the depth's prefill and every cut back to it go through both ranks
+mpirun -np 2 --oversubscribe "$M" bench -m $F/llama -d 64 -p 8 -n 4 -r 2 -t 1 --pp 2 --bw-mb 16 --json >"$T/out" 2>"$T/err"; rc=$?
+python3 -c "import json,sys; d=json.loads(open(sys.argv[1]).read()); sys.exit(not (d['n_depth'] == 64 and d['pp_tps'] > 0 and d['tg_tps'] > 0))" "$T/out" 2>/dev/null &&
+  [ $rc -eq 0 ] && ok bench/pp2_depth || fail bench/pp2_depth "rc $rc: $(head -c 300 "$T/out") $(grep -m2 . "$T/err")"
 # its oracle drafter: every draft kept, the speculative run's output the plain one's
 mpirun -np 2 --oversubscribe "$M" bench -m $F/llama -p 0 -n 24 -r 2 -t 1 --tp 2 --bw-mb 16 --spec-oracle --json >"$T/out" 2>"$T/err"; rc=$?
 python3 -c "import json,sys; s=json.load(open(sys.argv[1]))['speculative']; sys.exit(not (s['acceptance'] == 1 and s['runs_differing'] == 0))" "$T/out" 2>/dev/null &&
