@@ -15,6 +15,7 @@
 // The openai package is resolved from tests/cache/node (install it there with
 // `npm install --prefix tests/cache/node openai@4`) or from NODE_PATH.
 import { createRequire } from 'node:module';
+import http from 'node:http';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -47,8 +48,10 @@ const levels = opts.concurrency.split(',').map(Number).filter((n) => n > 0);
 const maxTokens = Number(opts['max-tokens']), rounds = Number(opts.rounds);
 const longTokens = Number(opts['long-tokens']), ttftTries = Number(opts['ttft-tries']);
 const chat = opts.api === 'chat';
+// a new connection per request: llama-server closes idle kept-alive sockets, which the client would
+// reuse and see reset (the connection's cost is nothing beside a generation)
 const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: process.env.OPENAI_API_KEY || 'unused', maxRetries: 0,
-                            timeout: Number(opts.timeout) * 1000 });
+                            timeout: Number(opts.timeout) * 1000, httpAgent: new http.Agent({ keepAlive: false }) });
 
 const now = () => performance.now() / 1000;
 const median = (xs) => {

@@ -11,8 +11,9 @@
 #
 #   LLAMA=PATH/llama-bench IK=PATH/llama-bench tools/peer_bench.sh
 # Environment: ROUNDS (3), P (512), N (128), D (0: llama-bench's -d; at a
-# depth the peers run with flash attention, -fa 1, and mlxcel fills its cache
-# by a real prefill too), FORMATS ("q4:q4_0 q8:q8_0 bf16:bf16": mlxcel's
+# depth the peers run with flash attention, -fa 1 (FA=1 asks for it at depth 0
+# too), and mlxcel fills its cache by a real prefill too, or with DEPTH_RANDOM=1
+# by random values: the time to attend them does not depend on what they hold), FORMATS ("q4:q4_0 q8:q8_0 bf16:bf16": mlxcel's
 # /tmp/llama1b-X folder and the GGUF /tmp/gguf/llama1b-Y.gguf), ENGINES
 # ("mlxcel mlxcel-fast llama ik"), MLXCEL (build/mlxcel).
 # Making the inputs (BENCHMARKS.md, "Side by side with llama.cpp and
@@ -30,7 +31,8 @@ ENGINES=${ENGINES:-mlxcel mlxcel-fast llama ik}
 peer() { # engine name, binary, gguf, extra flags...
   local name=$1 bin=$2 g=$3; shift 3
   local fa=()
-  [ "$D" -gt 0 ] && fa=(-d "$D" -fa 1)
+  [ "$D" -gt 0 ] && fa=(-d "$D")
+  [ "${FA:-$((D > 0))}" = 1 ] && fa+=(-fa 1)
   "$bin" -m "$g" -p "$P" -n "$N" -r 1 -t 2 "${fa[@]}" "$@" -o json 2>/dev/null |
     python3 -c "
 import json, sys
@@ -43,6 +45,7 @@ ours() { # engine name, folder, extra flags...
   local name=$1 m=$2; shift 2
   local dep=()
   [ "$D" -gt 0 ] && dep=(-d "$D")
+  [ "$D" -gt 0 ] && [ "${DEPTH_RANDOM:-0}" = 1 ] && dep+=(--depth-random)
   "$B" bench -m "$m" -p "$P" -n "$N" -r 1 -t 2 "${dep[@]}" --json "$@" 2>/dev/null |
     python3 -c "
 import json, sys
