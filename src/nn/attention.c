@@ -298,6 +298,27 @@ static att_keys keys_of(const att_job *j, int t, const kv_shape *ks, const mx_kv
     return k;
 }
 
+/* nh heads (q and their score rows ldsc apart) against m keys; two heads at
+ * a time with f32 rows, each head's scores those of the one-head kernel */
+static void scores_heads(mx_kv_type tk, const float *q, int hd, int nh, const uint8_t *K, size_t ldk, int m, float scale, float *sc, size_t ldsc) {
+    int h = 0;
+    if (tk == MX_KV_F32)
+        for (; h + 2 <= nh; h += 2)
+            mx_attn_scores2(q + (size_t)h * hd, q + (size_t)(h + 1) * hd, (const float *)(const void *)K, ldk / 4, m, hd, scale, sc + (size_t)h * ldsc,
+                            sc + (size_t)(h + 1) * ldsc);
+    for (; h < nh; h++) mx_attn_scores_kv(tk, q + (size_t)h * hd, K, ldk, m, hd, scale, sc + (size_t)h * ldsc);
+}
+
+/* out (nh heads, vd apart) += probabilities (rows ldsc apart) x m rows of V */
+static void mix_heads(mx_kv_type tv, float *out, int vd, int nh, const float *p, size_t ldsc, const uint8_t *V, size_t ldv, int m, bool acc) {
+    int h = 0;
+    if (tv == MX_KV_F32)
+        for (; h + 2 <= nh; h += 2)
+            mx_attn_mix2(out + (size_t)h * vd, out + (size_t)(h + 1) * vd, p + (size_t)h * ldsc, p + (size_t)(h + 1) * ldsc,
+                         (const float *)(const void *)V, ldv / 4, m, vd, acc);
+    for (; h < nh; h++) mx_attn_mix_kv(tv, out + (size_t)h * vd, p + (size_t)h * ldsc, V, ldv, m, vd, acc);
+}
+
 /* Task i: the heads of one sub-group of a kv head for a block of query
  * tokens of one sequence. Each token's scores, softmax and mix are computed
  * exactly as alone (the same key blocks, the same order: results do not
@@ -333,13 +354,12 @@ static void att_task(void *ctx, int i, int tid) {
 #define OUT(t, h) (j->att + (size_t)(t) * a->n_heads * vd + (size_t)(h0 + (h)) * vd)
     for (int k0 = 0; k0 < smax; k0 += kb)
         for (int t = ta; t < tb; t++)
-            for (int h = 0; h < nh && k0 < ky[t - ta].ns; h++)
-                mx_attn_scores_kv(tk, Q(t, h), K0 + (size_t)k0 * ldk, ldk, MX_MIN(kb, ky[t - ta].ns - k0), hd, a->scale, SC(t - ta, h) + k0);
+            if (k0 < ky[t - ta].ns)
+                scores_heads(tk, Q(t, 0), hd, nh, K0 + (size_t)k0 * ldk, ldk, MX_MIN(kb, ky[t - ta].ns - k0), a->scale, SC(t - ta, 0) + k0, ldsc);
     for (int k0 = 0; k0 < nmax; k0 += kb)
         for (int t = ta; t < tb; t++) {
             const att_keys *y = &ky[t - ta];
-            for (int h = 0; h < nh && k0 < y->n; h++)
-                mx_attn_scores_kv(tk, Q(t, h), y->K + (size_t)k0 * ldk, ldk, MX_MIN(kb, y->n - k0), hd, a->scale, SC(t - ta, h) + y->ns + k0);
+            if (k0 < y->n) scores_heads(tk, Q(t, 0), hd, nh, y->K + (size_t)k0 * ldk, ldk, MX_MIN(kb, y->n - k0), a->scale, SC(t - ta, 0) + y->ns + k0, ldsc);
         }
     for (int t = ta; t < tb; t++)
         for (int h = 0; h < nh; h++) {
@@ -348,13 +368,12 @@ static void att_task(void *ctx, int i, int tid) {
         }
     for (int k0 = 0; k0 < smax; k0 += kb)
         for (int t = ta; t < tb; t++)
-            for (int h = 0; h < nh && k0 < ky[t - ta].ns; h++)
-                mx_attn_mix_kv(tv, OUT(t, h), SC(t - ta, h) + k0, V0 + (size_t)k0 * ldv, ldv, MX_MIN(kb, ky[t - ta].ns - k0), vd, k0 > 0);
+            if (k0 < ky[t - ta].ns)
+                mix_heads(tv, OUT(t, 0), vd, nh, SC(t - ta, 0) + k0, ldsc, V0 + (size_t)k0 * ldv, ldv, MX_MIN(kb, ky[t - ta].ns - k0), k0 > 0);
     for (int k0 = 0; k0 < nmax; k0 += kb)
         for (int t = ta; t < tb; t++) {
             const att_keys *y = &ky[t - ta];
-            for (int h = 0; h < nh && k0 < y->n; h++)
-                mx_attn_mix_kv(tv, OUT(t, h), SC(t - ta, h) + y->ns + k0, y->V + (size_t)k0 * ldv, ldv, MX_MIN(kb, y->n - k0), vd, y->ns + k0 > 0);
+            if (k0 < y->n) mix_heads(tv, OUT(t, 0), vd, nh, SC(t - ta, 0) + y->ns + k0, ldsc, y->V + (size_t)k0 * ldv, ldv, MX_MIN(kb, y->n - k0), y->ns + k0 > 0);
         }
 #undef SC
 #undef Q

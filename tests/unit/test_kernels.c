@@ -300,6 +300,30 @@ static void test_ops_level(const char *lvl) {
                 snprintf(why3, sizeof why3, "mix in blocks of 16 keys differs d=%d n=%d", d, n);
                 bad_att++;
             }
+            /* two rows at once (two heads of a group): each row the one-row function's bits */
+            float *q2 = malloc(sizeof(float) * d), *s1 = malloc(sizeof(float) * n), *s2 = malloc(sizeof(float) * n), *s3 = malloc(sizeof(float) * n);
+            float *z1 = malloc(sizeof(float) * d), *z2 = malloc(sizeof(float) * d), *z3 = malloc(sizeof(float) * d);
+            for (int i = 0; i < d; i++) q2[i] = t_randf(&seed) * 2;
+            mx_attn_scores(q2, K, ld, n, d, 0.125f, s1);
+            mx_attn_scores(q, K, ld, n, d, 0.125f, s3);
+            mx_attn_scores2(q, q2, K, ld, n, d, 0.125f, sc, s2);
+            if (!bad_att && (memcmp(sc, s3, sizeof(float) * n) || memcmp(s1, s2, sizeof(float) * n))) {
+                snprintf(why3, sizeof why3, "two-row scores differ from one-row d=%d n=%d", d, n);
+                bad_att++;
+            }
+            for (int k = 0; k < n; k++) { sc[k] = t_randf(&seed) + 0.5f; s1[k] = t_randf(&seed) + 0.5f; }
+            for (int i = 0; i < d; i++) z1[i] = z2[i] = t_randf(&seed); /* accumulated onto */
+            memcpy(y1, z1, sizeof(float) * d);
+            memcpy(z3, z1, sizeof(float) * d);
+            mx_attn_mix(y1, sc, V, ld, n, d, true);
+            mx_attn_mix(z3, s1, V, ld, n, d, true);
+            memcpy(y2, z1, sizeof(float) * d);
+            mx_attn_mix2(y2, z2, sc, s1, V, ld, n, d, true);
+            if (!bad_att && (memcmp(y1, y2, sizeof(float) * d) || memcmp(z3, z2, sizeof(float) * d))) {
+                snprintf(why3, sizeof why3, "two-row mix differs from one-row d=%d n=%d", d, n);
+                bad_att++;
+            }
+            free(q2); free(s1); free(s2); free(s3); free(z1); free(z2); free(z3);
             free(q); free(K); free(V); free(sc); free(y1); free(y2);
         }
     snprintf(name, sizeof name, "ops_attention_%s", lvl);

@@ -1,0 +1,80 @@
+/* Attention's scores and mixes for two query rows that read the same keys
+ * (two heads of a GQA group): compiled with the AVX-512 flags for their 32
+ * vector registers (2 rows x 8 keys of accumulators), but on the same 256-bit
+ * operations as ops_avx2.c's one-row kernels, in the same order per row, so
+ * each row's result is bit for bit what mx_attn_scores / mx_attn_mix give it
+ * alone. Each K or V row is loaded once for both: the one-row kernels are
+ * bound by those loads (one per FMA). Only called after dispatch (ops.c). */
+#include "ops_impl.h"
+#include <immintrin.h>
+#include <string.h>
+
+/* lane j of the result: the sum of a[j]'s lanes (mx_attn_scores_avx2's reduction) */
+static inline __attribute__((always_inline)) __m256 reduce8(const __m256 *a) {
+    __m256 h0 = _mm256_hadd_ps(_mm256_hadd_ps(a[0], a[1]), _mm256_hadd_ps(a[2], a[3]));
+    __m256 h1 = _mm256_hadd_ps(_mm256_hadd_ps(a[4], a[5]), _mm256_hadd_ps(a[6], a[7]));
+    return _mm256_add_ps(_mm256_permute2f128_ps(h0, h1, 0x20), _mm256_permute2f128_ps(h0, h1, 0x31));
+}
+
+void mx_attn_scores2_avx512(const float *q0, const float *q1, const float *K, size_t ldk, int n, int d, float scale, float *o0, float *o1) {
+    int k = 0;
+    if (d % 8 == 0) {
+        const __m256 vs = _mm256_set1_ps(scale);
+        for (; k + 8 <= n; k += 8) {
+            __m256 a[8], b[8];
+            const float *kr = K + (size_t)k * ldk;
+#pragma GCC unroll 8
+            for (int j = 0; j < 8; j++) a[j] = b[j] = _mm256_setzero_ps();
+            for (int c = 0; c < d; c += 8) {
+                __m256 qa = _mm256_loadu_ps(q0 + c), qb = _mm256_loadu_ps(q1 + c);
+#pragma GCC unroll 8
+                for (int j = 0; j < 8; j++) {
+                    __m256 kv = _mm256_loadu_ps(kr + (size_t)j * ldk + c);
+                    a[j] = _mm256_fmadd_ps(qa, kv, a[j]);
+                    b[j] = _mm256_fmadd_ps(qb, kv, b[j]);
+                }
+            }
+            _mm256_storeu_ps(o0 + k, _mm256_mul_ps(reduce8(a), vs));
+            _mm256_storeu_ps(o1 + k, _mm256_mul_ps(reduce8(b), vs));
+        }
+    }
+    for (; k < n; k++) {
+        o0[k] = mx_dot_avx2(q0, K + (size_t)k * ldk, d) * scale;
+        o1[k] = mx_dot_avx2(q1, K + (size_t)k * ldk, d) * scale;
+    }
+}
+
+/* y0 += sum_k p0[k] V[k], y1 likewise, over 64 columns of V (mix_regs's fma per element and key) */
+static inline __attribute__((always_inline)) void mix2_64(float *y0, float *y1, const float *p0, const float *p1, const float *V, size_t ldv, int n,
+                                                          bool from_y) {
+    __m256 a[8], b[8];
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; i++) {
+        a[i] = from_y ? _mm256_loadu_ps(y0 + 8 * i) : _mm256_setzero_ps();
+        b[i] = from_y ? _mm256_loadu_ps(y1 + 8 * i) : _mm256_setzero_ps();
+    }
+    for (int k = 0; k < n; k++) {
+        __m256 va = _mm256_set1_ps(p0[k]), vb = _mm256_set1_ps(p1[k]);
+        const float *v = V + (size_t)k * ldv;
+#pragma GCC unroll 8
+        for (int i = 0; i < 8; i++) {
+            __m256 x = _mm256_loadu_ps(v + 8 * i);
+            a[i] = _mm256_fmadd_ps(va, x, a[i]);
+            b[i] = _mm256_fmadd_ps(vb, x, b[i]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; i++) {
+        _mm256_storeu_ps(y0 + 8 * i, a[i]);
+        _mm256_storeu_ps(y1 + 8 * i, b[i]);
+    }
+}
+
+void mx_attn_mix2_avx512(float *y0, float *y1, const float *p0, const float *p1, const float *V, size_t ldv, int n, int d, bool acc) {
+    if (d == 64 || d == 128) /* mx_attn_mix_avx2's register paths, a 64-column half at a time */
+        for (int c = 0; c < d; c += 64) mix2_64(y0 + c, y1 + c, p0, p1, V + c, ldv, n, acc);
+    else {
+        mx_attn_mix_avx2(y0, p0, V, ldv, n, d, acc);
+        mx_attn_mix_avx2(y1, p1, V, ldv, n, d, acc);
+    }
+}
