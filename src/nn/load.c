@@ -100,13 +100,12 @@ int mx_tp_part(const mx_model *m, int ax, const mx_weight *full, const mx_kpolic
     return mx_weight_prepare(w, kp);
 }
 
-/* rows [lo, lo + n) of a [V, cols] table or head split by vocabulary (the parts need not be equal:
- * mx_shard.vocab_lo / vocab_n) */
-static int load_vocab_part(mx_model *m, const char *mod, int V, int lo, int n, int cols, bool bias, const mx_kpolicy *kp, mx_weight *w, float **b) {
+/* rows ranges[0..nr) of the [fr, cols] tensor mod, in order, and of its bias */
+static int load_rows(mx_model *m, const char *mod, int fr, int cols, unsigned fl, const int (*ranges)[2], int nr, bool bias, const mx_kpolicy *kp,
+                     mx_weight *w, float **b) {
     mx_weight full;
-    if (mx_load_weight(&m->ck, mod, V, cols, 0, NULL, &full)) return MX_ERR;
-    const int r[1][2] = {{lo, lo + n}};
-    int rc = mx_weight_copy_rows(&full, r, 1, w);
+    if (mx_load_weight(&m->ck, mod, fr, cols, fl, NULL, &full)) return MX_ERR;
+    int rc = mx_weight_copy_rows(&full, ranges, nr, w);
     if (!rc) rc = mx_weight_prepare(w, kp);
     mx_weight_free(&full);
     if (rc) return mx_err_prefix("%s: %s", m->ck.dir, mod);
@@ -114,10 +113,14 @@ static int load_vocab_part(mx_model *m, const char *mod, int V, int lo, int n, i
     if (!bias) return MX_OK;
     char *nm = mx_asprintf("%s.bias", mod);
     float *full_b = NULL;
-    rc = nm ? vec_from(&m->ck, nm, V, true, &full_b) : MX_ERR;
+    rc = nm ? vec_from(&m->ck, nm, fr, true, &full_b) : MX_ERR;
     free(nm);
     if (rc) return rc;
-    if ((*b = mx_malloc((size_t)n * sizeof(float)))) memcpy(*b, full_b + lo, (size_t)n * sizeof(float));
+    size_t n = 0;
+    for (int i = 0; i < nr; i++) n += (size_t)(ranges[i][1] - ranges[i][0]);
+    if ((*b = mx_malloc(n * sizeof(float))))
+        for (size_t i = 0, o = 0; i < (size_t)nr; o += (size_t)(ranges[i][1] - ranges[i][0]), i++)
+            memcpy(*b + o, full_b + ranges[i][0], (size_t)(ranges[i][1] - ranges[i][0]) * sizeof(float));
     free(full_b);
     return *b ? MX_OK : MX_ERR;
 }
@@ -127,17 +130,15 @@ static int load_tp_part(mx_model *m, const char *mod, int layer, int ax, int row
                         mx_weight *w, float **b) {
     const mx_shard *sh = m->shard;
     int T = sh->tp, k = sh->tp_rank, fr = ax == 2 ? rows : rows * T, fc = ax == 2 ? cols * T : cols;
-    int qkv[3][2] = {{0}}; /* ax 4: this part's rows of q, k and v in the whole [q | k | v] */
-    if (ax == 4) {
+    if (ax == 4) { /* this part's rows of q, k and v in the whole [q | k | v] */
         const mx_attn_spec *at = m->arch.layers[layer].attn;
         int qd = at->n_heads * at->head_dim, kvd = at->n_kv_heads * at->head_dim, Q = qd * T, K = kvd * T;
-        int r[3][2] = {{k * qd, (k + 1) * qd}, {Q + k * kvd, Q + (k + 1) * kvd}, {Q + K + k * kvd, Q + K + (k + 1) * kvd}};
-        memcpy(qkv, r, sizeof r);
+        const int r[3][2] = {{k * qd, (k + 1) * qd}, {Q + k * kvd, Q + (k + 1) * kvd}, {Q + K + k * kvd, Q + K + (k + 1) * kvd}};
+        return load_rows(m, mod, fr, fc, fl, r, 3, bias, kp, w, b);
     }
     mx_weight full;
     if (mx_load_weight(&m->ck, mod, fr, fc, fl, NULL, &full)) return MX_ERR;
-    int rc = ax == 4 ? mx_weight_copy_rows(&full, (const int(*)[2])qkv, 3, w) : mx_tp_part(m, ax, &full, kp, w);
-    if (!rc && ax == 4) rc = mx_weight_prepare(w, kp);
+    int rc = mx_tp_part(m, ax, &full, kp, w);
     mx_weight_free(&full);
     if (rc) return mx_err_prefix("%s: %s", m->ck.dir, mod);
     m->weight_bytes += mx_weight_bytes(w);
@@ -151,11 +152,6 @@ static int load_tp_part(mx_model *m, const char *mod, int layer, int ax, int row
     if (ax == 2) { *b = full_b; return MX_OK; }
     *b = mx_malloc((size_t)rows * sizeof(float));
     if (*b && ax == 1) memcpy(*b, full_b + (size_t)k * rows, (size_t)rows * sizeof(float));
-    for (int i = 0; *b && ax == 4 && i < 3; i++) { /* the part's rows of q, k and v */
-        size_t o = 0;
-        for (int j = 0; j < i; j++) o += (size_t)(qkv[j][1] - qkv[j][0]);
-        memcpy(*b + o, full_b + qkv[i][0], (size_t)(qkv[i][1] - qkv[i][0]) * sizeof(float));
-    }
     if (*b && ax == 3) { /* the part's rows of each half */
         size_t f = (size_t)rows / 2, hf = (size_t)fr / 2;
         memcpy(*b, full_b + (size_t)k * f, f * sizeof(float));
@@ -299,7 +295,7 @@ int mx_model_bind(mx_model *m, mx_ckpt *ck) {
     /* split by vocabulary with the head (mx_shard.vocab_n): this part's rows of the table */
     int evn = sh ? sh->vocab_n : 0;
     if ((embeds || (head && a->tied)) &&
-        (evn ? load_vocab_part(m, N->embed, a->vocab, sh->vocab_lo, evn, H, false, a->tied && head ? &m->kp : NULL, &m->embed, NULL)
+        (evn ? load_rows(m, N->embed, a->vocab, H, 0, (const int[1][2]){{sh->vocab_lo, sh->vocab_lo + evn}}, 1, false, a->tied && head ? &m->kp : NULL, &m->embed, NULL)
              : load_lin(m, N->embed, 0, a->vocab, H, false, a->tied && head ? &m->kp : NULL, &m->embed, NULL)))
         goto fail;
     if (!a->tied || !head) m->weight_bytes -= mx_weight_bytes(&m->embed); /* a lookup reads one row */
@@ -310,7 +306,7 @@ int mx_model_bind(mx_model *m, mx_ckpt *ck) {
     /* a head split by vocabulary (mx_shard.vocab_n): this part's rows, a view of the table when tied */
     int vn = sh && sh->head ? sh->vocab_n : 0;
     if (head && !a->tied &&
-        (vn ? load_vocab_part(m, N->lm_head, a->vocab, sh->vocab_lo, vn, H, a->lm_head_bias, &m->kp, &m->lm_head, &m->lm_head_b)
+        (vn ? load_rows(m, N->lm_head, a->vocab, H, 0, (const int[1][2]){{sh->vocab_lo, sh->vocab_lo + vn}}, 1, a->lm_head_bias, &m->kp, &m->lm_head, &m->lm_head_b)
             : mx_load_lin(m, N->lm_head, 0, a->vocab, H, a->lm_head_bias, &m->lm_head, &m->lm_head_b)))
         goto fail;
     if (head && a->tied && vn) { /* the table is already this part's rows */
