@@ -100,6 +100,22 @@ int mx_tp_part(const mx_model *m, int ax, const mx_weight *full, const mx_kpolic
     return mx_weight_prepare(w, kp);
 }
 
+/* a part w taken from full (rc: how that went): full freed, a failure named, w's bytes counted */
+static int part_done(mx_model *m, const char *mod, mx_weight *full, int rc, const mx_weight *w) {
+    mx_weight_free(full);
+    if (rc) return mx_err_prefix("%s: %s", m->ck.dir, mod);
+    m->weight_bytes += mx_weight_bytes(w);
+    return MX_OK;
+}
+
+/* mod's whole bias (fr floats) */
+static int full_bias(mx_model *m, const char *mod, int fr, float **out) {
+    char *nm = mx_asprintf("%s.bias", mod);
+    int rc = nm ? vec_from(&m->ck, nm, fr, true, out) : MX_ERR;
+    free(nm);
+    return rc;
+}
+
 /* rows ranges[0..nr) of the [fr, cols] tensor mod, in order, and of its bias */
 static int load_rows(mx_model *m, const char *mod, int fr, int cols, unsigned fl, const int (*ranges)[2], int nr, bool bias, const mx_kpolicy *kp,
                      mx_weight *w, float **b) {
@@ -107,15 +123,10 @@ static int load_rows(mx_model *m, const char *mod, int fr, int cols, unsigned fl
     if (mx_load_weight(&m->ck, mod, fr, cols, fl, NULL, &full)) return MX_ERR;
     int rc = mx_weight_copy_rows(&full, ranges, nr, w);
     if (!rc) rc = mx_weight_prepare(w, kp);
-    mx_weight_free(&full);
-    if (rc) return mx_err_prefix("%s: %s", m->ck.dir, mod);
-    m->weight_bytes += mx_weight_bytes(w);
-    if (!bias) return MX_OK;
-    char *nm = mx_asprintf("%s.bias", mod);
     float *full_b = NULL;
-    rc = nm ? vec_from(&m->ck, nm, fr, true, &full_b) : MX_ERR;
-    free(nm);
-    if (rc) return rc;
+    if (part_done(m, mod, &full, rc, w)) return MX_ERR;
+    if (!bias) return MX_OK;
+    if (full_bias(m, mod, fr, &full_b)) return MX_ERR;
     size_t n = 0;
     for (int i = 0; i < nr; i++) n += (size_t)(ranges[i][1] - ranges[i][0]);
     if ((*b = mx_malloc(n * sizeof(float))))
@@ -138,16 +149,10 @@ static int load_tp_part(mx_model *m, const char *mod, int layer, int ax, int row
     }
     mx_weight full;
     if (mx_load_weight(&m->ck, mod, fr, fc, fl, NULL, &full)) return MX_ERR;
-    int rc = mx_tp_part(m, ax, &full, kp, w);
-    mx_weight_free(&full);
-    if (rc) return mx_err_prefix("%s: %s", m->ck.dir, mod);
-    m->weight_bytes += mx_weight_bytes(w);
-    if (!bias) return MX_OK;
-    char *nm = mx_asprintf("%s.bias", mod);
     float *full_b = NULL;
-    rc = nm ? vec_from(&m->ck, nm, fr, true, &full_b) : MX_ERR;
-    free(nm);
-    if (rc) return rc;
+    if (part_done(m, mod, &full, mx_tp_part(m, ax, &full, kp, w), w)) return MX_ERR;
+    if (!bias) return MX_OK;
+    if (full_bias(m, mod, fr, &full_b)) return MX_ERR;
     if (ax == 2 && k) { free(full_b); return MX_OK; } /* the summed output takes the bias once */
     if (ax == 2) { *b = full_b; return MX_OK; }
     *b = mx_malloc((size_t)rows * sizeof(float));
