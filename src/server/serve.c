@@ -184,6 +184,12 @@ int mx_serve(const mx_serve_opts *o) {
         fprintf(stderr, "mlxcel serve: ready (model '%s', %d slots of %d tokens; KV cache %.1f MiB reserved, taken as written%s: %s keys, %s values%s%s)\n",
                 sv.name, o->parallel, o->ctx_size, mx_sched_kv_bytes(sv.sched) / 1048576.0, bound, mx_kv_type_name(m->kp.kv_type[0]),
                 mx_kv_type_name(m->kp.kv_type[1]), unused ? "; no layer keeps a cache these types apply to: ignored" : "", spec);
+        /* the caches take memory as they fill: full slots past the machine's memory are a later OOM, not a start error */
+        double ram = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+        if (!o->kv_memory && ram > 0 && (double)mx_sched_kv_bytes(sv.sched) > ram)
+            fprintf(stderr, "mlxcel serve: warning: full slots would take %.1f GiB of KV cache, more than this machine's %.1f GiB of memory; "
+                            "--kv-memory SIZE bounds it (requests then wait for room)\n",
+                    mx_sched_kv_bytes(sv.sched) / 1073741824.0, ram / 1073741824.0);
     }
     else {
         mx_kpolicy kp = mx_kpolicy_default();
