@@ -217,8 +217,9 @@ typedef struct { float *qkv, *att, *scores, *row, *gate; int *blk; } att_bufs;
  * keys is read by all of their heads while it is in L1/L2, instead of once
  * per token (a prefill at depth reads the cache QB times less). Their score
  * rows take QB * group * max_ctx floats per thread: at most ~4 MB. */
+#define ATT_QB_MAX 16
 static int att_qb(const mx_attn_spec *a, int max_ctx) {
-    return MX_MAX(1, MX_MIN(16, (1 << 20) / (att_group(a) * MX_MAX(max_ctx, 1))));
+    return MX_MAX(1, MX_MIN(ATT_QB_MAX, (1 << 20) / (att_group(a) * MX_MAX(max_ctx, 1))));
 }
 static size_t att_plan(const mx_attn_spec *a, int rows, int max_ctx, int nt, float *base, att_bufs *b) {
     mx_plan p = {base, 0};
@@ -341,7 +342,7 @@ static void att_task(void *ctx, int i, int tid) {
     const uint8_t *K0 = (const uint8_t *)mx_kv_layer(kv, cl), *V0 = K0 + k_region(a, tk, ks.rows);
     K0 += (size_t)kvh * mx_kv_row_bytes(tk, hd);
     V0 += (size_t)kvh * mx_kv_row_bytes(tv, vd);
-    att_keys ky[16];
+    att_keys ky[ATT_QB_MAX];
     int nmax = 0, smax = 0, kb = g_key_block ? g_key_block : MX_MAX(16, 8192 / hd); /* 32 KiB of f32 K at d = 64 */
     for (int t = ta; t < tb; t++) {
         ky[t - ta] = keys_of(j, t, &ks, kv, K0, V0, ldk, ldv);
