@@ -9,7 +9,8 @@
 # printed on failure). PEER=PATH runs that llama-server binary on MODEL (a GGUF
 # file) instead, with the same slots, per-slot context (its -c is the total),
 # threads and continuous batching, for side-by-side runs (use --api completions:
-# the GGUF files tools/hf_to_gguf.py writes have no chat template).
+# the GGUF files tools/hf_to_gguf.py writes have no chat template). LAUNCH="mpirun -np 2 --oversubscribe"
+# starts mlxcel through that launcher (a distributed server: give --pp / --tp in SERVE_ARGS).
 set -u
 cd "$(dirname "$0")/.."
 if [ $# -lt 1 ] || [ ! -e "$1" ]; then
@@ -36,7 +37,7 @@ if [ -n "${PEER:-}" ]; then
     --no-webui ${SERVE_ARGS:-} >"$log" 2>&1 &
 else
   # shellcheck disable=SC2086
-  "$MLXCEL" serve -m "$model" --port "$port" --parallel "$PARALLEL" --ctx-size "$CTX" "${threads[@]}" ${SERVE_ARGS:-} 2>"$log" &
+  ${LAUNCH:-} "$MLXCEL" serve -m "$model" --port "$port" --parallel "$PARALLEL" --ctx-size "$CTX" "${threads[@]}" ${SERVE_ARGS:-} 2>"$log" &
 fi
 pid=$!
 trap 'kill -TERM $pid 2>/dev/null' EXIT
@@ -54,7 +55,7 @@ if [ $up != 1 ]; then
   exit 1
 fi
 echo "# $(date -u +%FT%TZ) $(uname -m), $(nproc) cpus, load $(cut -d' ' -f1-3 /proc/loadavg);" \
-     "${PEER:-serve} -m $model --parallel $PARALLEL --ctx-size $CTX ${threads[*]} ${SERVE_ARGS:-}" >&2
+     "${LAUNCH:+$LAUNCH }${PEER:-serve} -m $model --parallel $PARALLEL --ctx-size $CTX ${threads[*]} ${SERVE_ARGS:-}" >&2
 node tools/bench_server.mjs --url "http://127.0.0.1:$port" "$@"
 rc=$?
 echo "# load after: $(cut -d' ' -f1-3 /proc/loadavg)" >&2

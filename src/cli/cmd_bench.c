@@ -30,7 +30,7 @@ static int cmp_d(const void *a, const void *b) {
 typedef struct {
     const char *model;
     int pp, tg, threads, reps, bw_mb, depth;
-    int tp, ppar; /* a distributed model: --tp, --pp (src/dist/) */
+    int tp, ppar, pp_micro; /* a distributed model: --tp, --pp, --pp-micro (src/dist/) */
     bool json, depth_random, oracle, profile;
     cli_spec_opts spec;
     cli_kv_opts kv;
@@ -85,6 +85,7 @@ static const mx_opt bench_tab[] = {
     {NULL, "--tp", NULL, OPT_INT, "T", 1, 4096, offsetof(bench_opts, tp),
      "tensor parallelism over T processes (under mpirun; rank 0 reports; see Distributed runs)", NULL, 0},
     {NULL, "--pp", NULL, OPT_INT, "P", 1, 4096, offsetof(bench_opts, ppar), "pipeline parallelism over P stages (under mpirun)", NULL, 0},
+    {NULL, "--pp-micro", NULL, OPT_INT, "N", 1, 64, offsetof(bench_opts, pp_micro), "micro-batches per pass under --pp: each stage computes one while the next stage takes the one before (default: --pp; 1: none)", NULL, 0},
     {NULL, "--bw-mb", NULL, OPT_INT, "MB", 16, 1 << 16, offsetof(bench_opts, bw_mb),
      "the bandwidth probe's buffer (default 1024, or a quarter of a smaller machine's memory; at most half)", NULL, 0},
     OPT_SPEC(bench_opts, spec),
@@ -200,6 +201,7 @@ static int bench_run(void *p) {
     if (!o->model) { fprintf(stderr, "mlxcel bench: -m MODEL is required\n"); return 2; }
     char *dir = cli_model_dir("bench", o->model);
     if (!dir) return 1;
+    mx_dist_micro(o->pp_micro);
     if (mx_dist_start(o->tp, o->ppar, o->threads)) {
         if (mx_dist_rank() == 0) fprintf(stderr, "mlxcel bench: %s\n", mx_errmsg());
         mx_dist_finish();

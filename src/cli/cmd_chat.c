@@ -23,7 +23,7 @@
 
 typedef struct {
     const char *model, *system, *tmpl_name, *tmpl_file, *json_schema, *grammar;
-    int n_max, threads, ctx, tp, pp;
+    int n_max, threads, ctx, tp, pp, pp_micro;
     bool verbose;
     mx_sampling samp;
     cli_kv_opts kv;
@@ -59,6 +59,7 @@ static const mx_opt chat_tab[] = {
      "tensor parallelism over T processes (under mpirun; rank 0 owns the terminal; see Distributed runs)", NULL, 0},
     {NULL, "--pp", NULL, OPT_INT, "P", 1, 4096, offsetof(chat_opts, pp),
      "pipeline parallelism: the layers in P ranges, one per group of --tp processes (under mpirun)", NULL, 0},
+    {NULL, "--pp-micro", NULL, OPT_INT, "N", 1, 64, offsetof(chat_opts, pp_micro), "micro-batches per pass under --pp: each stage computes one while the next stage takes the one before (default: --pp; 1: none)", NULL, 0},
     {"-v", "--verbose", NULL, OPT_FLAG, NULL, 0, 0, offsetof(chat_opts, verbose), "print each turn's prefill and decode times", NULL, 0},
     {0},
 };
@@ -347,6 +348,7 @@ static int chat_session(chat_opts *o);
 
 static int chat_run(void *p) {
     chat_opts *o = p;
+    mx_dist_micro(o->pp_micro);
     if (mx_dist_start(o->tp, o->pp, o->threads)) {
         if (mx_dist_rank() == 0) fprintf(stderr, "mlxcel chat: %s\n", mx_errmsg());
         mx_dist_finish();

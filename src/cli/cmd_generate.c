@@ -16,7 +16,7 @@
 typedef struct {
     const char *model, *prompt, *prompt_file, *prompt_ids, *logits_out, *format, *system, *tmpl_name, *tmpl_file, *json_schema, *grammar, *audio;
     mx_strlist stops, images;
-    int n_new, chunk, threads, ctx_size, tp, pp;
+    int n_new, chunk, threads, ctx_size, tp, pp, pp_micro;
     bool ignore_eos, no_template, verbose;
     mx_sampling samp;
     cli_spec_opts spec;
@@ -93,6 +93,7 @@ static const mx_opt gen_tab[] = {
      "tensor parallelism: split every attention's heads and MLP's width among T processes (under mpirun; see Distributed runs)", NULL, 0},
     {NULL, "--pp", NULL, OPT_INT, "P", 1, 4096, offsetof(gen_opts, pp),
      "pipeline parallelism: split the layers into P ranges, one per group of --tp processes (under mpirun)", NULL, 0},
+    {NULL, "--pp-micro", NULL, OPT_INT, "N", 1, 64, offsetof(gen_opts, pp_micro), "micro-batches per pass under --pp: each stage computes one while the next stage takes the one before (default: --pp; 1: none)", NULL, 0},
     {NULL, "--audio", NULL, OPT_STR, "FILE", 0, 0, offsetof(gen_opts, audio),
      "a speech model (Whisper): encode FILE (one 30 s window) and run the decoder on --prompt-ids, without decoding rules", NULL, 0},
     {0},
@@ -203,6 +204,7 @@ static int gen_run(void *p) {
         free(dir);
         return rc;
     }
+    mx_dist_micro(o.pp_micro);
     if (mx_dist_start(o.tp, o.pp, o.threads)) {
         if (mx_dist_rank() == 0) fprintf(stderr, "mlxcel generate: %s\n", mx_errmsg());
         mx_dist_finish();

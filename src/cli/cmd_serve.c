@@ -11,7 +11,7 @@
 typedef struct {
     mx_serve_opts s;
     int body_mb;
-    int tp, pp; /* a distributed model (src/dist/) */
+    int tp, pp, pp_micro; /* a distributed model (src/dist/) */
     mx_sampling samp; /* request defaults */
     mx_strlist alias; /* --alias, each a name or a comma list */
     bool jinja;       /* llama-server's --jinja: templates are always Jinja here */
@@ -44,6 +44,7 @@ static const mx_opt serve_tab[] = {
     {NULL, "--tp", NULL, OPT_INT, "T", 1, 4096, offsetof(serve_opts, tp),
      "tensor parallelism over T processes (under mpirun; rank 0 serves HTTP; see Distributed runs)", NULL, 0},
     {NULL, "--pp", NULL, OPT_INT, "P", 1, 4096, offsetof(serve_opts, pp), "pipeline parallelism over P stages (under mpirun)", NULL, 0},
+    {NULL, "--pp-micro", NULL, OPT_INT, "N", 1, 64, offsetof(serve_opts, pp_micro), "micro-batches per pass under --pp: each stage computes one while the next stage takes the one before (default: --pp; 1: none)", NULL, 0},
     OPT_KV(serve_opts, kv),
     {NULL, "--state-snapshots", NULL, OPT_INT, "N", 0, 64, S(state_snapshots),
      "models with recurrent state (hybrids, SSMs): snapshots of it kept per slot, so a prompt sharing a prefix reuses the cache "
@@ -189,6 +190,7 @@ static int serve_run(void *p) {
     if (o->s.parallel > 1)
         fprintf(stderr, "mlxcel serve: note: -c/--ctx-size is per slot here: %d slots x %d positions (llama-server divides -c across -np slots)\n",
                 o->s.parallel, o->s.ctx_size);
+    mx_dist_micro(o->pp_micro);
     if (mx_dist_start(o->tp, o->pp, o->s.threads)) {
         if (mx_dist_rank() == 0) fprintf(stderr, "mlxcel serve: %s\n", mx_errmsg());
         mx_dist_finish();

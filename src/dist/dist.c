@@ -21,6 +21,9 @@ static struct {
     float *gbuf;   /* rank 0: one part of a split head's logits as it arrives (grown, kept) */
     size_t n_gbuf;
     int vocab, vocab_part; /* the vocabulary and a part's rows of it (the last part may have fewer; 0: not split) */
+    int micro;     /* pipeline micro-batches per pass (mx_dist_micro) */
+    MPI_Request *reqs; /* sends under way (flushed at the end of each pass) */
+    int n_reqs, cap_reqs;
     mx_dist_stats st;
 } g;
 
@@ -35,6 +38,7 @@ static double now(void) { return MPI_Wtime(); }
     } while (0)
 
 bool mx_dist_active(void) { return g.active; }
+void mx_dist_micro(int n) { g.micro = n; }
 int mx_dist_rank(void) { return g.inited ? g.rank : 0; }
 mx_dist_stats mx_dist_get_stats(void) { return g.st; }
 
@@ -56,6 +60,7 @@ int mx_dist_start(int tp, int pp, int threads) {
     g.tp = tp;
     g.pp = pp;
     g.threads = threads;
+    if (!g.micro) g.micro = pp;
     g.stage = g.rank / tp;
     g.part = g.rank % tp;
     MPI_Comm_split(MPI_COMM_WORLD, g.stage, g.part, &g.tp_comm);
@@ -111,9 +116,44 @@ static void hook_recv(void *ctx, float *x, size_t n) {
     g.st.msgs--; /* counted by the sender */
 }
 
+/* a send that may still be under way when it returns (hook_flush waits for it): a stage goes on with
+ * its next micro-batch while the next stage takes this one */
+static void isend(const float *x, size_t n, int to, int tag) {
+    if (g.n_reqs == g.cap_reqs) {
+        int cap = g.cap_reqs ? 2 * g.cap_reqs : 16;
+        MPI_Request *nr = realloc(g.reqs, sizeof *nr * (size_t)cap);
+        if (!nr) die("out of memory");
+        g.reqs = nr;
+        g.cap_reqs = cap;
+    }
+    TIMED(MPI_Isend(x, (int)n, MPI_FLOAT, to, tag, MPI_COMM_WORLD, &g.reqs[g.n_reqs]), n * 4);
+    g.n_reqs++;
+}
+
 static void hook_send(void *ctx, const float *x, size_t n) {
     (void)ctx;
-    TIMED(MPI_Send(x, (int)n, MPI_FLOAT, g.rank + g.tp, 1, MPI_COMM_WORLD), n * 4);
+    isend(x, n, g.rank + g.tp, 1);
+}
+
+static void hook_flush(void *ctx) {
+    (void)ctx;
+    if (!g.n_reqs) return;
+    double t = now();
+    MPI_Waitall(g.n_reqs, g.reqs, MPI_STATUSES_IGNORE);
+    g.st.seconds += now() - t;
+    g.n_reqs = 0;
+}
+
+/* MPI moves a large message on only inside MPI calls: between layers, so the next stage is not kept
+ * waiting for a micro-batch until this one's pass ends */
+static void hook_progress(void *ctx) {
+    (void)ctx;
+    if (!g.n_reqs) return;
+    int done = 0;
+    double t = now();
+    MPI_Testall(g.n_reqs, g.reqs, &done, MPI_STATUSES_IGNORE);
+    g.st.seconds += now() - t;
+    if (done) g.n_reqs = 0;
 }
 
 static void hook_reduce(void *ctx, float *x, size_t n) {
@@ -125,7 +165,7 @@ static void hook_reduce(void *ctx, float *x, size_t n) {
 static void hook_final(void *ctx, float *x, size_t n, bool send) {
     (void)ctx;
     int last = (g.pp - 1) * g.tp;
-    if (send && g.rank == last) TIMED(MPI_Send(x, (int)n, MPI_FLOAT, 0, 2, MPI_COMM_WORLD), n * 4);
+    if (send && g.rank == last) isend(x, n, 0, 2);
     else if (!send && g.rank == 0) {
         TIMED(MPI_Recv(x, (int)n, MPI_FLOAT, last, 2, MPI_COMM_WORLD, MPI_STATUS_IGNORE), 0);
         g.st.msgs--;
@@ -168,8 +208,9 @@ static void hook_kv_free(void *ctx, int id) {
     bcast_ints(buf, HDR);
 }
 
-static const mx_dist_ops g_ops = {.begin = hook_begin, .recv_hidden = hook_recv, .send_hidden = hook_send, .reduce = hook_reduce,
-                                  .final_hidden = hook_final, .kv_free = hook_kv_free, .gather_logits = hook_gather};
+static const mx_dist_ops g_ops = {.begin = hook_begin, .recv_hidden = hook_recv, .send_hidden = hook_send, .flush = hook_flush,
+                                  .progress = hook_progress, .reduce = hook_reduce, .final_hidden = hook_final,
+                                  .kv_free = hook_kv_free, .gather_logits = hook_gather};
 
 /* ---- planning a process's part ---- */
 
@@ -220,7 +261,9 @@ static bool cut_ok(const mx_arch *a, int b) {
     return true;
 }
 
-/* the layer ranges of the stages: as even as the KV-shared layers allow */
+/* the layer ranges of the stages: as even as the KV-shared layers allow. (Weighing the stages by their
+ * bytes, the head with the driver's, was measured slower here: prefill runs the head on one row per
+ * sequence, and the driver also samples and serves HTTP; BENCHMARKS.md, issue 27.) */
 static int plan_stages(const mx_arch *a, int P, int *cuts) {
     int n = a->n_layers;
     cuts[0] = 0;
@@ -256,19 +299,19 @@ int mx_dist_shard(mx_model *m) {
         a->moe.shared_ffn /= g.tp;
         for (int l = 0; l < a->n_layers; l++) a->layers[l].ffn_width /= g.tp;
     }
-    int *cuts = malloc(sizeof(int) * (size_t)(g.pp + 1));
-    if (!cuts) return mx_set_err("out of memory");
-    if (plan_stages(a, g.pp, cuts)) { free(cuts); return MX_ERR; }
     /* the table and head split by vocabulary among the parts, ceil(V / T) rows each and the rest to the
      * last (rank 0's whole when some part would get none) */
     int c = g.tp > 1 ? (a->vocab + g.tp - 1) / g.tp : 0;
     if (c && a->vocab - (g.tp - 1) * c < 1) c = 0;
+    int *cuts = malloc(sizeof(int) * (size_t)(g.pp + 1));
+    if (!cuts) return mx_set_err("out of memory");
+    if (plan_stages(a, g.pp, cuts)) { free(cuts); return MX_ERR; }
     g.vocab = a->vocab;
     g.vocab_part = c;
     int vn = c ? MX_MIN(c, a->vocab - c * g.part) : 0;
     g.shard = (mx_shard){.ops = &g_ops, .layer_lo = cuts[g.stage], .layer_hi = cuts[g.stage + 1], .tp = g.tp, .tp_rank = g.part,
                          .embeds = g.stage == 0, .head = vn ? g.stage == g.pp - 1 : g.rank == 0, .driver = g.rank == 0,
-                         .vocab_lo = c * g.part, .vocab_n = vn};
+                         .vocab_lo = c * g.part, .vocab_n = vn, .micro = g.pp > 1 ? g.micro : 1};
     free(cuts);
     m->shard = &g.shard;
     return MX_OK;
@@ -387,19 +430,19 @@ static void stop_workers(void) {
 void mx_dist_report(void) {
     if (!g.active) return;
     stop_workers();
-    double mine[4] = {(double)g.st.msgs, g.st.bytes, g.st.seconds, (double)g.st.passes}, *all = NULL;
-    if (g.rank == 0 && !(all = calloc((size_t)g.size * 4, sizeof(double)))) return;
-    MPI_Gather(mine, 4, MPI_DOUBLE, all, 4, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    double mine[6] = {(double)g.st.msgs, g.st.bytes, g.st.seconds, (double)g.st.passes, g.shard.layer_lo, g.shard.layer_hi}, *all = NULL;
+    if (g.rank == 0 && !(all = calloc((size_t)g.size * 6, sizeof(double)))) return;
+    MPI_Gather(mine, 6, MPI_DOUBLE, all, 6, MPI_DOUBLE, 0, MPI_COMM_WORLD);
     for (int r = 0; g.rank == 0 && r < g.size; r++) {
-        const double *v = all + (size_t)r * 4;
+        const double *v = all + (size_t)r * 6;
         double n = v[3] > 0 ? v[3] : 1;
         char head[96] = "";
         int c = g.vocab_part, k = r % g.tp, o = 0, hi = MX_MIN((k + 1) * c, g.vocab) - 1;
         if (c && r / g.tp == 0) o = snprintf(head, sizeof head, ", table rows %d-%d", k * c, hi);
         if (c && r / g.tp == g.pp - 1) snprintf(head + o, sizeof head - (size_t)o, ", head rows %d-%d", k * c, hi);
-        fprintf(stderr, "mpi: rank %d (stage %d, part %d%s): %.0f passes, %.0f messages (%.1f per pass), %.0f bytes sent (%.0f per pass), "
+        fprintf(stderr, "mpi: rank %d (stage %d: layers %.0f-%.0f, part %d%s): %.0f passes, %.0f messages (%.1f per pass), %.0f bytes sent (%.0f per pass), "
                         "%.1f ms in MPI (%.3f ms per pass)\n",
-                r, r / g.tp, r % g.tp, head, v[3], v[0], v[0] / n, v[1], v[1] / n, v[2] * 1e3, v[2] * 1e3 / n);
+                r, r / g.tp, v[4], v[5] - 1, r % g.tp, head, v[3], v[0], v[0] / n, v[1], v[1] / n, v[2] * 1e3, v[2] * 1e3 / n);
     }
     free(all);
 }
@@ -412,6 +455,9 @@ void mx_dist_finish(void) {
     g.active = false;
     free(g.step);
     free(g.gbuf);
+    free(g.reqs);
+    g.reqs = NULL;
+    g.n_reqs = g.cap_reqs = 0;
     g.gbuf = NULL;
     g.n_gbuf = 0;
     g.step = NULL;

@@ -19,6 +19,10 @@ struct mx_ctx {
     int *max_len;
     mx_kpolicy kp;
     mx_prof *prof;
+    /* pipeline micro-batches (mx_shard.micro): a run's sequences, their tokens' sequence within the run,
+     * and each sequence's cache length when the pass began */
+    mx_seq_in *mseqs;
+    int *mseq_of, *mlen;
 };
 
 /* block b's state in a cache of `cap` positions whose K/V rows are `type` */
@@ -281,6 +285,15 @@ mx_ctx *mx_ctx_new(const mx_model *m, int max_tokens, int max_ctx, mx_pool *pool
     c->max_tokens = max_tokens;
     c->max_ctx = max_ctx;
     c->max_len = mx_calloc((size_t)max_tokens, sizeof(int));
+    if (m->shard && m->shard->micro > 1) {
+        c->mseqs = mx_calloc((size_t)max_tokens, sizeof *c->mseqs);
+        c->mseq_of = mx_calloc((size_t)max_tokens, sizeof(int));
+        c->mlen = mx_calloc((size_t)max_tokens, sizeof(int));
+        if (!c->mseqs || !c->mseq_of || !c->mlen) {
+            mx_ctx_free(c);
+            return NULL;
+        }
+    }
     if (!c->max_len || mx_fwd_bufs_alloc(&c->b, m, max_tokens, max_ctx, mx_pool_size(pool))) {
         mx_ctx_free(c);
         return NULL;
@@ -292,6 +305,9 @@ void mx_ctx_free(mx_ctx *c) {
     if (!c) return;
     mx_fwd_bufs_free(&c->b);
     free(c->max_len);
+    free(c->mseqs);
+    free(c->mseq_of);
+    free(c->mlen);
     free(c);
 }
 
@@ -505,6 +521,130 @@ static void add_deep(const mx_fwd *f, int l, float *x) {
     }
 }
 
+/* The rows of tokens [t0, t1) that get logits: every token (all), else the last token of each sequence
+ * ending there; *row0: the first one's row of the pass's logits. */
+static int head_count(const mx_fwd *f, int t0, int t1, bool all, int *row0) {
+    if (all) {
+        if (row0) *row0 = t0;
+        return t1 - t0;
+    }
+    int rows = 0;
+    for (int t = t0; t < t1; t++)
+        if (t + 1 == f->N || f->seq_of[t + 1] != f->seq_of[t]) {
+            if (!rows && row0) *row0 = f->seq_of[t];
+            rows++;
+        }
+    return rows;
+}
+
+/* The final norm and the head on the rows of tokens [t0, t1) that need logits (head_count); split by
+ * vocabulary, this part's share, gathered on the driver. */
+static void head_rows(mx_ctx *c, const mx_fwd *f, int t0, int t1, bool all, float *logits) {
+    const mx_model *m = c->m;
+    const mx_arch *a = &m->arch;
+    const mx_shard *sh = m->shard;
+    int H = a->hidden, row0 = 0, rows = head_count(f, t0, t1, all, &row0);
+    if (!rows) return;
+    if (all) {
+        if (a->names.final_norm) mx_norm_rows_f(f, &a->norm, &m->final_norm, c->b.xn, c->b.x + (size_t)t0 * H, rows, H, H);
+        else memcpy(c->b.xn, c->b.x + (size_t)t0 * H, (size_t)rows * H * 4);
+    } else {
+        for (int t = t0, r = 0; t < t1; t++)
+            if (t + 1 == f->N || f->seq_of[t + 1] != f->seq_of[t]) memcpy(c->b.xn + (size_t)r++ * H, c->b.x + (size_t)t * H, (size_t)H * 4);
+        if (a->names.final_norm) mx_norm_rows_f(f, &a->norm, &m->final_norm, c->b.xn, c->b.xn, rows, H, H);
+    }
+    bool split = sh && sh->vocab_n;
+    const mx_weight *head = a->tied && !split ? &m->embed : &m->lm_head; /* split: this part's rows (a view when tied) */
+    int V = split ? sh->vocab_n : a->vocab;
+    float *out = split ? c->b.head : logits + (size_t)row0 * a->vocab;
+    mx_linear_as(f, MX_OP_HEAD, head, m->lm_head_b, c->b.xn, rows, H, out, V);
+    size_t nl = (size_t)rows * V;
+    if (a->logit_scale != 1.0f) mx_scale(out, a->logit_scale, (int)nl);
+    if (a->final_softcap > 0) {
+        float cap = a->final_softcap;
+        for (size_t i = 0; i < nl; i++) out[i] = tanhf(out[i] / cap) * cap;
+    }
+    if (split) sh->ops->gather_logits(sh->ctx, out, rows, sh->driver ? logits + (size_t)row0 * a->vocab : NULL);
+}
+
+/* How many micro-batches a pipelined pass takes (mx_shard.micro): decided from what every process
+ * knows of the pass, so all split it alike. One when the rows cannot be cut apart: a span read both
+ * ways must be in the cache before any of its tokens looks, and multi-axis positions, DeepStack rows,
+ * per-layer inputs and AltUp streams are laid out by the whole pass. */
+static int n_micro(const mx_ctx *c, const mx_seq_in *seqs, int n_seqs, int N, bool whole) {
+    const mx_shard *sh = c->m->shard;
+    if (!sh || sh->micro <= 1 || whole || !c->mseqs) return 1;
+    for (int s = 0; s < n_seqs; s++)
+        if (seqs[s].mpos) return 1;
+    for (int l = 0; l < c->m->arch.n_layers; l++)
+        if (c->m->arch.layers[l].shortcut) return 1;
+    return MX_MIN(sh->micro, N);
+}
+
+/* A pipelined pass in M micro-batches of tokens (a sequence may be cut between two: its second part
+ * then sees the first's keys in each layer's cache, as a chunked prompt does). Each stage runs a
+ * micro-batch's layers and sends it on, then the next, so stage s + 1 works on batch k while stage s
+ * works on batch k + 1; the driver takes each batch's output back and runs the head on it while the
+ * last stage works on the next. */
+static int forward_micro(mx_ctx *c, const mx_fwd *f, int M, bool all, float *logits) {
+    const mx_model *m = c->m;
+    const mx_arch *a = &m->arch;
+    const mx_shard *sh = m->shard;
+    const mx_seq_in *seqs = f->seqs;
+    int lo, hi, H = a->hidden, N = f->N;
+    mx_model_layers(m, &lo, &hi);
+    bool split = sh->vocab_n, has_head = sh->head;
+    for (int s = 0; s < f->n_seqs; s++) c->mlen[s] = seqs[s].kv->len;
+    int sc = 0, start = 0; /* sequence sc begins at token start */
+    for (int k = 0; k < M; k++) {
+        int t0 = (int)((long)N * k / M), t1 = (int)((long)N * (k + 1) / M), s0 = f->seq_of[t0], s1 = f->seq_of[t1 - 1] + 1;
+        while (sc < s0) start += seqs[sc++].n;
+        mx_fwd fm = *f;
+        fm.seqs = c->mseqs;
+        fm.n_seqs = s1 - s0;
+        fm.N = t1 - t0;
+        fm.pos = f->pos + t0;
+        fm.seq_of = c->mseq_of;
+        for (int r = 0; r < a->n_rope; r++) fm.cs[r] = f->cs[r] + (size_t)t0 * a->rope[r].dim;
+        for (int s = s0, b = start; s < s1; b += seqs[s].n, s++) { /* b: sequence s's first token */
+            int i0 = MX_MAX(t0, b) - b, i1 = MX_MIN(t1, b + seqs[s].n) - b;
+            mx_seq_in *q = &c->mseqs[s - s0];
+            *q = seqs[s];
+            q->tokens += i0;
+            q->n = i1 - i0;
+            if (q->embed_row) q->embed_row += i0;
+            q->kv->len = c->mlen[s] + i0; /* the part before this run is in the cache */
+            for (int i = i0; i < i1; i++) c->mseq_of[b + i - t0] = s - s0;
+        }
+        float *x = c->b.x + (size_t)t0 * H;
+        size_t n = (size_t)fm.N * H;
+        if (lo > 0) sh->ops->recv_hidden(sh->ctx, x, n);
+        for (int l = lo; l < hi; l++) {
+            mx_layer_forward(&fm, l, x, c->b.xn, c->b.tmp, c->b.tmp2);
+            sh->ops->progress(sh->ctx);
+        }
+        if (hi < a->n_layers) sh->ops->send_hidden(sh->ctx, x, n);
+        else if (!has_head && !split) sh->ops->final_hidden(sh->ctx, x, n, true);
+        else if (has_head) head_rows(c, f, t0, t1, all, logits); /* the last stage holds (its part of) the head */
+    }
+    for (int s = 0; s < f->n_seqs; s++) seqs[s].kv->len = c->mlen[s] + seqs[s].n;
+    /* the driver, before the last stage: each micro-batch's output, then its logits */
+    if (sh->driver && hi < a->n_layers) {
+        sh->ops->flush(sh->ctx); /* x's rows were sent on: received into only once those sends are done */
+        for (int k = 0; k < M; k++) {
+            int t0 = (int)((long)N * k / M), t1 = (int)((long)N * (k + 1) / M);
+            int row0 = 0, rows = head_count(f, t0, t1, all, &row0);
+            if (split && rows) sh->ops->gather_logits(sh->ctx, NULL, rows, logits + (size_t)row0 * a->vocab);
+            else if (!split) {
+                sh->ops->final_hidden(sh->ctx, c->b.x + (size_t)t0 * H, (size_t)(t1 - t0) * H, false);
+                head_rows(c, f, t0, t1, all, logits);
+            }
+        }
+    }
+    sh->ops->flush(sh->ctx);
+    return MX_OK;
+}
+
 int mx_forward(mx_ctx *c, const mx_seq_in *seqs, int n_seqs, float *logits, bool all) {
     const mx_model *m = c->m;
     const mx_arch *a = &m->arch;
@@ -599,6 +739,9 @@ int mx_forward(mx_ctx *c, const mx_seq_in *seqs, int n_seqs, float *logits, bool
     int lo, hi;
     mx_model_layers(m, &lo, &hi);
     size_t NH = (size_t)N * H, nple = (size_t)N * a->n_layers * a->ple.dim, nalt = mx_altup_floats(a, N);
+    bool split = sh && sh->vocab_n;
+    int M = n_micro(c, seqs, n_seqs, N, spans || deep || nple || nalt);
+    if (M > 1) return forward_micro(c, &f, M, all, logits);
     /* a pipeline stage after the first: the hidden states (and a shortcut's carry, the per-layer inputs,
      * the AltUp streams) from the previous one */
     if (lo > 0) {
@@ -624,38 +767,16 @@ int mx_forward(mx_ctx *c, const mx_seq_in *seqs, int n_seqs, float *logits, bool
     }
     if (a->altup.n && hi == a->n_layers) mx_altup_unembed(&f, c->b.altup, c->b.x, c->b.tmp); /* before the head */
     for (int s = 0; s < n_seqs; s++) seqs[s].kv->len += seqs[s].n;
-    int nrows = all ? N : n_seqs;
     /* the head whole: the driver's, the last stage sends it its output; split by vocabulary: each part
      * of the last stage computes its share and the driver gathers them */
-    bool split = sh && sh->vocab_n;
     if (!has_head) {
-        if (split && sh->driver) sh->ops->gather_logits(sh->ctx, NULL, nrows, logits);
+        if (split && sh->driver) sh->ops->gather_logits(sh->ctx, NULL, head_count(&f, 0, N, all, NULL), logits);
         else if (!split && hi == a->n_layers) sh->ops->final_hidden(sh->ctx, c->b.x, NH, true);
+        if (sh) sh->ops->flush(sh->ctx);
         return MX_OK;
     }
+    if (sh) sh->ops->flush(sh->ctx); /* before x takes the last stage's output */
     if (!split && hi < a->n_layers) sh->ops->final_hidden(sh->ctx, c->b.x, NH, false);
-    /* final norm and head on the rows that need logits */
-    if (all) {
-        if (a->names.final_norm) mx_norm_rows_f(&f, &a->norm, &m->final_norm, c->b.xn, c->b.x, N, H, H);
-        else memcpy(c->b.xn, c->b.x, (size_t)N * H * 4);
-    } else {
-        int t = 0;
-        for (int s = 0; s < n_seqs; s++) {
-            t += seqs[s].n;
-            memcpy(c->b.xn + (size_t)s * H, c->b.x + (size_t)(t - 1) * H, (size_t)H * 4);
-        }
-        if (a->names.final_norm) mx_norm_rows_f(&f, &a->norm, &m->final_norm, c->b.xn, c->b.xn, nrows, H, H);
-    }
-    const mx_weight *head = a->tied && !split ? &m->embed : &m->lm_head; /* split: this part's rows (a view when tied) */
-    int V = split ? sh->vocab_n : a->vocab;
-    float *out = split ? c->b.head : logits;
-    mx_linear_as(&f, MX_OP_HEAD, head, m->lm_head_b, c->b.xn, nrows, H, out, V);
-    size_t nl = (size_t)nrows * V;
-    if (a->logit_scale != 1.0f) mx_scale(out, a->logit_scale, (int)nl);
-    if (a->final_softcap > 0) {
-        float cap = a->final_softcap;
-        for (size_t i = 0; i < nl; i++) out[i] = tanhf(out[i] / cap) * cap;
-    }
-    if (split) sh->ops->gather_logits(sh->ctx, out, nrows, sh->driver ? logits : NULL);
+    head_rows(c, &f, 0, N, all, logits);
     return MX_OK;
 }

@@ -25,10 +25,14 @@ typedef struct mx_dist_ops {
     /* the driving process (rank 0) tells the others a pass begins */
     void (*begin)(void *ctx, const mx_seq_in *seqs, int n_seqs, bool all);
     void (*recv_hidden)(void *ctx, float *x, size_t n); /* from the previous stage */
-    void (*send_hidden)(void *ctx, const float *x, size_t n); /* to the next stage */
+    /* to the next stage; x is left untouched until flush (the send may still be under way) */
+    void (*send_hidden)(void *ctx, const float *x, size_t n);
+    void (*flush)(void *ctx);    /* waits for this process's sends under way */
+    void (*progress)(void *ctx); /* moves sends under way on (between a micro-batch's layers) */
     void (*reduce)(void *ctx, float *x, size_t n); /* sum over the tensor-parallel group */
     /* the last stage's output x [n] back to the process with the head (rank 0):
-     * send on the last stage, receive (send false) on the head's process */
+     * send on the last stage (as send_hidden: x untouched until flush),
+     * receive (send false) on the head's process */
     void (*final_hidden)(void *ctx, float *x, size_t n, bool send);
     void (*kv_free)(void *ctx, int kv_id); /* the driver freed cache kv_id */
     /* A head split by vocabulary (mx_shard.vocab_n): each part of the last
@@ -48,6 +52,11 @@ typedef struct {
      * the vocabulary divides by it): this part's rows [vocab_lo, vocab_lo +
      * vocab_n) of it; 0: not split (the driver holds it whole). */
     int vocab_lo, vocab_n;
+    /* Pipeline micro-batches: a pass's stacked tokens go through the stages
+     * in up to `micro` runs, each sent on while the next one is computed, so
+     * the stages work at once (1: the whole pass at a time). The same on
+     * every process: each splits a pass the same way (mx_forward). */
+    int micro;
 } mx_shard;
 
 typedef struct {

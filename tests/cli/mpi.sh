@@ -53,6 +53,8 @@ BOUND=
 for fam in gpt2 llama mixtral jamba; do
   ref $fam || { fail "$fam/ref" "$(tail -1 "$T/err")"; continue; }
   [ $fam = gpt2 ] || same "$fam/pp2" $fam --pp 2 # (a stage boundary does not depend on the weights' format)
+  # micro-batches (default --pp: the 12-token prompt in two runs, its second half reading the first's keys)
+  case $fam in llama|jamba) same "$fam/pp2_micro1" $fam --pp 2 --pp-micro 1; same "$fam/pp2_micro5" $fam --pp 2 --pp-micro 5 ;; esac
   [ $fam = jamba ] || same "$fam/tp2" $fam --tp 2
 done
 # 4-bit weights, TP=2: with exact activations (MLXCEL_INT8=0) within 1e-4 of the single process; with the
@@ -71,8 +73,8 @@ same llama/tp2pp2 llama --tp 2 --pp 2
 # the embedding table split by vocabulary among the first stage's two parts, the head among the last
 # stage's (-v names their rows; 320 / 2)
 "${LAUNCH[@]}" "$M" "${GEN[@]}" -m $F/llama --tp 2 --pp 2 -v >/dev/null 2>"$T/err"
-grep -q '^mpi: rank 0 (stage 0, part 0, table rows 0-159)' "$T/err" && grep -q '^mpi: rank 1 (stage 0, part 1, table rows 160-319)' "$T/err" &&
-  grep -q '^mpi: rank 2 (stage 1, part 0, head rows 0-159)' "$T/err" && grep -q '^mpi: rank 3 (stage 1, part 1, head rows 160-319)' "$T/err" &&
+grep -q '^mpi: rank 0 (stage 0: layers 0-0, part 0, table rows 0-159)' "$T/err" && grep -q '^mpi: rank 1 (stage 0: layers 0-0, part 1, table rows 160-319)' "$T/err" &&
+  grep -q '^mpi: rank 2 (stage 1: layers 1-1, part 0, head rows 0-159)' "$T/err" && grep -q '^mpi: rank 3 (stage 1: layers 1-1, part 1, head rows 160-319)' "$T/err" &&
   ok vocab_split || fail vocab_split "$(grep '^mpi:' "$T/err" | tr '\n' ' ')"
 # a vocabulary that does not divide by T: 321 rows over two parts, 161 and 160 (a random model, untied head)
 cat >"$T/v321.json" <<'JSON'
@@ -83,8 +85,8 @@ JSON
 if build/mkmodel --config "$T/v321.json" -o "$T/v321" --dtype f32 --std 0.3 >/dev/null 2>"$T/err" && F=$T ref v321; then
   LAUNCH=(mpirun -np 2 --oversubscribe)
   F=$T same v321/tp2 v321 --tp 2 -v
-  grep -q '^mpi: rank 0 (stage 0, part 0, table rows 0-160, head rows 0-160)' "$T/err" &&
-    grep -q '^mpi: rank 1 (stage 0, part 1, table rows 161-320, head rows 161-320)' "$T/err" &&
+  grep -q '^mpi: rank 0 (stage 0: layers 0-1, part 0, table rows 0-160, head rows 0-160)' "$T/err" &&
+    grep -q '^mpi: rank 1 (stage 0: layers 0-1, part 1, table rows 161-320, head rows 161-320)' "$T/err" &&
     ok vocab_uneven || fail vocab_uneven "$(grep '^mpi:' "$T/err" | tr '\n' ' ')"
 else fail v321/ref "$(tail -1 "$T/err")"; fi
 LAUNCH=(mpirun -np 2 --oversubscribe)
@@ -145,6 +147,32 @@ w=$(printf '%s' "$wants" | python3 -c "import json,sys; c=json.load(sys.stdin)['
 g=$(printf '%s' "$gots" | python3 -c "import json,sys; c=json.load(sys.stdin)['choices'][0]; print(json.dumps([c['text'], c['logprobs']]))" 2>&1)
 case "$w" in '["'*) [ "$w" = "$g" ] && [ "${acc:-0}" -gt 0 ] ;; *) false ;; esac && ok serve/pp2_lookup ||
   fail serve/pp2_lookup "accepted '$acc': $(printf '%s' "$g" | head -c 200) vs $(printf '%s' "$w" | head -c 200)"
+
+# micro-batches split a pass: the prompt pass in 3 runs is 2 more messages each way than in one
+msgs() { mpirun -np 2 --oversubscribe "$M" "${GEN[@]}" -m $F/llama --pp 2 --pp-micro $1 -n 1 -v 2>&1 >/dev/null |
+  sed -n 's/^mpi: rank 0 .*passes, \([0-9]*\) messages.*/\1/p'; }
+m1=$(msgs 1); m3=$(msgs 3)
+[ -n "$m1" ] && [ -n "$m3" ] && [ $((m3 - m1)) -eq 2 ] && ok micro_messages || fail micro_messages "micro 1: '$m1' messages, micro 3: '$m3'"
+# a micro-batched server's continuous batch: four greedy requests at once (one decode pass of four rows in
+# two runs; prompts cut across runs) get the single server's replies
+creq() { for p in "1,5,9,13,17,3,8" "2,6,10" "4,4,4,4,4,4,4,4,4" "7,3"; do
+    curl -s localhost:$1/v1/completions -H 'content-type: application/json' \
+      -d "{\"prompt\":[$p],\"max_tokens\":12,\"temperature\":0,\"ignore_eos\":true}" >"$T/c$1_${p//,/_}" &
+  done; wait
+  for p in "1,5,9,13,17,3,8" "2,6,10" "4,4,4,4,4,4,4,4,4" "7,3"; do
+    python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['choices'][0]['text'])" "$T/c$1_${p//,/_}" 2>&1; done; }
+mpirun -np 2 --oversubscribe "$M" serve -m "$T/chat" --port $port -t 1 -c 64 -np 4 --pp 2 --pp-micro 2 >"$T/srv.out" 2>&1 &
+srv=$!
+for i in $(seq 100); do curl -sf localhost:$port/health >/dev/null 2>&1 && break; sleep 0.1; done
+gotc=$(creq $port)
+kill -INT $srv 2>/dev/null; wait $srv 2>/dev/null
+"$M" serve -m "$T/chat" --port $((port + 1)) -t 1 -c 64 -np 4 >"$T/srv1.out" 2>&1 &
+srv=$!
+for i in $(seq 100); do curl -sf localhost:$((port + 1))/health >/dev/null 2>&1 && break; sleep 0.1; done
+wantc=$(creq $((port + 1)))
+kill -INT $srv 2>/dev/null; wait $srv 2>/dev/null
+[ "$(printf '%s\n' "$wantc" | grep -c .)" -ge 4 ] && ! grep -q Traceback <<<"$wantc" && [ "$wantc" = "$gotc" ] && ok serve/pp2_micro_batch ||
+  fail serve/pp2_micro_batch "single $(printf '%s' "$wantc" | head -c 200) vs mpirun $(printf '%s' "$gotc" | head -c 200)"
 
 # chat under mpirun: rank 0 reads the two turns from stdin and prints the replies, the other rank serves its
 # part of each pass and ends with it (EOF, /exit); the replies are the single-process chat's (greedy), and
