@@ -243,9 +243,11 @@ static int tp_check(const mx_model *m, int T) {
             (at->qk_norm != MX_QKNORM_NONE && at->qk_norm != MX_QKNORM_HEAD))
             return mx_set_err("--tp: %s layer %d: its attention (output gate, norm over all heads or shared K/V) "
                               "cannot be split by heads (use --pp)", fam, l);
-        if ((!mla && at->n_kv_heads % T) || at->n_heads % T)
-            return mx_set_err("--tp %d: %s has %d attention heads and %d KV heads; both must divide by %d (GQA groups stay together)", T, fam,
-                              at->n_heads, at->n_kv_heads, T);
+        /* KV heads shared out; fewer of them than parts (MQA): each part keeps a copy of its group's */
+        bool kv_ok = mla || at->n_kv_heads % T == 0 || (T % at->n_kv_heads == 0 && at->qkv_layout != MX_QKV_GROUPED);
+        if (!kv_ok || at->n_heads % T)
+            return mx_set_err("--tp %d: %s has %d attention heads and %d KV heads: the attention heads must divide by %d, and the "
+                              "KV heads by %d or %d by the KV heads (GQA groups stay together)", T, fam, at->n_heads, at->n_kv_heads, T, T, T);
         int F = ls->ffn_width ? ls->ffn_width : a->ffn;
         if (ls->ffn && F % T) return mx_set_err("--tp %d: %s layer %d: the MLP width %d does not divide by %d", T, fam, l, F, T);
     }
@@ -291,8 +293,12 @@ int mx_dist_shard(mx_model *m) {
     if (g.tp > 1) {
         if (tp_check(m, g.tp)) return MX_ERR;
         for (int k = 0; k < a->n_attn_specs; k++) {
-            a->attn_specs[k]->n_heads /= g.tp;
-            a->attn_specs[k]->n_kv_heads /= g.tp;
+            mx_attn_spec *at = a->attn_specs[k];
+            at->n_heads /= g.tp;
+            if (at->n_kv_heads < g.tp) { /* replicated: one KV head per part, tp / n_kv_heads parts per head */
+                at->tp_kv_rep = g.tp / at->n_kv_heads;
+                at->n_kv_heads = 1;
+            } else at->n_kv_heads /= g.tp;
         }
         a->ffn /= g.tp;
         a->moe.ffn /= g.tp;

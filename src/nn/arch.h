@@ -98,6 +98,8 @@ typedef struct mx_attn_spec {
     bool gate_softplus;       /* names.gate through softplus, not sigmoid (Laguna) */
     int v_head_dim;           /* values' head size when it differs from q/k's (MiMo-V2-Flash); 0 = head_dim */
     float v_scale;            /* v multiplied by this before caching (MiMo's attention_value_scale); 0 = 1 */
+    int tp_kv_rep;            /* tensor parallelism with fewer KV heads than parts (MQA): this many
+                                 parts hold a copy of the same KV head (0 or 1: each its own) */
 } mx_attn_spec;
 
 /* Mixture of experts (nn/moe.c). The router picks top_k of n_experts per

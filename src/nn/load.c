@@ -57,12 +57,15 @@ int mx_load_norm(mx_model *m, const mx_norm_spec *s, const char *pat, int layer,
  * rows (q, k, v by heads; gate, up by width), 2 by columns (o, down: their
  * outputs are summed over the group), 3 by rows of each half (a fused
  * [gate | up]), 4 by rows of each of q, k, v (a fused [q | k | v]; a fused
- * qkv grouped per KV head is split as plain rows), 0 not at all. */
+ * qkv grouped per KV head is split as plain rows), 5 the rows of the KV
+ * head a part shares with others (k, v with fewer KV heads than parts),
+ * 0 not at all. */
 static int tp_axis(const mx_model *m, const char *pat, int layer) {
     const mx_shard *sh = m->shard;
     if (!sh || sh->tp < 2 || layer < 0 || layer >= m->arch.n_layers) return 0;
     const mx_arch *a = &m->arch;
     const mx_attn_spec *at = a->layers[layer].attn;
+    if (at && at->tp_kv_rep > 1 && (same(pat, at->names.k) || same(pat, at->names.v))) return 5;
     if (at && (same(pat, at->names.q) || same(pat, at->names.k) || same(pat, at->names.v))) return 1;
     if (at && same(pat, at->names.qkv)) return at->qkv_layout == MX_QKV_GROUPED ? 1 : 4;
     if (a->layers[layer].mixer == &mx_block_mla && (same(pat, a->mla.q_b) || same(pat, a->mla.kv_b))) return 1; /* by heads */
@@ -141,11 +144,16 @@ static int load_tp_part(mx_model *m, const char *mod, int layer, int ax, int row
                         mx_weight *w, float **b) {
     const mx_shard *sh = m->shard;
     int T = sh->tp, k = sh->tp_rank, fr = ax == 2 ? rows : rows * T, fc = ax == 2 ? cols * T : cols;
+    const mx_attn_spec *at = m->arch.layers[layer].attn;
+    int rep = at && at->tp_kv_rep > 1 ? at->tp_kv_rep : 1; /* parts per KV head: its rows are part k / rep's */
     if (ax == 4) { /* this part's rows of q, k and v in the whole [q | k | v] */
-        const mx_attn_spec *at = m->arch.layers[layer].attn;
-        int qd = at->n_heads * at->head_dim, kvd = at->n_kv_heads * at->head_dim, Q = qd * T, K = kvd * T;
-        const int r[3][2] = {{k * qd, (k + 1) * qd}, {Q + k * kvd, Q + (k + 1) * kvd}, {Q + K + k * kvd, Q + K + (k + 1) * kvd}};
-        return load_rows(m, mod, fr, fc, fl, r, 3, bias, kp, w, b);
+        int qd = at->n_heads * at->head_dim, kvd = at->n_kv_heads * at->head_dim, Q = qd * T, K = kvd * T / rep, kk = k / rep;
+        const int r[3][2] = {{k * qd, (k + 1) * qd}, {Q + kk * kvd, Q + (kk + 1) * kvd}, {Q + K + kk * kvd, Q + K + (kk + 1) * kvd}};
+        return load_rows(m, mod, Q + 2 * K, fc, fl, r, 3, bias, kp, w, b);
+    }
+    if (ax == 5) { /* k or v: the shared KV head's rows */
+        const int r[1][2] = {{k / rep * rows, (k / rep + 1) * rows}};
+        return load_rows(m, mod, rows * T / rep, fc, fl, r, 1, bias, kp, w, b);
     }
     mx_weight full;
     if (mx_load_weight(&m->ck, mod, fr, fc, fl, NULL, &full)) return MX_ERR;
