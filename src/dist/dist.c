@@ -226,7 +226,10 @@ static int tp_check(const mx_model *m, int T) {
         const mx_layer_spec *ls = &a->layers[l];
         bool mla = ls->mixer == &mx_block_mla; /* by heads: q_b / q and kv_b rows, o columns; the latent cache whole */
         if (mla && a->mla.index_topk > 0) return mx_set_err("--tp: %s's sparse-attention indexer cannot be split by heads yet (use --pp)", fam);
-        if (!mla && ls->mixer != &mx_block_attention)
+        if (ls->mixer == &mx_block_deltanet) { /* by key heads (and their value heads) */
+            if (a->deltanet.n_k_heads % T)
+                return mx_set_err("--tp %d: %s's %d DeltaNet key heads do not divide by %d", T, fam, a->deltanet.n_k_heads, T);
+        } else if (!mla && ls->mixer != &mx_block_attention)
             return mx_set_err("--tp: %s layer %d runs a '%s' mixer, which cannot be split among processes (use --pp)", fam, l, block_name(ls->mixer));
         if (ls->ffn == &mx_block_moe) {
             const mx_moe_spec *ms = &a->moe;
@@ -238,18 +241,19 @@ static int tp_check(const mx_model *m, int T) {
         if (ls->mixer2 || ls->post || ls->shortcut || ls->branch || ls->xattn)
             return mx_set_err("--tp: %s layer %d has a second mixer, post, shortcut, branch or cross-attention block, which cannot be split (use --pp)", fam, l);
         if (ls->gate_sparsity > 0) return mx_set_err("--tp: %s layer %d: the MLP's gate sparsity needs the whole width (use --pp)", fam, l);
+        int F = ls->ffn_width ? ls->ffn_width : a->ffn;
+        if (ls->ffn && F % T) return mx_set_err("--tp %d: %s layer %d: the MLP width %d does not divide by %d", T, fam, l, F, T);
         const mx_attn_spec *at = ls->attn;
-        if (at->gate || at->names.gate || at->names.out_norm || ls->kv_shared || at->k_eq_v ||
+        if (!mla && ls->mixer != &mx_block_attention) continue; /* a recurrent mixer, split above */
+        if (at->names.out_norm || ls->kv_shared || at->k_eq_v ||
             (at->qk_norm != MX_QKNORM_NONE && at->qk_norm != MX_QKNORM_HEAD))
-            return mx_set_err("--tp: %s layer %d: its attention (output gate, norm over all heads or shared K/V) "
+            return mx_set_err("--tp: %s layer %d: its attention (a norm over all heads or shared K/V) "
                               "cannot be split by heads (use --pp)", fam, l);
         /* KV heads shared out; fewer of them than parts (MQA): each part keeps a copy of its group's */
         bool kv_ok = mla || at->n_kv_heads % T == 0 || (T % at->n_kv_heads == 0 && at->qkv_layout != MX_QKV_GROUPED);
         if (!kv_ok || at->n_heads % T)
             return mx_set_err("--tp %d: %s has %d attention heads and %d KV heads: the attention heads must divide by %d, and the "
                               "KV heads by %d or %d by the KV heads (GQA groups stay together)", T, fam, at->n_heads, at->n_kv_heads, T, T, T);
-        int F = ls->ffn_width ? ls->ffn_width : a->ffn;
-        if (ls->ffn && F % T) return mx_set_err("--tp %d: %s layer %d: the MLP width %d does not divide by %d", T, fam, l, F, T);
     }
     if (a->names.ffn_act_norm) return mx_set_err("--tp: %s has a norm inside its MLP, which needs the whole width (use --pp)", fam);
     return MX_OK;
@@ -300,6 +304,8 @@ int mx_dist_shard(mx_model *m) {
                 at->n_kv_heads = 1;
             } else at->n_kv_heads /= g.tp;
         }
+        a->deltanet.n_k_heads /= g.tp;
+        a->deltanet.n_v_heads /= g.tp;
         a->ffn /= g.tp;
         a->moe.ffn /= g.tp;
         a->moe.shared_ffn /= g.tp;

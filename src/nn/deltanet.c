@@ -29,6 +29,39 @@ static void dn_free(void *p) {
     free(w);
 }
 
+/* Tensor parallelism by key heads (the spec's counts are this part's, the checkpoint's tp times larger):
+ * part p holds key heads [p nk, (p + 1) nk) and their value heads, so each projection gives its rows of
+ * those heads (the grouped [q | k | v | z] per key head one run, [q | k | v] three), the conv its
+ * channels of q, k and v, out_proj its columns (the output summed over the parts). */
+static int dn_load_part(mx_model *m, int l, dn_w *w) {
+    const mx_deltanet_spec *s = &m->arch.deltanet;
+    const char *P = s->prefix;
+    int T = m->shard->tp, p = m->shard->tp_rank, H = m->arch.hidden, K = s->d_conv;
+    int nk = s->n_k_heads, nv = s->n_v_heads, dk = s->dk, dv = s->dv, NK = nk * T, NV = nv * T, CF = 2 * NK * dk + NV * dv;
+    const int ch[3][2] = {{p * nk * dk, (p + 1) * nk * dk}, {NK * dk + p * nk * dk, NK * dk + (p + 1) * nk * dk},
+                          {2 * NK * dk + p * nv * dv, 2 * NK * dk + (p + 1) * nv * dv}};
+    const int vh[1][2] = {{p * nv, (p + 1) * nv}}, vd[1][2] = {{p * nv * dv, (p + 1) * nv * dv}};
+    if (s->split_proj) {
+        if (mx_ssm_load_lin_rows(m, P, l, "in_proj_qkv", CF, H, ch, 3, false, &w->qkv, NULL) ||
+            mx_ssm_load_lin_rows(m, P, l, "in_proj_z", NV * dv, H, vd, 1, false, &w->z, NULL) ||
+            mx_ssm_load_lin_rows(m, P, l, "in_proj_b", NV, H, vh, 1, false, &w->b, NULL) ||
+            mx_ssm_load_lin_rows(m, P, l, "in_proj_a", NV, H, vh, 1, false, &w->a, NULL))
+            return MX_ERR;
+    } else {
+        int G = qkvz_rows(s) / nk, R = 2 * nv / nk; /* per key head: [q | k | v | z] rows, [b | a] rows */
+        const int g[1][2] = {{p * nk * G, (p + 1) * nk * G}}, ba[1][2] = {{p * nk * R, (p + 1) * nk * R}};
+        if (mx_ssm_load_lin_rows(m, P, l, "in_proj_qkvz", NK * G, H, g, 1, false, &w->qkvz, NULL) ||
+            mx_ssm_load_lin_rows(m, P, l, "in_proj_ba", 2 * NV, H, ba, 1, false, &w->ba, NULL))
+            return MX_ERR;
+    }
+    return mx_ssm_load_lin_cols(m, P, l, "out_proj", H, NV * dv, p * nv * dv, nv * dv, false, &w->out, NULL) ||
+                   mx_ssm_load_arr_parts(m, P, l, "conv1d.weight", (size_t)CF * K, ch, 3, (size_t)K, &w->conv_w) ||
+                   mx_ssm_load_arr_parts(m, P, l, "A_log", (size_t)NV, vh, 1, 1, &w->A) ||
+                   mx_ssm_load_arr_parts(m, P, l, "dt_bias", (size_t)NV, vh, 1, 1, &w->dt_bias)
+               ? MX_ERR
+               : MX_OK;
+}
+
 static int dn_load(mx_model *m, int l, void **out) {
     const mx_arch *a = &m->arch;
     const mx_deltanet_spec *s = &a->deltanet;
@@ -39,21 +72,25 @@ static int dn_load(mx_model *m, int l, void **out) {
     dn_w *w = mx_calloc(1, sizeof *w);
     if (!w) return MX_ERR;
     *out = w;
-    if (s->split_proj) {
-        if (mx_ssm_load_lin(m, P, l, "in_proj_qkv", conv_ch(s), H, false, &w->qkv, NULL) ||
-            mx_ssm_load_lin(m, P, l, "in_proj_z", nv * s->dv, H, false, &w->z, NULL) ||
-            mx_ssm_load_lin(m, P, l, "in_proj_b", nv, H, false, &w->b, NULL) ||
-            mx_ssm_load_lin(m, P, l, "in_proj_a", nv, H, false, &w->a, NULL))
+    if (m->shard && m->shard->tp > 1) {
+        if (dn_load_part(m, l, w)) return MX_ERR;
+    } else {
+        if (s->split_proj) {
+            if (mx_ssm_load_lin(m, P, l, "in_proj_qkv", conv_ch(s), H, false, &w->qkv, NULL) ||
+                mx_ssm_load_lin(m, P, l, "in_proj_z", nv * s->dv, H, false, &w->z, NULL) ||
+                mx_ssm_load_lin(m, P, l, "in_proj_b", nv, H, false, &w->b, NULL) ||
+                mx_ssm_load_lin(m, P, l, "in_proj_a", nv, H, false, &w->a, NULL))
+                return MX_ERR;
+        } else if (mx_ssm_load_lin(m, P, l, "in_proj_qkvz", qkvz_rows(s), H, false, &w->qkvz, NULL) ||
+                   mx_ssm_load_lin(m, P, l, "in_proj_ba", 2 * nv, H, false, &w->ba, NULL))
             return MX_ERR;
-    } else if (mx_ssm_load_lin(m, P, l, "in_proj_qkvz", qkvz_rows(s), H, false, &w->qkvz, NULL) ||
-               mx_ssm_load_lin(m, P, l, "in_proj_ba", 2 * nv, H, false, &w->ba, NULL))
-        return MX_ERR;
-    if (mx_ssm_load_lin(m, P, l, "out_proj", H, nv * s->dv, false, &w->out, NULL) ||
-        mx_ssm_load_arr(m, P, l, "conv1d.weight", (size_t)conv_ch(s) * K, true, &w->conv_w) ||
-        mx_ssm_load_arr(m, P, l, "A_log", (size_t)nv, true, &w->A) ||
-        mx_ssm_load_arr(m, P, l, "dt_bias", (size_t)nv, true, &w->dt_bias) ||
-        mx_ssm_load_arr(m, P, l, "norm.weight", (size_t)s->dv, true, &w->norm_w))
-        return MX_ERR;
+        if (mx_ssm_load_lin(m, P, l, "out_proj", H, nv * s->dv, false, &w->out, NULL) ||
+            mx_ssm_load_arr(m, P, l, "conv1d.weight", (size_t)conv_ch(s) * K, true, &w->conv_w) ||
+            mx_ssm_load_arr(m, P, l, "A_log", (size_t)nv, true, &w->A) ||
+            mx_ssm_load_arr(m, P, l, "dt_bias", (size_t)nv, true, &w->dt_bias))
+            return MX_ERR;
+    }
+    if (mx_ssm_load_arr(m, P, l, "norm.weight", (size_t)s->dv, true, &w->norm_w)) return MX_ERR;
     for (int i = 0; i < nv; i++) w->A[i] = -expf(w->A[i]);
     return MX_OK;
 }

@@ -66,7 +66,8 @@ static int tp_axis(const mx_model *m, const char *pat, int layer) {
     const mx_arch *a = &m->arch;
     const mx_attn_spec *at = a->layers[layer].attn;
     if (at && at->tp_kv_rep > 1 && (same(pat, at->names.k) || same(pat, at->names.v))) return 5;
-    if (at && (same(pat, at->names.q) || same(pat, at->names.k) || same(pat, at->names.v))) return 1;
+    /* q (with its per-head output gate where fused), k, v and a gate projection of its own: by heads */
+    if (at && (same(pat, at->names.q) || same(pat, at->names.k) || same(pat, at->names.v) || same(pat, at->names.gate))) return 1;
     if (at && same(pat, at->names.qkv)) return at->qkv_layout == MX_QKV_GROUPED ? 1 : 4;
     if (a->layers[layer].mixer == &mx_block_mla && (same(pat, a->mla.q_b) || same(pat, a->mla.kv_b))) return 1; /* by heads */
     if (same(pat, a->names.gate) || same(pat, a->names.up) || same(pat, a->moe.shared.gate) || same(pat, a->moe.shared.up)) return 1;
@@ -137,6 +138,26 @@ static int load_rows(mx_model *m, const char *mod, int fr, int cols, unsigned fl
             memcpy(*b + o, full_b + ranges[i][0], (size_t)(ranges[i][1] - ranges[i][0]) * sizeof(float));
     free(full_b);
     return *b ? MX_OK : MX_ERR;
+}
+
+int mx_load_lin_rows(mx_model *m, const char *mod, int full_rows, int cols, const int (*ranges)[2], int nr, bool bias, mx_weight *w,
+                     float **b) {
+    return load_rows(m, mod, full_rows, cols, m->arch.conv1d ? MX_LOAD_TRANSPOSED : 0, ranges, nr, bias, &m->kp, w, b);
+}
+
+int mx_load_lin_cols(mx_model *m, const char *mod, int rows, int full_cols, int c0, int nc, bool bias, mx_weight *w, float **b) {
+    mx_weight full;
+    if (mx_load_weight(&m->ck, mod, rows, full_cols, m->arch.conv1d ? MX_LOAD_TRANSPOSED : 0, NULL, &full)) return MX_ERR;
+    int rc = mx_weight_copy_cols(&full, c0, nc, w);
+    if (!rc) rc = mx_weight_prepare(w, &m->kp);
+    if (part_done(m, mod, &full, rc, w)) return MX_ERR;
+    if (!bias) return MX_OK;
+    if (full_bias(m, mod, rows, b)) return MX_ERR;
+    if (m->shard && m->shard->tp_rank) { /* the summed output takes the bias once */
+        free(*b);
+        *b = NULL;
+    }
+    return MX_OK;
 }
 
 /* part sh->tp_rank of a projection split by tp_axis (ax), [rows, cols] being the part's */

@@ -40,6 +40,42 @@ int mx_ssm_load_lin(mx_model *m, const char *prefix, int layer, const char *sub,
     return rc;
 }
 
+static char *ssm_mod(const char *prefix, int layer, const char *sub) {
+    char mod[512];
+    snprintf(mod, sizeof mod, prefix, layer);
+    return mx_asprintf("%s.%s", mod, sub);
+}
+
+int mx_ssm_load_lin_rows(mx_model *m, const char *prefix, int layer, const char *sub, int full_rows, int cols, const int (*ranges)[2], int nr,
+                         bool bias, mx_weight *w, float **b) {
+    char *mod = ssm_mod(prefix, layer, sub);
+    int rc = mod ? mx_load_lin_rows(m, mod, full_rows, cols, ranges, nr, bias, w, b) : MX_ERR;
+    free(mod);
+    return rc;
+}
+
+int mx_ssm_load_lin_cols(mx_model *m, const char *prefix, int layer, const char *sub, int rows, int full_cols, int c0, int nc, bool bias,
+                         mx_weight *w, float **b) {
+    char *mod = ssm_mod(prefix, layer, sub);
+    int rc = mod ? mx_load_lin_cols(m, mod, rows, full_cols, c0, nc, bias, w, b) : MX_ERR;
+    free(mod);
+    return rc;
+}
+
+int mx_ssm_load_arr_parts(mx_model *m, const char *prefix, int layer, const char *sub, size_t full_n, const int (*ranges)[2], int nr,
+                          size_t unit, float **out) {
+    float *full = NULL;
+    *out = NULL;
+    if (mx_ssm_load_arr(m, prefix, layer, sub, full_n, true, &full)) return MX_ERR;
+    size_t n = 0;
+    for (int i = 0; i < nr; i++) n += (size_t)(ranges[i][1] - ranges[i][0]) * unit;
+    if ((*out = mx_malloc(n * sizeof(float))))
+        for (int i = 0, o = 0; i < nr; o += (ranges[i][1] - ranges[i][0]) * (int)unit, i++)
+            memcpy(*out + o, full + (size_t)ranges[i][0] * unit, (size_t)(ranges[i][1] - ranges[i][0]) * unit * sizeof(float));
+    free(full);
+    return *out ? MX_OK : MX_ERR;
+}
+
 typedef struct {
     mx_weight in, x_proj, dt_proj, out;
     float *in_b, *out_b, *dt_b;

@@ -346,6 +346,14 @@ int mx_load_lin(mx_model *m, const char *pat, int layer, int rows, int cols, boo
  * of full's rows where full owns no copy (keep full until w is freed), else a
  * copy; prepared for kp. */
 int mx_tp_part(const mx_model *m, int ax, const mx_weight *full, const mx_kpolicy *kp, mx_weight *w);
+/* A part of module mod's [full_rows, cols] weight (and bias) that blocks
+ * choose themselves (tensor parallelism over layouts mx_load_lin does not
+ * know, e.g. a recurrent mixer's fused projections): rows ranges[0..nr) in
+ * order, or columns [c0, c0 + nc) (an output summed over the parts: the bias
+ * on part 0 only, *b NULL elsewhere). Copies, prepared for m->kp. */
+int mx_load_lin_rows(mx_model *m, const char *mod, int full_rows, int cols, const int (*ranges)[2], int nr, bool bias, mx_weight *w,
+                     float **b);
+int mx_load_lin_cols(mx_model *m, const char *mod, int rows, int full_cols, int c0, int nc, bool bias, mx_weight *w, float **b);
 int mx_load_norm(mx_model *m, const mx_norm_spec *s, const char *pat, int layer, int n, mx_normw *nw);
 int mx_load_vec(mx_model *m, const char *pat, int layer, int n, bool required, float **out);
 void mx_normw_free(mx_normw *n);

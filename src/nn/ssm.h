@@ -12,6 +12,14 @@ int mx_ssm_load_arr(mx_model *m, const char *prefix, int layer, const char *sub,
 /* mx_load_lin on "<prefix>.<sub>". */
 int mx_ssm_load_lin(mx_model *m, const char *prefix, int layer, const char *sub, int rows, int cols, bool bias,
                     mx_weight *w, float **b);
+/* Tensor parallelism: mx_load_lin_rows / _cols on "<prefix>.<sub>", and the
+ * elements ranges[i] * unit of an array of full_n elements, in order. */
+int mx_ssm_load_lin_rows(mx_model *m, const char *prefix, int layer, const char *sub, int full_rows, int cols, const int (*ranges)[2], int nr,
+                         bool bias, mx_weight *w, float **b);
+int mx_ssm_load_lin_cols(mx_model *m, const char *prefix, int layer, const char *sub, int rows, int full_cols, int c0, int nc, bool bias,
+                         mx_weight *w, float **b);
+int mx_ssm_load_arr_parts(mx_model *m, const char *prefix, int layer, const char *sub, size_t full_n, const int (*ranges)[2], int nr,
+                          size_t unit, float **out);
 
 /* The Mamba2 mixer for blocks that embed one (arch.ssm with its own module
  * prefix): weights loaded from `prefix`, state found as block `self`'s in
