@@ -218,6 +218,19 @@ static const char *block_name(const mx_block_ops *b) { return b && b->name ? b->
 
 /* Tensor parallelism splits attention by heads and the dense MLP by width;
  * anything else is refused by name. */
+/* an MLP or MoE block b of layer l (the ffn, or the mixer of an MLP-only layer), split by width */
+static int ffn_check(const mx_arch *a, int l, const mx_block_ops *b, int T) {
+    const char *fam = a->family ? a->family : "?";
+    if (b == &mx_block_moe) {
+        const mx_moe_spec *ms = &a->moe;
+        if (ms->n_zero) return mx_set_err("--tp: %s has identity experts, which cannot be split by width (use --pp)", fam);
+        if (ms->ffn % T || ms->shared_ffn % T)
+            return mx_set_err("--tp %d: %s's expert width %d or shared expert width %d does not divide by %d", T, fam, ms->ffn, ms->shared_ffn, T);
+    } else if (b && b != &mx_block_mlp)
+        return mx_set_err("--tp: %s layer %d runs a '%s' ffn, which cannot be split among processes yet (use --pp)", fam, l, block_name(b));
+    return MX_OK;
+}
+
 static int tp_check(const mx_model *m, int T) {
     const mx_arch *a = &m->arch;
     const char *fam = a->family ? a->family : "?";
@@ -229,20 +242,22 @@ static int tp_check(const mx_model *m, int T) {
         if (ls->mixer == &mx_block_deltanet) { /* by key heads (and their value heads) */
             if (a->deltanet.n_k_heads % T)
                 return mx_set_err("--tp %d: %s's %d DeltaNet key heads do not divide by %d", T, fam, a->deltanet.n_k_heads, T);
+        } else if (ls->mixer == &mx_block_mamba2) { /* by heads; the B / C groups split or copied */
+            const mx_ssm_spec *ss = &a->ssm;
+            if (ss->n_heads % T || (ss->n_groups % T && T % ss->n_groups))
+                return mx_set_err("--tp %d: %s's Mamba2 layers have %d heads and %d groups: the heads must divide by %d, and the groups "
+                                  "by %d or %d by the groups", T, fam, ss->n_heads, ss->n_groups, T, T, T);
+        } else if (ls->mixer == &mx_block_mlp || ls->mixer == &mx_block_moe) { /* an MLP / MoE layer (Nemotron-H) */
+            if (ffn_check(a, l, ls->mixer, T)) return MX_ERR;
         } else if (!mla && ls->mixer != &mx_block_attention)
             return mx_set_err("--tp: %s layer %d runs a '%s' mixer, which cannot be split among processes (use --pp)", fam, l, block_name(ls->mixer));
-        if (ls->ffn == &mx_block_moe) {
-            const mx_moe_spec *ms = &a->moe;
-            if (ms->n_zero) return mx_set_err("--tp: %s has identity experts, which cannot be split by width (use --pp)", fam);
-            if (ms->ffn % T || ms->shared_ffn % T)
-                return mx_set_err("--tp %d: %s's expert width %d or shared expert width %d does not divide by %d", T, fam, ms->ffn, ms->shared_ffn, T);
-        } else if (ls->ffn && ls->ffn != &mx_block_mlp)
-            return mx_set_err("--tp: %s layer %d runs a '%s' ffn, which cannot be split among processes yet (use --pp)", fam, l, block_name(ls->ffn));
+        if (ffn_check(a, l, ls->ffn, T)) return MX_ERR;
         if (ls->mixer2 || ls->post || ls->shortcut || ls->branch || ls->xattn)
             return mx_set_err("--tp: %s layer %d has a second mixer, post, shortcut, branch or cross-attention block, which cannot be split (use --pp)", fam, l);
         if (ls->gate_sparsity > 0) return mx_set_err("--tp: %s layer %d: the MLP's gate sparsity needs the whole width (use --pp)", fam, l);
         int F = ls->ffn_width ? ls->ffn_width : a->ffn;
-        if (ls->ffn && F % T) return mx_set_err("--tp %d: %s layer %d: the MLP width %d does not divide by %d", T, fam, l, F, T);
+        if ((ls->ffn == &mx_block_mlp || ls->mixer == &mx_block_mlp) && F % T)
+            return mx_set_err("--tp %d: %s layer %d: the MLP width %d does not divide by %d", T, fam, l, F, T);
         const mx_attn_spec *at = ls->attn;
         if (!mla && ls->mixer != &mx_block_attention) continue; /* a recurrent mixer, split above */
         if (at->names.out_norm || ls->kv_shared || at->k_eq_v ||
@@ -299,10 +314,23 @@ int mx_dist_shard(mx_model *m) {
         for (int k = 0; k < a->n_attn_specs; k++) {
             mx_attn_spec *at = a->attn_specs[k];
             at->n_heads /= g.tp;
-            if (at->n_kv_heads < g.tp) { /* replicated: one KV head per part, tp / n_kv_heads parts per head */
+            if (at->n_kv_heads > 0 && at->n_kv_heads < g.tp) { /* replicated: one KV head per part, tp / n_kv_heads parts per head */
                 at->tp_kv_rep = g.tp / at->n_kv_heads;
                 at->n_kv_heads = 1;
             } else at->n_kv_heads /= g.tp;
+        }
+        for (int l = 0; l < a->n_layers; l++) {
+            if (a->layers[l].mixer != &mx_block_mamba2 || a->ssm.tp_n_groups) continue;
+            mx_ssm_spec *ss = &a->ssm; /* once: the spec is shared by the layers */
+            int T = g.tp, gs = ss->gated_norm ? ss->d_inner / ss->norm_groups : 1;
+            ss->tp_n_groups = ss->n_groups;
+            ss->tp_norm_groups = ss->norm_groups;
+            ss->d_inner /= T;
+            ss->n_heads /= T;
+            ss->n_groups = ss->n_groups >= T ? ss->n_groups / T : 1;
+            /* a part's channels hold whole norm groups, or each group's squares are summed over the parts */
+            ss->tp_norm_split = ss->gated_norm && ss->d_inner % gs;
+            if (ss->gated_norm && !ss->tp_norm_split) ss->norm_groups = ss->d_inner / gs;
         }
         a->deltanet.n_k_heads /= g.tp;
         a->deltanet.n_v_heads /= g.tp;

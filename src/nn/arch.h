@@ -217,6 +217,12 @@ typedef struct {
                                               times these (Falcon-H1 mup vector; 0 = 1) */
     mx_act act;                            /* conv and (mamba1) gate activation */
     const char *prefix;
+    /* mamba2 under tensor parallelism (the counts above are then this part's
+     * heads, channels and groups): the checkpoint's group and norm-group
+     * counts (0: not split); tp_norm_split: a norm group spans several parts,
+     * its sum of squares summed over them */
+    int tp_n_groups, tp_norm_groups;
+    bool tp_norm_split;
 } mx_ssm_spec;
 
 /* RecurrentGemma's recurrent block (nn/rglru.c), tensors under `prefix`

@@ -102,6 +102,33 @@ static void ssm_free(void *p) {
     free(w);
 }
 
+/* Mamba2 under tensor parallelism, by heads: part p holds heads [p nh, (p + 1) nh), their channels of z,
+ * x, the conv, the norm and out_proj's columns (the output summed over the parts), and the B / C rows of
+ * the groups those heads read (a copy where several parts share a group). */
+static int m2_load_part(mx_model *m, int l, const char *P, ssm_w *w) {
+    const mx_ssm_spec *s = &m->arch.ssm;
+    int T = m->shard->tp, p = m->shard->tp_rank, H = m->arch.hidden, K = s->d_conv, S = s->d_state;
+    int D = s->d_inner, nh = s->n_heads, G = s->n_groups, GF = s->tp_n_groups, DF = D * T, NH = nh * T, CF = DF + 2 * GF * S;
+    int g0 = GF >= T ? p * G : p / (T / GF); /* the part's first group */
+    const int in[5][2] = {{p * D, (p + 1) * D},
+                          {DF + p * D, DF + (p + 1) * D},
+                          {2 * DF + g0 * S, 2 * DF + (g0 + G) * S},
+                          {2 * DF + (GF + g0) * S, 2 * DF + (GF + g0 + G) * S},
+                          {DF + CF + p * nh, DF + CF + (p + 1) * nh}};
+    const int ch[3][2] = {{p * D, (p + 1) * D}, {DF + g0 * S, DF + (g0 + G) * S}, {DF + (GF + g0) * S, DF + (GF + g0 + G) * S}};
+    const int hd[1][2] = {{p * nh, (p + 1) * nh}}, dd[1][2] = {{p * D, (p + 1) * D}};
+    return mx_ssm_load_lin_rows(m, P, l, "in_proj", DF + CF + NH, H, in, 5, s->in_bias, &w->in, &w->in_b) ||
+                   mx_ssm_load_lin_cols(m, P, l, "out_proj", H, DF, p * D, D, s->out_bias, &w->out, &w->out_b) ||
+                   mx_ssm_load_arr_parts(m, P, l, "conv1d.weight", (size_t)CF * K, ch, 3, (size_t)K, &w->conv_w) ||
+                   (s->conv_bias && mx_ssm_load_arr_parts(m, P, l, "conv1d.bias", (size_t)CF, ch, 3, 1, &w->conv_b)) ||
+                   mx_ssm_load_arr_parts(m, P, l, "A_log", (size_t)NH, hd, 1, 1, &w->A) ||
+                   mx_ssm_load_arr_parts(m, P, l, "D", (size_t)NH, hd, 1, 1, &w->D) ||
+                   mx_ssm_load_arr_parts(m, P, l, "dt_bias", (size_t)NH, hd, 1, 1, &w->dt_bias) ||
+                   (s->gated_norm && mx_ssm_load_arr_parts(m, P, l, "norm.weight", (size_t)DF, dd, 1, 1, &w->norm_w))
+               ? MX_ERR
+               : MX_OK;
+}
+
 static int ssm_load_at(mx_model *m, int l, const char *P, void **out) {
     const mx_arch *a = &m->arch;
     const mx_ssm_spec *s = &a->ssm;
@@ -114,14 +141,17 @@ static int ssm_load_at(mx_model *m, int l, const char *P, void **out) {
     ssm_w *w = mx_calloc(1, sizeof *w);
     if (!w) return MX_ERR;
     *out = w;
-    if (mx_ssm_load_lin(m, P, l, "in_proj", in_rows(s), a->hidden, s->in_bias, &w->in, &w->in_b) ||
+    if (!m1 && s->tp_n_groups) {
+        if (m2_load_part(m, l, P, w)) return MX_ERR;
+    } else if (mx_ssm_load_lin(m, P, l, "in_proj", in_rows(s), a->hidden, s->in_bias, &w->in, &w->in_b) ||
         mx_ssm_load_lin(m, P, l, "out_proj", a->hidden, D, s->out_bias, &w->out, &w->out_b) ||
         mx_ssm_load_arr(m, P, l, "conv1d.weight", (size_t)CD * K, true, &w->conv_w) ||
         (s->conv_bias && mx_ssm_load_arr(m, P, l, "conv1d.bias", (size_t)CD, true, &w->conv_b)) ||
         mx_ssm_load_arr(m, P, l, "A_log", m1 ? (size_t)D * S : (size_t)s->n_heads, true, &w->A) ||
         mx_ssm_load_arr(m, P, l, "D", m1 ? (size_t)D : (size_t)s->n_heads, true, &w->D))
         return MX_ERR;
-    if (m1) {
+    if (!m1 && s->tp_n_groups) {
+    } else if (m1) {
         if (mx_ssm_load_lin(m, P, l, "x_proj", R + 2 * S, D, false, &w->x_proj, NULL) ||
             mx_ssm_load_lin(m, P, l, "dt_proj", D, R, true, &w->dt_proj, &w->dt_b))
             return MX_ERR;
@@ -293,6 +323,27 @@ static void scan2_task(void *ctx, int hh, int tid) {
     }
 }
 
+/* The gated RMSNorm when a norm group spans several tensor-parallel parts: each part's sums of squares
+ * per token and (checkpoint) group in ss [N][tp_norm_groups], summed over the parts, then each channel
+ * scaled by its group's. z [N] rows ldz apart, y [N][D]; the result in z. */
+static void m2_norm_split(mx_fwd *f, const ssm_w *w, float *z, int ldz, float *y, bool before, float *ss) {
+    const mx_ssm_spec *s = &f->m->arch.ssm;
+    const mx_shard *sh = f->m->shard;
+    int N = f->N, D = s->d_inner, NG = s->tp_norm_groups, gs = D * sh->tp / NG, c0 = sh->tp_rank * D;
+    memset(ss, 0, sizeof(float) * (size_t)N * NG);
+    for (int t = 0; t < N; t++) {
+        float *zt = z + (size_t)t * ldz, *yt = y + (size_t)t * D, *nt = before ? yt : zt;
+        if (!before) mx_act_mul(MX_ACT_SILU, zt, yt, D);
+        for (int c = 0; c < D; c++) ss[(size_t)t * NG + (c0 + c) / gs] += nt[c] * nt[c];
+    }
+    sh->ops->reduce(sh->ctx, ss, (size_t)N * NG);
+    for (int t = 0; t < N; t++) {
+        float *zt = z + (size_t)t * ldz, *yt = y + (size_t)t * D, *nt = before ? yt : zt;
+        for (int c = 0; c < D; c++) nt[c] = nt[c] / sqrtf(ss[(size_t)t * NG + (c0 + c) / gs] / (float)gs + s->norm_eps) * w->norm_w[c];
+        if (before) mx_act_mul(MX_ACT_SILU, zt, yt, D);
+    }
+}
+
 void mx_mamba2_run(mx_fwd *f, int layer, const void *wp, const mx_block_ops *self, const float *in, float *out) {
     const ssm_w *w = wp;
     const mx_ssm_spec *s = &f->m->arch.ssm;
@@ -323,6 +374,11 @@ void mx_mamba2_run(mx_fwd *f, int layer, const void *wp, const mx_block_ops *sel
     /* y * silu(z) into z, then the grouped RMSNorm (or the norm first) */
     int gs = s->gated_norm ? D / s->norm_groups : D;
     bool before = s->gated_norm && s->norm_before_gate;
+    if (s->gated_norm && s->tp_norm_split) { /* norm groups across parts: xc (free now) sums their squares */
+        m2_norm_split(f, w, proj, PR, y, before, xc);
+        mx_linear(f, &w->out, w->out_b, proj, N, PR, out, H);
+        return;
+    }
     for (int t = 0; t < N; t++) {
         float *z = proj + (size_t)t * PR, *yt = y + (size_t)t * D;
         float *nt = before ? yt : z;

@@ -4,7 +4,8 @@
 # 1e-4 * max(1, max|ref|) and the same greedy ids (with --lookup-ngram too) on a dense multi-head one
 # (gpt2: fused qkv, Conv1D layout, biases; TP only), a GQA (llama; its 4-bit
 # copy: TP only, see below for its bound), MQA (gemma, gpt_bigcode, llama-f16: KV heads copied), Gated
-# DeltaNet hybrids (qwen3_next, qwen3_5_text) and an attention output gate (afmoe), a MoE (mixtral: TP splits
+# DeltaNet hybrids (qwen3_next, qwen3_5_text), Mamba2 and its hybrids (mamba2, bamba, nemotron_h,
+# granitemoehybrid) and an attention output gate (afmoe), a MoE (mixtral: TP splits
 # every expert's width) and, pipeline only, a hybrid (jamba: Mamba +
 # attention + MoE) fixture, and TP=2 x PP=2 on llama; the server under
 # mpirun (PP=2); chat under mpirun (PP=2, TP=2: the single process's
@@ -75,9 +76,13 @@ same llama/tp2pp2 llama --tp 2 --pp 2
 # a fused [q | k | v] (gpt_bigcode), one KV head over four parts (llama-f16)
 # Gated DeltaNet split by key heads (qwen3_next: grouped [q | k | v | z], and its gated attention;
 # qwen3_5_text: separate projections), an output gate projection split by heads (afmoe)
-for fam in qwen3_next qwen3_5_text afmoe; do
+# Mamba2 by heads: one B/C group copied in both parts and the gated norm's group summed over them
+# (mamba2, bamba), two groups over four parts (granitemoehybrid), MLP / MoE / Mamba2 / attention layers
+# (nemotron_h)
+for fam in qwen3_next qwen3_5_text afmoe mamba2 bamba nemotron_h granitemoehybrid; do
   ref $fam || { fail "$fam/ref" "$(tail -1 "$T/err")"; continue; }
-  LAUNCH=(mpirun -np 2 --oversubscribe); same $fam/tp2 $fam --tp 2
+  if [ $fam = granitemoehybrid ]; then LAUNCH=(mpirun -np 4 --oversubscribe); same $fam/tp4 $fam --tp 4
+  else LAUNCH=(mpirun -np 2 --oversubscribe); same $fam/tp2 $fam --tp 2; fi
 done
 for fam in gemma gpt_bigcode llama-f16; do
   ref $fam || { fail "$fam/ref" "$(tail -1 "$T/err")"; continue; }
