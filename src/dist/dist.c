@@ -252,8 +252,13 @@ static int tp_check(const mx_model *m, int T) {
         } else if (!mla && ls->mixer != &mx_block_attention)
             return mx_set_err("--tp: %s layer %d runs a '%s' mixer, which cannot be split among processes (use --pp)", fam, l, block_name(ls->mixer));
         if (ffn_check(a, l, ls->ffn, T)) return MX_ERR;
-        if (ls->mixer2 || ls->post || ls->shortcut || ls->branch || ls->xattn)
-            return mx_set_err("--tp: %s layer %d has a second mixer, post, shortcut, branch or cross-attention block, which cannot be split (use --pp)", fam, l);
+        if (ls->mixer2 && ls->mixer2 != &mx_block_mamba2) /* a Mamba2 beside the attention (Falcon-H1): both by heads */
+            return mx_set_err("--tp: %s layer %d has a second mixer '%s', which cannot be split (use --pp)", fam, l, block_name(ls->mixer2));
+        if (ls->mixer2 == &mx_block_mamba2 && (a->ssm.n_heads % T || (a->ssm.n_groups % T && T % a->ssm.n_groups)))
+            return mx_set_err("--tp %d: %s's Mamba2 layers have %d heads and %d groups: the heads must divide by %d, and the groups "
+                              "by %d or %d by the groups", T, fam, a->ssm.n_heads, a->ssm.n_groups, T, T, T);
+        if (ls->post || ls->shortcut || ls->branch || ls->xattn)
+            return mx_set_err("--tp: %s layer %d has a post, shortcut, branch or cross-attention block, which cannot be split (use --pp)", fam, l);
         if (ls->gate_sparsity > 0) return mx_set_err("--tp: %s layer %d: the MLP's gate sparsity needs the whole width (use --pp)", fam, l);
         int F = ls->ffn_width ? ls->ffn_width : a->ffn;
         if ((ls->ffn == &mx_block_mlp || ls->mixer == &mx_block_mlp) && F % T)
@@ -320,7 +325,7 @@ int mx_dist_shard(mx_model *m) {
             } else at->n_kv_heads /= g.tp;
         }
         for (int l = 0; l < a->n_layers; l++) {
-            if (a->layers[l].mixer != &mx_block_mamba2 || a->ssm.tp_n_groups) continue;
+            if ((a->layers[l].mixer != &mx_block_mamba2 && a->layers[l].mixer2 != &mx_block_mamba2) || a->ssm.tp_n_groups) continue;
             mx_ssm_spec *ss = &a->ssm; /* once: the spec is shared by the layers */
             int T = g.tp, gs = ss->gated_norm ? ss->d_inner / ss->norm_groups : 1;
             ss->tp_n_groups = ss->n_groups;

@@ -461,6 +461,7 @@ void mx_layer_forward(mx_fwd *f, int l, float *x, float *xn, float *tmp, float *
         tp_sum(f, tmp, NH);
         if (ls->mixer2) { /* tmp2 is free until the ffn */
             ls->mixer2->forward(f, l, L->mixer2_w, xn, tmp2);
+            tp_sum(f, tmp2, NH);
             float s1 = a->mixer_scale ? a->mixer_scale : 1, s2 = a->mixer2_scale ? a->mixer2_scale : 1;
             for (size_t i = 0; i < NH; i++) tmp[i] = tmp[i] * s1 + tmp2[i] * s2;
         } else if (a->mixer_scale && a->mixer_scale != 1.0f) mx_scale(tmp, a->mixer_scale, (int)NH);

@@ -72,18 +72,18 @@ if ref $q && mv "$T/$q.ref.st" "$T/q12.st" && mv "$T/$q.ref" "$T/q12" && MLXCEL_
 else fail $q/ref "$(tail -1 "$T/err")"; fi
 LAUNCH=(mpirun -np 4 --oversubscribe)
 same llama/tp2pp2 llama --tp 2 --pp 2
-# fewer KV heads than parts (MQA): each part keeps a copy of its group's KV head; separate k / v (gemma),
-# a fused [q | k | v] (gpt_bigcode), one KV head over four parts (llama-f16)
 # Gated DeltaNet split by key heads (qwen3_next: grouped [q | k | v | z], and its gated attention;
 # qwen3_5_text: separate projections), an output gate projection split by heads (afmoe)
 # Mamba2 by heads: one B/C group copied in both parts and the gated norm's group summed over them
 # (mamba2, bamba), two groups over four parts (granitemoehybrid), MLP / MoE / Mamba2 / attention layers
-# (nemotron_h)
-for fam in qwen3_next qwen3_5_text afmoe mamba2 bamba nemotron_h granitemoehybrid; do
+# (nemotron_h), a Mamba2 beside the attention in each layer (falcon_h1)
+for fam in qwen3_next qwen3_5_text afmoe mamba2 bamba nemotron_h falcon_h1 granitemoehybrid; do
   ref $fam || { fail "$fam/ref" "$(tail -1 "$T/err")"; continue; }
   if [ $fam = granitemoehybrid ]; then LAUNCH=(mpirun -np 4 --oversubscribe); same $fam/tp4 $fam --tp 4
   else LAUNCH=(mpirun -np 2 --oversubscribe); same $fam/tp2 $fam --tp 2; fi
 done
+# fewer KV heads than parts (MQA): each part keeps a copy of its group's KV head; separate k / v (gemma),
+# a fused [q | k | v] (gpt_bigcode), one KV head over four parts (llama-f16)
 for fam in gemma gpt_bigcode llama-f16; do
   ref $fam || { fail "$fam/ref" "$(tail -1 "$T/err")"; continue; }
   if [ $fam = llama-f16 ]; then LAUNCH=(mpirun -np 4 --oversubscribe); same $fam/tp4 $fam --tp 4
