@@ -247,6 +247,8 @@ static int tp_check(const mx_model *m, int T) {
             if (ss->n_heads % T || (ss->n_groups % T && T % ss->n_groups))
                 return mx_set_err("--tp %d: %s's Mamba2 layers have %d heads and %d groups: the heads must divide by %d, and the groups "
                                   "by %d or %d by the groups", T, fam, ss->n_heads, ss->n_groups, T, T, T);
+        } else if (ls->mixer == &mx_block_mamba) { /* by channels */
+            if (a->ssm.d_inner % T) return mx_set_err("--tp %d: %s's Mamba inner width %d does not divide by %d", T, fam, a->ssm.d_inner, T);
         } else if (ls->mixer == &mx_block_mlp || ls->mixer == &mx_block_moe) { /* an MLP / MoE layer (Nemotron-H) */
             if (ffn_check(a, l, ls->mixer, T)) return MX_ERR;
         } else if (!mla && ls->mixer != &mx_block_attention)
@@ -324,6 +326,9 @@ int mx_dist_shard(mx_model *m) {
                 at->n_kv_heads = 1;
             } else at->n_kv_heads /= g.tp;
         }
+        bool m1 = false;
+        for (int l = 0; l < a->n_layers; l++) m1 |= a->layers[l].mixer == &mx_block_mamba;
+        if (m1) a->ssm.d_inner /= g.tp;
         for (int l = 0; l < a->n_layers; l++) {
             if ((a->layers[l].mixer != &mx_block_mamba2 && a->layers[l].mixer2 != &mx_block_mamba2) || a->ssm.tp_n_groups) continue;
             mx_ssm_spec *ss = &a->ssm; /* once: the spec is shared by the layers */

@@ -129,6 +129,26 @@ static int m2_load_part(mx_model *m, int l, const char *P, ssm_w *w) {
                : MX_OK;
 }
 
+/* Mamba1 under tensor parallelism, by channels: part p holds channels [p D, (p + 1) D) of x and z, the
+ * conv, A, D, dt_proj's rows, and x_proj's and out_proj's columns (both outputs summed over the parts:
+ * x_proj's [dt | B | C] in the block, out_proj's after it). */
+static int m1_load_part(mx_model *m, int l, const char *P, ssm_w *w) {
+    const mx_ssm_spec *s = &m->arch.ssm;
+    int T = m->shard->tp, p = m->shard->tp_rank, H = m->arch.hidden, K = s->d_conv, S = s->d_state, R = s->dt_rank;
+    int D = s->d_inner, DF = D * T;
+    const int in[2][2] = {{p * D, (p + 1) * D}, {DF + p * D, DF + (p + 1) * D}}, dd[1][2] = {{p * D, (p + 1) * D}};
+    return mx_ssm_load_lin_rows(m, P, l, "in_proj", 2 * DF, H, in, 2, s->in_bias, &w->in, &w->in_b) ||
+                   mx_ssm_load_lin_cols(m, P, l, "out_proj", H, DF, p * D, D, s->out_bias, &w->out, &w->out_b) ||
+                   mx_ssm_load_lin_cols(m, P, l, "x_proj", R + 2 * S, DF, p * D, D, false, &w->x_proj, NULL) ||
+                   mx_ssm_load_lin_rows(m, P, l, "dt_proj", DF, R, dd, 1, true, &w->dt_proj, &w->dt_b) ||
+                   mx_ssm_load_arr_parts(m, P, l, "conv1d.weight", (size_t)DF * K, dd, 1, (size_t)K, &w->conv_w) ||
+                   (s->conv_bias && mx_ssm_load_arr_parts(m, P, l, "conv1d.bias", (size_t)DF, dd, 1, 1, &w->conv_b)) ||
+                   mx_ssm_load_arr_parts(m, P, l, "A_log", (size_t)DF * S, dd, 1, (size_t)S, &w->A) ||
+                   mx_ssm_load_arr_parts(m, P, l, "D", (size_t)DF, dd, 1, 1, &w->D)
+               ? MX_ERR
+               : MX_OK;
+}
+
 static int ssm_load_at(mx_model *m, int l, const char *P, void **out) {
     const mx_arch *a = &m->arch;
     const mx_ssm_spec *s = &a->ssm;
@@ -141,8 +161,9 @@ static int ssm_load_at(mx_model *m, int l, const char *P, void **out) {
     ssm_w *w = mx_calloc(1, sizeof *w);
     if (!w) return MX_ERR;
     *out = w;
-    if (!m1 && s->tp_n_groups) {
-        if (m2_load_part(m, l, P, w)) return MX_ERR;
+    bool tp = m->shard && m->shard->tp > 1;
+    if (tp) {
+        if (m1 ? m1_load_part(m, l, P, w) : m2_load_part(m, l, P, w)) return MX_ERR;
     } else if (mx_ssm_load_lin(m, P, l, "in_proj", in_rows(s), a->hidden, s->in_bias, &w->in, &w->in_b) ||
         mx_ssm_load_lin(m, P, l, "out_proj", a->hidden, D, s->out_bias, &w->out, &w->out_b) ||
         mx_ssm_load_arr(m, P, l, "conv1d.weight", (size_t)CD * K, true, &w->conv_w) ||
@@ -150,17 +171,16 @@ static int ssm_load_at(mx_model *m, int l, const char *P, void **out) {
         mx_ssm_load_arr(m, P, l, "A_log", m1 ? (size_t)D * S : (size_t)s->n_heads, true, &w->A) ||
         mx_ssm_load_arr(m, P, l, "D", m1 ? (size_t)D : (size_t)s->n_heads, true, &w->D))
         return MX_ERR;
-    if (!m1 && s->tp_n_groups) {
-    } else if (m1) {
-        if (mx_ssm_load_lin(m, P, l, "x_proj", R + 2 * S, D, false, &w->x_proj, NULL) ||
-            mx_ssm_load_lin(m, P, l, "dt_proj", D, R, true, &w->dt_proj, &w->dt_b))
+    if (m1) {
+        if (!tp && (mx_ssm_load_lin(m, P, l, "x_proj", R + 2 * S, D, false, &w->x_proj, NULL) ||
+                    mx_ssm_load_lin(m, P, l, "dt_proj", D, R, true, &w->dt_proj, &w->dt_b)))
             return MX_ERR;
         if (s->bcdt_norm && s->bcdt_weight &&
             (mx_ssm_load_arr(m, P, l, "dt_layernorm.weight", (size_t)R, true, &w->dt_norm) ||
              mx_ssm_load_arr(m, P, l, "b_layernorm.weight", (size_t)S, true, &w->b_norm) ||
              mx_ssm_load_arr(m, P, l, "c_layernorm.weight", (size_t)S, true, &w->c_norm)))
             return MX_ERR;
-    } else {
+    } else if (!tp) {
         if (mx_ssm_load_arr(m, P, l, "dt_bias", (size_t)s->n_heads, true, &w->dt_bias) ||
             (s->gated_norm && mx_ssm_load_arr(m, P, l, "norm.weight", (size_t)D, true, &w->norm_w)))
             return MX_ERR;
@@ -281,6 +301,8 @@ static void m1_forward(mx_fwd *f, int layer, void *wp, const float *in, float *o
     mx_pool_run(f->pool, conv_task, &j, nb);
     mx_act_apply(s->act, xc, N * D);
     mx_linear(f, &w->x_proj, NULL, xc, N, D, dbc, W);
+    const mx_shard *sh = f->m->shard;
+    if (sh && sh->tp > 1) sh->ops->reduce(sh->ctx, dbc, (size_t)N * W); /* this part's channels' share of each */
     if (s->bcdt_norm)
         for (int t = 0; t < N; t++) {
             float *r = dbc + (size_t)t * W;
