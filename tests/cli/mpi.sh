@@ -231,7 +231,8 @@ refuse() { # name, pattern, np, flags...
   else fail "$n" "rc $rc, $lines lines: $(grep -m3 . "$T/err" | tr '\n' ' ')"; fi
 }
 refuse world_size "needs 2 processes, but mpirun started 3" 3 -m $F/llama --tp 2
-refuse tp_recurrent "jamba layer 0 runs a 'mamba' mixer, which cannot be split" 2 -m $F/jamba --tp 2
+refuse tp_recurrent "recurrent_gemma layer 0 runs a 'rglru' mixer, which cannot be split" 2 -m $F/recurrent_gemma --tp 2
+refuse tp_heads "jamba has 3 attention heads and 1 KV heads: the attention heads must divide by 2" 2 -m $F/jamba --tp 2
 # a checkpoint whose second half lacks a tensor: only rank 1 (stage 1) fails to load
 mkdir -p "$T/broken"
 cp $F/llama/config.json $F/llama/generation_config.json "$T/broken/"
