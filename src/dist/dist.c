@@ -247,6 +247,8 @@ static int tp_check(const mx_model *m, int T) {
             if (ss->n_heads % T || (ss->n_groups % T && T % ss->n_groups))
                 return mx_set_err("--tp %d: %s's Mamba2 layers have %d heads and %d groups: the heads must divide by %d, and the groups "
                                   "by %d or %d by the groups", T, fam, ss->n_heads, ss->n_groups, T, T, T);
+        } else if (ls->mixer == &mx_block_shortconv) { /* by channels */
+            if (a->hidden % T) return mx_set_err("--tp %d: %s's short-conv width %d does not divide by %d", T, fam, a->hidden, T);
         } else if (ls->mixer == &mx_block_mamba) { /* by channels */
             if (a->ssm.d_inner % T) return mx_set_err("--tp %d: %s's Mamba inner width %d does not divide by %d", T, fam, a->ssm.d_inner, T);
         } else if (ls->mixer == &mx_block_mlp || ls->mixer == &mx_block_moe) { /* an MLP / MoE layer (Nemotron-H) */
@@ -329,6 +331,8 @@ int mx_dist_shard(mx_model *m) {
         bool m1 = false;
         for (int l = 0; l < a->n_layers; l++) m1 |= a->layers[l].mixer == &mx_block_mamba;
         if (m1) a->ssm.d_inner /= g.tp;
+        for (int l = 0; l < a->n_layers; l++)
+            if (a->layers[l].mixer == &mx_block_shortconv) a->shortconv.tp_width = a->hidden / g.tp;
         for (int l = 0; l < a->n_layers; l++) {
             if ((a->layers[l].mixer != &mx_block_mamba2 && a->layers[l].mixer2 != &mx_block_mamba2) || a->ssm.tp_n_groups) continue;
             mx_ssm_spec *ss = &a->ssm; /* once: the spec is shared by the layers */

@@ -247,6 +247,7 @@ typedef struct {
     const char *prefix;
     bool centered; /* non-causal (bidirectional LFM2 encoders): y_t = sum_k w_k (B x)_{t - d_conv/2 + k}
                       over the sequence, zeros outside it; no state (encoder pass only) */
+    int tp_width;  /* tensor parallelism: this part's channels (the hidden size / tp); 0: all */
 } mx_shortconv_spec;
 
 /* Gated DeltaNet linear attention (Qwen3-Next, nn/deltanet.c), tensors under

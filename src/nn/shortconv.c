@@ -14,6 +14,9 @@ typedef struct {
     float *in_b, *out_b, *conv_w, *conv_b;
 } sc_w;
 
+/* the block's channels: the hidden size, or under tensor parallelism this part's share of it */
+static int sc_ch(const mx_model *m) { return m->arch.shortconv.tp_width ? m->arch.shortconv.tp_width : m->arch.hidden; }
+
 static void sc_free(void *p) {
     sc_w *w = p;
     if (!w) return;
@@ -30,6 +33,16 @@ static int sc_load(mx_model *m, int l, void **out) {
     sc_w *w = mx_calloc(1, sizeof *w);
     if (!w) return MX_ERR;
     *out = w;
+    if (s->tp_width) { /* part p: its channels of B, C and x, the conv, and out_proj's columns (summed over the parts) */
+        int C = s->tp_width, p = m->shard->tp_rank;
+        const int in[3][2] = {{p * C, (p + 1) * C}, {H + p * C, H + (p + 1) * C}, {2 * H + p * C, 2 * H + (p + 1) * C}}, cc[1][2] = {{p * C, (p + 1) * C}};
+        return mx_ssm_load_lin_rows(m, s->prefix, l, "in_proj", 3 * H, H, in, 3, s->bias, &w->in, &w->in_b) ||
+                       mx_ssm_load_lin_cols(m, s->prefix, l, "out_proj", H, H, p * C, C, s->bias, &w->out, &w->out_b) ||
+                       mx_ssm_load_arr_parts(m, s->prefix, l, "conv.weight", (size_t)H * K, cc, 1, (size_t)K, &w->conv_w) ||
+                       (s->bias && mx_ssm_load_arr_parts(m, s->prefix, l, "conv.bias", (size_t)H, cc, 1, 1, &w->conv_b))
+                   ? MX_ERR
+                   : MX_OK;
+    }
     if (mx_ssm_load_lin(m, s->prefix, l, "in_proj", 3 * H, H, s->bias, &w->in, &w->in_b) ||
         mx_ssm_load_lin(m, s->prefix, l, "out_proj", H, H, s->bias, &w->out, &w->out_b) ||
         mx_ssm_load_arr(m, s->prefix, l, "conv.weight", (size_t)H * K, true, &w->conv_w) ||
@@ -41,13 +54,13 @@ static int sc_load(mx_model *m, int l, void **out) {
 static size_t sc_state(const mx_model *m, int layer, int cap) {
     (void)layer; (void)cap;
     if (m->arch.shortconv.centered) return 0;
-    return (size_t)m->arch.hidden * (m->arch.shortconv.d_conv - 1);
+    return (size_t)sc_ch(m) * (m->arch.shortconv.d_conv - 1);
 }
 
 static size_t sc_scratch(const mx_model *m, int layer, int max_tokens, int max_ctx, int nt) {
     (void)layer;
     (void)max_ctx; (void)nt;
-    return (size_t)max_tokens * 3 * m->arch.hidden;
+    return (size_t)max_tokens * 3 * sc_ch(m);
 }
 
 #define SC_BLOCK 16
@@ -63,7 +76,7 @@ static void sc_task(void *ctx, int i, int tid) {
     (void)tid;
     sc_job *j = ctx;
     mx_fwd *f = j->f;
-    int H = f->m->arch.hidden, K = f->m->arch.shortconv.d_conv;
+    int H = sc_ch(f->m), K = f->m->arch.shortconv.d_conv;
     for (int c = i * SC_BLOCK; c < MX_MIN(H, (i + 1) * SC_BLOCK); c++) {
         float *win = NULL, b = j->w->conv_b ? j->w->conv_b[c] : 0.0f;
         for (int t = 0; t < f->N; t++) {
@@ -84,7 +97,7 @@ static void sc_centered_task(void *ctx, int i, int tid) {
     (void)tid;
     sc_job *j = ctx;
     mx_fwd *f = j->f;
-    int H = f->m->arch.hidden, K = f->m->arch.shortconv.d_conv, pad = K / 2, N = f->N;
+    int H = sc_ch(f->m), K = f->m->arch.shortconv.d_conv, pad = K / 2, N = f->N;
     for (int c = i * SC_BLOCK; c < MX_MIN(H, (i + 1) * SC_BLOCK); c++) {
         const float *w = j->w->conv_w + (size_t)c * K;
         float b = j->w->conv_b ? j->w->conv_b[c] : 0.0f;
@@ -106,12 +119,12 @@ static void sc_centered_task(void *ctx, int i, int tid) {
 
 static void sc_forward(mx_fwd *f, int layer, void *wp, const float *in, float *out) {
     const sc_w *w = wp;
-    int N = f->N, H = f->m->arch.hidden;
+    int N = f->N, H = f->m->arch.hidden, C = sc_ch(f->m);
     float *bcx = f->scratch;
-    mx_linear(f, &w->in, w->in_b, in, N, H, bcx, 3 * H);
+    mx_linear(f, &w->in, w->in_b, in, N, H, bcx, 3 * C);
     sc_job j = {f, layer, w, bcx};
-    mx_pool_run(f->pool, f->m->arch.shortconv.centered ? sc_centered_task : sc_task, &j, (H + SC_BLOCK - 1) / SC_BLOCK);
-    mx_linear(f, &w->out, w->out_b, bcx, N, 3 * H, out, H);
+    mx_pool_run(f->pool, f->m->arch.shortconv.centered ? sc_centered_task : sc_task, &j, (C + SC_BLOCK - 1) / SC_BLOCK);
+    mx_linear(f, &w->out, w->out_b, bcx, N, 3 * C, out, H);
 }
 
 const mx_block_ops mx_block_shortconv = {

@@ -77,8 +77,9 @@ same llama/tp2pp2 llama --tp 2 --pp 2
 # Mamba2 by heads: one B/C group copied in both parts and the gated norm's group summed over them
 # (mamba2, bamba), two groups over four parts (granitemoehybrid), MLP / MoE / Mamba2 / attention layers
 # (nemotron_h), a Mamba2 beside the attention in each layer (falcon_h1)
-# Mamba by channels, x_proj's [dt | B | C] summed over the parts (mamba; falcon_mamba: its B/C/dt norms)
-for fam in qwen3_next qwen3_5_text afmoe mamba2 bamba nemotron_h falcon_h1 granitemoehybrid mamba falcon_mamba; do
+# Mamba by channels, x_proj's [dt | B | C] summed over the parts (mamba; falcon_mamba: its B/C/dt norms);
+# LFM2's short convolution by channels (lfm2_moe)
+for fam in qwen3_next qwen3_5_text afmoe mamba2 bamba nemotron_h falcon_h1 granitemoehybrid mamba falcon_mamba lfm2_moe; do
   ref $fam || { fail "$fam/ref" "$(tail -1 "$T/err")"; continue; }
   if [ $fam = granitemoehybrid ]; then LAUNCH=(mpirun -np 4 --oversubscribe); same $fam/tp4 $fam --tp 4
   else LAUNCH=(mpirun -np 2 --oversubscribe); same $fam/tp2 $fam --tp 2; fi
