@@ -85,7 +85,7 @@ static const mx_opt bench_tab[] = {
     {NULL, "--tp", NULL, OPT_INT, "T", 1, 4096, offsetof(bench_opts, tp),
      "tensor parallelism over T processes (under mpirun; rank 0 reports; see Distributed runs)", NULL, 0},
     {NULL, "--pp", NULL, OPT_INT, "P", 1, 4096, offsetof(bench_opts, ppar), "pipeline parallelism over P stages (under mpirun)", NULL, 0},
-    {NULL, "--pp-micro", NULL, OPT_INT, "N", 1, 64, offsetof(bench_opts, pp_micro), "micro-batches per pass under --pp: each stage computes one while the next stage takes the one before (default: --pp; 1: none)", NULL, 0},
+    {NULL, "--pp-micro", NULL, OPT_INT, "N", 1, 64, offsetof(bench_opts, pp_micro), "micro-batches per pass under --pp: each stage computes one while the next stage takes the one before (default: --pp, twice as many for a pass of 256 tokens or more; 1: none)", NULL, 0},
     {NULL, "--bw-mb", NULL, OPT_INT, "MB", 16, 1 << 16, offsetof(bench_opts, bw_mb),
      "the bandwidth probe's buffer (default 1024, or a quarter of a smaller machine's memory; at most half)", NULL, 0},
     OPT_SPEC(bench_opts, spec),

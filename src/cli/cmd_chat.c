@@ -59,7 +59,7 @@ static const mx_opt chat_tab[] = {
      "tensor parallelism over T processes (under mpirun; rank 0 owns the terminal; see Distributed runs)", NULL, 0},
     {NULL, "--pp", NULL, OPT_INT, "P", 1, 4096, offsetof(chat_opts, pp),
      "pipeline parallelism: the layers in P ranges, one per group of --tp processes (under mpirun)", NULL, 0},
-    {NULL, "--pp-micro", NULL, OPT_INT, "N", 1, 64, offsetof(chat_opts, pp_micro), "micro-batches per pass under --pp: each stage computes one while the next stage takes the one before (default: --pp; 1: none)", NULL, 0},
+    {NULL, "--pp-micro", NULL, OPT_INT, "N", 1, 64, offsetof(chat_opts, pp_micro), "micro-batches per pass under --pp: each stage computes one while the next stage takes the one before (default: --pp, twice as many for a pass of 256 tokens or more; 1: none)", NULL, 0},
     {"-v", "--verbose", NULL, OPT_FLAG, NULL, 0, 0, offsetof(chat_opts, verbose), "print each turn's prefill and decode times", NULL, 0},
     {0},
 };

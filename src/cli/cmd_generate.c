@@ -93,7 +93,7 @@ static const mx_opt gen_tab[] = {
      "tensor parallelism: split every attention's heads and MLP's width among T processes (under mpirun; see Distributed runs)", NULL, 0},
     {NULL, "--pp", NULL, OPT_INT, "P", 1, 4096, offsetof(gen_opts, pp),
      "pipeline parallelism: split the layers into P ranges, one per group of --tp processes (under mpirun)", NULL, 0},
-    {NULL, "--pp-micro", NULL, OPT_INT, "N", 1, 64, offsetof(gen_opts, pp_micro), "micro-batches per pass under --pp: each stage computes one while the next stage takes the one before (default: --pp; 1: none)", NULL, 0},
+    {NULL, "--pp-micro", NULL, OPT_INT, "N", 1, 64, offsetof(gen_opts, pp_micro), "micro-batches per pass under --pp: each stage computes one while the next stage takes the one before (default: --pp, twice as many for a pass of 256 tokens or more; 1: none)", NULL, 0},
     {NULL, "--audio", NULL, OPT_STR, "FILE", 0, 0, offsetof(gen_opts, audio),
      "a speech model (Whisper): encode FILE (one 30 s window) and run the decoder on --prompt-ids, without decoding rules", NULL, 0},
     {0},

@@ -44,7 +44,7 @@ static const mx_opt serve_tab[] = {
     {NULL, "--tp", NULL, OPT_INT, "T", 1, 4096, offsetof(serve_opts, tp),
      "tensor parallelism over T processes (under mpirun; rank 0 serves HTTP; see Distributed runs)", NULL, 0},
     {NULL, "--pp", NULL, OPT_INT, "P", 1, 4096, offsetof(serve_opts, pp), "pipeline parallelism over P stages (under mpirun)", NULL, 0},
-    {NULL, "--pp-micro", NULL, OPT_INT, "N", 1, 64, offsetof(serve_opts, pp_micro), "micro-batches per pass under --pp: each stage computes one while the next stage takes the one before (default: --pp; 1: none)", NULL, 0},
+    {NULL, "--pp-micro", NULL, OPT_INT, "N", 1, 64, offsetof(serve_opts, pp_micro), "micro-batches per pass under --pp: each stage computes one while the next stage takes the one before (default: --pp, twice as many for a pass of 256 tokens or more; 1: none)", NULL, 0},
     OPT_KV(serve_opts, kv),
     {NULL, "--state-snapshots", NULL, OPT_INT, "N", 0, 64, S(state_snapshots),
      "models with recurrent state (hybrids, SSMs): snapshots of it kept per slot, so a prompt sharing a prefix reuses the cache "

@@ -21,7 +21,7 @@ static struct {
     float *gbuf;   /* rank 0: one part of a split head's logits as it arrives (grown, kept) */
     size_t n_gbuf;
     int vocab, vocab_part; /* the vocabulary and a part's rows of it (the last part may have fewer; 0: not split) */
-    int micro;     /* pipeline micro-batches per pass (mx_dist_micro) */
+    int micro;     /* pipeline micro-batches per pass (mx_dist_micro; 0: P, and 2P for long passes) */
     MPI_Request *reqs; /* sends under way (flushed at the end of each pass) */
     int n_reqs, cap_reqs;
     mx_dist_stats st;
@@ -60,7 +60,6 @@ int mx_dist_start(int tp, int pp, int threads) {
     g.tp = tp;
     g.pp = pp;
     g.threads = threads;
-    if (!g.micro) g.micro = pp;
     g.stage = g.rank / tp;
     g.part = g.rank % tp;
     MPI_Comm_split(MPI_COMM_WORLD, g.stage, g.part, &g.tp_comm);
@@ -365,7 +364,8 @@ int mx_dist_shard(mx_model *m) {
     int vn = c ? MX_MIN(c, a->vocab - c * g.part) : 0;
     g.shard = (mx_shard){.ops = &g_ops, .layer_lo = cuts[g.stage], .layer_hi = cuts[g.stage + 1], .tp = g.tp, .tp_rank = g.part,
                          .embeds = g.stage == 0, .head = vn ? g.stage == g.pp - 1 : g.rank == 0, .driver = g.rank == 0,
-                         .vocab_lo = c * g.part, .vocab_n = vn, .micro = g.pp > 1 ? g.micro : 1};
+                         .vocab_lo = c * g.part, .vocab_n = vn, .micro = g.pp > 1 ? (g.micro ? g.micro : g.pp) : 1,
+                         .micro_long = g.pp > 1 ? (g.micro ? g.micro : 2 * g.pp) : 1};
     free(cuts);
     m->shard = &g.shard;
     return MX_OK;

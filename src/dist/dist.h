@@ -22,7 +22,8 @@
  * caller prints it on rank 0 only: mx_dist_rank). threads: per process. */
 int mx_dist_start(int tp, int pp, int threads);
 bool mx_dist_active(void);
-/* Pipeline micro-batches per forward pass (default: --pp; 1: none); before
+/* Pipeline micro-batches per forward pass (0, the default: --pp runs, twice
+ * as many for a pass of MX_MICRO_LONG tokens or more; 1: none); before
  * mx_dist_start, the same on every process. */
 void mx_dist_micro(int n);
 int mx_dist_rank(void); /* this process's MPI rank (0 without MPI) */

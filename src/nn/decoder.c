@@ -285,7 +285,7 @@ mx_ctx *mx_ctx_new(const mx_model *m, int max_tokens, int max_ctx, mx_pool *pool
     c->max_tokens = max_tokens;
     c->max_ctx = max_ctx;
     c->max_len = mx_calloc((size_t)max_tokens, sizeof(int));
-    if (m->shard && m->shard->micro > 1) {
+    if (m->shard && (m->shard->micro > 1 || m->shard->micro_long > 1)) {
         c->mseqs = mx_calloc((size_t)max_tokens, sizeof *c->mseqs);
         c->mseq_of = mx_calloc((size_t)max_tokens, sizeof(int));
         c->mlen = mx_calloc((size_t)max_tokens, sizeof(int));
@@ -574,12 +574,12 @@ static void head_rows(mx_ctx *c, const mx_fwd *f, int t0, int t1, bool all, floa
  * per-layer inputs and AltUp streams are laid out by the whole pass. */
 static int n_micro(const mx_ctx *c, const mx_seq_in *seqs, int n_seqs, int N, bool whole) {
     const mx_shard *sh = c->m->shard;
-    if (!sh || sh->micro <= 1 || whole || !c->mseqs) return 1;
+    if (!sh || whole || !c->mseqs) return 1;
     for (int s = 0; s < n_seqs; s++)
         if (seqs[s].mpos) return 1;
     for (int l = 0; l < c->m->arch.n_layers; l++)
         if (c->m->arch.layers[l].shortcut) return 1;
-    return MX_MIN(sh->micro, N);
+    return MX_MIN(N >= MX_MICRO_LONG ? sh->micro_long : sh->micro, N);
 }
 
 /* A pipelined pass in M micro-batches of tokens (a sequence may be cut between two: its second part

@@ -40,6 +40,7 @@ typedef struct mx_dist_ops {
      * outside the last stage); the driver receives [rows][vocab] in out. */
     void (*gather_logits)(void *ctx, const float *part, int rows, float *out);
 } mx_dist_ops;
+#define MX_MICRO_LONG 256 /* a pass this long (a prompt chunk) is compute-bound: more, smaller runs pay */
 typedef struct {
     const mx_dist_ops *ops;
     void *ctx;
@@ -53,10 +54,11 @@ typedef struct {
      * vocab_n) of it; 0: not split (the driver holds it whole). */
     int vocab_lo, vocab_n;
     /* Pipeline micro-batches: a pass's stacked tokens go through the stages
-     * in up to `micro` runs, each sent on while the next one is computed, so
-     * the stages work at once (1: the whole pass at a time). The same on
-     * every process: each splits a pass the same way (mx_forward). */
-    int micro;
+     * in up to `micro` runs (`micro_long` for passes of MX_MICRO_LONG tokens
+     * or more), each sent on while the next one is computed, so the stages
+     * work at once (1: the whole pass at a time). The same on every process:
+     * each splits a pass the same way (mx_forward). */
+    int micro, micro_long;
 } mx_shard;
 
 typedef struct {
