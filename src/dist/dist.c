@@ -246,6 +246,8 @@ static int tp_check(const mx_model *m, int T) {
             if (ss->n_heads % T || (ss->n_groups % T && T % ss->n_groups))
                 return mx_set_err("--tp %d: %s's Mamba2 layers have %d heads and %d groups: the heads must divide by %d, and the groups "
                                   "by %d or %d by the groups", T, fam, ss->n_heads, ss->n_groups, T, T, T);
+        } else if (ls->mixer == &mx_block_rglru) { /* by heads (the gates' blocks) */
+            if (a->rglru.n_heads % T) return mx_set_err("--tp %d: %s's %d RG-LRU heads do not divide by %d", T, fam, a->rglru.n_heads, T);
         } else if (ls->mixer == &mx_block_shortconv) { /* by channels */
             if (a->hidden % T) return mx_set_err("--tp %d: %s's short-conv width %d does not divide by %d", T, fam, a->hidden, T);
         } else if (ls->mixer == &mx_block_mamba) { /* by channels */
@@ -330,6 +332,12 @@ int mx_dist_shard(mx_model *m) {
         bool m1 = false;
         for (int l = 0; l < a->n_layers; l++) m1 |= a->layers[l].mixer == &mx_block_mamba;
         if (m1) a->ssm.d_inner /= g.tp;
+        bool rg = false;
+        for (int l = 0; l < a->n_layers; l++) rg |= a->layers[l].mixer == &mx_block_rglru;
+        if (rg) {
+            a->rglru.width /= g.tp;
+            a->rglru.n_heads /= g.tp;
+        }
         for (int l = 0; l < a->n_layers; l++)
             if (a->layers[l].mixer == &mx_block_shortconv) a->shortconv.tp_width = a->hidden / g.tp;
         for (int l = 0; l < a->n_layers; l++) {

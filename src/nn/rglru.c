@@ -40,7 +40,21 @@ static int rg_load(mx_model *m, int l, void **out) {
     rg_w *w = mx_calloc(1, sizeof *w);
     if (!w) return MX_ERR;
     *out = w;
-    if (mx_ssm_load_lin(m, P, l, "linear_x", W, a->hidden, true, &w->x, &w->x_b) ||
+    if (m->shard && m->shard->tp > 1) { /* part p: heads (gate blocks) [p nh, (p + 1) nh), their channels */
+        int T = m->shard->tp, p = m->shard->tp_rank, H = a->hidden, WF = W * T;
+        const int ch[1][2] = {{p * W, (p + 1) * W}}, hd[1][2] = {{p * nh, (p + 1) * nh}};
+        if (mx_ssm_load_lin_rows(m, P, l, "linear_x", WF, H, ch, 1, true, &w->x, &w->x_b) ||
+            mx_ssm_load_lin_rows(m, P, l, "linear_y", WF, H, ch, 1, true, &w->y, &w->y_b) ||
+            mx_ssm_load_lin_cols(m, P, l, "linear_out", H, WF, p * W, W, true, &w->out, &w->out_b) ||
+            mx_ssm_load_arr_parts(m, P, l, "conv_1d.weight", (size_t)WF * K, ch, 1, (size_t)K, &w->conv_w) ||
+            mx_ssm_load_arr_parts(m, P, l, "conv_1d.bias", (size_t)WF, ch, 1, 1, &w->conv_b) ||
+            mx_ssm_load_arr_parts(m, P, l, "rg_lru.input_gate_weight", (size_t)nh * T * bw * bw, hd, 1, bw * bw, &w->ig_w) ||
+            mx_ssm_load_arr_parts(m, P, l, "rg_lru.input_gate_bias", (size_t)WF, ch, 1, 1, &w->ig_b) ||
+            mx_ssm_load_arr_parts(m, P, l, "rg_lru.recurrent_gate_weight", (size_t)nh * T * bw * bw, hd, 1, bw * bw, &w->rg_w) ||
+            mx_ssm_load_arr_parts(m, P, l, "rg_lru.recurrent_gate_bias", (size_t)WF, ch, 1, 1, &w->rg_b) ||
+            mx_ssm_load_arr_parts(m, P, l, "rg_lru.recurrent_param", (size_t)WF, ch, 1, 1, &w->c))
+            return MX_ERR;
+    } else if (mx_ssm_load_lin(m, P, l, "linear_x", W, a->hidden, true, &w->x, &w->x_b) ||
         mx_ssm_load_lin(m, P, l, "linear_y", W, a->hidden, true, &w->y, &w->y_b) ||
         mx_ssm_load_lin(m, P, l, "linear_out", a->hidden, W, true, &w->out, &w->out_b) ||
         mx_ssm_load_arr(m, P, l, "conv_1d.weight", (size_t)W * K, true, &w->conv_w) ||
