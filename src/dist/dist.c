@@ -246,6 +246,9 @@ static int tp_check(const mx_model *m, int T) {
             if (ss->n_heads % T || (ss->n_groups % T && T % ss->n_groups))
                 return mx_set_err("--tp %d: %s's Mamba2 layers have %d heads and %d groups: the heads must divide by %d, and the groups "
                                   "by %d or %d by the groups", T, fam, ss->n_heads, ss->n_groups, T, T, T);
+        } else if (ls->mixer == &mx_block_lightning) { /* by heads, the norm over all of them summed over the parts */
+            if (a->lightning.n_heads % T)
+                return mx_set_err("--tp %d: %s's %d lightning-attention heads do not divide by %d", T, fam, a->lightning.n_heads, T);
         } else if (ls->mixer == &mx_block_rglru) { /* by heads (the gates' blocks) */
             if (a->rglru.n_heads % T) return mx_set_err("--tp %d: %s's %d RG-LRU heads do not divide by %d", T, fam, a->rglru.n_heads, T);
         } else if (ls->mixer == &mx_block_shortconv) { /* by channels */
@@ -332,6 +335,9 @@ int mx_dist_shard(mx_model *m) {
         bool m1 = false;
         for (int l = 0; l < a->n_layers; l++) m1 |= a->layers[l].mixer == &mx_block_mamba;
         if (m1) a->ssm.d_inner /= g.tp;
+        bool lt = false;
+        for (int l = 0; l < a->n_layers; l++) lt |= a->layers[l].mixer == &mx_block_lightning;
+        if (lt) a->lightning.n_heads /= g.tp;
         bool rg = false;
         for (int l = 0; l < a->n_layers; l++) rg |= a->layers[l].mixer == &mx_block_rglru;
         if (rg) {

@@ -36,7 +36,23 @@ static int lt_load(mx_model *m, int l, void **out) {
     if (!w) return MX_ERR;
     *out = w;
     float *slope = NULL;
-    if (mx_ssm_load_lin(m, P, l, "qkv_proj", 3 * D, H, false, &w->qkv, NULL) ||
+    /* tensor parallelism: part p holds heads [p nh, (p + 1) nh) ([q | k | v] per head, their gate and
+     * norm channels, out_proj's columns); h0 is its first head's index in the whole layer */
+    int T = m->shard && m->shard->tp > 1 ? m->shard->tp : 1, p = T > 1 ? m->shard->tp_rank : 0, h0 = p * nh, NH = nh * T;
+    if (T > 1) {
+        const int qkv[1][2] = {{3 * p * D, 3 * (p + 1) * D}}, ch[1][2] = {{p * D, (p + 1) * D}}, hd[1][2] = {{h0, h0 + nh}};
+        float *all = NULL;
+        if (mx_ssm_load_lin_rows(m, P, l, "qkv_proj", 3 * D * T, H, qkv, 1, false, &w->qkv, NULL) ||
+            mx_ssm_load_lin_rows(m, P, l, "output_gate", D * T, H, ch, 1, false, &w->gate, NULL) ||
+            mx_ssm_load_lin_cols(m, P, l, "out_proj", H, D * T, p * D, D, false, &w->out, NULL) ||
+            mx_ssm_load_arr_parts(m, P, l, "norm.weight", (size_t)D * T, ch, 1, 1, &w->norm_w) ||
+            mx_ssm_load_arr(m, P, l, "slope_rate", (size_t)NH, false, &all) ||
+            (all && mx_ssm_load_arr_parts(m, P, l, "slope_rate", (size_t)NH, hd, 1, 1, &slope))) {
+            free(all);
+            return MX_ERR;
+        }
+        free(all);
+    } else if (mx_ssm_load_lin(m, P, l, "qkv_proj", 3 * D, H, false, &w->qkv, NULL) ||
         mx_ssm_load_lin(m, P, l, "output_gate", D, H, false, &w->gate, NULL) ||
         mx_ssm_load_lin(m, P, l, "out_proj", H, D, false, &w->out, NULL) ||
         mx_ssm_load_arr(m, P, l, "norm.weight", (size_t)D, true, &w->norm_w) ||
@@ -45,9 +61,9 @@ static int lt_load(mx_model *m, int l, void **out) {
     w->decay = mx_malloc((size_t)nh * sizeof(float));
     if (!w->decay) { free(slope); return MX_ERR; }
     /* the stored slopes when the checkpoint has them (HF saves the buffer), else HF's formula in f32 */
-    float base = (float)(1.0 / pow(2.0, 8.0 / nh)), factor = (float)(1.0 - l / (a->n_layers - 1 + 1e-5) + 1e-5);
+    float base = (float)(1.0 / pow(2.0, 8.0 / NH)), factor = (float)(1.0 - l / (a->n_layers - 1 + 1e-5) + 1e-5);
     for (int h = 0; h < nh; h++) {
-        float sl = slope ? slope[h] : powf(base, (float)(h + 1)) * factor;
+        float sl = slope ? slope[h] : powf(base, (float)(h0 + h + 1)) * factor;
         w->decay[h] = expf(-sl);
     }
     free(slope);
@@ -121,7 +137,20 @@ static void lt_forward(mx_fwd *f, int layer, void *wp, const float *in, float *o
     mx_act_apply(s->act, qkv, N * 3 * D);
     lt_job j = {f, layer, w, qkv, o};
     mx_pool_run(f->pool, lt_head_task, &j, s->n_heads);
-    mx_rmsnorm(o, o, w->norm_w, 0, N, D, D, s->norm_eps);
+    const mx_shard *sh = f->m->shard;
+    if (sh && sh->tp > 1) { /* the norm spans every head: each part's sums of squares, summed over the parts */
+        float *ss = qkv; /* free now */
+        for (int t = 0; t < N; t++) {
+            double acc = 0;
+            for (int i = 0; i < D; i++) acc += (double)o[(size_t)t * D + i] * o[(size_t)t * D + i];
+            ss[t] = (float)acc;
+        }
+        sh->ops->reduce(sh->ctx, ss, (size_t)N);
+        for (int t = 0; t < N; t++) {
+            float inv = 1.0f / sqrtf(ss[t] / (float)(D * sh->tp) + s->norm_eps);
+            for (int i = 0; i < D; i++) o[(size_t)t * D + i] *= inv * w->norm_w[i];
+        }
+    } else mx_rmsnorm(o, o, w->norm_w, 0, N, D, D, s->norm_eps);
     for (size_t i = 0; i < (size_t)N * D; i++) o[i] *= 1.0f / (1.0f + expf(-g[i]));
     mx_linear(f, &w->out, NULL, o, N, D, out, H);
 }

@@ -78,9 +78,10 @@ same llama/tp2pp2 llama --tp 2 --pp 2
 # (mamba2, bamba), two groups over four parts (granitemoehybrid), MLP / MoE / Mamba2 / attention layers
 # (nemotron_h), a Mamba2 beside the attention in each layer (falcon_h1)
 # Mamba by channels, x_proj's [dt | B | C] summed over the parts (mamba; falcon_mamba: its B/C/dt norms);
-# LFM2's short convolution by channels (lfm2_moe); RecurrentGemma's RG-LRU by heads (its gates' blocks)
+# LFM2's short convolution by channels (lfm2_moe); RecurrentGemma's RG-LRU by heads (its gates' blocks);
+# MiniMax's lightning attention by heads, its norm over all heads summed over the parts
 for fam in qwen3_next qwen3_5_text afmoe mamba2 bamba nemotron_h falcon_h1 granitemoehybrid mamba falcon_mamba lfm2_moe \
-  recurrent_gemma; do
+  recurrent_gemma minimax; do
   ref $fam || { fail "$fam/ref" "$(tail -1 "$T/err")"; continue; }
   if [ $fam = granitemoehybrid ]; then LAUNCH=(mpirun -np 4 --oversubscribe); same $fam/tp4 $fam --tp 4
   else LAUNCH=(mpirun -np 2 --oversubscribe); same $fam/tp2 $fam --tp 2; fi
@@ -233,7 +234,7 @@ refuse() { # name, pattern, np, flags...
   else fail "$n" "rc $rc, $lines lines: $(grep -m3 . "$T/err" | tr '\n' ' ')"; fi
 }
 refuse world_size "needs 2 processes, but mpirun started 3" 3 -m $F/llama --tp 2
-refuse tp_recurrent "minimax layer 1 runs a 'lightning' mixer, which cannot be split" 2 -m $F/minimax --tp 2
+refuse tp_recurrent "zamba2 layer 1 runs a 'zamba' mixer, which cannot be split" 2 -m $F/zamba2 --tp 2
 refuse tp_heads "jamba has 3 attention heads and 1 KV heads: the attention heads must divide by 2" 2 -m $F/jamba --tp 2
 # a checkpoint whose second half lacks a tensor: only rank 1 (stage 1) fails to load
 mkdir -p "$T/broken"
