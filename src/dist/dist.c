@@ -273,10 +273,11 @@ static int tp_check(const mx_model *m, int T) {
             return mx_set_err("--tp %d: %s layer %d: the MLP width %d does not divide by %d", T, fam, l, F, T);
         const mx_attn_spec *at = ls->attn;
         if (!mla && ls->mixer != &mx_block_attention) continue; /* a recurrent mixer, split above */
-        if (at->names.out_norm || ls->kv_shared || at->k_eq_v ||
-            (at->qk_norm != MX_QKNORM_NONE && at->qk_norm != MX_QKNORM_HEAD))
-            return mx_set_err("--tp: %s layer %d: its attention (a norm over all heads or shared K/V) "
-                              "cannot be split by heads (use --pp)", fam, l);
+        /* a q/k norm over all heads: RMS, its sums of squares summed over the parts, before the rope */
+        bool full_ok = at->qk_norm != MX_QKNORM_FULL || (at->qk_norm_spec.kind == MX_NORM_RMS && !at->qk_norm_spec.bias && !at->qk_norm_after_rope);
+        if (at->names.out_norm || ls->kv_shared || at->k_eq_v || !full_ok)
+            return mx_set_err("--tp: %s layer %d: its attention (an output norm, shared K/V, or a q/k norm over all heads that is "
+                              "not an RMSNorm before the rope) cannot be split by heads (use --pp)", fam, l);
         /* KV heads shared out; fewer of them than parts (MQA): each part keeps a copy of its group's */
         bool kv_ok = mla || at->n_kv_heads % T == 0 || (T % at->n_kv_heads == 0 && at->qkv_layout != MX_QKV_GROUPED);
         if (!kv_ok || at->n_heads % T)

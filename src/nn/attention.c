@@ -72,7 +72,23 @@ static int att_load(mx_model *m, int i, void **out) {
     att_w *w = mx_calloc(1, sizeof *w);
     if (!w) return MX_ERR;
     *out = w;
-    if (a->qk_norm == MX_QKNORM_HEAD_EACH) {
+    const mx_shard *sh = m->shard;
+    if (sh && sh->tp > 1 && a->qk_norm != MX_QKNORM_NONE && a->qk_norm != MX_QKNORM_HEAD) {
+        /* tensor parallelism: this part's heads' (or channels') norm weights, out of the whole layer's */
+        int T = sh->tp, rep = a->tp_kv_rep > 1 ? a->tp_kv_rep : 1, hq = a->n_heads * T, hk = a->n_kv_heads * T / rep;
+        int oq = sh->tp_rank * a->n_heads, ok = sh->tp_rank / rep * a->n_kv_heads;
+        mx_normw *nws[2] = {&w->q_norm, &w->k_norm};
+        const char *pats[2] = {N->q_norm, N->k_norm};
+        int full[2] = {hq, hk}, off[2] = {oq, ok}, mine[2] = {a->n_heads, a->n_kv_heads};
+        for (int k = 0; k < (shared ? 1 : 2); k++) {
+            int rc = a->qk_norm == MX_QKNORM_HEAD_EACH ? load_head_norm(m, &a->qk_norm_spec, pats[k], i, full[k], hd, nws[k])
+                                                       : mx_load_norm(m, &a->qk_norm_spec, pats[k], i, full[k] * hd, nws[k]);
+            if (rc) return MX_ERR;
+            float *v[2] = {nws[k]->w, nws[k]->b};
+            for (int j = 0; j < 2; j++)
+                if (v[j]) memmove(v[j], v[j] + (size_t)off[k] * hd, (size_t)mine[k] * hd * sizeof(float));
+        }
+    } else if (a->qk_norm == MX_QKNORM_HEAD_EACH) {
         if (load_head_norm(m, &a->qk_norm_spec, N->q_norm, i, a->n_heads, hd, &w->q_norm) ||
             (!shared && load_head_norm(m, &a->qk_norm_spec, N->k_norm, i, a->n_kv_heads, hd, &w->k_norm)))
             return MX_ERR;
@@ -424,6 +440,29 @@ static void qk_norm(const mx_attn_spec *a, const att_w *w, float *q, float *k) {
     }
 }
 
+/* MX_QKNORM_FULL (an RMSNorm over all heads' q, and over all KV heads' k) under tensor parallelism:
+ * each part's sums of squares of every token's q and k in ss [N][2], summed over the parts (a KV head
+ * copied in tp_kv_rep parts counted once), then each part's channels scaled. */
+static void qk_norm_parts(const mx_fwd *f, const mx_attn_spec *a, const att_w *w, float *qkv, int ld, bool has_k, float *ss) {
+    const mx_shard *sh = f->m->shard;
+    int N = f->N, hd = a->head_dim, d[2] = {a->n_heads * hd, a->n_kv_heads * hd}, rep = a->tp_kv_rep > 1 ? a->tp_kv_rep : 1;
+    float cnt[2] = {(float)d[0] * sh->tp, (float)d[1] * sh->tp / rep};
+    for (int t = 0; t < N; t++)
+        for (int k = 0, o = 0; k < 2; o += d[k], k++) {
+            double acc = 0;
+            for (int i = 0; i < d[k] && (k == 0 || has_k); i++) acc += (double)qkv[(size_t)t * ld + o + i] * qkv[(size_t)t * ld + o + i];
+            ss[(size_t)t * 2 + k] = (float)(k ? acc / rep : acc);
+        }
+    sh->ops->reduce(sh->ctx, ss, (size_t)N * 2);
+    const mx_normw *nw[2] = {&w->q_norm, &w->k_norm};
+    float off = a->qk_norm_spec.offset;
+    for (int t = 0; t < N; t++)
+        for (int k = 0, o = 0; k < (has_k ? 2 : 1); o += d[k], k++) {
+            float inv = 1.0f / sqrtf(ss[(size_t)t * 2 + k] / cnt[k] + a->qk_norm_spec.eps), *x = qkv + (size_t)t * ld + o;
+            for (int i = 0; i < d[k]; i++) x[i] *= inv * (nw[k]->w ? nw[k]->w[i] + off : 1.0f);
+        }
+}
+
 float mx_attn_q_temp(const mx_attn_spec *a, int pos) { /* in f32 as HF: log1p(floor((pos + 1) / floor_scale)) * attn_scale + 1 */
     return log1pf(floorf(((float)pos + (a->temp_pos0 ? 0.0f : 1.0f)) / a->temp_floor)) * a->temp_scale + 1.0f;
 }
@@ -479,9 +518,12 @@ static void att_forward(mx_fwd *f, int layer, void *wp, const float *xn, float *
     /* a ring (kv_shape_of) has a period of W + MX_RING_SLICE - 1 rows: a longer pass goes by slices (below) */
     bool shared = !ls->kv_shared && cache_shared(f->m, layer), sliced = false;
     for (int s = 0; !ls->kv_shared && N > MX_RING_SLICE && s < f->n_seqs; s++) sliced |= kv_shape_at(f->m, layer, f->seqs[s].kv->cap, shared).ring;
+    const mx_shard *sh = f->m->shard;
+    bool tp_full = sh && sh->tp > 1 && a->qk_norm == MX_QKNORM_FULL;
+    if (tp_full) qk_norm_parts(f, a, w, qkv, qkvd, !ls->kv_shared, att);
     for (int t = 0; t < N; t++) {
         float *q = qkv + (size_t)t * qkvd, *k = ls->kv_shared ? NULL : q + qd;
-        if (!a->qk_norm_after_rope) qk_norm(a, w, q, k);
+        if (!a->qk_norm_after_rope && !tp_full) qk_norm(a, w, q, k);
         if (a->clip_qkv > 0 && a->clip_after_qk_norm) clip(q, (size_t)(k ? qkvd : qd), a->clip_qkv);
         if (arch->pos == MX_POS_ROPE && ls->rope) {
             const float *cs = f->cs[ls->rope_idx] + (size_t)t * rope->dim;

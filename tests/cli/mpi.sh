@@ -79,9 +79,11 @@ same llama/tp2pp2 llama --tp 2 --pp 2
 # (nemotron_h), a Mamba2 beside the attention in each layer (falcon_h1)
 # Mamba by channels, x_proj's [dt | B | C] summed over the parts (mamba; falcon_mamba: its B/C/dt norms);
 # LFM2's short convolution by channels (lfm2_moe); RecurrentGemma's RG-LRU by heads (its gates' blocks);
-# MiniMax's lightning attention by heads, its norm over all heads summed over the parts
+# MiniMax's lightning attention by heads, its norm over all heads summed over the parts; q/k RMSNorms over
+# all heads, their sums of squares summed over the parts (olmo2, minimax_m2), per-head norm weights
+# (cohere: LayerNorm, stablelm)
 for fam in qwen3_next qwen3_5_text afmoe mamba2 bamba nemotron_h falcon_h1 granitemoehybrid mamba falcon_mamba lfm2_moe \
-  recurrent_gemma minimax; do
+  recurrent_gemma minimax olmo2 minimax_m2 cohere stablelm; do
   ref $fam || { fail "$fam/ref" "$(tail -1 "$T/err")"; continue; }
   if [ $fam = granitemoehybrid ]; then LAUNCH=(mpirun -np 4 --oversubscribe); same $fam/tp4 $fam --tp 4
   else LAUNCH=(mpirun -np 2 --oversubscribe); same $fam/tp2 $fam --tp 2; fi
