@@ -101,7 +101,7 @@ $(BUILD)/tests/%: tests/unit/%.c tests/unit/test.h $(BUILD)/libmlxcel.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Isrc -o $@ $< $(WHOLE_LIB) $(LDLIBS)
 
-unit: $(TEST_BIN)
+unit: $(TEST_BIN) $(BUILD)/tests/dist_fixtures
 
 # Sanitizer build of the library and unit tests, in its own build tree.
 asan: deps

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { CMD_STEP = 1, CMD_FREE, CMD_STOP };
+enum { CMD_STEP = 1, CMD_FREE, CMD_STOP, CMD_END };
 #define HDR 64 /* ints of a pass's first broadcast: [cmd, n_seqs, all, N, payload ints], then the payload when it fits */
 #define SEQ_INTS 6 /* per sequence: cache id, cap, len, n, seg_end, rope_shift */
 
@@ -425,7 +425,7 @@ int mx_dist_worker(const mx_model *m) {
     if (!pool) return MX_ERR;
     for (;;) {
         bcast_ints(hdr, HDR);
-        if (hdr[0] == CMD_STOP) break;
+        if (hdr[0] == CMD_STOP || hdr[0] == CMD_END) break;
         if (hdr[0] == CMD_FREE) {
             for (int i = 0; i < n_kvs; i++)
                 if (kvs[i].id == hdr[1]) {
@@ -486,6 +486,14 @@ int mx_dist_worker(const mx_model *m) {
     free(seqs);
     mx_pool_free(pool);
     return rc;
+}
+
+void mx_dist_release(void) {
+    if (g.active && g.loaded && g.rank == 0 && !g.stopped) {
+        int buf[HDR] = {CMD_END};
+        bcast_ints(buf, HDR);
+    }
+    g.loaded = false;
 }
 
 static void stop_workers(void) {

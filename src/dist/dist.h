@@ -35,6 +35,10 @@ int mx_dist_shard(mx_model *m);
 int mx_dist_loaded(int rc);
 /* Processes other than rank 0: serve rank 0's passes over m until it stops. */
 int mx_dist_worker(const mx_model *m);
+/* Rank 0, once its caches of the model are freed: the others' mx_dist_worker
+ * returns, MPI stays up and the next model may be loaded (a test walking
+ * every fixture). */
+void mx_dist_release(void);
 /* Rank 0: stops the others; every process: finalizes MPI. Idempotent. */
 void mx_dist_finish(void);
 

@@ -631,7 +631,9 @@ static int forward_micro(mx_ctx *c, const mx_fwd *f, int M, bool all, float *log
     for (int s = 0; s < f->n_seqs; s++) seqs[s].kv->len = c->mlen[s] + seqs[s].n;
     /* the driver, before the last stage: each micro-batch's output, then its logits */
     if (sh->driver && hi < a->n_layers) {
-        sh->ops->flush(sh->ctx); /* x's rows were sent on: received into only once those sends are done */
+        /* x's rows were sent on: received into only once those sends are done. (Split logits go elsewhere
+         * and must not wait: the last stage's parts send them before taking the next run's rows.) */
+        if (!split) sh->ops->flush(sh->ctx);
         for (int k = 0; k < M; k++) {
             int t0 = (int)((long)N * k / M), t1 = (int)((long)N * (k + 1) / M);
             int row0 = 0, rows = head_count(f, t0, t1, all, &row0);
