@@ -4,10 +4,11 @@
  * layers in P contiguous ranges, hidden states sent stage to stage), T * P
  * processes started by mpirun. Rank r is part r % T of stage r / T.
  *
- * Rank 0 drives: it runs the command (tokenizing, sampling, output) and its
- * every forward pass first tells the others the pass (the sequences' cache
- * ids, lengths and tokens); the others serve passes (mx_dist_worker) until
- * it stops them. The model part of each process is planned before its
+ * Rank 0 drives: it runs the command (tokenizing, sampling, output, the
+ * vision tower, a draft model) and its every forward pass first tells the
+ * others the pass (the sequences' cache ids, lengths and tokens, and their
+ * image rows, rope positions and spans); the others serve passes
+ * (mx_dist_worker) until it stops them. The model part of each process is planned before its
  * weights are bound (mx_dist_shard: the arch's head counts and widths
  * become the part's, the layers its stage's), so a process reads only its
  * own tensors. Nothing here runs unless --tp / --pp is given or the process
