@@ -343,6 +343,19 @@ int mx_dist_loaded(int rc) {
     return bad >= 0 ? MX_ERR : MX_OK;
 }
 
+int mx_dist_follow(int rc, int *v, int n) {
+    if (!g.active) return rc;
+    if (n > 15) return mx_set_err("mx_dist_follow: at most 15 values");
+    int buf[16] = {rc != 0};
+    if (g.rank == 0) memcpy(buf + 1, v, sizeof(int) * (size_t)n);
+    MPI_Bcast(buf, 1 + n, MPI_INT, 0, MPI_COMM_WORLD);
+    memcpy(v, buf + 1, sizeof(int) * (size_t)n);
+    if (!buf[0]) return MX_OK;
+    g.loaded = false; /* no process serves passes: rank 0 has none to stop */
+    if (g.rank != 0) mx_set_err("rank 0 failed to open the model");
+    return MX_ERR;
+}
+
 /* ---- the workers ---- */
 
 typedef struct {

@@ -30,6 +30,12 @@ int mx_dist_shard(mx_model *m);
 /* After binding, on every process: rc is this one's result; MX_ERR on every
  * process when any failed, rank 0's message naming the first failed rank. */
 int mx_dist_loaded(int rc);
+/* After mx_dist_loaded, on every process: what rank 0 alone decides (from
+ * the parts only it opens: the vision tower) to every process. rc is rank
+ * 0's result (the others' is ignored), v[n] (n <= 15) its values, which the
+ * others take; MX_ERR on every process when rank 0's rc is (its message
+ * stays its own). Nothing without MPI: returns rc. */
+int mx_dist_follow(int rc, int *v, int n);
 /* Processes other than rank 0: serve rank 0's passes over m until it stops. */
 int mx_dist_worker(const mx_model *m);
 /* Rank 0: stops the others; every process: finalizes MPI. Idempotent. */
