@@ -208,8 +208,8 @@ static int gen_run(void *p) {
         mx_dist_finish();
         return 2;
     }
-    if (mx_dist_active() && (o.images.n || o.spec.draft_model)) {
-        if (mx_dist_rank() == 0) fprintf(stderr, "mlxcel generate: --image and --draft-model are not supported with --tp / --pp\n");
+    if (mx_dist_active() && o.spec.draft_model) {
+        if (mx_dist_rank() == 0) fprintf(stderr, "mlxcel generate: --draft-model is not supported with --tp / --pp\n");
         mx_dist_finish();
         return 2;
     }
