@@ -8,8 +8,8 @@
 # attention + MoE) fixture, and TP=2 x PP=2 on llama; images (the vision
 # tower on rank 0 only: qwen2_vl's M-RoPE positions, gemma3's bidirectional
 # image spans, qwen3_vl's DeepStack rows, aya_vision's unscaled head) at
-# PP=2 and TP=2; the server under mpirun (PP=2; with an image at PP=2 and
-# TP=2); chat under mpirun
+# PP=2 and TP=2; a draft model (on rank 0 only) at TP=2 and PP=2; the server
+# under mpirun (PP=2; with an image, with a draft model); chat under mpirun
 # (PP=2, TP=2, /image at PP=2: the single process's replies); the JSON line
 # and the --logits-out file come from rank 0 only; a
 # world size that does not match --tp x --pp, a family TP cannot split, a
@@ -114,7 +114,9 @@ for fx in qwen2_vl gemma3 qwen3_vl aya_vision; do
 done
 GEN=("${GEN0[@]}")
 # speculation by prompt lookup (qwen3 and this prompt: drafts kept and refused): a verification pass and
-# its cut-back cache go through every rank; the plain single process's ids and logits.
+# its cut-back cache go through every rank; the plain single process's ids and logits. A draft model runs
+# whole on rank 0 alone: the target itself (every draft kept) and llama's weights (same vocabulary, drafts
+# refused: the target's cache cut back in every rank).
 SG=(generate --prompt-ids 1,5,9,13,17,3,8 -n 40 --temp 0 --ignore-eos --output-format json -t 1 -m $F/qwen3)
 "$M" "${SG[@]}" --logits-out "$T/sref.st" 2>/dev/null | ids >"$T/sref"
 spec_same() { # name, python condition on the speculative counts (s), flags...
@@ -129,6 +131,10 @@ spec_same() { # name, python condition on the speculative counts (s), flags...
 for d in "--tp 2" "--pp 2"; do
   # shellcheck disable=SC2086
   spec_same "qwen3/lookup_${d//[ -]/}" "s['accepted'] >= 1" --lookup-ngram 2 --draft-max 6 $d
+  # shellcheck disable=SC2086
+  spec_same "qwen3/draft_self_${d//[ -]/}" "s['drafted'] > 0 and s['accepted'] == s['drafted']" --draft-model $F/qwen3 --draft-max 4 $d
+  # shellcheck disable=SC2086
+  spec_same "qwen3/draft_other_${d//[ -]/}" "s['drafted'] > s['accepted']" --draft-model $F/llama --draft-max 4 $d
 done
 
 # the server under mpirun: rank 0 answers HTTP, the pipeline's second stage serves its passes; the
@@ -174,6 +180,18 @@ w=$(printf '%s' "$wants" | python3 -c "import json,sys; c=json.load(sys.stdin)['
 g=$(printf '%s' "$gots" | python3 -c "import json,sys; c=json.load(sys.stdin)['choices'][0]; print(json.dumps([c['text'], c['logprobs']]))" 2>&1)
 case "$w" in '["'*) [ "$w" = "$g" ] && [ "${acc:-0}" -gt 0 ] ;; *) false ;; esac && ok serve/pp2_lookup ||
   fail serve/pp2_lookup "accepted '$acc': $(printf '%s' "$g" | head -c 200) vs $(printf '%s' "$w" | head -c 200)"
+# a draft model in the PP=2 server: on rank 0 alone, outside the passes the ranks share (Mistral's weights
+# with the chat model's tokenizer: most drafts refused, its sliding-window cache cut back from a ring)
+mkdir -p "$T/draft"
+cp tests/server/tinymodel/tokenizer*.json $F/mistral/config.json $F/mistral/model.safetensors "$T/draft/"
+mpirun -np 2 --oversubscribe "$M" serve -m "$T/chat" --port $port -t 1 -c 128 --pp 2 --draft-model "$T/draft" --draft-max 4 >"$T/srv.out" 2>&1 &
+srv=$!
+for i in $(seq 100); do curl -sf localhost:$port/health >/dev/null 2>&1 && break; sleep 0.1; done
+gotd=$(sreq $port); dr=$(curl -s localhost:$port/metrics | awk '$1 == "mlxcel_spec_draft_tokens_total" {print $2}')
+kill -INT $srv 2>/dev/null; wait $srv 2>/dev/null
+g=$(printf '%s' "$gotd" | python3 -c "import json,sys; c=json.load(sys.stdin)['choices'][0]; print(json.dumps([c['text'], c['logprobs']]))" 2>&1)
+case "$w" in '["'*) [ "$w" = "$g" ] && [ "${dr:-0}" -gt 0 ] ;; *) false ;; esac && ok serve/pp2_draft ||
+  fail serve/pp2_draft "drafted '$dr': $(printf '%s' "$g" | head -c 200) vs $(printf '%s' "$w" | head -c 200) $(grep -m2 'mlxcel serve: [^GP]' "$T/srv.out" | tr '\n' ' ')"
 # an image in a chat request (gemma3 and a template that writes image parts): the PP=2 and TP=2 servers give
 # the single server's reply (PP=2: its logprobs too; TP=2 sums in another order)
 V=$F/gemma3
