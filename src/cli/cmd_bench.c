@@ -208,10 +208,9 @@ static int bench_run(void *p) {
         free(dir);
         return 2;
     }
-    /* --depth-random would fill rank 0's part of the cache only (-d's prefill goes through every rank); a draft
-     * model would need its own distributed session */
-    if (mx_dist_active() && (o->spec.draft_model || o->depth_random)) {
-        if (mx_dist_rank() == 0) fprintf(stderr, "mlxcel bench: --draft-model and --depth-random are not supported with --tp / --pp\n");
+    /* --depth-random would fill rank 0's part of the cache only (-d's prefill goes through every rank) */
+    if (mx_dist_active() && o->depth_random) {
+        if (mx_dist_rank() == 0) fprintf(stderr, "mlxcel bench: --depth-random is not supported with --tp / --pp\n");
         mx_dist_finish();
         free(dir);
         return 2;

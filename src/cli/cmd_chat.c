@@ -74,7 +74,7 @@ const mx_cmd mx_cmd_chat = {
                "In the chat: /help, /clear (start over), /system [TEXT] (show or set the system prompt), "
                "/image PATH (an image for the next message, vision-language models), /exit; "
                "Ctrl-C stops a reply, Ctrl-D quits. A model without a chat template gets a plain User:/Assistant: format. "
-               "Under mpirun with --tp / --pp, rank 0 owns the terminal and the other ranks end with it (no /image).",
+               "Under mpirun with --tp / --pp, rank 0 owns the terminal (and runs the vision tower) and the other ranks end with it.",
     .opts = chat_tab,
     .size = sizeof(chat_opts),
     .init = chat_init,
@@ -286,10 +286,6 @@ static bool command(chat *c, const char *line, bool *quit) {
         return true;
     }
     if (!strncmp(line, "/image", 6) && (!line[6] || line[6] == ' ')) {
-        if (mx_dist_active()) { /* a distributed pass carries token ids only */
-            fprintf(stderr, "[/image is not supported with --tp / --pp]\n");
-            return true;
-        }
         const char *path = line + 6;
         while (*path == ' ') path++;
         char *data;

@@ -44,7 +44,7 @@ int cli_spec_open(const char *cmd, const cli_spec_opts *o, const mx_textmodel *t
     if (!o->draft_model) return 0;
     char *dir = cli_model_dir(cmd, o->draft_model);
     if (!dir) return 1;
-    int rc = mx_textmodel_open(dir, draft);
+    int rc = mx_textmodel_open_local(dir, draft); /* whole, on rank 0 alone in a distributed run */
     free(dir);
     if (rc) { fprintf(stderr, "mlxcel %s: draft model: %s\n", cmd, mx_errmsg()); return 1; }
     if (mx_spec_check_vocab(target, draft)) {
@@ -207,11 +207,6 @@ static int gen_run(void *p) {
     mx_dist_micro(o.pp_micro);
     if (mx_dist_start(o.tp, o.pp, o.threads)) {
         if (mx_dist_rank() == 0) fprintf(stderr, "mlxcel generate: %s\n", mx_errmsg());
-        mx_dist_finish();
-        return 2;
-    }
-    if (mx_dist_active() && (o.images.n || o.spec.draft_model)) {
-        if (mx_dist_rank() == 0) fprintf(stderr, "mlxcel generate: --image and --draft-model are not supported with --tp / --pp\n");
         mx_dist_finish();
         return 2;
     }

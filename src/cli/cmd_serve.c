@@ -145,7 +145,6 @@ static int serve_run(void *p) {
     cli_fast_apply(o->fast);
     if (cli_kv_apply("serve", &o->kv)) return 2;
     if (o->s.draft_dir && o->s.lookup_ngram) { fprintf(stderr, "mlxcel serve: give --draft-model or --lookup-ngram, not both\n"); return 2; }
-    if (o->s.draft_dir && (o->tp > 1 || o->pp > 1)) { fprintf(stderr, "mlxcel serve: --draft-model is not supported with --tp / --pp\n"); return 2; }
     char *dir = cli_model_dir("serve", o->s.model_dir), *ddir = NULL;
     if (!dir) return 1;
     if (o->s.draft_dir && !(ddir = cli_model_dir("serve", o->s.draft_dir))) { free(dir); return 1; }

@@ -1,6 +1,7 @@
 /* Tensor and pipeline parallelism over MPI (see dist.h). */
 #include "dist.h"
 #include "../base/base.h"
+#include <limits.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,7 +9,11 @@
 
 enum { CMD_STEP = 1, CMD_FREE, CMD_STOP, CMD_END };
 #define HDR 64 /* ints of a pass's first broadcast: [cmd, n_seqs, all, N, payload ints], then the payload when it fits */
-#define SEQ_INTS 6 /* per sequence: cache id, cap, len, n, seg_end, rope_shift */
+#define SEQ_INTS 9 /* per sequence: cache id, cap, len, n, seg_end, rope_shift, vision flags, n_deep, image rows sent */
+/* a sequence's vision inputs in a pass (mx_seq_in): after all the tokens, each sequence's embed_row [n]
+ * (rebased to the rows sent), mpos [axes][n], span_lo [n] and span_hi [n] as present; the rows
+ * themselves in a broadcast of floats of their own */
+enum { VIS_ROWS = 1, VIS_SCALED = 2, VIS_MPOS = 4, VIS_SPANS = 8 };
 
 static struct {
     bool active, inited, stopped, loaded;
@@ -24,6 +29,7 @@ static struct {
     int micro;     /* pipeline micro-batches per pass (mx_dist_micro; 0: P, and 2P for long passes) */
     MPI_Request *reqs; /* sends under way (flushed at the end of each pass) */
     int n_reqs, cap_reqs;
+    int hidden, axes;      /* an image row's width; the multi-axis rope positions a pass carries per token */
     mx_dist_stats st;
 } g;
 
@@ -76,16 +82,37 @@ static void die(const char *what) {
 
 static void bcast_ints(int *v, int n) { TIMED(MPI_Bcast(v, n, MPI_INT, 0, MPI_COMM_WORLD), g.rank == 0 ? (size_t)n * 4 : 0); }
 
+static void bcast_floats(float *v, size_t n) {
+    if (n > INT_MAX) die("a pass's image rows are too many for one broadcast");
+    TIMED(MPI_Bcast(v, (int)n, MPI_FLOAT, 0, MPI_COMM_WORLD), g.rank == 0 ? n * 4 : 0);
+}
+
+/* the image rows [*lo, *hi] a sequence's tokens take in this pass (*hi < *lo: none) */
+static void rows_of(const mx_seq_in *s, int *lo, int *hi) {
+    *lo = INT_MAX, *hi = -1;
+    for (int i = 0; s->embed_row && i < s->n; i++)
+        if (s->embed_row[i] >= 0) *lo = MX_MIN(*lo, s->embed_row[i]), *hi = MX_MAX(*hi, s->embed_row[i]);
+}
+
+static int vis_flags(const mx_seq_in *s, int lo, int hi) {
+    return (hi >= lo ? VIS_ROWS : 0) | (s->embeds_scaled ? VIS_SCALED : 0) | (s->mpos ? VIS_MPOS : 0) | (s->span_lo ? VIS_SPANS : 0);
+}
+
+static int vis_ints(int flags, int n) { return (flags & VIS_ROWS ? n : 0) + (flags & VIS_MPOS ? g.axes * n : 0) + (flags & VIS_SPANS ? 2 * n : 0); }
+
+static size_t row_floats(int n_deep) { return (size_t)(1 + n_deep) * (size_t)g.hidden; }
+
 static void hook_begin(void *ctx, const mx_seq_in *seqs, int n_seqs, bool all) {
     (void)ctx;
     if (g.rank != 0) return; /* a worker's pass was announced already */
-    int N = 0;
+    int N = 0, nv = 0, lo, hi;
     for (int s = 0; s < n_seqs; s++) {
-        if (seqs[s].embeds || seqs[s].mpos || seqs[s].span_lo) die("image rows, multi-axis positions and spans are not supported in a distributed pass");
+        rows_of(&seqs[s], &lo, &hi);
         N += seqs[s].n;
+        nv += vis_ints(vis_flags(&seqs[s], lo, hi), seqs[s].n);
     }
     g.st.passes++;
-    int pay = n_seqs * SEQ_INTS + N;
+    int pay = n_seqs * SEQ_INTS + N + nv;
     size_t need = (size_t)(HDR > 5 + pay ? HDR : 5 + pay);
     if (need > g.n_step) {
         int *nb = realloc(g.step, sizeof(int) * need);
@@ -96,17 +123,38 @@ static void hook_begin(void *ctx, const mx_seq_in *seqs, int n_seqs, bool all) {
     int *buf = g.step;
     memset(buf, 0, sizeof(int) * HDR);
     buf[0] = CMD_STEP, buf[1] = n_seqs, buf[2] = all, buf[3] = N, buf[4] = pay;
-    int *p = buf + 5, *tok = p + n_seqs * SEQ_INTS;
+    int *p = buf + 5, *tok = p + n_seqs * SEQ_INTS, *ex = tok + N;
     for (int s = 0; s < n_seqs; s++) {
-        mx_kv *kv = seqs[s].kv;
+        const mx_seq_in *sq = &seqs[s];
+        mx_kv *kv = sq->kv;
         if (!kv->dist_id) kv->dist_id = ++g.next_id;
-        int *q = p + s * SEQ_INTS;
-        q[0] = kv->dist_id, q[1] = kv->cap, q[2] = kv->len, q[3] = seqs[s].n, q[4] = seqs[s].seg_end, q[5] = seqs[s].rope_shift;
-        memcpy(tok, seqs[s].tokens, sizeof(int) * (size_t)seqs[s].n);
-        tok += seqs[s].n;
+        rows_of(sq, &lo, &hi);
+        int fl = vis_flags(sq, lo, hi), n = sq->n, *q = p + s * SEQ_INTS;
+        q[0] = kv->dist_id, q[1] = kv->cap, q[2] = kv->len, q[3] = n, q[4] = sq->seg_end, q[5] = sq->rope_shift;
+        q[6] = fl, q[7] = fl & VIS_ROWS ? sq->n_deep : 0, q[8] = fl & VIS_ROWS ? hi - lo + 1 : 0;
+        memcpy(tok, sq->tokens, sizeof(int) * (size_t)n);
+        tok += n;
+        for (int i = 0; (fl & VIS_ROWS) && i < n; i++) *ex++ = sq->embed_row[i] >= 0 ? sq->embed_row[i] - lo : -1;
+        if (fl & VIS_MPOS) {
+            memcpy(ex, sq->mpos, sizeof(int) * (size_t)g.axes * (size_t)n);
+            ex += g.axes * n;
+        }
+        if (fl & VIS_SPANS) {
+            memcpy(ex, sq->span_lo, sizeof(int) * (size_t)n);
+            memcpy(ex + n, sq->span_hi, sizeof(int) * (size_t)n);
+            ex += 2 * n;
+        }
     }
     bcast_ints(buf, HDR);
     if (5 + pay > HDR) bcast_ints(buf + 5, pay);
+    /* the image rows the pass reads, sequence by sequence: to every process, though only the first stage
+     * reads their embeddings and the stage holding layer l their DeepStack part l + 1 (one collective,
+     * rather than sends chosen by stage; the rows are a small part of a pass's work) */
+    for (int s = 0; s < n_seqs; s++) {
+        rows_of(&seqs[s], &lo, &hi);
+        size_t rf = row_floats(seqs[s].n_deep);
+        if (hi >= lo) bcast_floats((float *)seqs[s].embeds + (size_t)lo * rf, (size_t)(hi - lo + 1) * rf); /* read only on rank 0 */
+    }
 }
 
 static void hook_recv(void *ctx, float *x, size_t n) {
@@ -376,6 +424,9 @@ int mx_dist_shard(mx_model *m) {
     if (plan_stages(a, g.pp, cuts)) { free(cuts); return MX_ERR; }
     g.vocab = a->vocab;
     g.vocab_part = c;
+    g.hidden = a->hidden;
+    g.axes = 1; /* mx_seq_in.mpos: [axes][n], the most any rope reads */
+    for (int r = 0; r < a->n_rope; r++) g.axes = MX_MAX(g.axes, MX_MIN(a->rope[r].n_axes, MX_ROPE_MAX_AXES));
     int vn = c ? MX_MIN(c, a->vocab - c * g.part) : 0;
     g.shard = (mx_shard){.ops = &g_ops, .layer_lo = cuts[g.stage], .layer_hi = cuts[g.stage + 1], .tp = g.tp, .tp_rank = g.part,
                          .embeds = g.stage == 0, .head = vn ? g.stage == g.pp - 1 : g.rank == 0, .driver = g.rank == 0,
@@ -404,6 +455,19 @@ int mx_dist_loaded(int rc) {
     return bad >= 0 ? MX_ERR : MX_OK;
 }
 
+int mx_dist_follow(int rc, int *v, int n) {
+    if (!g.active) return rc;
+    if (n > 15) return mx_set_err("mx_dist_follow: at most 15 values");
+    int buf[16] = {rc != 0};
+    if (g.rank == 0) memcpy(buf + 1, v, sizeof(int) * (size_t)n);
+    MPI_Bcast(buf, 1 + n, MPI_INT, 0, MPI_COMM_WORLD);
+    memcpy(v, buf + 1, sizeof(int) * (size_t)n);
+    if (!buf[0]) return MX_OK;
+    g.loaded = false; /* no process serves passes: rank 0 has none to stop */
+    if (g.rank != 0) mx_set_err("rank 0 failed to open the model");
+    return MX_ERR;
+}
+
 /* ---- the workers ---- */
 
 typedef struct {
@@ -419,8 +483,9 @@ int mx_dist_worker(const mx_model *m) {
     mx_ctx *ctx = NULL;
     float *logits = NULL; /* a worker never has the head: mx_forward writes none */
     int *buf = NULL, *pay = NULL;
+    float *rows = NULL; /* a pass's image rows */
     mx_seq_in *seqs = NULL;
-    size_t nbuf = 0, nseqs = 0;
+    size_t nbuf = 0, nseqs = 0, nrows = 0;
     int hdr[HDR];
     if (!pool) return MX_ERR;
     for (;;) {
@@ -453,6 +518,17 @@ int mx_dist_worker(const mx_model *m) {
             nseqs = (size_t)n_seqs;
         }
         const int32_t *tok = pay + n_seqs * SEQ_INTS;
+        const int *ex = tok + N; /* the sequences' vision inputs */
+        size_t nf = 0, fo = 0;
+        for (int s = 0; s < n_seqs; s++) {
+            const int *q = pay + s * SEQ_INTS;
+            if (q[6] & VIS_ROWS) nf += (size_t)q[8] * row_floats(q[7]);
+        }
+        if (nf > nrows) {
+            free(rows);
+            if (!(rows = malloc(sizeof(float) * nf))) die("out of memory");
+            nrows = nf;
+        }
         int need_ctx = 0;
         for (int s = 0; s < n_seqs; s++) {
             const int *q = pay + s * SEQ_INTS;
@@ -466,8 +542,24 @@ int mx_dist_worker(const mx_model *m) {
                 kvs[n_kvs++] = (kv_slot){q[0], kv};
             }
             kv->len = q[2];
-            seqs[s] = (mx_seq_in){.kv = kv, .tokens = tok, .n = q[3], .seg_end = q[4], .rope_shift = q[5]};
-            tok += q[3];
+            int n = q[3], fl = q[6];
+            seqs[s] = (mx_seq_in){.kv = kv, .tokens = tok, .n = n, .seg_end = q[4], .rope_shift = q[5]};
+            tok += n;
+            if (fl & VIS_ROWS) {
+                size_t rf = row_floats(q[7]), nr = (size_t)q[8] * rf;
+                bcast_floats(rows + fo, nr);
+                seqs[s].embeds = rows + fo, seqs[s].embed_row = ex, seqs[s].n_deep = q[7], seqs[s].embeds_scaled = fl & VIS_SCALED;
+                fo += nr;
+                ex += n;
+            }
+            if (fl & VIS_MPOS) {
+                seqs[s].mpos = ex;
+                ex += g.axes * n;
+            }
+            if (fl & VIS_SPANS) {
+                seqs[s].span_lo = ex, seqs[s].span_hi = ex + n;
+                ex += 2 * n;
+            }
             need_ctx = MX_MAX(need_ctx, kv->cap);
         }
         if (!ctx || N > mt || need_ctx > mc) {
@@ -483,6 +575,7 @@ int mx_dist_worker(const mx_model *m) {
     mx_ctx_free(ctx);
     free(logits);
     free(buf);
+    free(rows);
     free(seqs);
     mx_pool_free(pool);
     return rc;

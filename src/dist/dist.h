@@ -4,10 +4,11 @@
  * layers in P contiguous ranges, hidden states sent stage to stage), T * P
  * processes started by mpirun. Rank r is part r % T of stage r / T.
  *
- * Rank 0 drives: it runs the command (tokenizing, sampling, output) and its
- * every forward pass first tells the others the pass (the sequences' cache
- * ids, lengths and tokens); the others serve passes (mx_dist_worker) until
- * it stops them. The model part of each process is planned before its
+ * Rank 0 drives: it runs the command (tokenizing, sampling, output, the
+ * vision tower, a draft model) and its every forward pass first tells the
+ * others the pass (the sequences' cache ids, lengths and tokens, and their
+ * image rows, rope positions and spans); the others serve passes
+ * (mx_dist_worker) until it stops them. The model part of each process is planned before its
  * weights are bound (mx_dist_shard: the arch's head counts and widths
  * become the part's, the layers its stage's), so a process reads only its
  * own tensors. Nothing here runs unless --tp / --pp is given or the process
@@ -33,6 +34,12 @@ int mx_dist_shard(mx_model *m);
 /* After binding, on every process: rc is this one's result; MX_ERR on every
  * process when any failed, rank 0's message naming the first failed rank. */
 int mx_dist_loaded(int rc);
+/* After mx_dist_loaded, on every process: what rank 0 alone decides (from
+ * the parts only it opens: the vision tower) to every process. rc is rank
+ * 0's result (the others' is ignored), v[n] (n <= 15) its values, which the
+ * others take; MX_ERR on every process when rank 0's rc is (its message
+ * stays its own). Nothing without MPI: returns rc. */
+int mx_dist_follow(int rc, int *v, int n);
 /* Processes other than rank 0: serve rank 0's passes over m until it stops. */
 int mx_dist_worker(const mx_model *m);
 /* Rank 0, once its caches of the model are freed: the others' mx_dist_worker

@@ -695,7 +695,8 @@ int mx_forward(mx_ctx *c, const mx_seq_in *seqs, int n_seqs, float *logits, bool
         c->b.span[N + t] = s->span_hi ? s->span_hi[i] : 0;
         spans |= s->span_lo != NULL;
         if (!embeds) continue; /* a later pipeline stage: x comes from the previous one */
-        if (er >= 0) memcpy(row, s->embeds + (size_t)er * (1 + s->n_deep) * H, (size_t)H * 4);
+        if (er >= 0 && esplit && sh->tp_rank) memset(row, 0, (size_t)H * 4); /* summed over the parts: part 0's alone */
+        else if (er >= 0) memcpy(row, s->embeds + (size_t)er * (1 + s->n_deep) * H, (size_t)H * 4);
         else if (!esplit) mx_weight_row(&m->embed, tok, row);
         else if (tok >= sh->vocab_lo && tok < sh->vocab_lo + sh->vocab_n) mx_weight_row(&m->embed, tok - sh->vocab_lo, row);
         else memset(row, 0, (size_t)H * 4); /* another part's token */

@@ -65,41 +65,61 @@ fail:
     return MX_ERR;
 }
 
-int mx_engine_open(const char *dir, mx_engine *e) {
+/* dist: this process's part of a distributed model (src/dist/), opened by
+ * every process together; else the whole model, in this process alone */
+static int loaded(bool dist, int rc) { return dist ? mx_dist_loaded(rc) : rc; }
+
+static int engine_open(const char *dir, mx_engine *e, bool local) {
     memset(e, 0, sizeof *e);
+    bool dist = mx_dist_active() && !local;
     mx_ckpt ck;
-    if (mx_ckpt_open(dir, true, &ck)) return mx_dist_loaded(MX_ERR);
-    if (mx_engine_configure(&ck, e)) { mx_ckpt_close(&ck); return mx_dist_loaded(MX_ERR); }
+    if (mx_ckpt_open(dir, true, &ck)) return loaded(dist, MX_ERR);
+    if (mx_engine_configure(&ck, e)) { mx_ckpt_close(&ck); return loaded(dist, MX_ERR); }
     /* the process's policy; the weights are prepared for it as they are
      * bound (repacked for the int8 kernels), on every core */
     mx_model *m = &e->model;
     m->kp = mx_kpolicy_default();
     mx_pool *pool = m->kp.pool ? NULL : mx_pool_new(mx_default_threads());
     if (pool) m->kp.pool = pool;
-    /* a distributed run: this process's part only (src/dist/) */
-    int rc = mx_dist_active() && e->task != MX_TASK_CAUSAL_LM
+    int rc = !dist ? MX_OK
+             : e->task != MX_TASK_CAUSAL_LM
                  ? mx_set_err("%s: a %s model is not run distributed (--tp / --pp take text generation models)", dir, mx_task_name(e->task))
                  : mx_dist_shard(m);
     if (rc) { mx_ckpt_close(&ck); mx_arch_free(&m->arch); }
     else rc = mx_model_bind(m, &ck);
     m->kp.pool = NULL;
     mx_pool_free(pool);
-    if (mx_dist_loaded(rc)) {
+    if (loaded(dist, rc)) {
         if (!rc) mx_model_free(m);
         return MX_ERR;
     }
-    if (e->task == MX_TASK_CAUSAL_LM && mx_vision_open(dir, m->arch.hidden, &e->vision)) {
+    /* The vision tower runs on rank 0 alone (each pass carries its rows to the others, src/dist/): the
+     * others follow what rank 0 decides from it, the cache's rings and the head's scale (the last stage
+     * computes the logits when the head is split), and stop with it when it cannot open it. */
+    bool worker = dist && mx_dist_rank() != 0;
+    rc = e->task == MX_TASK_CAUSAL_LM && !worker ? mx_vision_open(dir, m->arch.hidden, &e->vision) : MX_OK;
+    int dec[2] = {m->kp.kv_ring, 0}; /* kv_ring, the head unscaled */
+    if (!rc && e->vision) {
+        const mx_vision_desc *d = mx_vision_spec(e->vision);
+        dec[1] = d->head_unscaled;
+        /* an image's rows are read both ways and must be written in one ring slice */
+        if (d->mask == MX_VMASK_PREFIX || (d->mask == MX_VMASK_IMAGE_BLOCK && !(d->pool_tokens > 0 && d->pool_tokens <= MX_KV_RING_SLICE)))
+            dec[0] = false;
+    }
+    if (dist) rc = mx_dist_follow(rc, dec, 2);
+    if (rc) {
+        mx_vision_free(e->vision);
+        e->vision = NULL;
         mx_model_free(m);
         return MX_ERR;
     }
-    if (e->vision && mx_vision_spec(e->vision)->head_unscaled) m->arch.logit_scale = 1;
-    if (e->vision) { /* an image's rows are read both ways and must be written in one ring slice */
-        const mx_vision_desc *d = mx_vision_spec(e->vision);
-        if (d->mask == MX_VMASK_PREFIX || (d->mask == MX_VMASK_IMAGE_BLOCK && !(d->pool_tokens > 0 && d->pool_tokens <= MX_KV_RING_SLICE)))
-            m->kp.kv_ring = false;
-    }
+    m->kp.kv_ring = dec[0];
+    if (dec[1]) m->arch.logit_scale = 1;
     return MX_OK;
 }
+
+int mx_engine_open(const char *dir, mx_engine *e) { return engine_open(dir, e, false); }
+int mx_engine_open_local(const char *dir, mx_engine *e) { return engine_open(dir, e, true); }
 
 void mx_engine_close(mx_engine *e) {
     mx_vision_free(e->vision);

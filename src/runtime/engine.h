@@ -19,6 +19,11 @@ typedef struct {
  * A vision-language folder also opens its tower, projector and image
  * processor (e->vision) when its family has a vision description. */
 int mx_engine_open(const char *dir, mx_engine *e);
+/* mx_engine_open of a model that stays whole in this process in a
+ * distributed run too (a draft model, which rank 0 runs alone): no part
+ * planned, no collective with the other processes; e->model.shard stays
+ * NULL, so its passes and caches are local. Without MPI: mx_engine_open. */
+int mx_engine_open_local(const char *dir, mx_engine *e);
 /* Family detection and configuration from an opened checkpoint's config
  * (model_type, architectures, EOS ids), binding no weights: what `mlxcel
  * detect` shows. The arch is e->model.arch (the caller frees it with

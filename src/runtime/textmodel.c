@@ -12,10 +12,10 @@ void mx_model_dir_name(const char *dir, char *out, size_t n) {
     snprintf(out, n, "%.*s", (int)(len - start), dir + start);
 }
 
-int mx_textmodel_open(const char *dir, mx_textmodel *tm) {
+static int textmodel_open(const char *dir, mx_textmodel *tm, bool local) {
     memset(tm, 0, sizeof *tm);
     mx_model_dir_name(dir, tm->name, sizeof tm->name);
-    if (mx_engine_open(dir, &tm->e)) return MX_ERR;
+    if (local ? mx_engine_open_local(dir, &tm->e) : mx_engine_open(dir, &tm->e)) return MX_ERR;
     if (tm->e.model.encoder) { /* an encoder-decoder decodes after its encoder, never from text alone */
         mx_set_err("%s: %s is a speech-to-text model: use mlxcel transcribe (or generate --audio FILE)", dir, tm->e.model_type);
         mx_engine_close(&tm->e);
@@ -61,6 +61,9 @@ int mx_textmodel_open(const char *dir, mx_textmodel *tm) {
     }
     return MX_OK;
 }
+
+int mx_textmodel_open(const char *dir, mx_textmodel *tm) { return textmodel_open(dir, tm, false); }
+int mx_textmodel_open_local(const char *dir, mx_textmodel *tm) { return textmodel_open(dir, tm, true); }
 
 int mx_textmodel_set_template(mx_textmodel *tm, const char *name, const char *file) {
     char *src = NULL;

@@ -22,6 +22,9 @@ typedef struct {
 } mx_textmodel;
 
 int mx_textmodel_open(const char *dir, mx_textmodel *tm);
+/* Opens with mx_engine_open_local: whole, in this process alone, in a
+ * distributed run too (a draft model). */
+int mx_textmodel_open_local(const char *dir, mx_textmodel *tm);
 /* Replaces the model's chat template with a built-in one (name, see
  * mx_chat_template_named) or a Jinja file; exactly one of the two. */
 int mx_textmodel_set_template(mx_textmodel *tm, const char *name, const char *file);

@@ -99,7 +99,7 @@ int mx_srv_load(server *sv, mx_task *task) {
         (o->lookup_ngram && mx_sched_set_spec(sv->sched, o->draft_max, o->lookup_ngram)))
         return MX_ERR;
     if (o->draft_dir) {
-        if (mx_textmodel_open(o->draft_dir, &sv->dtm)) {
+        if (mx_textmodel_open_local(o->draft_dir, &sv->dtm)) { /* whole, on rank 0 alone in a distributed run */
             char e[512];
             snprintf(e, sizeof e, "%s", mx_errmsg());
             return mx_set_err("draft model: %s", e);

@@ -7,11 +7,16 @@
 # DeltaNet hybrids (qwen3_next, qwen3_5_text), Mamba2 and its hybrids (mamba2, bamba, nemotron_h,
 # granitemoehybrid) and an attention output gate (afmoe), a MoE (mixtral: TP splits
 # every expert's width) and, pipeline only, a hybrid (jamba: Mamba +
-# attention + MoE) fixture, and TP=2 x PP=2 on llama; the server under
-# mpirun (PP=2); chat under mpirun (PP=2, TP=2: the single process's
-# replies); the JSON line and the --logits-out file come from rank 0 only; a
-# world size that does not match --tp x --pp, a family TP cannot split and a
-# rank that cannot load its part are refused with one line on rank 0, a rank
+# attention + MoE) fixture, and TP=2 x PP=2 on llama; images (the vision
+# tower on rank 0 only: qwen2_vl's M-RoPE positions, gemma3's bidirectional
+# image spans, qwen3_vl's DeepStack rows, aya_vision's unscaled head) at
+# PP=2 and TP=2; a draft model (on rank 0 only) at TP=2 and PP=2; the server
+# under mpirun (PP=2; with an image, with a draft model); chat under mpirun
+# (PP=2, TP=2, /image at PP=2: the single process's replies); the JSON line
+# and the --logits-out file come from rank 0 only; a
+# world size that does not match --tp x --pp, a family TP cannot split, a
+# rank that cannot load its part and a vision tower rank 0 cannot open are
+# refused with one line on rank 0, a rank
 # killed mid-session stops the job without a hang; the
 # embeddings and the LM head are split by vocabulary among the first and the
 # last stage's parts. Then
@@ -116,18 +121,48 @@ if build/mkmodel --config "$T/v321.json" -o "$T/v321" --dtype f32 --std 0.3 >/de
     ok vocab_uneven || fail vocab_uneven "$(grep '^mpi:' "$T/err" | tr '\n' ' ')"
 else fail v321/ref "$(tail -1 "$T/err")"; fi
 LAUNCH=(mpirun -np 2 --oversubscribe)
+# images: the vision tower runs on rank 0 alone, each pass carries the image rows it reads, the M-RoPE
+# positions and the bidirectional spans to the others. Chunks of 8 tokens: an image's rows over several
+# passes (gemma3's 16-token block in one pass of its own). gemma3 and qwen2_vl at TP=2 split the embedding
+# table by vocabulary (an image row is then rank 0's part alone); qwen3_vl adds its DeepStack rows in the
+# stage that holds those layers; aya_vision's head runs without the text model's logit scale, on the last
+# stage's parts at TP=2 (rank 0 tells the others).
+GEN0=("${GEN[@]}")
+for fx in qwen2_vl gemma3 qwen3_vl aya_vision; do
+  GEN=(generate --prompt-ids "$(python3 tests/lib/vlm_check.py ids $F/$fx/reference.safetensors)" --image $F/$fx/inputs/image.png
+       -n 8 --temp 0 --ignore-eos --output-format json -t 1 --prefill-chunk 8)
+  ref $fx || { fail "$fx/image_ref" "$(tail -1 "$T/err")"; continue; }
+  [ $fx = aya_vision ] || same "$fx/image_pp2" $fx --pp 2
+  same "$fx/image_tp2" $fx --tp 2
+  if [ $fx = qwen3_vl ]; then
+    LAUNCH=(mpirun -np 4 --oversubscribe)
+    same "$fx/image_tp2pp2" $fx --tp 2 --pp 2
+    LAUNCH=(mpirun -np 2 --oversubscribe)
+  fi
+done
+GEN=("${GEN0[@]}")
 # speculation by prompt lookup (qwen3 and this prompt: drafts kept and refused): a verification pass and
-# its cut-back cache go through every rank; the plain single process's ids and logits
+# its cut-back cache go through every rank; the plain single process's ids and logits. A draft model runs
+# whole on rank 0 alone: the target itself (every draft kept) and llama's weights (same vocabulary, drafts
+# refused: the target's cache cut back in every rank).
 SG=(generate --prompt-ids 1,5,9,13,17,3,8 -n 40 --temp 0 --ignore-eos --output-format json -t 1 -m $F/qwen3)
 "$M" "${SG[@]}" --logits-out "$T/sref.st" 2>/dev/null | ids >"$T/sref"
-for d in "--tp 2" "--pp 2"; do
-  # shellcheck disable=SC2086
-  mpirun -np 2 --oversubscribe "$M" "${SG[@]}" --logits-out "$T/s.st" --lookup-ngram 2 --draft-max 6 $d >"$T/out" 2>"$T/err"; rc=$?
+spec_same() { # name, python condition on the speculative counts (s), flags...
+  local n=$1 cond=$2; shift 2
+  mpirun -np 2 --oversubscribe "$M" "${SG[@]}" --logits-out "$T/s.st" "$@" >"$T/out" 2>"$T/err"; local rc=$?
   ids <"$T/out" >"$T/s"
   if [ $rc -eq 0 ] && [ -s "$T/sref" ] && cmp -s "$T/sref" "$T/s" && python3 tests/lib/st_cmp.py "$T/sref.st" "$T/s.st" >"$T/cmp" 2>&1 &&
-     python3 -c "import json,sys; sys.exit(json.loads(open(sys.argv[1]).read())['speculative']['accepted'] < 1)" "$T/out"; then
-    ok "qwen3/lookup_${d//[ -]/}"
-  else fail "qwen3/lookup_${d//[ -]/}" "rc $rc: $(cat "$T/sref" "$T/s" "$T/cmp" 2>/dev/null | tr '\n' ' ') $(grep -m2 'speculative\|mlxcel' "$T/err" | tr '\n' ' ')"; fi
+     python3 -c "import json,sys; s=json.loads(open(sys.argv[1]).read())['speculative']; sys.exit(not ($cond))" "$T/out"; then
+    ok "$n"
+  else fail "$n" "rc $rc: $(cat "$T/sref" "$T/s" "$T/cmp" 2>/dev/null | tr '\n' ' ') $(grep -m2 'speculative\|mlxcel' "$T/out" "$T/err" | tr '\n' ' ')"; fi
+}
+for d in "--tp 2" "--pp 2"; do
+  # shellcheck disable=SC2086
+  spec_same "qwen3/lookup_${d//[ -]/}" "s['accepted'] >= 1" --lookup-ngram 2 --draft-max 6 $d
+  # shellcheck disable=SC2086
+  spec_same "qwen3/draft_self_${d//[ -]/}" "s['drafted'] > 0 and s['accepted'] == s['drafted']" --draft-model $F/qwen3 --draft-max 4 $d
+  # shellcheck disable=SC2086
+  spec_same "qwen3/draft_other_${d//[ -]/}" "s['drafted'] > s['accepted']" --draft-model $F/llama --draft-max 4 $d
 done
 
 # the server under mpirun: rank 0 answers HTTP, the pipeline's second stage serves its passes; the
@@ -173,6 +208,45 @@ w=$(printf '%s' "$wants" | python3 -c "import json,sys; c=json.load(sys.stdin)['
 g=$(printf '%s' "$gots" | python3 -c "import json,sys; c=json.load(sys.stdin)['choices'][0]; print(json.dumps([c['text'], c['logprobs']]))" 2>&1)
 case "$w" in '["'*) [ "$w" = "$g" ] && [ "${acc:-0}" -gt 0 ] ;; *) false ;; esac && ok serve/pp2_lookup ||
   fail serve/pp2_lookup "accepted '$acc': $(printf '%s' "$g" | head -c 200) vs $(printf '%s' "$w" | head -c 200)"
+# a draft model in the PP=2 server: on rank 0 alone, outside the passes the ranks share (Mistral's weights
+# with the chat model's tokenizer: most drafts refused, its sliding-window cache cut back from a ring)
+mkdir -p "$T/draft"
+cp tests/server/tinymodel/tokenizer*.json $F/mistral/config.json $F/mistral/model.safetensors "$T/draft/"
+mpirun -np 2 --oversubscribe "$M" serve -m "$T/chat" --port $port -t 1 -c 128 --pp 2 --draft-model "$T/draft" --draft-max 4 >"$T/srv.out" 2>&1 &
+srv=$!
+for i in $(seq 100); do curl -sf localhost:$port/health >/dev/null 2>&1 && break; sleep 0.1; done
+gotd=$(sreq $port); dr=$(curl -s localhost:$port/metrics | awk '$1 == "mlxcel_spec_draft_tokens_total" {print $2}')
+kill -INT $srv 2>/dev/null; wait $srv 2>/dev/null
+g=$(printf '%s' "$gotd" | python3 -c "import json,sys; c=json.load(sys.stdin)['choices'][0]; print(json.dumps([c['text'], c['logprobs']]))" 2>&1)
+case "$w" in '["'*) [ "$w" = "$g" ] && [ "${dr:-0}" -gt 0 ] ;; *) false ;; esac && ok serve/pp2_draft ||
+  fail serve/pp2_draft "drafted '$dr': $(printf '%s' "$g" | head -c 200) vs $(printf '%s' "$w" | head -c 200) $(grep -m2 'mlxcel serve: [^GP]' "$T/srv.out" | tr '\n' ' ')"
+# an image in a chat request (gemma3 and a template that writes image parts): the PP=2 and TP=2 servers give
+# the single server's reply (PP=2: its logprobs too; TP=2 sums in another order)
+V=$F/gemma3
+python3 - $V/inputs/image.png >"$T/vreq.json" <<'PY'
+import base64, json, sys
+u = "data:image/png;base64," + base64.b64encode(open(sys.argv[1], "rb").read()).decode()
+print(json.dumps({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": u}}, {"type": "text", "text": "Describe this image."}]}],
+                  "max_tokens": 12, "temperature": 0, "logprobs": True, "top_logprobs": 1}))
+PY
+vserve() { # port, launcher (words; "" for none), flags...: the reply's [text, logprobs], the server stopped
+  local p=$1 launch=$2; shift 2
+  # shellcheck disable=SC2086
+  $launch "$M" serve -m $V --chat-template-file tests/server/vision_template.jinja --port $p -t 1 -c 256 "$@" >"$T/vsrv.out" 2>&1 &
+  local pid=$!
+  for i in $(seq 100); do curl -sf localhost:$p/health >/dev/null 2>&1 && break; sleep 0.1; done
+  curl -s localhost:$p/v1/chat/completions -H 'content-type: application/json' -d @"$T/vreq.json" |
+    python3 -c "import json,sys; c=json.load(sys.stdin)['choices'][0]; print(json.dumps([c['message']['content'], c['logprobs']]))" 2>&1
+  kill -INT $pid 2>/dev/null; wait $pid 2>/dev/null
+}
+text_of() { python3 -c "import json,sys; print(json.loads(sys.argv[1])[0])" "$1" 2>&1; }
+vw=$(vserve $((port + 1)) "")
+vg=$(vserve $port "mpirun -np 2 --oversubscribe" --pp 2)
+case "$vw" in '["'*) [ "$vw" = "$vg" ] ;; *) false ;; esac && ok serve/pp2_image ||
+  fail serve/pp2_image "$(printf '%s' "$vg" | head -c 200) vs $(printf '%s' "$vw" | head -c 200) $(grep -m2 'mlxcel serve: [^GP]' "$T/vsrv.out" | tr '\n' ' ')"
+vg=$(vserve $port "mpirun -np 2 --oversubscribe" --tp 2)
+case "$vw" in '["'*) [ "$(text_of "$vw")" = "$(text_of "$vg")" ] ;; *) false ;; esac && ok serve/tp2_image ||
+  fail serve/tp2_image "$(printf '%s' "$vg" | head -c 200) vs $(printf '%s' "$vw" | head -c 200) $(grep -m2 'mlxcel serve: [^GP]' "$T/vsrv.out" | tr '\n' ' ')"
 
 # micro-batches split a pass: the prompt pass in 3 runs is 2 more messages each way than in one
 msgs() { mpirun -np 2 --oversubscribe "$M" "${GEN[@]}" -m $F/llama --pp 2 --pp-micro $1 -n 1 -v 2>&1 >/dev/null |
@@ -201,8 +275,8 @@ kill -INT $srv 2>/dev/null; wait $srv 2>/dev/null
   fail serve/pp2_micro_batch "single $(printf '%s' "$wantc" | head -c 200) vs mpirun $(printf '%s' "$gotc" | head -c 200)"
 
 # chat under mpirun: rank 0 reads the two turns from stdin and prints the replies, the other rank serves its
-# part of each pass and ends with it (EOF, /exit); the replies are the single-process chat's (greedy), and
-# /image is refused in a distributed run
+# part of each pass and ends with it (EOF, /exit); the replies are the single-process chat's (greedy), a
+# failed /image (no such file) changes nothing
 CHAT=(chat -m "$T/chat" --temp 0 -n 8 -t 1)
 printf 'hello there\nhow are you\n' | "$M" "${CHAT[@]}" >"$T/chat.ref" 2>"$T/err"
 chat_same() { # name, stdin, flags...
@@ -213,7 +287,13 @@ chat_same() { # name, stdin, flags...
 }
 chat_same chat/pp2 'hello there\nhow are you\n' --pp 2
 chat_same chat/tp2 'hello there\n/image x.png\nhow are you\n/exit\n' --tp 2
-grep -qF '[/image is not supported with --tp / --pp]' "$T/err" && ok chat/image_refused || fail chat/image_refused "$(grep -m3 . "$T/err" | tr '\n' ' ')"
+# /image: rank 0 reads and encodes the image, the passes carry its rows (gemma3: the single process's reply)
+VCHAT=(chat -m $F/gemma3 --chat-template-file tests/server/vision_template.jinja -n 12 --temp 0 -t 1)
+printf '/image %s\nDescribe this image.\n/exit\n' $F/gemma3/inputs/image.png | "$M" "${VCHAT[@]}" >"$T/vchat.ref" 2>/dev/null
+printf '/image %s\nDescribe this image.\n/exit\n' $F/gemma3/inputs/image.png |
+  timeout 60 mpirun -np 2 --oversubscribe "$M" "${VCHAT[@]}" --pp 2 >"$T/out" 2>"$T/err"; rc=$?
+if [ $rc -eq 0 ] && [ -s "$T/vchat.ref" ] && cmp -s "$T/vchat.ref" "$T/out" && grep -qF '[image attached' "$T/err"; then ok chat/pp2_image
+else fail chat/pp2_image "rc $rc: $(head -c 200 "$T/vchat.ref") vs $(head -c 200 "$T/out") $(grep -m3 . "$T/err" | tr '\n' ' ')"; fi
 
 # bench under mpirun: one JSON report, from rank 0
 mpirun -np 2 --oversubscribe "$M" bench -m $F/llama -p 8 -n 4 -r 1 -t 1 --tp 2 --bw-mb 16 --json >"$T/out" 2>"$T/err"; rc=$?
@@ -252,6 +332,13 @@ hb += b" " * (-len(hb) % 8)
 open(sys.argv[2], "wb").write(struct.pack("<Q", len(hb)) + hb + b[8 + n:])
 PY
 refuse rank_load "rank 1 (stage 1, part 0): .*model.layers.1.mlp.down_proj" 2 -m "$T/broken" --pp 2
+# a vision tower rank 0 (alone) cannot open: its one line, every rank stops
+mkdir -p "$T/badvis"
+for f in $F/gemma3/*; do ln -s "$PWD/$f" "$T/badvis/"; done
+rm "$T/badvis/config.json"
+python3 -c "import json,sys; c=json.load(open(sys.argv[1])); c['vision_config']['num_hidden_layers'] = 0; json.dump(c, open(sys.argv[2], 'w'))" \
+  $F/gemma3/config.json "$T/badvis/config.json"
+refuse vision_rank0 "badvis/config.json: num_hidden_layers: value 0" 2 -m "$T/badvis" --pp 2
 
 # a rank that dies: the job stops (mpirun names the rank and exits non-zero), nothing hangs. The chat's
 # rank 0 waits for input while rank 1 is killed.
