@@ -9,6 +9,14 @@
 #include <immintrin.h>
 #include <string.h>
 
+/* A cache's K / V rows of one head lie a whole row of all heads apart (2 KiB for 8 heads of 64), so a
+ * head reads 256 bytes of each 4 KiB page: too little for the hardware's stream prefetchers, and each
+ * line would be a demand miss. The rows ATT_PF keys ahead are asked for explicitly. */
+#define ATT_PF 32
+static inline __attribute__((always_inline)) void prefetch_row(const float *r, int d) {
+    for (int c = 0; c < d; c += 16) _mm_prefetch((const char *)(r + c), _MM_HINT_T0);
+}
+
 /* lane j of the result: the sum of a[j]'s lanes (mx_attn_scores_avx2's reduction) */
 static inline __attribute__((always_inline)) __m256 reduce8(const __m256 *a) {
     __m256 h0 = _mm256_hadd_ps(_mm256_hadd_ps(a[0], a[1]), _mm256_hadd_ps(a[2], a[3]));
@@ -23,6 +31,8 @@ void mx_attn_scores2_avx512(const float *q0, const float *q1, const float *K, si
         for (; k + 8 <= n; k += 8) {
             __m256 a[8], b[8];
             const float *kr = K + (size_t)k * ldk;
+            if (k + ATT_PF + 8 <= n)
+                for (int j = 0; j < 8; j++) prefetch_row(kr + (size_t)(ATT_PF + j) * ldk, d);
 #pragma GCC unroll 8
             for (int j = 0; j < 8; j++) a[j] = b[j] = _mm256_setzero_ps();
             for (int c = 0; c < d; c += 8) {
@@ -56,6 +66,7 @@ static inline __attribute__((always_inline)) void mix2_64(float *y0, float *y1, 
     for (int k = 0; k < n; k++) {
         __m256 va = _mm256_set1_ps(p0[k]), vb = _mm256_set1_ps(p1[k]);
         const float *v = V + (size_t)k * ldv;
+        if (k + ATT_PF < n) prefetch_row(v + (size_t)ATT_PF * ldv, 64);
 #pragma GCC unroll 8
         for (int i = 0; i < 8; i++) {
             __m256 x = _mm256_loadu_ps(v + 8 * i);

@@ -257,6 +257,7 @@ static size_t att_scratch(const mx_model *m, int layer, int max_tokens, int max_
 typedef struct {
     mx_fwd *f;
     int layer, per, subs; /* heads per task, tasks per kv head */
+    int hpt;              /* kv heads per task (per = the group, subs = 1 then) */
     int t0;               /* the first of the stacked tokens this run attends (a ring's slice) */
     const int *blk;       /* query blocks: tokens [blk[b], blk[b + 1]), one sequence each */
     int qb;               /* the longest block */
@@ -336,28 +337,28 @@ static void mix_heads(mx_kv_type tv, float *out, int vd, int nh, const float *p,
     for (; h < nh; h++) mx_attn_mix_kv(tv, out + (size_t)h * vd, p + (size_t)h * ldsc, V, ldv, m, vd, acc);
 }
 
-/* Task i: the heads of one sub-group of a kv head for a block of query
- * tokens of one sequence. Each token's scores, softmax and mix are computed
- * exactly as alone (the same key blocks, the same order: results do not
- * depend on the block); only the loops over key blocks run outside the
- * loops over tokens, so a block of K or V rows serves every token. */
+/* Task i: the heads of one sub-group of a kv head, or of hpt whole kv heads, for a block of query
+ * tokens of one sequence. Each token's scores, softmax and mix are computed exactly as alone (the same
+ * key blocks, the same order: results do not depend on the block or on hpt); only the loops over key
+ * blocks run outside the loops over tokens and heads, so a block of K or V rows serves every token, and
+ * a task with several kv heads reads a longer run of each cache row (its heads' rows are adjacent). */
 static void att_task(void *ctx, int i, int tid) {
     att_job *j = ctx;
     mx_fwd *f = j->f;
     const mx_layer_spec *ls = &f->m->arch.layers[j->layer];
     const mx_attn_spec *a = ls->attn;
-    int hd = a->head_dim, vd = mx_attn_vdim(a), qkvd = qkv_dim(a), g = att_group(a);
-    int bi = i / (a->n_kv_heads * j->subs), kvh = i / j->subs % a->n_kv_heads;
+    int hd = a->head_dim, vd = mx_attn_vdim(a), qkvd = qkv_dim(a), g = att_group(a), hpt = j->hpt, nkg = a->n_kv_heads / hpt;
+    int bi = i / (nkg * j->subs), kvh0 = i / j->subs % nkg * hpt;
     int ta = j->t0 + j->blk[bi], tb = j->t0 + j->blk[bi + 1];
-    int h0 = kvh * g + i % j->subs * j->per, nh = MX_MIN(j->per, (kvh + 1) * g - h0);
+    int hs = i % j->subs * j->per, nh = MX_MIN(j->per, g - hs); /* heads hs.. of each kv head's group */
     const mx_kv *kv = f->seqs[f->seq_of[ta]].kv;
     int cl = ls->kv_shared ? ls->kv_from : j->layer;
     kv_shape ks = kv_shape_at(f->m, cl, kv->cap, j->shared);
     mx_kv_type tk = kv->type[0], tv = kv->type[1];
-    size_t ldk = kv_ld(a, tk, hd), ldv = kv_ld(a, tv, vd), ldsc = (size_t)f->max_ctx;
+    size_t ldk = kv_ld(a, tk, hd), ldv = kv_ld(a, tv, vd), ldsc = (size_t)f->max_ctx, rk = mx_kv_row_bytes(tk, hd), rv = mx_kv_row_bytes(tv, vd);
     const uint8_t *K0 = (const uint8_t *)mx_kv_layer(kv, cl), *V0 = K0 + k_region(a, tk, ks.rows);
-    K0 += (size_t)kvh * mx_kv_row_bytes(tk, hd);
-    V0 += (size_t)kvh * mx_kv_row_bytes(tv, vd);
+    K0 += (size_t)kvh0 * rk;
+    V0 += (size_t)kvh0 * rv;
     att_keys ky[ATT_QB_MAX];
     int nmax = 0, smax = 0, kb = g_key_block ? g_key_block : MX_MAX(16, 8192 / hd); /* 32 KiB of f32 K at d = 64 */
     for (int t = ta; t < tb; t++) {
@@ -365,33 +366,44 @@ static void att_task(void *ctx, int i, int tid) {
         nmax = MX_MAX(nmax, ky[t - ta].n);
         smax = MX_MAX(smax, ky[t - ta].ns);
     }
-    /* token b's head h: score row (tid * qb + b) * g + h */
-#define SC(b, h) (j->scores + (((size_t)tid * j->qb + (size_t)(b)) * g + (size_t)(h)) * ldsc)
-#define Q(t, h) (j->qkv + (size_t)(t) * qkvd + (size_t)(h0 + (h)) * hd)
-#define OUT(t, h) (j->att + (size_t)(t) * a->n_heads * vd + (size_t)(h0 + (h)) * vd)
+    /* token b's kv head c, head h of its group: score row ((tid * qb + b * hpt + c) * g + h) */
+#define SC(b, c, h) (j->scores + ((((size_t)tid * j->qb + (size_t)(b) * hpt + (size_t)(c)) * g) + (size_t)(h)) * ldsc)
+#define Q(t, c, h) (j->qkv + (size_t)(t) * qkvd + (size_t)((kvh0 + (c)) * g + hs + (h)) * hd)
+#define OUT(t, c, h) (j->att + (size_t)(t) * a->n_heads * vd + (size_t)((kvh0 + (c)) * g + hs + (h)) * vd)
     for (int k0 = 0; k0 < smax; k0 += kb)
-        for (int t = ta; t < tb; t++)
-            if (k0 < ky[t - ta].ns)
-                scores_heads(tk, Q(t, 0), hd, nh, K0 + (size_t)k0 * ldk, ldk, MX_MIN(kb, ky[t - ta].ns - k0), a->scale, SC(t - ta, 0) + k0, ldsc);
+        for (int c = 0; c < hpt; c++)
+            for (int t = ta; t < tb; t++)
+                if (k0 < ky[t - ta].ns)
+                    scores_heads(tk, Q(t, c, 0), hd, nh, K0 + (size_t)c * rk + (size_t)k0 * ldk, ldk, MX_MIN(kb, ky[t - ta].ns - k0), a->scale,
+                                 SC(t - ta, c, 0) + k0, ldsc);
     for (int k0 = 0; k0 < nmax; k0 += kb)
-        for (int t = ta; t < tb; t++) {
-            const att_keys *y = &ky[t - ta];
-            if (k0 < y->n) scores_heads(tk, Q(t, 0), hd, nh, y->K + (size_t)k0 * ldk, ldk, MX_MIN(kb, y->n - k0), a->scale, SC(t - ta, 0) + y->ns + k0, ldsc);
-        }
+        for (int c = 0; c < hpt; c++)
+            for (int t = ta; t < tb; t++) {
+                const att_keys *y = &ky[t - ta];
+                if (k0 < y->n)
+                    scores_heads(tk, Q(t, c, 0), hd, nh, y->K + (size_t)c * rk + (size_t)k0 * ldk, ldk, MX_MIN(kb, y->n - k0), a->scale,
+                                 SC(t - ta, c, 0) + y->ns + k0, ldsc);
+            }
     for (int t = ta; t < tb; t++)
-        for (int h = 0; h < nh; h++) {
-            const att_keys *y = &ky[t - ta];
-            att_probs(j, t, h0 + h, y->ns ? 0 : y->j0, y->p, y->ns + y->n, SC(t - ta, h));
-        }
+        for (int c = 0; c < hpt; c++)
+            for (int h = 0; h < nh; h++) {
+                const att_keys *y = &ky[t - ta];
+                att_probs(j, t, (kvh0 + c) * g + hs + h, y->ns ? 0 : y->j0, y->p, y->ns + y->n, SC(t - ta, c, h));
+            }
     for (int k0 = 0; k0 < smax; k0 += kb)
-        for (int t = ta; t < tb; t++)
-            if (k0 < ky[t - ta].ns)
-                mix_heads(tv, OUT(t, 0), vd, nh, SC(t - ta, 0) + k0, ldsc, V0 + (size_t)k0 * ldv, ldv, MX_MIN(kb, ky[t - ta].ns - k0), k0 > 0);
+        for (int c = 0; c < hpt; c++)
+            for (int t = ta; t < tb; t++)
+                if (k0 < ky[t - ta].ns)
+                    mix_heads(tv, OUT(t, c, 0), vd, nh, SC(t - ta, c, 0) + k0, ldsc, V0 + (size_t)c * rv + (size_t)k0 * ldv, ldv,
+                              MX_MIN(kb, ky[t - ta].ns - k0), k0 > 0);
     for (int k0 = 0; k0 < nmax; k0 += kb)
-        for (int t = ta; t < tb; t++) {
-            const att_keys *y = &ky[t - ta];
-            if (k0 < y->n) mix_heads(tv, OUT(t, 0), vd, nh, SC(t - ta, 0) + y->ns + k0, ldsc, y->V + (size_t)k0 * ldv, ldv, MX_MIN(kb, y->n - k0), y->ns + k0 > 0);
-        }
+        for (int c = 0; c < hpt; c++)
+            for (int t = ta; t < tb; t++) {
+                const att_keys *y = &ky[t - ta];
+                if (k0 < y->n)
+                    mix_heads(tv, OUT(t, c, 0), vd, nh, SC(t - ta, c, 0) + y->ns + k0, ldsc, y->V + (size_t)c * rv + (size_t)k0 * ldv, ldv,
+                              MX_MIN(kb, y->n - k0), y->ns + k0 > 0);
+            }
 #undef SC
 #undef Q
 #undef OUT
@@ -556,8 +568,13 @@ static void att_forward(mx_fwd *f, int layer, void *wp, const float *xn, float *
         b.blk[nblk] = tn;
         int g = att_group(a), want = 2 * mx_pool_size(f->pool), units = nblk * a->n_kv_heads;
         int per = units >= want ? g : MX_MAX(1, g / ((want + units - 1) / units)), subs = (g + per - 1) / per;
-        att_job j = {f, layer, per, subs, t0, b.blk, qb, ls->kv_shared || shared, qkv, att, b.scores, w->sinks};
-        mx_pool_run(f->pool, att_task, &j, units * subs);
+        /* more kv heads than threads need: a task takes several (as many as its blocks' score rows allow) */
+        int longest = 0, hpt = 1;
+        for (int k = 0; k < nblk; k++) longest = MX_MAX(longest, b.blk[k + 1] - b.blk[k]);
+        for (int c = 2; c <= a->n_kv_heads; c++)
+            if (a->n_kv_heads % c == 0 && units / c >= mx_pool_size(f->pool) && c * longest <= qb) hpt = c;
+        att_job j = {f, layer, per, subs, hpt, t0, b.blk, qb, ls->kv_shared || shared, qkv, att, b.scores, w->sinks};
+        mx_pool_run(f->pool, att_task, &j, units / hpt * subs);
     }
     if (f->prof) mx_prof_add(f->prof, MX_OP_ATTN, t_op);
     if (a->gate)
