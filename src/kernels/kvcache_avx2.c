@@ -58,6 +58,13 @@ static inline __attribute__((always_inline)) float hsum8(__m256 v) {
 
 #define QUANT(t) ((t) == MX_KV_Q8_0 || (t) == MX_KV_Q4_0)
 
+/* a head's rows lie a row of all heads apart: too sparse for the stream prefetchers (ops_avx512.c), so
+ * the row KV_PF keys ahead is asked for (bytes from its start) */
+#define KV_PF 32
+static inline __attribute__((always_inline)) void prefetch_bytes(cu8 *r, size_t bytes) {
+    for (size_t o = 0; o < bytes; o += 64) _mm_prefetch((const char *)(r + o), _MM_HINT_T0);
+}
+
 /* full: d % 32 == 0 (every block has its 4 vectors: the chunk loops unroll) */
 static inline __attribute__((always_inline)) void scores_t(const mx_kv_type t, const bool full, const float *q, cu8 *K, size_t ldk, int n, int d,
                                                            float scale, float *out) {
@@ -66,6 +73,8 @@ static inline __attribute__((always_inline)) void scores_t(const mx_kv_type t, c
     for (; k + 4 <= n; k += 4) {
         __m256 a[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
         cu8 *r = K + (size_t)k * ldk;
+        if (k + KV_PF + 4 <= n)
+            for (int j = 0; j < 4; j++) prefetch_bytes(r + (size_t)(KV_PF + j) * ldk, (size_t)nb * bb);
         for (int b = 0; b < nb; b++) {
             const int nc = full || d - b * MX_KV_BLOCK >= MX_KV_BLOCK ? 4 : (d - b * MX_KV_BLOCK) / 8;
             const float *qb = q + b * MX_KV_BLOCK;
@@ -107,6 +116,7 @@ static inline __attribute__((always_inline)) void mix_t(const mx_kv_type t, floa
             __m256 y2 = acc ? _mm256_loadu_ps(yb + 16) : _mm256_setzero_ps(), y3 = acc ? _mm256_loadu_ps(yb + 24) : _mm256_setzero_ps();
             for (int k = 0; k < n; k++) {
                 cu8 *blk = col + (size_t)k * ldv;
+                if (k + KV_PF < n) prefetch_bytes(blk + (size_t)KV_PF * ldv, bb);
                 __m256 w = _mm256_set1_ps(QUANT(t) ? p[k] * blk_scale(t, blk) : p[k]);
                 y0 = _mm256_fmadd_ps(w, ld8(t, blk, 0), y0);
                 y1 = _mm256_fmadd_ps(w, ld8(t, blk, 1), y1);
@@ -122,6 +132,7 @@ static inline __attribute__((always_inline)) void mix_t(const mx_kv_type t, floa
             if (!acc) memset(yb, 0, (size_t)nc * 8 * sizeof(float));
             for (int k = 0; k < n; k++) {
                 cu8 *blk = col + (size_t)k * ldv;
+                if (k + KV_PF < n) prefetch_bytes(blk + (size_t)KV_PF * ldv, bb);
                 __m256 w = _mm256_set1_ps(QUANT(t) ? p[k] * blk_scale(t, blk) : p[k]);
                 for (int c = 0; c < nc; c++) _mm256_storeu_ps(yb + 8 * c, _mm256_fmadd_ps(w, ld8(t, blk, c), _mm256_loadu_ps(yb + 8 * c)));
             }
@@ -143,6 +154,8 @@ static void scores_q4(const float *q, cu8 *K, size_t ldk, int n, int d, float sc
     for (; k + 4 <= n; k += 4) {
         __m256 a[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
         cu8 *r = K + (size_t)k * ldk;
+        if (k + KV_PF + 4 <= n)
+            for (int j = 0; j < 4; j++) prefetch_bytes(r + (size_t)(KV_PF + j) * ldk, (size_t)nb * MX_Q4_0_BYTES);
         for (int b = 0; b < nb; b++) {
             const float *qb = q + b * MX_KV_BLOCK;
             __m256 q0 = _mm256_loadu_ps(qb), q1 = _mm256_loadu_ps(qb + 8), q2 = _mm256_loadu_ps(qb + 16), q3 = _mm256_loadu_ps(qb + 24);
