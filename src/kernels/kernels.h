@@ -61,8 +61,8 @@ void mx_attn_mix(float *y, const float *p, const float *V, size_t ldv, int n, in
 /* The same for two rows that read the same keys / values (two heads of a GQA
  * group): each row's result is bit for bit the one-row function's, with
  * every K or V row loaded once for both where the CPU allows. */
-void mx_attn_scores2(const float *q0, const float *q1, const float *K, size_t ldk, int n, int d, float scale, float *o0, float *o1);
-void mx_attn_mix2(float *y0, float *y1, const float *p0, const float *p1, const float *V, size_t ldv, int n, int d, bool acc);
+void mx_attn_scores2(const float *q0, const float *q1, const float *K, size_t ldk, int n, int d, float scale, float *o0, float *o1, bool pf);
+void mx_attn_mix2(float *y0, float *y1, const float *p0, const float *p1, const float *V, size_t ldv, int n, int d, bool acc, bool pf);
 /* The ops above pick their ISA on first use; call this after mx_cpu_force()
  * so they pick again (mx_matmul takes the level from its policy and
  * mx_cpu() on every call). */

@@ -120,13 +120,13 @@ void mx_attn_scores(const float *q, const float *K, size_t ldk, int n, int d, fl
 void mx_attn_mix(float *y, const float *p, const float *V, size_t ldv, int n, int d, bool acc) { ops()->attn_mix(y, p, V, ldv, n, d, acc); }
 /* the two-row kernels share the one-row AVX2 kernels' arithmetic: used where those are */
 static bool two_rows(void) { return ops() == &tab_avx2 && mx_cpu()->level >= MX_CPU_AVX512; }
-void mx_attn_scores2(const float *q0, const float *q1, const float *K, size_t ldk, int n, int d, float scale, float *o0, float *o1) {
-    if (two_rows()) { mx_attn_scores2_avx512(q0, q1, K, ldk, n, d, scale, o0, o1); return; }
+void mx_attn_scores2(const float *q0, const float *q1, const float *K, size_t ldk, int n, int d, float scale, float *o0, float *o1, bool pf) {
+    if (two_rows()) { mx_attn_scores2_avx512(q0, q1, K, ldk, n, d, scale, o0, o1, pf); return; }
     mx_attn_scores(q0, K, ldk, n, d, scale, o0);
     mx_attn_scores(q1, K, ldk, n, d, scale, o1);
 }
-void mx_attn_mix2(float *y0, float *y1, const float *p0, const float *p1, const float *V, size_t ldv, int n, int d, bool acc) {
-    if (two_rows()) { mx_attn_mix2_avx512(y0, y1, p0, p1, V, ldv, n, d, acc); return; }
+void mx_attn_mix2(float *y0, float *y1, const float *p0, const float *p1, const float *V, size_t ldv, int n, int d, bool acc, bool pf) {
+    if (two_rows()) { mx_attn_mix2_avx512(y0, y1, p0, p1, V, ldv, n, d, acc, pf); return; }
     mx_attn_mix(y0, p0, V, ldv, n, d, acc);
     mx_attn_mix(y1, p1, V, ldv, n, d, acc);
 }

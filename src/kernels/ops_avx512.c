@@ -24,14 +24,14 @@ static inline __attribute__((always_inline)) __m256 reduce8(const __m256 *a) {
     return _mm256_add_ps(_mm256_permute2f128_ps(h0, h1, 0x20), _mm256_permute2f128_ps(h0, h1, 0x31));
 }
 
-void mx_attn_scores2_avx512(const float *q0, const float *q1, const float *K, size_t ldk, int n, int d, float scale, float *o0, float *o1) {
+void mx_attn_scores2_avx512(const float *q0, const float *q1, const float *K, size_t ldk, int n, int d, float scale, float *o0, float *o1, bool pf) {
     int k = 0;
     if (d % 8 == 0) {
         const __m256 vs = _mm256_set1_ps(scale);
         for (; k + 8 <= n; k += 8) {
             __m256 a[8], b[8];
             const float *kr = K + (size_t)k * ldk;
-            if (k + ATT_PF + 8 <= n)
+            if (pf && k + ATT_PF + 8 <= n)
                 for (int j = 0; j < 8; j++) prefetch_row(kr + (size_t)(ATT_PF + j) * ldk, d);
 #pragma GCC unroll 8
             for (int j = 0; j < 8; j++) a[j] = b[j] = _mm256_setzero_ps();
@@ -56,7 +56,7 @@ void mx_attn_scores2_avx512(const float *q0, const float *q1, const float *K, si
 
 /* y0 += sum_k p0[k] V[k], y1 likewise, over 64 columns of V (mix_regs's fma per element and key) */
 static inline __attribute__((always_inline)) void mix2_64(float *y0, float *y1, const float *p0, const float *p1, const float *V, size_t ldv, int n,
-                                                          bool from_y) {
+                                                          bool from_y, bool pf) {
     __m256 a[8], b[8];
 #pragma GCC unroll 8
     for (int i = 0; i < 8; i++) {
@@ -66,7 +66,7 @@ static inline __attribute__((always_inline)) void mix2_64(float *y0, float *y1, 
     for (int k = 0; k < n; k++) {
         __m256 va = _mm256_set1_ps(p0[k]), vb = _mm256_set1_ps(p1[k]);
         const float *v = V + (size_t)k * ldv;
-        if (k + ATT_PF < n) prefetch_row(v + (size_t)ATT_PF * ldv, 64);
+        if (pf && k + ATT_PF < n) prefetch_row(v + (size_t)ATT_PF * ldv, 64);
 #pragma GCC unroll 8
         for (int i = 0; i < 8; i++) {
             __m256 x = _mm256_loadu_ps(v + 8 * i);
@@ -81,9 +81,9 @@ static inline __attribute__((always_inline)) void mix2_64(float *y0, float *y1, 
     }
 }
 
-void mx_attn_mix2_avx512(float *y0, float *y1, const float *p0, const float *p1, const float *V, size_t ldv, int n, int d, bool acc) {
+void mx_attn_mix2_avx512(float *y0, float *y1, const float *p0, const float *p1, const float *V, size_t ldv, int n, int d, bool acc, bool pf) {
     if (d == 64 || d == 128) /* mx_attn_mix_avx2's register paths, a 64-column half at a time */
-        for (int c = 0; c < d; c += 64) mix2_64(y0 + c, y1 + c, p0, p1, V + c, ldv, n, acc);
+        for (int c = 0; c < d; c += 64) mix2_64(y0 + c, y1 + c, p0, p1, V + c, ldv, n, acc, pf);
     else {
         mx_attn_mix_avx2(y0, p0, V, ldv, n, d, acc);
         mx_attn_mix_avx2(y1, p1, V, ldv, n, d, acc);

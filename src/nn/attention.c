@@ -318,22 +318,24 @@ static att_keys keys_of(const att_job *j, int t, const kv_shape *ks, const mx_kv
 
 /* nh heads (q and their score rows ldsc apart) against m keys; two heads at
  * a time with f32 rows, each head's scores those of the one-head kernel */
-static void scores_heads(mx_kv_type tk, const float *q, int hd, int nh, const uint8_t *K, size_t ldk, int m, float scale, float *sc, size_t ldsc) {
+static void scores_heads(mx_kv_type tk, const float *q, int hd, int nh, const uint8_t *K, size_t ldk, int m, float scale, float *sc, size_t ldsc,
+                         bool pf) {
     int h = 0;
     if (tk == MX_KV_F32)
         for (; h + 2 <= nh; h += 2)
             mx_attn_scores2(q + (size_t)h * hd, q + (size_t)(h + 1) * hd, (const float *)(const void *)K, ldk / 4, m, hd, scale, sc + (size_t)h * ldsc,
-                            sc + (size_t)(h + 1) * ldsc);
+                            sc + (size_t)(h + 1) * ldsc, pf && h == 0);
     for (; h < nh; h++) mx_attn_scores_kv(tk, q + (size_t)h * hd, K, ldk, m, hd, scale, sc + (size_t)h * ldsc);
 }
 
 /* out (nh heads, vd apart) += probabilities (rows ldsc apart) x m rows of V */
-static void mix_heads(mx_kv_type tv, float *out, int vd, int nh, const float *p, size_t ldsc, const uint8_t *V, size_t ldv, int m, bool acc) {
+static void mix_heads(mx_kv_type tv, float *out, int vd, int nh, const float *p, size_t ldsc, const uint8_t *V, size_t ldv, int m, bool acc,
+                      bool pf) {
     int h = 0;
     if (tv == MX_KV_F32)
         for (; h + 2 <= nh; h += 2)
             mx_attn_mix2(out + (size_t)h * vd, out + (size_t)(h + 1) * vd, p + (size_t)h * ldsc, p + (size_t)(h + 1) * ldsc,
-                         (const float *)(const void *)V, ldv / 4, m, vd, acc);
+                         (const float *)(const void *)V, ldv / 4, m, vd, acc, pf && h == 0);
     for (; h < nh; h++) mx_attn_mix_kv(tv, out + (size_t)h * vd, p + (size_t)h * ldsc, V, ldv, m, vd, acc);
 }
 
@@ -375,14 +377,14 @@ static void att_task(void *ctx, int i, int tid) {
             for (int t = ta; t < tb; t++)
                 if (k0 < ky[t - ta].ns)
                     scores_heads(tk, Q(t, c, 0), hd, nh, K0 + (size_t)c * rk + (size_t)k0 * ldk, ldk, MX_MIN(kb, ky[t - ta].ns - k0), a->scale,
-                                 SC(t - ta, c, 0) + k0, ldsc);
+                                 SC(t - ta, c, 0) + k0, ldsc, t == ta);
     for (int k0 = 0; k0 < nmax; k0 += kb)
         for (int c = 0; c < hpt; c++)
             for (int t = ta; t < tb; t++) {
                 const att_keys *y = &ky[t - ta];
                 if (k0 < y->n)
                     scores_heads(tk, Q(t, c, 0), hd, nh, y->K + (size_t)c * rk + (size_t)k0 * ldk, ldk, MX_MIN(kb, y->n - k0), a->scale,
-                                 SC(t - ta, c, 0) + y->ns + k0, ldsc);
+                                 SC(t - ta, c, 0) + y->ns + k0, ldsc, t == ta);
             }
     for (int t = ta; t < tb; t++)
         for (int c = 0; c < hpt; c++)
@@ -395,14 +397,14 @@ static void att_task(void *ctx, int i, int tid) {
             for (int t = ta; t < tb; t++)
                 if (k0 < ky[t - ta].ns)
                     mix_heads(tv, OUT(t, c, 0), vd, nh, SC(t - ta, c, 0) + k0, ldsc, V0 + (size_t)c * rv + (size_t)k0 * ldv, ldv,
-                              MX_MIN(kb, ky[t - ta].ns - k0), k0 > 0);
+                              MX_MIN(kb, ky[t - ta].ns - k0), k0 > 0, t == ta);
     for (int k0 = 0; k0 < nmax; k0 += kb)
         for (int c = 0; c < hpt; c++)
             for (int t = ta; t < tb; t++) {
                 const att_keys *y = &ky[t - ta];
                 if (k0 < y->n)
                     mix_heads(tv, OUT(t, c, 0), vd, nh, SC(t - ta, c, 0) + y->ns + k0, ldsc, y->V + (size_t)c * rv + (size_t)k0 * ldv, ldv,
-                              MX_MIN(kb, y->n - k0), y->ns + k0 > 0);
+                              MX_MIN(kb, y->n - k0), y->ns + k0 > 0, t == ta);
             }
 #undef SC
 #undef Q

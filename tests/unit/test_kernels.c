@@ -306,7 +306,7 @@ static void test_ops_level(const char *lvl) {
             for (int i = 0; i < d; i++) q2[i] = t_randf(&seed) * 2;
             mx_attn_scores(q2, K, ld, n, d, 0.125f, s1);
             mx_attn_scores(q, K, ld, n, d, 0.125f, s3);
-            mx_attn_scores2(q, q2, K, ld, n, d, 0.125f, sc, s2);
+            mx_attn_scores2(q, q2, K, ld, n, d, 0.125f, sc, s2, n % 2);
             if (!bad_att && (memcmp(sc, s3, sizeof(float) * n) || memcmp(s1, s2, sizeof(float) * n))) {
                 snprintf(why3, sizeof why3, "two-row scores differ from one-row d=%d n=%d", d, n);
                 bad_att++;
@@ -318,7 +318,7 @@ static void test_ops_level(const char *lvl) {
             mx_attn_mix(y1, sc, V, ld, n, d, true);
             mx_attn_mix(z3, s1, V, ld, n, d, true);
             memcpy(y2, z1, sizeof(float) * d);
-            mx_attn_mix2(y2, z2, sc, s1, V, ld, n, d, true);
+            mx_attn_mix2(y2, z2, sc, s1, V, ld, n, d, true, n % 2);
             if (!bad_att && (memcmp(y1, y2, sizeof(float) * d) || memcmp(z3, z2, sizeof(float) * d))) {
                 snprintf(why3, sizeof why3, "two-row mix differs from one-row d=%d n=%d", d, n);
                 bad_att++;
