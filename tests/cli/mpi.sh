@@ -3,11 +3,11 @@
 # generate --tp 2` and `--pp 2` give the single-process logits within
 # 1e-4 * max(1, max|ref|) and the same greedy ids (with --lookup-ngram too) on a dense multi-head one
 # (gpt2: fused qkv, Conv1D layout, biases; TP only), a GQA (llama; its 4-bit
-# copy: TP only, see below for its bound), MQA (gemma, gpt_bigcode, llama-f16: KV heads copied), Gated
-# DeltaNet hybrids (qwen3_next, qwen3_5_text), Mamba2 and its hybrids (mamba2, bamba, nemotron_h,
-# granitemoehybrid) and an attention output gate (afmoe), a MoE (mixtral: TP splits
-# every expert's width) and, pipeline only, a hybrid (jamba: Mamba +
-# attention + MoE) fixture, and TP=2 x PP=2 on llama; images (the vision
+# copy: TP only, see below for its bound), a MoE (mixtral: TP splits every expert's width) and, pipeline
+# only, a hybrid (jamba: Mamba + attention + MoE) fixture, TP=4 with one KV head copied in each part
+# (llama-f16) and two Mamba2 groups over four parts (granitemoehybrid), and TP=2 x PP=2 on llama (every
+# causal fixture's own parity at TP=2, PP=2 and TP=2 x PP=2 is mpi_fixtures.sh's); pipeline
+# micro-batches (a prompt cut between runs, a batched server); images (the vision
 # tower on rank 0 only: qwen2_vl's M-RoPE positions, gemma3's bidirectional
 # image spans, qwen3_vl's DeepStack rows, aya_vision's unscaled head) at
 # PP=2 and TP=2; a draft model (on rank 0 only) at TP=2 and PP=2; the server
@@ -77,28 +77,12 @@ if ref $q && mv "$T/$q.ref.st" "$T/q12.st" && mv "$T/$q.ref" "$T/q12" && MLXCEL_
 else fail $q/ref "$(tail -1 "$T/err")"; fi
 LAUNCH=(mpirun -np 4 --oversubscribe)
 same llama/tp2pp2 llama --tp 2 --pp 2
-# Gated DeltaNet split by key heads (qwen3_next: grouped [q | k | v | z], and its gated attention;
-# qwen3_5_text: separate projections), an output gate projection split by heads (afmoe)
-# Mamba2 by heads: one B/C group copied in both parts and the gated norm's group summed over them
-# (mamba2, bamba), two groups over four parts (granitemoehybrid), MLP / MoE / Mamba2 / attention layers
-# (nemotron_h), a Mamba2 beside the attention in each layer (falcon_h1)
-# Mamba by channels, x_proj's [dt | B | C] summed over the parts (mamba; falcon_mamba: its B/C/dt norms);
-# LFM2's short convolution by channels (lfm2_moe); RecurrentGemma's RG-LRU by heads (its gates' blocks);
-# MiniMax's lightning attention by heads, its norm over all heads summed over the parts; q/k RMSNorms over
-# all heads, their sums of squares summed over the parts (olmo2, minimax_m2), per-head norm weights
-# (cohere: LayerNorm, stablelm)
-for fam in qwen3_next qwen3_5_text afmoe mamba2 bamba nemotron_h falcon_h1 granitemoehybrid mamba falcon_mamba lfm2_moe \
-  recurrent_gemma minimax olmo2 minimax_m2 cohere stablelm; do
+# Every causal fixture runs at TP=2, PP=2 and TP=2 x PP=2 in mpi_fixtures.sh; here the layouts it cannot
+# reach with two parts: one KV head copied in four (llama-f16), two Mamba2 groups over four parts
+# (granitemoehybrid)
+for fam in llama-f16 granitemoehybrid; do
   ref $fam || { fail "$fam/ref" "$(tail -1 "$T/err")"; continue; }
-  if [ $fam = granitemoehybrid ]; then LAUNCH=(mpirun -np 4 --oversubscribe); same $fam/tp4 $fam --tp 4
-  else LAUNCH=(mpirun -np 2 --oversubscribe); same $fam/tp2 $fam --tp 2; fi
-done
-# fewer KV heads than parts (MQA): each part keeps a copy of its group's KV head; separate k / v (gemma),
-# a fused [q | k | v] (gpt_bigcode), one KV head over four parts (llama-f16)
-for fam in gemma gpt_bigcode llama-f16; do
-  ref $fam || { fail "$fam/ref" "$(tail -1 "$T/err")"; continue; }
-  if [ $fam = llama-f16 ]; then LAUNCH=(mpirun -np 4 --oversubscribe); same $fam/tp4 $fam --tp 4
-  else LAUNCH=(mpirun -np 2 --oversubscribe); same $fam/tp2 $fam --tp 2; fi
+  LAUNCH=(mpirun -np 4 --oversubscribe); same $fam/tp4 $fam --tp 4
 done
 LAUNCH=(mpirun -np 4 --oversubscribe)
 # the embedding table split by vocabulary among the first stage's two parts, the head among the last
