@@ -208,13 +208,6 @@ static int bench_run(void *p) {
         free(dir);
         return 2;
     }
-    /* --depth-random would fill rank 0's part of the cache only (-d's prefill goes through every rank) */
-    if (mx_dist_active() && o->depth_random) {
-        if (mx_dist_rank() == 0) fprintf(stderr, "mlxcel bench: --depth-random is not supported with --tp / --pp\n");
-        mx_dist_finish();
-        free(dir);
-        return 2;
-    }
     int rc;
     if (mx_dist_rank() != 0) { /* a distributed run: rank 0 measures and drives, this process serves its part of each pass */
         mx_engine e;

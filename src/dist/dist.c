@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { CMD_STEP = 1, CMD_FREE, CMD_STOP, CMD_END };
+enum { CMD_STEP = 1, CMD_FREE, CMD_STOP, CMD_END, CMD_FILL };
 #define HDR 64 /* ints of a pass's first broadcast: [cmd, n_seqs, all, N, payload ints], then the payload when it fits */
 #define SEQ_INTS 9 /* per sequence: cache id, cap, len, n, seg_end, rope_shift, vision flags, n_deep, image rows sent */
 /* a sequence's vision inputs in a pass (mx_seq_in): after all the tokens, each sequence's embed_row [n]
@@ -255,9 +255,17 @@ static void hook_kv_free(void *ctx, int id) {
     bcast_ints(buf, HDR);
 }
 
+static void hook_kv_fill(void *ctx, mx_kv *kv, uint64_t seed) {
+    (void)ctx;
+    if (g.rank != 0 || g.stopped) return;
+    if (!kv->dist_id) kv->dist_id = ++g.next_id;
+    int buf[HDR] = {CMD_FILL, kv->dist_id, kv->cap, (int)(seed & 0x7fffffff), (int)(seed >> 31 & 0x7fffffff)};
+    bcast_ints(buf, HDR);
+}
+
 static const mx_dist_ops g_ops = {.begin = hook_begin, .recv_hidden = hook_recv, .send_hidden = hook_send, .flush = hook_flush,
                                   .progress = hook_progress, .reduce = hook_reduce, .final_hidden = hook_final,
-                                  .kv_free = hook_kv_free, .gather_logits = hook_gather};
+                                  .kv_free = hook_kv_free, .kv_fill = hook_kv_fill, .gather_logits = hook_gather};
 
 /* ---- planning a process's part ---- */
 
@@ -475,6 +483,18 @@ typedef struct {
     mx_kv *kv;
 } kv_slot;
 
+/* cache id of capacity cap in this worker's list, made the first time rank 0 names it */
+static mx_kv *worker_kv(const mx_model *m, kv_slot **kvs, int *n_kvs, int id, int cap) {
+    for (int i = 0; i < *n_kvs; i++)
+        if ((*kvs)[i].id == id) return (*kvs)[i].kv;
+    kv_slot *nk = realloc(*kvs, sizeof **kvs * (size_t)(*n_kvs + 1));
+    mx_kv *kv = NULL;
+    if (!nk || !(kv = mx_kv_new(m, cap))) die(mx_errmsg());
+    *kvs = nk;
+    (*kvs)[(*n_kvs)++] = (kv_slot){id, kv};
+    return kv;
+}
+
 int mx_dist_worker(const mx_model *m) {
     if (!g.active || g.rank == 0) return MX_OK;
     mx_pool *pool = mx_pool_new(g.threads);
@@ -498,6 +518,10 @@ int mx_dist_worker(const mx_model *m) {
                     kvs[i] = kvs[--n_kvs];
                     break;
                 }
+            continue;
+        }
+        if (hdr[0] == CMD_FILL) { /* bench --depth-random: this process's part of the cache, the same seed */
+            mx_kv_fill_random(m, worker_kv(m, &kvs, &n_kvs, hdr[1], hdr[2]), (uint64_t)hdr[3] | (uint64_t)hdr[4] << 31);
             continue;
         }
         if (hdr[0] != CMD_STEP) die("unknown command from rank 0");
@@ -532,15 +556,7 @@ int mx_dist_worker(const mx_model *m) {
         int need_ctx = 0;
         for (int s = 0; s < n_seqs; s++) {
             const int *q = pay + s * SEQ_INTS;
-            mx_kv *kv = NULL;
-            for (int i = 0; i < n_kvs && !kv; i++)
-                if (kvs[i].id == q[0]) kv = kvs[i].kv;
-            if (!kv) {
-                kv_slot *nk = realloc(kvs, sizeof *kvs * (size_t)(n_kvs + 1));
-                if (!nk || !(kv = mx_kv_new(m, q[1]))) die(mx_errmsg());
-                kvs = nk;
-                kvs[n_kvs++] = (kv_slot){q[0], kv};
-            }
+            mx_kv *kv = worker_kv(m, &kvs, &n_kvs, q[0], q[1]);
             kv->len = q[2];
             int n = q[3], fl = q[6];
             seqs[s] = (mx_seq_in){.kv = kv, .tokens = tok, .n = n, .seg_end = q[4], .rope_shift = q[5]};

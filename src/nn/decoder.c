@@ -181,6 +181,7 @@ bool mx_model_has_kv_rows(const mx_model *m) {
 
 void mx_kv_fill_random(const mx_model *m, mx_kv *kv, uint64_t seed) {
     (void)m;
+    if (kv->shard && kv->shard->ops->kv_fill) kv->shard->ops->kv_fill(kv->shard->ctx, kv, seed); /* the other processes' parts */
     uint64_t rng = seed;
     if (kv->type[0] == MX_KV_F32 && kv->type[1] == MX_KV_F32) { /* unit variance, as a prefill leaves normed keys */
         for (size_t i = kv->offset[0]; i < kv->offset[kv->n_layers]; i++) {

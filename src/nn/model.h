@@ -21,6 +21,7 @@ typedef struct { float *w, *b; } mx_normw;
  * run at the block boundaries of a forward pass. NULL in mx_model: the whole
  * model in this process. */
 typedef struct mx_seq_in mx_seq_in;
+typedef struct mx_kv mx_kv;
 typedef struct mx_dist_ops {
     /* the driving process (rank 0) tells the others a pass begins */
     void (*begin)(void *ctx, const mx_seq_in *seqs, int n_seqs, bool all);
@@ -35,6 +36,9 @@ typedef struct mx_dist_ops {
      * receive (send false) on the head's process */
     void (*final_hidden)(void *ctx, float *x, size_t n, bool send);
     void (*kv_free)(void *ctx, int kv_id); /* the driver freed cache kv_id */
+    /* the driver filled kv with random values (mx_kv_fill_random): every
+     * process fills its part of that cache with the same seed */
+    void (*kv_fill)(void *ctx, mx_kv *kv, uint64_t seed);
     /* A head split by vocabulary (mx_shard.vocab_n): each part of the last
      * stage gives its logits part [rows][vocab_n] (part NULL on a driver
      * outside the last stage); the driver receives [rows][vocab] in out. */
@@ -125,7 +129,7 @@ void mx_altup_free(mx_model *m);
  * (kernels/kvcache.h): mx_kv_new takes them from the model's policy
  * (m->kp.kv_type, decided at start); a cache made otherwise (the encoder's
  * per-pass state) is zeroed, all f32. Other state is always f32. */
-typedef struct {
+typedef struct mx_kv {
     int cap, len;
     int n_layers;
     float *data;

@@ -286,6 +286,11 @@ if [ $rc -eq 0 ] && [ "$(grep -c '"tg_tps"' "$T/out")" -eq 1 ]; then ok bench/tp
 mpirun -np 2 --oversubscribe "$M" bench -m $F/llama -d 64 -p 8 -n 4 -r 2 -t 1 --pp 2 --bw-mb 16 --json >"$T/out" 2>"$T/err"; rc=$?
 python3 -c "import json,sys; d=json.loads(open(sys.argv[1]).read()); sys.exit(not (d['n_depth'] == 64 and d['pp_tps'] > 0 and d['tg_tps'] > 0))" "$T/out" 2>/dev/null &&
   [ $rc -eq 0 ] && ok bench/pp2_depth || fail bench/pp2_depth "rc $rc: $(head -c 300 "$T/out") $(grep -m2 . "$T/err")"
+# --depth-random: every process fills its part of the cache (the same seed), q8_0 rows at TP=2 x PP=2
+mpirun -np 4 --oversubscribe "$M" bench -m $F/llama -d 64 --depth-random -p 8 -n 4 -r 2 -t 1 --tp 2 --pp 2 --bw-mb 16 --kv-bits 8 --json \
+  >"$T/out" 2>"$T/err"; rc=$?
+python3 -c "import json,sys; d=json.loads(open(sys.argv[1]).read()); sys.exit(not (d['n_depth'] == 64 and d['pp_tps'] > 0 and d['tg_tps'] > 0))" "$T/out" 2>/dev/null &&
+  [ $rc -eq 0 ] && ok bench/tp2pp2_depth_random || fail bench/tp2pp2_depth_random "rc $rc: $(head -c 300 "$T/out") $(grep -m2 . "$T/err")"
 # its oracle drafter: every draft kept, the speculative run's output the plain one's
 mpirun -np 2 --oversubscribe "$M" bench -m $F/llama -p 0 -n 24 -r 2 -t 1 --tp 2 --bw-mb 16 --spec-oracle --json >"$T/out" 2>"$T/err"; rc=$?
 python3 -c "import json,sys; s=json.load(open(sys.argv[1]))['speculative']; sys.exit(not (s['acceptance'] == 1 and s['runs_differing'] == 0))" "$T/out" 2>/dev/null &&
