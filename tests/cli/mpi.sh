@@ -365,6 +365,7 @@ EOF
   LAUNCH=(ip netns exec ${NS}a mpirun -np 2 --hostfile "$T/hosts" --mca plm_rsh_agent "$T/nsrsh"
           --mca btl tcp,self --mca btl_tcp_if_include 10.233.0.0/24 --mca oob_tcp_if_include 10.233.0.0/24)
   same two_hosts/tp2 llama --tp 2
+  same two_hosts/pp2_micro llama --pp 2 --pp-micro 3 # non-blocking sends over TCP, moved on between layers
 else
   echo "skip mpi/two_hosts: cannot create network namespaces here"
 fi
