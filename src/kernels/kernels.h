@@ -47,6 +47,10 @@ void mx_matmul_ref(const mx_weight *w, const float *x, int n, int ldx, float *y,
 void mx_rmsnorm(float *y, const float *x, const float *w, float w_offset, int n, int d, int ld, float eps);
 void mx_layernorm(float *y, const float *x, const float *w, const float *b, float w_offset, int n, int d, int ld, float eps);
 void mx_softmax(float *x, int n);
+/* x[i] = exp(x[i] - sub) in place, each added to acc[(lane0 + i) % 8]: a row's sum split into fixed lanes
+ * by its key index, so it comes out the same however the row is cut into calls (attention's key blocks) */
+void mx_exp_acc(float *x, int n, float sub, float acc[8], int lane0);
+float mx_max(const float *x, int n); /* -inf for n = 0 */
 int32_t mx_argmax(const float *x, int n); /* the first index of the largest value */
 float mx_dot(const float *a, const float *b, int n);
 void mx_axpy(float *y, float a, const float *x, int n); /* y += a*x */

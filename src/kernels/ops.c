@@ -16,6 +16,8 @@ static void add_c(float *y, const float *x, int n);
 static void scale_c(float *y, float a, int n);
 static void rmsnorm_row_c(float *y, const float *x, const float *w, float w_offset, int d, float eps);
 static void softmax_c(float *x, int n);
+static void exp_acc_c(float *x, int n, float sub, float acc[8], int lane0);
+static float max_c(const float *x, int n);
 static void attn_scores_c(const float *q, const float *K, size_t ldk, int n, int d, float scale, float *out);
 static void attn_mix_c(float *y, const float *p, const float *V, size_t ldv, int n, int d, bool acc);
 
@@ -26,15 +28,17 @@ typedef struct {
     void (*scale)(float *, float, int);
     void (*rmsnorm_row)(float *, const float *, const float *, float, int, float);
     void (*softmax)(float *, int);
+    void (*exp_acc)(float *, int, float, float *, int);
+    float (*max)(const float *, int);
     void (*silu_mul)(float *, const float *, int);     /* NULL: portable */
     void (*gelu_tanh_mul)(float *, const float *, int); /* NULL: portable */
     void (*attn_scores)(const float *, const float *, size_t, int, int, float, float *);
     void (*attn_mix)(float *, const float *, const float *, size_t, int, int, bool);
 } ops_tab;
 
-static const ops_tab tab_c = {dot_c, axpy_c, add_c, scale_c, rmsnorm_row_c, softmax_c, NULL, NULL, attn_scores_c, attn_mix_c};
+static const ops_tab tab_c = {dot_c, axpy_c, add_c, scale_c, rmsnorm_row_c, softmax_c, exp_acc_c, max_c, NULL, NULL, attn_scores_c, attn_mix_c};
 static const ops_tab tab_avx2 = {mx_dot_avx2,      mx_axpy_avx2,     mx_add_avx2,           mx_scale_avx2,
-                                 mx_rmsnorm_row_avx2, mx_softmax_avx2, mx_silu_mul_avx2, mx_gelu_tanh_mul_avx2,
+                                 mx_rmsnorm_row_avx2, mx_softmax_avx2, mx_exp_acc_avx2, mx_max_avx2, mx_silu_mul_avx2, mx_gelu_tanh_mul_avx2,
                                  mx_attn_scores_avx2, mx_attn_mix_avx2};
 static _Atomic(const ops_tab *) g_tab;
 
@@ -80,6 +84,17 @@ void mx_layernorm(float *y, const float *x, const float *w, const float *b, floa
     }
 }
 
+static float max_c(const float *x, int n) {
+    float m = -INFINITY;
+    for (int i = 0; i < n; i++) m = x[i] > m ? x[i] : m;
+    return m;
+}
+static void exp_acc_c(float *x, int n, float sub, float acc[8], int lane0) {
+    for (int i = 0; i < n; i++) {
+        x[i] = expf(x[i] - sub);
+        acc[(lane0 + i) & 7] += x[i];
+    }
+}
 static void softmax_c(float *x, int n) {
     float m = -INFINITY;
     for (int i = 0; i < n; i++) m = x[i] > m ? x[i] : m;
@@ -114,6 +129,8 @@ static void attn_mix_c(float *y, const float *p, const float *V, size_t ldv, int
 }
 
 void mx_softmax(float *x, int n) { ops()->softmax(x, n); }
+void mx_exp_acc(float *x, int n, float sub, float acc[8], int lane0) { ops()->exp_acc(x, n, sub, acc, lane0); }
+float mx_max(const float *x, int n) { return ops()->max(x, n); }
 void mx_attn_scores(const float *q, const float *K, size_t ldk, int n, int d, float scale, float *out) {
     ops()->attn_scores(q, K, ldk, n, d, scale, out);
 }

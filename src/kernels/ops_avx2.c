@@ -180,6 +180,39 @@ void mx_rmsnorm_row_avx2(float *y, const float *x, const float *w, float w_offse
     }
 }
 
+float mx_max_avx2(const float *x, int n) {
+    __m256 vm = _mm256_set1_ps(-INFINITY);
+    int i = 0;
+    for (; i + 8 <= n; i += 8) vm = _mm256_max_ps(vm, _mm256_loadu_ps(x + i));
+    float m = hmax(vm);
+    for (; i < n; i++) m = x[i] > m ? x[i] : m;
+    return m;
+}
+
+void mx_exp_acc_avx2(float *x, int n, float sub, float acc[8], int lane0) {
+    __m256 vm = _mm256_set1_ps(sub);
+    int i = 0;
+    if ((lane0 & 7) == 0) {
+        __m256 va = _mm256_loadu_ps(acc);
+        for (; i + 8 <= n; i += 8) {
+            __m256 e = vexp(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm));
+            _mm256_storeu_ps(x + i, e);
+            va = _mm256_add_ps(va, e);
+        }
+        _mm256_storeu_ps(acc, va);
+    } else
+        for (; i + 8 <= n; i += 8) {
+            __m256 e = vexp(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm));
+            _mm256_storeu_ps(x + i, e);
+            for (int l = 0; l < 8; l++) acc[(lane0 + i + l) & 7] += x[i + l];
+        }
+    if (i < n) { /* the same vexp on the tail's lanes */
+        __m256i mk = tailmask(n - i);
+        _mm256_maskstore_ps(x + i, mk, vexp(_mm256_sub_ps(_mm256_maskload_ps(x + i, mk), vm)));
+        for (; i < n; i++) acc[(lane0 + i) & 7] += x[i];
+    }
+}
+
 void mx_softmax_avx2(float *x, int n) {
     if (n <= 0) return;
     __m256 vm = _mm256_set1_ps(-INFINITY);

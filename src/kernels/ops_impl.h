@@ -14,6 +14,8 @@ void mx_scale_avx2(float *y, float a, int n);
 /* One row: y = x / rms(x) * (w + w_offset) (w may be NULL). */
 void mx_rmsnorm_row_avx2(float *y, const float *x, const float *w, float w_offset, int d, float eps);
 void mx_softmax_avx2(float *x, int n);
+float mx_max_avx2(const float *x, int n);
+void mx_exp_acc_avx2(float *x, int n, float sub, float acc[8], int lane0);
 /* gate[i] = act(gate[i]) * up[i] (up may be NULL: act only), for act = silu
  * (gelu_tanh = 0) or gelu_tanh (1). */
 void mx_silu_mul_avx2(float *gate, const float *up, int n);

@@ -228,7 +228,7 @@ void mx_attention_set_key_block(int keys) { g_key_block = keys > 0 ? keys : 0; }
 /* qkv [rows][q|k|v]; att [rows][heads * v head dim]; scores: per thread a group's rows of
  * max_ctx; row: one fused qkv row being regrouped; gate [rows][2 q dim] (q
  * with its gate) or [rows][gate_rows] (names.gate) */
-typedef struct { float *qkv, *att, *scores, *row, *gate; int *blk; } att_bufs;
+typedef struct { float *qkv, *att, *scores, *rows, *row, *gate; int *blk; } att_bufs;
 /* Query tokens of one sequence attended together (att_task): each block of
  * keys is read by all of their heads while it is in L1/L2, instead of once
  * per token (a prefill at depth reads the cache QB times less). Their score
@@ -237,12 +237,15 @@ typedef struct { float *qkv, *att, *scores, *row, *gate; int *blk; } att_bufs;
 static int att_qb(const mx_attn_spec *a, int max_ctx) {
     return MX_MAX(1, MX_MIN(ATT_QB_MAX, (1 << 20) / (att_group(a) * MX_MAX(max_ctx, 1))));
 }
+/* per score row: its running max and its sum of exponentials in 8 lanes (att_task) */
+#define ATT_ROW_ST 9
 static size_t att_plan(const mx_attn_spec *a, int rows, int max_ctx, int nt, float *base, att_bufs *b) {
     mx_plan p = {base, 0};
     size_t qd = (size_t)a->n_heads * a->head_dim;
     b->qkv = mx_plan_take(&p, (size_t)rows * qkv_dim(a));
     b->att = mx_plan_take(&p, (size_t)rows * a->n_heads * mx_attn_vdim(a));
     b->scores = mx_plan_take(&p, (size_t)nt * att_qb(a, max_ctx) * att_group(a) * max_ctx);
+    b->rows = mx_plan_take(&p, (size_t)nt * att_qb(a, max_ctx) * att_group(a) * ATT_ROW_ST);
     b->blk = (int *)(void *)mx_plan_take(&p, (size_t)rows + 1); /* the query blocks' first tokens */
     b->row = mx_plan_take(&p, a->qkv_layout == MX_QKV_GROUPED ? (size_t)qkv_dim(a) : 0);
     b->gate = mx_plan_take(&p, a->gate ? (size_t)rows * 2 * qd : a->names.gate ? (size_t)rows * gate_rows(a) : 0);
@@ -263,31 +266,33 @@ typedef struct {
     int qb;               /* the longest block */
     bool shared;          /* cache_shared of the layer whose cache this one reads */
     const float *qkv;
-    float *att, *scores;
+    float *att, *scores, *rows;
     const float *sinks;
 } att_job;
 
-/* softcap, padding mask, and softmax (with a sink) of head h's n scores */
-static void att_probs(const att_job *j, int t, int h, int j0, int p, int n, float *sc) {
-    mx_fwd *f = j->f;
+/* Whether token t's padded keys are masked: not when all of its keys are padding (HF's finite mask
+ * then keeps them all). base: the position of its score row's first key; n: the row's length. */
+static bool att_masks(const att_job *j, int t, int base, int p, int n) {
+    const mx_fwd *f = j->f;
+    const mx_kv *kv = f->seqs[f->seq_of[t]].kv;
+    if (!f->key_mask) return false;
+    for (int k = 0; k < n; k++)
+        if (base + k < kv->len || f->key_mask[t + (base + k - p)]) return true;
+    return false;
+}
+
+/* Softcap and padding mask of scores k..k+m-1 of token t's row (elementwise, as they are computed);
+ * returns their max. */
+static float att_prep(const att_job *j, int t, int base, int p, bool masks, float *sc, int k, int m) {
+    const mx_fwd *f = j->f;
     const mx_kv *kv = f->seqs[f->seq_of[t]].kv;
     float cap = f->m->arch.layers[j->layer].attn->softcap;
     if (cap > 0)
-        for (int k = 0; k < n; k++) sc[k] = tanhf(sc[k] / cap) * cap;
-    if (f->key_mask) { /* padded keys of this segment (stacked at t + j - p) get no weight */
-        int kept = 0;
-        for (int k = 0; k < n; k++) kept += j0 + k < kv->len || f->key_mask[t + (j0 + k - p)];
-        if (kept) /* (a query whose keys are all padding keeps them all, as HF's finite mask does) */
-            for (int k = 0; k < n; k++)
-                if (j0 + k >= kv->len && !f->key_mask[t + (j0 + k - p)]) sc[k] = -INFINITY;
-    }
-    if (j->sinks) { /* a per-head sink logit joins each softmax row and is dropped after */
-        float sk = j->sinks[h], mx = sk, sum = 0;
-        for (int k = 0; k < n; k++) mx = fmaxf(mx, sc[k]);
-        for (int k = 0; k < n; k++) { sc[k] = expf(sc[k] - mx); sum += sc[k]; }
-        sum += expf(sk - mx);
-        for (int k = 0; k < n; k++) sc[k] /= sum;
-    } else mx_softmax(sc, n);
+        for (int i = k; i < k + m; i++) sc[i] = tanhf(sc[i] / cap) * cap;
+    if (masks) /* padded keys of this segment (stacked at t + j - p) get no weight */
+        for (int i = k; i < k + m; i++)
+            if (base + i >= kv->len && !f->key_mask[t + (base + i - p)]) sc[i] = -INFINITY;
+    return mx_max(sc + k, m);
 }
 
 /* One token's keys: positions j0..j1 (window, chunk, both ways, image span)
@@ -362,51 +367,82 @@ static void att_task(void *ctx, int i, int tid) {
     K0 += (size_t)kvh0 * rk;
     V0 += (size_t)kvh0 * rv;
     att_keys ky[ATT_QB_MAX];
+    bool masks[ATT_QB_MAX];
     int nmax = 0, smax = 0, kb = g_key_block ? g_key_block : MX_MAX(16, 8192 / hd); /* 32 KiB of f32 K at d = 64 */
     for (int t = ta; t < tb; t++) {
-        ky[t - ta] = keys_of(j, t, &ks, kv, K0, V0, ldk, ldv);
-        nmax = MX_MAX(nmax, ky[t - ta].n);
-        smax = MX_MAX(smax, ky[t - ta].ns);
+        att_keys *y = &ky[t - ta];
+        *y = keys_of(j, t, &ks, kv, K0, V0, ldk, ldv);
+        nmax = MX_MAX(nmax, y->n);
+        smax = MX_MAX(smax, y->ns);
+        masks[t - ta] = att_masks(j, t, y->ns ? 0 : y->j0, y->p, y->ns + y->n);
     }
-    /* token b's kv head c, head h of its group: score row ((tid * qb + b * hpt + c) * g + h) */
+    /* token b's kv head c, head h of its group: score row ((tid * qb + b * hpt + c) * g + h), its state likewise */
 #define SC(b, c, h) (j->scores + ((((size_t)tid * j->qb + (size_t)(b) * hpt + (size_t)(c)) * g) + (size_t)(h)) * ldsc)
+#define RS(b, c, h) (j->rows + ((((size_t)tid * j->qb + (size_t)(b) * hpt + (size_t)(c)) * g) + (size_t)(h)) * ATT_ROW_ST)
 #define Q(t, c, h) (j->qkv + (size_t)(t) * qkvd + (size_t)((kvh0 + (c)) * g + hs + (h)) * hd)
 #define OUT(t, c, h) (j->att + (size_t)(t) * a->n_heads * vd + (size_t)((kvh0 + (c)) * g + hs + (h)) * vd)
-    for (int k0 = 0; k0 < smax; k0 += kb)
-        for (int c = 0; c < hpt; c++)
-            for (int t = ta; t < tb; t++)
-                if (k0 < ky[t - ta].ns)
-                    scores_heads(tk, Q(t, c, 0), hd, nh, K0 + (size_t)c * rk + (size_t)k0 * ldk, ldk, MX_MIN(kb, ky[t - ta].ns - k0), a->scale,
-                                 SC(t - ta, c, 0) + k0, ldsc, t == ta);
-    for (int k0 = 0; k0 < nmax; k0 += kb)
-        for (int c = 0; c < hpt; c++)
-            for (int t = ta; t < tb; t++) {
-                const att_keys *y = &ky[t - ta];
-                if (k0 < y->n)
-                    scores_heads(tk, Q(t, c, 0), hd, nh, y->K + (size_t)c * rk + (size_t)k0 * ldk, ldk, MX_MIN(kb, y->n - k0), a->scale,
-                                 SC(t - ta, c, 0) + y->ns + k0, ldsc, t == ta);
-            }
     for (int t = ta; t < tb; t++)
         for (int c = 0; c < hpt; c++)
             for (int h = 0; h < nh; h++) {
-                const att_keys *y = &ky[t - ta];
-                att_probs(j, t, (kvh0 + c) * g + hs + h, y->ns ? 0 : y->j0, y->p, y->ns + y->n, SC(t - ta, c, h));
+                float *st = RS(t - ta, c, h);
+                st[0] = -INFINITY;
+                memset(st + 1, 0, 8 * sizeof(float));
             }
-    for (int k0 = 0; k0 < smax; k0 += kb)
+    /* 1. scores, block by block of keys, each block softcapped / masked and its max taken while in L1 */
+#define SCORE(KS, OFF, CNT, KB)                                                                                                          \
+    for (int k0 = 0; k0 < (KS); k0 += kb)                                                                                            \
+        for (int c = 0; c < hpt; c++)                                                                                                \
+            for (int t = ta; t < tb; t++) {                                                                                          \
+                const att_keys *y = &ky[t - ta];                                                                                     \
+                if (k0 >= (CNT)) continue;                                                                                           \
+                int m = MX_MIN(kb, (CNT)-k0), o = (OFF) + k0;                                                                       \
+                scores_heads(tk, Q(t, c, 0), hd, nh, (KB) + (size_t)c * rk + (size_t)k0 * ldk, \
+                             ldk, m, a->scale, SC(t - ta, c, 0) + o, ldsc, t == ta);                                                 \
+                for (int h = 0; h < nh; h++) {                                                                                       \
+                    float *st = RS(t - ta, c, h);                                                                                    \
+                    float bm = att_prep(j, t, y->ns ? 0 : y->j0, y->p, masks[t - ta], SC(t - ta, c, h), o, m); \
+                    st[0] = bm > st[0] ? bm : st[0];                                                                 \
+                }                                                                                                                    \
+            }
+    SCORE(smax, 0, y->ns, K0)
+    SCORE(nmax, y->ns, y->n, y->K)
+#undef SCORE
+    if (j->sinks) /* a per-head sink logit joins each softmax row (its max and, at the end, its sum) */
+        for (int t = ta; t < tb; t++)
+            for (int c = 0; c < hpt; c++)
+                for (int h = 0; h < nh; h++) RS(t - ta, c, h)[0] = fmaxf(RS(t - ta, c, h)[0], j->sinks[(kvh0 + c) * g + hs + h]);
+    /* 2. exponentials and the mix, block by block (the rows normalised at the end: each row's sum is
+     * kept in lanes by key index, so neither depends on how the keys or the tokens were blocked) */
+#define MIX(KS, OFF, CNT, VB)                                                                                                           \
+    for (int k0 = 0; k0 < (KS); k0 += kb)                                                                                            \
+        for (int c = 0; c < hpt; c++)                                                                                                \
+            for (int t = ta; t < tb; t++) {                                                                                          \
+                const att_keys *y = &ky[t - ta];                                                                                     \
+                if (k0 >= (CNT)) continue;                                                                                           \
+                int m = MX_MIN(kb, (CNT)-k0), o = (OFF) + k0;                                                                       \
+                for (int h = 0; h < nh; h++) {                                                                                       \
+                    float *st = RS(t - ta, c, h);                                                                                    \
+                    mx_exp_acc(SC(t - ta, c, h) + o, m, st[0] == -INFINITY ? 0 : st[0], st + 1, o);                                  \
+                }                                                                                                                    \
+                mix_heads(tv, OUT(t, c, 0), vd, nh, SC(t - ta, c, 0) + o, ldsc,                                                      \
+                          (VB) + (size_t)c * rv + (size_t)k0 * ldv, ldv, m, o > 0, t == ta); \
+            }
+    MIX(smax, 0, y->ns, V0)
+    MIX(nmax, y->ns, y->n, y->V)
+#undef MIX
+    for (int t = ta; t < tb; t++)
         for (int c = 0; c < hpt; c++)
-            for (int t = ta; t < tb; t++)
-                if (k0 < ky[t - ta].ns)
-                    mix_heads(tv, OUT(t, c, 0), vd, nh, SC(t - ta, c, 0) + k0, ldsc, V0 + (size_t)c * rv + (size_t)k0 * ldv, ldv,
-                              MX_MIN(kb, ky[t - ta].ns - k0), k0 > 0, t == ta);
-    for (int k0 = 0; k0 < nmax; k0 += kb)
-        for (int c = 0; c < hpt; c++)
-            for (int t = ta; t < tb; t++) {
-                const att_keys *y = &ky[t - ta];
-                if (k0 < y->n)
-                    mix_heads(tv, OUT(t, c, 0), vd, nh, SC(t - ta, c, 0) + y->ns + k0, ldsc, y->V + (size_t)c * rv + (size_t)k0 * ldv, ldv,
-                              MX_MIN(kb, y->n - k0), y->ns + k0 > 0, t == ta);
+            for (int h = 0; h < nh; h++) {
+                const float *st = RS(t - ta, c, h);
+                float sum = ((st[1] + st[2]) + (st[3] + st[4])) + ((st[5] + st[6]) + (st[7] + st[8]));
+                if (j->sinks) sum += expf(j->sinks[(kvh0 + c) * g + hs + h] - st[0]);
+                float *o = OUT(t, c, h);
+                if (!(sum > 0)) memset(o, 0, (size_t)vd * sizeof(float)); /* every key masked */
+                else
+                    for (int d = 0; d < vd; d++) o[d] /= sum;
             }
 #undef SC
+#undef RS
 #undef Q
 #undef OUT
 }
@@ -575,7 +611,7 @@ static void att_forward(mx_fwd *f, int layer, void *wp, const float *xn, float *
         for (int k = 0; k < nblk; k++) longest = MX_MAX(longest, b.blk[k + 1] - b.blk[k]);
         for (int c = 2; c <= a->n_kv_heads; c++)
             if (a->n_kv_heads % c == 0 && units / c >= mx_pool_size(f->pool) && c * longest <= qb) hpt = c;
-        att_job j = {f, layer, per, subs, hpt, t0, b.blk, qb, ls->kv_shared || shared, qkv, att, b.scores, w->sinks};
+        att_job j = {f, layer, per, subs, hpt, t0, b.blk, qb, ls->kv_shared || shared, qkv, att, b.scores, b.rows, w->sinks};
         mx_pool_run(f->pool, att_task, &j, units / hpt * subs);
     }
     if (f->prof) mx_prof_add(f->prof, MX_OP_ATTN, t_op);
