@@ -96,8 +96,7 @@ static void exp_acc_c(float *x, int n, float sub, float acc[8], int lane0) {
     }
 }
 static void softmax_c(float *x, int n) {
-    float m = -INFINITY;
-    for (int i = 0; i < n; i++) m = x[i] > m ? x[i] : m;
+    float m = max_c(x, n);
     if (m == -INFINITY) { for (int i = 0; i < n; i++) x[i] = 0; return; }
     float s = 0;
     for (int i = 0; i < n; i++) { x[i] = expf(x[i] - m); s += x[i]; }

@@ -215,16 +215,13 @@ void mx_exp_acc_avx2(float *x, int n, float sub, float acc[8], int lane0) {
 
 void mx_softmax_avx2(float *x, int n) {
     if (n <= 0) return;
-    __m256 vm = _mm256_set1_ps(-INFINITY);
-    int i = 0;
-    for (; i + 8 <= n; i += 8) vm = _mm256_max_ps(vm, _mm256_loadu_ps(x + i));
-    float m = hmax(vm);
-    for (; i < n; i++) m = x[i] > m ? x[i] : m;
+    float m = mx_max_avx2(x, n);
+    int i;
     if (m == -INFINITY) {
         for (i = 0; i < n; i++) x[i] = 0;
         return;
     }
-    vm = _mm256_set1_ps(m);
+    __m256 vm = _mm256_set1_ps(m);
     __m256 vs = _mm256_setzero_ps();
     for (i = 0; i + 8 <= n; i += 8) {
         __m256 e = vexp(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm));

@@ -388,48 +388,40 @@ static void att_task(void *ctx, int i, int tid) {
                 st[0] = -INFINITY;
                 memset(st + 1, 0, 8 * sizeof(float));
             }
-    /* 1. scores, block by block of keys, each block softcapped / masked and its max taken while in L1 */
-#define SCORE(KS, OFF, CNT, KB)                                                                                                          \
-    for (int k0 = 0; k0 < (KS); k0 += kb)                                                                                            \
-        for (int c = 0; c < hpt; c++)                                                                                                \
-            for (int t = ta; t < tb; t++) {                                                                                          \
-                const att_keys *y = &ky[t - ta];                                                                                     \
-                if (k0 >= (CNT)) continue;                                                                                           \
-                int m = MX_MIN(kb, (CNT)-k0), o = (OFF) + k0;                                                                       \
-                scores_heads(tk, Q(t, c, 0), hd, nh, (KB) + (size_t)c * rk + (size_t)k0 * ldk, \
-                             ldk, m, a->scale, SC(t - ta, c, 0) + o, ldsc, t == ta);                                                 \
-                for (int h = 0; h < nh; h++) {                                                                                       \
-                    float *st = RS(t - ta, c, h);                                                                                    \
-                    float bm = att_prep(j, t, y->ns ? 0 : y->j0, y->p, masks[t - ta], SC(t - ta, c, h), o, m); \
-                    st[0] = bm > st[0] ? bm : st[0];                                                                 \
-                }                                                                                                                    \
-            }
-    SCORE(smax, 0, y->ns, K0)
-    SCORE(nmax, y->ns, y->n, y->K)
-#undef SCORE
-    if (j->sinks) /* a per-head sink logit joins each softmax row (its max and, at the end, its sum) */
-        for (int t = ta; t < tb; t++)
-            for (int c = 0; c < hpt; c++)
-                for (int h = 0; h < nh; h++) RS(t - ta, c, h)[0] = fmaxf(RS(t - ta, c, h)[0], j->sinks[(kvh0 + c) * g + hs + h]);
-    /* 2. exponentials and the mix, block by block (the rows normalised at the end: each row's sum is
-     * kept in lanes by key index, so neither depends on how the keys or the tokens were blocked) */
-#define MIX(KS, OFF, CNT, VB)                                                                                                           \
-    for (int k0 = 0; k0 < (KS); k0 += kb)                                                                                            \
-        for (int c = 0; c < hpt; c++)                                                                                                \
-            for (int t = ta; t < tb; t++) {                                                                                          \
-                const att_keys *y = &ky[t - ta];                                                                                     \
-                if (k0 >= (CNT)) continue;                                                                                           \
-                int m = MX_MIN(kb, (CNT)-k0), o = (OFF) + k0;                                                                       \
-                for (int h = 0; h < nh; h++) {                                                                                       \
-                    float *st = RS(t - ta, c, h);                                                                                    \
-                    mx_exp_acc(SC(t - ta, c, h) + o, m, st[0] == -INFINITY ? 0 : st[0], st + 1, o);                                  \
-                }                                                                                                                    \
-                mix_heads(tv, OUT(t, c, 0), vd, nh, SC(t - ta, c, 0) + o, ldsc,                                                      \
-                          (VB) + (size_t)c * rv + (size_t)k0 * ldv, ldv, m, o > 0, t == ta); \
-            }
-    MIX(smax, 0, y->ns, V0)
-    MIX(nmax, y->ns, y->n, y->V)
-#undef MIX
+    /* Phase 0: scores, block by block of keys, each block softcapped / masked and its max taken while in
+     * L1. Phase 1: exponentials and the mix, block by block (the rows normalised at the end: each row's
+     * sum is kept in lanes by key index, so neither depends on how the keys or the tokens were blocked).
+     * Each phase runs over the kept keys (part 0: ns of them from row 0) and then the window (part 1). */
+    for (int ph = 0; ph < 2; ph++) {
+        if (ph == 1 && j->sinks) /* a per-head sink logit joins each softmax row (its max and, at the end, its sum) */
+            for (int t = ta; t < tb; t++)
+                for (int c = 0; c < hpt; c++)
+                    for (int h = 0; h < nh; h++) RS(t - ta, c, h)[0] = fmaxf(RS(t - ta, c, h)[0], j->sinks[(kvh0 + c) * g + hs + h]);
+        for (int part = 0; part < 2; part++)
+            for (int k0 = 0; k0 < (part ? nmax : smax); k0 += kb)
+                for (int c = 0; c < hpt; c++)
+                    for (int t = ta; t < tb; t++) {
+                        const att_keys *y = &ky[t - ta];
+                        int cnt = part ? y->n : y->ns, m = MX_MIN(kb, cnt - k0), o = (part ? y->ns : 0) + k0;
+                        if (k0 >= cnt) continue;
+                        if (ph == 0) {
+                            const uint8_t *Kb = (part ? y->K : K0) + (size_t)c * rk + (size_t)k0 * ldk;
+                            scores_heads(tk, Q(t, c, 0), hd, nh, Kb, ldk, m, a->scale, SC(t - ta, c, 0) + o, ldsc, t == ta);
+                            for (int h = 0; h < nh; h++) {
+                                float *st = RS(t - ta, c, h);
+                                float bm = att_prep(j, t, y->ns ? 0 : y->j0, y->p, masks[t - ta], SC(t - ta, c, h), o, m);
+                                st[0] = bm > st[0] ? bm : st[0];
+                            }
+                        } else {
+                            for (int h = 0; h < nh; h++) {
+                                float *st = RS(t - ta, c, h);
+                                mx_exp_acc(SC(t - ta, c, h) + o, m, st[0] == -INFINITY ? 0 : st[0], st + 1, o);
+                            }
+                            const uint8_t *Vb = (part ? y->V : V0) + (size_t)c * rv + (size_t)k0 * ldv;
+                            mix_heads(tv, OUT(t, c, 0), vd, nh, SC(t - ta, c, 0) + o, ldsc, Vb, ldv, m, o > 0, t == ta);
+                        }
+                    }
+    }
     for (int t = ta; t < tb; t++)
         for (int c = 0; c < hpt; c++)
             for (int h = 0; h < nh; h++) {
