@@ -210,6 +210,19 @@ static void att_copy_prefix(const mx_model *m, int layer, uint8_t *dst, const ui
     memcpy(dst + kr, src + kr, (size_t)n * kv_ld(a, type[1], mx_attn_vdim(a)));
 }
 
+static int att_prefix_ranges(const mx_model *m, int layer, int cap, int n, const mx_kv_type type[2], size_t r[4][2]) {
+    const mx_attn_spec *a = m->arch.layers[layer].attn;
+    if (m->arch.layers[layer].kv_shared) return 0;
+    kv_shape k = kv_shape_of(m, layer, cap);
+    if (k.ring) return -1; /* later positions write over the oldest rows */
+    size_t kr = k_region(a, type[0], k.rows);
+    r[0][0] = 0;
+    r[0][1] = (size_t)n * kv_ld(a, type[0], a->head_dim);
+    r[1][0] = kr;
+    r[1][1] = kr + (size_t)n * kv_ld(a, type[1], mx_attn_vdim(a));
+    return 2;
+}
+
 static size_t att_state(const mx_model *m, int layer, int cap) {
     const mx_kv_type f32[2] = {MX_KV_F32, MX_KV_F32};
     return att_cache(m, layer, cap, f32);
@@ -632,5 +645,5 @@ static void att_forward(mx_fwd *f, int layer, void *wp, const float *xn, float *
 
 const mx_block_ops mx_block_attention = {
     .name = "attention", .load = att_load, .free = att_free, .state_floats = att_state, .cache_floats = att_cache,
-    .scratch_floats = att_scratch, .copy_prefix = att_copy_prefix, .keep_min = att_keep_min, .used_floats = att_used, .forward = att_forward,
+    .scratch_floats = att_scratch, .copy_prefix = att_copy_prefix, .prefix_ranges = att_prefix_ranges, .keep_min = att_keep_min, .used_floats = att_used, .forward = att_forward,
 };

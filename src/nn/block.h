@@ -35,6 +35,12 @@ typedef struct mx_block_ops {
      * whole state would move cap positions (mx_kv_copy_prefix). NULL: the
      * whole state is copied. */
     void (*copy_prefix)(const mx_model *m, int layer, uint8_t *dst, const uint8_t *src, int cap, int n, const mx_kv_type type[2]);
+    /* The byte ranges of this block's cache state (r[k][0] .. r[k][1], at
+     * most 4) that hold positions [0, n) and that later positions never
+     * write, so that caches may share them (mx_kv_share_prefix). Returns
+     * their count, -1 when the rows are not laid out so (a ring). NULL: not
+     * shared. */
+    int (*prefix_ranges)(const mx_model *m, int layer, int cap, int n, const mx_kv_type type[2], size_t r[4][2]);
     /* The shortest length a cache of cap positions now holding len can be
      * cut back to with this block's state still valid (a ring of rows
      * forgets the oldest; mx_kv_min_len). NULL: 0. */

@@ -4,6 +4,7 @@
  * -> norm -> ffn block -> (norm) -> residual, sequential or parallel; the
  * blocks (nn/block.h) do the layer-kind-specific work. */
 #include "model.h"
+#include "kvpages.h"
 #include "../base/base.h"
 #include <math.h>
 #include <stdlib.h>
@@ -68,7 +69,9 @@ size_t mx_kv_used_bytes(const mx_model *m, int cap, int n) {
     return total;
 }
 
-mx_kv *mx_kv_new(const mx_model *m, int cap) {
+mx_kv *mx_kv_new(const mx_model *m, int cap) { return mx_kv_new_in(m, cap, NULL); }
+
+mx_kv *mx_kv_new_in(const mx_model *m, int cap, mx_kv_pool *pool) {
     const mx_arch *a = &m->arch;
     if (cap < 1 || cap > (1 << 28)) { mx_set_err("cache of %d positions is out of range", cap); return NULL; }
     mx_kv *kv = mx_calloc(1, sizeof *kv);
@@ -92,42 +95,97 @@ mx_kv *mx_kv_new(const mx_model *m, int cap) {
         total += n;
     }
     kv->offset[a->n_layers] = total;
-    /* reserved, not committed: anonymous pages read as zeros and take memory
-     * once written, so a cache costs the positions its sequences have used
-     * (mx_kv_release gives them back), not its capacity */
-    void *p = mmap(NULL, MX_MAX(total * sizeof(float), 1), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (p == MAP_FAILED) {
-        mx_set_err("cannot reserve %zu bytes of cache", total * sizeof(float));
-        free(kv->offset); free(kv);
-        return NULL;
+    /* reserved, not committed: anonymous pages (or a pool's file) read as
+     * zeros and take memory once written, so a cache costs the positions its
+     * sequences have used (mx_kv_release gives them back), not its capacity */
+    if (pool) {
+        mx_kvmap km;
+        if (mx_kvp_map_new(pool, &km, total * sizeof(float))) { free(kv->offset); free(kv); return NULL; }
+        kv->data = (float *)(void *)km.base;
+        kv->pool = pool;
+        kv->chunks = km.id;
+        kv->n_chunks = km.n;
+    } else {
+        void *p = mmap(NULL, MX_MAX(total * sizeof(float), 1), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (p == MAP_FAILED) {
+            mx_set_err("cannot reserve %zu bytes of cache", total * sizeof(float));
+            free(kv->offset); free(kv);
+            return NULL;
+        }
+        kv->data = p;
     }
-    kv->data = p;
     kv->cap = cap;
     kv->n_layers = a->n_layers;
     kv->shard = m->shard;
     return kv;
 }
 
+static mx_kvmap kv_map(const mx_kv *kv) { return (mx_kvmap){(uint8_t *)(void *)kv->data, kv->chunks, kv->n_chunks}; }
+
+int mx_kv_unshare(mx_kv *kv) {
+    if (!kv->pool || !kv->share_len) return MX_OK;
+    mx_kvmap km = kv_map(kv);
+    if (!mx_kvp_unshare(kv->pool, &km)) return MX_ERR;
+    kv->share_len = 0;
+    return MX_OK;
+}
+
 void mx_kv_copy(mx_kv *dst, const mx_kv *src) { /* every page: commits dst's whole capacity */
+    mx_kv_unshare(dst);
     memcpy(dst->data, src->data, src->offset[src->n_layers] * sizeof(float));
     dst->len = src->len;
+}
+
+/* the mixer keeps layer l's only state and can say where its rows are */
+static bool rows_alone(const mx_model *m, int l, const mx_kv *kv) {
+    const mx_layer_spec *ls = &m->arch.layers[l];
+    return ls->mixer && ls->mixer->copy_prefix && !ls->mixer2 && !block_state(m, ls->xattn, l, kv->cap, kv->type) &&
+           !block_state(m, ls->ffn, l, kv->cap, kv->type) && !block_state(m, ls->shortcut, l, kv->cap, kv->type);
+}
+
+static void copy_layer(const mx_model *m, int l, mx_kv *dst, const mx_kv *src, int n) {
+    uint8_t *d = (uint8_t *)mx_kv_layer(dst, l);
+    const uint8_t *s = (const uint8_t *)mx_kv_layer(src, l);
+    if (rows_alone(m, l, src)) m->arch.layers[l].mixer->copy_prefix(m, l, d, s, src->cap, n, src->type);
+    else memcpy(d, s, (src->offset[l + 1] - src->offset[l]) * sizeof(float));
 }
 
 void mx_kv_copy_prefix(const mx_model *m, mx_kv *dst, const mx_kv *src, int n) {
     int lo, hi;
     mx_model_layers(m, &lo, &hi);
+    mx_kv_unshare(dst);
+    for (int l = lo; l < hi; l++) copy_layer(m, l, dst, src, n);
+    dst->len = n;
+}
+
+size_t mx_kv_share_prefix(const mx_model *m, mx_kv *dst, mx_kv *src, int n) {
+    if (!dst->pool || dst->pool != src->pool || dst->cap != src->cap || dst->type[0] != src->type[0] || dst->type[1] != src->type[1]) {
+        mx_kv_copy_prefix(m, dst, src, n);
+        return 0;
+    }
+    int lo, hi;
+    mx_model_layers(m, &lo, &hi);
+    mx_kv_unshare(dst); /* its edges are written below (a chunk it still shares would be written for all) */
+    mx_kvmap dm = kv_map(dst), sm = kv_map(src);
+    size_t c = mx_kvp_chunk(dst->pool), shared = 0;
     for (int l = lo; l < hi; l++) {
-        const mx_layer_spec *ls = &m->arch.layers[l];
-        size_t all = src->offset[l + 1] - src->offset[l];
-        uint8_t *d = (uint8_t *)mx_kv_layer(dst, l);
-        const uint8_t *s = (const uint8_t *)mx_kv_layer(src, l);
-        /* the rows alone where the mixer keeps the layer's only state and can say where they are */
-        bool rows = ls->mixer && ls->mixer->copy_prefix && !ls->mixer2 && !block_state(m, ls->xattn, l, src->cap, src->type) &&
-                    !block_state(m, ls->ffn, l, src->cap, src->type) && !block_state(m, ls->shortcut, l, src->cap, src->type);
-        if (rows) ls->mixer->copy_prefix(m, l, d, s, src->cap, n, src->type);
-        else memcpy(d, s, all * sizeof(float));
+        const mx_block_ops *b = m->arch.layers[l].mixer;
+        size_t r[4][2], base = src->offset[l] * sizeof(float);
+        int k = rows_alone(m, l, src) && b->prefix_ranges ? b->prefix_ranges(m, l, src->cap, n, src->type, r) : -1;
+        if (k < 0) { copy_layer(m, l, dst, src, n); continue; }
+        for (int i = 0; i < k; i++) { /* whole chunks mapped, the ends of the range copied */
+            size_t a = base + r[i][0], e = base + r[i][1], a1 = MX_MIN((a + c - 1) / c * c, e), e0 = MX_MAX(e / c * c, a1);
+            memcpy(dm.base + a, sm.base + a, a1 - a);
+            memcpy(dm.base + e0, sm.base + e0, e - e0);
+            if (a1 < e0) shared += mx_kvp_share(dst->pool, &dm, &sm, a1, e0);
+        }
     }
     dst->len = n;
+    if (shared) {
+        dst->share_len = MX_MAX(dst->share_len, n);
+        src->share_len = MX_MAX(src->share_len, n);
+    }
+    return shared;
 }
 
 /* A snapshot holds the state of every block that cannot say where its
@@ -203,13 +261,18 @@ void mx_kv_fill_random(const mx_model *m, mx_kv *kv, uint64_t seed) {
 void mx_kv_free(mx_kv *kv) {
     if (!kv) return;
     if (kv->dist_id && kv->shard) kv->shard->ops->kv_free(kv->shard->ctx, kv->dist_id);
-    munmap(kv->data, MX_MAX(mx_kv_bytes(kv), 1));
+    mx_kvmap km = kv_map(kv);
+    if (kv->pool) mx_kvp_release(kv->pool, &km, false);
+    else munmap(kv->data, MX_MAX(mx_kv_bytes(kv), 1));
     free(kv->offset);
     free(kv);
 }
 
 void mx_kv_release(mx_kv *kv) {
-    madvise(kv->data, MX_MAX(mx_kv_bytes(kv), 1), MADV_DONTNEED);
+    mx_kvmap km = kv_map(kv);
+    if (kv->pool) mx_kvp_release(kv->pool, &km, true); /* shared chunks stay with the other caches */
+    else madvise(kv->data, MX_MAX(mx_kv_bytes(kv), 1), MADV_DONTNEED);
+    kv->share_len = 0;
     kv->len = 0;
 }
 
@@ -678,6 +741,8 @@ int mx_forward(mx_ctx *c, const mx_seq_in *seqs, int n_seqs, float *logits, bool
             N++;
         }
     }
+    for (int s = 0; s < n_seqs; s++) /* rows below a shared prefix's end are about to be written again */
+        if (seqs[s].kv->len < seqs[s].kv->share_len && mx_kv_unshare(seqs[s].kv)) return MX_ERR;
     if (a->pos == MX_POS_LEARNED) {
         for (int t = 0; t < N; t++)
             if (c->b.pos[t] + a->pos_offset >= a->max_pos + a->pos_offset)

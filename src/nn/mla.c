@@ -140,6 +140,17 @@ static void mla_copy_prefix(const mx_model *m, int layer, uint8_t *dst, const ui
     memcpy(dst + rb, src + rb, mx_dsa_state(s, n) * sizeof(float));
 }
 
+static int mla_prefix_ranges(const mx_model *m, int layer, int cap, int n, const mx_kv_type type[2], size_t r[4][2]) {
+    (void)layer;
+    const mx_mla_spec *s = &m->arch.mla;
+    size_t rb = mx_mla_rows_floats(s, type[0], cap) * sizeof(float);
+    r[0][0] = 0;
+    r[0][1] = (size_t)n * mx_kv_row_bytes(type[0], row_dim(s));
+    r[1][0] = rb;
+    r[1][1] = rb + mx_dsa_state(s, n) * sizeof(float);
+    return 2;
+}
+
 static size_t mla_used(const mx_model *m, int layer, int cap, int n, const mx_kv_type type[2]) {
     (void)layer;
     const mx_mla_spec *s = &m->arch.mla;
@@ -290,6 +301,6 @@ static void mla_forward(mx_fwd *f, int layer, void *wp, const float *xn, float *
 }
 
 const mx_block_ops mx_block_mla = {
-    .name = "mla", .load = mla_load, .free = mla_free, .state_floats = mla_state, .cache_floats = mla_cache, .copy_prefix = mla_copy_prefix, .used_floats = mla_used,
+    .name = "mla", .load = mla_load, .free = mla_free, .state_floats = mla_state, .cache_floats = mla_cache, .copy_prefix = mla_copy_prefix, .prefix_ranges = mla_prefix_ranges, .used_floats = mla_used,
     .scratch_floats = mla_scratch, .forward = mla_forward,
 };

@@ -137,8 +137,36 @@ typedef struct mx_kv {
     mx_kv_type type[2];
     int dist_id;    /* distributed model: the id the other processes know this cache by (0: none) */
     const mx_shard *shard;
+    /* a cache in a pool (mx_kv_new_in): its chunks' ids, and the length below
+     * which it may map chunks other caches map too (0: none) */
+    struct mx_kv_pool *pool;
+    uint64_t *chunks;
+    size_t n_chunks;
+    int share_len;
 } mx_kv;
 mx_kv *mx_kv_new(const mx_model *m, int cap);
+/* Caches that can share prompt-prefix pages (nn/kvpages.c): every cache made
+ * in one pool lies in the pool's memory file, chunk_bytes at a time (0: 64
+ * KiB; a multiple of the page size); mx_kv_share_prefix lets a cache map
+ * another's chunks. A pool is freed after its caches. */
+typedef struct mx_kv_pool mx_kv_pool;
+mx_kv_pool *mx_kv_pool_new(size_t chunk_bytes);
+void mx_kv_pool_free(mx_kv_pool *p);
+/* Bytes mapped by more than one cache, once for each map beyond the first
+ * (the memory sharing saves), and the bytes the pool's file takes. */
+size_t mx_kv_pool_shared_bytes(mx_kv_pool *p);
+size_t mx_kv_pool_resident(mx_kv_pool *p);
+/* mx_kv_new in a pool (NULL: mx_kv_new) */
+mx_kv *mx_kv_new_in(const mx_model *m, int cap, mx_kv_pool *pool);
+/* As mx_kv_copy_prefix, but where both caches are in one pool the chunks that
+ * lie wholly inside src's rows of positions [0, n) are mapped into dst, not
+ * copied (layers whose blocks say where those rows are, prefix_ranges; the
+ * rest is copied). Returns the bytes shared. Either cache writing below n
+ * later first takes copies of its own (mx_forward does, mx_kv_unshare). */
+size_t mx_kv_share_prefix(const mx_model *m, mx_kv *dst, mx_kv *src, int n);
+/* Copies of its own of every chunk kv shares with another cache, before it
+ * writes rows below kv->share_len (MX_ERR: out of memory). */
+int mx_kv_unshare(mx_kv *kv);
 /* Bytes mx_kv_new(m, cap) allocates (with the types of m's policy), 0 when
  * out of range. */
 size_t mx_kv_new_bytes(const mx_model *m, int cap);

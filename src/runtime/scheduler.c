@@ -69,6 +69,7 @@ typedef struct {
 struct mx_sched {
     mx_engine *e;
     mx_pool *pool;
+    mx_kv_pool *kvpool; /* the slots' caches share prompt-prefix pages (NULL: copies; distributed runs, MLXCEL_KV_SHARE=0) */
     mx_ctx *ctx;
     int parallel, ctx_len, step_tokens, vocab;
     bool truncatable;
@@ -201,8 +202,10 @@ static bool sample_into(mx_sched *s, slot *sl, float *row, int32_t draft);
 /* A prompt's first tokens may be in another slot's cache (a shared system
  * prompt, an agent's next call while the last one still runs): when some
  * slot, busy or idle, holds at least MX_BORROW_MIN more of them than slot
- * `to` keeps (`keep`), their K/V rows are copied into `to` and that many
- * are not computed again. Same rule as a slot's own prefix (reusable): at
+ * `to` keeps (`keep`), `to` takes their K/V rows (the whole pages of them
+ * mapped from the other cache, shared until either writes there again:
+ * mx_kv_share_prefix; the rest copied) and that many are not computed
+ * again. Same rule as a slot's own prefix (reusable): at
  * least one prompt token is left to feed, an image's span is not split, and
  * recurrent state only comes whole. Not in distributed runs (the other
  * processes hold the rest of each cache). Returns the tokens `to` now keeps. */
@@ -216,9 +219,8 @@ static int borrow_prefix(mx_sched *s, int to, const mx_req *r, int keep) {
         if (l > best) { best = l; from = i; }
     }
     if (from < 0) return keep;
-    slot *d = &s->slots[to];
-    const slot *o = &s->slots[from];
-    mx_kv_copy_prefix(&s->e->model, d->kv, o->kv, best);
+    slot *d = &s->slots[to], *o = &s->slots[from];
+    mx_kv_share_prefix(&s->e->model, d->kv, o->kv, best);
     for (int i = 0; i < s->n_snaps; i++) {
         if (best < o->kv->len && o->snap_pos[i] == best) mx_kv_restore(&s->e->model, d->kv, o->snap[i], best); /* recurrent state at that prefix */
         d->snap_pos[i] = 0;
@@ -359,7 +361,7 @@ static void share_prefill(mx_sched *s, int li, const float *row) {
     for (int i = 0; i < s->parallel; i++) {
         slot *fs = &s->slots[i];
         if (!fs->req || !fs->waiting || fs->lead_slot != li || fs->lead_id != ls->req->id) continue;
-        mx_kv_copy_prefix(&s->e->model, fs->kv, ls->kv, ls->kv->len); /* the rows it holds: pages past them stay untouched */
+        mx_kv_share_prefix(&s->e->model, fs->kv, ls->kv, ls->kv->len); /* the rows it holds: pages past them stay untouched */
         memcpy(fs->toks, ls->toks, sizeof(int32_t) * (size_t)ls->kv->len);
         memcpy(fs->tags, ls->tags, sizeof(uint64_t) * (size_t)ls->kv->len);
         mx_req *r = fs->req;
@@ -770,8 +772,9 @@ void mx_sched_set_kv_budget(mx_sched *s, size_t bytes) {
 }
 
 size_t mx_sched_kv_resident(const mx_sched *s) {
-    size_t n = 0; /* the caches' mappings live as long as s: readable from any thread */
-    for (int i = 0; i < s->parallel; i++) n += mx_kv_resident(s->slots[i].kv) + (s->slots[i].dkv ? mx_kv_resident(s->slots[i].dkv) : 0);
+    size_t n = s->kvpool ? mx_kv_pool_resident(s->kvpool) : 0; /* a shared page once */
+    /* the caches' mappings live as long as s: readable from any thread */
+    for (int i = 0; i < s->parallel; i++) n += (s->kvpool ? 0 : mx_kv_resident(s->slots[i].kv)) + (s->slots[i].dkv ? mx_kv_resident(s->slots[i].dkv) : 0);
     return n;
 }
 
@@ -808,8 +811,16 @@ mx_sched *mx_sched_new(mx_engine *e, int parallel, int ctx, int step_tokens, int
     s->ins = mx_calloc((size_t)parallel, sizeof(mx_seq_in));
     s->in_slot = mx_calloc((size_t)parallel, sizeof(int));
     if (!s->pool || !s->ctx || !s->slots || !s->logits || !s->lp || !s->row2 || !s->ins || !s->in_slot) { mx_sched_free(s); return NULL; }
+    /* shared prefix pages between slots; MLXCEL_KV_CHUNK sets their granule (bytes, whole pages: tests
+     * with tiny models use one page), MLXCEL_KV_SHARE=0 turns sharing off (prefixes are then copied) */
+    const char *share = getenv("MLXCEL_KV_SHARE"), *chunk = getenv("MLXCEL_KV_CHUNK");
+    if (parallel > 1 && !e->model.shard && !(share && !strcmp(share, "0")) &&
+        !(s->kvpool = mx_kv_pool_new(chunk ? (size_t)strtoull(chunk, NULL, 10) : 0))) {
+        mx_sched_free(s);
+        return NULL;
+    }
     for (int i = 0; i < parallel; i++) {
-        s->slots[i].kv = mx_kv_new(&e->model, ctx);
+        s->slots[i].kv = mx_kv_new_in(&e->model, ctx, s->kvpool);
         s->slots[i].toks = mx_malloc(sizeof(int32_t) * (size_t)ctx);
         s->slots[i].tags = mx_calloc((size_t)ctx, sizeof(uint64_t));
         s->slots[i].mpos = mx_malloc(sizeof(int) * 3 * (size_t)s->step_tokens);
@@ -859,6 +870,7 @@ void mx_sched_free(mx_sched *s) {
         free(s->slots[i].snap_pos);
         mx_sampler_free(s->slots[i].smp);
     }
+    mx_kv_pool_free(s->kvpool); /* after its caches */
     mx_ctx_free(s->dctx);
     free(s->dlogits);
     free(s->dins);
@@ -1073,6 +1085,7 @@ void mx_sched_stats_get(mx_sched *s, mx_sched_stats *out) {
     pthread_mutex_lock(&s->mu);
     *out = s->st;
     out->queued = s->n_queued;
+    out->kv_shared_bytes = s->kvpool ? mx_kv_pool_shared_bytes(s->kvpool) : 0;
     pthread_mutex_unlock(&s->mu);
 }
 

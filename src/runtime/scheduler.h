@@ -64,9 +64,10 @@ typedef enum { MX_FIN_NONE, MX_FIN_STOP, MX_FIN_LENGTH, MX_FIN_CANCELLED, MX_FIN
 typedef struct {
     uint64_t requests, prompt_tokens, cached_tokens, gen_tokens;
     uint64_t spec_drafted, spec_accepted; /* speculation: tokens offered, tokens the target kept */
-    uint64_t borrowed_tokens; /* cached prompt tokens copied from another slot's cache (in cached_tokens too) */
+    uint64_t borrowed_tokens; /* cached prompt tokens taken from another slot's cache (in cached_tokens too) */
     uint64_t kv_releases;     /* slot caches given back (replaced, or released to make room under --kv-memory) */
     uint64_t kv_waits;        /* requests that waited for room under --kv-memory */
+    uint64_t kv_shared_bytes; /* cache memory mapped by more than one slot, counted once per extra slot (what sharing saves) */
     int active, queued;
     double ttft_sum, ttft_count, decode_tps; /* last step's aggregate decode rate */
 } mx_sched_stats;

@@ -41,7 +41,7 @@ int mx_route_metrics(server *sv, mx_srv_req *rq, json_t *req) {
                   "mlxcel_prompt_tokens_total %llu\n"
                   "# HELP mlxcel_prompt_tokens_cached_total Prompt tokens reused from the prompt cache.\n# TYPE mlxcel_prompt_tokens_cached_total counter\n"
                   "mlxcel_prompt_tokens_cached_total %llu\n"
-                  "# HELP mlxcel_prompt_tokens_borrowed_total Cached prompt tokens copied from another slot's cache (in the cached total too).\n"
+                  "# HELP mlxcel_prompt_tokens_borrowed_total Cached prompt tokens taken from another slot's cache (in the cached total too).\n"
                   "# TYPE mlxcel_prompt_tokens_borrowed_total counter\n"
                   "mlxcel_prompt_tokens_borrowed_total %llu\n"
                   "# HELP mlxcel_generation_tokens_total Tokens generated.\n# TYPE mlxcel_generation_tokens_total counter\n"
@@ -71,8 +71,11 @@ int mx_route_metrics(server *sv, mx_srv_req *rq, json_t *req) {
                       "# HELP mlxcel_kv_cache_reserved_bytes Address space reserved for them (every slot's whole context).\n"
                       "# TYPE mlxcel_kv_cache_reserved_bytes gauge\nmlxcel_kv_cache_reserved_bytes %zu\n"
                       "# HELP mlxcel_kv_cache_releases_total Slot caches given back (replaced, or released for --kv-memory).\n"
-                      "# TYPE mlxcel_kv_cache_releases_total counter\nmlxcel_kv_cache_releases_total %llu\n",
-                      mx_sched_kv_resident(sv->sched), mx_sched_kv_bytes(sv->sched), (unsigned long long)st.kv_releases);
+                      "# TYPE mlxcel_kv_cache_releases_total counter\nmlxcel_kv_cache_releases_total %llu\n"
+                      "# HELP mlxcel_kv_cache_shared_bytes Cache pages of a prompt prefix mapped by more than one slot, once per extra slot "
+                      "(memory that sharing saves).\n# TYPE mlxcel_kv_cache_shared_bytes gauge\nmlxcel_kv_cache_shared_bytes %llu\n",
+                      mx_sched_kv_resident(sv->sched), mx_sched_kv_bytes(sv->sched), (unsigned long long)st.kv_releases,
+                      (unsigned long long)st.kv_shared_bytes);
         if (sv->o.kv_memory)
             mx_buf_printf(&b,
                           "# HELP mlxcel_kv_cache_budget_bytes --kv-memory.\n# TYPE mlxcel_kv_cache_budget_bytes gauge\nmlxcel_kv_cache_budget_bytes %zu\n"

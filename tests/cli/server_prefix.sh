@@ -8,7 +8,12 @@
 # greedy text and logprobs equal those of a fresh server that computed the
 # whole prompt; also with q8_0 keys and q4_0 values (the rows copied as stored) and for
 # DeepSeek-V3.2's MLA cache (latent rows and the sparse indexer's keys).
+# Cache pages are shared one page at a time (MLXCEL_KV_CHUNK: this model's
+# 96 f32 rows fill whole pages, which the second slot then maps instead of
+# copying: /metrics reports them shared), and a server with sharing off
+# (MLXCEL_KV_SHARE=0) gives the same replies.
 set -u
+export MLXCEL_KV_CHUNK=4096
 cd "$(dirname "$0")/../.."
 PREFIX=prefix
 . tests/lib/serve.sh
@@ -46,6 +51,17 @@ print(f"ok prefix/same_as_fresh{sys.argv[3]}" if same else f"FAIL prefix/same_as
 PY
 n=$(curl -s localhost:$port/metrics | awk '$1 == "mlxcel_prompt_tokens_borrowed_total" {print $2}')
 [ "$n" = 96 ] && ok metrics$sfx || fail metrics$sfx "borrowed '$n'"
+if [ -z "$kv" ] && [ $fam = llama ]; then
+  sh=$(curl -s localhost:$port/metrics | awk '$1 == "mlxcel_kv_cache_shared_bytes" {print $2}')
+  [ "${sh:-0}" -gt 0 ] && ok shared_pages || fail shared_pages "shared bytes '$sh'"
+  # the same replies with sharing off (rows copied)
+  MLXCEL_KV_SHARE=0 serve_at $((port + 2))
+  req $((port + 2)) "$P,11" 8 false >/dev/null
+  req $((port + 2)) "$P,$Q" 8 false >"$T/nosh"
+  cmp -s <(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['choices'])" "$T/b") \
+    <(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['choices'])" "$T/nosh") &&
+    ok same_without_sharing || fail same_without_sharing "$(head -c 200 "$T/nosh")"
+fi
 # the first conversation's next turn still finds its own slot whole
 req $port "$P,11,7,8" 4 false >"$T/a2"
 python3 -c "import json,sys; u=json.load(open(sys.argv[1]))['usage']; sys.exit(u['prompt_tokens_details']['cached_tokens'] < 97)" "$T/a2" &&
