@@ -15,7 +15,8 @@
 # too), and mlxcel fills its cache by a real prefill too, or with DEPTH_RANDOM=1
 # by random values: the time to attend them does not depend on what they hold), FORMATS ("q4:q4_0 q8:q8_0 bf16:bf16": mlxcel's
 # /tmp/llama1b-X folder and the GGUF /tmp/gguf/llama1b-Y.gguf), ENGINES
-# ("mlxcel mlxcel-fast llama ik"), MLXCEL (build/mlxcel).
+# ("mlxcel mlxcel-fast llama ik"; also mlxcel-kv16: an f16 cache, as llama.cpp's
+# default), MLXCEL (build/mlxcel).
 # Making the inputs (BENCHMARKS.md, "Side by side with llama.cpp and
 # ik_llama.cpp"): build/mkmodel writes the mlxcel folders, tools/hf_to_gguf.py
 # the bf16 GGUF and the peer's llama-quantize --pure the Q4_0 / Q8_0 files.
@@ -62,6 +63,7 @@ for r in $(seq "$ROUNDS"); do
       case $e in
       mlxcel) ours mlxcel "$m" ;;
       mlxcel-fast) ours mlxcel-fast "$m" --fast ;;
+      mlxcel-kv16) ours mlxcel-kv16 "$m" --cache-type-k f16 --cache-type-v f16 ;;
       llama) peer llama "$LLAMA" "$g" ;;
       ik) peer ik "$IK" "$g" -rtr 1 ;;
       esac

@@ -43,7 +43,7 @@ for f, _ in order:
     if f not in fmts:
         fmts.append(f)
 for f in fmts:
-    for ours, peer in (("mlxcel", "llama"), ("mlxcel", "ik"), ("mlxcel-fast", "llama"), ("mlxcel-fast", "ik")):
+    for ours, peer in ((o, p) for o in ("mlxcel", "mlxcel-kv16", "mlxcel-fast") for p in ("llama", "ik")):
         a, b = by.get((f, ours)), by.get((f, peer))
         if not a or not b:
             continue
