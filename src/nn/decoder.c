@@ -122,6 +122,12 @@ mx_kv *mx_kv_new_in(const mx_model *m, int cap, mx_kv_pool *pool) {
 
 static mx_kvmap kv_map(const mx_kv *kv) { return (mx_kvmap){(uint8_t *)(void *)kv->data, kv->chunks, kv->n_chunks}; }
 
+size_t mx_kv_shared_bytes(const mx_kv *kv) {
+    if (!kv->pool || !kv->share_len) return 0;
+    mx_kvmap km = kv_map(kv);
+    return mx_kvp_shared(kv->pool, &km);
+}
+
 int mx_kv_unshare(mx_kv *kv) {
     if (!kv->pool || !kv->share_len) return MX_OK;
     mx_kvmap km = kv_map(kv);

@@ -223,6 +223,14 @@ size_t mx_kvp_share(mx_kv_pool *p, mx_kvmap *dst, const mx_kvmap *src, size_t a,
     return shared * c;
 }
 
+size_t mx_kvp_shared(mx_kv_pool *p, const mx_kvmap *m) {
+    size_t n = 0;
+    pthread_mutex_lock(&p->mu);
+    for (size_t i = 0; p->used && i < m->n; i++) n += maps(p, m->id[i]) >= 2;
+    pthread_mutex_unlock(&p->mu);
+    return n * p->chunk;
+}
+
 bool mx_kvp_unshare(mx_kv_pool *p, mx_kvmap *m) {
     size_t c = p->chunk;
     bool ok = true;

@@ -31,6 +31,8 @@ size_t mx_kvp_share(mx_kv_pool *p, mx_kvmap *dst, const mx_kvmap *src, size_t a,
 /* Every chunk m maps that another cache maps too is replaced by a copy of its
  * own (false: no memory for it; m is unchanged). */
 bool mx_kvp_unshare(mx_kv_pool *p, mx_kvmap *m);
+/* Bytes of m's chunks that another cache maps too. */
+size_t mx_kvp_shared(mx_kv_pool *p, const mx_kvmap *m);
 /* Gives m's chunks back (shared ones to the others) and, with remap, maps
  * fresh zero ones in their place; without, unmaps. */
 void mx_kvp_release(mx_kv_pool *p, mx_kvmap *m, bool remap);

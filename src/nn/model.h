@@ -164,6 +164,8 @@ mx_kv *mx_kv_new_in(const mx_model *m, int cap, mx_kv_pool *pool);
  * rest is copied). Returns the bytes shared. Either cache writing below n
  * later first takes copies of its own (mx_forward does, mx_kv_unshare). */
 size_t mx_kv_share_prefix(const mx_model *m, mx_kv *dst, mx_kv *src, int n);
+/* Bytes of kv's chunks that another cache maps too (0 outside a pool). */
+size_t mx_kv_shared_bytes(const mx_kv *kv);
 /* Copies of its own of every chunk kv shares with another cache, before it
  * writes rows below kv->share_len (MX_ERR: out of memory). */
 int mx_kv_unshare(mx_kv *kv);

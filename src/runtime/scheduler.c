@@ -252,6 +252,28 @@ static void release_slot(mx_sched *s, slot *sl) {
     sl->foot = 0;
     s->st.kv_releases++;
 }
+/* What sharing takes off the slots' footprints added up: each page several
+ * slots map is counted by every one of them, so the pool's maps beyond the
+ * first (mx_kv_pool_shared_bytes) come off, but for those of slot `best`
+ * when it is about to be released (keep 0: its maps go) or cut back into a
+ * prefix it shares (it then copies those pages, up to its shared bytes
+ * more than its own charge covers). best < 0: none is. */
+static int64_t shared_credit(const mx_sched *s, int best, int keep) {
+    if (!s->kvpool) return 0;
+    int64_t sh = (int64_t)mx_kv_pool_shared_bytes(s->kvpool);
+    const mx_kv *kv = best >= 0 ? s->slots[best].kv : NULL;
+    if (kv && keep < kv->share_len) sh -= (int64_t)mx_kv_shared_bytes(kv) * (keep ? 2 : 1);
+    return sh;
+}
+/* The bytes the slots' caches are charged for now (metrics). */
+size_t mx_sched_kv_charged(mx_sched *s) {
+    pthread_mutex_lock(&s->mu);
+    int64_t total = -shared_credit(s, -1, 0);
+    for (int i = 0; i < s->parallel; i++)
+        if (s->slots[i].foot) total += (int64_t)foot_bytes(s, s->slots[i].foot);
+    pthread_mutex_unlock(&s->mu);
+    return total > 0 ? (size_t)total : 0;
+}
 /* Room for request r in slot `best` keeping `keep` of its tokens, and for
  * its n_follow samples (each in a slot of its own, started from 0). */
 static bool make_room(mx_sched *s, const mx_req *r, int best, int keep, int n_follow) {
@@ -259,15 +281,15 @@ static bool make_room(mx_sched *s, const mx_req *r, int best, int keep, int n_fo
     size_t need = foot_bytes(s, need_of(s, &r->p)), use = keep ? MX_MAX(need, foot_bytes(s, s->slots[best].foot)) : need;
     use += (size_t)n_follow * need;
     for (;;) {
-        size_t total = use;
+        int64_t total = (int64_t)use - shared_credit(s, best, keep);
         int victim = -1;
         for (int i = 0; i < s->parallel; i++) {
             const slot *o = &s->slots[i];
             if (i == best || !o->foot) continue;
-            total += foot_bytes(s, o->foot);
+            total += (int64_t)foot_bytes(s, o->foot);
             if (!o->req && (victim < 0 || o->last_used < s->slots[victim].last_used)) victim = i;
         }
-        if (total <= s->kv_budget) return true;
+        if (total <= (int64_t)s->kv_budget) return true;
         if (victim < 0) return false;
         release_slot(s, &s->slots[victim]);
     }

@@ -141,6 +141,10 @@ void mx_req_cancel(mx_req *r);
 /* Drops the consumer's reference (after the last event or a cancel). */
 void mx_req_release(mx_req *r);
 void mx_sched_stats_get(mx_sched *s, mx_sched_stats *out);
+/* The bytes --kv-memory charges the slots' caches now: each slot's footprint
+ * (an upper bound of the pages its request may write), a page several slots
+ * share counted once. */
+size_t mx_sched_kv_charged(mx_sched *s);
 /* One slot's state now (llama-server's /slots). */
 typedef struct {
     bool busy;        /* generating (or reading the prompt of) a request */

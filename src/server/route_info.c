@@ -80,8 +80,10 @@ int mx_route_metrics(server *sv, mx_srv_req *rq, json_t *req) {
             mx_buf_printf(&b,
                           "# HELP mlxcel_kv_cache_budget_bytes --kv-memory.\n# TYPE mlxcel_kv_cache_budget_bytes gauge\nmlxcel_kv_cache_budget_bytes %zu\n"
                           "# HELP mlxcel_kv_cache_waits_total Requests that waited for room in --kv-memory.\n"
-                          "# TYPE mlxcel_kv_cache_waits_total counter\nmlxcel_kv_cache_waits_total %llu\n",
-                          sv->o.kv_memory, (unsigned long long)st.kv_waits);
+                          "# TYPE mlxcel_kv_cache_waits_total counter\nmlxcel_kv_cache_waits_total %llu\n"
+                          "# HELP mlxcel_kv_cache_charged_bytes What --kv-memory charges the slots now (each one's upper bound, shared pages once).\n"
+                          "# TYPE mlxcel_kv_cache_charged_bytes gauge\nmlxcel_kv_cache_charged_bytes %zu\n",
+                          sv->o.kv_memory, (unsigned long long)st.kv_waits, mx_sched_kv_charged(sv->sched));
     }
     if (sv->sched && sv->tm.e.vision) {
         unsigned long enc, hits;

@@ -5,7 +5,8 @@
 # request takes what its positions write; --kv-memory bounds all slots
 # together (runtime/scheduler.c make_room): requests that do not fit beside
 # the running ones wait, idle slots' caches are released for them, one that
-# could never fit gets a 400, and the replies equal an unbounded server's.
+# could never fit gets a 400, and the replies equal an unbounded server's;
+# a prefix several slots share is charged once.
 set -u
 cd "$(dirname "$0")/../.."
 PREFIX=kv_memory
@@ -59,6 +60,40 @@ rel=$(met $((port + 2)) mlxcel_kv_cache_releases_total); waits=$(met $((port + 2
 [ $max_act = 1 ] && [ "${waits:-0}" -ge 1 ] && [ $max_used -le $budget ] && [ "${rel:-0}" -ge 2 ] && [ "$(met $((port + 2)) mlxcel_kv_cache_budget_bytes)" = $budget ] &&
   ok "bounded (one at a time, up to $max_used of $budget bytes, queue up to $max_q, $waits waited, $rel releases)" ||
   fail bounded "active $max_act, used $max_used of $budget, releases $rel, waits $waits"
+
+# a page several slots share is charged once (docs/kv-cache.md "Shared prefix pages"): a request generating
+# while two more with its 96-token prefix arrive; each borrows the prefix (pages of one 4 KiB chunk mapped,
+# MLXCEL_KV_CHUNK), and the third is admitted on what the second's sharing saves
+P=$(python3 -c "print(','.join(str(5 + (i * 7) % 200) for i in range(96)))")
+three() { # port -> the three requests started (the first one generating before the other two)
+  curl -s localhost:$1/v1/completions -H 'content-type: application/json' -o /dev/null \
+    -d "{\"prompt\":[$P,11],\"max_tokens\":7000,\"temperature\":0,\"ignore_eos\":true}" & cl=($!)
+  for _ in $(seq 200); do [ "$(met $1 mlxcel_generation_tokens_total)" -gt 0 ] 2>/dev/null && break; sleep 0.02; done
+  for k in 2 3; do
+    curl -s localhost:$1/v1/completions -H 'content-type: application/json' -o /dev/null \
+      -d "{\"prompt\":[$P,$(ids $((k + 20)))],\"max_tokens\":7000,\"temperature\":0,\"ignore_eos\":true}" & cl+=($!)
+  done
+  act=0; for _ in $(seq 300); do act=$(met $1 mlxcel_requests_active); [ "${act:-0}" = 3 ] && break; sleep 0.02; done
+}
+export MLXCEL_KV_CHUNK=4096
+serve_up $((port + 3)) "$T/d.log" "$M" serve -m "$T/m" --port $((port + 3)) -t 2 -c 8192 -np 3 --kv-memory 1G || exit 0
+three $((port + 3))
+charged=$(met $((port + 3)) mlxcel_kv_cache_charged_bytes); shared=$(met $((port + 3)) mlxcel_kv_cache_shared_bytes)
+kill "${cl[@]}" 2>/dev/null; wait "${cl[@]}" 2>/dev/null
+[ "$act" = 3 ] && [ "${shared:-0}" -gt 0 ] && ok "shared_charged_once ($charged bytes charged, $shared shared)" ||
+  fail shared_charged_once "active $act, charged $charged, shared $shared"
+# a bound between the charges with and without that saving: the third waits only when sharing is off
+budget=$((charged + shared * 3 / 4)) # charged counts both borrowers' saving, the third is admitted on the first one's
+for share in 1 0; do
+  pt=$((port + 5 - share))
+  MLXCEL_KV_SHARE=$share serve_up $pt "$T/e$share.log" "$M" serve -m "$T/m" --port $pt -t 2 -c 8192 -np 3 --kv-memory $budget || exit 0
+  three $pt
+  w=$(met $pt mlxcel_kv_cache_waits_total)
+  kill "${cl[@]}" 2>/dev/null; wait "${cl[@]}" 2>/dev/null
+  if [ $share = 1 ]; then [ "$act" = 3 ] && [ "$w" = 0 ] && ok "admitted_on_sharing (bound $budget)" || fail admitted_on_sharing "active $act, waits $w"
+  else [ "$act" != 3 ] && [ "${w:-0}" -ge 1 ] && ok "waits_without_sharing" || fail waits_without_sharing "active $act, waits $w"; fi
+done
+unset MLXCEL_KV_CHUNK
 
 "$M" serve -m "$T/m" --kv-memory 12Q >"$T/out" 2>"$T/err"; rc=$?
 [ $rc = 2 ] && grep -q "^mlxcel serve: --kv-memory '12Q': give a size" "$T/err" && ok bad_size || fail bad_size "rc $rc: $(cat "$T/err")"
