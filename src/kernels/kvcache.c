@@ -149,6 +149,18 @@ void mx_attn_mix_kv(mx_kv_type t, float *y, const float *p, const void *V, size_
     else mix_c(t, y, p, V, ldv, n, d, acc);
 }
 
+void mx_attn_scores2_kv(mx_kv_type t, const float *q0, const float *q1, const void *K, size_t ldk, int n, int d, float scale, float *o0, float *o1) {
+    if (t != MX_KV_F32 && t != MX_KV_Q4_0 && use_avx2(d)) { mx_attn_scores2_kv_avx2(t, q0, q1, K, ldk, n, d, scale, o0, o1); return; }
+    mx_attn_scores_kv(t, q0, K, ldk, n, d, scale, o0);
+    mx_attn_scores_kv(t, q1, K, ldk, n, d, scale, o1);
+}
+
+void mx_attn_mix2_kv(mx_kv_type t, float *y, float *z, const float *p0, const float *p1, const void *V, size_t ldv, int n, int d, bool acc) {
+    if (t != MX_KV_F32 && t != MX_KV_Q4_0 && use_avx2(d)) { mx_attn_mix2_kv_avx2(t, y, z, p0, p1, V, ldv, n, d, acc); return; }
+    mx_attn_mix_kv(t, y, p0, V, ldv, n, d, acc);
+    mx_attn_mix_kv(t, z, p1, V, ldv, n, d, acc);
+}
+
 /* the portable rows, for the tests that compare the ISAs */
 void mx_attn_scores_kv_c(mx_kv_type t, const float *q, const void *K, size_t ldk, int n, int d, float scale, float *out) {
     scores_c(t, q, K, ldk, n, d, scale, out);

@@ -37,4 +37,9 @@ void mx_kv_load(mx_kv_type t, float *y, const void *src, int d);
 /* mx_attn_scores / mx_attn_mix over rows of type t, ldk / ldv bytes apart. */
 void mx_attn_scores_kv(mx_kv_type t, const float *q, const void *K, size_t ldk, int n, int d, float scale, float *out);
 void mx_attn_mix_kv(mx_kv_type t, float *y, const float *p, const void *V, size_t ldv, int n, int d, bool acc);
+/* The same for two rows over the same keys / values (two heads of a GQA
+ * group): each result bit for bit the one-row function's, every stored row
+ * widened once for both where the CPU allows (f16, bf16, q8_0). */
+void mx_attn_scores2_kv(mx_kv_type t, const float *q0, const float *q1, const void *K, size_t ldk, int n, int d, float scale, float *o0, float *o1);
+void mx_attn_mix2_kv(mx_kv_type t, float *y, float *z, const float *p0, const float *p1, const void *V, size_t ldv, int n, int d, bool acc);
 #endif

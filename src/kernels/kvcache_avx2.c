@@ -140,6 +140,98 @@ static inline __attribute__((always_inline)) void mix_t(const mx_kv_type t, floa
     }
 }
 
+/* scores_t for two query rows (two heads of a GQA group) over the same keys: each block of a K row
+ * widened once for both, each row's sums those of scores_t */
+static inline __attribute__((always_inline)) void scores2_t(const mx_kv_type t, const bool full, const float *q0, const float *q1, cu8 *K,
+                                                            size_t ldk, int n, int d, float scale, float *o0, float *o1) {
+    const size_t bb = blk_bytes(t);
+    int nb = (d + MX_KV_BLOCK - 1) / MX_KV_BLOCK, k = 0;
+    for (; k + 4 <= n; k += 4) {
+        __m256 a[4], b[4];
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; j++) a[j] = b[j] = _mm256_setzero_ps();
+        cu8 *r = K + (size_t)k * ldk;
+        if (k + KV_PF + 4 <= n)
+            for (int j = 0; j < 4; j++) prefetch_bytes(r + (size_t)(KV_PF + j) * ldk, (size_t)nb * bb);
+        for (int bl = 0; bl < nb; bl++) {
+            const int nc = full || d - bl * MX_KV_BLOCK >= MX_KV_BLOCK ? 4 : (d - bl * MX_KV_BLOCK) / 8;
+            const float *qa = q0 + bl * MX_KV_BLOCK, *qb = q1 + bl * MX_KV_BLOCK;
+#pragma GCC unroll 4
+            for (int j = 0; j < 4; j++) {
+                cu8 *blk = r + (size_t)j * ldk + (size_t)bl * bb;
+                __m256 sa = QUANT(t) ? _mm256_setzero_ps() : a[j], sb = QUANT(t) ? _mm256_setzero_ps() : b[j];
+#pragma GCC unroll 4
+                for (int c = 0; c < nc; c++) {
+                    __m256 kv = ld8(t, blk, c);
+                    sa = _mm256_fmadd_ps(_mm256_loadu_ps(qa + 8 * c), kv, sa);
+                    sb = _mm256_fmadd_ps(_mm256_loadu_ps(qb + 8 * c), kv, sb);
+                }
+                if (QUANT(t)) {
+                    __m256 sc = _mm256_set1_ps(blk_scale(t, blk));
+                    a[j] = _mm256_fmadd_ps(sa, sc, a[j]);
+                    b[j] = _mm256_fmadd_ps(sb, sc, b[j]);
+                } else {
+                    a[j] = sa;
+                    b[j] = sb;
+                }
+            }
+        }
+        __m256 ha = _mm256_hadd_ps(_mm256_hadd_ps(a[0], a[1]), _mm256_hadd_ps(a[2], a[3]));
+        __m256 hb = _mm256_hadd_ps(_mm256_hadd_ps(b[0], b[1]), _mm256_hadd_ps(b[2], b[3]));
+        _mm_storeu_ps(o0 + k, _mm_mul_ps(_mm_add_ps(_mm256_castps256_ps128(ha), _mm256_extractf128_ps(ha, 1)), _mm_set1_ps(scale)));
+        _mm_storeu_ps(o1 + k, _mm_mul_ps(_mm_add_ps(_mm256_castps256_ps128(hb), _mm256_extractf128_ps(hb, 1)), _mm_set1_ps(scale)));
+    }
+    if (k < n) {
+        scores_t(t, full, q0, K + (size_t)k * ldk, ldk, n - k, d, scale, o0 + k);
+        scores_t(t, full, q1, K + (size_t)k * ldk, ldk, n - k, d, scale, o1 + k);
+    }
+}
+
+/* mix_t for two rows of probabilities into two outputs: each V block widened once for both */
+static inline __attribute__((always_inline)) void mix2_t(const mx_kv_type t, float *y, float *z, const float *p0, const float *p1, cu8 *V, size_t ldv,
+                                                         int n, int d, bool acc) {
+    const size_t bb = blk_bytes(t);
+    int nb = (d + MX_KV_BLOCK - 1) / MX_KV_BLOCK;
+    for (int b = 0; b < nb; b++) {
+        float *yb = y + b * MX_KV_BLOCK, *zb = z + b * MX_KV_BLOCK;
+        cu8 *col = V + (size_t)b * bb;
+        if (d - b * MX_KV_BLOCK < MX_KV_BLOCK) { /* a short last block: as mix_t, one row at a time */
+            mix_t(t, yb, p0, col, ldv, n, d - b * MX_KV_BLOCK, acc);
+            mix_t(t, zb, p1, col, ldv, n, d - b * MX_KV_BLOCK, acc);
+            continue;
+        }
+        __m256 y0, y1, y2, y3, z0, z1, z2, z3;
+        if (acc) {
+            y0 = _mm256_loadu_ps(yb), y1 = _mm256_loadu_ps(yb + 8), y2 = _mm256_loadu_ps(yb + 16), y3 = _mm256_loadu_ps(yb + 24);
+            z0 = _mm256_loadu_ps(zb), z1 = _mm256_loadu_ps(zb + 8), z2 = _mm256_loadu_ps(zb + 16), z3 = _mm256_loadu_ps(zb + 24);
+        } else
+            y0 = y1 = y2 = y3 = z0 = z1 = z2 = z3 = _mm256_setzero_ps();
+        for (int k = 0; k < n; k++) {
+            cu8 *blk = col + (size_t)k * ldv;
+            if (k + KV_PF < n) prefetch_bytes(blk + (size_t)KV_PF * ldv, bb);
+            float sc = blk_scale(t, blk);
+            __m256 w = _mm256_set1_ps(QUANT(t) ? p0[k] * sc : p0[k]), u = _mm256_set1_ps(QUANT(t) ? p1[k] * sc : p1[k]);
+            __m256 v0 = ld8(t, blk, 0), v1 = ld8(t, blk, 1), v2 = ld8(t, blk, 2), v3 = ld8(t, blk, 3);
+            y0 = _mm256_fmadd_ps(w, v0, y0);
+            y1 = _mm256_fmadd_ps(w, v1, y1);
+            y2 = _mm256_fmadd_ps(w, v2, y2);
+            y3 = _mm256_fmadd_ps(w, v3, y3);
+            z0 = _mm256_fmadd_ps(u, v0, z0);
+            z1 = _mm256_fmadd_ps(u, v1, z1);
+            z2 = _mm256_fmadd_ps(u, v2, z2);
+            z3 = _mm256_fmadd_ps(u, v3, z3);
+        }
+        _mm256_storeu_ps(yb, y0);
+        _mm256_storeu_ps(yb + 8, y1);
+        _mm256_storeu_ps(yb + 16, y2);
+        _mm256_storeu_ps(yb + 24, y3);
+        _mm256_storeu_ps(zb, z0);
+        _mm256_storeu_ps(zb + 8, z1);
+        _mm256_storeu_ps(zb + 16, z2);
+        _mm256_storeu_ps(zb + 24, z3);
+    }
+}
+
 enum { Q4_MAX_BLOCKS = 64 }; /* rows of up to 2048 values take the q4_0 rows below */
 
 /* q4_0 rows of whole blocks: q . row = sum_b scale_b (q_b . n_b - 8 sum(q_b)) */
@@ -246,6 +338,27 @@ void mx_attn_mix_kv_avx2(mx_kv_type t, float *y, const float *p, const void *V, 
     case MX_KV_BF16: mix_t(MX_KV_BF16, y, p, V, ldv, n, d, acc); break;
     case MX_KV_Q8_0: mix_t(MX_KV_Q8_0, y, p, V, ldv, n, d, acc); break;
     case MX_KV_Q4_0: mix_t(MX_KV_Q4_0, y, p, V, ldv, n, d, acc); break;
+    default: break;
+    }
+}
+
+/* f16, bf16 and q8_0 rows (q4_0 has its own one-row kernels: the caller runs those per row) */
+void mx_attn_scores2_kv_avx2(mx_kv_type t, const float *q0, const float *q1, const void *K, size_t ldk, int n, int d, float scale, float *o0,
+                             float *o1) {
+    bool full = d % MX_KV_BLOCK == 0;
+    switch (t) {
+    case MX_KV_F16: full ? scores2_t(MX_KV_F16, true, q0, q1, K, ldk, n, d, scale, o0, o1) : scores2_t(MX_KV_F16, false, q0, q1, K, ldk, n, d, scale, o0, o1); break;
+    case MX_KV_BF16: full ? scores2_t(MX_KV_BF16, true, q0, q1, K, ldk, n, d, scale, o0, o1) : scores2_t(MX_KV_BF16, false, q0, q1, K, ldk, n, d, scale, o0, o1); break;
+    case MX_KV_Q8_0: full ? scores2_t(MX_KV_Q8_0, true, q0, q1, K, ldk, n, d, scale, o0, o1) : scores2_t(MX_KV_Q8_0, false, q0, q1, K, ldk, n, d, scale, o0, o1); break;
+    default: break;
+    }
+}
+
+void mx_attn_mix2_kv_avx2(mx_kv_type t, float *y, float *z, const float *p0, const float *p1, const void *V, size_t ldv, int n, int d, bool acc) {
+    switch (t) {
+    case MX_KV_F16: mix2_t(MX_KV_F16, y, z, p0, p1, V, ldv, n, d, acc); break;
+    case MX_KV_BF16: mix2_t(MX_KV_BF16, y, z, p0, p1, V, ldv, n, d, acc); break;
+    case MX_KV_Q8_0: mix2_t(MX_KV_Q8_0, y, z, p0, p1, V, ldv, n, d, acc); break;
     default: break;
     }
 }

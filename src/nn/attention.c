@@ -335,7 +335,7 @@ static att_keys keys_of(const att_job *j, int t, const kv_shape *ks, const mx_kv
 }
 
 /* nh heads (q and their score rows ldsc apart) against m keys; two heads at
- * a time with f32 rows, each head's scores those of the one-head kernel */
+ * a time, each head's scores those of the one-head kernel */
 static void scores_heads(mx_kv_type tk, const float *q, int hd, int nh, const uint8_t *K, size_t ldk, int m, float scale, float *sc, size_t ldsc,
                          bool pf) {
     int h = 0;
@@ -343,6 +343,9 @@ static void scores_heads(mx_kv_type tk, const float *q, int hd, int nh, const ui
         for (; h + 2 <= nh; h += 2)
             mx_attn_scores2(q + (size_t)h * hd, q + (size_t)(h + 1) * hd, (const float *)(const void *)K, ldk / 4, m, hd, scale, sc + (size_t)h * ldsc,
                             sc + (size_t)(h + 1) * ldsc, pf && h == 0);
+    else
+        for (; h + 2 <= nh; h += 2)
+            mx_attn_scores2_kv(tk, q + (size_t)h * hd, q + (size_t)(h + 1) * hd, K, ldk, m, hd, scale, sc + (size_t)h * ldsc, sc + (size_t)(h + 1) * ldsc);
     for (; h < nh; h++) mx_attn_scores_kv(tk, q + (size_t)h * hd, K, ldk, m, hd, scale, sc + (size_t)h * ldsc);
 }
 
@@ -354,6 +357,9 @@ static void mix_heads(mx_kv_type tv, float *out, int vd, int nh, const float *p,
         for (; h + 2 <= nh; h += 2)
             mx_attn_mix2(out + (size_t)h * vd, out + (size_t)(h + 1) * vd, p + (size_t)h * ldsc, p + (size_t)(h + 1) * ldsc,
                          (const float *)(const void *)V, ldv / 4, m, vd, acc, pf && h == 0);
+    else
+        for (; h + 2 <= nh; h += 2)
+            mx_attn_mix2_kv(tv, out + (size_t)h * vd, out + (size_t)(h + 1) * vd, p + (size_t)h * ldsc, p + (size_t)(h + 1) * ldsc, V, ldv, m, vd, acc);
     for (; h < nh; h++) mx_attn_mix_kv(tv, out + (size_t)h * vd, p + (size_t)h * ldsc, V, ldv, m, vd, acc);
 }
 

@@ -124,6 +124,21 @@ static void rows_vs_f32(void) {
             e1 = t_maxdiff(y, y_ref, (size_t)d);
             e2 = t_maxdiff(y_c, y_ref, (size_t)d);
             CHECK(nm, e1 <= 1e-5f && e2 <= 1e-5f, "dispatched %g, portable %g", e1, e2);
+            /* two rows at once (two heads of a group): each bit for bit the one-row function's */
+            float q1[128], p1[N], s0[N], s1[N], r1[N], y1[128], z[128], z1[128];
+            for (int i = 0; i < d; i++) q1[i] = t_randf(&rng);
+            for (int k = 0; k < N; k++) p1[k] = (float)(t_rng(&rng) % 1000) / 1000.0f / N;
+            mx_attn_scores2_kv(t, q, q1, K, ld, N, d, 0.125f, s0, s1);
+            mx_attn_scores_kv(t, q1, K, ld, N, d, 0.125f, r1);
+            mx_attn_mix2_kv(t, y1, z, p, p1, K, ld, 20, d, false);
+            mx_attn_mix2_kv(t, y1, z, p + 20, p1 + 20, K + 20 * ld, ld, N - 20, d, true);
+            mx_attn_mix_kv(t, z1, p1, K, ld, 20, d, false);
+            mx_attn_mix_kv(t, z1, p1 + 20, K + 20 * ld, ld, N - 20, d, true);
+            snprintf(nm, sizeof nm, "kv/two_rows/%s/d%d", mx_kv_type_name(t), d);
+            CHECK(nm, !memcmp(s0, s, sizeof s) && !memcmp(s1, r1, sizeof r1) && !memcmp(y1, y, sizeof(float) * (size_t)d) &&
+                      !memcmp(z, z1, sizeof(float) * (size_t)d),
+                  "scores %g / %g, mix %g / %g from the one-row results", t_maxdiff(s0, s, N), t_maxdiff(s1, r1, N), t_maxdiff(y1, y, (size_t)d),
+                  t_maxdiff(z, z1, (size_t)d));
             free(K);
             free(Kf);
         }
