@@ -73,7 +73,10 @@ three() { # port -> the three requests started (the first one generating before 
     curl -s localhost:$1/v1/completions -H 'content-type: application/json' -o /dev/null \
       -d "{\"prompt\":[$P,$(ids $((k + 20)))],\"max_tokens\":7000,\"temperature\":0,\"ignore_eos\":true}" & cl+=($!)
   done
-  act=0; for _ in $(seq 300); do act=$(met $1 mlxcel_requests_active); [ "${act:-0}" = 3 ] && break; sleep 0.02; done
+  act=0; for _ in $(seq 300); do # until all three run, or one waits for room
+    act=$(met $1 mlxcel_requests_active); [ "${act:-0}" = 3 ] && break
+    [ "$(met $1 mlxcel_kv_cache_waits_total)" -gt 0 ] 2>/dev/null && break; sleep 0.02
+  done
 }
 export MLXCEL_KV_CHUNK=4096
 serve_up $((port + 3)) "$T/d.log" "$M" serve -m "$T/m" --port $((port + 3)) -t 2 -c 8192 -np 3 --kv-memory 1G || exit 0
