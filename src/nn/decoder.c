@@ -136,8 +136,14 @@ int mx_kv_unshare(mx_kv *kv) {
     return MX_OK;
 }
 
+/* dst is about to be written over from 0: the chunks it shares are let go
+ * (fresh ones mapped), not copied as mx_kv_unshare would */
+static void drop_shared(mx_kv *dst) {
+    if (dst->pool && dst->share_len) mx_kv_release(dst);
+}
+
 void mx_kv_copy(mx_kv *dst, const mx_kv *src) { /* every page: commits dst's whole capacity */
-    mx_kv_unshare(dst);
+    drop_shared(dst);
     memcpy(dst->data, src->data, src->offset[src->n_layers] * sizeof(float));
     dst->len = src->len;
 }
@@ -159,7 +165,7 @@ static void copy_layer(const mx_model *m, int l, mx_kv *dst, const mx_kv *src, i
 void mx_kv_copy_prefix(const mx_model *m, mx_kv *dst, const mx_kv *src, int n) {
     int lo, hi;
     mx_model_layers(m, &lo, &hi);
-    mx_kv_unshare(dst);
+    drop_shared(dst);
     for (int l = lo; l < hi; l++) copy_layer(m, l, dst, src, n);
     dst->len = n;
 }
@@ -171,7 +177,7 @@ size_t mx_kv_share_prefix(const mx_model *m, mx_kv *dst, mx_kv *src, int n) {
     }
     int lo, hi;
     mx_model_layers(m, &lo, &hi);
-    mx_kv_unshare(dst); /* its edges are written below (a chunk it still shares would be written for all) */
+    drop_shared(dst); /* its edges are written below (a chunk it still shares would be written for all) */
     mx_kvmap dm = kv_map(dst), sm = kv_map(src);
     size_t c = mx_kvp_chunk(dst->pool), shared = 0;
     for (int l = lo; l < hi; l++) {
