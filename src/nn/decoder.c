@@ -128,11 +128,34 @@ size_t mx_kv_shared_bytes(const mx_kv *kv) {
     return mx_kvp_shared(kv->pool, &km);
 }
 
-int mx_kv_unshare(mx_kv *kv) {
+static bool rows_alone(const mx_model *m, int l, const mx_kv *kv);
+static int cmp_range(const void *a, const void *b) {
+    const size_t *x = a, *y = b;
+    return x[0] < y[0] ? -1 : x[0] > y[0];
+}
+
+int mx_kv_unshare(const mx_model *m, mx_kv *kv) {
     if (!kv->pool || !kv->share_len) return MX_OK;
     mx_kvmap km = kv_map(kv);
-    if (!mx_kvp_unshare(kv->pool, &km)) return MX_ERR;
-    kv->share_len = 0;
+    /* the rows of positions [0, len) are live: a shared chunk wholly inside
+     * them stays shared, one past them is dead (written before it is read) */
+    int lo, hi;
+    mx_model_layers(m, &lo, &hi);
+    size_t (*live)[2] = mx_malloc(sizeof *live * 4 * (size_t)MX_MAX(hi - lo, 1)), n = 0, kept = 0;
+    for (int l = lo; live && l < hi; l++) {
+        const mx_block_ops *b = m->arch.layers[l].mixer;
+        size_t r[4][2], base = kv->offset[l] * sizeof(float);
+        int k = rows_alone(m, l, kv) && b->prefix_ranges ? b->prefix_ranges(m, l, kv->cap, kv->len, kv->type, r) : 0;
+        for (int i = 0; i < k; i++)
+            if (r[i][1] > r[i][0]) { live[n][0] = base + r[i][0]; live[n][1] = base + r[i][1]; n++; }
+    }
+    if (live && !n) live[n][0] = live[n][1] = 0, n++; /* nothing live: one empty range */
+    if (live) qsort(live, n, sizeof *live, cmp_range);
+    /* without the ranges (no memory for them) every shared chunk is copied */
+    bool ok = live ? mx_kvp_unshare(kv->pool, &km, (const size_t(*)[2])live, n, &kept) : mx_kvp_unshare(kv->pool, &km, NULL, 0, NULL);
+    free(live);
+    if (!ok) return MX_ERR;
+    kv->share_len = kept ? kv->len : 0;
     return MX_OK;
 }
 
@@ -754,7 +777,7 @@ int mx_forward(mx_ctx *c, const mx_seq_in *seqs, int n_seqs, float *logits, bool
         }
     }
     for (int s = 0; s < n_seqs; s++) /* rows below a shared prefix's end are about to be written again */
-        if (seqs[s].kv->len < seqs[s].kv->share_len && mx_kv_unshare(seqs[s].kv)) return MX_ERR;
+        if (seqs[s].kv->len < seqs[s].kv->share_len && mx_kv_unshare(m, seqs[s].kv)) return MX_ERR;
     if (a->pos == MX_POS_LEARNED) {
         for (int t = 0; t < N; t++)
             if (c->b.pos[t] + a->pos_offset >= a->max_pos + a->pos_offset)

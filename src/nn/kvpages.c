@@ -231,45 +231,61 @@ size_t mx_kvp_shared(mx_kv_pool *p, const mx_kvmap *m) {
     return n * p->chunk;
 }
 
-bool mx_kvp_unshare(mx_kv_pool *p, mx_kvmap *m) {
-    size_t c = p->chunk;
+/* What unsharing does with shared chunk i: 0 keeps it (wholly inside a live
+ * range), 1 copies it (some of it live), 2 maps a fresh one (none live).
+ * *j: the first range not wholly before the chunk (chunks come in order). */
+static int unshare_kind(size_t c, size_t i, const size_t (*live)[2], size_t n_live, size_t *j) {
+    if (!n_live) return 1;
+    size_t a = i * c, b = a + c;
+    while (*j < n_live && live[*j][1] <= a) (*j)++;
+    if (*j == n_live || live[*j][0] >= b) return 2;
+    return live[*j][0] <= a && live[*j][1] >= b ? 0 : 1;
+}
+
+bool mx_kvp_unshare(mx_kv_pool *p, mx_kvmap *m, const size_t (*live)[2], size_t n_live, size_t *kept) {
+    size_t c = p->chunk, j = 0, nkept = 0;
     bool ok = true;
+    run r = {0, 0};
     pthread_mutex_lock(&p->mu);
     for (size_t i = 0; i < m->n;) {
         if (maps(p, m->id[i]) < 2) { i++; continue; }
-        size_t j = i + 1;
-        while (j < m->n && maps(p, m->id[j]) >= 2) j++;
-        uint64_t id = take(p, j - i);
-        /* the copy goes through the file (the chunks are still mapped here), then replaces them */
-        size_t len = (j - i) * c, done = 0;
-        while (id && done < len) {
+        int kind = unshare_kind(c, i, live, n_live, &j);
+        size_t e = i + 1, j2 = j;
+        while (e < m->n && maps(p, m->id[e]) >= 2 && unshare_kind(c, e, live, n_live, &j2) == kind) e++;
+        if (kind == 0) { nkept += e - i; i = e; continue; }
+        uint64_t id = take(p, e - i);
+        size_t len = (e - i) * c, done = 0;
+        /* a copy goes through the file (the chunks are still mapped here), then replaces them */
+        while (kind == 1 && id && done < len) {
             ssize_t w = pwrite(p->fd, m->base + i * c + done, len - done, (off_t)(id * c + done));
             if (w <= 0) break;
             done += (size_t)w;
         }
-        if (!id || done < len || !map_at(p, m->base + i * c, id, j - i)) {
+        if (!id || (kind == 1 && done < len) || !map_at(p, m->base + i * c, id, e - i)) {
             if (id) fallocate(p->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)(id * c), (off_t)len);
             /* the file cannot take them: private memory instead, chunk by chunk */
-            uint8_t *tmp = mx_malloc(c);
-            for (size_t k = i; k < j && tmp; k++) {
-                memcpy(tmp, m->base + k * c, c);
+            uint8_t *tmp = kind == 1 ? mx_malloc(c) : NULL;
+            for (size_t k = i; k < e && (tmp || kind == 2); k++) {
+                if (tmp) memcpy(tmp, m->base + k * c, c);
                 if (!map_at(p, m->base + k * c, 0, 1)) break;
-                memcpy(m->base + k * c, tmp, c);
-                decref(p, m->id[k]);
+                if (tmp) memcpy(m->base + k * c, tmp, c);
+                drop(p, &r, m->id[k]);
                 m->id[k] = 0;
             }
             free(tmp);
-            for (size_t k = i; k < j; k++) ok &= maps(p, m->id[k]) < 2;
-            i = j;
+            for (size_t k = i; k < e; k++) ok &= maps(p, m->id[k]) < 2;
+            i = e;
             continue;
         }
-        for (size_t k = i; k < j; k++) {
-            decref(p, m->id[k]);
+        for (size_t k = i; k < e; k++) {
+            drop(p, &r, m->id[k]);
             m->id[k] = id + (k - i);
         }
-        i = j;
+        i = e;
     }
+    punch_flush(p, &r);
     pthread_mutex_unlock(&p->mu);
+    if (kept) *kept = nkept * c;
     if (!ok) mx_set_err("cannot copy the cache's shared pages (out of memory)");
     return ok;
 }

@@ -29,8 +29,12 @@ int mx_kvp_map_new(mx_kv_pool *p, mx_kvmap *m, size_t bytes);
  * the caller copies the rest). Returns the bytes now shared. */
 size_t mx_kvp_share(mx_kv_pool *p, mx_kvmap *dst, const mx_kvmap *src, size_t a, size_t b);
 /* Every chunk m maps that another cache maps too is replaced by a copy of its
- * own (false: no memory for it; m is unchanged). */
-bool mx_kvp_unshare(mx_kv_pool *p, mx_kvmap *m);
+ * own (false: no memory for it; m is unchanged). With live byte ranges
+ * (sorted, disjoint; n_live 0: all of m is live) a shared chunk wholly inside
+ * one of them stays shared and one meeting none is replaced by a fresh chunk,
+ * not a copy (its bytes are dead). *kept (NULL: not asked) gets the bytes of
+ * the chunks left shared. */
+bool mx_kvp_unshare(mx_kv_pool *p, mx_kvmap *m, const size_t (*live)[2], size_t n_live, size_t *kept);
 /* Bytes of m's chunks that another cache maps too. */
 size_t mx_kvp_shared(mx_kv_pool *p, const mx_kvmap *m);
 /* Gives m's chunks back (shared ones to the others) and, with remap, maps

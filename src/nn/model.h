@@ -166,9 +166,11 @@ mx_kv *mx_kv_new_in(const mx_model *m, int cap, mx_kv_pool *pool);
 size_t mx_kv_share_prefix(const mx_model *m, mx_kv *dst, mx_kv *src, int n);
 /* Bytes of kv's chunks that another cache maps too (0 outside a pool). */
 size_t mx_kv_shared_bytes(const mx_kv *kv);
-/* Copies of its own of every chunk kv shares with another cache, before it
- * writes rows below kv->share_len (MX_ERR: out of memory). */
-int mx_kv_unshare(mx_kv *kv);
+/* Before kv writes rows below kv->share_len (its length cut back into a
+ * shared prefix): copies of its own of the chunks it shares that hold rows
+ * at or past kv->len (fresh ones for those holding no row below it); the
+ * chunks wholly below stay shared (MX_ERR: out of memory). */
+int mx_kv_unshare(const mx_model *m, mx_kv *kv);
 /* Bytes mx_kv_new(m, cap) allocates (with the types of m's policy), 0 when
  * out of range. */
 size_t mx_kv_new_bytes(const mx_model *m, int cap);

@@ -3,7 +3,9 @@
  *  - the pool alone: three mappings sharing chunks in changing patterns,
  *    every byte read back as the mapping that last wrote it should, the
  *    shared count equal to one kept by the test, copies on unshare, and
- *    release / free giving the memory back (the file's blocks);
+ *    release / free giving the memory back (the file's blocks); unsharing
+ *    with live ranges keeps the chunks wholly inside them shared, copies
+ *    those partly inside and maps fresh ones for the dead;
  *  - fixtures (plain attention, MLA, sliding windows, a DeltaNet hybrid): a
  *    cache taking another's prompt by mx_kv_share_prefix gives logits
  *    bit-identical to a cache that computed the prompt itself, with the
@@ -47,19 +49,47 @@ static void pool_alone(void) {
         int k = (int)(t_rng(&rng) % 3), o = (int)((k + 1 + t_rng(&rng) % 2) % 3), op = (int)(t_rng(&rng) % 4);
         size_t a = t_rng(&rng) % n, b = a + t_rng(&rng) % (n - a) + 1;
         if (op == 0) { /* k writes its own chunks [a, b): unshared first, as a cache is before it writes */
-            mx_kvp_unshare(p, &m[k]);
+            mx_kvp_unshare(p, &m[k], NULL, 0, NULL);
             uint8_t v = (uint8_t)(1 + t_rng(&rng) % 250);
             for (size_t i = a; i < b; i++) {
                 memset(m[k].base + i * C, v, C);
                 want[k][i] = v;
             }
         } else if (op == 1) { /* k maps o's chunks [a, b) (byte bounds inside chunks: only whole ones map) */
-            mx_kvp_unshare(p, &m[k]);
+            mx_kvp_unshare(p, &m[k], NULL, 0, NULL);
             size_t lo = a * C + (round % 2 ? C / 2 : 0), hi = b * C;
             mx_kvp_share(p, &m[k], &m[o], lo, hi);
             for (size_t i = (lo + C - 1) / C; i < hi / C; i++) want[k][i] = want[o][i];
-        } else if (op == 2) {
-            mx_kvp_unshare(p, &m[k]);
+        } else if (op == 2 && round % 2) {
+            mx_kvp_unshare(p, &m[k], NULL, 0, NULL);
+        } else if (op == 2) { /* live bytes [a, b) at uneven bounds, and a second range past them */
+            size_t live[2][2] = {{a * C + C / 3, b * C - C / 4}, {b * C + C / 2, MX_MIN(b + 7, n) * C}}, nl = b + 1 < n ? 2 : 1, kept;
+            if (live[0][1] < live[0][0]) live[0][1] = live[0][0];
+            uint64_t *others = malloc(sizeof(uint64_t) * 2 * n), *before = malloc(sizeof(uint64_t) * n);
+            size_t no = 0, want_kept = 0;
+            for (int x = 0; x < 3; x++)
+                for (size_t i = 0; x != k && i < n; i++)
+                    if (m[x].id[i]) others[no++] = m[x].id[i];
+            qsort(others, no, sizeof *others, cmp_u64);
+            memcpy(before, m[k].id, sizeof(uint64_t) * n);
+            mx_kvp_unshare(p, &m[k], (const size_t(*)[2])live, nl, &kept);
+            for (size_t i = 0; i < n; i++) {
+                if (!before[i] || !bsearch(&before[i], others, no, sizeof *others, cmp_u64)) continue; /* not shared: untouched */
+                size_t c0 = i * C, c1 = c0 + C;
+                bool inside = false, meets = false;
+                for (size_t q = 0; q < nl; q++) {
+                    inside |= live[q][0] <= c0 && live[q][1] >= c1;
+                    meets |= live[q][0] < c1 && live[q][1] > c0;
+                }
+                if (inside) { content &= m[k].id[i] == before[i]; want_kept++; }
+                else {
+                    content &= m[k].id[i] != before[i];
+                    if (!meets) want[k][i] = 0; /* dead: a fresh chunk */
+                }
+            }
+            content &= kept == want_kept * C;
+            free(others);
+            free(before);
         } else if (round % 3 == 0) {
             mx_kvp_release(p, &m[k], true);
             memset(want[k], 0, n);
@@ -87,7 +117,7 @@ static void pool_alone(void) {
     size_t r1 = mx_kv_pool_resident(p);
     CHECK("kvshare/share_no_memory", r0 >= n * C && r1 == r0 && mx_kv_pool_shared_bytes(p) == 2 * n * C, "resident %zu -> %zu, shared %zu",
           r0, r1, mx_kv_pool_shared_bytes(p));
-    mx_kvp_unshare(p, &m[1]);
+    mx_kvp_unshare(p, &m[1], NULL, 0, NULL);
     size_t r2 = mx_kv_pool_resident(p);
     bool same = true;
     for (size_t i = 0; i < n; i++) same &= m[1].base[i * C] == 1 && m[2].base[i * C] == 1;
@@ -149,13 +179,18 @@ static void fixture(const char *name) {
     ok = feed(c, A, q2, Q, lg) && feed(c, R, tok, T, ref) && feed(c, R, q2, Q, ref);
     snprintf(lab, sizeof lab, "kvshare/%s/lender_on", name);
     CHECK(lab, ok && !memcmp(lg, ref, QV), "max diff %g", ok ? t_maxdiff(lg, ref, (size_t)Q * V) : -1.0f);
-    if (!rec) { /* A cut back into the shared prompt writes there again: its own copies, B unchanged */
+    if (!rec) { /* A cut back into the shared prompt writes there again: its own copies of the chunks
+                 * holding rows past the cut, B unchanged; the chunks wholly below the cut stay shared */
+        mx_kv *S = mx_kv_new_in(m, cap, p);
+        size_t below = S ? mx_kv_share_prefix(m, S, B, cut) : 0;
+        mx_kv_free(S);
         A->len = cut;
         mx_kv_release(R);
         ok = feed(c, A, q3, Q, lg) && feed(c, R, tok, cut, ref) && feed(c, R, q3, Q, ref);
         snprintf(lab, sizeof lab, "kvshare/%s/lender_cut", name);
-        CHECK(lab, ok && !memcmp(lg, ref, QV) && mx_kv_pool_shared_bytes(p) == 0 && A->share_len == 0, "max diff %g, %zu bytes still shared",
-              ok ? t_maxdiff(lg, ref, (size_t)Q * V) : -1.0f, mx_kv_pool_shared_bytes(p));
+        CHECK(lab, ok && !memcmp(lg, ref, QV) && mx_kv_pool_shared_bytes(p) == below && A->share_len == (below ? cut : 0),
+              "max diff %g, %zu bytes still shared, %zu wholly below the cut", ok ? t_maxdiff(lg, ref, (size_t)Q * V) : -1.0f,
+              mx_kv_pool_shared_bytes(p), below);
     }
     mx_kv_release(R);
     ok = feed(c, B, q3, 4, lg) && feed(c, R, tok, T, ref) && feed(c, R, q1, Q, ref) && feed(c, R, q3, 4, ref);
