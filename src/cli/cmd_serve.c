@@ -18,6 +18,7 @@ typedef struct {
     cli_kv_opts kv;
     bool fast;
     const char *kv_memory; /* --kv-memory SIZE */
+    const char *cache_ram; /* --cache-ram MiB or SIZE */
 } serve_opts;
 
 static void serve_init(void *p) {
@@ -53,6 +54,10 @@ static const mx_opt serve_tab[] = {
     {NULL, "--snapshot-every", NULL, OPT_INT, "N", 1, 1 << 20, S(snapshot_every), "prompt tokens between state snapshots", NULL, 0},
     {NULL, "--kv-memory", NULL, OPT_STR, "SIZE", 0, 0, offsetof(serve_opts, kv_memory),
      "memory all slots' KV caches may take together (bytes, or with K, M, G: binary units); requests wait for room, idle slots' caches are released",
+     NULL, 0},
+    {"-cram", "--cache-ram", NULL, OPT_STR, "N", 0, 0, offsetof(serve_opts, cache_ram),
+     "prompt cache: caches of earlier prompts kept after their slot moves on, reused by any later prompt starting the same way "
+     "(MiB as llama-server's, or a size such as 2G; default 8192; -1: no bound; 0: off)",
      NULL, 0},
     OPT_FAST(serve_opts, fast),
     {NULL, "--lookup-ngram", NULL, OPT_INT, "N", 0, 64, S(lookup_ngram),
@@ -109,7 +114,7 @@ static const mx_opt_env serve_env[] = {
     {"--n-gpu-layers", "LLAMA_ARG_N_GPU_LAYERS"}, {"--flash-attn", "LLAMA_ARG_FLASH_ATTN"}, {"--split-mode", "LLAMA_ARG_SPLIT_MODE"},
     {"--tensor-split", "LLAMA_ARG_TENSOR_SPLIT"}, {"--main-gpu", "LLAMA_ARG_MAIN_GPU"}, {"--device", "LLAMA_ARG_DEVICE"},
     {"--no-kv-offload", "LLAMA_ARG_NO_KV_OFFLOAD"}, {"--mlock", "LLAMA_ARG_MLOCK"}, {"--batch-size", "LLAMA_ARG_BATCH"},
-    {"--draft-max", "LLAMA_ARG_DRAFT_MAX"}, {"--draft-model", "LLAMA_ARG_MODEL_DRAFT"}, {"--cont-batching", "LLAMA_ARG_CONT_BATCHING"}, {"--metrics", "LLAMA_ARG_ENDPOINT_METRICS"}, {"--slots", "LLAMA_ARG_ENDPOINT_SLOTS"},
+    {"--draft-max", "LLAMA_ARG_DRAFT_MAX"}, {"--draft-model", "LLAMA_ARG_MODEL_DRAFT"}, {"--cont-batching", "LLAMA_ARG_CONT_BATCHING"}, {"--metrics", "LLAMA_ARG_ENDPOINT_METRICS"}, {"--slots", "LLAMA_ARG_ENDPOINT_SLOTS"}, {"--cache-ram", "LLAMA_ARG_CACHE_RAM"},
     {0},
 };
 
@@ -141,6 +146,18 @@ static int serve_run(void *p) {
     if (o->kv_memory && parse_size(o->kv_memory, &o->s.kv_memory)) {
         fprintf(stderr, "mlxcel serve: --kv-memory '%s': give a size such as 2G, 512M or a number of bytes\n", o->kv_memory);
         return 2;
+    }
+    if (o->cache_ram) { /* a plain number is MiB (llama-server's unit) */
+        char *end;
+        errno = 0;
+        long long v = strtoll(o->cache_ram, &end, 10);
+        size_t b;
+        if (!errno && end != o->cache_ram && !*end && v >= -1 && v <= ((long long)1 << 40)) o->s.cache_ram = v < 0 ? -1 : (int64_t)v << 20;
+        else if (!parse_size(o->cache_ram, &b)) o->s.cache_ram = (int64_t)b;
+        else {
+            fprintf(stderr, "mlxcel serve: --cache-ram '%s': give MiB (-1: no bound, 0: off) or a size such as 2G\n", o->cache_ram);
+            return 2;
+        }
     }
     cli_fast_apply(o->fast);
     if (cli_kv_apply("serve", &o->kv)) return 2;

@@ -96,6 +96,13 @@ struct mx_sched {
     size_t kv_budget;          /* bytes all slots' caches may take (mx_sched_set_kv_budget; 0: no bound) */
     int n_snaps, snap_every;   /* state snapshots per slot and their stride (0: off) */
     size_t snap_floats;
+    /* the prompt cache (mx_sched_set_prompt_cache): caches of earlier prompts
+     * kept past their slot, each a slot struct of which only the cache
+     * (kv, toks, tags, snapshots) and last_used mean anything; foot is the
+     * length it holds */
+    slot **ents;
+    int n_ents, cap_ents;
+    int64_t cache_ram;         /* bytes they may take (-1: no bound; 0: off) */
     mx_sched_stats st;
 };
 
@@ -197,7 +204,108 @@ static int keep_of(const mx_sched *s, const slot *sl, const mx_req *r) {
     return cut_to(s, sl, keep);
 }
 
+#define MX_BORROW_MIN 16
 static bool sample_into(mx_sched *s, slot *sl, float *row, int32_t draft);
+
+/* ---- the prompt cache: when a slot is about to lose cached tokens to
+ * another prompt, its cache becomes an entry (the slot's cache swapped for
+ * a fresh one: nothing is copied), which later prompts borrow from as they
+ * do from other slots (borrow_prefix); entries past --cache-ram, or in the
+ * way of --kv-memory, go least recently used first. */
+static size_t ent_kv_bytes(const mx_sched *s, const slot *g) { return mx_kv_used_bytes(&s->e->model, s->ctx_len, g->foot); }
+/* what an entry takes: its cache's rows, its token arrays and snapshots */
+static size_t ent_bytes(const mx_sched *s, const slot *g) {
+    size_t b = ent_kv_bytes(s, g) + (sizeof(int32_t) + sizeof(uint64_t)) * (size_t)s->ctx_len;
+    for (int i = 0; i < s->n_snaps; i++) b += g->snap[i] ? s->snap_floats * sizeof(float) : 0;
+    return b;
+}
+static void ent_free(const mx_sched *s, slot *g) {
+    if (!g) return;
+    mx_kv_free(g->kv);
+    free(g->toks);
+    free(g->tags);
+    for (int i = 0; g->snap && i < s->n_snaps; i++) free(g->snap[i]);
+    free(g->snap);
+    free(g->snap_pos);
+    free(g);
+}
+/* a fresh cache with its arrays (NULL: no memory) */
+static slot *ent_new(const mx_sched *s) {
+    slot *g = mx_calloc(1, sizeof *g);
+    if (!g) return NULL;
+    g->kv = mx_kv_new_in(&s->e->model, s->ctx_len, s->kvpool);
+    g->toks = mx_malloc(sizeof(int32_t) * (size_t)s->ctx_len);
+    g->tags = mx_calloc((size_t)s->ctx_len, sizeof(uint64_t));
+    if (s->n_snaps) {
+        g->snap_pos = mx_calloc((size_t)s->n_snaps, sizeof(int));
+        g->snap = mx_calloc((size_t)s->n_snaps, sizeof(float *));
+    }
+    if (!g->kv || !g->toks || !g->tags || (s->n_snaps && (!g->snap_pos || !g->snap))) { ent_free(s, g); return NULL; }
+    return g;
+}
+static void swap_cache(slot *a, slot *b) {
+#define SWAP(f) do { __typeof__(a->f) t_ = a->f; a->f = b->f; b->f = t_; } while (0)
+    SWAP(kv); SWAP(toks); SWAP(tags); SWAP(snap_pos); SWAP(snap);
+#undef SWAP
+}
+static void ent_evict(mx_sched *s, int i) {
+    ent_free(s, s->ents[i]);
+    s->ents[i] = s->ents[--s->n_ents];
+    s->st.cache_evictions++;
+}
+static int ent_lru(const mx_sched *s) {
+    int v = -1;
+    for (int i = 0; i < s->n_ents; i++)
+        if (v < 0 || s->ents[i]->last_used < s->ents[v]->last_used) v = i;
+    return v;
+}
+/* tokens (with their image tags) a and b's caches hold alike from the start */
+static int common_len(const slot *a, const slot *b) {
+    int l = 0, m = MX_MIN(a->kv->len, b->kv->len);
+    while (l < m && a->toks[l] == b->toks[l] && a->tags[l] == b->tags[l]) l++;
+    return l;
+}
+static int64_t charged_now(const mx_sched *s);
+/* The entries within --cache-ram, and with `extra` more bytes within --kv-memory. */
+static void ent_trim(mx_sched *s, size_t extra) {
+    for (;;) {
+        size_t total = 0;
+        for (int i = 0; i < s->n_ents; i++) total += ent_bytes(s, s->ents[i]);
+        bool over = (s->cache_ram > 0 && total > (size_t)s->cache_ram) || (s->kv_budget && charged_now(s) + (int64_t)extra > (int64_t)s->kv_budget);
+        if (!over || !s->n_ents) return;
+        ent_evict(s, ent_lru(s));
+    }
+}
+/* Slot sl's cache becomes an entry (true; sl then holds an empty cache and
+ * its draft cache is released; ent_trim bounds the entries), unless the
+ * cache is off, the slot holds fewer than MX_BORROW_MIN tokens, an entry
+ * holds them all already, or there is no memory for a fresh cache. Entries
+ * that the slot's tokens extend go (they hold nothing more). */
+static bool retain(mx_sched *s, slot *sl) {
+    if (!s->cache_ram || sl->kv->len < MX_BORROW_MIN) return false;
+    for (int i = 0; i < s->n_ents; i++) {
+        slot *g = s->ents[i];
+        int c = common_len(g, sl);
+        if (c == sl->kv->len) { g->last_used = MX_MAX(g->last_used, sl->last_used); return false; }
+        if (c == g->kv->len) ent_evict(s, i--);
+    }
+    if (s->n_ents == s->cap_ents) {
+        int cap = s->cap_ents ? 2 * s->cap_ents : 8;
+        slot **n = realloc(s->ents, sizeof *n * (size_t)cap);
+        if (!n) return false;
+        s->ents = n;
+        s->cap_ents = cap;
+    }
+    slot *g = ent_new(s);
+    if (!g) return false;
+    swap_cache(sl, g);
+    g->foot = g->kv->len;
+    g->last_used = sl->last_used;
+    s->ents[s->n_ents++] = g;
+    if (sl->dkv) mx_kv_release(sl->dkv);
+    sl->foot = 0;
+    return true; /* the caller trims the entries (after borrowing, which marks the entry it takes from used) */
+}
 
 /* A prompt's first tokens may be in another slot's cache (a shared system
  * prompt, an agent's next call while the last one still runs): when some
@@ -209,17 +317,20 @@ static bool sample_into(mx_sched *s, slot *sl, float *row, int32_t draft);
  * least one prompt token is left to feed, an image's span is not split, and
  * recurrent state only comes whole. Not in distributed runs (the other
  * processes hold the rest of each cache). Returns the tokens `to` now keeps. */
-#define MX_BORROW_MIN 16
 static int borrow_prefix(mx_sched *s, int to, const mx_req *r, int keep) {
     if (s->e->model.shard) return keep;
     int from = -1, best = keep + MX_BORROW_MIN - 1;
-    for (int i = 0; i < s->parallel; i++) {
+    for (int i = 0; i < s->parallel + s->n_ents; i++) { /* the other slots, then the prompt cache's entries */
         if (i == to) continue;
-        int l = keep_of(s, &s->slots[i], r);
+        int l = keep_of(s, i < s->parallel ? &s->slots[i] : s->ents[i - s->parallel], r);
         if (l > best) { best = l; from = i; }
     }
     if (from < 0) return keep;
-    slot *d = &s->slots[to], *o = &s->slots[from];
+    slot *d = &s->slots[to], *o = from < s->parallel ? &s->slots[from] : s->ents[from - s->parallel];
+    if (from >= s->parallel) {
+        o->last_used = ++s->n_admitted;
+        s->st.cache_hit_tokens += (uint64_t)best;
+    }
     mx_kv_share_prefix(&s->e->model, d->kv, o->kv, best);
     for (int i = 0; i < s->n_snaps; i++) {
         if (best < o->kv->len && o->snap_pos[i] == best) mx_kv_restore(&s->e->model, d->kv, o->snap[i], best); /* recurrent state at that prefix */
@@ -265,12 +376,17 @@ static int64_t shared_credit(const mx_sched *s, int best, int keep) {
     if (kv && keep < kv->share_len) sh -= (int64_t)mx_kv_shared_bytes(kv) * (keep ? 2 : 1);
     return sh;
 }
-/* The bytes the slots' caches are charged for now (metrics). */
-size_t mx_sched_kv_charged(mx_sched *s) {
-    pthread_mutex_lock(&s->mu);
+/* The bytes the slots' caches and the prompt cache's entries are charged for now. */
+static int64_t charged_now(const mx_sched *s) {
     int64_t total = -shared_credit(s, -1, 0);
     for (int i = 0; i < s->parallel; i++)
         if (s->slots[i].foot) total += (int64_t)foot_bytes(s, s->slots[i].foot);
+    for (int i = 0; i < s->n_ents; i++) total += (int64_t)ent_kv_bytes(s, s->ents[i]);
+    return total;
+}
+size_t mx_sched_kv_charged(mx_sched *s) {
+    pthread_mutex_lock(&s->mu);
+    int64_t total = charged_now(s);
     pthread_mutex_unlock(&s->mu);
     return total > 0 ? (size_t)total : 0;
 }
@@ -280,18 +396,20 @@ static bool make_room(mx_sched *s, const mx_req *r, int best, int keep, int n_fo
     if (!s->kv_budget) return true;
     size_t need = foot_bytes(s, need_of(s, &r->p)), use = keep ? MX_MAX(need, foot_bytes(s, s->slots[best].foot)) : need;
     use += (size_t)n_follow * need;
-    for (;;) {
+    for (;;) { /* idle slots and the prompt cache's entries go, least recently used first */
         int64_t total = (int64_t)use - shared_credit(s, best, keep);
-        int victim = -1;
+        int victim = -1, ent = ent_lru(s);
         for (int i = 0; i < s->parallel; i++) {
             const slot *o = &s->slots[i];
             if (i == best || !o->foot) continue;
             total += (int64_t)foot_bytes(s, o->foot);
             if (!o->req && (victim < 0 || o->last_used < s->slots[victim].last_used)) victim = i;
         }
+        for (int i = 0; i < s->n_ents; i++) total += (int64_t)ent_kv_bytes(s, s->ents[i]);
         if (total <= (int64_t)s->kv_budget) return true;
-        if (victim < 0) return false;
-        release_slot(s, &s->slots[victim]);
+        if (ent >= 0 && (victim < 0 || s->ents[ent]->last_used < s->slots[victim].last_used)) ent_evict(s, ent);
+        else if (victim >= 0) release_slot(s, &s->slots[victim]);
+        else return false;
     }
 }
 
@@ -328,6 +446,8 @@ static void admit(mx_sched *s) {
         if (!s->q_head) s->q_tail = NULL;
         s->n_queued--;
         slot *sl = &s->slots[best];
+        /* the tokens it would lose stay in the prompt cache; what the request keeps of them it borrows back */
+        if (sl->kv->len - keep0 >= MX_BORROW_MIN && retain(s, sl)) keep0 = 0;
         if (!keep0) release_slot(s, sl);
         int keep = borrow_prefix(s, best, r, keep0);
         if (keep == keep0) cut_back(s, sl, keep);
@@ -354,6 +474,7 @@ static void admit(mx_sched *s) {
             for (int i = 0; i < s->parallel; i++)
                 if (!s->slots[i].req && (fi < 0 || s->slots[i].last_used < s->slots[fi].last_used)) fi = i;
             slot *fs = &s->slots[fi];
+            retain(s, fs);
             release_slot(s, fs);
             fs->foot = need_of(s, &f->p);
             fs->req = f;
@@ -372,6 +493,7 @@ static void admit(mx_sched *s) {
             fs->smp = mx_sampler_new(&f->p.samp, s->vocab);
             if (!fs->smp) { set_fin(f, MX_FIN_ERROR); fs->req = NULL; req_unref(f); }
         }
+        if (s->n_ents) ent_trim(s, 0); /* the entries made above, beside the slots' new footprints */
     }
 }
 
@@ -785,6 +907,13 @@ int mx_sched_set_snapshots(mx_sched *s, int n, int every) {
     return MX_OK;
 }
 
+int mx_sched_set_prompt_cache(mx_sched *s, int64_t bytes) {
+    pthread_mutex_lock(&s->mu);
+    s->cache_ram = s->e->model.shard ? 0 : bytes; /* distributed: prefixes are not borrowed (borrow_prefix) */
+    pthread_mutex_unlock(&s->mu);
+    return MX_OK;
+}
+
 size_t mx_sched_snapshot_bytes(const mx_sched *s) { return s->n_snaps ? s->snap_floats * sizeof(float) : 0; }
 
 void mx_sched_set_kv_budget(mx_sched *s, size_t bytes) {
@@ -892,6 +1021,8 @@ void mx_sched_free(mx_sched *s) {
         free(s->slots[i].snap_pos);
         mx_sampler_free(s->slots[i].smp);
     }
+    for (int i = 0; i < s->n_ents; i++) ent_free(s, s->ents[i]);
+    free(s->ents);
     mx_kv_pool_free(s->kvpool); /* after its caches */
     mx_ctx_free(s->dctx);
     free(s->dlogits);
@@ -1108,6 +1239,12 @@ void mx_sched_stats_get(mx_sched *s, mx_sched_stats *out) {
     *out = s->st;
     out->queued = s->n_queued;
     out->kv_shared_bytes = s->kvpool ? mx_kv_pool_shared_bytes(s->kvpool) : 0;
+    out->cache_entries = (uint64_t)s->n_ents;
+    out->cache_tokens = out->cache_bytes = 0;
+    for (int i = 0; i < s->n_ents; i++) {
+        out->cache_tokens += (uint64_t)s->ents[i]->foot;
+        out->cache_bytes += (uint64_t)ent_bytes(s, s->ents[i]);
+    }
     pthread_mutex_unlock(&s->mu);
 }
 

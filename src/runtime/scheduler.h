@@ -68,6 +68,10 @@ typedef struct {
     uint64_t kv_releases;     /* slot caches given back (replaced, or released to make room under --kv-memory) */
     uint64_t kv_waits;        /* requests that waited for room under --kv-memory */
     uint64_t kv_shared_bytes; /* cache memory mapped by more than one slot, counted once per extra slot (what sharing saves) */
+    /* the prompt cache (mx_sched_set_prompt_cache): its entries now, the tokens
+     * and bytes they hold, prompt tokens taken from them (in borrowed_tokens
+     * too), entries dropped for room */
+    uint64_t cache_entries, cache_tokens, cache_bytes, cache_hit_tokens, cache_evictions;
     int active, queued;
     double ttft_sum, ttft_count, decode_tps; /* last step's aggregate decode rate */
 } mx_sched_stats;
@@ -109,6 +113,15 @@ void mx_sched_set_kv_budget(mx_sched *s, size_t bytes);
  * models without such state or in distributed runs. Call before the first
  * submission. */
 int mx_sched_set_snapshots(mx_sched *s, int n, int every);
+/* The prompt cache (llama-server's --cache-ram): a slot's cached tokens that
+ * a new prompt would replace are kept, the slot's cache swapped for an empty
+ * one (nothing copied), and any later prompt starting with them borrows them
+ * as it borrows from other slots (its pages shared where the caches are in
+ * one pool, else copied). Entries and their snapshots of recurrent state
+ * stay within `bytes` (-1: no bound; 0: off, the default) and, with
+ * --kv-memory, go before idle slots' caches, least recently used first.
+ * Nothing in distributed runs. */
+int mx_sched_set_prompt_cache(mx_sched *s, int64_t bytes);
 /* Bytes of one snapshot (0: snapshots off). */
 size_t mx_sched_snapshot_bytes(const mx_sched *s);
 /* Stops the engine: running and queued requests finish as cancelled, new

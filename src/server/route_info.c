@@ -76,6 +76,20 @@ int mx_route_metrics(server *sv, mx_srv_req *rq, json_t *req) {
                       "(memory that sharing saves).\n# TYPE mlxcel_kv_cache_shared_bytes gauge\nmlxcel_kv_cache_shared_bytes %llu\n",
                       mx_sched_kv_resident(sv->sched), mx_sched_kv_bytes(sv->sched), (unsigned long long)st.kv_releases,
                       (unsigned long long)st.kv_shared_bytes);
+        if (sv->o.cache_ram && !sv->tm.e.model.shard)
+            mx_buf_printf(&b,
+                          "# HELP mlxcel_prompt_cache_entries Earlier prompts' caches kept in the prompt cache (--cache-ram).\n"
+                          "# TYPE mlxcel_prompt_cache_entries gauge\nmlxcel_prompt_cache_entries %llu\n"
+                          "# HELP mlxcel_prompt_cache_tokens Tokens those entries hold.\n# TYPE mlxcel_prompt_cache_tokens gauge\n"
+                          "mlxcel_prompt_cache_tokens %llu\n"
+                          "# HELP mlxcel_prompt_cache_bytes Memory they are charged (their cache rows, token arrays and state snapshots).\n"
+                          "# TYPE mlxcel_prompt_cache_bytes gauge\nmlxcel_prompt_cache_bytes %llu\n"
+                          "# HELP mlxcel_prompt_cache_hit_tokens_total Prompt tokens taken from the prompt cache (in the cached and borrowed totals too).\n"
+                          "# TYPE mlxcel_prompt_cache_hit_tokens_total counter\nmlxcel_prompt_cache_hit_tokens_total %llu\n"
+                          "# HELP mlxcel_prompt_cache_evictions_total Entries dropped for room (--cache-ram, --kv-memory) or superseded.\n"
+                          "# TYPE mlxcel_prompt_cache_evictions_total counter\nmlxcel_prompt_cache_evictions_total %llu\n",
+                          (unsigned long long)st.cache_entries, (unsigned long long)st.cache_tokens, (unsigned long long)st.cache_bytes,
+                          (unsigned long long)st.cache_hit_tokens, (unsigned long long)st.cache_evictions);
         if (sv->o.kv_memory)
             mx_buf_printf(&b,
                           "# HELP mlxcel_kv_cache_budget_bytes --kv-memory.\n# TYPE mlxcel_kv_cache_budget_bytes gauge\nmlxcel_kv_cache_budget_bytes %zu\n"

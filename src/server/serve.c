@@ -23,7 +23,8 @@
 void mx_serve_opts_defaults(mx_serve_opts *o) {
     *o = (mx_serve_opts){.host = "127.0.0.1", .port = 8080, .parallel = 4, .ctx_size = 4096, .step_tokens = 256, .threads = mx_default_threads(),
                          .draft_max = 4, .max_body = 8u << 20, .max_conns_per_ip = 64, .max_queue = 64, .header_timeout = 10, .body_timeout = 60,
-                         .shutdown_grace = 10, .max_messages = 2048, .prompt_budget = 2, .state_snapshots = 3, .snapshot_every = 256};
+                         .shutdown_grace = 10, .max_messages = 2048, .prompt_budget = 2, .state_snapshots = 3, .snapshot_every = 256,
+                         .cache_ram = (int64_t)8192 << 20};
 }
 
 /* Signals: a thread of their own (they are blocked everywhere else). */
@@ -108,7 +109,7 @@ int mx_srv_load(server *sv, mx_task *task) {
         if (mx_spec_check_vocab(&sv->tm, &sv->dtm) || mx_sched_set_draft(sv->sched, &sv->dtm.e, o->draft_max)) return MX_ERR;
     }
     if (o->kv_memory) mx_sched_set_kv_budget(sv->sched, o->kv_memory);
-    if (mx_sched_set_snapshots(sv->sched, o->state_snapshots, o->snapshot_every)) return MX_ERR;
+    if (mx_sched_set_snapshots(sv->sched, o->state_snapshots, o->snapshot_every) || mx_sched_set_prompt_cache(sv->sched, o->cache_ram)) return MX_ERR;
     snprintf(sv->name, sizeof sv->name, "%s", o->model_name ? o->model_name : sv->tm.name);
     sv->tok = sv->tm.tok;
     /* request defaults: the options (OpenAI's temperature 1 when none), then the model's generation_config.json */
@@ -175,12 +176,15 @@ int mx_serve(const mx_serve_opts *o) {
         char spec[320] = "";
         if (o->lookup_ngram) snprintf(spec, sizeof spec, "; speculation: prompt lookup of %d..1 tokens, up to %d drafts", o->lookup_ngram, o->draft_max);
         if (sv.dtm_open) snprintf(spec, sizeof spec, "; speculation: draft model '%s', up to %d drafts", sv.dtm.name, o->draft_max);
-        char bound[192] = "";
+        char bound[320] = "";
         size_t snap = mx_sched_snapshot_bytes(sv.sched);
         if (o->kv_memory) snprintf(bound, sizeof bound, ", at most %.1f MiB in use (--kv-memory)", o->kv_memory / 1048576.0);
         if (snap)
             snprintf(bound + strlen(bound), sizeof bound - strlen(bound), "; up to %d state snapshots of %.1f MiB per slot, every %d prompt tokens",
                      o->state_snapshots, snap / 1048576.0, o->snapshot_every);
+        if (o->cache_ram && !m->shard)
+            snprintf(bound + strlen(bound), sizeof bound - strlen(bound), o->cache_ram > 0 ? "; prompt cache up to %.0f MiB" : "; prompt cache unbounded",
+                     o->cache_ram / 1048576.0);
         fprintf(stderr, "mlxcel serve: ready (model '%s', %d slots of %d tokens; KV cache %.1f MiB reserved, taken as written%s: %s keys, %s values%s%s)\n",
                 sv.name, o->parallel, o->ctx_size, mx_sched_kv_bytes(sv.sched) / 1048576.0, bound, mx_kv_type_name(m->kp.kv_type[0]),
                 mx_kv_type_name(m->kp.kv_type[1]), unused ? "; no layer keeps a cache these types apply to: ignored" : "", spec);

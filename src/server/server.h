@@ -19,6 +19,7 @@ typedef struct {
     const char *draft_dir;       /* or by a draft model (mx_sched_set_draft; NULL: none) */
     size_t kv_memory;            /* bytes the slots' caches may take (mx_sched_set_kv_budget; 0: no bound) */
     int state_snapshots, snapshot_every; /* recurrent-state snapshots per slot and their stride (mx_sched_set_snapshots) */
+    int64_t cache_ram;           /* bytes of the prompt cache (mx_sched_set_prompt_cache; -1: no bound, 0: off) */
     const char *api_key;
     size_t max_body;   /* bytes */
     const char *chat_template, *chat_template_file; /* override the model's (built-in name / Jinja file) */

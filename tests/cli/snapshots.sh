@@ -7,7 +7,8 @@
 # one sharing 40 tokens reuses the snapshot at 32; each reply (greedy text and
 # logprobs) equals that of a server without snapshots, which computes the
 # whole prompt; and a prompt sharing a prefix with another slot's snapshot
-# borrows that slot's rows and state there.
+# borrows that slot's rows and state there. (The prompt cache is off here: it would
+# keep C whole and serve E and D from it; server_cache.sh tests that.)
 set -u
 cd "$(dirname "$0")/../.."
 PREFIX=snapshots
@@ -24,7 +25,7 @@ req() { # port, prompt ids -> "cached text logprobs" on one line
 }
 for fam in jamba qwen3_next falcon_h1 lfm2 recurrent_gemma mamba2 zamba2; do
   mkdir -p "$T/$fam"; cp tests/server/tinymodel/tokenizer*.json tests/fixtures/$fam/*.json tests/fixtures/$fam/model.safetensors "$T/$fam/"
-  serve_up $port "$T/s.log" "$M" serve -m "$T/$fam" --port $port -t 2 -c 256 -np 2 --snapshot-every 16 || continue
+  serve_up $port "$T/s.log" "$M" serve -m "$T/$fam" --port $port -t 2 -c 256 -np 2 --snapshot-every 16 --cache-ram 0 || continue
   serve_up $((port + 1)) "$T/f.log" "$M" serve -m "$T/$fam" --port $((port + 1)) -t 2 -c 256 -np 2 --state-snapshots 0 || continue
   req $port "$A" >/dev/null
   got_c=$(req $port "$C"); got_b=$(req $port "$B")
