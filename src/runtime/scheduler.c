@@ -34,6 +34,14 @@ struct mx_req {
     uint64_t id;              /* unique, from 1 */
     uint64_t lead_id;         /* n > 1: the id of the request whose prompt this one shares (0: none) */
     bool waited;              /* --kv-memory held it back at least once */
+    /* pre-emption (--kv-memory, preempt): a request stopped for room goes back
+     * to the queue's head with the tokens it generated appended to its prompt
+     * (n_prompt0: the prompt's own, what usage reports), its count of them and
+     * its sampler, and goes on where it stopped once it has read them again */
+    int n_prompt0;
+    int n_gen;
+    mx_sampler *smp;
+    int preempted;
     mx_req *next;
 };
 
@@ -94,6 +102,7 @@ struct mx_sched {
     mx_seq_in *ins;
     int *in_slot;
     size_t kv_budget;          /* bytes all slots' caches may take (mx_sched_set_kv_budget; 0: no bound) */
+    int grow;                  /* positions a footprint grows by under it (foot0, grow) */
     int n_snaps, snap_every;   /* state snapshots per slot and their stride (0: off) */
     size_t snap_floats;
     /* the prompt cache (mx_sched_set_prompt_cache): caches of earlier prompts
@@ -107,6 +116,7 @@ struct mx_sched {
 };
 
 static void req_free(mx_req *r) {
+    mx_sampler_free(r->smp);
     free(r->prompt);
     free(r->bias_ids);
     free(r->bias_vals);
@@ -352,6 +362,18 @@ static int borrow_prefix(mx_sched *s, int to, const mx_req *r, int keep) {
 static int need_of(const mx_sched *s, const mx_req_params *p) {
     return (int)MX_MIN((int64_t)s->ctx_len, (int64_t)p->n_prompt + MX_MAX(p->max_tokens, 0) + s->spec_max + 1);
 }
+/* Under --kv-memory a request starts with room for its prompt and s->grow
+ * (64; MLXCEL_KV_GROW) more positions, and grows by as many at a time as it
+ * generates (grow); one with images gets its whole need at once (it is
+ * never pre-empted: its prompt cannot be read again with the tokens it
+ * generated). */
+static int need_req(const mx_sched *s, const mx_req *r) {
+    return (int)MX_MIN((int64_t)s->ctx_len, (int64_t)r->p.n_prompt + MX_MAX(r->p.max_tokens - r->n_gen, 0) + s->spec_max + 1);
+}
+static int foot0(const mx_sched *s, const mx_req *r) {
+    int need = need_req(s, r);
+    return s->kv_budget && !r->lay.n ? (int)MX_MIN((int64_t)need, (int64_t)r->p.n_prompt + s->grow + s->spec_max + 1) : need;
+}
 static size_t foot_bytes(const mx_sched *s, int n) {
     return mx_kv_used_bytes(&s->e->model, s->ctx_len, n) + (s->draft ? mx_kv_used_bytes(&s->draft->model, s->ctx_len, n) : 0);
 }
@@ -390,26 +412,91 @@ size_t mx_sched_kv_charged(mx_sched *s) {
     pthread_mutex_unlock(&s->mu);
     return total > 0 ? (size_t)total : 0;
 }
+static void finish(mx_sched *s, slot *sl, mx_finish why);
+/* The least recently used of the prompt cache's entries and the idle slots
+ * (but `keep`) goes: false when there is none. */
+static bool drop_lru(mx_sched *s, int keep) {
+    int victim = -1, ent = ent_lru(s);
+    for (int i = 0; i < s->parallel; i++) {
+        const slot *o = &s->slots[i];
+        if (i != keep && o->foot && !o->req && (victim < 0 || o->last_used < s->slots[victim].last_used)) victim = i;
+    }
+    if (ent >= 0 && (victim < 0 || s->ents[ent]->last_used < s->slots[victim].last_used)) ent_evict(s, ent);
+    else if (victim >= 0) release_slot(s, &s->slots[victim]);
+    else return false;
+    return true;
+}
+
 /* Room for request r in slot `best` keeping `keep` of its tokens, and for
  * its n_follow samples (each in a slot of its own, started from 0). */
 static bool make_room(mx_sched *s, const mx_req *r, int best, int keep, int n_follow) {
     if (!s->kv_budget) return true;
-    size_t need = foot_bytes(s, need_of(s, &r->p)), use = keep ? MX_MAX(need, foot_bytes(s, s->slots[best].foot)) : need;
+    size_t need = foot_bytes(s, foot0(s, r)), use = keep ? MX_MAX(need, foot_bytes(s, s->slots[best].foot)) : need;
     use += (size_t)n_follow * need;
     for (;;) { /* idle slots and the prompt cache's entries go, least recently used first */
         int64_t total = (int64_t)use - shared_credit(s, best, keep);
-        int victim = -1, ent = ent_lru(s);
-        for (int i = 0; i < s->parallel; i++) {
-            const slot *o = &s->slots[i];
-            if (i == best || !o->foot) continue;
-            total += (int64_t)foot_bytes(s, o->foot);
-            if (!o->req && (victim < 0 || o->last_used < s->slots[victim].last_used)) victim = i;
-        }
+        for (int i = 0; i < s->parallel; i++)
+            if (i != best && s->slots[i].foot) total += (int64_t)foot_bytes(s, s->slots[i].foot);
         for (int i = 0; i < s->n_ents; i++) total += (int64_t)ent_kv_bytes(s, s->ents[i]);
         if (total <= (int64_t)s->kv_budget) return true;
-        if (ent >= 0 && (victim < 0 || s->ents[ent]->last_used < s->slots[victim].last_used)) ent_evict(s, ent);
-        else if (victim >= 0) release_slot(s, &s->slots[victim]);
-        else return false;
+        if (!drop_lru(s, best)) return false;
+    }
+}
+
+/* Pre-emption by recompute (vLLM's): slot v's request stops, its cache is
+ * released, and it goes back to the queue's head with what it generated
+ * appended to its prompt (the pending token too: reading it gives the next
+ * token's logits), keeping its sampler and count; the consumer sees nothing
+ * but a pause. */
+static void preempt(mx_sched *s, int v) {
+    slot *sl = &s->slots[v];
+    mx_req *r = sl->req;
+    int n = sl->kv->len + 1;
+    int32_t *np = realloc(r->prompt, sizeof(int32_t) * (size_t)n);
+    if (!np) { finish(s, sl, MX_FIN_ERROR); release_slot(s, sl); return; }
+    memcpy(np, sl->toks, sizeof(int32_t) * (size_t)sl->kv->len);
+    np[n - 1] = sl->pending;
+    r->prompt = np;
+    r->p.prompt = np;
+    r->p.n_prompt = n;
+    r->n_gen = sl->n_gen;
+    r->smp = sl->smp;
+    sl->smp = NULL;
+    r->lead_id = 0;
+    r->preempted++;
+    sl->req = NULL;
+    sl->decoding = false;
+    release_slot(s, sl);
+    r->next = s->q_head;
+    s->q_head = r;
+    if (!s->q_tail) s->q_tail = r;
+    s->n_queued++;
+    s->st.preemptions++;
+}
+
+/* --kv-memory: a generating slot whose next step may write past its
+ * footprint grows by s->grow positions (up to its request's whole need).
+ * Room comes from the prompt cache's entries and idle slots, least
+ * recently used first, else from pre-empting the generating request
+ * admitted last (this one, if it is). Requests with images started with
+ * their whole need. */
+static void grow(mx_sched *s) {
+    for (int i = 0; i < s->parallel; i++) {
+        slot *sl = &s->slots[i];
+        if (!sl->req || !sl->decoding || sl->kv->len + 1 + s->spec_max + 1 <= sl->foot) continue;
+        int nf = MX_MIN(need_req(s, sl->req), (int)MX_MIN((int64_t)s->ctx_len, MX_MAX((int64_t)sl->kv->len + 1 + s->spec_max + 1, (int64_t)sl->foot + s->grow)));
+        if (nf <= sl->foot) continue; /* its whole need already */
+        while (sl->req && charged_now(s) - (int64_t)foot_bytes(s, sl->foot) + (int64_t)foot_bytes(s, nf) > (int64_t)s->kv_budget) {
+            if (drop_lru(s, i)) continue;
+            int v = -1;
+            for (int k = 0; k < s->parallel; k++) {
+                const slot *o = &s->slots[k];
+                if (o->req && o->decoding && !o->req->lay.n && (v < 0 || o->last_used > s->slots[v].last_used)) v = k;
+            }
+            if (v < 0) break;
+            preempt(s, v);
+        }
+        if (sl->req) sl->foot = MX_MAX(sl->foot, nf);
     }
 }
 
@@ -451,20 +538,23 @@ static void admit(mx_sched *s) {
         if (!keep0) release_slot(s, sl);
         int keep = borrow_prefix(s, best, r, keep0);
         if (keep == keep0) cut_back(s, sl, keep);
-        sl->foot = MX_MAX(sl->foot, need_of(s, &r->p));
+        sl->foot = MX_MAX(sl->foot, foot0(s, r));
         sl->rope_shift = 0;
         sl->n_fed = keep;
-        r->cached = keep;
+        if (!r->preempted) r->cached = keep;
         sl->req = r;
         sl->last_used = ++s->n_admitted;
-        sl->n_gen = 0;
+        sl->n_gen = r->n_gen;
         sl->decoding = false;
         mx_sampler_free(sl->smp);
-        sl->smp = mx_sampler_new(&r->p.samp, s->vocab);
+        sl->smp = r->smp ? r->smp : mx_sampler_new(&r->p.samp, s->vocab);
+        r->smp = NULL;
         sl->waiting = false;
         if (!sl->smp) { set_fin(r, MX_FIN_ERROR); sl->req = NULL; req_unref(r); continue; } /* its samples read the prompt themselves */
-        s->st.cached_tokens += (uint64_t)keep;
-        s->st.prompt_tokens += (uint64_t)keep; /* the rest is counted as it is fed */
+        if (!r->preempted) {
+            s->st.cached_tokens += (uint64_t)keep;
+            s->st.prompt_tokens += (uint64_t)keep; /* the rest is counted as it is fed */
+        }
         for (int k = 0; k < n_follow; k++) {
             mx_req *f = s->q_head;
             s->q_head = f->next;
@@ -476,7 +566,7 @@ static void admit(mx_sched *s) {
             slot *fs = &s->slots[fi];
             retain(s, fs);
             release_slot(s, fs);
-            fs->foot = need_of(s, &f->p);
+            fs->foot = foot0(s, f);
             fs->req = f;
             fs->rope_shift = 0;
             cut_back(s, fs, 0);
@@ -713,6 +803,7 @@ static void *engine_loop(void *arg) {
             if (s->slots[i].req && s->slots[i].req->cancel) finish(s, &s->slots[i], MX_FIN_CANCELLED);
         admit(s);
         orphans(s);
+        if (s->kv_budget) grow(s);
         int n_active = 0;
         for (int i = 0; i < s->parallel; i++) n_active += s->slots[i].req != NULL;
         s->st.active = n_active;
@@ -819,7 +910,7 @@ static void *engine_loop(void *arg) {
                 continue;
             }
             sl->n_fed += s->ins[j].n;
-            s->st.prompt_tokens += (uint64_t)s->ins[j].n;
+            if (!sl->req->preempted) s->st.prompt_tokens += (uint64_t)s->ins[j].n;
             if (s->n_snaps && sl->n_fed == sl->req->p.n_prompt) take_snapshot(s, sl, s->n_snaps - 1);
             else if (s->n_snaps && sl->n_fed % s->snap_every == 0 && stride_free(s, sl) >= 0) take_snapshot(s, sl, stride_free(s, sl));
             if (sl->n_fed == sl->req->p.n_prompt) {
@@ -919,6 +1010,8 @@ size_t mx_sched_snapshot_bytes(const mx_sched *s) { return s->n_snaps ? s->snap_
 void mx_sched_set_kv_budget(mx_sched *s, size_t bytes) {
     pthread_mutex_lock(&s->mu);
     s->kv_budget = bytes;
+    const char *g = getenv("MLXCEL_KV_GROW"); /* tests: a whole request's need at once (no pre-emption) */
+    s->grow = g && atoi(g) > 0 ? atoi(g) : 64;
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -1101,6 +1194,7 @@ static mx_req *req_new(mx_sched *s, const mx_req_params *p) {
     r->bias_vals = mx_malloc(sizeof(float) * (size_t)(p->n_bias + 1));
     if (!r->prompt || !r->bias_ids || !r->bias_vals) { free(r->prompt); free(r->bias_ids); free(r->bias_vals); free(r); return NULL; }
     memcpy(r->prompt, p->prompt, sizeof(int32_t) * (size_t)p->n_prompt);
+    r->n_prompt0 = p->n_prompt;
     r->p.lay = NULL;
     r->p.grammar = mx_grammar_ref(p->grammar); /* req_free drops it on any failure below */
     if (p->lay && copy_images(s, r, p)) {
@@ -1186,7 +1280,7 @@ int mx_req_next(mx_req *r, mx_tok_event *ev, int timeout_ms) {
 
 mx_finish mx_req_finish(const mx_req *r) { return r->fin; }
 int mx_req_cached_tokens(const mx_req *r) { return r->cached; }
-int mx_req_prompt_tokens(const mx_req *r) { return r->p.n_prompt; }
+int mx_req_prompt_tokens(const mx_req *r) { return r->n_prompt0; }
 
 void mx_req_times(mx_req *r, double *submit, double *first, double *end) {
     pthread_mutex_lock(&r->s->mu);
@@ -1252,7 +1346,7 @@ int mx_sched_slots(mx_sched *s, mx_slot_info *out, int max) {
     pthread_mutex_lock(&s->mu);
     for (int i = 0; i < s->parallel && i < max; i++) {
         const slot *sl = &s->slots[i];
-        out[i] = (mx_slot_info){sl->req != NULL, sl->req ? sl->req->p.n_prompt : 0, sl->req ? sl->n_gen : 0};
+        out[i] = (mx_slot_info){sl->req != NULL, sl->req ? sl->req->n_prompt0 : 0, sl->req ? sl->n_gen : 0};
     }
     pthread_mutex_unlock(&s->mu);
     return s->parallel;

@@ -72,6 +72,7 @@ typedef struct {
      * and bytes they hold, prompt tokens taken from them (in borrowed_tokens
      * too), entries dropped for room */
     uint64_t cache_entries, cache_tokens, cache_bytes, cache_hit_tokens, cache_evictions;
+    uint64_t preemptions;     /* requests stopped for room under --kv-memory and queued again (they read what they had again) */
     int active, queued;
     double ttft_sum, ttft_count, decode_tps; /* last step's aggregate decode rate */
 } mx_sched_stats;
@@ -99,10 +100,15 @@ size_t mx_sched_kv_bytes(const mx_sched *s);
 /* The bytes those caches take now (resident pages; any thread). */
 size_t mx_sched_kv_resident(const mx_sched *s);
 /* Bounds the caches' memory (--kv-memory; 0: none): a request is admitted
- * when its prompt, max_tokens and drafts fit beside the running ones (idle
- * slots' caches are released for it, least recently used first), else it
- * waits; one that could never fit is refused at submission. Call before
- * the first submission (after mx_sched_set_draft). */
+ * when its prompt and 64 more positions fit beside the running ones (a
+ * request with images: its prompt, max_tokens and drafts), the prompt
+ * cache's entries and idle slots' caches released for it, least recently
+ * used first, else it waits; a generating request takes 64 more positions
+ * at a time the same way, or by pre-empting the generating request admitted
+ * last (its cache released; it is queued first again with what it
+ * generated appended to its prompt, and goes on from there: greedy output
+ * is unchanged). One that could never fit alone is refused at submission.
+ * Call before the first submission (after mx_sched_set_draft). */
 void mx_sched_set_kv_budget(mx_sched *s, size_t bytes);
 /* Prefix reuse for models with recurrent state (hybrids, SSMs), whose cache
  * cannot be cut back: each slot keeps up to n snapshots of that state

@@ -96,8 +96,10 @@ int mx_route_metrics(server *sv, mx_srv_req *rq, json_t *req) {
                           "# HELP mlxcel_kv_cache_waits_total Requests that waited for room in --kv-memory.\n"
                           "# TYPE mlxcel_kv_cache_waits_total counter\nmlxcel_kv_cache_waits_total %llu\n"
                           "# HELP mlxcel_kv_cache_charged_bytes What --kv-memory charges the slots now (each one's upper bound, shared pages once).\n"
-                          "# TYPE mlxcel_kv_cache_charged_bytes gauge\nmlxcel_kv_cache_charged_bytes %zu\n",
-                          sv->o.kv_memory, (unsigned long long)st.kv_waits, mx_sched_kv_charged(sv->sched));
+                          "# TYPE mlxcel_kv_cache_charged_bytes gauge\nmlxcel_kv_cache_charged_bytes %zu\n"
+                          "# HELP mlxcel_kv_cache_preemptions_total Generating requests stopped for room and queued again (they read their tokens again).\n"
+                          "# TYPE mlxcel_kv_cache_preemptions_total counter\nmlxcel_kv_cache_preemptions_total %llu\n",
+                          sv->o.kv_memory, (unsigned long long)st.kv_waits, mx_sched_kv_charged(sv->sched), (unsigned long long)st.preemptions);
     }
     if (sv->sched && sv->tm.e.vision) {
         unsigned long enc, hits;

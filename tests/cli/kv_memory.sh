@@ -3,10 +3,13 @@
 # space whose pages take memory once written (nn/decoder.c mx_kv_new), so a
 # server with 4 slots of 262144 positions starts without that memory and a
 # request takes what its positions write; --kv-memory bounds all slots
-# together (runtime/scheduler.c make_room): requests that do not fit beside
-# the running ones wait, idle slots' caches are released for them, one that
-# could never fit gets a 400, and the replies equal an unbounded server's;
-# a prefix several slots share is charged once.
+# together (runtime/scheduler.c make_room, grow): a request is admitted with
+# room for its prompt and 64 more positions and grows 64 at a time; when the
+# bound is reached the generating request admitted last is pre-empted (its
+# cache released, queued again with what it generated, read again later),
+# idle slots' caches are released for room, one that could never fit gets a
+# 400, and the replies equal an unbounded server's (greedy text and
+# logprobs); a prefix several slots share is charged once.
 set -u
 cd "$(dirname "$0")/../.."
 PREFIX=kv_memory
@@ -38,8 +41,8 @@ r=$(curl -s -w ' %{http_code}' localhost:$((port + 1))/v1/completions -H 'conten
 need=$(echo "$r" | sed -n 's/.*needs \([0-9.]*\) KiB of KV cache.*/\1/p')
 case "$r" in *"more than the server's --kv-memory of 4.0 KiB"*" 400") ok "refused (needs $need KiB)" ;; *) fail refused "$r" ;; esac
 
-# room for one request and a half: three at once run one after another, the idle slot's cache released
-# for the next, never more than the bound in use, the same replies
+# room for one request and a half: three at once start together, grow, and the last admitted are
+# pre-empted and go on later, never more than the bound in use, the same replies
 budget=$(python3 -c "print(int(float('$need') * 1024 * 1.5))")
 serve_up $((port + 2)) "$T/c.log" "$M" serve -m "$T/m" --port $((port + 2)) -t 2 -c 8192 -np 3 --kv-memory $budget || exit 0
 cl=(); for i in 0 1 2; do req $((port + 2)) "$(ids $((7 + 6 * i)))" 4000 >"$T/got$i" & cl+=($!); done
@@ -57,13 +60,15 @@ same=1; for i in 0 1 2; do
     "$T/long$i" "$T/got$i" 2>/dev/null || same=0; done
 [ $same = 1 ] && ok same_replies || fail same_replies "$(head -c 200 "$T/got0") vs $(head -c 200 "$T/ref0")"
 rel=$(met $((port + 2)) mlxcel_kv_cache_releases_total); waits=$(met $((port + 2)) mlxcel_kv_cache_waits_total)
-[ $max_act = 1 ] && [ "${waits:-0}" -ge 1 ] && [ $max_used -le $budget ] && [ "${rel:-0}" -ge 2 ] && [ "$(met $((port + 2)) mlxcel_kv_cache_budget_bytes)" = $budget ] &&
-  ok "bounded (one at a time, up to $max_used of $budget bytes, queue up to $max_q, $waits waited, $rel releases)" ||
-  fail bounded "active $max_act, used $max_used of $budget, releases $rel, waits $waits"
+pre=$(met $((port + 2)) mlxcel_kv_cache_preemptions_total)
+[ $max_act = 3 ] && [ "${pre:-0}" -ge 2 ] && [ $max_used -le $budget ] && [ "$(met $((port + 2)) mlxcel_kv_cache_budget_bytes)" = $budget ] &&
+  ok "bounded (three started, up to $max_used of $budget bytes, $pre pre-emptions, queue up to $max_q, $rel releases)" ||
+  fail bounded "active $max_act, used $max_used of $budget, pre-emptions $pre, releases $rel, waits $waits"
 
 # a page several slots share is charged once (docs/kv-cache.md "Shared prefix pages"): a request generating
 # while two more with its 96-token prefix arrive; each borrows the prefix (pages of one 4 KiB chunk mapped,
-# MLXCEL_KV_CHUNK), and the third is admitted on what the second's sharing saves
+# MLXCEL_KV_CHUNK), and the third is admitted on what the second's sharing saves (each request charged
+# its whole need at admission, MLXCEL_KV_GROW, so that the admission alone decides)
 P=$(python3 -c "print(','.join(str(5 + (i * 7) % 200) for i in range(96)))")
 three() { # port -> the three requests started (the first one generating before the other two)
   curl -s localhost:$1/v1/completions -H 'content-type: application/json' -o /dev/null \
@@ -78,7 +83,7 @@ three() { # port -> the three requests started (the first one generating before 
     [ "$(met $1 mlxcel_kv_cache_waits_total)" -gt 0 ] 2>/dev/null && break; sleep 0.02
   done
 }
-export MLXCEL_KV_CHUNK=4096
+export MLXCEL_KV_CHUNK=4096 MLXCEL_KV_GROW=100000
 serve_up $((port + 3)) "$T/d.log" "$M" serve -m "$T/m" --port $((port + 3)) -t 2 -c 8192 -np 3 --kv-memory 1G || exit 0
 three $((port + 3))
 charged=$(met $((port + 3)) mlxcel_kv_cache_charged_bytes); shared=$(met $((port + 3)) mlxcel_kv_cache_shared_bytes)
@@ -96,7 +101,7 @@ for share in 1 0; do
   if [ $share = 1 ]; then [ "$act" = 3 ] && [ "$w" = 0 ] && ok "admitted_on_sharing (bound $budget)" || fail admitted_on_sharing "active $act, waits $w"
   else [ "$act" != 3 ] && [ "${w:-0}" -ge 1 ] && ok "waits_without_sharing" || fail waits_without_sharing "active $act, waits $w"; fi
 done
-unset MLXCEL_KV_CHUNK
+unset MLXCEL_KV_CHUNK MLXCEL_KV_GROW
 
 "$M" serve -m "$T/m" --kv-memory 12Q >"$T/out" 2>"$T/err"; rc=$?
 [ $rc = 2 ] && grep -q "^mlxcel serve: --kv-memory '12Q': give a size" "$T/err" && ok bad_size || fail bad_size "rc $rc: $(cat "$T/err")"
