@@ -1015,16 +1015,21 @@ void mx_sched_set_kv_budget(mx_sched *s, size_t bytes) {
     pthread_mutex_unlock(&s->mu);
 }
 
-size_t mx_sched_kv_resident(const mx_sched *s) {
+/* Under the lock: the prompt cache swaps slots' caches and frees entries. */
+size_t mx_sched_kv_resident(mx_sched *s) {
+    pthread_mutex_lock(&s->mu);
     size_t n = s->kvpool ? mx_kv_pool_resident(s->kvpool) : 0; /* a shared page once */
-    /* the caches' mappings live as long as s: readable from any thread */
     for (int i = 0; i < s->parallel; i++) n += (s->kvpool ? 0 : mx_kv_resident(s->slots[i].kv)) + (s->slots[i].dkv ? mx_kv_resident(s->slots[i].dkv) : 0);
+    for (int i = 0; !s->kvpool && i < s->n_ents; i++) n += mx_kv_resident(s->ents[i]->kv);
+    pthread_mutex_unlock(&s->mu);
     return n;
 }
 
-size_t mx_sched_kv_bytes(const mx_sched *s) {
+size_t mx_sched_kv_bytes(mx_sched *s) {
+    pthread_mutex_lock(&s->mu);
     size_t n = 0;
     for (int i = 0; i < s->parallel; i++) n += (s->slots[i].kv ? mx_kv_bytes(s->slots[i].kv) : 0) + (s->slots[i].dkv ? mx_kv_bytes(s->slots[i].dkv) : 0);
+    pthread_mutex_unlock(&s->mu);
     return n;
 }
 

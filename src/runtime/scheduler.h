@@ -96,9 +96,10 @@ int mx_sched_set_spec(mx_sched *s, int draft_max, int ngram);
 int mx_sched_set_draft(mx_sched *s, mx_engine *draft, int draft_max);
 /* Bytes of every slot's cache together: the address space mx_sched_new
  * reserves (pages take memory once written). */
-size_t mx_sched_kv_bytes(const mx_sched *s);
-/* The bytes those caches take now (resident pages; any thread). */
-size_t mx_sched_kv_resident(const mx_sched *s);
+size_t mx_sched_kv_bytes(mx_sched *s);
+/* The bytes those caches and the prompt cache's entries take now (resident
+ * pages; any thread). */
+size_t mx_sched_kv_resident(mx_sched *s);
 /* Bounds the caches' memory (--kv-memory; 0: none): a request is admitted
  * when its prompt and 64 more positions fit beside the running ones (a
  * request with images: its prompt, max_tokens and drafts), the prompt

@@ -46,6 +46,9 @@ bool mx_gen_parse_common(server *sv, json_t *req, mx_gen_params *g, char *err, s
  * sampling table's, or extra (NULL-terminated); else false with err naming
  * it (a field not implemented is refused, never ignored). */
 bool mx_gen_check_fields(json_t *req, const char *const *extra, char *err, size_t errn);
+/* OpenAI's prompt_cache_key (a string: changes nothing, the cache is keyed by
+ * the prompt) and prompt_cache_retention ("in_memory" only). */
+bool mx_gen_check_cache_fields(json_t *req, char *err, size_t errn);
 /* o has no keys beyond ok[] (NULL-terminated); else false with err
  * "'what.key' is not supported" ("'key' ..." when what is ""). */
 bool mx_only_fields(json_t *o, const char *const *ok, const char *what, char *err, size_t errn);

@@ -129,6 +129,19 @@ bool mx_gen_check_fields(json_t *req, const char *const *extra, char *err, size_
     return true;
 }
 
+bool mx_gen_check_cache_fields(json_t *req, char *err, size_t errn) {
+    /* OpenAI's prompt-cache hints: the prompt cache here is keyed by the prompt's tokens themselves (one
+     * server, nothing to route), so a key changes nothing; entries stay in memory until --cache-ram or
+     * --kv-memory needs their room, which is "in_memory" and not a promise of 24 hours */
+    json_t *k = json_object_get(req, "prompt_cache_key"), *r = json_object_get(req, "prompt_cache_retention");
+    if (k && !json_is_null(k) && !json_is_string(k)) { snprintf(err, errn, "'prompt_cache_key' must be a string"); return false; }
+    if (r && !json_is_null(r) && !(json_is_string(r) && !strcmp(json_string_value(r), "in_memory"))) {
+        snprintf(err, errn, "'prompt_cache_retention' must be \"in_memory\": cached prompts stay in memory until the server needs the room (--cache-ram), with no fixed retention");
+        return false;
+    }
+    return true;
+}
+
 bool mx_gen_parse_common(server *sv, json_t *req, mx_gen_params *g, char *err, size_t errn) {
     g->p.samp = sv->samp; /* the server's options, then generation_config.json (mx_srv_load) */
     g->p.top_logprobs = -1;

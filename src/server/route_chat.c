@@ -205,8 +205,8 @@ static json_t *chat_context(server *sv, json_t *req, mx_gen_params *g, bool *con
 
 bool mx_chat_parse(server *sv, json_t *req, size_t body_len, mx_gen_params *g, char *err, size_t errn) {
     static const char *const fields[] = {"messages", "logprobs", "top_logprobs", "tools", "tool_choice", "parallel_tool_calls",
-                                         "chat_template_kwargs", "documents", NULL};
-    if (!mx_gen_check_fields(req, fields, err, errn) || !mx_gen_parse_common(sv, req, g, err, errn)) return false;
+                                         "chat_template_kwargs", "documents", "prompt_cache_key", "prompt_cache_retention", NULL};
+    if (!mx_gen_check_fields(req, fields, err, errn) || !mx_gen_check_cache_fields(req, err, errn) || !mx_gen_parse_common(sv, req, g, err, errn)) return false;
     if (!sv->tm.tok) { snprintf(err, errn, "this model has no tokenizer; use /v1/completions with token ids"); return false; }
     json_t *lp = json_object_get(req, "logprobs");
     if (lp && !json_is_null(lp) && !json_is_boolean(lp)) { snprintf(err, errn, "'logprobs' must be a boolean"); return false; }

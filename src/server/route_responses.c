@@ -144,8 +144,8 @@ static json_t *translate(server *sv, json_t *req, json_t **state, unsigned *code
     *code = 400;
     static const char *const keys[] = {"model", "input", "instructions", "max_output_tokens", "temperature", "top_p", "stream", "tools", "tool_choice",
                                        "parallel_tool_calls", "text", "store", "metadata", "reasoning", "truncation", "user", "previous_response_id",
-                                       "include", NULL};
-    if (!mx_only_fields(req, keys, "", err, errn)) return NULL;
+                                       "include", "prompt_cache_key", "prompt_cache_retention", NULL};
+    if (!mx_only_fields(req, keys, "", err, errn) || !mx_gen_check_cache_fields(req, err, errn)) return NULL;
     json_t *v = json_object_get(req, "store");
     bool store = true;
     if (v && !json_is_null(v) && !json_is_boolean(v)) { snprintf(err, errn, "'store' must be a boolean"); return NULL; }

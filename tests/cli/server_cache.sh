@@ -11,6 +11,8 @@
 #  - a DeltaNet hybrid (Qwen3-Next): the entry keeps its slot's state
 #    snapshots, so a next turn of A (all of A, then more) after B reuses all
 #    60 tokens of A;
+#  - OpenAI's prompt_cache_key is taken (chat, Responses) and
+#    prompt_cache_retention "24h" refused (no fixed retention here);
 #  - the ready line names the bound; a bad --cache-ram is refused.
 set -u
 export MLXCEL_KV_CHUNK=4096
@@ -21,7 +23,7 @@ for f in llama qwen3_next; do
   mkdir -p "$T/$f"; cp tests/server/tinymodel/tokenizer*.json tests/fixtures/$f/*.json tests/fixtures/$f/model.safetensors "$T/$f/"
 done
 cp tests/server/tinymodel/config.json "$T/llama/"
-port=$((20000 + $$ % 12000))
+port=${MX_PORT_BASE:-$((20000 + $$ % 12000))}
 ids() { python3 -c "print(','.join(str(1 + ($1 + i * $2) % 300) for i in range($3)))"; }
 A=$(ids 3 7 100) B=$(ids 5 11 100) C=$(ids 2 13 100)
 req() { # port, prompt ids -> "cached text logprobs" on one line
@@ -42,9 +44,16 @@ got=$(req $port "$A") ref=$(req $((port + 1)) "$A")
 [ "$(metric $port mlxcel_prompt_cache_hit_tokens_total)" = 99 ] && [ "$(metric $port mlxcel_prompt_cache_entries)" = 2 ] &&
   [ -z "$(metric $((port + 1)) mlxcel_prompt_cache_entries)" ] && ok one_slot/metrics ||
   fail one_slot/metrics "hits '$(metric $port mlxcel_prompt_cache_hit_tokens_total)', entries '$(metric $port mlxcel_prompt_cache_entries)'"
-grep -q "prompt cache up to 8192 MiB" "$T/on.log" && ok ready_line || fail ready_line "$(grep ready "$T/on.log")"
 # one entry's bytes (A's and B's are alike): room for one and a half
 e=$(( $(metric $port mlxcel_prompt_cache_bytes) / 2 ))
+grep -q "prompt cache up to 8192 MiB" "$T/on.log" && ok ready_line || fail ready_line "$(grep ready "$T/on.log")"
+# OpenAI's prompt-cache hints: a key is taken (it changes nothing), retention only "in_memory"
+code() { curl -s -o "$T/hint" -w '%{http_code}' localhost:$port/v1/$1 -H 'content-type: application/json' -d "$2"; }
+c1=$(code chat/completions '{"messages":[{"role":"user","content":"hi"}],"max_tokens":2,"prompt_cache_key":"agent-7","prompt_cache_retention":"in_memory"}')
+c2=$(code responses '{"input":"hi","max_output_tokens":2,"prompt_cache_key":"agent-7"}')
+c3=$(code chat/completions '{"messages":[{"role":"user","content":"hi"}],"max_tokens":2,"prompt_cache_retention":"24h"}')
+[ "$c1" = 200 ] && [ "$c2" = 200 ] && [ "$c3" = 400 ] && grep -q "prompt_cache_retention" "$T/hint" && ok openai_hints ||
+  fail openai_hints "codes $c1 $c2 $c3: $(head -c 200 "$T/hint")"
 stop
 
 serve_up $port "$T/lru.log" "$M" serve -m "$T/llama" --port $port -t 2 -c 512 -np 1 --cache-ram $((e * 3 / 2048))K || exit 0
