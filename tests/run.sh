@@ -3,8 +3,8 @@
 # lines. A program that crashes or exits non-zero without a FAIL line counts as
 # one failure. Ends with the summary line "N passed, N failed".
 # The unit programs (release and ASan/UBSan builds) run MX_TEST_JOBS at a time
-# (default 2: most are single-threaded); the CLI scripts, which start servers
-# and multi-threaded generations, one at a time. Reports print in a fixed order.
+# (default 2: most are single-threaded); the CLI scripts two at a time too
+# (below). Reports print in a fixed order.
 set -u
 cd "$(dirname "$0")/.."
 export MLXCEL=${MLXCEL:-$PWD/build/mlxcel}
@@ -41,10 +41,25 @@ done
 wait
 for ((n = 0; n < ${#cmds[@]}; n++)); do report "$n" "${labels[n]}"; done
 unset ASAN_OPTIONS UBSAN_OPTIONS
+# The CLI scripts: MX_TEST_CLI_JOBS (2) at a time, as most of their time is
+# spent waiting on servers, small processes and curl; each gets ports of its
+# own (MX_PORT_BASE, 50 of them). Those that keep both cores busy by
+# themselves run alone: fuzz and convert run jobs in parallel, MPI's ranks
+# poll while they wait.
+solo=" convert fuzz mpi mpi_fixtures "
+clis=(); for t in tests/cli/*.sh; do [ -f "$t" ] && clis+=("$t"); done
 n=${#cmds[@]}
-for t in tests/cli/*.sh; do
-  [ -f "$t" ] || continue
-  exec_one "$n" x bash "$t"; report "$n" "cli/$(basename "$t" .sh)"; n=$((n + 1))
+for ((i = 0; i < ${#clis[@]}; i++)); do
+  name=$(basename "${clis[i]}" .sh)
+  if [[ "$solo" == *" $name "* ]]; then
+    wait
+    (export MX_PORT_BASE=$((20000 + 50 * i)); exec_one "$((n + i))" x bash "${clis[i]}")
+    continue
+  fi
+  while [ "$(jobs -rp | wc -l)" -ge "${MX_TEST_CLI_JOBS:-2}" ]; do wait -n; done
+  (export MX_PORT_BASE=$((20000 + 50 * i)); exec_one "$((n + i))" x bash "${clis[i]}") &
 done
+wait
+for ((i = 0; i < ${#clis[@]}; i++)); do report "$((n + i))" "cli/$(basename "${clis[i]}" .sh)"; done
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -82,7 +82,7 @@ PY
 check spm/plain_format_ids test $? -eq 0
 
 # serve: /v1/completions on raw text, /v1/chat/completions in the plain format (stops at "\nUser:")
-port=$((20000 + RANDOM % 12000))
+port=${MX_PORT_BASE:-$((20000 + RANDOM % 12000))}
 "$M" serve -m "$A" --port $port --parallel 2 --ctx-size 256 -t 1 2>"$tmp/serve.log" & pid=$!
 python3 - $port <<'PY' >"$tmp/err" 2>&1
 import json, sys, time, urllib.request

@@ -89,7 +89,7 @@ if "$MLXCEL" embed -m $G --prompt-ids "$gids" --output-format json >"$tmp/g.json
 else fail "embed embeddinggemma" "$msg $(head -c 300 "$tmp/err")"; fi
 mkdir -p "$tmp/eg" # a server needs a tokenizer: the test WordPiece (tests/server/tinybert) over the fixture ids
 cp $G/config.json $G/model.safetensors tests/server/tinybert/tokenizer.json "$tmp/eg/"
-gport=$((20000 + RANDOM % 12000))
+gport=$((${MX_PORT_BASE:-$((20000 + RANDOM % 12000))} + 25))
 "$MLXCEL" serve -m "$tmp/eg" --port $gport -t 1 2>"$tmp/gserve.log" & gpid=$!
 for i in $(seq 1 100); do
   python3 -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:$gport/health')" 2>/dev/null && break; sleep 0.1

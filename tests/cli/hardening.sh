@@ -35,5 +35,5 @@ open(sys.argv[1], 'wb').write(struct.pack('<Q', len(h)) + h)
 PY
 # its servers take port, port + 1, ...: all under Linux's ephemeral range (32768 and up), where the
 # slowloris phase's ~1500 client sockets hold ports and a later server's port could be one of them
-port=$((21000 + RANDOM % 10000))
+port=${MX_PORT_BASE:-$((21000 + RANDOM % 10000))}
 timeout 240 node tests/server/test_hardening.mjs "$(realpath "$MLXCEL")" "$tmp" "$port"

@@ -28,7 +28,7 @@ cp -r "$R/org/tiny" "$R/org/private"
 cp -r "$R/org/tiny" "$R/org/corrupt"
 mkdir -p "$R/org/gguf" && echo '{}' >"$R/org/gguf/params.json" && : >"$R/org/gguf/model-Q4_K_M.gguf"
 
-port=$((20000 + RANDOM % 12000))
+port=${MX_PORT_BASE:-$((20000 + RANDOM % 12000))}
 python3 tests/hub/fakehub.py "$R" $port "$tmp/log" >"$tmp/hub.out" 2>"$tmp/hub.err" & pid=$!
 for _ in $(seq 100); do grep -q ready "$tmp/hub.out" 2>/dev/null && break; sleep 0.05; done
 export HF_ENDPOINT=http://127.0.0.1:$port
@@ -92,7 +92,7 @@ check offline_download_refused bash -c "grep -q 'HF_HUB_OFFLINE' '$tmp/err'"
 
 # serve by hub id: the id is the model's; the CLI's sampling options are the
 # requests' defaults; request fields have the CLI's ranges (one table)
-sport=$((20000 + RANDOM % 12000))
+sport=$((${MX_PORT_BASE:-$((20000 + RANDOM % 12000))} + 25))
 HF_HUB_OFFLINE=1 "$M" serve -m org/tiny --port $sport --temp 0 -t 1 --ctx-size 256 2>"$tmp/serve.log" & spid=$!
 python3 - $sport >"$tmp/err" 2>&1 <<'PY'
 import json, sys, time, urllib.request, urllib.error

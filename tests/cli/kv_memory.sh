@@ -15,7 +15,7 @@ cd "$(dirname "$0")/../.."
 PREFIX=kv_memory
 . tests/lib/serve.sh
 mkdir -p "$T/m"; cp tests/server/tinymodel/*.json tests/fixtures/llama/model.safetensors "$T/m/"
-port=$((20000 + $$ % 12000))
+port=${MX_PORT_BASE:-$((20000 + $$ % 12000))}
 met() { curl -s localhost:$1/metrics | awk -v k=$2 '$1 == k {print $2}'; }
 req() { # port, prompt ids[, max_tokens[, sampling]] -> the reply
   curl -s localhost:$1/v1/completions -H 'content-type: application/json' \

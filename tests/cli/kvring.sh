@@ -50,7 +50,7 @@ P=$PG run g3 gemma3_image --image tests/fixtures/gemma3/inputs/image.png
 # the server, one slot
 mkdir -p "$T/srv"; cp tests/server/tinymodel/*.json "$T/srv/"; cp "$T/mistral/config.json" "$T/srv/config.json"
 ln -s "$PWD/tests/fixtures/mistral/model.safetensors" "$T/srv/"
-port=$((20000 + $$ % 12000))
+port=${MX_PORT_BASE:-$((20000 + $$ % 12000))}
 for mode in 1 0; do
   serve_up $((port + mode)) "$T/srv$mode.log" env MLXCEL_KV_RING=$mode "$M" serve -m "$T/srv" --port $((port + mode)) -t 2 -c 1500 -np 1 || exit 0
 done

@@ -155,7 +155,7 @@ mkdir -p "$T/chat"
 cp tests/server/tinymodel/*.json $F/llama/model.safetensors "$T/chat/"
 want=$("$M" generate -m "$T/chat" --prompt-ids 1,5,9,13,17,3,8 -n 6 --temp 0 --ignore-eos -t 1 --output-format json 2>/dev/null |
        python3 -c "import json,sys; print(json.dumps(json.loads(sys.stdin.read())['text']))")
-port=$((20000 + $$ % 12000))
+port=${MX_PORT_BASE:-$((20000 + $$ % 12000))}
 mpirun -np 2 --oversubscribe "$M" serve -m "$T/chat" --port $port -t 1 -c 64 --pp 2 >"$T/srv.out" 2>&1 &
 srv=$!
 for i in $(seq 100); do curl -sf localhost:$port/health >/dev/null 2>&1 && break; sleep 0.1; done

@@ -26,7 +26,7 @@ for fx in bert-embed bert-cls; do
   mkdir -p "$tmp/$fx"
   cp tests/fixtures/$fx/config.json tests/fixtures/$fx/model.safetensors tests/server/tinybert/tokenizer.json "$tmp/$fx/"
 done
-port=$((20000 + RANDOM % 12000)); port2=$((port + 1)); port3=$((port + 2)); port4=$((port + 3)); port5=$((port + 4)); port7=$((port + 5))
+port=${MX_PORT_BASE:-$((20000 + RANDOM % 12000))}; port2=$((port + 1)); port3=$((port + 2)); port4=$((port + 3)); port5=$((port + 4)); port7=$((port + 5))
 "$MLXCEL" serve -m "$model" --port $port --parallel 16 --ctx-size 512 -t 2 2>"$tmp/server.log" & pid=$!
 "$MLXCEL" serve -m "$model" --port $port2 --parallel 1 --ctx-size 256 -t 1 --api-key s3cret 2>"$tmp/server2.log" & pid2=$!
 "$MLXCEL" serve -m "$tmp/bert-embed" --port $port3 -t 1 2>"$tmp/server3.log" & pid3=$!

@@ -12,7 +12,7 @@ pid= pid2=
 trap 'kill $pid $pid2 2>/dev/null; rm -rf "$tmp"' EXIT
 F=tests/fixtures/whisper
 python3 tests/cli/whisper_ts_model.py $F $tmp/ts $F/inputs/speech.wav $tmp/long.wav
-port=$((20000 + RANDOM % 12000)); port2=$((port + 1))
+port=${MX_PORT_BASE:-$((20000 + RANDOM % 12000))}; port2=$((port + 1))
 "$MLXCEL" serve -m $F --port $port -t 2 2>"$tmp/server.log" & pid=$!
 "$MLXCEL" serve -m $tmp/ts --port $port2 -t 2 2>"$tmp/server2.log" & pid2=$!
 up=0

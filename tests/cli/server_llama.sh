@@ -33,7 +33,7 @@ if [ $rc = 2 ] && grep -q "LLAMA_ARG_JINJA='maybe'" "$tmp/env2.err"; then echo "
 if [ $rc != 0 ] && grep -q -- "-fa is ignored" "$tmp/fa.err" && grep -q "nonexistent" "$tmp/fa.err"; then echo "ok llama/flag_optional_value"
 else echo "FAIL llama/flag_optional_value: status $rc: $(cat "$tmp/fa.err")"; fi
 if "$MLXCEL" serve --help | tr -s " \n" "  " | grep -q "(env LLAMA_ARG_CTX_SIZE)"; then echo "ok llama/help_names_env"; else echo "FAIL llama/help_names_env"; fi
-port=$((20000 + RANDOM % 12000)); port2=$((port + 1))
+port=${MX_PORT_BASE:-$((20000 + RANDOM % 12000))}; port2=$((port + 1))
 # env gives the slots, the alias and a context size the command line overrides
 LLAMA_ARG_N_PARALLEL=2 LLAMA_ARG_ALIAS=envname LLAMA_ARG_CTX_SIZE=64 LLAMA_ARG_PORT=$port LLAMA_ARG_MLOCK=1 LLAMA_ARG_API_KEY=k3y \
   "$MLXCEL" serve -m "$tmp/fim" -c 4096 -t 1 -ngl 99 -fa on --jinja --host localhost 2>"$tmp/fim.log" & pid=$!

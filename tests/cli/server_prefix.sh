@@ -21,7 +21,7 @@ for f in llama deepseek_v32; do
   mkdir -p "$T/$f"; cp tests/server/tinymodel/tokenizer*.json tests/fixtures/$f/*.json tests/fixtures/$f/model.safetensors "$T/$f/"
 done
 cp tests/server/tinymodel/config.json "$T/llama/"
-port=$((20000 + $$ % 12000))
+port=${MX_PORT_BASE:-$((20000 + $$ % 12000))}
 serve_at() { # port, flags...
   local p=$1; shift
   serve_up $p "$T/srv$p.log" "$M" serve -m "$T/$fam" --port $p -t 2 -c 512 -np 2 "$@" || exit 0

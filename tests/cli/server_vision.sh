@@ -17,7 +17,7 @@ tmpl=tests/server/vision_template.jinja
 mkdir -p "$tmp/allowed" "$tmp/tinychat"
 cp $model/inputs/image.png "$tmp/allowed/"
 cp tests/server/tinymodel/*.json tests/fixtures/llama/model.safetensors "$tmp/tinychat/"
-port=$((20000 + RANDOM % 12000)); port2=$((port + 1))
+port=${MX_PORT_BASE:-$((20000 + RANDOM % 12000))}; port2=$((port + 1))
 "$MLXCEL" serve -m $model --port $port --parallel 2 --ctx-size 256 -t 2 --chat-template-file $tmpl \
   --allowed-image-dir "$tmp/allowed" 2>"$tmp/server.log" & pid=$!
 "$MLXCEL" serve -m "$tmp/tinychat" --port $port2 --parallel 1 --ctx-size 256 -t 1 2>"$tmp/server2.log" & pid2=$!

@@ -13,7 +13,7 @@ set -u
 cd "$(dirname "$0")/../.."
 PREFIX=snapshots
 . tests/lib/serve.sh
-port=$((20000 + $$ % 12000))
+port=${MX_PORT_BASE:-$((20000 + $$ % 12000))}
 ids() { python3 -c "print(','.join(str(1 + ($1 + i * $2) % 300) for i in range($3)))"; }
 A=$(ids 3 7 60) X=$(ids 5 11 20)
 C="$A,$X"                            # all of A, then another continuation

@@ -67,7 +67,7 @@ else fail bench_oracle "$(tail -1 "$T/err")"; fi
 # without speculation, and /metrics counts accepted drafts; speculative.n_max 0 turns it off for one request;
 # a server without speculation refuses the field; a recurrent model is refused at start
 S="$T/srv"; mkdir -p "$S"; cp tests/server/tinymodel/*.json $F/llama/model.safetensors "$S/"
-port=$((20000 + $$ % 12000))
+port=${MX_PORT_BASE:-$((20000 + $$ % 12000))}
 srvs=()
 serve_at() { # port, flags...: started and healthy, or a FAIL line
   local p=$1; shift

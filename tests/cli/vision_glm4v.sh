@@ -57,7 +57,7 @@ if [ $? -eq 0 ] && [ -n "$want" ] && [ "$(cat "$tmp/out")" = "$want" ]; then ok 
 else fail "chat /image reply = generate --image" "$(head -c 200 "$tmp/out") vs $want: $(head -c 300 "$tmp/err")"; fi
 
 # the server: an OpenAI chat request with the image as a data URL gets generate's greedy reply
-port=$((20000 + RANDOM % 12000))
+port=${MX_PORT_BASE:-$((20000 + RANDOM % 12000))}
 "$M" serve -m $F --port $port --chat-template-file "$tmp/glm4v.jinja" -t 1 --shutdown-grace 1 2>"$tmp/server.log" & spid=$!
 for _ in $(seq 100); do curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1 && break; sleep 0.1; done
 python3 - $F/inputs/image.png >"$tmp/req.json" <<'PY'

@@ -71,7 +71,7 @@ else fail "qwen3_vl/chat /image reply = generate --image" "$(head -c 200 "$tmp/c
 # the server's scheduler (its own way of feeding image rows, DeepStack parts
 # included): a chat request with an image part, twice (the second reuses the
 # cached prefix and the cached rows), gives generate's reply
-port=$((20000 + RANDOM % 12000))
+port=${MX_PORT_BASE:-$((20000 + RANDOM % 12000))}
 "$M" serve -m $F --port $port --parallel 2 --ctx-size 256 -t 2 --chat-template-file $T 2>"$tmp/server.log" & pid=$!
 if got=$(python3 - $port $F/inputs/image.png <<'PY'
 import base64, json, sys, time, urllib.request
