@@ -130,12 +130,14 @@ static void attn_mix_c(float *y, const float *p, const float *V, size_t ldv, int
 void mx_softmax(float *x, int n) { ops()->softmax(x, n); }
 void mx_exp_acc(float *x, int n, float sub, float acc[8], int lane0) { ops()->exp_acc(x, n, sub, acc, lane0); }
 float mx_max(const float *x, int n) { return ops()->max(x, n); }
+/* the two-row kernels share the one-row kernels' arithmetic: used where those are (the AVX2 table on
+ * an AVX-512 machine, whose one-row scores then run on 512-bit registers too) */
+static bool two_rows(void) { return ops() == &tab_avx2 && mx_cpu()->level >= MX_CPU_AVX512; }
 void mx_attn_scores(const float *q, const float *K, size_t ldk, int n, int d, float scale, float *out) {
+    if (two_rows()) { mx_attn_scores_avx512(q, K, ldk, n, d, scale, out); return; }
     ops()->attn_scores(q, K, ldk, n, d, scale, out);
 }
 void mx_attn_mix(float *y, const float *p, const float *V, size_t ldv, int n, int d, bool acc) { ops()->attn_mix(y, p, V, ldv, n, d, acc); }
-/* the two-row kernels share the one-row AVX2 kernels' arithmetic: used where those are */
-static bool two_rows(void) { return ops() == &tab_avx2 && mx_cpu()->level >= MX_CPU_AVX512; }
 void mx_attn_scores2(const float *q0, const float *q1, const float *K, size_t ldk, int n, int d, float scale, float *o0, float *o1, bool pf) {
     if (two_rows()) { mx_attn_scores2_avx512(q0, q1, K, ldk, n, d, scale, o0, o1, pf); return; }
     mx_attn_scores(q0, K, ldk, n, d, scale, o0);

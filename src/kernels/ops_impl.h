@@ -21,6 +21,7 @@ void mx_exp_acc_avx2(float *x, int n, float sub, float acc[8], int lane0);
 void mx_silu_mul_avx2(float *gate, const float *up, int n);
 void mx_gelu_tanh_mul_avx2(float *gate, const float *up, int n);
 /* two rows against the same keys / values, each row bit for bit the one-row kernel's (ops_avx512.c) */
+void mx_attn_scores_avx512(const float *q, const float *K, size_t ldk, int n, int d, float scale, float *out);
 void mx_attn_scores2_avx512(const float *q0, const float *q1, const float *K, size_t ldk, int n, int d, float scale, float *o0, float *o1, bool pf);
 void mx_attn_mix2_avx512(float *y0, float *y1, const float *p0, const float *p1, const float *V, size_t ldv, int n, int d, bool acc, bool pf);
 #endif

@@ -241,25 +241,32 @@ void mx_attention_set_key_block(int keys) { g_key_block = keys > 0 ? keys : 0; }
 /* qkv [rows][q|k|v]; att [rows][heads * v head dim]; scores: per thread a group's rows of
  * max_ctx; row: one fused qkv row being regrouped; gate [rows][2 q dim] (q
  * with its gate) or [rows][gate_rows] (names.gate) */
-typedef struct { float *qkv, *att, *scores, *rows, *row, *gate; int *blk; } att_bufs;
+typedef struct { float *qkv, *att, *scores, *rows, *row, *gate, *pack; int *blk; } att_bufs;
 /* Query tokens of one sequence attended together (att_task): each block of
  * keys is read by all of their heads while it is in L1/L2, instead of once
- * per token (a prefill at depth reads the cache QB times less). Their score
- * rows take QB * group * max_ctx floats per thread: at most ~4 MB. */
-#define ATT_QB_MAX 16
-static int att_qb(const mx_attn_spec *a, int max_ctx) {
-    return MX_MAX(1, MX_MIN(ATT_QB_MAX, (1 << 20) / (att_group(a) * MX_MAX(max_ctx, 1))));
+ * per token (a prefill at depth reads the cache QB times less: at 32k the
+ * whole cache of a layer comes from memory once per block). Their score
+ * rows take QB * group * max_ctx floats per thread: at most 4 MB, or a 64 MB
+ * share of all threads' when that is more (QB 8 -> 32 at 32k tokens on two
+ * threads: prefill 1.2x there). */
+#define ATT_QB_MAX 32
+static int att_qb(const mx_attn_spec *a, int max_ctx, int nt) {
+    size_t budget = MX_MAX((size_t)1 << 20, ((size_t)1 << 24) / (size_t)MX_MAX(nt, 1));
+    return (int)MX_MAX(1, MX_MIN(ATT_QB_MAX, budget / ((size_t)att_group(a) * (size_t)MX_MAX(max_ctx, 1))));
 }
 /* per score row: its running max and its sum of exponentials in 8 lanes (att_task) */
 #define ATT_ROW_ST 9
+/* A block of one kv head's K or V rows copied together (att_task), per thread: 64 KiB */
+#define ATT_PACK (64 * 1024)
 static size_t att_plan(const mx_attn_spec *a, int rows, int max_ctx, int nt, float *base, att_bufs *b) {
     mx_plan p = {base, 0};
     size_t qd = (size_t)a->n_heads * a->head_dim;
     b->qkv = mx_plan_take(&p, (size_t)rows * qkv_dim(a));
     b->att = mx_plan_take(&p, (size_t)rows * a->n_heads * mx_attn_vdim(a));
-    b->scores = mx_plan_take(&p, (size_t)nt * att_qb(a, max_ctx) * att_group(a) * max_ctx);
-    b->rows = mx_plan_take(&p, (size_t)nt * att_qb(a, max_ctx) * att_group(a) * ATT_ROW_ST);
+    b->scores = mx_plan_take(&p, (size_t)nt * att_qb(a, max_ctx, nt) * att_group(a) * max_ctx);
+    b->rows = mx_plan_take(&p, (size_t)nt * att_qb(a, max_ctx, nt) * att_group(a) * ATT_ROW_ST);
     b->blk = (int *)(void *)mx_plan_take(&p, (size_t)rows + 1); /* the query blocks' first tokens */
+    b->pack = mx_plan_take(&p, (size_t)nt * ATT_PACK / sizeof(float));
     b->row = mx_plan_take(&p, a->qkv_layout == MX_QKV_GROUPED ? (size_t)qkv_dim(a) : 0);
     b->gate = mx_plan_take(&p, a->gate ? (size_t)rows * 2 * qd : a->names.gate ? (size_t)rows * gate_rows(a) : 0);
     return p.n;
@@ -279,7 +286,7 @@ typedef struct {
     int qb;               /* the longest block */
     bool shared;          /* cache_shared of the layer whose cache this one reads */
     const float *qkv;
-    float *att, *scores, *rows;
+    float *att, *scores, *rows, *pack;
     const float *sinks;
 } att_job;
 
@@ -418,14 +425,37 @@ static void att_task(void *ctx, int i, int tid) {
                     for (int h = 0; h < nh; h++) RS(t - ta, c, h)[0] = fmaxf(RS(t - ta, c, h)[0], j->sinks[(kvh0 + c) * g + hs + h]);
         for (int part = 0; part < 2; part++)
             for (int k0 = 0; k0 < (part ? nmax : smax); k0 += kb)
-                for (int c = 0; c < hpt; c++)
+                for (int c = 0; c < hpt; c++) {
+                    /* Tokens whose keys start at one row read this block from a copy of its rows, one after
+                     * another: a head's rows lie a whole cache row (all heads) apart, which the L1 cache
+                     * keeps only a few of (they share its sets), so each token read them from L2 again. */
+                    const uint8_t *pk = NULL;
+                    size_t rb = ph ? rv : rk, ld = ph ? ldv : ldk;
+                    int mp = 0;
+                    bool one = tb - ta > 1;
+                    for (int t = ta; one && t < tb; t++) {
+                        const att_keys *y = &ky[t - ta];
+                        int cnt = part ? y->n : y->ns;
+                        one = (part ? y->K == ky[0].K : true) && k0 < cnt;
+                        mp = MX_MAX(mp, MX_MIN(kb, cnt - k0));
+                    }
+                    if (one && (size_t)mp * rb <= ATT_PACK) {
+                        uint8_t *dst = (uint8_t *)(j->pack + (size_t)tid * (ATT_PACK / sizeof(float)));
+                        const uint8_t *src = (part ? (ph ? ky[0].V : ky[0].K) : (ph ? V0 : K0)) + (size_t)c * rb + (size_t)k0 * ld;
+                        for (int r = 0; r < mp; r++) { /* the rows ahead asked for: the prefetchers do not follow this stride */
+                            if (r + 16 < mp)
+                                for (size_t l = 0; l < rb; l += 64) __builtin_prefetch(src + (size_t)(r + 16) * ld + l);
+                            memcpy(dst + (size_t)r * rb, src + (size_t)r * ld, rb);
+                        }
+                        pk = dst;
+                    }
                     for (int t = ta; t < tb; t++) {
                         const att_keys *y = &ky[t - ta];
                         int cnt = part ? y->n : y->ns, m = MX_MIN(kb, cnt - k0), o = (part ? y->ns : 0) + k0;
                         if (k0 >= cnt) continue;
                         if (ph == 0) {
-                            const uint8_t *Kb = (part ? y->K : K0) + (size_t)c * rk + (size_t)k0 * ldk;
-                            scores_heads(tk, Q(t, c, 0), hd, nh, Kb, ldk, m, a->scale, SC(t - ta, c, 0) + o, ldsc, t == ta);
+                            const uint8_t *Kb = pk ? pk : (part ? y->K : K0) + (size_t)c * rk + (size_t)k0 * ldk;
+                            scores_heads(tk, Q(t, c, 0), hd, nh, Kb, pk ? rk : ldk, m, a->scale, SC(t - ta, c, 0) + o, ldsc, !pk && t == ta);
                             for (int h = 0; h < nh; h++) {
                                 float *st = RS(t - ta, c, h);
                                 float bm = att_prep(j, t, y->ns ? 0 : y->j0, y->p, masks[t - ta], SC(t - ta, c, h), o, m);
@@ -436,10 +466,11 @@ static void att_task(void *ctx, int i, int tid) {
                                 float *st = RS(t - ta, c, h);
                                 mx_exp_acc(SC(t - ta, c, h) + o, m, st[0] == -INFINITY ? 0 : st[0], st + 1, o);
                             }
-                            const uint8_t *Vb = (part ? y->V : V0) + (size_t)c * rv + (size_t)k0 * ldv;
-                            mix_heads(tv, OUT(t, c, 0), vd, nh, SC(t - ta, c, 0) + o, ldsc, Vb, ldv, m, o > 0, t == ta);
+                            const uint8_t *Vb = pk ? pk : (part ? y->V : V0) + (size_t)c * rv + (size_t)k0 * ldv;
+                            mix_heads(tv, OUT(t, c, 0), vd, nh, SC(t - ta, c, 0) + o, ldsc, Vb, pk ? rv : ldv, m, o > 0, !pk && t == ta);
                         }
                     }
+                }
     }
     for (int t = ta; t < tb; t++)
         for (int c = 0; c < hpt; c++)
@@ -611,7 +642,7 @@ static void att_forward(mx_fwd *f, int layer, void *wp, const float *xn, float *
         }
         for (int t = t0; sliced && t < t0 + tn; t++) write_rows(f, layer, shared, a, qkv + (size_t)t * qkvd + qd, t);
         /* query blocks: runs of at most qb tokens of one sequence */
-        int qb = att_qb(a, f->max_ctx), nblk = 0;
+        int qb = att_qb(a, f->max_ctx, mx_pool_size(f->pool)), nblk = 0;
         for (int t = 0; t < tn; t++)
             if (!nblk || t - b.blk[nblk - 1] == qb || f->seq_of[t0 + t] != f->seq_of[t0 + t - 1]) b.blk[nblk++] = t;
         b.blk[nblk] = tn;
@@ -622,7 +653,7 @@ static void att_forward(mx_fwd *f, int layer, void *wp, const float *xn, float *
         for (int k = 0; k < nblk; k++) longest = MX_MAX(longest, b.blk[k + 1] - b.blk[k]);
         for (int c = 2; c <= a->n_kv_heads; c++)
             if (a->n_kv_heads % c == 0 && units / c >= mx_pool_size(f->pool) && c * longest <= qb) hpt = c;
-        att_job j = {f, layer, per, subs, hpt, t0, b.blk, qb, ls->kv_shared || shared, qkv, att, b.scores, b.rows, w->sinks};
+        att_job j = {f, layer, per, subs, hpt, t0, b.blk, qb, ls->kv_shared || shared, qkv, att, b.scores, b.rows, b.pack, w->sinks};
         mx_pool_run(f->pool, att_task, &j, units / hpt * subs);
     }
     if (f->prof) mx_prof_add(f->prof, MX_OP_ATTN, t_op);
