@@ -533,8 +533,11 @@ static void admit(mx_sched *s) {
         if (!s->q_head) s->q_tail = NULL;
         s->n_queued--;
         slot *sl = &s->slots[best];
-        /* the tokens it would lose stay in the prompt cache; what the request keeps of them it borrows back */
-        if (sl->kv->len - keep0 >= MX_BORROW_MIN && retain(s, sl)) keep0 = 0;
+        /* the tokens it would lose stay in the prompt cache; what the request keeps of them it borrows back
+         * (its pages mapped in a pool; without one, copied: then only when it loses at least as many as
+         * it keeps, as an edit near a conversation's end is not worth a copy of the rest) */
+        int lost = sl->kv->len - keep0;
+        if (lost >= MX_BORROW_MIN && (s->kvpool || lost >= keep0) && retain(s, sl)) keep0 = 0;
         if (!keep0) release_slot(s, sl);
         int keep = borrow_prefix(s, best, r, keep0);
         if (keep == keep0) cut_back(s, sl, keep);
