@@ -2,6 +2,7 @@
 #include "spec.h"
 #include "../base/base.h"
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -398,14 +399,18 @@ static int64_t shared_credit(const mx_sched *s, int best, int keep) {
     if (kv && keep < kv->share_len) sh -= (int64_t)mx_kv_shared_bytes(kv) * (keep ? 2 : 1);
     return sh;
 }
-/* The bytes the slots' caches and the prompt cache's entries are charged for now. */
-static int64_t charged_now(const mx_sched *s) {
-    int64_t total = -shared_credit(s, -1, 0);
+/* The bytes the slots' caches and the prompt cache's entries would be
+ * charged for with slot `best`'s footprint taken as `use` bytes and its
+ * shared pages as keeping `keep` tokens (shared_credit); best < 0: as they
+ * are now. */
+static int64_t charged_if(const mx_sched *s, int best, int keep, int64_t use) {
+    int64_t total = use - shared_credit(s, best, keep);
     for (int i = 0; i < s->parallel; i++)
-        if (s->slots[i].foot) total += (int64_t)foot_bytes(s, s->slots[i].foot);
+        if (i != best && s->slots[i].foot) total += (int64_t)foot_bytes(s, s->slots[i].foot);
     for (int i = 0; i < s->n_ents; i++) total += (int64_t)ent_kv_bytes(s, s->ents[i]);
     return total;
 }
+static int64_t charged_now(const mx_sched *s) { return charged_if(s, -1, 0, 0); }
 size_t mx_sched_kv_charged(mx_sched *s) {
     pthread_mutex_lock(&s->mu);
     int64_t total = charged_now(s);
@@ -433,14 +438,10 @@ static bool make_room(mx_sched *s, const mx_req *r, int best, int keep, int n_fo
     if (!s->kv_budget) return true;
     size_t need = foot_bytes(s, foot0(s, r)), use = keep ? MX_MAX(need, foot_bytes(s, s->slots[best].foot)) : need;
     use += (size_t)n_follow * need;
-    for (;;) { /* idle slots and the prompt cache's entries go, least recently used first */
-        int64_t total = (int64_t)use - shared_credit(s, best, keep);
-        for (int i = 0; i < s->parallel; i++)
-            if (i != best && s->slots[i].foot) total += (int64_t)foot_bytes(s, s->slots[i].foot);
-        for (int i = 0; i < s->n_ents; i++) total += (int64_t)ent_kv_bytes(s, s->ents[i]);
-        if (total <= (int64_t)s->kv_budget) return true;
+    /* idle slots and the prompt cache's entries go, least recently used first */
+    while (charged_if(s, best, keep, (int64_t)use) > (int64_t)s->kv_budget)
         if (!drop_lru(s, best)) return false;
-    }
+    return true;
 }
 
 /* Pre-emption by recompute (vLLM's): slot v's request stops, its cache is
@@ -486,7 +487,8 @@ static void grow(mx_sched *s) {
         if (!sl->req || !sl->decoding || sl->kv->len + 1 + s->spec_max + 1 <= sl->foot) continue;
         int nf = MX_MIN(need_req(s, sl->req), (int)MX_MIN((int64_t)s->ctx_len, MX_MAX((int64_t)sl->kv->len + 1 + s->spec_max + 1, (int64_t)sl->foot + s->grow)));
         if (nf <= sl->foot) continue; /* its whole need already */
-        while (sl->req && charged_now(s) - (int64_t)foot_bytes(s, sl->foot) + (int64_t)foot_bytes(s, nf) > (int64_t)s->kv_budget) {
+        /* it keeps every token it has: its shared pages stay shared (INT_MAX) */
+        while (sl->req && charged_if(s, i, INT_MAX, (int64_t)foot_bytes(s, nf)) > (int64_t)s->kv_budget) {
             if (drop_lru(s, i)) continue;
             int v = -1;
             for (int k = 0; k < s->parallel; k++) {
