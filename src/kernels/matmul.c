@@ -5,6 +5,7 @@
 #include "matmul_impl.h"
 #include "../base/base.h"
 #include "../base/cpu.h"
+#include "../format/safetensors.h"
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,11 +61,17 @@ static void mm_task(void *ctx, int i, int tid) {
  * The bf16 dot path (kp->bf16_dot) serves 24 tokens or more: below, the
  * exact dot form is as fast (packing dominates); the fast mode takes it for
  * every n (one product per pair in decode too). */
+static bool bfr_ok(const mx_weight *w, const mx_cpu_info *c);
 static mx_mm_fn pick_float(const mx_weight *w, int n, const mx_kpolicy *kp, bool *split) {
     mx_cpu_info c = mx_kpolicy_cpu(kp);
     *split = false;
     if (c.level >= MX_CPU_AVX512) {
-        if (((kp->bf16_dot && n >= 24) || kp->fast) && c.avx512_bf16 && w->fmt == MX_W_BF16) {
+        bool dot = ((kp->bf16_dot && n >= 24) || kp->fast) && c.avx512_bf16 && w->fmt == MX_W_BF16;
+        if (w->prep && bfr_ok(w, &c)) { /* repacked at load: rows in lanes */
+            *split = true;
+            return dot ? mx_mm_bfr1_avx512 : mx_mm_bfr2_avx512;
+        }
+        if (dot) {
             *split = true;
             return mx_mm_bf16_dot_avx512;
         }
@@ -130,7 +137,8 @@ static void mm_use_split(mm_job *j, const uint16_t **xb, mx_pool *pool) {
     if (*xb) {
         j->x = (const float *)(const void *)*xb;
         j->ldx = (int)(mx_split_ld(j->w->cols) / 2);
-        atomic_fetch_add_explicit(j->fn == mx_mm_bf16_dot_avx512 ? &g_bf16dot_calls : &g_bf2_calls, 1, memory_order_relaxed);
+        bool one = j->fn == mx_mm_bf16_dot_avx512 || j->fn == mx_mm_bfr1_avx512;
+        atomic_fetch_add_explicit(one ? &g_bf16dot_calls : &g_bf2_calls, 1, memory_order_relaxed);
     } else j->fn = mx_mm_float_avx512;
 }
 
@@ -200,14 +208,78 @@ static void float_row(const mx_weight *w, int r, float *out) {
     }
 }
 
-static int float_slice(const mx_weight *w, int r0, int n, mx_weight *out) {
-    mx_weight_view_rows(w, r0, n, out);
+/* ---- BF16 rows in lanes: the copy made at load (matmul_impl.h mx_bfr) ----
+ * Made on AVX-512 BF16 CPUs for weights mapped from the checkpoint (their
+ * pages go back to the page cache as the copy is made, so memory holds one
+ * copy; a row lookup, the tied embedding's, faults its page back in). A
+ * weight that owns its storage (transposed or converted at load) keeps the
+ * dot tiles: a copy would double it. */
+static bool bfr_ok(const mx_weight *w, const mx_cpu_info *c) {
+    return w->fmt == MX_W_BF16 && c->level >= MX_CPU_AVX512 && c->avx512_bf16 && w->rows > 0 && w->cols > 0;
+}
+
+#define BFR_TASK_BLOCKS 32 /* blocks per task: the source pages are dropped per task */
+typedef struct { const mx_weight *w; mx_bfr *p; int nb; bool drop; } bfr_job;
+
+static void bfr_task(void *ctx, int t, int tid) {
+    (void)tid;
+    const bfr_job *j = ctx;
+    int b0 = t * BFR_TASK_BLOCKS, b1 = MX_MIN(j->nb, b0 + BFR_TASK_BLOCKS);
+    mx_bfr_pack_avx512(j->w, b0, b1, j->p->base, j->p->blk);
+    int r0 = b0 * 16, r1 = MX_MIN(j->w->rows, b1 * 16);
+    if (j->drop) mx_st_release(j->w->data + (size_t)r0 * j->w->row_bytes, (size_t)(r1 - r0) * j->w->row_bytes);
+}
+
+static mx_bfr *bfr_make(const mx_weight *w, mx_pool *pool) {
+    mx_bfr *p = calloc(1, sizeof *p);
+    if (!p) return NULL;
+    int nb = (w->rows + 15) / 16;
+    p->np = (w->cols + 1) / 2;
+    p->blk = (size_t)p->np * 64;
+    p->base = mx_arena_alloc((size_t)nb * p->blk, &p->chunk);
+    if (!p->base) { free(p); return NULL; }
+    size_t bytes = (size_t)w->rows * w->row_bytes;
+    bfr_job j = {w, p, nb, bytes > ((size_t)32 << 20)}; /* large ones drop as they go, small ones once */
+    mx_pool_run(pool, bfr_task, &j, (nb + BFR_TASK_BLOCKS - 1) / BFR_TASK_BLOCKS);
+    mx_st_release(w->data, bytes); /* the pages the tasks' edges shared */
+    return p;
+}
+
+static int bf16_prepare(mx_weight *w, const mx_kpolicy *kp) {
+    mx_cpu_info c = mx_kpolicy_cpu(kp);
+    if (w->prep || !kp->bf16_repack || w->owned || !bfr_ok(w, &c)) return MX_OK;
+    w->prep = bfr_make(w, kp->pool); /* NULL (out of memory): the dot tiles serve it */
     return MX_OK;
 }
 
-#define FLOAT_FORMAT(id, FMT, NAME)                                                                                         \
+static void bf16_release(mx_weight *w) {
+    mx_bfr *p = w->prep;
+    w->prep = NULL;
+    if (!p) return;
+    if (p->chunk) mx_arena_free(p->chunk);
+    free(p);
+}
+
+static int float_slice(const mx_weight *w, int r0, int n, mx_weight *out) {
+    mx_weight_view_rows(w, r0, n, out);
+    const mx_bfr *p = w->fmt == MX_W_BF16 ? w->prep : NULL;
+    if (!p) return MX_OK;
+    if (r0 % 16) { /* not on a block: the view's own copy */
+        out->prep = bfr_make(out, NULL);
+        return MX_OK;
+    }
+    mx_bfr *v = malloc(sizeof *v);
+    if (!v) return MX_OK; /* the dot tiles serve it */
+    *v = *p;
+    v->base += (size_t)(r0 / 16) * p->blk;
+    v->chunk = NULL; /* w's */
+    out->prep = v;
+    return MX_OK;
+}
+
+#define FLOAT_FORMAT(id, FMT, NAME, ...)                                                                                    \
     MX_WFORMAT(id, FMT, .name = NAME, .bytes = float_bytes, .row = float_row, .slice = float_slice, .matmul = float_matmul, \
-               .matmul_multi = float_matmul_multi)
-FLOAT_FORMAT(f32, MX_W_F32, "f32")
-FLOAT_FORMAT(f16, MX_W_F16, "f16")
-FLOAT_FORMAT(bf16, MX_W_BF16, "bf16")
+               .matmul_multi = float_matmul_multi, __VA_ARGS__)
+FLOAT_FORMAT(f32, MX_W_F32, "f32", .prepare = NULL)
+FLOAT_FORMAT(f16, MX_W_F16, "f16", .prepare = NULL)
+FLOAT_FORMAT(bf16, MX_W_BF16, "bf16", .prepare = bf16_prepare, .release = bf16_release)

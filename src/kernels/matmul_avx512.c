@@ -34,3 +34,13 @@ void mx_mm_bf16_dot_avx512(const mx_weight *w, const float *x, int n, int ldx, f
 void mx_mm_float_avx512(const mx_weight *w, const float *x, int n, int ldx, float *y, int ldy, int r0, int r1) {
     mm_float(w, x, n, ldx, y, ldy, r0, r1);
 }
+
+void mx_mm_bfr2_avx512(const mx_weight *w, const float *x, int n, int ldx, float *y, int ldy, int r0, int r1) {
+    mm_bfr(w, (const uint16_t *)(const void *)x, 2 * (size_t)ldx, mx_split_q2(w->cols), n, y, ldy, r0, r1, 2);
+}
+
+void mx_mm_bfr1_avx512(const mx_weight *w, const float *x, int n, int ldx, float *y, int ldy, int r0, int r1) {
+    mm_bfr(w, (const uint16_t *)(const void *)x, 2 * (size_t)ldx, mx_split_q2(w->cols), n, y, ldy, r0, r1, 1);
+}
+
+void mx_bfr_pack_avx512(const mx_weight *w, int b0, int b1, uint8_t *base, size_t blk) { mm_bfr_pack(w, b0, b1, base, blk); }

@@ -16,6 +16,20 @@ void mx_mm_bf16_dot_avx512(const mx_weight *w, const float *x, int n, int ldx, f
 #include "kernels.h"
 void mx_bf16_split_avx512(const float *x, int n, int ldx, int K, uint16_t *xb);
 void mx_mm_bf2_avx512(const mx_weight *w, const float *x, int n, int ldx, float *y, int ldy, int r0, int r1);
+/* BF16 weights repacked at load on AVX-512 BF16 CPUs ("bfr", mm_simd.h):
+ * w->prep. Blocks of 16 rows, blk = np * 64 bytes apart; line p of a block
+ * holds column pair p of its rows, row i in bytes [4i, 4i + 4). */
+typedef struct {
+    uint8_t *base;
+    size_t blk;
+    int np;      /* column pairs: (cols + 1) / 2 */
+    void *chunk; /* the arena chunk holding the copy; NULL: a view into another weight's */
+} mx_bfr;
+/* The kernels over the repacked copy, x split as above: hi + lo (exact) and
+ * hi alone (the fast mode, bf16_dot). Rows r0.. from a block's first. */
+void mx_mm_bfr2_avx512(const mx_weight *w, const float *x, int n, int ldx, float *y, int ldy, int r0, int r1);
+void mx_mm_bfr1_avx512(const mx_weight *w, const float *x, int n, int ldx, float *y, int ldy, int r0, int r1);
+void mx_bfr_pack_avx512(const mx_weight *w, int b0, int b1, uint8_t *base, size_t blk);
 static inline float mx_f16_to_f32_fn(uint16_t h) { return mx_f16_to_f32(h); }
 static inline float mx_bf16_to_f32_fn(uint16_t h) { return mx_bf16_to_f32(h); }
 #endif

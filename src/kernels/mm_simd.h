@@ -233,6 +233,7 @@ MM_AI void mm_float(const mx_weight *w, const float *x, int n, int ldx, float *y
 #undef MM_WIDE
 
 #if defined(MM_ZMM) && defined(__AVX512BF16__)
+#include "tr16_avx512.h"
 /* ---- BF16 weights on AVX-512 BF16 CPUs ("bf2") ----------------------------
  * x is split once per matmul into bf16 hi = bf16(x) and lo = bf16(x - hi)
  * (mm_bf16_split: ~16 significant bits, at most 2^-17 |x| off per value; the
@@ -319,6 +320,7 @@ MM_AI void mm_bf16_split(const float *x, int n, int ldx, int K, uint16_t *xb, si
             h[k] = mx_f32_to_bf16(s[k]);
             l[k] = mx_f32_to_bf16(s[k] - mx_bf16_to_f32(h[k]));
         }
+        if (K & 1) h[K] = l[K] = 0; /* the bfr kernels read x in pairs (mx_split_ld leaves room) */
     }
 }
 
@@ -338,6 +340,135 @@ MM_AI void mm_bf2(const mx_weight *w, const uint16_t *xb, size_t ldb, size_t q2,
 #undef MM_B2
 #undef MM_B
 #undef MM_ROW
+}
+
+/* ---- BF16 weights repacked at load: rows in lanes ("bfr") -----------------
+ * Blocks of 16 rows (mx_bfr, matmul_impl.h): a block's line p (64 bytes)
+ * holds column pair (2p, 2p+1) of its 16 rows, row i in lane i, so one
+ * vdpbf16ps with a token's pair broadcast feeds 16 rows' sums and no lanes
+ * are reduced. Each output is one chain over the pairs in order (per pair
+ * x hi, then x lo where H = 2), whatever n, the tile and the thread split,
+ * so a token's result does not depend on its batch. Prefill tiles are 3
+ * blocks x 8 tokens (24 sums; per pair 3 weight lines and 8 broadcasts for
+ * 24 products): 1B bf16 pp512 against the dot tiles above, 2 threads,
+ * interleaved: exact 138 -> 175-187 t/s, one product (--fast) 239 -> 280-320.
+ * Tried: 2 x 8 and 2 x 12 (level), 4 x 6 and 1 x 12 (-15 %), pairs in
+ * chunks of 32-256 with the sums parked in y so a tile's lines stay in L1
+ * (-3 to -15 %), 96-512 tokens per block (level). One token: no software
+ * prefetch (a block is one sequential stream; T1 prefetch 1-8 KiB ahead as
+ * the dot tiles take gave 1B decode 21.7-22.1 t/s against 23.0-23.2, --fast
+ * 25.9-26.2 against 28.0-28.6), 8 blocks at a time no faster than 4. */
+MM_AI __m512bh mm_bfr_bc(const uint16_t *x) {
+    int32_t v;
+    memcpy(&v, x, 4);
+    return (__m512bh)_mm512_set1_epi32(v);
+}
+
+/* NB blocks at b (blk bytes apart) x T tokens over all np pairs; the last
+ * block's rows beyond `mlast` are not written. */
+MM_AI void mm_bfr_tile(const uint8_t *b, size_t blk, int np, const uint16_t *xb, size_t ldb, size_t q2, float *y, int ldy,
+                       __mmask16 mlast, const int NB, const int T, const int H) {
+    __m512 acc[4][8];
+#pragma GCC unroll 4
+    for (int i = 0; i < NB; i++)
+#pragma GCC unroll 8
+        for (int t = 0; t < T; t++) acc[i][t] = _mm512_setzero_ps();
+    const uint8_t *wp = b;
+    for (int p = 0; p < np; p++, wp += 64) {
+        __m512bh wv[4];
+#pragma GCC unroll 4
+        for (int i = 0; i < NB; i++) wv[i] = (__m512bh)_mm512_loadu_si512((const void *)(wp + (size_t)i * blk));
+#pragma GCC unroll 2
+        for (int h = 0; h < H; h++)
+#pragma GCC unroll 8
+            for (int t = 0; t < T; t++) {
+                __m512bh xv = mm_bfr_bc(xb + (size_t)t * ldb + (size_t)h * q2 + 2 * (size_t)p);
+#pragma GCC unroll 4
+                for (int i = 0; i < NB; i++) acc[i][t] = _mm512_dpbf16_ps(acc[i][t], wv[i], xv);
+            }
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < NB; i++)
+#pragma GCC unroll 8
+        for (int t = 0; t < T; t++) _mm512_mask_storeu_ps(y + (size_t)t * ldy + 16 * i, i == NB - 1 ? mlast : 0xFFFF, acc[i][t]);
+}
+
+#define MM_BFR_TILE(H, NB, T)                                                                                          \
+    static __attribute__((noinline)) void MM_NAME(bfr##H##_##NB##x##T)(const uint8_t *b, size_t blk, int np, const uint16_t *xb, \
+                                                                       size_t ldb, size_t q2, float *y, int ldy, __mmask16 mlast) { \
+        mm_bfr_tile(b, blk, np, xb, ldb, q2, y, ldy, mlast, NB, T, H);                                                 \
+    }
+#define MM_BFR_TILES(H)                                                                                                  \
+    MM_BFR_TILE(H, 4, 1) MM_BFR_TILE(H, 3, 1) MM_BFR_TILE(H, 2, 1) MM_BFR_TILE(H, 1, 1) MM_BFR_TILE(H, 3, 8)             \
+    MM_BFR_TILE(H, 2, 8) MM_BFR_TILE(H, 1, 8) MM_BFR_TILE(H, 3, 4) MM_BFR_TILE(H, 2, 4) MM_BFR_TILE(H, 1, 4)             \
+    MM_BFR_TILE(H, 3, 2) MM_BFR_TILE(H, 2, 2) MM_BFR_TILE(H, 1, 2)
+MM_BFR_TILES(2)
+MM_BFR_TILES(1)
+#undef MM_BFR_TILES
+#undef MM_BFR_TILE
+
+typedef void (*mm_bfr_fn)(const uint8_t *, size_t, int, const uint16_t *, size_t, size_t, float *, int, __mmask16);
+#define MM_BFR_ROW(H)                                                                                                 \
+    {{MM_NAME(bfr##H##_1x1), MM_NAME(bfr##H##_2x1), MM_NAME(bfr##H##_3x1), MM_NAME(bfr##H##_4x1)},                   \
+     {MM_NAME(bfr##H##_1x2), MM_NAME(bfr##H##_2x2), MM_NAME(bfr##H##_3x2), NULL},                                   \
+     {MM_NAME(bfr##H##_1x4), MM_NAME(bfr##H##_2x4), MM_NAME(bfr##H##_3x4), NULL},                                   \
+     {MM_NAME(bfr##H##_1x8), MM_NAME(bfr##H##_2x8), MM_NAME(bfr##H##_3x8), NULL}}
+
+/* Rows [r0, r1) (r0 on a block) x n tokens of the repacked w against x as
+ * mm_bf16_split made it, hi + lo (H = 2) or hi alone (H = 1). One token:
+ * 4 blocks at a time (4 sums in flight, 4 streams); more: blocks of MM_TB
+ * tokens, each group of 3 blocks meeting the block's tiles of 8 (4, 2, 1)
+ * tokens in turn while its lines are in L2. */
+MM_AI void mm_bfr(const mx_weight *w, const uint16_t *xb, size_t ldb, size_t q2, int n, float *y, int ldy, int r0, int r1, const int H) {
+    static const mm_bfr_fn tabs[2][4][4] = {MM_BFR_ROW(1), MM_BFR_ROW(2)};
+    const mm_bfr_fn(*tab)[4] = tabs[H - 1];
+    if (r1 <= r0 || n <= 0) return;
+    const mx_bfr *P = w->prep;
+    const size_t blk = P->blk;
+    const int b0 = r0 / 16, b1 = (r1 + 15) / 16, np = P->np;
+    const __mmask16 mend = (__mmask16)(0xFFFFu >> (16 * b1 - r1));
+#define MM_BFR_CALL(NB_, TI_, b_, t_)                                                                                    \
+    tab[TI_][(NB_) - 1](P->base + (size_t)(b_) * blk, blk, np, xb + (size_t)(t_) * ldb, ldb, q2, y + (size_t)(t_) * ldy + 16 * (size_t)(b_), \
+                        ldy, (b_) + (NB_) == b1 ? mend : 0xFFFF)
+    if (n == 1) {
+        int b = b0;
+        for (; b + 4 <= b1; b += 4) MM_BFR_CALL(4, 0, b, 0);
+        if (b < b1) MM_BFR_CALL(b1 - b, 0, b, 0);
+        return;
+    }
+    for (int t0 = 0; t0 < n; t0 += MM_TB) {
+        int t1 = MX_MIN(n, t0 + MM_TB);
+        for (int b = b0; b < b1; b += 3) {
+            int nb = MX_MIN(3, b1 - b);
+            for (int t = t0; t < t1;) {
+                int nt = t1 - t, ti = nt >= 8 ? 3 : nt >= 4 ? 2 : nt >= 2 ? 1 : 0;
+                MM_BFR_CALL(nb, ti, b, t);
+                t += 1 << ti;
+            }
+        }
+    }
+#undef MM_BFR_CALL
+}
+#undef MM_BFR_ROW
+
+/* Blocks [b0, b1) of BF16 w repacked into base (blocks blk bytes apart):
+ * 16 rows' 64-byte runs (16 pairs each) transposed into 16 lines; rows past
+ * w's end and the column past an odd K are zero. */
+MM_AI void mm_bfr_pack(const mx_weight *w, int b0, int b1, uint8_t *base, size_t blk) {
+    const int K = w->cols;
+    for (int b = b0; b < b1; b++) {
+        const uint8_t *rows[16];
+        for (int i = 0; i < 16; i++) rows[i] = b * 16 + i < w->rows ? w->data + (size_t)(b * 16 + i) * w->row_bytes : NULL;
+        uint8_t *d = base + (size_t)b * blk;
+        for (int k = 0; k < K; k += 32) {
+            int cols = MX_MIN(32, K - k);
+            __mmask32 m = (__mmask32)(0xFFFFFFFFu >> (32 - cols));
+            __m512i v[16];
+            for (int i = 0; i < 16; i++) v[i] = rows[i] ? _mm512_maskz_loadu_epi16(m, rows[i] + 2 * (size_t)k) : _mm512_setzero_si512();
+            mx_tr16_epi32(v);
+            for (int q = 0; q < (cols + 1) / 2; q++) _mm512_storeu_si512((void *)(d + (size_t)(k / 2 + q) * 64), v[q]);
+        }
+    }
 }
 #endif
 #endif

@@ -2,7 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static mx_kpolicy g_default = {.isa = MX_CPU_AVX512, .act12 = true, .qmode = MX_QMODE_AUTO, .kv_type = {MX_KV_F32, MX_KV_F32}, .kv_ring = true};
+static mx_kpolicy g_default = {.isa = MX_CPU_AVX512, .act12 = true, .bf16_repack = true, .qmode = MX_QMODE_AUTO, .kv_type = {MX_KV_F32, MX_KV_F32}, .kv_ring = true};
 
 mx_kpolicy mx_kpolicy_default(void) { return g_default; }
 
@@ -19,6 +19,8 @@ void mx_kpolicy_env(mx_kpolicy *kp) {
     if (e && !strcmp(e, "0")) kp->act12 = false;
     e = getenv("MLXCEL_BF16_DOT");
     if (e && *e && strcmp(e, "0")) kp->bf16_dot = true;
+    e = getenv("MLXCEL_BF16_REPACK");
+    if (e && !strcmp(e, "0")) kp->bf16_repack = false;
     e = getenv("MLXCEL_FAST");
     if (e && *e && strcmp(e, "0")) kp->fast = true;
     e = getenv("MLXCEL_KV_RING");

@@ -37,6 +37,11 @@ typedef struct mx_kpolicy {
      * pair, ~2x the prefill rate; the logits move ~1e-2 of their scale):
      * opt-in, MLXCEL_BF16_DOT=1. */
     bool bf16_dot;
+    /* BF16 weights are repacked at load, 16 rows in the lanes of each line
+     * (AVX-512 BF16; kernels/matmul.c, mm_simd.h "bfr"): on by default,
+     * MLXCEL_BF16_REPACK=0 keeps them as stored (the dot tiles). Only
+     * weights prepared under it take it. */
+    bool bf16_repack;
     /* The fast mode (opt-in: --fast, MLXCEL_FAST=1; docs/fast-mode.md):
      * BF16 weights take x rounded to bf16 for every n, and the products the
      * decoder lets take it (mx_linear_as: the dense MLP's gate and up) code
@@ -62,13 +67,14 @@ typedef struct mx_kpolicy {
     int kv_max;
 } mx_kpolicy;
 
-/* The process's default: the built-in one (act12 on, bf16_dot off, no cap,
+/* The process's default: the built-in one (act12 and bf16_repack on, bf16_dot off, no cap,
  * AUTO, no pool) until mx_kpolicy_set_default replaces it (at start, before
  * any model is loaded). */
 mx_kpolicy mx_kpolicy_default(void);
 void mx_kpolicy_set_default(const mx_kpolicy *kp);
 /* The documented environment, read here and nowhere else: MLXCEL_INT8=0
- * (act12 off), MLXCEL_BF16_DOT=1 (bf16_dot on), MLXCEL_FAST=1 (fast on),
+ * (act12 off), MLXCEL_BF16_DOT=1 (bf16_dot on), MLXCEL_BF16_REPACK=0
+ * (bf16_repack off), MLXCEL_FAST=1 (fast on),
  * MLXCEL_KV_RING=0 (kv_ring off), MLXCEL_CPU=portable|avx2
  * (isa, and the process's level for the elementwise ops: mx_cpu_force). */
 void mx_kpolicy_env(mx_kpolicy *kp);

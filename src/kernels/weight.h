@@ -126,4 +126,8 @@ static inline void mx_rowsplit_range(const mx_rowsplit *s, int i, int r[2][2]) {
         r[p][1] = (int)(b < s->rows ? b : s->rows);
     }
 }
+/* The huge-page arena that weights repacked at load live in (arena.c;
+ * *chunk: what mx_arena_free releases). Thread-safe. */
+uint8_t *mx_arena_alloc(size_t n, void **chunk);
+void mx_arena_free(void *chunk);
 #endif

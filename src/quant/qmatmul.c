@@ -294,6 +294,6 @@ void mxq_release(mx_weight *w) {
     mxq_ril *p = w->prep;
     w->prep = NULL;
     if (!p) return;
-    if (p->chunk) mxq_arena_free(p->chunk);
+    if (p->chunk) mx_arena_free(p->chunk);
     free(p);
 }

@@ -191,10 +191,6 @@ typedef struct {
 /* w's repacked copy (AVX-512 CPUs; NULL: out of memory), the original's
  * pages given back as it is made. */
 mxq_ril *mxq_repack(const mx_weight *w, mx_pool *pool);
-/* The huge-page arena the copies live in (arena.c; *chunk: what
- * mxq_arena_free releases). Thread-safe. */
-uint8_t *mxq_arena_alloc(size_t n, void **chunk);
-void mxq_arena_free(void *chunk);
 void mxq_vnni_mm(const mxq_ctx *c, int r0, int r1);
 /* The one-token E2M1 kernel over blocks [a0, a1) and [c0, c1), built with
  * AVX-512 VBMI (qvnni_vbmi_avx512.c; call only where the CPU has it). */

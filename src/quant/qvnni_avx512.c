@@ -253,7 +253,7 @@ mxq_ril *mxq_repack(const mx_weight *w, mx_pool *pool) {
     p->unit = p->head + (size_t)p->gu * (size_t)p->gbytes;
     p->blk = (size_t)((ng + p->gu - 1) / p->gu) * p->unit;
     size_t need = (size_t)nb * p->blk;
-    uint8_t *mem = mxq_arena_alloc(need, &p->chunk);
+    uint8_t *mem = mx_arena_alloc(need, &p->chunk);
     if (!mem) { free(p); return NULL; }
     p->base = mem;
     size_t sgb = (scale_row(w, w->rows - 1) + 1) * (size_t)ng * (size_t)p->es;

@@ -75,19 +75,26 @@ static int check_mm(const mx_weight *w, const float *x, int n, int ldx, const fl
 static const int shapes[][2] = {{1, 1}, {5, 7}, {17, 33}, {16, 256}, {33, 100}, {70, 300}, {129, 520}, {40, 1100}};
 static const int ns[] = {1, 2, 3, 4, 7, 33, 48, 130};
 
-static void test_matmul_level(const char *lvl, mx_pool *pool, int bf16dot) {
+/* prep: BF16 weights prepared (repacked into rows in lanes on AVX-512 BF16
+ * CPUs), and row slices of them (on a block and off one) computing the
+ * same bits as the whole. */
+static void test_matmul_level(const char *lvl, mx_pool *pool, int bf16dot, bool prep) {
     unsigned seed = 12345;
     mx_kpolicy kp = mx_kpolicy_on(pool);
     kp.bf16_dot = bf16dot;
     const mx_wfmt fmts[] = {MX_W_F32, MX_W_F16, MX_W_BF16};
     const char *fnames[] = {"f32", "f16", "bf16"};
     for (int fi = 0; fi < 3; fi++) {
-        if (bf16dot && fmts[fi] != MX_W_BF16) continue;
+        if ((bf16dot || prep) && fmts[fi] != MX_W_BF16) continue;
         int fails = 0;
         char why[256] = "";
         for (size_t si = 0; si < MX_ARRAY_LEN(shapes); si++) {
             int rows = shapes[si][0], cols = shapes[si][1];
             tw t = make_weight(fmts[fi], rows, cols, &seed);
+            if (prep && (mx_weight_prepare(&t.w, &kp) || !t.w.prep)) {
+                snprintf(why, sizeof why, "not repacked [rows=%d cols=%d]", rows, cols);
+                fails++;
+            }
             for (size_t ni = 0; ni < MX_ARRAY_LEN(ns); ni++) {
                 int n = ns[ni];
                 if ((size_t)rows * cols * n > 3000000) continue; /* keep ASan fast */
@@ -120,14 +127,37 @@ static void test_matmul_level(const char *lvl, mx_pool *pool, int bf16dot) {
                     }
                     free(y1);
                 }
+                /* slices: rows [r0, rows) of the prepared weight, r0 on a block (its copy's
+                 * lines shared) and off one (a copy of its own), give the whole's bits */
+                for (int r0 = 1; prep && r0 < rows && !fails; r0 = r0 == 1 ? 16 : rows) {
+                    mx_weight v;
+                    float *yv = malloc(sizeof(float) * (size_t)n * rows);
+                    if (mx_weight_slice_rows(&t.w, r0, rows - r0, &v) || !v.prep) {
+                        snprintf(why, sizeof why, "slice at %d not prepared [rows=%d cols=%d]", r0, rows, cols);
+                        fails++;
+                    } else {
+                        mx_matmul(&v, x, n, ldx, yv, rows, &kp);
+                        for (int tok = 0; tok < n && !fails; tok++)
+                            if (memcmp(yv + (size_t)tok * rows, y + (size_t)tok * ldy + r0, sizeof(float) * (size_t)(rows - r0))) {
+                                snprintf(why, sizeof why, "slice at %d differs, token %d [rows=%d cols=%d n=%d]", r0, tok, rows, cols, n);
+                                fails++;
+                            }
+                    }
+                    mx_weight_free(&v);
+                    free(yv);
+                }
                 free(x);
                 free(y);
                 free(ref);
             }
+            if (prep) {
+                mx_weight w = t.w;
+                mx_weight_free(&w); /* its prepared copy (the storage is t.mem's) */
+            }
             free(t.mem);
         }
         char name[128];
-        snprintf(name, sizeof name, "matmul_%s_%s%s_%s", fnames[fi], lvl, bf16dot ? "_bf16dot" : "",
+        snprintf(name, sizeof name, "matmul_%s_%s%s%s_%s", fnames[fi], lvl, bf16dot ? "_bf16dot" : "", prep ? "_repacked" : "",
                  pool ? "pool3" : "nopool");
         CHECK(name, fails == 0, "%s", why);
     }
@@ -435,9 +465,14 @@ int main(void) {
         mx_cpu_force(l);
         mx_kernels_redispatch();
         const char *nm = mx_cpu_name(l);
-        test_matmul_level(nm, NULL, 0);
-        test_matmul_level(nm, pool, 0);
-        if (l == MX_CPU_AVX512 && ci->avx512_bf16) test_matmul_level(nm, pool, 1);
+        test_matmul_level(nm, NULL, 0, false);
+        test_matmul_level(nm, pool, 0, false);
+        if (l == MX_CPU_AVX512 && ci->avx512_bf16) {
+            test_matmul_level(nm, pool, 1, false);
+            test_matmul_level(nm, NULL, 0, true);
+            test_matmul_level(nm, pool, 0, true);
+            test_matmul_level(nm, pool, 1, true);
+        }
         test_ops_level(nm);
         test_bf16_split(nm, !split_ref);
         split_ref = true;

@@ -1,6 +1,7 @@
-/* The huge-page arena of the int8 kernels' repacked copies. */
+/* The huge-page arena of the weights repacked at load (the int8 kernels'
+ * copies, BF16's rows in lanes). */
 #define _GNU_SOURCE
-#include "quant_impl.h"
+#include "weight.h"
 #include "../base/base.h"
 #include <pthread.h>
 #include <stdlib.h>
@@ -43,14 +44,14 @@ static uint8_t *tmpl_arena_alloc(size_t n, void **chunk) {
     return p;
 }
 
-uint8_t *mxq_arena_alloc(size_t n, void **chunk) {
+uint8_t *mx_arena_alloc(size_t n, void **chunk) {
     pthread_mutex_lock(&g_arena_mu);
     uint8_t *p = tmpl_arena_alloc(n, chunk);
     pthread_mutex_unlock(&g_arena_mu);
     return p;
 }
 
-void mxq_arena_free(void *chunk) {
+void mx_arena_free(void *chunk) {
     arena_chunk *c = chunk;
     pthread_mutex_lock(&g_arena_mu);
     if (--c->live == 0) {
