@@ -472,9 +472,13 @@ static void prof_matmul(mx_prof *p, mx_op op, const mx_weight *w, int n, double 
  * 12-bit codes: on the quantized fixtures 8-bit codes everywhere move the
  * mean KL to 1.1e-3..8e-3 nats, over the mode's 1e-3 (attention's q/k/v,
  * then o, down and the head carry most of it; docs/fast-mode.md). */
-static const mx_kpolicy *op_kp(const mx_fwd *f, mx_op op, mx_kpolicy *tmp) {
+/* The fast mode's 8-bit activation codes go to the dense MLP's gate/up, and
+ * to its down projection where the weight's groups (which the codes' scales
+ * follow) are 64 columns or fewer: every fixture then stays within the
+ * mode's KL bound (docs/fast-mode.md); down with groups of 128 did not. */
+static const mx_kpolicy *op_kp(const mx_fwd *f, mx_op op, const mx_weight *w, mx_kpolicy *tmp) {
     const mx_kpolicy *kp = fwd_kp(f, tmp);
-    bool act8 = kp->fast && op == MX_OP_GATE_UP;
+    bool act8 = kp->fast && (op == MX_OP_GATE_UP || (op == MX_OP_DOWN && w->group <= 64));
     if (act8 == kp->act8) return kp;
     if (kp != tmp) *tmp = *kp;
     tmp->act8 = act8;
@@ -484,7 +488,7 @@ static const mx_kpolicy *op_kp(const mx_fwd *f, mx_op op, mx_kpolicy *tmp) {
 void mx_linear_as(const mx_fwd *f, mx_op op, const mx_weight *w, const float *b, const float *x, int n, int ldx, float *y, int ldy) {
     mx_kpolicy tmp;
     double t0 = f->prof ? mx_now() : 0;
-    mx_matmul(w, x, n, ldx, y, ldy, op_kp(f, op, &tmp));
+    mx_matmul(w, x, n, ldx, y, ldy, op_kp(f, op, w, &tmp));
     if (b)
         for (int t = 0; t < n; t++) mx_add(y + (size_t)t * ldy, b, w->rows);
     if (f->prof) prof_matmul(f->prof, op, w, n, t0);
@@ -498,7 +502,7 @@ void mx_linear_multi_as(const mx_fwd *f, mx_op op, int count, const mx_weight *c
                         float *const *y, int ldy) {
     mx_kpolicy tmp;
     double t0 = f->prof ? mx_now() : 0;
-    mx_matmul_multi(count, w, x, n, ldx, y, ldy, op_kp(f, op, &tmp));
+    mx_matmul_multi(count, w, x, n, ldx, y, ldy, op_kp(f, op, w[0], &tmp));
     for (int i = 0; i < count; i++)
         if (b[i])
             for (int t = 0; t < n; t++) mx_add(y[i] + (size_t)t * ldy, b[i], w[i]->rows);
