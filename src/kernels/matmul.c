@@ -153,7 +153,12 @@ static int mm_setup(mm_job *j, const mx_weight *w, const float *x, int n, int ld
      * bf16 pp512 against 4 per thread: -0.3..+4.7 %, median +2 %); lanes for
      * a decode step. */
     int want = nt > 1 ? nt * 12 : 1;
-    j->rs = mx_rowsplit_make(w, want, 16, nt > 1 && n < 16 ? nt : 1, 1);
+    /* The rows-in-lanes kernels: tasks of whole tiles, 3 blocks of 16 rows
+     * (prefill), 4 (decode: each block's sum is one chain over its pairs,
+     * so a task of one block, 256 KiB of a 1B down projection, ran on one
+     * chain's latency: 36 GB/s against gate/up's 73). */
+    bool bfr = j->fn == mx_mm_bfr1_avx512 || j->fn == mx_mm_bfr2_avx512;
+    j->rs = mx_rowsplit_make(w, want, bfr ? (n == 1 ? 64 : 48) : 16, nt > 1 && n < 16 ? nt : 1, 1);
     int tasks = mx_rowsplit_tasks(&j->rs);
     /* Few rows but many tokens (small projections in a long prefill): split
      * the tokens too, in chunks of >= 48 so the packed weights are reused. */
