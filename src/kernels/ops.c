@@ -34,12 +34,14 @@ typedef struct {
     void (*gelu_tanh_mul)(float *, const float *, int); /* NULL: portable */
     void (*attn_scores)(const float *, const float *, size_t, int, int, float, float *);
     void (*attn_mix)(float *, const float *, const float *, size_t, int, int, bool);
+    int32_t (*argmax)(const float *, int);
 } ops_tab;
 
-static const ops_tab tab_c = {dot_c, axpy_c, add_c, scale_c, rmsnorm_row_c, softmax_c, exp_acc_c, max_c, NULL, NULL, attn_scores_c, attn_mix_c};
+static int32_t argmax_c(const float *x, int n);
+static const ops_tab tab_c = {dot_c, axpy_c, add_c, scale_c, rmsnorm_row_c, softmax_c, exp_acc_c, max_c, NULL, NULL, attn_scores_c, attn_mix_c, argmax_c};
 static const ops_tab tab_avx2 = {mx_dot_avx2,      mx_axpy_avx2,     mx_add_avx2,           mx_scale_avx2,
                                  mx_rmsnorm_row_avx2, mx_softmax_avx2, mx_exp_acc_avx2, mx_max_avx2, mx_silu_mul_avx2, mx_gelu_tanh_mul_avx2,
-                                 mx_attn_scores_avx2, mx_attn_mix_avx2};
+                                 mx_attn_scores_avx2, mx_attn_mix_avx2, mx_argmax_avx2};
 static _Atomic(const ops_tab *) g_tab;
 
 static const ops_tab *ops(void) {
@@ -195,9 +197,11 @@ void mx_act_mul(mx_act a, float *gate, const float *up, int n) {
     for (int i = 0; i < n; i++) gate[i] = act1(a, gate[i]) * up[i];
 }
 
-int32_t mx_argmax(const float *x, int n) {
+static int32_t argmax_c(const float *x, int n) {
     int32_t best = 0;
     for (int i = 1; i < n; i++)
         if (x[i] > x[best]) best = i;
     return best;
 }
+
+int32_t mx_argmax(const float *x, int n) { return ops()->argmax(x, n); }

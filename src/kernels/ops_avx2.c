@@ -189,6 +189,30 @@ float mx_max_avx2(const float *x, int n) {
     return m;
 }
 
+/* Two passes instead of the scan's dependent compares (a 1B model's 128256
+ * logits: 0.57 ms a token, 5 % of a 4-bit decode step): the maximum over
+ * the non-NaN values (vmaxps returns its second operand where the first is
+ * NaN), then the first index holding it. */
+int32_t mx_argmax_avx2(const float *x, int n) {
+    if (n <= 0 || x[0] != x[0]) return 0;
+    __m256 v[4];
+    for (int k = 0; k < 4; k++) v[k] = _mm256_set1_ps(x[0]);
+    int i = 0;
+    for (; i + 32 <= n; i += 32)
+        for (int k = 0; k < 4; k++) v[k] = _mm256_max_ps(_mm256_loadu_ps(x + i + 8 * k), v[k]);
+    for (; i + 8 <= n; i += 8) v[0] = _mm256_max_ps(_mm256_loadu_ps(x + i), v[0]);
+    float m = hmax(_mm256_max_ps(_mm256_max_ps(v[0], v[1]), _mm256_max_ps(v[2], v[3])));
+    for (; i < n; i++) m = x[i] > m ? x[i] : m;
+    const __m256 vm = _mm256_set1_ps(m);
+    for (i = 0; i + 8 <= n; i += 8) {
+        int mask = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(x + i), vm, _CMP_EQ_OQ));
+        if (mask) return i + __builtin_ctz((unsigned)mask);
+    }
+    for (; i < n; i++)
+        if (x[i] == m) return i;
+    return 0;
+}
+
 void mx_exp_acc_avx2(float *x, int n, float sub, float acc[8], int lane0) {
     __m256 vm = _mm256_set1_ps(sub);
     int i = 0;

@@ -3,6 +3,7 @@
  * after dispatch. */
 #ifndef MX_OPS_IMPL_H
 #define MX_OPS_IMPL_H
+#include <stdint.h>
 #include <stdbool.h>
 #include <stddef.h>
 float mx_dot_avx2(const float *a, const float *b, int n);
@@ -15,6 +16,9 @@ void mx_scale_avx2(float *y, float a, int n);
 void mx_rmsnorm_row_avx2(float *y, const float *x, const float *w, float w_offset, int d, float eps);
 void mx_softmax_avx2(float *x, int n);
 float mx_max_avx2(const float *x, int n);
+/* The first index of x's maximum, NaNs passed over (x[0] NaN: 0), as
+ * mx_argmax's scan gives it. */
+int32_t mx_argmax_avx2(const float *x, int n);
 void mx_exp_acc_avx2(float *x, int n, float sub, float acc[8], int lane0);
 /* gate[i] = act(gate[i]) * up[i] (up may be NULL: act only), for act = silu
  * (gelu_tanh = 0) or gelu_tanh (1). */

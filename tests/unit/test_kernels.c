@@ -212,6 +212,44 @@ static void test_bf16_split(const char *lvl, bool first) {
     free(all);
 }
 
+/* mx_argmax: the first index of the maximum, as the plain scan finds it,
+ * with ties, NaNs (x[0] NaN: 0), infinities and signed zeros */
+static int32_t scan_argmax(const float *x, int n) {
+    int32_t best = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[best]) best = i;
+    return best;
+}
+static void test_argmax_level(const char *lvl) {
+    static const int lens[] = {1, 2, 7, 8, 9, 31, 32, 33, 64, 100, 1000, 128256};
+    unsigned seed = 4242;
+    char why[160] = "";
+    int bad = 0;
+    for (size_t li = 0; li < MX_ARRAY_LEN(lens) && !bad; li++) {
+        int n = lens[li];
+        float *x = malloc((size_t)n * 4);
+        for (int kind = 0; kind < 7 && !bad; kind++) {
+            for (int i = 0; i < n; i++) x[i] = t_randf(&seed) * 10;
+            int a = (int)(t_rng(&seed) % (unsigned)n), b = (int)(t_rng(&seed) % (unsigned)n);
+            if (kind == 1) x[a] = x[b] = 100; /* a tie */
+            if (kind == 2) x[a] = NAN;
+            if (kind == 3) x[0] = NAN;
+            if (kind == 4) for (int i = 0; i < n; i++) x[i] = -INFINITY;
+            if (kind == 5) { for (int i = 0; i < n; i++) x[i] = -1; x[a] = -0.0f; x[b] = 0.0f; }
+            if (kind == 6) { x[a] = INFINITY; x[b] = NAN; }
+            int32_t got = mx_argmax(x, n), want = scan_argmax(x, n);
+            if (got != want) {
+                snprintf(why, sizeof why, "n=%d kind=%d: %d, the scan %d", n, kind, got, want);
+                bad++;
+            }
+        }
+        free(x);
+    }
+    char name[64];
+    snprintf(name, sizeof name, "argmax_%s", lvl);
+    CHECK(name, !bad, "%s", why);
+}
+
 static void test_ops_level(const char *lvl) {
     static const int lens[] = {0, 1, 7, 8, 9, 31, 33, 64, 100, 1000};
     unsigned seed = 777;
@@ -474,6 +512,7 @@ int main(void) {
             test_matmul_level(nm, pool, 1, true);
         }
         test_ops_level(nm);
+        test_argmax_level(nm);
         test_bf16_split(nm, !split_ref);
         split_ref = true;
     }
