@@ -76,7 +76,7 @@ typedef struct {
  * products; into the default policy before the model loads. */
 #define OPT_FAST(T, f)                                                                                                       \
     {NULL, "--fast", NULL, OPT_FLAG, NULL, 0, 0, offsetof(T, f),                                                             \
-     "faster, less exact products: BF16 weights take x rounded to bf16, the MLP's gate/up 8-bit activation codes (or MLXCEL_FAST=1)", \
+     "faster, less exact products: BF16 weights take x rounded to bf16, the MLP's gate/up/down 8-bit activation codes (or MLXCEL_FAST=1)", \
      NULL, 0}
 void cli_fast_apply(bool on);
 /* Sets the default policy's cache types from the options. Returns 0, or 2
