@@ -223,6 +223,29 @@ size_t mx_kv_share_prefix(const mx_model *m, mx_kv *dst, mx_kv *src, int n) {
     return shared;
 }
 
+size_t mx_kv_dedupe_prefix(const mx_model *m, mx_kv *dst, mx_kv *src, int n) {
+    if (!dst->pool || dst->pool != src->pool || dst == src || dst->cap != src->cap || dst->type[0] != src->type[0] ||
+        dst->type[1] != src->type[1] || n < 1 || n > dst->len || n > src->len)
+        return 0;
+    int lo, hi;
+    mx_model_layers(m, &lo, &hi);
+    mx_kvmap dm = kv_map(dst), sm = kv_map(src);
+    size_t c = mx_kvp_chunk(dst->pool), shared = 0;
+    for (int l = lo; l < hi; l++) {
+        const mx_block_ops *b = m->arch.layers[l].mixer;
+        size_t r[4][2], base = src->offset[l] * sizeof(float);
+        int k = rows_alone(m, l, src) && b->prefix_ranges ? b->prefix_ranges(m, l, src->cap, n, src->type, r) : -1;
+        for (int i = 0; i < k; i++) /* the whole chunks of the range whose bytes agree */
+            for (size_t x = (base + r[i][0] + c - 1) / c * c; x + c <= base + r[i][1]; x += c)
+                if (!memcmp(dm.base + x, sm.base + x, c)) shared += mx_kvp_share(dst->pool, &dm, &sm, x, x + c);
+    }
+    if (shared) {
+        dst->share_len = MX_MAX(dst->share_len, n);
+        src->share_len = MX_MAX(src->share_len, n);
+    }
+    return shared;
+}
+
 /* A snapshot holds the state of every block that cannot say where its
  * per-position rows are (copy_prefix): recurrent state, conv windows, ...;
  * the blocks with rows keep theirs in the cache, where positions below the

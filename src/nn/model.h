@@ -164,6 +164,14 @@ mx_kv *mx_kv_new_in(const mx_model *m, int cap, mx_kv_pool *pool);
  * rest is copied). Returns the bytes shared. Either cache writing below n
  * later first takes copies of its own (mx_forward does, mx_kv_unshare). */
 size_t mx_kv_share_prefix(const mx_model *m, mx_kv *dst, mx_kv *src, int n);
+/* Where dst and src (one pool, each holding at least n positions) hold the
+ * same bytes in whole chunks of their rows of positions [0, n), dst maps
+ * src's chunks in place of its own: two caches that computed a common
+ * prefix apart (admitted together) keep it once. Checked byte for byte:
+ * rows computed in different prompt chunks can differ in their last bits,
+ * and those stay apart. Layers without rows of their own are left alone.
+ * Returns the bytes now shared. */
+size_t mx_kv_dedupe_prefix(const mx_model *m, mx_kv *dst, mx_kv *src, int n);
 /* Bytes of kv's chunks that another cache maps too (0 outside a pool). */
 size_t mx_kv_shared_bytes(const mx_kv *kv);
 /* Before kv writes rows below kv->share_len (its length cut back into a

@@ -614,6 +614,29 @@ static void share_prefill(mx_sched *s, int li, const float *row) {
     }
 }
 
+/* Slot i has just read its prompt: where another cache in its pool (a slot,
+ * a prompt cache entry) begins with the same tokens, the chunks of that
+ * prefix whose bytes agree are kept once (mx_kv_dedupe_prefix): prompts
+ * admitted together compute their common prefix apart, neither having it
+ * to borrow. Called under mu. */
+static void dedupe(mx_sched *s, int i) {
+    slot *sl = &s->slots[i];
+    if (!s->kvpool || s->e->model.shard) return;
+    const slot *best = NULL;
+    int best_len = MX_BORROW_MIN - 1;
+    for (int k = 0; k < s->parallel + s->n_ents; k++) {
+        const slot *o = k < s->parallel ? &s->slots[k] : s->ents[k - s->parallel];
+        if (o == sl || !o->kv->len) continue;
+        int c = common_len(sl, o);
+        if (c > best_len) { best_len = c; best = o; }
+    }
+    if (!best) return;
+    size_t before = mx_kv_pool_shared_bytes(s->kvpool);
+    mx_kv_dedupe_prefix(&s->e->model, sl->kv, best->kv, best_len);
+    size_t after = mx_kv_pool_shared_bytes(s->kvpool);
+    if (after > before) s->st.kv_dedup_bytes += after - before;
+}
+
 /* A sample whose leader is gone (cancelled, failed) reads the prompt itself. */
 static void orphans(mx_sched *s) {
     for (int i = 0; i < s->parallel; i++) {
@@ -887,17 +910,19 @@ static void *engine_loop(void *arg) {
             if (r && r->con.m && (sl->decoding || sl->n_fed + s->ins[j].n == r->p.n_prompt)) r->allowed = mx_gmatch_mask(r->con.m, r->con.bits);
         }
         pthread_mutex_lock(&s->mu);
+        for (int j = 0; !rc && j < k; j++) { /* every slot's tokens first: dedupe compares them */
+            slot *sl = &s->slots[s->in_slot[j]];
+            int base = sl->kv->len - s->ins[j].n;
+            memcpy(sl->toks + base, s->ins[j].tokens, sizeof(int32_t) * (size_t)s->ins[j].n);
+            for (int t = 0; t < s->ins[j].n; t++)
+                sl->tags[base + t] = !sl->decoding && sl->req && sl->req->tags ? sl->req->tags[sl->n_fed + t] : 0;
+        }
         int n_dec = 0, row = 0;
         for (int j = 0; j < k; j++) {
             slot *sl = &s->slots[s->in_slot[j]];
             float *lrow = s->logits + (size_t)(j < kd ? row : n_dtok + j - kd) * V;
             if (j < kd) row += s->ins[j].n;
             int base = sl->kv->len - s->ins[j].n;
-            if (!rc) {
-                memcpy(sl->toks + base, s->ins[j].tokens, sizeof(int32_t) * (size_t)s->ins[j].n);
-                for (int t = 0; t < s->ins[j].n; t++)
-                    sl->tags[base + t] = !sl->decoding && sl->req && sl->req->tags ? sl->req->tags[sl->n_fed + t] : 0;
-            }
             if (!sl->req) continue;
             if (rc) { finish(s, sl, MX_FIN_ERROR); continue; }
             if (sl->decoding) {
@@ -919,6 +944,7 @@ static void *engine_loop(void *arg) {
             if (s->n_snaps && sl->n_fed == sl->req->p.n_prompt) take_snapshot(s, sl, s->n_snaps - 1);
             else if (s->n_snaps && sl->n_fed % s->snap_every == 0 && stride_free(s, sl) >= 0) take_snapshot(s, sl, stride_free(s, sl));
             if (sl->n_fed == sl->req->p.n_prompt) {
+                dedupe(s, s->in_slot[j]);
                 sl->rope_shift = sl->req->lay.rope_shift;
                 share_prefill(s, s->in_slot[j], lrow);
                 sample_into(s, sl, lrow, -1);

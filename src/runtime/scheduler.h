@@ -68,6 +68,7 @@ typedef struct {
     uint64_t kv_releases;     /* slot caches given back (replaced, or released to make room under --kv-memory) */
     uint64_t kv_waits;        /* requests that waited for room under --kv-memory */
     uint64_t kv_shared_bytes; /* cache memory mapped by more than one slot, counted once per extra slot (what sharing saves) */
+    uint64_t kv_dedup_bytes;  /* cache bytes of a prefix two caches computed apart, found equal and kept once (mx_kv_dedupe_prefix) */
     /* the prompt cache (mx_sched_set_prompt_cache): its entries now, the tokens
      * and bytes they hold, prompt tokens taken from them (in borrowed_tokens
      * too), entries dropped for room */

@@ -73,9 +73,11 @@ int mx_route_metrics(server *sv, mx_srv_req *rq, json_t *req) {
                       "# HELP mlxcel_kv_cache_releases_total Slot caches given back (replaced, or released for --kv-memory).\n"
                       "# TYPE mlxcel_kv_cache_releases_total counter\nmlxcel_kv_cache_releases_total %llu\n"
                       "# HELP mlxcel_kv_cache_shared_bytes Cache pages of a prompt prefix mapped by more than one slot, once per extra slot "
-                      "(memory that sharing saves).\n# TYPE mlxcel_kv_cache_shared_bytes gauge\nmlxcel_kv_cache_shared_bytes %llu\n",
+                      "(memory that sharing saves).\n# TYPE mlxcel_kv_cache_shared_bytes gauge\nmlxcel_kv_cache_shared_bytes %llu\n"
+                      "# HELP mlxcel_kv_cache_dedup_bytes_total Cache pages of a prefix two caches had computed apart (admitted together), "
+                      "found equal and kept once.\n# TYPE mlxcel_kv_cache_dedup_bytes_total counter\nmlxcel_kv_cache_dedup_bytes_total %llu\n",
                       mx_sched_kv_resident(sv->sched), mx_sched_kv_bytes(sv->sched), (unsigned long long)st.kv_releases,
-                      (unsigned long long)st.kv_shared_bytes);
+                      (unsigned long long)st.kv_shared_bytes, (unsigned long long)st.kv_dedup_bytes);
         if (sv->o.cache_ram && !sv->tm.e.model.shard)
             mx_buf_printf(&b,
                           "# HELP mlxcel_prompt_cache_entries Earlier prompts' caches kept in the prompt cache (--cache-ram).\n"

@@ -220,11 +220,67 @@ out:
     mx_engine_close(&e);
 }
 
+/* mx_kv_dedupe_prefix: two caches that computed the same prompt apart keep
+ * the chunks whose bytes agree once; the deduplicated cache's contents are
+ * unchanged and it goes on as before. Fed alike (one pass of the prompt)
+ * every chunk of the prompt's rows agrees; fed in other chunks, or with
+ * the source's rows changed, only the equal ones are mapped. */
+static void dedupe(const char *name) {
+    char *dir = mx_path_join("tests/fixtures", name);
+    mx_engine e;
+    char lab[128];
+    snprintf(lab, sizeof lab, "kvdedupe/%s/load", name);
+    if (mx_engine_open(dir, &e)) { CHECK(lab, 0, "%s", mx_errmsg()); free(dir); return; }
+    free(dir);
+    const mx_model *m = &e.model;
+    int V = m->arch.vocab, T = 96, Q = 8, cap = 128;
+    mx_ctx *c = mx_ctx_new(m, T, cap, NULL);
+    mx_kv_pool *p = mx_kv_pool_new((size_t)sysconf(_SC_PAGESIZE));
+    mx_kv *A = mx_kv_new_in(m, cap, p), *D = mx_kv_new_in(m, cap, p), *R = mx_kv_new(m, cap);
+    float *lg = malloc(sizeof(float) * (size_t)T * V), *ref = malloc(sizeof(float) * (size_t)T * V);
+    int32_t tok[96], q[8];
+    unsigned rng = 23;
+    for (int i = 0; i < T; i++) tok[i] = (int32_t)(3 + t_rng(&rng) % (unsigned)(V - 3));
+    for (int i = 0; i < Q; i++) q[i] = (int32_t)(3 + t_rng(&rng) % (unsigned)(V - 3));
+    size_t bytes = 0;
+    float *before = NULL;
+    for (int variant = 0; variant < 3; variant++) {
+        const char *vn[] = {"alike", "other_chunks", "changed_source"};
+        mx_kv_release(A);
+        mx_kv_release(D);
+        mx_kv_release(R);
+        bool ok = c && p && A && D && R && feed(c, A, tok, T, lg) && feed(c, A, q, 2, lg);
+        if (ok && variant == 1) ok = feed(c, D, tok, 40, lg) && feed(c, D, tok + 40, T - 40, lg) && feed(c, R, tok, 40, ref) && feed(c, R, tok + 40, T - 40, ref);
+        else if (ok) ok = feed(c, D, tok, T, lg) && feed(c, R, tok, T, ref);
+        if (ok && variant == 2) A->data[A->offset[m->arch.n_layers - 1] + 5] += 1.0f; /* a row of A's last layer no longer agrees */
+        if (!bytes) bytes = D->offset[D->n_layers] * sizeof(float);
+        if (!before) before = malloc(bytes);
+        if (ok) memcpy(before, D->data, bytes);
+        size_t sh = ok ? mx_kv_dedupe_prefix(m, D, A, T) : 0;
+        bool same = ok && !memcmp(before, D->data, bytes);
+        ok = ok && feed(c, D, q, Q, lg) && feed(c, R, q, Q, ref);
+        snprintf(lab, sizeof lab, "kvdedupe/%s/%s", name, vn[variant]);
+        CHECK(lab, ok && same && (variant == 1 || sh > 0) && !memcmp(lg, ref, sizeof(float) * (size_t)Q * V),
+              "%s, %zu bytes shared, contents %s, max diff %g", ok ? "fed" : mx_errmsg(), sh, same ? "kept" : "changed",
+              ok ? t_maxdiff(lg, ref, (size_t)Q * V) : -1.0f);
+    }
+    free(before);
+    free(lg);
+    free(ref);
+    mx_kv_free(A);
+    mx_kv_free(D);
+    mx_kv_free(R);
+    mx_kv_pool_free(p);
+    mx_ctx_free(c);
+    mx_engine_close(&e);
+}
+
 int main(void) {
     pool_alone();
     /* plain GQA attention, MLA (latent rows), sliding-window layers, a DeltaNet hybrid (its recurrent
      * layers copied whole, its attention layers shared) */
     const char *names[] = {"llama", "deepseek_v3", "gemma2", "qwen3_next"};
     for (size_t i = 0; i < MX_ARRAY_LEN(names); i++) fixture(names[i]);
+    for (size_t i = 0; i < MX_ARRAY_LEN(names); i++) dedupe(names[i]);
     TEST_END();
 }
