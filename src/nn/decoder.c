@@ -235,9 +235,10 @@ size_t mx_kv_dedupe_prefix(const mx_model *m, mx_kv *dst, mx_kv *src, int n) {
         const mx_block_ops *b = m->arch.layers[l].mixer;
         size_t r[4][2], base = src->offset[l] * sizeof(float);
         int k = rows_alone(m, l, src) && b->prefix_ranges ? b->prefix_ranges(m, l, src->cap, n, src->type, r) : -1;
-        for (int i = 0; i < k; i++) /* the whole chunks of the range whose bytes agree */
+        for (int i = 0; i < k; i++) /* the whole chunks of the range whose bytes agree (those already one chunk: not read) */
             for (size_t x = (base + r[i][0] + c - 1) / c * c; x + c <= base + r[i][1]; x += c)
-                if (!memcmp(dm.base + x, sm.base + x, c)) shared += mx_kvp_share(dst->pool, &dm, &sm, x, x + c);
+                if ((dm.id[x / c] != sm.id[x / c] || !sm.id[x / c]) && !memcmp(dm.base + x, sm.base + x, c))
+                    shared += mx_kvp_share(dst->pool, &dm, &sm, x, x + c);
     }
     if (shared) {
         dst->share_len = MX_MAX(dst->share_len, n);
