@@ -134,6 +134,19 @@ static int cmp_range(const void *a, const void *b) {
     return x[0] < y[0] ? -1 : x[0] > y[0];
 }
 
+/* Layer l's rows of positions [0, n) as byte ranges of kv's data (up to 4),
+ * or -1 where its blocks cannot say where they are (the layer's state then
+ * goes whole). */
+static int prefix_bytes(const mx_model *m, int l, const mx_kv *kv, int n, size_t r[4][2]) {
+    const mx_block_ops *b = m->arch.layers[l].mixer;
+    int k = rows_alone(m, l, kv) && b->prefix_ranges ? b->prefix_ranges(m, l, kv->cap, n, kv->type, r) : -1;
+    for (int i = 0; i < k; i++) {
+        r[i][0] += kv->offset[l] * sizeof(float);
+        r[i][1] += kv->offset[l] * sizeof(float);
+    }
+    return k;
+}
+
 int mx_kv_unshare(const mx_model *m, mx_kv *kv) {
     if (!kv->pool || !kv->share_len) return MX_OK;
     mx_kvmap km = kv_map(kv);
@@ -143,11 +156,10 @@ int mx_kv_unshare(const mx_model *m, mx_kv *kv) {
     mx_model_layers(m, &lo, &hi);
     size_t (*live)[2] = mx_malloc(sizeof *live * 4 * (size_t)MX_MAX(hi - lo, 1)), n = 0, kept = 0;
     for (int l = lo; live && l < hi; l++) {
-        const mx_block_ops *b = m->arch.layers[l].mixer;
-        size_t r[4][2], base = kv->offset[l] * sizeof(float);
-        int k = rows_alone(m, l, kv) && b->prefix_ranges ? b->prefix_ranges(m, l, kv->cap, kv->len, kv->type, r) : 0;
+        size_t r[4][2];
+        int k = prefix_bytes(m, l, kv, kv->len, r);
         for (int i = 0; i < k; i++)
-            if (r[i][1] > r[i][0]) { live[n][0] = base + r[i][0]; live[n][1] = base + r[i][1]; n++; }
+            if (r[i][1] > r[i][0]) { live[n][0] = r[i][0]; live[n][1] = r[i][1]; n++; }
     }
     if (live && !n) live[n][0] = live[n][1] = 0, n++; /* nothing live: one empty range */
     if (live) qsort(live, n, sizeof *live, cmp_range);
@@ -204,12 +216,11 @@ size_t mx_kv_share_prefix(const mx_model *m, mx_kv *dst, mx_kv *src, int n) {
     mx_kvmap dm = kv_map(dst), sm = kv_map(src);
     size_t c = mx_kvp_chunk(dst->pool), shared = 0;
     for (int l = lo; l < hi; l++) {
-        const mx_block_ops *b = m->arch.layers[l].mixer;
-        size_t r[4][2], base = src->offset[l] * sizeof(float);
-        int k = rows_alone(m, l, src) && b->prefix_ranges ? b->prefix_ranges(m, l, src->cap, n, src->type, r) : -1;
+        size_t r[4][2];
+        int k = prefix_bytes(m, l, src, n, r);
         if (k < 0) { copy_layer(m, l, dst, src, n); continue; }
         for (int i = 0; i < k; i++) { /* whole chunks mapped, the ends of the range copied */
-            size_t a = base + r[i][0], e = base + r[i][1], a1 = MX_MIN((a + c - 1) / c * c, e), e0 = MX_MAX(e / c * c, a1);
+            size_t a = r[i][0], e = r[i][1], a1 = MX_MIN((a + c - 1) / c * c, e), e0 = MX_MAX(e / c * c, a1);
             memcpy(dm.base + a, sm.base + a, a1 - a);
             memcpy(dm.base + e0, sm.base + e0, e - e0);
             if (a1 < e0) shared += mx_kvp_share(dst->pool, &dm, &sm, a1, e0);
@@ -232,11 +243,10 @@ size_t mx_kv_dedupe_prefix(const mx_model *m, mx_kv *dst, mx_kv *src, int n) {
     mx_kvmap dm = kv_map(dst), sm = kv_map(src);
     size_t c = mx_kvp_chunk(dst->pool), shared = 0;
     for (int l = lo; l < hi; l++) {
-        const mx_block_ops *b = m->arch.layers[l].mixer;
-        size_t r[4][2], base = src->offset[l] * sizeof(float);
-        int k = rows_alone(m, l, src) && b->prefix_ranges ? b->prefix_ranges(m, l, src->cap, n, src->type, r) : -1;
+        size_t r[4][2];
+        int k = prefix_bytes(m, l, src, n, r);
         for (int i = 0; i < k; i++) /* the whole chunks of the range whose bytes agree (those already one chunk: not read) */
-            for (size_t x = (base + r[i][0] + c - 1) / c * c; x + c <= base + r[i][1]; x += c)
+            for (size_t x = (r[i][0] + c - 1) / c * c; x + c <= r[i][1]; x += c)
                 if ((dm.id[x / c] != sm.id[x / c] || !sm.id[x / c]) && !memcmp(dm.base + x, sm.base + x, c))
                     shared += mx_kvp_share(dst->pool, &dm, &sm, x, x + c);
     }
