@@ -12,6 +12,13 @@ jobs=${MX_TEST_JOBS:-2}
 pass=0; fail=0
 log=$(mktemp -d)
 trap 'rm -rf "$log"' EXIT
+# The scripts start python3 a few hundred times: where `python3` is a version
+# manager's shim (pyenv's is a shell script: 0.35 s a start here, the
+# interpreter 0.09 s), they get the interpreter it resolves to.
+py=$(python3 -c 'import sys; print(sys.executable)' 2>/dev/null)
+if [ -n "$py" ] && [ "$py" != "$(command -v python3)" ]; then
+  mkdir -p "$log/bin" && ln -s "$py" "$log/bin/python3" && export PATH="$log/bin:$PATH"
+fi
 exec_one() { # n, label, command... : runs it, leaves out/rc/secs in $log/n.*
   local n=$1; shift; shift
   local t0=$SECONDS
