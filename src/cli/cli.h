@@ -10,7 +10,7 @@
 
 extern const mx_cmd mx_cmd_generate, mx_cmd_chat, mx_cmd_serve, mx_cmd_bench, mx_cmd_tokenize, mx_cmd_template,
     mx_cmd_convert, mx_cmd_embed, mx_cmd_rerank, mx_cmd_arch, mx_cmd_download, mx_cmd_list, mx_cmd_rm, mx_cmd_inspect,
-    mx_cmd_detect, mx_cmd_transcribe;
+    mx_cmd_detect, mx_cmd_transcribe, mx_cmd_split_mtp;
 
 /* The model folder -m names: a directory as is; a hub id (org/name, with
  * :revision) from the Hugging Face cache, downloaded when missing (unless
@@ -51,7 +51,7 @@ typedef struct {
 #define CLI_SPEC_DEFAULT_MAX 4
 #define OPT_SPEC(T, f)                                                                                                       \
     {NULL, "--draft-model", NULL, OPT_STR, "DIR", 0, 0, offsetof(T, f.draft_model),                                          \
-     "speculative decoding with this draft model (the target's tokenizer; not for models with recurrent state)", NULL, 0},   \
+     "speculative decoding with this draft model (the target's tokenizer; or a next-n module split-mtp wrote; not for models with recurrent state)", NULL, 0},   \
     {NULL, "--draft-max", NULL, OPT_INT, "N", 1, 64, offsetof(T, f.draft_max), "tokens drafted per verification pass", NULL, 0}, \
     {NULL, "--lookup-ngram", NULL, OPT_INT, "N", 0, 64, offsetof(T, f.lookup_ngram),                                         \
      "speculative decoding by prompt lookup: draft what followed the last earlier match of the last N..1 tokens", NULL, 0}

@@ -411,7 +411,7 @@ static int bench(const bench_opts *bo, const char *model) {
     char act[160] = "f32";
     for (int i = 0, k = 0; i < 4; i++)
         if (paths[i]) k += snprintf(act + k, sizeof act - (size_t)k, "%s%s", k ? " and " : "", paths[i]);
-    const char *spec_kind = sc.kind == MX_DRAFT_ORACLE ? "oracle" : sc.kind == MX_DRAFT_NGRAM ? "n-gram lookup" : "draft model";
+    const char *spec_kind = sc.kind == MX_DRAFT_ORACLE ? "oracle" : sc.kind == MX_DRAFT_NGRAM ? "n-gram lookup" : sc.kind == MX_DRAFT_MTP ? "next-n module" : "draft model";
     double med_plain = spec ? median(sp_plain, reps) : 0, med_spec = spec ? median(sp_spec, reps) : 0, med_ratio = spec ? median(sp_ratio, reps) : 0;
     double acc_rate = sp.drafted ? (double)sp.accepted / sp.drafted : 0, per_pass = sp.rounds ? (double)(reps * (tg - 1)) / sp.rounds : 0;
     double eff_lo = n_eff ? seg_eff[0] : 0, eff_hi = n_eff ? seg_eff[n_eff - 1] : 0;

@@ -52,7 +52,7 @@ int cli_spec_open(const char *cmd, const cli_spec_opts *o, const mx_textmodel *t
         mx_textmodel_close(draft);
         return 1;
     }
-    cfg->kind = MX_DRAFT_MODEL;
+    cfg->kind = draft->e.model.arch.mtp.on ? MX_DRAFT_MTP : MX_DRAFT_MODEL; /* a next-n module (split-mtp) */
     cfg->draft = &draft->e;
     return 0;
 }

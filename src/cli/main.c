@@ -18,7 +18,7 @@
 
 static const mx_cmd *const g_cmds[] = {
     &mx_cmd_generate, &mx_cmd_chat, &mx_cmd_serve, &mx_cmd_download, &mx_cmd_list, &mx_cmd_rm, &mx_cmd_inspect, &mx_cmd_detect,
-    &mx_cmd_convert, &mx_cmd_bench, &mx_cmd_embed, &mx_cmd_rerank, &mx_cmd_transcribe, &mx_cmd_tokenize, &mx_cmd_template,
+    &mx_cmd_convert, &mx_cmd_split_mtp, &mx_cmd_bench, &mx_cmd_embed, &mx_cmd_rerank, &mx_cmd_transcribe, &mx_cmd_tokenize, &mx_cmd_template,
     &mx_cmd_arch,
 };
 #define N_CMDS ((int)MX_ARRAY_LEN(g_cmds))

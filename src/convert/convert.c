@@ -105,7 +105,7 @@ static bool ends_with(const char *s, const char *suf) {
     return a >= b && !strcmp(s + a - b, suf);
 }
 
-static int write_json(const char *path, json_t *j) {
+int mx_conv_write_json(const char *path, json_t *j) {
     char *s = json_dumps(j, JSON_INDENT(4) | JSON_REAL_PRECISION(15));
     if (!s) return mx_set_err("%s: cannot encode JSON", path);
     FILE *f = fopen(path, "wb");
@@ -128,6 +128,38 @@ static int mkdir_p(const char *path) {
         }
     free(p);
     return mkdir(path, 0755);
+}
+
+int mx_conv_new_dir(const char *dst) {
+    if (mkdir_p(dst) == 0) return MX_OK;
+    if (errno != EEXIST) return mx_set_err("%s: cannot create: %s", dst, strerror(errno));
+    DIR *d = opendir(dst);
+    struct dirent *e;
+    bool empty = true;
+    while (d && (e = readdir(d)))
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) empty = false;
+    if (d) closedir(d);
+    return empty ? MX_OK : mx_set_err("%s: already exists and is not empty", dst);
+}
+
+int mx_conv_copy_aux(const char *src, const char *dst) {
+    DIR *d = opendir(src);
+    struct dirent *e;
+    int rc = MX_OK;
+    while (!rc && d && (e = readdir(d))) {
+        const char *n = e->d_name;
+        if (n[0] == '.' || !strcmp(n, "config.json") || ends_with(n, ".safetensors") || ends_with(n, ".safetensors.index.json") ||
+            ends_with(n, ".bin") || ends_with(n, ".pt") || ends_with(n, ".pth") || ends_with(n, ".gguf") || !strncmp(n, "reference.", 10))
+            continue;
+        char *sp = mx_path_join(src, n), *dp = mx_path_join(dst, n);
+        struct stat st;
+        if (!sp || !dp) rc = MX_ERR;
+        else if (stat(sp, &st) == 0 && S_ISREG(st.st_mode)) rc = copy_file(sp, dp);
+        free(sp);
+        free(dp);
+    }
+    if (d) closedir(d);
+    return rc;
 }
 
 static int cmp_cstr(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
@@ -189,16 +221,7 @@ int mx_convert(const char *src, const char *dst, const mx_convert_opts *o) {
         json_t *td = json_object_get(ck.config, "torch_dtype");
         if (json_is_string(td) && parse_dtype(json_string_value(td), &out_dt)) out_dt = MX_DT_COUNT;
     }
-    if (mkdir_p(dst) != 0) {
-        if (errno != EEXIST) { mx_set_err("%s: cannot create: %s", dst, strerror(errno)); goto done; }
-        DIR *d = opendir(dst);
-        struct dirent *e;
-        bool empty = true;
-        while (d && (e = readdir(d)))
-            if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) empty = false;
-        if (d) closedir(d);
-        if (!empty) { mx_set_err("%s: already exists and is not empty", dst); goto done; }
-    }
+    if (mx_conv_new_dir(dst)) goto done;
     json_t *tie = json_object_get(ck.config, "tie_word_embeddings");
     bool tied = json_is_true(tie);
     pool = mx_pool_new(o->threads > 0 ? o->threads : mx_default_threads());
@@ -342,7 +365,7 @@ int mx_convert(const char *src, const char *dst, const mx_convert_opts *o) {
     for (int i = 0; i < n_ot; i++) json_object_set_new(wm, ots[i].name, json_string(shard_names[ots[i].shard]));
     json_object_set_new(index, "weight_map", wm);
     char *ip = mx_path_join(dst, "model.safetensors.index.json");
-    int wr = ip ? write_json(ip, index) : MX_ERR;
+    int wr = ip ? mx_conv_write_json(ip, index) : MX_ERR;
     free(ip);
     if (wr) goto done;
     /* config.json */
@@ -360,26 +383,11 @@ int mx_convert(const char *src, const char *dst, const mx_convert_opts *o) {
     }
     sorted = sorted_copy(cfg);
     char *cp = mx_path_join(dst, "config.json");
-    wr = cp && sorted ? write_json(cp, sorted) : MX_ERR;
+    wr = cp && sorted ? mx_conv_write_json(cp, sorted) : MX_ERR;
     free(cp);
     if (wr) goto done;
     /* the other files: tokenizer, generation config, chat template, code */
-    DIR *d = opendir(src);
-    struct dirent *e;
-    while (d && (e = readdir(d))) {
-        const char *n = e->d_name;
-        if (n[0] == '.' || !strcmp(n, "config.json") || ends_with(n, ".safetensors") || ends_with(n, ".safetensors.index.json") ||
-            ends_with(n, ".bin") || ends_with(n, ".pt") || ends_with(n, ".pth") || ends_with(n, ".gguf") || !strncmp(n, "reference.", 10))
-            continue;
-        char *sp = mx_path_join(src, n), *dp = mx_path_join(dst, n);
-        struct stat st;
-        int cr = MX_OK;
-        if (sp && dp && stat(sp, &st) == 0 && S_ISREG(st.st_mode)) cr = copy_file(sp, dp);
-        free(sp);
-        free(dp);
-        if (cr) { closedir(d); goto done; }
-    }
-    if (d) closedir(d);
+    if (mx_conv_copy_aux(src, dst)) goto done;
     rc = MX_OK;
 done:
     if (prog) mx_progress_end(prog, false);

@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include "../kernels/weight.h"
+#include <jansson.h>
 
 typedef struct {
     const char *dtype; /* bf16 | f16 | f32; NULL: config torch_dtype, else keep */
@@ -17,6 +18,18 @@ typedef struct {
 } mx_convert_opts;
 /* Writes dst in the layout mlx_lm.convert writes (convert.c). */
 int mx_convert(const char *src, const char *dst, const mx_convert_opts *o);
+
+/* Writes dst as a draft model of its own: the next-n (multi-token
+ * prediction) module `layer` (0-based among num_nextn_predict_layers) of
+ * the DeepSeek-V3-layout checkpoint src (splitmtp.c). */
+int mx_split_mtp(const char *src, const char *dst, int layer);
+
+/* Shared by the writers: dst made, or empty if it exists; JSON written
+ * (4-space indent); every file of src that is not weights or config.json
+ * (tokenizer, generation config, chat template) copied to dst. */
+int mx_conv_new_dir(const char *dst);
+int mx_conv_write_json(const char *path, json_t *j);
+int mx_conv_copy_aux(const char *src, const char *dst);
 
 /* Quantizers (quantize.c; MLX Metal rules). One row of cols values, already
  * rounded to the model dtype: packed codes (cols*bits/8 bytes), and per group

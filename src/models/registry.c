@@ -55,7 +55,7 @@ int mx_family_configure(const mx_family *f, mx_arch *a, const mx_cfg *c) {
     int rc = 0;
     while (!rc && n--)
         if (chain[n]->configure && chain[n]->configure(a, &cd)) rc = -1;
-    if (!rc && mx_arch_ropes(a, &cd)) rc = -1;
+    if (!rc && (mx_arch_ropes(a, &cd) || mx_mtp_configure(a, &cd))) rc = -1;
     json_decref(owned);
     if (rc) mx_arch_free(a);
     return rc;

@@ -338,6 +338,18 @@ typedef struct {
     const char *gate, *up, *norm;
 } mx_ple_spec;
 
+/* A multi-token-prediction draft (nn/mtp.c): the model is one next-n module
+ * of DeepSeek V3 / GLM-4.5 split out of its checkpoint (`mlxcel split-mtp`),
+ * which marks its config with "mlxcel_mtp". Token i's input row is
+ * eh_proj([enorm(embed(tok_i)) ; hnorm(h_i)]) (eh_proj [hidden, 2 hidden]),
+ * h_i a hidden state given with the token (mx_seq_in.hidden): the target's
+ * final hidden state (after its final norm) at the position before tok_i,
+ * or this module's own for a draft after the first. */
+typedef struct {
+    bool on;
+    const char *enorm, *hnorm, *eh_proj;
+} mx_mtp_spec;
+
 /* AltUp (Gemma 3n, nn/altup.c): the residual is n streams. Before the first
  * layer s_0 = the embeddings, s_j = proj_j(s_0) rescaled to s_0's RMS (j >= 1,
  * `proj` "%d" = j - 1). Each layer: predict s_i += sum_j P_ij s_j with
@@ -499,6 +511,7 @@ typedef struct mx_arch {
     mx_altup_spec altup;      /* AltUp streams (n 0 = none) */
     mx_laurel_spec laurel;    /* for layers whose branch is mx_block_laurel */
     float branch_scale;       /* see mx_layer_spec.branch (0 = 1) */
+    mx_mtp_spec mtp;          /* a next-n module run as a draft (on false = none) */
 } mx_arch;
 
 /* Fills a (zeroed) from the keys most HF decoder configs share (hidden_size,
@@ -519,9 +532,12 @@ void mx_arch_set_window_all(mx_arch *a, int window);
 int mx_arch_ignore(mx_arch *a, const char *pattern);
 /* Multi-token-prediction (next-n) layers stored after the last decoder layer
  * as model.layers.<n_layers + i>.* (DeepSeek V3, GLM-4.5, ...): the config
- * key `key` (num_nextn_predict_layers) says how many; they are not used for
- * generation and are ignored by name. */
+ * key `key` (num_nextn_predict_layers) says how many; the target ignores
+ * them by name (`mlxcel split-mtp` writes one as a draft, nn/mtp.c). */
 int mx_arch_ignore_mtp(mx_arch *a, const mx_cfg *c, const char *key);
+/* A config marked "mlxcel_mtp": true (a module `mlxcel split-mtp` wrote)
+ * describes a next-n draft: arch.mtp names its input stage (nn/mtp.c). */
+int mx_mtp_configure(mx_arch *a, const mx_cfg *c);
 /* Reads `layer_types` (sliding_attention / full_attention) when present;
  * returns 1 when it was present. */
 int mx_arch_layer_types(mx_arch *a, const mx_cfg *c, int window);

@@ -24,6 +24,7 @@ struct mx_ctx {
      * and each sequence's cache length when the pass began */
     mx_seq_in *mseqs;
     int *mseq_of, *mlen;
+    float *hidden_out; /* mx_ctx_set_hidden_out */
 };
 
 /* block b's state in a cache of `cap` positions whose K/V rows are `type` */
@@ -388,10 +389,11 @@ int mx_fwd_bufs_alloc(mx_fwd_bufs *b, const mx_model *m, int max_tokens, int max
     for (int l = 0; l < a->n_layers; l++) shortcut |= a->layers[l].shortcut != NULL;
     if (shortcut) b->carry = mx_aligned_alloc(N * H * 4);
     if (a->altup.n) b->altup = mx_aligned_alloc(mx_altup_floats(a, max_tokens) * 4);
+    if (a->mtp.on) b->mtp = mx_aligned_alloc(N * 2 * H * 4);
     size_t vn = m->shard && m->shard->head ? (size_t)m->shard->vocab_n : 0;
     if (vn) b->head = mx_aligned_alloc(N * vn * 4);
     if (!b->x || !b->xn || !b->tmp || !b->tmp2 || !b->cs || !b->scratch || !b->pos || !b->seq_of || !b->span || !b->apos ||
-        (a->ple.dim && !b->ple) || (shortcut && !b->carry) || (a->altup.n && !b->altup) || (vn && !b->head)) {
+        (a->ple.dim && !b->ple) || (shortcut && !b->carry) || (a->altup.n && !b->altup) || (vn && !b->head) || (a->mtp.on && !b->mtp)) {
         mx_fwd_bufs_free(b);
         return MX_ERR;
     }
@@ -399,7 +401,7 @@ int mx_fwd_bufs_alloc(mx_fwd_bufs *b, const mx_model *m, int max_tokens, int max
 }
 
 void mx_fwd_bufs_free(mx_fwd_bufs *b) {
-    float *bufs[] = {b->x, b->xn, b->tmp, b->tmp2, b->cs, b->scratch, b->ple, b->carry, b->altup, b->head};
+    float *bufs[] = {b->x, b->xn, b->tmp, b->tmp2, b->cs, b->scratch, b->ple, b->carry, b->altup, b->head, b->mtp};
     for (size_t i = 0; i < MX_ARRAY_LEN(bufs); i++) mx_aligned_free(bufs[i]);
     free(b->pos);
     free(b->seq_of);
@@ -448,6 +450,7 @@ int mx_ctx_max_tokens(const mx_ctx *c) { return c->max_tokens; }
 
 mx_kpolicy *mx_ctx_policy(mx_ctx *c) { return &c->kp; }
 void mx_ctx_set_prof(mx_ctx *c, mx_prof *p) { c->prof = p; }
+void mx_ctx_set_hidden_out(mx_ctx *c, float *rows) { c->hidden_out = rows; }
 
 void mx_model_layers(const mx_model *m, int *lo, int *hi) {
     *lo = m->shard ? m->shard->layer_lo : 0;
@@ -794,10 +797,12 @@ int mx_forward(mx_ctx *c, const mx_seq_in *seqs, int n_seqs, float *logits, bool
     bool bidir = a->shortconv.centered; /* a step would need tokens that come later */
     for (int k = 0; k < a->n_attn_specs; k++) bidir |= a->attn_specs[k]->bidirectional;
     if (bidir) return mx_set_err("the model attends bidirectionally (an embedding model): it can embed (mlxcel embed) but not generate");
+    if (c->hidden_out && sh) return mx_set_err("a model split over processes does not give its hidden states (a next-n draft needs them)");
     int N = 0, H = a->hidden;
     for (int s = 0; s < n_seqs; s++) {
         const mx_kv *kv = seqs[s].kv;
         if (seqs[s].n < 1) return mx_set_err("empty sequence in forward pass");
+        if (a->mtp.on && !seqs[s].hidden) return mx_set_err("a next-n draft module takes each token with a hidden state of its target");
         if (kv->len + seqs[s].n > kv->cap || kv->len + seqs[s].n > c->max_ctx)
             return mx_set_err("context is full: %d + %d tokens exceed the context size %d", kv->len, seqs[s].n, MX_MIN(kv->cap, c->max_ctx));
         if (N + seqs[s].n > c->max_tokens) return mx_set_err("batch of %d tokens exceeds the forward capacity %d", N + seqs[s].n, c->max_tokens);
@@ -879,6 +884,7 @@ int mx_forward(mx_ctx *c, const mx_seq_in *seqs, int n_seqs, float *logits, bool
     for (int r = 0, off = 0; r < a->n_rope; off += N * a->rope[r].dim, r++) f.cs[r] = c->b.cs + off;
     if (a->ple.dim && embeds) mx_ple_inputs(&f, c->b.x, c->b.ple);
     if (a->altup.n && embeds) mx_altup_embed(&f, c->b.x, c->b.altup);
+    if (a->mtp.on) mx_mtp_inputs(&f, c->b.x, c->b.mtp);
     int lo, hi;
     mx_model_layers(m, &lo, &hi);
     size_t NH = (size_t)N * H, nple = (size_t)N * a->n_layers * a->ple.dim, nalt = mx_altup_floats(a, N);
@@ -920,6 +926,10 @@ int mx_forward(mx_ctx *c, const mx_seq_in *seqs, int n_seqs, float *logits, bool
     }
     if (sh) sh->ops->flush(sh->ctx); /* before x takes the last stage's output */
     if (!split && hi < a->n_layers) sh->ops->final_hidden(sh->ctx, c->b.x, NH, false);
+    if (c->hidden_out) { /* every token's, for a next-n draft (one process: refused above otherwise) */
+        if (a->names.final_norm) mx_norm_rows_f(&f, &a->norm, &m->final_norm, c->hidden_out, c->b.x, N, H, H);
+        else memcpy(c->hidden_out, c->b.x, NH * 4);
+    }
     head_rows(c, &f, 0, N, all, logits);
     return MX_OK;
 }

@@ -256,6 +256,7 @@ void mx_model_free(mx_model *m) {
     mx_encoder_free(m);
     mx_ple_free(m);
     mx_altup_free(m);
+    mx_mtp_free(m);
     mx_ckpt_close(&m->ck);
     mx_arch_free(&m->arch);
     memset(m, 0, sizeof *m);
@@ -381,7 +382,7 @@ int mx_model_bind(mx_model *m, mx_ckpt *ck) {
             if (mx_load_norm(m, &a->norm, N->xattn_norm, i, H, &L->xattn_norm) || ls->xattn->load(m, i, &L->xattn_w)) goto fail;
         }
     }
-    if (mx_encoder_bind(m) || mx_ple_bind(m) || mx_altup_bind(m)) goto fail;
+    if (mx_encoder_bind(m) || mx_ple_bind(m) || mx_altup_bind(m) || mx_mtp_bind(m)) goto fail;
     /* a part of the model leaves the other parts' tensors (a single process checks the folder) */
     if (!(sh && (lo > 0 || hi < a->n_layers || !sh->embeds || !head)) && mx_ckpt_check_unused(&m->ck, a->ignore, a->n_ignore)) goto fail;
     if (a->encoder) { /* an encoder-decoder: the encoder's description over the same folder */

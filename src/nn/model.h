@@ -99,6 +99,8 @@ struct mx_model {
     mx_weight ple_embed, ple_proj;
     mx_normw ple_norm;
     struct mx_altup_w *altup; /* AltUp weights (arch.altup), nn/altup.c */
+    mx_normw mtp_enorm, mtp_hnorm; /* a next-n draft's input stage (arch.mtp), nn/mtp.c */
+    mx_weight mtp_eh;
     /* encoder-decoders: the encoder (arch.encoder bound to the same folder) */
     struct mx_model *encoder;
     mx_weight stem_w[2];      /* an encoder's input stem (nn/stem.c) */
@@ -122,6 +124,9 @@ void mx_ple_free(mx_model *m);
 /* Binds/frees the AltUp weights (arch.altup; nothing when altup.n is 0), nn/altup.c. */
 int mx_altup_bind(mx_model *m);
 void mx_altup_free(mx_model *m);
+/* Binds/frees a next-n draft's input stage (arch.mtp; nothing when off), nn/mtp.c. */
+int mx_mtp_bind(mx_model *m);
+void mx_mtp_free(mx_model *m);
 
 /* Per-sequence cache: every layer's state (attention K/V for `cap`
  * positions, recurrent state, ...), laid out by the layers' blocks. The
@@ -254,6 +259,7 @@ typedef struct {
     float *carry; /* [N, hidden]: a shortcut block's output until the next layer ends (NULL when no layer has one) */
     float *altup; /* AltUp streams and coefficients (mx_altup_floats; NULL when arch.altup.n is 0) */
     float *head;  /* [tokens][shard vocab_n]: this part's logits when the head is split by vocabulary */
+    float *mtp;   /* [tokens][2 hidden]: a next-n draft's input stage (arch.mtp; NULL otherwise) */
 } mx_fwd_bufs;
 int mx_fwd_bufs_alloc(mx_fwd_bufs *b, const mx_model *m, int max_tokens, int max_ctx, int n_threads);
 void mx_fwd_bufs_free(mx_fwd_bufs *b);
@@ -266,6 +272,11 @@ mx_kpolicy *mx_ctx_policy(mx_ctx *c);
 /* The op timer the context's passes add to (nn/prof.h); NULL (the default)
  * turns it off. The caller owns p and reads it between passes. */
 void mx_ctx_set_prof(mx_ctx *c, mx_prof *p);
+/* Where the context's next passes write their tokens' final hidden states
+ * (after the final norm), [N, hidden] in the pass's token order: what a
+ * next-n draft reads. NULL (the default): not written. A model split over
+ * processes refuses it. */
+void mx_ctx_set_hidden_out(mx_ctx *c, float *rows);
 
 struct mx_seq_in {
     mx_kv *kv;
@@ -296,6 +307,9 @@ struct mx_seq_in {
     const int *mpos;
     int rope_shift;
     const int *span_lo, *span_hi;
+    /* A next-n draft (arch.mtp): [n, hidden], the hidden state each token is
+     * paired with (required there, ignored elsewhere). */
+    const float *hidden;
 };
 
 /* Appends each sequence's tokens to its cache and writes logits: all=true
@@ -330,6 +344,10 @@ struct mx_fwd {
 /* Fills buf (mx_fwd_bufs.ple) with f's per-layer inputs from the scaled
  * token embeddings h0 [N, hidden] and sets f->ple (nn/ple.c). */
 void mx_ple_inputs(mx_fwd *f, const float *h0, float *buf);
+/* A next-n draft's input stage (arch.mtp, nn/mtp.c): x [N, hidden] holds the
+ * token embeddings and becomes eh_proj([enorm(x) ; hnorm(h)]), h each
+ * token's mx_seq_in.hidden row; cat is [N, 2 hidden] scratch. */
+void mx_mtp_inputs(const mx_fwd *f, float *x, float *cat);
 /* AltUp (arch.altup, nn/altup.c) in a forward over buf (mx_altup_floats):
  * embed makes the streams from the scaled embeddings x; predict updates them
  * and sets x to the active one (the layer's input); correct spreads the

@@ -29,10 +29,37 @@ int mx_session_init_batch(mx_session *s, mx_engine *e, int ctx_size, int chunk, 
 
 void mx_session_free(mx_session *s) {
     mx_kv_free(s->kv);
+    free(s->hidden);
     mx_ctx_free(s->ctx);
     free(s->logits);
     free(s->history);
     memset(s, 0, sizeof *s);
+}
+
+/* the next pass's hidden states go to their positions' rows (mx_session_keep_hidden) */
+static void hidden_at(mx_session *s, int pos) {
+    mx_ctx_set_hidden_out(s->ctx, s->hidden ? s->hidden + (size_t)pos * s->e->model.arch.hidden : NULL);
+}
+
+int mx_session_keep_hidden(mx_session *s) {
+    s->hidden_from = s->n_history;
+    if (!s->hidden && !(s->hidden = mx_malloc(sizeof(float) * (size_t)s->cap * s->e->model.arch.hidden))) return MX_ERR;
+    return MX_OK;
+}
+
+int mx_session_feed_hidden(mx_session *s, const int32_t *tok, const float *hid, int n, float *last) {
+    int V = s->e->model.arch.vocab, H = s->e->model.arch.hidden;
+    if (s->n_history + n > s->cap) return mx_set_err("context size %d exceeded (%d tokens in cache, %d more)", s->cap, s->n_history, n);
+    for (int i = 0; i < n; i += s->chunk) {
+        int m = MX_MIN(s->chunk, n - i);
+        mx_seq_in in = {.kv = s->kv, .tokens = tok + i, .n = m, .hidden = hid + (size_t)i * H};
+        hidden_at(s, s->n_history);
+        if (mx_forward(s->ctx, &in, 1, s->logits, false)) return MX_ERR;
+        memcpy(s->history + s->n_history, tok + i, (size_t)m * sizeof(int32_t));
+        s->n_history += m;
+    }
+    if (last && n > 0) memcpy(last, s->logits, (size_t)V * sizeof(float));
+    return MX_OK;
 }
 
 int mx_session_feed(mx_session *s, const int32_t *tok, int n, float *all_logits, float *last) {
@@ -42,6 +69,7 @@ int mx_session_feed(mx_session *s, const int32_t *tok, int n, float *all_logits,
         int m = MX_MIN(s->chunk, n - i);
         mx_seq_in in = {.kv = s->kv, .tokens = tok + i, .n = m, .seg_end = s->n_history - i + n, .rope_shift = s->rope_shift};
         float *out = all_logits ? all_logits + (size_t)i * V : s->logits;
+        hidden_at(s, s->n_history);
         if (mx_forward(s->ctx, &in, 1, out, all_logits != NULL)) return MX_ERR;
         memcpy(s->history + s->n_history, tok + i, (size_t)m * sizeof(int32_t));
         s->n_history += m;
@@ -84,6 +112,7 @@ int mx_session_feed_images(mx_session *s, const int32_t *tok, int n, const mx_vi
                         .embed_row = lay->embed_row + i, .embeds_scaled = rows_scaled, .n_deep = lay->n_deep, .mpos = seg_mpos,
                         .rope_shift = s->rope_shift, .span_lo = lo ? lo + i : NULL, .span_hi = hi ? hi + i : NULL};
         float *out = all_logits ? all_logits + (size_t)i * V : s->logits;
+        hidden_at(s, s->n_history);
         int e = mx_forward(s->ctx, &in, 1, out, all_logits != NULL);
         free(seg_mpos);
         if (e) goto done;
@@ -108,6 +137,7 @@ int mx_session_feed_pass(mx_session *s, const int32_t *tok, int n, float *rows) 
     if (n > s->batch) return mx_set_err("%d tokens in one pass, at most %d", n, s->batch);
     if (s->n_history + n > s->cap) return mx_set_err("context size %d exceeded (%d tokens in cache, %d more)", s->cap, s->n_history, n);
     mx_seq_in in = {.kv = s->kv, .tokens = tok, .n = n, .rope_shift = s->rope_shift};
+    hidden_at(s, s->n_history);
     if (mx_forward(s->ctx, &in, 1, rows, true)) return MX_ERR;
     memcpy(s->history + s->n_history, tok, (size_t)n * sizeof(int32_t));
     s->n_history += n;
@@ -125,5 +155,6 @@ void mx_session_truncate(mx_session *s, int n) {
         }
         s->n_history = n;
         s->kv->len = n;
+        s->hidden_from = MX_MIN(s->hidden_from, n);
     }
 }

@@ -18,6 +18,8 @@ typedef struct {
     int n_history, cap;
     int rope_shift;    /* M-RoPE: rope position minus cache index from the last image on */
     int img_start, img_end; /* cache span of the segments fed with images (img_start -1: none) */
+    float *hidden;     /* [cap, hidden]: each cached position's final hidden state (mx_session_keep_hidden), or NULL */
+    int hidden_from;   /* rows below this were not written (cached before mx_session_keep_hidden) */
 } mx_session;
 
 /* ctx_size: positions the cache holds; chunk: prefill chunk size (1 = the decode path). */
@@ -38,6 +40,15 @@ int mx_session_feed_images(mx_session *s, const int32_t *tok, int n, const mx_vi
                            bool rows_scaled, float *all_logits, float *last);
 /* Feeds n <= s->batch tokens in one forward pass; rows receives [n, vocab]. */
 int mx_session_feed_pass(mx_session *s, const int32_t *tok, int n, float *rows);
+/* From now on every pass writes its tokens' final hidden states (after the
+ * final norm) into s->hidden at their positions: what a next-n draft reads.
+ * Rows of positions already cached are missing (s->hidden_from) until the
+ * cache is cut back below them. */
+int mx_session_keep_hidden(mx_session *s);
+/* Feeds n tokens to a next-n draft (arch.mtp), token i paired with hidden
+ * row i of hid [n, hidden]; `last` (may be NULL) receives the last token's
+ * logits. */
+int mx_session_feed_hidden(mx_session *s, const int32_t *tok, const float *hid, int n, float *last);
 /* Drops the cache back to n tokens (prompt reuse: keep the common prefix);
  * a recurrent model's cache restarts from 0 instead, and a cut inside or
  * before the images restarts from the first image segment (its M-RoPE

@@ -41,7 +41,19 @@ int mx_spec_init(mx_spec *sp, mx_session *s, mx_sampler *smp, const mx_sampling 
     sp->p = mx_malloc(sizeof(float) * (size_t)V);
     sp->tok = mx_malloc(sizeof(int32_t) * (size_t)(K + 1));
     if (!sp->rows || !sp->work || !sp->p || !sp->tok) goto oom;
-    if (cfg->kind == MX_DRAFT_MODEL) {
+    if (cfg->kind == MX_DRAFT_MTP) {
+        const mx_arch *da = &cfg->draft->model.arch;
+        if (!da->mtp.on) { mx_set_err("the draft is not a next-n module (mlxcel split-mtp writes one)"); goto fail; }
+        if (da->hidden != m->arch.hidden) {
+            mx_set_err("the next-n module's hidden size %d is not the target's %d", da->hidden, m->arch.hidden);
+            goto fail;
+        }
+        if (mx_session_keep_hidden(s)) goto fail;
+    } else if (cfg->draft && cfg->draft->model.arch.mtp.on) {
+        mx_set_err("a next-n module drafts from its target's hidden states, not as a draft model of its own");
+        goto fail;
+    }
+    if (cfg->kind == MX_DRAFT_MODEL || cfg->kind == MX_DRAFT_MTP) {
         sp->Vd = cfg->draft->model.arch.vocab;
         if (sp->Vd > V) { mx_set_err("the draft model's vocabulary (%d logits) is wider than the target's (%d)", sp->Vd, V); goto fail; }
         mx_sampling ds = *samp;
@@ -51,6 +63,7 @@ int mx_spec_init(mx_spec *sp, mx_session *s, mx_sampler *smp, const mx_sampling 
         sp->dq = mx_malloc(sizeof(float) * (size_t)K * sp->Vd);
         if (!sp->dsmp || !sp->dlog || !sp->dq) goto oom;
         if (mx_session_init(&sp->ds, cfg->draft, s->cap, s->chunk, s->pool)) goto fail;
+        if (cfg->kind == MX_DRAFT_MTP && mx_session_keep_hidden(&sp->ds)) goto fail;
     }
     return MX_OK;
 oom:
@@ -102,9 +115,24 @@ int mx_spec_draft_ngram(const int32_t *seq, int len, int n, int k, int32_t *out)
     return 0;
 }
 
+/* Draft j from the draft's logits sp->dlog (hist: the sequence they
+ * continue). With sampling, q row j keeps the distribution it was drawn from. */
+static int32_t draw(mx_spec *sp, int j, const int32_t *hist, int n_hist) {
+    if (sp->greedy) return mx_sampler_sample(sp->dsmp, sp->dlog, hist, n_hist);
+    float *q = sp->dq + (size_t)j * sp->Vd;
+    mx_sampler_dist(sp->dsmp, sp->dlog, hist, n_hist, q);
+    double r = mx_sampler_uniform(sp->dsmp), c = 0;
+    int32_t d = 0;
+    for (int i = 0; i < sp->Vd; i++)
+        if (q[i] > 0) {
+            d = i;
+            if (r < (c += q[i])) break;
+        }
+    return d;
+}
+
 /* The draft model: brought up to the committed sequence seq[0..len) (only
- * what it lacks is fed), then k tokens drawn one by one. With sampling, q
- * row j keeps the distribution draft j was drawn from. */
+ * what it lacks is fed), then k tokens drawn one by one. */
 static int draft_model(mx_spec *sp, const int32_t *seq, int len, int k, int32_t *out) {
     mx_session *ds = &sp->ds;
     int L = 0;
@@ -116,18 +144,35 @@ static int draft_model(mx_spec *sp, const int32_t *seq, int len, int k, int32_t 
     if (mx_session_feed(ds, seq + L, len - L, NULL, sp->dlog)) return -1;
     for (int j = 0; j < k; j++) {
         if (j && mx_session_feed(ds, &out[j - 1], 1, NULL, sp->dlog)) return -1;
-        if (sp->greedy) out[j] = mx_sampler_sample(sp->dsmp, sp->dlog, ds->history, ds->n_history);
-        else {
-            float *q = sp->dq + (size_t)j * sp->Vd;
-            mx_sampler_dist(sp->dsmp, sp->dlog, ds->history, ds->n_history, q);
-            double r = mx_sampler_uniform(sp->dsmp), c = 0;
-            out[j] = 0;
-            for (int i = 0; i < sp->Vd; i++)
-                if (q[i] > 0) {
-                    out[j] = i;
-                    if (r < (c += q[i])) break;
-                }
-        }
+        out[j] = draw(sp, j, ds->history, ds->n_history);
+    }
+    return k;
+}
+
+/* The next-n module: its position i holds token seq[i + 1] with the
+ * target's hidden state at i, for every committed i < n0 = len - 1 (the
+ * target has computed those); positions it filled from its own hidden
+ * states last round (>= mtp_valid) are fed again. Its logits at n0 - 1
+ * give the first draft; draft j >= 1 feeds draft j - 1 with the module's
+ * own hidden state at the position before. The draws see the committed
+ * sequence and the drafts before them, as the target's do. */
+static int draft_mtp(mx_spec *sp, const int32_t *seq, int len, int k, int32_t *out) {
+    mx_session *ds = &sp->ds, *s = sp->s;
+    int n0 = len - 1, H = s->e->model.arch.hidden, L = 0;
+    if (n0 < 1 || s->hidden_from > 0) return 0; /* the target's first rows were cached before its hidden states were kept */
+    int keep = seq[0] == sp->mtp_first ? MX_MIN(MX_MIN(ds->n_history, sp->mtp_valid), n0) : 0;
+    while (L < keep && ds->history[L] == seq[L + 1]) L++;
+    mx_session_truncate(ds, L);
+    for (int i = L + 1; i < len; i++)
+        if (seq[i] >= sp->Vd) return 0; /* an id past the module's logits: no drafts from here on */
+    if (L < n0 && mx_session_feed_hidden(ds, seq + L + 1, s->hidden + (size_t)L * H, n0 - L, sp->dlog)) return -1;
+    sp->mtp_valid = n0;
+    sp->mtp_first = seq[0];
+    for (int j = 0; j < k; j++) {
+        if (j && mx_session_feed_hidden(ds, &out[j - 1], ds->hidden + (size_t)(ds->n_history - 1) * H, 1, sp->dlog)) return -1;
+        /* the sequence this draw continues: seq, then the drafts before it (in the target's history's free rows) */
+        if (j) s->history[len + j - 1] = out[j - 1];
+        out[j] = draw(sp, j, s->history, len + j);
     }
     return k;
 }
@@ -146,6 +191,7 @@ int mx_spec_step(mx_spec *sp, int32_t pending, int limit, int32_t *out) {
         case MX_DRAFT_NGRAM: k = mx_spec_draft_ngram(s->history, n0 + 1, sp->cfg.ngram, k, d); break;
         case MX_DRAFT_ORACLE: k = MX_MAX(0, MX_MIN(k, sp->cfg.n_oracle - (n0 + 1))); memcpy(d, sp->cfg.oracle + n0 + 1, sizeof(int32_t) * (size_t)k); break;
         case MX_DRAFT_MODEL: k = draft_model(sp, s->history, n0 + 1, k, d); break;
+        case MX_DRAFT_MTP: k = draft_mtp(sp, s->history, n0 + 1, k, d); break;
         }
         if (k < 0) return -1;
     }
@@ -166,7 +212,7 @@ int mx_spec_step(mx_spec *sp, int32_t pending, int limit, int32_t *out) {
             acc = i < k && t == d[i];
         } else if (i < k) {
             mx_sampler_dist(sp->smp, sp->work, hist, nh, sp->p);
-            const float *q = sp->cfg.kind == MX_DRAFT_MODEL ? sp->dq + (size_t)i * sp->Vd : NULL;
+            const float *q = sp->cfg.kind == MX_DRAFT_MODEL || sp->cfg.kind == MX_DRAFT_MTP ? sp->dq + (size_t)i * sp->Vd : NULL;
             double u1 = mx_sampler_uniform(sp->smp), u2 = mx_sampler_uniform(sp->smp);
             t = mx_spec_accept(sp->p, V, q, sp->Vd, d[i], u1, u2, &acc);
         } else t = mx_sampler_sample(sp->smp, sp->work, hist, nh);

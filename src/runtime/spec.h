@@ -15,13 +15,19 @@
 #include "generate.h"
 #include "textmodel.h"
 
-typedef enum { MX_DRAFT_MODEL = 1, MX_DRAFT_NGRAM, MX_DRAFT_ORACLE } mx_draft_kind;
+/* MX_DRAFT_MTP: the draft is a next-n module split out of the target's
+ * checkpoint (arch.mtp, `mlxcel split-mtp`): its position i reads token
+ * i + 1 with the target's final hidden state at position i, so it is kept
+ * up to the committed sequence from the hidden states the target's passes
+ * leave (mx_session_keep_hidden); a second and later draft reads the
+ * module's own hidden state at the position before (as SGLang chains it). */
+typedef enum { MX_DRAFT_MODEL = 1, MX_DRAFT_NGRAM, MX_DRAFT_ORACLE, MX_DRAFT_MTP } mx_draft_kind;
 
 typedef struct {
     mx_draft_kind kind;
     int draft_max;          /* tokens drafted per round (>= 1) */
     int ngram;              /* MX_DRAFT_NGRAM: the longest n-gram looked up */
-    mx_engine *draft;       /* MX_DRAFT_MODEL: opened by the caller (mx_spec_check_vocab) */
+    mx_engine *draft;       /* MX_DRAFT_MODEL, MX_DRAFT_MTP: opened by the caller (mx_spec_check_vocab) */
     const int32_t *oracle;  /* MX_DRAFT_ORACLE: a whole sequence (prompt + continuation) */
     int n_oracle;           /*   whose next tokens are offered */
 } mx_spec_cfg;
@@ -41,13 +47,17 @@ typedef struct {
     float *dlog;            /* [Vd] */
     int32_t *tok;           /* [draft_max + 1]: pending token + drafts */
     long rounds, drafted, accepted;
+    int mtp_valid;          /* MX_DRAFT_MTP: the draft's positions below this read the target's hidden states */
+    int32_t mtp_first;      /*   and the first token of the sequence they continue */
 } mx_spec;
 
 /* The draft's tokenizer must be the target's (same size, same string for
  * every id; without tokenizers, the same vocabulary size) and its logits no
  * wider than the target's. Sets the error and returns MX_ERR otherwise. */
 int mx_spec_check_vocab(const mx_textmodel *target, const mx_textmodel *draft);
-/* s: the target's session, opened with batch >= draft_max + 1; smp: its
+/* s: the target's session, opened with batch >= draft_max + 1 (for
+ * MX_DRAFT_MTP its hidden states are kept from here on: a cache filled
+ * before is not drafted for until cut back to 0); smp: its
  * sampler; samp: the sampling settings (the draft model samples with them). */
 int mx_spec_init(mx_spec *sp, mx_session *s, mx_sampler *smp, const mx_sampling *samp, const mx_spec_cfg *cfg);
 void mx_spec_free(mx_spec *sp);

@@ -106,6 +106,9 @@ int mx_srv_load(server *sv, mx_task *task) {
             return mx_set_err("draft model: %s", e);
         }
         sv->dtm_open = true;
+        if (sv->dtm.e.model.arch.mtp.on)
+            return mx_set_err("%s is a next-n module (split-mtp): it drafts in generate and bench; the server runs draft models and prompt lookup",
+                              o->draft_dir);
         if (mx_spec_check_vocab(&sv->tm, &sv->dtm) || mx_sched_set_draft(sv->sched, &sv->dtm.e, o->draft_max)) return MX_ERR;
     }
     if (o->kv_memory) mx_sched_set_kv_budget(sv->sched, o->kv_memory);

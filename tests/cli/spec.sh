@@ -27,6 +27,24 @@ for fam in llama gemma2 qwen3; do
   done
 done
 
+# a next-n (MTP) module: split out of a checkpoint that stores one (split-mtp), then the draft of
+# generate and bench (its drafts come from the target's hidden states); the output is plain decoding's
+for fam in glm4_moe deepseek_v3; do
+  python3 tests/lib/add_mtp.py $F/$fam "$T/$fam-full" && "$M" split-mtp -m "$T/$fam-full" -o "$T/$fam-mtp" 2>"$T/err" ||
+    { fail "mtp/$fam/split" "$(tail -1 "$T/err")"; continue; }
+  "$M" generate -m $F/$fam --prompt-ids $P -n 24 -t 2 --output-format json --logits-out "$T/plain.st" 2>"$T/err" | ids >"$T/plain"
+  if "$M" generate -m "$T/$fam-full" --prompt-ids $P -n 24 -t 2 --output-format json --logits-out "$T/spec.st" --draft-model "$T/$fam-mtp" \
+       >"$T/out" 2>"$T/err" && ids <"$T/out" >"$T/spec" && cmp -s "$T/plain" "$T/spec" &&
+     python3 tests/lib/st_cmp.py "$T/plain.st" "$T/spec.st" >"$T/cmp" 2>&1 &&
+     python3 -c "import json,sys; s=json.loads(open(sys.argv[1]).read())['speculative']; sys.exit(not s['drafted'] > 0)" "$T/out"; then ok "mtp/$fam"
+  else fail "mtp/$fam" "$(cat "$T/plain" "$T/spec" "$T/cmp" 2>/dev/null | tr '\n' ' ') $(tail -1 "$T/err")"; fi
+done
+if [ -d "$T/glm4_moe-mtp" ]; then
+  "$M" bench -m "$T/glm4_moe-full" -p 0 -n 16 -r 1 -t 2 --bw-mb 16 --draft-model "$T/glm4_moe-mtp" --json >"$T/b.json" 2>"$T/err" &&
+    python3 -c "import json,sys; s=json.load(open(sys.argv[1]))['speculative']; sys.exit(not (s['draft'] == 'next-n module' and s['runs_differing'] == 0))" "$T/b.json" &&
+    ok mtp/bench || fail mtp/bench "$(tail -1 "$T/err") $(head -c 300 "$T/b.json")"
+fi
+
 # text output and the statistics line
 "$M" generate -m $F/llama --prompt-ids $P -n 16 -t 2 --draft-model $F/llama >"$T/out" 2>"$T/err" &&
   grep -q '^speculative: .* verification passes, [0-9]* of [0-9]* drafted tokens accepted' "$T/err" && ok stats_line || fail stats_line "$(cat "$T/err")"
@@ -48,6 +66,15 @@ refuse no_tokenizer "one of the two folders has none" generate -m "$T/t-gpt2" --
 refuse recurrent "recurrent state" generate -m $F/mamba --prompt-ids $P -n 4 --lookup-ngram 2
 refuse two_drafters "not both" generate -m $F/llama --prompt-ids $P -n 4 --lookup-ngram 2 --draft-model $F/llama
 refuse draft_max_range "draft-max" generate -m $F/llama --prompt-ids $P -n 4 --lookup-ngram 2 --draft-max 0
+refuse mtp_none "num_nextn_predict_layers is 0" split-mtp -m $F/llama -o "$T/none-mtp"
+mkdir -p "$T/glm-nomodule" && python3 -c "import json,sys; c=json.load(open(sys.argv[1])); c['num_nextn_predict_layers']=1; json.dump(c,open(sys.argv[2],'w'))" \
+  $F/glm4_moe/config.json "$T/glm-nomodule/config.json" && ln -s "$PWD/$F/glm4_moe/model.safetensors" "$T/glm-nomodule/"
+refuse mtp_not_stored "does not hold its next-n module" split-mtp -m "$T/glm-nomodule" -o "$T/nm-mtp"
+# the server loads in the background: the refusal is its last line, and it exits
+if [ -d "$T/glm4_moe-mtp" ]; then
+  timeout 60 "$M" serve -m "$T/glm4_moe-full" --draft-model "$T/glm4_moe-mtp" --port $((${MX_PORT_BASE:-20000} + 49)) >"$T/out" 2>"$T/err"; rc=$?
+  [ $rc -ne 0 ] && [ $rc -ne 124 ] && tail -1 "$T/err" | grep -q "is a next-n module" && ok mtp_serve || fail mtp_serve "rc $rc: $(tail -1 "$T/err")"
+fi
 
 # bench: the oracle is accepted whole and the outputs agree
 if "$M" bench -m $F/llama -p 0 -n 24 -r 2 -t 2 --bw-mb 64 --spec-oracle --json >"$T/b.json" 2>"$T/err"; then

@@ -13,6 +13,8 @@
 #include "test.h"
 #include "base/base.h"
 #include "runtime/spec.h"
+#include "convert/convert.h"
+#include <sys/stat.h>
 
 #define FX "tests/fixtures/"
 enum { T = 11, N = 36, K = 4 };
@@ -198,8 +200,187 @@ static void check_distribution(void) {
     }
 }
 
+/* ---- next-n (MTP) modules: a checkpoint with one is made from a fixture, split by
+ * mx_split_mtp and run as the draft (MX_DRAFT_MTP). Its layer is the fixture's last
+ * one with the attention output and every MLP down projection zeroed (the block
+ * passes its input on), so two input stages give drafts known in advance:
+ * "token": eh_proj = [I | 0] and the module's own table and head of +-1 rows (each
+ * row's product with itself, H, beats any other's): the first draft is the token the
+ * module reads, i.e. the pending one, and so is every later one;
+ * "hidden": eh_proj = [0 | I], the target's own table and head: the logits are the
+ * target's head on a positive multiple of the target's hidden state, so the first
+ * draft is the target's greedy choice at the position before: the pending token.
+ * A module reading the token or the hidden state one position off drafts the
+ * token before. "random": a random eh_proj (output unchanged, drafts anything). */
+static int mtp_checkpoint(const char *fx, const char *src, const char *mode) {
+    mx_ckpt ck;
+    if (mx_ckpt_open(fx, true, &ck)) return -1;
+    int L = 0, H = 0, V = 0, rc = -1, n = 0;
+    mx_cfg_i32(&ck.cfg, "num_hidden_layers", 0, 1, 64, &L);
+    mx_cfg_i32(&ck.cfg, "hidden_size", 0, 1, 4096, &H);
+    mx_cfg_i32(&ck.cfg, "vocab_size", 0, 1, 1 << 20, &V);
+    int total = 8;
+    for (int f = 0; f < ck.n_files; f++) total += 2 * ck.files[f].n_tensors;
+    mx_st_out *o = calloc((size_t)total, sizeof *o);
+    char **names = calloc((size_t)total, sizeof *names);
+    void **bufs = calloc((size_t)total, sizeof *bufs);
+    float *ones = malloc(sizeof(float) * H), *eh = calloc((size_t)H * 2 * H, sizeof(float)), *pm = malloc(sizeof(float) * (size_t)V * H);
+    char last[32], pre[32];
+    snprintf(last, sizeof last, "model.layers.%d.", L - 1);
+    snprintf(pre, sizeof pre, "model.layers.%d.", L);
+    for (int i = 0; i < H; i++) ones[i] = 1;
+    unsigned seed = 7;
+    for (int i = 0; i < H; i++)
+        for (int j = 0; j < 2 * H; j++)
+            eh[(size_t)i * 2 * H + j] = !strcmp(mode, "token") ? (j == i) : !strcmp(mode, "hidden") ? (j == H + i) : 0.2f * t_randf(&seed);
+    for (size_t i = 0; i < (size_t)V * H; i++) pm[i] = (t_rng(&seed) >> 7) & 1 ? 1.0f : -1.0f;
+    for (int f = 0; f < ck.n_files; f++)
+        for (int i = 0; i < ck.files[f].n_tensors; i++) {
+            const mx_tensor *t = &ck.files[f].tensors[i];
+            o[n] = (mx_st_out){.name = t->name, .dtype = t->dtype, .ndim = t->ndim, .data = t->data, .nbytes = t->nbytes};
+            memcpy(o[n].shape, t->shape, sizeof o[n].shape);
+            n++;
+            if (strncmp(t->name, last, strlen(last))) continue;
+            o[n] = o[n - 1]; /* the module's layer: a copy of the last one */
+            o[n].name = names[n] = mx_asprintf("%s%s", pre, t->name + strlen(last));
+            if (strstr(t->name, "o_proj.weight") || strstr(t->name, "down_proj.weight")) o[n].data = bufs[n] = calloc(1, t->nbytes);
+            n++;
+        }
+    const char *extra[][2] = {{"enorm.weight", "1"}, {"hnorm.weight", "1"}, {"shared_head.norm.weight", "1"}, {"eh_proj.weight", "e"},
+                              {"embed_tokens.weight", "p"}, {"shared_head.head.weight", "p"}};
+    for (size_t k = 0; k < sizeof extra / sizeof *extra; k++) {
+        if (extra[k][1][0] == 'p' && strcmp(mode, "token")) continue; /* the target's table and head */
+        o[n] = (mx_st_out){.name = names[n] = mx_asprintf("%s%s", pre, extra[k][0]), .dtype = MX_DT_F32};
+        if (extra[k][1][0] == '1') { o[n].ndim = 1; o[n].shape[0] = H; o[n].data = ones; o[n].nbytes = sizeof(float) * H; }
+        if (extra[k][1][0] == 'e') { o[n].ndim = 2; o[n].shape[0] = H; o[n].shape[1] = 2 * H; o[n].data = eh; o[n].nbytes = sizeof(float) * H * 2 * H; }
+        if (extra[k][1][0] == 'p') { o[n].ndim = 2; o[n].shape[0] = V; o[n].shape[1] = H; o[n].data = pm; o[n].nbytes = sizeof(float) * V * H; }
+        n++;
+    }
+    json_t *cfg = json_deep_copy(ck.config);
+    json_object_set_new(cfg, "num_nextn_predict_layers", json_integer(1));
+    char *wp = mx_path_join(src, "model.safetensors"), *cp = mx_path_join(src, "config.json");
+    if (mkdir(src, 0755) == 0 && !mx_st_write(wp, o, n, NULL) && !json_dump_file(cfg, cp, 0)) rc = 0;
+    json_decref(cfg);
+    free(wp);
+    free(cp);
+    for (int i = 0; i < total; i++) { free(names[i]); free(bufs[i]); }
+    free(o); free(names); free(bufs); free(ones); free(eh); free(pm);
+    mx_ckpt_close(&ck);
+    return rc;
+}
+
+static void check_mtp(const char *fam) {
+    char fx[256], tmp[] = "/tmp/mlxcel-test-mtp-XXXXXX", label[256];
+    snprintf(fx, sizeof fx, FX "%s", fam);
+    if (!mkdtemp(tmp)) { CHECK("spec/mtp/tmpdir", 0, "mkdtemp"); return; }
+    mx_engine e;
+    if (mx_engine_open(fx, &e)) { CHECK(fam, 0, "%s", mx_errmsg()); return; }
+    int V = e.model.arch.vocab;
+    mx_sampling samp;
+    mx_sampling_defaults(&samp);
+    int32_t ref[N], ids[N];
+    float *rref = malloc(sizeof(float) * N * V), *rows = malloc(sizeof(float) * N * V);
+    if (decode(&e, NULL, &samp, ref, rref, NULL, NULL)) { CHECK(fam, 0, "plain: %s", mx_errmsg()); goto out; }
+    float tol = 1e-4f * fmaxf(1, maxabs(rref, (size_t)N * V));
+    const char *modes[] = {"token", "hidden", "random"};
+    for (int m = 0; m < 3; m++) {
+        char src[300], dst[300];
+        snprintf(src, sizeof src, "%s/%s-src", tmp, modes[m]);
+        snprintf(dst, sizeof dst, "%s/%s-mtp", tmp, modes[m]);
+        snprintf(label, sizeof label, "spec/mtp/%s/%s", fam, modes[m]);
+        mx_engine d;
+        if (mtp_checkpoint(fx, src, modes[m]) || mx_split_mtp(src, dst, 0) || mx_engine_open(dst, &d)) {
+            CHECK(label, 0, "making the module: %s", mx_errmsg());
+            continue;
+        }
+        /* greedy: the output as plain decoding's, whatever the drafts */
+        mx_spec_cfg cfg = {.kind = MX_DRAFT_MTP, .draft_max = K, .draft = &d};
+        long acc = 0, dr = 0;
+        int bad = -1;
+        if (decode(&e, &cfg, &samp, ids, rows, &acc, &dr)) { CHECK(label, 0, "%s", mx_errmsg()); mx_engine_close(&d); continue; }
+        for (int i = 0; i < N && bad < 0; i++)
+            if (ids[i] != ref[i]) bad = i;
+        float md = t_maxdiff(rows, rref, (size_t)N * V);
+        CHECK(label, bad < 0 && md <= tol && dr > 0, "first differing id at %d, logits max diff %g (tol %g), %ld drafted", bad, md, tol, dr);
+        if (m < 2) { /* the drafts, round by round: every one the pending token */
+            mx_pool *pool = mx_pool_new(2);
+            mx_session s;
+            mx_spec sp = {0};
+            mx_sampler *smp = mx_sampler_new(&samp, V);
+            float *lastl = malloc(sizeof(float) * V);
+            int32_t buf[K + 1], pending;
+            int rounds = 0, wrong = 0, differ = 0, n = 0;
+            bool ok = !mx_session_init_batch(&s, &e, T + N, 8, K + 1, pool) && !mx_spec_init(&sp, &s, smp, &samp, &cfg) &&
+                      !mx_session_feed(&s, PROMPT, T, NULL, lastl);
+            pending = ok ? mx_sampler_sample(smp, lastl, s.history, s.n_history) : 0;
+            while (ok && n < N - 1) {
+                long before = sp.drafted;
+                int32_t prev = s.history[s.n_history - 1];
+                int got = mx_spec_step(&sp, pending, N - 1 - n, buf);
+                if (got < 1) { ok = false; break; }
+                for (long j = 0; j < sp.drafted - before; j++) wrong += sp.tok[1 + j] != pending;
+                rounds += sp.drafted > before;
+                differ += sp.drafted > before && pending != prev;
+                n += got;
+                pending = buf[got - 1];
+            }
+            snprintf(label, sizeof label, "spec/mtp/%s/%s_drafts", fam, modes[m]);
+            CHECK(label, ok && rounds > 4 && !wrong && differ > 2, "%s; %d rounds, %d drafts not the pending token, %d rounds after a change",
+                  ok ? "ran" : mx_errmsg(), rounds, wrong, differ);
+            mx_spec_free(&sp);
+            mx_session_free(&s);
+            mx_sampler_free(smp);
+            free(lastl);
+            mx_pool_free(pool);
+        }
+        mx_engine_close(&d);
+    }
+out:
+    free(rref);
+    free(rows);
+    mx_engine_close(&e);
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", tmp);
+    if (system(cmd)) {}
+}
+
+/* split-mtp's refusals: no next-n module declared, declared but not stored */
+static void check_mtp_refused(void) {
+    char tmp[] = "/tmp/mlxcel-test-mtpr-XXXXXX", dst[300];
+    if (!mkdtemp(tmp)) return;
+    snprintf(dst, sizeof dst, "%s/out", tmp);
+    int rc = mx_split_mtp(FX "llama", dst, 0);
+    CHECK("spec/mtp/refuse_none", rc && strstr(mx_errmsg(), "num_nextn_predict_layers"), "%s", mx_errmsg());
+    mx_engine e, d;
+    if (!mx_engine_open(FX "llama", &e)) {
+        if (!mx_engine_open(FX "mistral", &d)) {
+            mx_pool *pool = mx_pool_new(1);
+            mx_session s;
+            mx_spec sp = {0};
+            mx_sampling samp;
+            mx_sampling_defaults(&samp);
+            mx_sampler *smp = mx_sampler_new(&samp, e.model.arch.vocab);
+            mx_spec_cfg cfg = {.kind = MX_DRAFT_MTP, .draft_max = K, .draft = &d};
+            rc = mx_session_init_batch(&s, &e, 64, 8, K + 1, pool) ? -1 : mx_spec_init(&sp, &s, smp, &samp, &cfg);
+            CHECK("spec/mtp/refuse_plain_draft", rc && strstr(mx_errmsg(), "not a next-n module"), "%s", mx_errmsg());
+            if (!rc) mx_spec_free(&sp);
+            mx_session_free(&s);
+            mx_sampler_free(smp);
+            mx_pool_free(pool);
+            mx_engine_close(&d);
+        }
+        mx_engine_close(&e);
+    }
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", tmp);
+    if (system(cmd)) {}
+}
+
 int main(void) {
     check_distribution();
+    check_mtp("glm4_moe");
+    check_mtp("deepseek_v3");
+    check_mtp_refused();
     /* families with different attention kinds: GQA, sliding windows and
      * soft-capping, q/k norms, MLA, MoE, sinks; bf16 and MLX 4-bit weights */
     const char *fams[] = {"llama", "gemma2", "qwen3", "deepseek_v2", "mixtral", "gpt_oss", "llama-bf16", "mlxq_affine_b4_g64"};
