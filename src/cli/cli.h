@@ -51,7 +51,7 @@ typedef struct {
 #define CLI_SPEC_DEFAULT_MAX 4
 #define OPT_SPEC(T, f)                                                                                                       \
     {NULL, "--draft-model", NULL, OPT_STR, "DIR", 0, 0, offsetof(T, f.draft_model),                                          \
-     "speculative decoding with this draft model (the target's tokenizer; or a next-n module split-mtp wrote; not for models with recurrent state)", NULL, 0},   \
+     "speculative decoding with this draft model (the target's tokenizer; or a next-n module split-mtp wrote)", NULL, 0},   \
     {NULL, "--draft-max", NULL, OPT_INT, "N", 1, 64, offsetof(T, f.draft_max), "tokens drafted per verification pass", NULL, 0}, \
     {NULL, "--lookup-ngram", NULL, OPT_INT, "N", 0, 64, offsetof(T, f.lookup_ngram),                                         \
      "speculative decoding by prompt lookup: draft what followed the last earlier match of the last N..1 tokens", NULL, 0}

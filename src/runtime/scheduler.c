@@ -58,6 +58,8 @@ typedef struct {
     int n_gen;
     int32_t pending;          /* sampled, not yet fed */
     int32_t *spec;            /* speculation: [draft_max + 1] pending, then the drafts of this step */
+    float *spec_snap;         /*   recurrent state: the state before this step's drafts (spec_buffers) */
+    int refeed;               /*   recurrent state: tokens of this step to feed again after a rejection */
     mx_kv *dkv;               /* the draft model's cache (mx_sched_set_draft) */
     int32_t *dtoks;           /*   and the tokens it holds */
     bool decoding;
@@ -822,6 +824,35 @@ static int draft_model_pass(mx_sched *s, int kd) {
     return n_tok;
 }
 
+/* Recurrent state cannot be cut back past rejected drafts: the slots whose
+ * drafts were rejected this step (refeed > 0) get their state from before the
+ * pass back and read pending and the accepted drafts again, all in one pass
+ * (decode rows, as they were read: a token's bits do not depend on its
+ * batch); the logits are not used. Called with the lock held, released for
+ * the pass. */
+static void refeed_pass(mx_sched *s, int kd) {
+    int n = 0;
+    for (int j = 0; j < kd; j++) {
+        slot *sl = &s->slots[s->in_slot[j]];
+        if (!sl->refeed) continue;
+        int base = sl->kv->len - sl->refeed;
+        mx_kv_restore(&s->e->model, sl->kv, sl->spec_snap, base);
+        s->ins[n] = (mx_seq_in){.kv = sl->kv, .tokens = sl->toks + base, .n = sl->refeed, .rope_shift = sl->rope_shift};
+        s->in_slot[n++] = s->in_slot[j];
+        sl->refeed = 0;
+    }
+    if (!n) return;
+    pthread_mutex_unlock(&s->mu);
+    mx_ctx_policy(s->ctx)->qmode = MX_QMODE_PER_TOKEN;
+    int rc = mx_forward(s->ctx, s->ins, n, s->logits, false);
+    pthread_mutex_lock(&s->mu);
+    for (int q = 0; rc && q < n; q++) { /* the state is lost: the slot starts over */
+        slot *sl = &s->slots[s->in_slot[q]];
+        sl->kv->len = 0;
+        if (sl->req) finish(s, sl, MX_FIN_ERROR);
+    }
+}
+
 static void *engine_loop(void *arg) {
     mx_sched *s = arg;
     int V = s->vocab;
@@ -889,6 +920,8 @@ static void *engine_loop(void *arg) {
         pthread_mutex_unlock(&s->mu);
         double t0 = mx_now();
         if (drafts) n_dtok = draft_model_pass(s, kd);
+        for (int j = 0; !s->truncatable && j < kd; j++) /* recurrent state: kept from before the drafts */
+            if (s->ins[j].n > 1) mx_kv_snapshot(&s->e->model, s->slots[s->in_slot[j]].kv, s->slots[s->in_slot[j]].spec_snap);
         /* Decode tokens and prompt chunks go in separate passes, each with a
          * fixed quantized-kernel choice, so every token is computed the same
          * way whatever else is in the batch (mx_qmode, kernels/policy.h). */
@@ -935,6 +968,7 @@ static void *engine_loop(void *arg) {
                     acc++;
                 }
                 sl->kv->len = base + 1 + acc; /* pending and the drafts kept */
+                if (!s->truncatable && acc + 1 < n) sl->refeed = acc + 1; /* its state saw the rejected ones: refeed_pass */
                 s->st.spec_drafted += (uint64_t)(n - 1);
                 s->st.spec_accepted += (uint64_t)acc;
                 continue;
@@ -952,6 +986,7 @@ static void *engine_loop(void *arg) {
         }
         if (n_dec && dt > 0) s->st.decode_tps = n_dec / dt;
         pthread_cond_broadcast(&s->cv_ev);
+        if (!s->truncatable && s->spec_max) refeed_pass(s, kd);
     }
     pthread_mutex_unlock(&s->mu);
     return NULL;
@@ -959,14 +994,18 @@ static void *engine_loop(void *arg) {
 
 /* The buffers every kind of speculation needs; sets spec_max. */
 static int spec_buffers(mx_sched *s, int draft_max) {
-    if (!s->truncatable)
-        return mx_set_err("speculative decoding needs a cache that can be cut back; %s keeps recurrent state", s->e->model.arch.family);
+    const mx_model *m = &s->e->model;
+    if (!s->truncatable && m->shard)
+        return mx_set_err("speculative decoding of a model with recurrent state (%s) runs in one process", m->arch.family);
     if (draft_max < 1) return mx_set_err("speculation needs --draft-max >= 1");
     /* every decode row's logits: at most step_tokens rows, then the prompt chunks' (one per slot) */
     float *lg = mx_malloc(sizeof(float) * (size_t)(s->step_tokens + s->parallel) * s->vocab), *dist = mx_malloc(sizeof(float) * (size_t)s->vocab);
     int32_t **sp = mx_calloc((size_t)s->parallel, sizeof(int32_t *));
     bool ok = lg && dist && sp;
     for (int i = 0; ok && i < s->parallel; i++) ok = (sp[i] = mx_malloc(sizeof(int32_t) * (size_t)(draft_max + 1))) != NULL;
+    /* a cache that cannot be cut back: each slot's state before its drafts (pages taken as written) */
+    for (int i = 0; ok && !s->truncatable && i < s->parallel; i++)
+        ok = s->slots[i].spec_snap || (s->slots[i].spec_snap = mx_malloc(sizeof(float) * mx_kv_snapshot_floats(m, s->ctx_len))) != NULL;
     if (!ok) {
         for (int i = 0; sp && i < s->parallel; i++) free(sp[i]);
         free(sp); free(lg); free(dist);
@@ -1143,6 +1182,7 @@ void mx_sched_free(mx_sched *s) {
         free(s->slots[i].tags);
         free(s->slots[i].mpos);
         free(s->slots[i].spec);
+        free(s->slots[i].spec_snap);
         mx_kv_free(s->slots[i].dkv);
         free(s->slots[i].dtoks);
         for (int k = 0; s->slots[i].snap && k < s->n_snaps; k++) free(s->slots[i].snap[k]);

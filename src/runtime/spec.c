@@ -25,8 +25,8 @@ int mx_spec_check_vocab(const mx_textmodel *t, const mx_textmodel *d) {
 int mx_spec_init(mx_spec *sp, mx_session *s, mx_sampler *smp, const mx_sampling *samp, const mx_spec_cfg *cfg) {
     memset(sp, 0, sizeof *sp);
     const mx_model *m = &s->e->model;
-    if (mx_model_recurrent(m))
-        return mx_set_err("speculative decoding needs a cache that can be cut back; %s keeps recurrent state", m->arch.family);
+    if (mx_model_recurrent(m) && m->shard)
+        return mx_set_err("speculative decoding of a model with recurrent state (%s) runs in one process", m->arch.family);
     if (cfg->draft_max < 1) return mx_set_err("--draft-max must be at least 1");
     if (s->batch < cfg->draft_max + 1) return mx_set_err("the session's passes take %d tokens, verification needs %d", s->batch, cfg->draft_max + 1);
     if (cfg->kind == MX_DRAFT_NGRAM && cfg->ngram < 1) return mx_set_err("--lookup-ngram must be at least 1");
@@ -41,6 +41,7 @@ int mx_spec_init(mx_spec *sp, mx_session *s, mx_sampler *smp, const mx_sampling 
     sp->p = mx_malloc(sizeof(float) * (size_t)V);
     sp->tok = mx_malloc(sizeof(int32_t) * (size_t)(K + 1));
     if (!sp->rows || !sp->work || !sp->p || !sp->tok) goto oom;
+    if (mx_model_recurrent(m) && !(sp->snap = mx_malloc(sizeof(float) * mx_kv_snapshot_floats(m, s->kv->cap)))) goto oom;
     if (cfg->kind == MX_DRAFT_MTP) {
         const mx_arch *da = &cfg->draft->model.arch;
         if (!da->mtp.on) { mx_set_err("the draft is not a next-n module (mlxcel split-mtp writes one)"); goto fail; }
@@ -76,6 +77,7 @@ fail:
 void mx_spec_free(mx_spec *sp) {
     if (sp->ds.kv) mx_session_free(&sp->ds);
     mx_sampler_free(sp->dsmp);
+    free(sp->snap);
     free(sp->rows); free(sp->work); free(sp->p); free(sp->dq); free(sp->dlog); free(sp->tok);
     memset(sp, 0, sizeof *sp);
 }
@@ -198,6 +200,7 @@ int mx_spec_step(mx_spec *sp, int32_t pending, int limit, int32_t *out) {
     for (int j = 0; j < k; j++)
         if (d[j] < 0 || d[j] >= V) k = j; /* an oracle's stray id: offer what came before */
     sp->tok[0] = pending;
+    if (sp->snap) mx_kv_snapshot(&s->e->model, s->kv, sp->snap); /* the recurrent state before the drafts */
     if (mx_session_feed_pass(s, sp->tok, k + 1, sp->rows)) return -1;
     int m = 0;
     for (int i = 0; i <= k; i++) {
@@ -222,6 +225,12 @@ int mx_spec_step(mx_spec *sp, int32_t pending, int limit, int32_t *out) {
     sp->rounds++;
     sp->drafted += k;
     sp->accepted += m - 1;
-    mx_session_truncate(s, n0 + m); /* pending and the accepted drafts stay */
+    if (sp->snap && m < k + 1) {
+        /* recurrent state cannot be cut back: the state before the pass, then pending and the accepted
+         * drafts again (their rows come out as the pass's did: a token's bits do not depend on its batch) */
+        mx_kv_restore(&s->e->model, s->kv, sp->snap, n0);
+        s->n_history = n0;
+        if (mx_session_feed_pass(s, sp->tok, m, sp->rows)) return -1;
+    } else mx_session_truncate(s, n0 + m); /* pending and the accepted drafts stay */
     return m;
 }

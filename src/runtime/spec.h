@@ -6,8 +6,11 @@
  * target's distribution (accept a drafted d with min(1, p(d)/q(d)), else draw
  * from max(0, p - q) normalized). All buffers are allocated at init.
  *
- * Targets with recurrent state (SSM, DeltaNet, conv, ...) are refused: their
- * cache cannot be cut back to a prefix (mx_model_recurrent). A draft model
+ * Targets with recurrent state (SSM, DeltaNet, conv, ...) cannot cut their
+ * cache back to a prefix (mx_model_recurrent): each round snapshots their
+ * state before the pass (mx_kv_snapshot) and, when a draft is rejected,
+ * restores it and feeds pending and the accepted drafts again (one more pass
+ * of at most draft_max tokens). A draft model
  * with fewer logits than the target stops drafting once the sequence holds
  * an id past them (padding ids of random or broken models). */
 #ifndef MX_SPEC_H
@@ -45,6 +48,7 @@ typedef struct {
     float *p;               /* [V] */
     float *dq;              /* [draft_max, Vd]: the draft model's distributions (sampling) */
     float *dlog;            /* [Vd] */
+    float *snap;            /* a target with recurrent state: its state before a round's pass */
     int32_t *tok;           /* [draft_max + 1]: pending token + drafts */
     long rounds, drafted, accepted;
     int mtp_valid;          /* MX_DRAFT_MTP: the draft's positions below this read the target's hidden states */

@@ -6,7 +6,9 @@
  *   continuation), that never agree (a deliberately wrong oracle), and
  *   prompt-lookup n-grams; a draft model of another family with the same
  *   vocabulary (accepted or not, the output must not change);
- * - models with recurrent state are refused;
+ * - targets with recurrent state: their state restored past a rejection (the families above);
+ *   refused when split over processes;
+ * - next-n (MTP) modules split out of a checkpoint (check_mtp);
  * - the acceptance rule keeps the target's distribution: a chi-square test
  *   on a 6-token vocabulary. */
 #define _GNU_SOURCE
@@ -133,9 +135,13 @@ static void check_sampled(void) {
     mx_engine_close(&e);
 }
 
-static void check_refused(void) {
+/* Targets with recurrent state: the state is snapshotted before each pass and, on a rejection,
+ * restored and pending and the accepted drafts fed again; the distributed refusal stays. */
+static void check_recurrent_refused(void) {
     mx_engine e;
-    if (mx_engine_open(FX "mamba", &e)) { CHECK("spec/refuse_recurrent", 0, "%s", mx_errmsg()); return; }
+    if (mx_engine_open(FX "mamba", &e)) { CHECK("spec/refuse_recurrent_split", 0, "%s", mx_errmsg()); return; }
+    static const mx_shard sh = {0};
+    e.model.shard = &sh; /* as a process's part of a distributed model */
     mx_pool *pool = mx_pool_new(1);
     mx_session s;
     mx_spec sp;
@@ -144,8 +150,9 @@ static void check_refused(void) {
     mx_sampler *smp = mx_sampler_new(&samp, e.model.arch.vocab);
     mx_spec_cfg cfg = {.kind = MX_DRAFT_NGRAM, .draft_max = K, .ngram = 2};
     int rc = mx_session_init_batch(&s, &e, 32, 8, K + 1, pool);
-    CHECK("spec/refuse_recurrent", !rc && mx_spec_init(&sp, &s, smp, &samp, &cfg) && strstr(mx_errmsg(), "recurrent"), "%s", mx_errmsg());
+    CHECK("spec/refuse_recurrent_split", !rc && mx_spec_init(&sp, &s, smp, &samp, &cfg) && strstr(mx_errmsg(), "one process"), "%s", mx_errmsg());
     if (!rc) mx_session_free(&s);
+    e.model.shard = NULL;
     mx_sampler_free(smp);
     mx_pool_free(pool);
     mx_engine_close(&e);
@@ -383,9 +390,11 @@ int main(void) {
     check_mtp_refused();
     /* families with different attention kinds: GQA, sliding windows and
      * soft-capping, q/k norms, MLA, MoE, sinks; bf16 and MLX 4-bit weights */
-    const char *fams[] = {"llama", "gemma2", "qwen3", "deepseek_v2", "mixtral", "gpt_oss", "llama-bf16", "mlxq_affine_b4_g64"};
+    const char *fams[] = {"llama", "gemma2", "qwen3", "deepseek_v2", "mixtral", "gpt_oss", "llama-bf16", "mlxq_affine_b4_g64",
+                          /* recurrent state: Mamba, Mamba-2 hybrids, DeltaNet, short convolutions, RG-LRU, lightning attention */
+                          "mamba", "jamba", "granitemoehybrid", "qwen3_next", "lfm2", "recurrent_gemma", "minimax"};
     for (size_t i = 0; i < sizeof fams / sizeof *fams; i++) check_family(fams[i], i ? "llama" : "mistral");
     check_sampled();
-    check_refused();
+    check_recurrent_refused();
     TEST_END();
 }
