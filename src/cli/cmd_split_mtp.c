@@ -34,8 +34,8 @@ const mx_cmd mx_cmd_split_mtp = {
     .name = "split-mtp",
     .summary = "write a checkpoint's multi-token-prediction module as a draft model folder",
     .usage = "-m SRC -o OUT [--layer I]",
-    .details = "For DeepSeek V3 / R1, GLM-4.5 and GLM-4.7-Flash checkpoints that keep their next-n module (model.layers.<N>.eh_proj and the rest; "
-               "mlx-lm's conversions drop it). generate and bench then speculate with it: --draft-model OUT. The tensors are copied as "
+    .details = "For DeepSeek V3 / R1, GLM-4.5 and GLM-4.7-Flash checkpoints (model.layers.<N>.eh_proj and the rest) and Qwen3-Next / Qwen3.5 "
+               "ones (mtp.fc and the rest) that keep their next-n module (mlx-lm's conversions drop it). generate and bench then speculate with it: --draft-model OUT. The tensors are copied as "
                "they are (quantized ones too).",
     .opts = split_tab,
     .size = sizeof(split_opts),

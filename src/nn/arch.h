@@ -339,7 +339,7 @@ typedef struct {
 } mx_ple_spec;
 
 /* A multi-token-prediction draft (nn/mtp.c): the model is one next-n module
- * of DeepSeek V3 / GLM-4.5 split out of its checkpoint (`mlxcel split-mtp`),
+ * of DeepSeek V3 / GLM-4.5 / Qwen3-Next split out of its checkpoint (`mlxcel split-mtp`),
  * which marks its config with "mlxcel_mtp". Token i's input row is
  * eh_proj([enorm(embed(tok_i)) ; hnorm(h_i)]) (eh_proj [hidden, 2 hidden]),
  * h_i a hidden state given with the token (mx_seq_in.hidden): the target's

@@ -29,8 +29,8 @@ done
 
 # a next-n (MTP) module: split out of a checkpoint that stores one (split-mtp), then the draft of
 # generate and bench (its drafts come from the target's hidden states); the output is plain decoding's
-for fam in glm4_moe deepseek_v3; do
-  python3 tests/lib/add_mtp.py $F/$fam "$T/$fam-full" && "$M" split-mtp -m "$T/$fam-full" -o "$T/$fam-mtp" 2>"$T/err" ||
+for fam in glm4_moe deepseek_v3 qwen3_next; do # Qwen3-Next's layout (mtp.*) and a recurrent target
+  python3 tests/lib/add_mtp.py $F/$fam "$T/$fam-full" $([ $fam = qwen3_next ] && echo qwen) && "$M" split-mtp -m "$T/$fam-full" -o "$T/$fam-mtp" 2>"$T/err" ||
     { fail "mtp/$fam/split" "$(tail -1 "$T/err")"; continue; }
   "$M" generate -m $F/$fam --prompt-ids $P -n 24 -t 2 --output-format json --logits-out "$T/plain.st" 2>"$T/err" | ids >"$T/plain"
   if "$M" generate -m "$T/$fam-full" --prompt-ids $P -n 24 -t 2 --output-format json --logits-out "$T/spec.st" --draft-model "$T/$fam-mtp" \

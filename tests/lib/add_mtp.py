@@ -3,9 +3,13 @@
 # num_nextn_predict_layers 1, and model.layers.<N>.* = the last layer's tensors
 # plus enorm, hnorm, eh_proj (random, seeded) and shared_head.norm. For
 # tests/cli/spec.sh (split-mtp, generate --draft-model with the module).
-# usage: python3 add_mtp.py FIXTURE OUT
+# With "qwen", Qwen3-Next's layout instead: mtp.layers.0.* (the last layer's,
+# a full-attention one in the fixtures), mtp.pre_fc_norm_embedding,
+# mtp.pre_fc_norm_hidden, mtp.fc, mtp.norm, and no count in the config.
+# usage: python3 add_mtp.py FIXTURE OUT [qwen]
 import json, os, random, struct, sys
 src, out = sys.argv[1], sys.argv[2]
+qwen = len(sys.argv) > 3 and sys.argv[3] == "qwen"
 cfg = json.load(open(os.path.join(src, "config.json")))
 b = open(os.path.join(src, "model.safetensors"), "rb").read()
 n = struct.unpack("<Q", b[:8])[0]
@@ -18,15 +22,15 @@ for k, v in hdr.items():
     s, e = v["data_offsets"]
     ts[k] = (v["dtype"], v["shape"], data[s:e])
     pre = "model.layers.%d." % (L - 1)
-    if k.startswith(pre): ts["model.layers.%d.%s" % (L, k[len(pre):])] = ts[k]
+    if k.startswith(pre): ts[("mtp.layers.0.%s" if qwen else "model.layers.%d.%%s" % L) % k[len(pre):]] = ts[k]
 rnd = random.Random(5)
 f32 = lambda vals: struct.pack("<%df" % len(vals), *vals)
-for name, shape, vals in (("enorm.weight", [H], [1.0] * H), ("hnorm.weight", [H], [1.0] * H),
-                          ("shared_head.norm.weight", [H], [1.0] * H),
-                          ("eh_proj.weight", [H, 2 * H], [rnd.uniform(-0.2, 0.2) for _ in range(2 * H * H)])):
-    ts["model.layers.%d.%s" % (L, name)] = ("F32", shape, f32(vals))
+names = ("pre_fc_norm_embedding", "pre_fc_norm_hidden", "norm", "fc") if qwen else ("enorm", "hnorm", "shared_head.norm", "eh_proj")
+for name, shape, vals in ((names[0], [H], [1.0] * H), (names[1], [H], [1.0] * H), (names[2], [H], [1.0] * H),
+                          (names[3], [H, 2 * H], [rnd.uniform(-0.2, 0.2) for _ in range(2 * H * H)])):
+    ts[("mtp.%s.weight" if qwen else "model.layers.%d.%%s.weight" % L) % name] = ("F32", shape, f32(vals))
 os.makedirs(out)
-cfg["num_nextn_predict_layers"] = 1
+if not qwen: cfg["num_nextn_predict_layers"] = 1
 json.dump(cfg, open(os.path.join(out, "config.json"), "w"))
 h, off, blobs = {}, 0, []
 for k in sorted(ts):

@@ -219,7 +219,7 @@ static void check_distribution(void) {
  * draft is the target's greedy choice at the position before: the pending token.
  * A module reading the token or the hidden state one position off drafts the
  * token before. "random": a random eh_proj (output unchanged, drafts anything). */
-static int mtp_checkpoint(const char *fx, const char *src, const char *mode) {
+static int mtp_checkpoint(const char *fx, const char *src, const char *mode, bool qwen) {
     mx_ckpt ck;
     if (mx_ckpt_open(fx, true, &ck)) return -1;
     int L = 0, H = 0, V = 0, rc = -1, n = 0;
@@ -234,7 +234,7 @@ static int mtp_checkpoint(const char *fx, const char *src, const char *mode) {
     float *ones = malloc(sizeof(float) * H), *eh = calloc((size_t)H * 2 * H, sizeof(float)), *pm = malloc(sizeof(float) * (size_t)V * H);
     char last[32], pre[32];
     snprintf(last, sizeof last, "model.layers.%d.", L - 1);
-    snprintf(pre, sizeof pre, "model.layers.%d.", L);
+    snprintf(pre, sizeof pre, qwen ? "mtp.layers.0." : "model.layers.%d.", L); /* Qwen3-Next's layout: mtp.* */
     for (int i = 0; i < H; i++) ones[i] = 1;
     unsigned seed = 7;
     for (int i = 0; i < H; i++)
@@ -253,18 +253,20 @@ static int mtp_checkpoint(const char *fx, const char *src, const char *mode) {
             if (strstr(t->name, "o_proj.weight") || strstr(t->name, "down_proj.weight")) o[n].data = bufs[n] = calloc(1, t->nbytes);
             n++;
         }
-    const char *extra[][2] = {{"enorm.weight", "1"}, {"hnorm.weight", "1"}, {"shared_head.norm.weight", "1"}, {"eh_proj.weight", "e"},
-                              {"embed_tokens.weight", "p"}, {"shared_head.head.weight", "p"}};
-    for (size_t k = 0; k < sizeof extra / sizeof *extra; k++) {
-        if (extra[k][1][0] == 'p' && strcmp(mode, "token")) continue; /* the target's table and head */
-        o[n] = (mx_st_out){.name = names[n] = mx_asprintf("%s%s", pre, extra[k][0]), .dtype = MX_DT_F32};
-        if (extra[k][1][0] == '1') { o[n].ndim = 1; o[n].shape[0] = H; o[n].data = ones; o[n].nbytes = sizeof(float) * H; }
-        if (extra[k][1][0] == 'e') { o[n].ndim = 2; o[n].shape[0] = H; o[n].shape[1] = 2 * H; o[n].data = eh; o[n].nbytes = sizeof(float) * H * 2 * H; }
-        if (extra[k][1][0] == 'p') { o[n].ndim = 2; o[n].shape[0] = V; o[n].shape[1] = H; o[n].data = pm; o[n].nbytes = sizeof(float) * V * H; }
+    const char *ds[][2] = {{"enorm.weight", "1"}, {"hnorm.weight", "1"}, {"shared_head.norm.weight", "1"}, {"eh_proj.weight", "e"},
+                           {"embed_tokens.weight", "p"}, {"shared_head.head.weight", "p"}};
+    const char *qw[][2] = {{"pre_fc_norm_embedding.weight", "1"}, {"pre_fc_norm_hidden.weight", "1"}, {"norm.weight", "1"}, {"fc.weight", "e"}};
+    for (size_t k = 0; k < (qwen ? 4 : 6); k++) {
+        const char *const *extra = qwen ? qw[k] : ds[k];
+        if (extra[1][0] == 'p' && strcmp(mode, "token")) continue; /* the target's table and head */
+        o[n] = (mx_st_out){.name = names[n] = qwen ? mx_asprintf("mtp.%s", extra[0]) : mx_asprintf("%s%s", pre, extra[0]), .dtype = MX_DT_F32};
+        if (extra[1][0] == '1') { o[n].ndim = 1; o[n].shape[0] = H; o[n].data = ones; o[n].nbytes = sizeof(float) * H; }
+        if (extra[1][0] == 'e') { o[n].ndim = 2; o[n].shape[0] = H; o[n].shape[1] = 2 * H; o[n].data = eh; o[n].nbytes = sizeof(float) * H * 2 * H; }
+        if (extra[1][0] == 'p') { o[n].ndim = 2; o[n].shape[0] = V; o[n].shape[1] = H; o[n].data = pm; o[n].nbytes = sizeof(float) * V * H; }
         n++;
     }
     json_t *cfg = json_deep_copy(ck.config);
-    json_object_set_new(cfg, "num_nextn_predict_layers", json_integer(1));
+    if (!qwen) json_object_set_new(cfg, "num_nextn_predict_layers", json_integer(1)); /* Qwen3-Next's configs do not say */
     char *wp = mx_path_join(src, "model.safetensors"), *cp = mx_path_join(src, "config.json");
     if (mkdir(src, 0755) == 0 && !mx_st_write(wp, o, n, NULL) && !json_dump_file(cfg, cp, 0)) rc = 0;
     json_decref(cfg);
@@ -276,7 +278,7 @@ static int mtp_checkpoint(const char *fx, const char *src, const char *mode) {
     return rc;
 }
 
-static void check_mtp(const char *fam) {
+static void check_mtp(const char *fam, bool qwen) {
     char fx[256], tmp[] = "/tmp/mlxcel-test-mtp-XXXXXX", label[256];
     snprintf(fx, sizeof fx, FX "%s", fam);
     if (!mkdtemp(tmp)) { CHECK("spec/mtp/tmpdir", 0, "mkdtemp"); return; }
@@ -290,13 +292,13 @@ static void check_mtp(const char *fam) {
     if (decode(&e, NULL, &samp, ref, rref, NULL, NULL)) { CHECK(fam, 0, "plain: %s", mx_errmsg()); goto out; }
     float tol = 1e-4f * fmaxf(1, maxabs(rref, (size_t)N * V));
     const char *modes[] = {"token", "hidden", "random"};
-    for (int m = 0; m < 3; m++) {
+    for (int m = qwen; m < 3; m++) { /* Qwen3-Next's module has no table of its own: no token mode */
         char src[300], dst[300];
         snprintf(src, sizeof src, "%s/%s-src", tmp, modes[m]);
         snprintf(dst, sizeof dst, "%s/%s-mtp", tmp, modes[m]);
         snprintf(label, sizeof label, "spec/mtp/%s/%s", fam, modes[m]);
         mx_engine d;
-        if (mtp_checkpoint(fx, src, modes[m]) || mx_split_mtp(src, dst, 0) || mx_engine_open(dst, &d)) {
+        if (mtp_checkpoint(fx, src, modes[m], qwen) || mx_split_mtp(src, dst, 0) || mx_engine_open(dst, &d)) {
             CHECK(label, 0, "making the module: %s", mx_errmsg());
             continue;
         }
@@ -385,8 +387,10 @@ static void check_mtp_refused(void) {
 
 int main(void) {
     check_distribution();
-    check_mtp("glm4_moe");
-    check_mtp("deepseek_v3");
+    check_mtp("glm4_moe", false);
+    check_mtp("deepseek_v3", false);
+    check_mtp("qwen3_next", true); /* a recurrent target, a full-attention module */
+    check_mtp("qwen3_5_text", true);
     check_mtp_refused();
     /* families with different attention kinds: GQA, sliding windows and
      * soft-capping, q/k norms, MLA, MoE, sinks; bf16 and MLX 4-bit weights */
