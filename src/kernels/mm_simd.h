@@ -350,7 +350,9 @@ MM_AI void mm_bf2(const mx_weight *w, const uint16_t *xb, size_t ldb, size_t q2,
  * x hi, then x lo where H = 2), whatever n, the tile and the thread split,
  * so a token's result does not depend on its batch. Prefill tiles are 3
  * blocks x 8 tokens (24 sums; per pair 3 weight lines and 8 broadcasts for
- * 24 products): 1B bf16 pp512 against the dot tiles above, 2 threads,
+ * 24 products), the rest of a block's tokens in one tile of 1-7 (a verification pass of 5 tokens
+ * took a 3 x 4 tile and a 3 x 1 one, whose chains of two products per pair wait on each other):
+ * 1B bf16 pp512 against the dot tiles above, 2 threads,
  * interleaved: exact 138 -> 175-187 t/s, one product (--fast) 239 -> 280-320.
  * Tried: 2 x 8 and 2 x 12 (level), 4 x 6 and 1 x 12 (-15 %), pairs in
  * chunks of 32-256 with the sums parked in y so a tile's lines stay in L1
@@ -398,21 +400,21 @@ MM_AI void mm_bfr_tile(const uint8_t *b, size_t blk, int np, const uint16_t *xb,
                                                                        size_t ldb, size_t q2, float *y, int ldy, __mmask16 mlast) { \
         mm_bfr_tile(b, blk, np, xb, ldb, q2, y, ldy, mlast, NB, T, H);                                                 \
     }
+#define MM_BFR_TILES_T(H, T) MM_BFR_TILE(H, 3, T) MM_BFR_TILE(H, 2, T) MM_BFR_TILE(H, 1, T)
 #define MM_BFR_TILES(H)                                                                                                  \
-    MM_BFR_TILE(H, 4, 1) MM_BFR_TILE(H, 3, 1) MM_BFR_TILE(H, 2, 1) MM_BFR_TILE(H, 1, 1) MM_BFR_TILE(H, 3, 8)             \
-    MM_BFR_TILE(H, 2, 8) MM_BFR_TILE(H, 1, 8) MM_BFR_TILE(H, 3, 4) MM_BFR_TILE(H, 2, 4) MM_BFR_TILE(H, 1, 4)             \
-    MM_BFR_TILE(H, 3, 2) MM_BFR_TILE(H, 2, 2) MM_BFR_TILE(H, 1, 2)
+    MM_BFR_TILE(H, 4, 1) MM_BFR_TILES_T(H, 1) MM_BFR_TILES_T(H, 2) MM_BFR_TILES_T(H, 3) MM_BFR_TILES_T(H, 4)              \
+    MM_BFR_TILES_T(H, 5) MM_BFR_TILES_T(H, 6) MM_BFR_TILES_T(H, 7) MM_BFR_TILES_T(H, 8)
 MM_BFR_TILES(2)
 MM_BFR_TILES(1)
 #undef MM_BFR_TILES
+#undef MM_BFR_TILES_T
 #undef MM_BFR_TILE
 
 typedef void (*mm_bfr_fn)(const uint8_t *, size_t, int, const uint16_t *, size_t, size_t, float *, int, __mmask16);
+#define MM_BFR_T(H, T) {MM_NAME(bfr##H##_1x##T), MM_NAME(bfr##H##_2x##T), MM_NAME(bfr##H##_3x##T), NULL}
 #define MM_BFR_ROW(H)                                                                                                 \
     {{MM_NAME(bfr##H##_1x1), MM_NAME(bfr##H##_2x1), MM_NAME(bfr##H##_3x1), MM_NAME(bfr##H##_4x1)},                   \
-     {MM_NAME(bfr##H##_1x2), MM_NAME(bfr##H##_2x2), MM_NAME(bfr##H##_3x2), NULL},                                   \
-     {MM_NAME(bfr##H##_1x4), MM_NAME(bfr##H##_2x4), MM_NAME(bfr##H##_3x4), NULL},                                   \
-     {MM_NAME(bfr##H##_1x8), MM_NAME(bfr##H##_2x8), MM_NAME(bfr##H##_3x8), NULL}}
+     MM_BFR_T(H, 2), MM_BFR_T(H, 3), MM_BFR_T(H, 4), MM_BFR_T(H, 5), MM_BFR_T(H, 6), MM_BFR_T(H, 7), MM_BFR_T(H, 8)}
 
 /* Rows [r0, r1) (r0 on a block) x n tokens of the repacked w against x as
  * mm_bf16_split made it, hi + lo (H = 2) or hi alone (H = 1). One token:
@@ -420,7 +422,7 @@ typedef void (*mm_bfr_fn)(const uint8_t *, size_t, int, const uint16_t *, size_t
  * tokens, each group of 3 blocks meeting the block's tiles of 8 (4, 2, 1)
  * tokens in turn while its lines are in L2. */
 MM_AI void mm_bfr(const mx_weight *w, const uint16_t *xb, size_t ldb, size_t q2, int n, float *y, int ldy, int r0, int r1, const int H) {
-    static const mm_bfr_fn tabs[2][4][4] = {MM_BFR_ROW(1), MM_BFR_ROW(2)};
+    static const mm_bfr_fn tabs[2][8][4] = {MM_BFR_ROW(1), MM_BFR_ROW(2)};
     const mm_bfr_fn(*tab)[4] = tabs[H - 1];
     if (r1 <= r0 || n <= 0) return;
     const mx_bfr *P = w->prep;
@@ -440,16 +442,17 @@ MM_AI void mm_bfr(const mx_weight *w, const uint16_t *xb, size_t ldb, size_t q2,
         int t1 = MX_MIN(n, t0 + MM_TB);
         for (int b = b0; b < b1; b += 3) {
             int nb = MX_MIN(3, b1 - b);
-            for (int t = t0; t < t1;) {
-                int nt = t1 - t, ti = nt >= 8 ? 3 : nt >= 4 ? 2 : nt >= 2 ? 1 : 0;
-                MM_BFR_CALL(nb, ti, b, t);
-                t += 1 << ti;
+            for (int t = t0; t < t1;) { /* 8 at a time, then the rest in one tile */
+                int nt = MX_MIN(8, t1 - t);
+                MM_BFR_CALL(nb, nt - 1, b, t);
+                t += nt;
             }
         }
     }
 #undef MM_BFR_CALL
 }
 #undef MM_BFR_ROW
+#undef MM_BFR_T
 
 /* Blocks [b0, b1) of BF16 w repacked into base (blocks blk bytes apart):
  * 16 rows' 64-byte runs (16 pairs each) transposed into 16 lines; rows past
