@@ -73,7 +73,7 @@ static int check_mm(const mx_weight *w, const float *x, int n, int ldx, const fl
 }
 
 static const int shapes[][2] = {{1, 1}, {5, 7}, {17, 33}, {16, 256}, {33, 100}, {70, 300}, {129, 520}, {40, 1100}};
-static const int ns[] = {1, 2, 3, 4, 7, 33, 48, 130};
+static const int ns[] = {1, 2, 3, 4, 5, 7, 33, 48, 130};
 
 /* prep: BF16 weights prepared (repacked into rows in lanes on AVX-512 BF16
  * CPUs), and row slices of them (on a block and off one) computing the
