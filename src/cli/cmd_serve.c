@@ -63,7 +63,7 @@ static const mx_opt serve_tab[] = {
     {NULL, "--lookup-ngram", NULL, OPT_INT, "N", 0, 64, S(lookup_ngram),
      "speculative decoding by prompt lookup in every slot: draft what followed the last earlier match of the last N..1 tokens", NULL, 0},
     {"-md", "--draft-model", "--model-draft", OPT_STR, "DIR", 0, 0, S(draft_dir),
-     "speculative decoding with this draft model in every slot (the target's tokenizer; its own cache per slot)", NULL, 0},
+     "speculative decoding with this draft model in every slot (the target's tokenizer; its own cache per slot), or a next-n module split-mtp wrote", NULL, 0},
     {NULL, "--draft-max", NULL, OPT_INT, "N", 1, 64, S(draft_max), "tokens drafted per step and slot (with --lookup-ngram or --draft-model)", NULL, 0},
     {NULL, "--api-key", NULL, OPT_STR, "KEY", 0, 0, S(api_key), "require 'Authorization: Bearer KEY' (or 'x-api-key: KEY')", NULL, 0},
     {"-a", "--alias", NULL, OPT_LIST, "NAME", 0, 0, offsetof(serve_opts, alias),

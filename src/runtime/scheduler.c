@@ -62,6 +62,11 @@ typedef struct {
     int refeed;               /*   recurrent state: tokens of this step to feed again after a rejection */
     mx_kv *dkv;               /* the draft model's cache (mx_sched_set_draft) */
     int32_t *dtoks;           /*   and the tokens it holds */
+    /* a next-n module as the draft (mx_sched.mtp): the target's final hidden state at each position
+     * this slot's passes computed (rows below hid_from came from elsewhere: a borrowed prefix), the
+     * module's positions below dvalid read them (later ones its own), and its last hidden state */
+    float *hid, *dhid;
+    int hid_from, dvalid;
     bool decoding;
     /* a sample of a group (n > 1) waits for its leader's prefill, then takes
      * a copy of the leader's cache and samples from the same logits */
@@ -96,6 +101,8 @@ struct mx_sched {
     float *logits, *lp, *row2; /* row2: a copy of a leader's logits row for its group */
     int spec_max, spec_ngram;  /* speculation (mx_sched_set_spec / _set_draft; 0: off) */
     mx_engine *draft;          /* the draft model (mx_sched_set_draft; NULL: prompt lookup) */
+    bool mtp;                  /* the draft is a next-n module (arch.mtp): mtp_draft_pass */
+    float *hbuf, *dhbuf;       /* the target's / the module's passes' hidden states (mtp) */
     mx_ctx *dctx;
     int dvocab;
     float *dlogits;            /* [step_tokens, dvocab]: one row per sequence of a draft pass */
@@ -181,6 +188,7 @@ static void cut_back(const mx_sched *s, slot *sl, int keep) {
         for (int i = 0; i < s->n_snaps; i++)
             if (sl->snap_pos[i] == keep) { mx_kv_restore(&s->e->model, sl->kv, sl->snap[i], keep); break; }
     sl->kv->len = keep;
+    sl->hid_from = MX_MIN(sl->hid_from, keep);
     for (int i = 0; i < s->n_snaps; i++) /* snapshots past the kept tokens are of another history */
         if (sl->snap_pos[i] > keep) sl->snap_pos[i] = 0;
 }
@@ -330,6 +338,16 @@ static bool retain(mx_sched *s, slot *sl) {
  * least one prompt token is left to feed, an image's span is not split, and
  * recurrent state only comes whole. Not in distributed runs (the other
  * processes hold the rest of each cache). Returns the tokens `to` now keeps. */
+/* A next-n draft reads the target's hidden states: a slot taking n rows from
+ * another (o; NULL: a prompt cache entry, which keeps none) takes its hidden
+ * rows too, valid where the other's were. */
+static void borrow_hidden(const mx_sched *s, slot *d, const slot *o, int n) {
+    if (!s->mtp) return;
+    int H = s->e->model.arch.hidden;
+    d->hid_from = o ? MX_MIN(o->hid_from, n) : n;
+    if (d->hid_from < n) memcpy(d->hid + (size_t)d->hid_from * H, o->hid + (size_t)d->hid_from * H, sizeof(float) * (size_t)(n - d->hid_from) * H);
+}
+
 static int borrow_prefix(mx_sched *s, int to, const mx_req *r, int keep) {
     if (s->e->model.shard) return keep;
     int from = -1, best = keep + MX_BORROW_MIN - 1;
@@ -351,6 +369,7 @@ static int borrow_prefix(mx_sched *s, int to, const mx_req *r, int keep) {
     }
     memcpy(d->toks, o->toks, sizeof(int32_t) * (size_t)best);
     memcpy(d->tags, o->tags, sizeof(uint64_t) * (size_t)best);
+    borrow_hidden(s, d, from < s->parallel ? o : NULL, best);
     s->st.borrowed_tokens += (uint64_t)best;
     return best;
 }
@@ -605,6 +624,7 @@ static void share_prefill(mx_sched *s, int li, const float *row) {
         mx_kv_share_prefix(&s->e->model, fs->kv, ls->kv, ls->kv->len); /* the rows it holds: pages past them stay untouched */
         memcpy(fs->toks, ls->toks, sizeof(int32_t) * (size_t)ls->kv->len);
         memcpy(fs->tags, ls->tags, sizeof(uint64_t) * (size_t)ls->kv->len);
+        borrow_hidden(s, fs, ls, ls->kv->len);
         mx_req *r = fs->req;
         fs->n_fed = r->p.n_prompt;
         fs->rope_shift = r->lay.rope_shift;
@@ -844,6 +864,7 @@ static void refeed_pass(mx_sched *s, int kd) {
     if (!n) return;
     pthread_mutex_unlock(&s->mu);
     mx_ctx_policy(s->ctx)->qmode = MX_QMODE_PER_TOKEN;
+    mx_ctx_set_hidden_out(s->ctx, NULL); /* the rows were kept from the pass before */
     int rc = mx_forward(s->ctx, s->ins, n, s->logits, false);
     pthread_mutex_lock(&s->mu);
     for (int q = 0; rc && q < n; q++) { /* the state is lost: the slot starts over */
@@ -851,6 +872,75 @@ static void refeed_pass(mx_sched *s, int kd) {
         sl->kv->len = 0;
         if (sl->req) finish(s, sl, MX_FIN_ERROR);
     }
+}
+
+/* The next-n module's part of a step (spec.c's draft_mtp for every slot at
+ * once): its position i reads token i + 1 with the target's hidden state at
+ * i, so a row's module cache is cut back to the positions that agree with
+ * the committed tokens and read the target's rows (below dvalid), then
+ * brought up to the last committed position in passes of at most a step;
+ * a later draft reads the one before with the module's own hidden state. A
+ * slot whose needed rows are not its own (hid_from: a prefix borrowed from
+ * a prompt cache entry) gets no drafts. Returns the decode rows' token
+ * total. */
+static int mtp_draft_pass(mx_sched *s, int kd) {
+    int Vd = s->dvocab, H = s->e->model.arch.hidden, kmax = 0, *need = s->dneed, *pos = s->dneed + s->parallel, *row = s->dneed + 2 * s->parallel;
+    for (int j = 0; j < kd; j++) {
+        slot *sl = &s->slots[s->in_slot[j]];
+        need[j] = 0;
+        if (s->ins[j].n < 2) continue;
+        int last = sl->kv->len, dl = 0, m = MX_MIN(MX_MIN(sl->dkv->len, sl->dvalid), last); /* positions 0..last: toks[last] is pending */
+        while (dl < m && sl->dtoks[dl] == sl->toks[dl + 1]) dl++;
+        dl = MX_MIN(dl, last - 1); /* the last position is read again: its logits give the first draft */
+        if (dl < sl->hid_from || last < 1) { s->ins[j].n = 1; continue; }
+        for (int t = dl + 1; t <= last && s->ins[j].n > 1; t++)
+            if (sl->toks[t] >= Vd) s->ins[j].n = 1;
+        if (s->ins[j].n < 2) continue;
+        sl->dkv->len = dl;
+        need[j] = last - dl;
+        pos[j] = dl;
+        kmax = MX_MAX(kmax, s->ins[j].n - 1);
+    }
+    int rc = 0;
+    for (int i = 0; !rc && i < kmax; i++) {
+        int n = 0, budget = mx_ctx_max_tokens(s->dctx);
+        for (int j = 0; j < kd && budget > 0; j++) {
+            slot *sl = &s->slots[s->in_slot[j]];
+            int m = i ? s->ins[j].n - 1 > i : MX_MIN(need[j], budget);
+            if (m <= 0) continue;
+            s->dins[n] = (mx_seq_in){.kv = sl->dkv, .n = m, .tokens = i ? sl->spec + i : sl->toks + pos[j] + 1,
+                                     .hidden = i ? sl->dhid : sl->hid + (size_t)pos[j] * H};
+            row[n++] = j;
+            budget -= m;
+        }
+        if (!n) continue;
+        mx_ctx_set_hidden_out(s->dctx, s->dhbuf);
+        if ((rc = mx_forward(s->dctx, s->dins, n, s->dlogits, false))) break;
+        for (int q = 0, off = 0; q < n; off += s->dins[q].n, q++) {
+            int j = row[q];
+            slot *sl = &s->slots[s->in_slot[j]];
+            memcpy(sl->dtoks + sl->dkv->len - s->dins[q].n, s->dins[q].tokens, sizeof(int32_t) * (size_t)s->dins[q].n);
+            memcpy(sl->dhid, s->dhbuf + (size_t)(off + s->dins[q].n - 1) * H, sizeof(float) * (size_t)H);
+            if (!i) {
+                pos[j] += s->dins[q].n;
+                if ((need[j] -= s->dins[q].n) > 0) continue;
+                sl->dvalid = sl->dkv->len; /* from here on its own hidden states */
+            }
+            sl->spec[i + 1] = mx_argmax(s->dlogits + (size_t)q * Vd, Vd);
+        }
+        bool more = false;
+        for (int j = 0; !i && j < kd; j++) more |= need[j] > 0;
+        if (more) i--; /* pass 0 again */
+    }
+    int n_tok = 0;
+    for (int j = 0; j < kd; j++) {
+        if (rc && s->ins[j].n > 1) { /* the drafts are off this step; the module's cache starts again */
+            s->ins[j].n = 1;
+            s->slots[s->in_slot[j]].dkv->len = 0;
+        }
+        n_tok += s->ins[j].n;
+    }
+    return n_tok;
 }
 
 static void *engine_loop(void *arg) {
@@ -919,7 +1009,7 @@ static void *engine_loop(void *arg) {
         }
         pthread_mutex_unlock(&s->mu);
         double t0 = mx_now();
-        if (drafts) n_dtok = draft_model_pass(s, kd);
+        if (drafts) n_dtok = s->mtp ? mtp_draft_pass(s, kd) : draft_model_pass(s, kd);
         for (int j = 0; !s->truncatable && j < kd; j++) /* recurrent state: kept from before the drafts */
             if (s->ins[j].n > 1) mx_kv_snapshot(&s->e->model, s->slots[s->in_slot[j]].kv, s->slots[s->in_slot[j]].spec_snap);
         /* Decode tokens and prompt chunks go in separate passes, each with a
@@ -928,11 +1018,13 @@ static void *engine_loop(void *arg) {
         int rc = 0;
         if (kd) { /* drafts: every row's logits (a slot's rows follow each other) */
             mx_ctx_policy(s->ctx)->qmode = MX_QMODE_PER_TOKEN;
+            if (s->mtp) mx_ctx_set_hidden_out(s->ctx, s->hbuf); /* a next-n draft reads them */
             rc = mx_forward(s->ctx, s->ins, kd, s->logits, n_dtok > kd);
         }
         double dt = mx_now() - t0;
         if (!rc && k > kd) {
             mx_ctx_policy(s->ctx)->qmode = MX_QMODE_PANEL;
+            if (s->mtp) mx_ctx_set_hidden_out(s->ctx, s->hbuf + (size_t)n_dtok * s->e->model.arch.hidden);
             rc = mx_forward(s->ctx, s->ins + kd, k - kd, s->logits + (size_t)n_dtok * V, false);
         }
         /* grammar masks of the rows that sample this step, before taking the
@@ -943,10 +1035,11 @@ static void *engine_loop(void *arg) {
             if (r && r->con.m && (sl->decoding || sl->n_fed + s->ins[j].n == r->p.n_prompt)) r->allowed = mx_gmatch_mask(r->con.m, r->con.bits);
         }
         pthread_mutex_lock(&s->mu);
-        for (int j = 0; !rc && j < k; j++) { /* every slot's tokens first: dedupe compares them */
+        for (int j = 0, hrow = 0; !rc && j < k; hrow += s->ins[j].n, j++) { /* every slot's tokens first: dedupe compares them */
             slot *sl = &s->slots[s->in_slot[j]];
-            int base = sl->kv->len - s->ins[j].n;
+            int base = sl->kv->len - s->ins[j].n, H = s->e->model.arch.hidden;
             memcpy(sl->toks + base, s->ins[j].tokens, sizeof(int32_t) * (size_t)s->ins[j].n);
+            if (s->mtp) memcpy(sl->hid + (size_t)base * H, s->hbuf + (size_t)hrow * H, sizeof(float) * (size_t)s->ins[j].n * H);
             for (int t = 0; t < s->ins[j].n; t++)
                 sl->tags[base + t] = !sl->decoding && sl->req && sl->req->tags ? sl->req->tags[sl->n_fed + t] : 0;
         }
@@ -1037,8 +1130,19 @@ int mx_sched_set_draft(mx_sched *s, mx_engine *draft, int draft_max) {
     const mx_model *dm = &draft->model;
     if (mx_model_recurrent(dm)) return mx_set_err("the draft model (%s) keeps recurrent state: its cache cannot be cut back", dm->arch.family);
     if (dm->arch.vocab > s->vocab) return mx_set_err("the draft model's vocabulary (%d logits) is wider than the target's (%d)", dm->arch.vocab, s->vocab);
+    int H = s->e->model.arch.hidden;
+    if (dm->arch.mtp.on && dm->arch.hidden != H)
+        return mx_set_err("the next-n module's hidden size %d is not the target's %d", dm->arch.hidden, H);
+    if (dm->arch.mtp.on && s->e->model.shard) return mx_set_err("a next-n module drafts in one process (not under --tp / --pp)");
     if (spec_buffers(s, draft_max)) return MX_ERR;
     s->dvocab = dm->arch.vocab;
+    if (dm->arch.mtp.on) { /* the hidden-state rows: pages taken as written */
+        if (!(s->hbuf = mx_malloc(sizeof(float) * (size_t)s->step_tokens * H)) || !(s->dhbuf = mx_malloc(sizeof(float) * (size_t)s->step_tokens * H)))
+            return MX_ERR;
+        for (int i = 0; i < s->parallel; i++)
+            if (!(s->slots[i].hid = mx_malloc(sizeof(float) * (size_t)s->ctx_len * H)) || !(s->slots[i].dhid = mx_malloc(sizeof(float) * (size_t)H)))
+                return MX_ERR;
+    }
     s->dctx = mx_ctx_new(dm, s->step_tokens, s->ctx_len, s->pool);
     s->dlogits = mx_malloc(sizeof(float) * (size_t)s->parallel * s->dvocab);
     s->dins = mx_calloc((size_t)s->parallel, sizeof(mx_seq_in));
@@ -1049,6 +1153,7 @@ int mx_sched_set_draft(mx_sched *s, mx_engine *draft, int draft_max) {
         if (!(sl->dkv = mx_kv_new(dm, s->ctx_len)) || !(sl->dtoks = mx_malloc(sizeof(int32_t) * (size_t)s->ctx_len))) return MX_ERR;
     }
     pthread_mutex_lock(&s->mu);
+    s->mtp = dm->arch.mtp.on;
     s->draft = draft; /* the engine thread drafts with it from the next step */
     pthread_mutex_unlock(&s->mu);
     return MX_OK;
@@ -1183,6 +1288,8 @@ void mx_sched_free(mx_sched *s) {
         free(s->slots[i].mpos);
         free(s->slots[i].spec);
         free(s->slots[i].spec_snap);
+        free(s->slots[i].hid);
+        free(s->slots[i].dhid);
         mx_kv_free(s->slots[i].dkv);
         free(s->slots[i].dtoks);
         for (int k = 0; s->slots[i].snap && k < s->n_snaps; k++) free(s->slots[i].snap[k]);
@@ -1195,6 +1302,8 @@ void mx_sched_free(mx_sched *s) {
     mx_kv_pool_free(s->kvpool); /* after its caches */
     mx_ctx_free(s->dctx);
     free(s->dlogits);
+    free(s->hbuf);
+    free(s->dhbuf);
     free(s->dins);
     free(s->dneed);
     free(s->slots);

@@ -106,9 +106,6 @@ int mx_srv_load(server *sv, mx_task *task) {
             return mx_set_err("draft model: %s", e);
         }
         sv->dtm_open = true;
-        if (sv->dtm.e.model.arch.mtp.on)
-            return mx_set_err("%s is a next-n module (split-mtp): it drafts in generate and bench; the server runs draft models and prompt lookup",
-                              o->draft_dir);
         if (mx_spec_check_vocab(&sv->tm, &sv->dtm) || mx_sched_set_draft(sv->sched, &sv->dtm.e, o->draft_max)) return MX_ERR;
     }
     if (o->kv_memory) mx_sched_set_kv_budget(sv->sched, o->kv_memory);
@@ -178,7 +175,9 @@ int mx_serve(const mx_serve_opts *o) {
         bool unused = (m->kp.kv_type[0] != MX_KV_F32 || m->kp.kv_type[1] != MX_KV_F32) && !mx_model_has_kv_rows(m);
         char spec[320] = "";
         if (o->lookup_ngram) snprintf(spec, sizeof spec, "; speculation: prompt lookup of %d..1 tokens, up to %d drafts", o->lookup_ngram, o->draft_max);
-        if (sv.dtm_open) snprintf(spec, sizeof spec, "; speculation: draft model '%s', up to %d drafts", sv.dtm.name, o->draft_max);
+        if (sv.dtm_open)
+            snprintf(spec, sizeof spec, "; speculation: %s '%s', up to %d drafts", sv.dtm.e.model.arch.mtp.on ? "next-n module" : "draft model", sv.dtm.name,
+                     o->draft_max);
         char bound[320] = "";
         size_t snap = mx_sched_snapshot_bytes(sv.sched);
         if (o->kv_memory) snprintf(bound, sizeof bound, ", at most %.1f MiB in use (--kv-memory)", o->kv_memory / 1048576.0);

@@ -69,11 +69,6 @@ refuse mtp_none "num_nextn_predict_layers is 0" split-mtp -m $F/llama -o "$T/non
 mkdir -p "$T/glm-nomodule" && python3 -c "import json,sys; c=json.load(open(sys.argv[1])); c['num_nextn_predict_layers']=1; json.dump(c,open(sys.argv[2],'w'))" \
   $F/glm4_moe/config.json "$T/glm-nomodule/config.json" && ln -s "$PWD/$F/glm4_moe/model.safetensors" "$T/glm-nomodule/"
 refuse mtp_not_stored "does not hold its next-n module" split-mtp -m "$T/glm-nomodule" -o "$T/nm-mtp"
-# the server loads in the background: the refusal is its last line, and it exits
-if [ -d "$T/glm4_moe-mtp" ]; then
-  timeout 60 "$M" serve -m "$T/glm4_moe-full" --draft-model "$T/glm4_moe-mtp" --port $((${MX_PORT_BASE:-20000} + 49)) >"$T/out" 2>"$T/err"; rc=$?
-  [ $rc -ne 0 ] && [ $rc -ne 124 ] && tail -1 "$T/err" | grep -q "is a next-n module" && ok mtp_serve || fail mtp_serve "rc $rc: $(tail -1 "$T/err")"
-fi
 
 # bench: the oracle is accepted whole and the outputs agree
 if "$M" bench -m $F/llama -p 0 -n 24 -r 2 -t 2 --bw-mb 64 --spec-oracle --json >"$T/b.json" 2>"$T/err"; then
@@ -138,6 +133,49 @@ s1=$(complete $((port + 3)) "${prompts[2]}" ',"temperature":0.8,"seed":11'); s2=
 [ "$s1" = "$s2" ] && case "$s1" in '["'*) true ;; *) false ;; esac && ok server/draft_other/sampled || fail server/draft_other/sampled "$s1 / $s2"
 grep -q "speculation: draft model 'draft', up to 5 drafts" "$T/srv$((port + 3)).log" && ok server/draft_ready || fail server/draft_ready "$(grep ready "$T/srv$((port + 3)).log")"
 kill -INT "${srvs[@]}" 2>/dev/null; wait "${srvs[@]}"
+# a next-n module as the servers' draft (GLM-4.5's layout; Qwen3-Next's on a recurrent target): the
+# target's hidden rows kept per slot, replies as a server without drafts, drafts offered
+for fam in glm4_moe qwen3_next; do
+  N="$T/srv-$fam"; python3 tests/lib/add_mtp.py $F/$fam "$N" $([ $fam = qwen3_next ] && echo qwen) && cp tests/server/tinymodel/tokenizer*.json "$N/" &&
+    "$M" split-mtp -m "$N" -o "$N-mtp" 2>"$T/err" || { fail server/mtp/$fam "$(tail -1 "$T/err")"; continue; }
+  S=$N; srvs=()
+  serve_at $((port + 9)) && serve_at $((port + 10)) --draft-model "$N-mtp" --draft-max 3 || continue
+  for p in 9 10; do
+    cl=(); for i in 0 1 2; do complete $((port + p)) "${prompts[$i]}" "" >"$T/m$p$i" & cl+=($!); done; wait "${cl[@]}"
+  done
+  same=1; for i in 0 1 2; do cmp -s "$T/m9$i" "$T/m10$i" && grep -q '^\["' "$T/m9$i" || same=0; done
+  dr=$(met mlxcel_spec_draft_tokens_total 10)
+  [ $same = 1 ] && [ "${dr:-0}" -gt 0 ] && grep -q "speculation: next-n module" "$T/srv$((port + 10)).log" && ok "server/mtp/$fam ($dr drafted)" ||
+    fail server/mtp/$fam "drafted '$dr': $(head -c 200 "$T/m90") vs $(head -c 200 "$T/m100") $(grep -m1 ready "$T/srv$((port + 10)).log")"
+  kill -INT "${srvs[@]}" 2>/dev/null; wait "${srvs[@]}"
+done
+# modules whose every draft is the pending token (add_mtp.py's hidden and token modes: through the target's
+# hidden state, through the token): the drafts kept are known from the greedy reply alone (a round keeps the
+# run of tokens equal to the one before), so the CLI and the server must both keep exactly that many; a module
+# reading the token or the hidden state one position off keeps others
+for mode in hidden token; do
+  N="$T/$mode"; python3 tests/lib/add_mtp.py $F/glm4_moe "$N" deepseek $mode && cp tests/server/tinymodel/tokenizer*.json "$N/" &&
+    "$M" split-mtp -m "$N" -o "$N-mtp" 2>/dev/null
+  "$M" generate -m "$N" --prompt-ids 3,3,3 -n 48 -t 2 --ignore-eos --output-format json --draft-model "$N-mtp" --draft-max 3 >"$T/$mode.json" 2>"$T/err"
+  want=$(python3 -c "
+import json,sys
+d=json.load(open(sys.argv[1])); g=d['generated_ids']; t, acc = 1, 0
+while t < len(g):
+    k = min(3, len(g) - t - 1); a = 0
+    while a < k and g[t + a] == g[t - 1]: a += 1
+    acc += a; t += a + 1
+print(acc, d['speculative']['accepted'])" "$T/$mode.json" 2>/dev/null)
+  set -- $want
+  [ -n "$want" ] && [ "$1" = "$2" ] && [ "$1" -gt 5 ] && ok "mtp/known_drafts_$mode ($1 kept)" || fail mtp/known_drafts_$mode "want/got '$want' $(tail -1 "$T/err")"
+  exp=${1:-x}
+  S=$N; srvs=()
+  if serve_at $((port + 11)) --draft-model "$N-mtp" --draft-max 3; then
+    complete $((port + 11)) "3,3,3" "" >/dev/null
+    got=$(met mlxcel_spec_accepted_tokens_total 11)
+    [ "$got" = "$exp" ] && ok "server/mtp/known_drafts_$mode ($got kept)" || fail server/mtp/known_drafts_$mode "kept '$got', the CLI '$exp'"
+    kill -INT "${srvs[@]}" 2>/dev/null; wait "${srvs[@]}"
+  fi
+done
 # a draft with another tokenizer, or both drafters, refused at start with one line
 X="$T/xtok"; mkdir -p "$X"; cp $F/mistral/config.json $F/mistral/model.safetensors "$X/"
 timeout 30 "$M" serve -m "$S" --port $((port + 5)) -t 1 --draft-model "$X" >"$T/out" 2>"$T/err"; rc=$?
