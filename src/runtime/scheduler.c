@@ -63,7 +63,7 @@ typedef struct {
     mx_kv *dkv;               /* the draft model's cache (mx_sched_set_draft) */
     int32_t *dtoks;           /*   and the tokens it holds */
     /* a next-n module as the draft (mx_sched.mtp): the target's final hidden state at each position
-     * this slot's passes computed (rows below hid_from came from elsewhere: a borrowed prefix), the
+     * its cache's passes computed (rows below hid_from are missing), the
      * module's positions below dvalid read them (later ones its own), and its last hidden state */
     float *hid, *dhid;
     int hid_from, dvalid;
@@ -238,6 +238,7 @@ static size_t ent_kv_bytes(const mx_sched *s, const slot *g) { return mx_kv_used
 static size_t ent_bytes(const mx_sched *s, const slot *g) {
     size_t b = ent_kv_bytes(s, g) + (sizeof(int32_t) + sizeof(uint64_t)) * (size_t)s->ctx_len;
     for (int i = 0; i < s->n_snaps; i++) b += g->snap[i] ? s->snap_floats * sizeof(float) : 0;
+    if (g->hid) b += sizeof(float) * (size_t)g->kv->len * s->e->model.arch.hidden; /* a next-n draft's rows */
     return b;
 }
 static void ent_free(const mx_sched *s, slot *g) {
@@ -245,6 +246,7 @@ static void ent_free(const mx_sched *s, slot *g) {
     mx_kv_free(g->kv);
     free(g->toks);
     free(g->tags);
+    free(g->hid);
     for (int i = 0; g->snap && i < s->n_snaps; i++) free(g->snap[i]);
     free(g->snap);
     free(g->snap_pos);
@@ -261,12 +263,13 @@ static slot *ent_new(const mx_sched *s) {
         g->snap_pos = mx_calloc((size_t)s->n_snaps, sizeof(int));
         g->snap = mx_calloc((size_t)s->n_snaps, sizeof(float *));
     }
-    if (!g->kv || !g->toks || !g->tags || (s->n_snaps && (!g->snap_pos || !g->snap))) { ent_free(s, g); return NULL; }
+    if (s->mtp) g->hid = mx_malloc(sizeof(float) * (size_t)s->ctx_len * s->e->model.arch.hidden); /* pages taken as written */
+    if (!g->kv || !g->toks || !g->tags || (s->n_snaps && (!g->snap_pos || !g->snap)) || (s->mtp && !g->hid)) { ent_free(s, g); return NULL; }
     return g;
 }
 static void swap_cache(slot *a, slot *b) {
 #define SWAP(f) do { __typeof__(a->f) t_ = a->f; a->f = b->f; b->f = t_; } while (0)
-    SWAP(kv); SWAP(toks); SWAP(tags); SWAP(snap_pos); SWAP(snap);
+    SWAP(kv); SWAP(toks); SWAP(tags); SWAP(snap_pos); SWAP(snap); SWAP(hid); SWAP(hid_from);
 #undef SWAP
 }
 static void ent_evict(mx_sched *s, int i) {
@@ -339,12 +342,12 @@ static bool retain(mx_sched *s, slot *sl) {
  * recurrent state only comes whole. Not in distributed runs (the other
  * processes hold the rest of each cache). Returns the tokens `to` now keeps. */
 /* A next-n draft reads the target's hidden states: a slot taking n rows from
- * another (o; NULL: a prompt cache entry, which keeps none) takes its hidden
- * rows too, valid where the other's were. */
+ * another cache (a slot or a prompt cache entry) takes its hidden rows too,
+ * valid where the other's were. */
 static void borrow_hidden(const mx_sched *s, slot *d, const slot *o, int n) {
     if (!s->mtp) return;
     int H = s->e->model.arch.hidden;
-    d->hid_from = o ? MX_MIN(o->hid_from, n) : n;
+    d->hid_from = MX_MIN(o->hid_from, n);
     if (d->hid_from < n) memcpy(d->hid + (size_t)d->hid_from * H, o->hid + (size_t)d->hid_from * H, sizeof(float) * (size_t)(n - d->hid_from) * H);
 }
 
@@ -369,7 +372,7 @@ static int borrow_prefix(mx_sched *s, int to, const mx_req *r, int keep) {
     }
     memcpy(d->toks, o->toks, sizeof(int32_t) * (size_t)best);
     memcpy(d->tags, o->tags, sizeof(uint64_t) * (size_t)best);
-    borrow_hidden(s, d, from < s->parallel ? o : NULL, best);
+    borrow_hidden(s, d, o, best);
     s->st.borrowed_tokens += (uint64_t)best;
     return best;
 }
@@ -880,9 +883,8 @@ static void refeed_pass(mx_sched *s, int kd) {
  * the committed tokens and read the target's rows (below dvalid), then
  * brought up to the last committed position in passes of at most a step;
  * a later draft reads the one before with the module's own hidden state. A
- * slot whose needed rows are not its own (hid_from: a prefix borrowed from
- * a prompt cache entry) gets no drafts. Returns the decode rows' token
- * total. */
+ * slot whose needed rows are missing (below hid_from) gets no drafts.
+ * Returns the decode rows' token total. */
 static int mtp_draft_pass(mx_sched *s, int kd) {
     int Vd = s->dvocab, H = s->e->model.arch.hidden, kmax = 0, *need = s->dneed, *pos = s->dneed + s->parallel, *row = s->dneed + 2 * s->parallel;
     for (int j = 0; j < kd; j++) {

@@ -176,6 +176,24 @@ print(acc, d['speculative']['accepted'])" "$T/$mode.json" 2>/dev/null)
     kill -INT "${srvs[@]}" 2>/dev/null; wait "${srvs[@]}"
   fi
 done
+# one slot: A, then B takes the slot (A's cache goes to the prompt cache with the target's rows), then A's
+# next turn (A, its reply, one more token) borrows A's rows from the entry: each reply keeps the drafts it keeps
+# from generate, where nothing was borrowed
+N="$T/hidden"; S=$N; srvs=()
+A2=$(python3 -c "import json,sys; print(','.join(map(str, [3, 3, 3] + json.load(open(sys.argv[1]))['generated_ids'] + [7])))" "$T/hidden.json")
+if serve_at $((port + 12)) --draft-model "$N-mtp" --draft-max 3 -np 1; then
+  for p in "3,3,3" "100,100,100,100,100" "$A2"; do complete $((port + 12)) "$p" "" >/dev/null; done
+  got=$(met mlxcel_spec_accepted_tokens_total 12); hit=$(met mlxcel_prompt_cache_hit_tokens_total 12)
+  want=0
+  for p in "3,3,3" "100,100,100,100,100" "$A2"; do
+    "$M" generate -m "$N" --prompt-ids "$p" -n 48 -t 2 --ignore-eos --output-format json --draft-model "$N-mtp" --draft-max 3 >"$T/b.json" 2>/dev/null
+    want=$((want + $(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['speculative']['accepted'])" "$T/b.json" 2>/dev/null || echo 1000)))
+  done
+  [ "$got" = "$want" ] && [ "${hit:-0}" -gt 16 ] && ok "server/mtp/prompt_cache ($got kept, $hit tokens from the entry)" ||
+    fail server/mtp/prompt_cache "kept '$got', generate '$want'; cache hits '$hit'"
+  kill -INT "${srvs[@]}" 2>/dev/null; wait "${srvs[@]}"
+fi
+S="$T/srv"
 # a draft with another tokenizer, or both drafters, refused at start with one line
 X="$T/xtok"; mkdir -p "$X"; cp $F/mistral/config.json $F/mistral/model.safetensors "$X/"
 timeout 30 "$M" serve -m "$S" --port $((port + 5)) -t 1 --draft-model "$X" >"$T/out" 2>"$T/err"; rc=$?
