@@ -200,7 +200,7 @@ int mx_spec_step(mx_spec *sp, int32_t pending, int limit, int32_t *out) {
     for (int j = 0; j < k; j++)
         if (d[j] < 0 || d[j] >= V) k = j; /* an oracle's stray id: offer what came before */
     sp->tok[0] = pending;
-    if (sp->snap) mx_kv_snapshot(&s->e->model, s->kv, sp->snap); /* the recurrent state before the drafts */
+    if (sp->snap && k > 0) mx_kv_snapshot(&s->e->model, s->kv, sp->snap); /* the recurrent state before the drafts */
     if (mx_session_feed_pass(s, sp->tok, k + 1, sp->rows)) return -1;
     int m = 0;
     for (int i = 0; i <= k; i++) {
