@@ -101,7 +101,7 @@ struct mx_sched {
     float *logits, *lp, *row2; /* row2: a copy of a leader's logits row for its group */
     int spec_max, spec_ngram;  /* speculation (mx_sched_set_spec / _set_draft; 0: off) */
     mx_engine *draft;          /* the draft model (mx_sched_set_draft; NULL: prompt lookup) */
-    bool mtp;                  /* the draft is a next-n module (arch.mtp): mtp_draft_pass */
+    bool mtp;                  /* the draft is a next-n module (arch.mtp): draft_model_pass */
     float *hbuf, *dhbuf;       /* the target's / the module's passes' hidden states (mtp) */
     mx_ctx *dctx;
     int dvocab;
@@ -787,19 +787,28 @@ static int draft_for(mx_sched *s, slot *sl, int room) {
  * the one before, one pass per draft for all rows. Drafts are point masses,
  * so accepting one with the target's probability keeps the target's
  * distribution (spec.h). A row whose tokens go past the draft's vocabulary
- * gets none. Only the engine thread touches slots: runs outside the lock.
- * Returns the decode rows' token total. */
+ * gets none. A next-n module (s->mtp; spec.c's draft_mtp for every slot at
+ * once) holds one position fewer: its position i reads token i + 1 with the
+ * target's hidden state at i, so only its positions that read the target's
+ * rows (below dvalid) are kept, the last one is always read again (its
+ * logits give the first draft), a later draft reads the one before with the
+ * module's own hidden state, and a row whose needed rows are missing (below
+ * hid_from) gets none. Only the engine thread touches slots: runs outside the
+ * lock. Returns the decode rows' token total. */
 static int draft_model_pass(mx_sched *s, int kd) {
     const mx_model *dm = &s->draft->model;
+    int sh = s->mtp, H = s->e->model.arch.hidden;
     int Vd = s->dvocab, kmax = 0, *need = s->dneed, *pos = s->dneed + s->parallel, *row = s->dneed + 2 * s->parallel;
     for (int j = 0; j < kd; j++) {
         slot *sl = &s->slots[s->in_slot[j]];
         need[j] = 0;
         if (s->ins[j].n < 2) continue;
-        int lc = sl->kv->len + 1, dl = 0, m = MX_MIN(sl->dkv->len, lc - 1);
-        while (dl < m && sl->dtoks[dl] == sl->toks[dl]) dl++;
+        int lc = sl->kv->len + 1 - sh, dl = 0, m = MX_MIN(sl->dkv->len, lc - 1); /* positions the draft holds; one left to feed */
+        if (sh) m = MX_MIN(m, sl->dvalid);
+        while (dl < m && sl->dtoks[dl] == sl->toks[dl + sh]) dl++;
         if (dl < sl->dkv->len && dl < mx_kv_min_len(dm, sl->dkv)) dl = 0;
-        for (int t = dl; t < lc && s->ins[j].n > 1; t++)
+        if (sh && (dl < sl->hid_from || lc < 1)) s->ins[j].n = 1;
+        for (int t = dl + sh; t < lc + sh && s->ins[j].n > 1; t++)
             if (sl->toks[t] >= Vd) s->ins[j].n = 1;
         if (s->ins[j].n < 2) continue;
         sl->dkv->len = dl;
@@ -808,6 +817,7 @@ static int draft_model_pass(mx_sched *s, int kd) {
         kmax = MX_MAX(kmax, s->ins[j].n - 1);
     }
     int rc = 0;
+    mx_ctx_set_hidden_out(s->dctx, sh ? s->dhbuf : NULL);
     for (int i = 0; !rc && i < kmax; i++) {
         /* pass 0 (repeated while rows need more than a step): the committed
          * tokens; pass i > 0: draft i - 1 of every row wanting more than i */
@@ -816,19 +826,22 @@ static int draft_model_pass(mx_sched *s, int kd) {
             slot *sl = &s->slots[s->in_slot[j]];
             int m = i ? s->ins[j].n - 1 > i : MX_MIN(need[j], budget);
             if (m <= 0) continue;
-            s->dins[n] = (mx_seq_in){.kv = sl->dkv, .tokens = i ? sl->spec + i : sl->toks + pos[j], .n = m, .seg_end = i ? 0 : pos[j] + need[j]};
+            s->dins[n] = (mx_seq_in){.kv = sl->dkv, .tokens = i ? sl->spec + i : sl->toks + pos[j] + sh, .n = m, .seg_end = i ? 0 : pos[j] + need[j],
+                                     .hidden = !sh ? NULL : i ? sl->dhid : sl->hid + (size_t)pos[j] * H};
             row[n++] = j;
             budget -= m;
         }
         if (!n) continue;
         if ((rc = mx_forward(s->dctx, s->dins, n, s->dlogits, false))) break;
-        for (int q = 0; q < n; q++) {
+        for (int q = 0, off = 0; q < n; off += s->dins[q].n, q++) {
             int j = row[q];
             slot *sl = &s->slots[s->in_slot[j]];
             memcpy(sl->dtoks + sl->dkv->len - s->dins[q].n, s->dins[q].tokens, sizeof(int32_t) * (size_t)s->dins[q].n);
+            if (sh) memcpy(sl->dhid, s->dhbuf + (size_t)(off + s->dins[q].n - 1) * H, sizeof(float) * (size_t)H);
             if (!i) {
                 pos[j] += s->dins[q].n;
                 if ((need[j] -= s->dins[q].n) > 0) continue;
+                sl->dvalid = sl->dkv->len; /* a module: from here on its own hidden states */
             }
             sl->spec[i + 1] = mx_argmax(s->dlogits + (size_t)q * Vd, Vd);
         }
@@ -875,74 +888,6 @@ static void refeed_pass(mx_sched *s, int kd) {
         sl->kv->len = 0;
         if (sl->req) finish(s, sl, MX_FIN_ERROR);
     }
-}
-
-/* The next-n module's part of a step (spec.c's draft_mtp for every slot at
- * once): its position i reads token i + 1 with the target's hidden state at
- * i, so a row's module cache is cut back to the positions that agree with
- * the committed tokens and read the target's rows (below dvalid), then
- * brought up to the last committed position in passes of at most a step;
- * a later draft reads the one before with the module's own hidden state. A
- * slot whose needed rows are missing (below hid_from) gets no drafts.
- * Returns the decode rows' token total. */
-static int mtp_draft_pass(mx_sched *s, int kd) {
-    int Vd = s->dvocab, H = s->e->model.arch.hidden, kmax = 0, *need = s->dneed, *pos = s->dneed + s->parallel, *row = s->dneed + 2 * s->parallel;
-    for (int j = 0; j < kd; j++) {
-        slot *sl = &s->slots[s->in_slot[j]];
-        need[j] = 0;
-        if (s->ins[j].n < 2) continue;
-        int last = sl->kv->len, dl = 0, m = MX_MIN(MX_MIN(sl->dkv->len, sl->dvalid), last); /* positions 0..last: toks[last] is pending */
-        while (dl < m && sl->dtoks[dl] == sl->toks[dl + 1]) dl++;
-        dl = MX_MIN(dl, last - 1); /* the last position is read again: its logits give the first draft */
-        if (dl < sl->hid_from || last < 1) { s->ins[j].n = 1; continue; }
-        for (int t = dl + 1; t <= last && s->ins[j].n > 1; t++)
-            if (sl->toks[t] >= Vd) s->ins[j].n = 1;
-        if (s->ins[j].n < 2) continue;
-        sl->dkv->len = dl;
-        need[j] = last - dl;
-        pos[j] = dl;
-        kmax = MX_MAX(kmax, s->ins[j].n - 1);
-    }
-    int rc = 0;
-    for (int i = 0; !rc && i < kmax; i++) {
-        int n = 0, budget = mx_ctx_max_tokens(s->dctx);
-        for (int j = 0; j < kd && budget > 0; j++) {
-            slot *sl = &s->slots[s->in_slot[j]];
-            int m = i ? s->ins[j].n - 1 > i : MX_MIN(need[j], budget);
-            if (m <= 0) continue;
-            s->dins[n] = (mx_seq_in){.kv = sl->dkv, .n = m, .tokens = i ? sl->spec + i : sl->toks + pos[j] + 1,
-                                     .hidden = i ? sl->dhid : sl->hid + (size_t)pos[j] * H};
-            row[n++] = j;
-            budget -= m;
-        }
-        if (!n) continue;
-        mx_ctx_set_hidden_out(s->dctx, s->dhbuf);
-        if ((rc = mx_forward(s->dctx, s->dins, n, s->dlogits, false))) break;
-        for (int q = 0, off = 0; q < n; off += s->dins[q].n, q++) {
-            int j = row[q];
-            slot *sl = &s->slots[s->in_slot[j]];
-            memcpy(sl->dtoks + sl->dkv->len - s->dins[q].n, s->dins[q].tokens, sizeof(int32_t) * (size_t)s->dins[q].n);
-            memcpy(sl->dhid, s->dhbuf + (size_t)(off + s->dins[q].n - 1) * H, sizeof(float) * (size_t)H);
-            if (!i) {
-                pos[j] += s->dins[q].n;
-                if ((need[j] -= s->dins[q].n) > 0) continue;
-                sl->dvalid = sl->dkv->len; /* from here on its own hidden states */
-            }
-            sl->spec[i + 1] = mx_argmax(s->dlogits + (size_t)q * Vd, Vd);
-        }
-        bool more = false;
-        for (int j = 0; !i && j < kd; j++) more |= need[j] > 0;
-        if (more) i--; /* pass 0 again */
-    }
-    int n_tok = 0;
-    for (int j = 0; j < kd; j++) {
-        if (rc && s->ins[j].n > 1) { /* the drafts are off this step; the module's cache starts again */
-            s->ins[j].n = 1;
-            s->slots[s->in_slot[j]].dkv->len = 0;
-        }
-        n_tok += s->ins[j].n;
-    }
-    return n_tok;
 }
 
 static void *engine_loop(void *arg) {
@@ -1011,7 +956,7 @@ static void *engine_loop(void *arg) {
         }
         pthread_mutex_unlock(&s->mu);
         double t0 = mx_now();
-        if (drafts) n_dtok = s->mtp ? mtp_draft_pass(s, kd) : draft_model_pass(s, kd);
+        if (drafts) n_dtok = draft_model_pass(s, kd);
         for (int j = 0; !s->truncatable && j < kd; j++) /* recurrent state: kept from before the drafts */
             if (s->ins[j].n > 1) mx_kv_snapshot(&s->e->model, s->slots[s->in_slot[j]].kv, s->slots[s->in_slot[j]].spec_snap);
         /* Decode tokens and prompt chunks go in separate passes, each with a
