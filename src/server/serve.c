@@ -94,8 +94,10 @@ int mx_srv_load(server *sv, mx_task *task) {
         sv->tok = mx_embed_batcher_tokenizer(sv->emb);
         return MX_OK;
     }
-    if (mx_textmodel_open(o->model_dir, &sv->tm) ||
-        ((o->chat_template || o->chat_template_file) && mx_textmodel_set_template(&sv->tm, o->chat_template, o->chat_template_file)) ||
+    if (mx_textmodel_open(o->model_dir, &sv->tm)) return MX_ERR;
+    if (sv->tm.e.model.arch.mtp.on)
+        return mx_set_err("%s is a next-n module (split-mtp): it drafts for its target (--draft-model), it does not generate alone", o->model_dir);
+    if (((o->chat_template || o->chat_template_file) && mx_textmodel_set_template(&sv->tm, o->chat_template, o->chat_template_file)) ||
         !(sv->sched = mx_sched_new(&sv->tm.e, o->parallel, o->ctx_size, o->step_tokens, o->threads)) ||
         (o->lookup_ngram && mx_sched_set_spec(sv->sched, o->draft_max, o->lookup_ngram)))
         return MX_ERR;

@@ -66,6 +66,11 @@ refuse no_tokenizer "one of the two folders has none" generate -m "$T/t-gpt2" --
 refuse two_drafters "not both" generate -m $F/llama --prompt-ids $P -n 4 --lookup-ngram 2 --draft-model $F/llama
 refuse draft_max_range "draft-max" generate -m $F/llama --prompt-ids $P -n 4 --lookup-ngram 2 --draft-max 0
 refuse mtp_none "num_nextn_predict_layers is 0" split-mtp -m $F/llama -o "$T/none-mtp"
+[ -d "$T/glm4_moe-mtp" ] && refuse mtp_alone "takes each token with a hidden state of its target" generate -m "$T/glm4_moe-mtp" --prompt-ids $P -n 4
+if [ -d "$T/glm4_moe-mtp" ]; then
+  timeout 30 "$M" serve -m "$T/glm4_moe-mtp" --port $((${MX_PORT_BASE:-20000} + 48)) >"$T/out" 2>"$T/err"; rc=$?
+  [ $rc -ne 0 ] && [ $rc -ne 124 ] && tail -1 "$T/err" | grep -q "is a next-n module" && ok mtp_serve_alone || fail mtp_serve_alone "rc $rc: $(tail -1 "$T/err")"
+fi
 mkdir -p "$T/glm-nomodule" && python3 -c "import json,sys; c=json.load(open(sys.argv[1])); c['num_nextn_predict_layers']=1; json.dump(c,open(sys.argv[2],'w'))" \
   $F/glm4_moe/config.json "$T/glm-nomodule/config.json" && ln -s "$PWD/$F/glm4_moe/model.safetensors" "$T/glm-nomodule/"
 refuse mtp_not_stored "does not hold its next-n module" split-mtp -m "$T/glm-nomodule" -o "$T/nm-mtp"
