@@ -13,6 +13,7 @@
 #include "../runtime/generate.h"
 #include "../runtime/outparse.h"
 #include "../runtime/sampling_opts.h"
+#include "../runtime/spec.h"
 #include "../runtime/textmodel.h"
 #include "../runtime/vlprompt.h"
 #include <errno.h>
@@ -27,6 +28,7 @@ typedef struct {
     bool verbose;
     mx_sampling samp;
     cli_kv_opts kv;
+    cli_spec_opts spec;
     bool fast;
 } chat_opts;
 
@@ -36,6 +38,7 @@ static void chat_init(void *p) {
     o->ctx = 4096;
     o->threads = mx_default_threads();
     o->tp = o->pp = 1;
+    o->spec.draft_max = CLI_SPEC_DEFAULT_MAX;
     mx_sampling_defaults(&o->samp);
     o->samp.temperature = 0.7f;
     o->samp.top_p = 0.95f;
@@ -53,6 +56,7 @@ static const mx_opt chat_tab[] = {
     {NULL, "--grammar", "--grammar-file", OPT_STR, "FILE", 0, 0, offsetof(chat_opts, grammar),
      "every reply follows the GBNF grammar in FILE", NULL, 0},
     OPT_THREADS(chat_opts, threads),
+    OPT_SPEC(chat_opts, spec),
     OPT_KV(chat_opts, kv),
     OPT_FAST(chat_opts, fast),
     {NULL, "--tp", NULL, OPT_INT, "T", 1, 4096, offsetof(chat_opts, tp),
@@ -113,6 +117,10 @@ typedef struct {
     size_t *img_len;
     int n_img, n_pending;
     mx_vlprompt vp;
+    /* speculative decoding (--draft-model, --lookup-ngram): rounds of sp, the current one's tokens in sbuf */
+    mx_spec sp;
+    bool spec;
+    int32_t *sbuf;
 } chat;
 
 static void drop_images(chat *c, int n) {
@@ -207,12 +215,17 @@ static int reply(chat *c, mx_pool *pool) {
     bool stopped = false;
     mx_constraint con = {0};
     if (c->gram && mx_constraint_init(&con, c->gram, c->tm.e.model.arch.vocab)) rc = MX_ERR;
+    int np = 0, ip = 0; /* a speculative round's tokens, and how many were shown */
     for (; ng < limit && !rc; ng++) {
         if (g_interrupt) { stopped = true; break; }
-        int allowed = con.m ? mx_constraint_mask(&con, c->last) : 1;
-        if (allowed < 0) rc = MX_ERR;
-        if (allowed <= 0) break;
-        int32_t tok = mx_sampler_sample(c->smp, c->last, c->s.history, c->s.n_history);
+        int32_t tok;
+        if (ip < np) tok = c->sbuf[ip++];
+        else {
+            int allowed = con.m ? mx_constraint_mask(&con, c->last) : 1;
+            if (allowed < 0) rc = MX_ERR;
+            if (allowed <= 0) break;
+            tok = mx_sampler_sample(c->smp, c->last, c->s.history, c->s.n_history);
+        }
         if (con.m && mx_constraint_accept(&con, tok)) { rc = MX_ERR; break; }
         if (mx_textmodel_is_eos(&c->tm, tok)) break;
         piece.len = vis.len = 0;
@@ -222,7 +235,13 @@ static int reply(chat *c, mx_pool *pool) {
         fflush(stdout);
         mx_buf_append(&text, vis.data, vis.len);
         if (stop || (con.m && mx_constraint_done(&con))) { ng++; break; }
-        if (ng + 1 < limit && mx_session_feed(&c->s, &tok, 1, NULL, c->last)) { rc = MX_ERR; break; }
+        if (ng + 1 >= limit) continue;
+        if (!c->spec) {
+            if (mx_session_feed(&c->s, &tok, 1, NULL, c->last)) { rc = MX_ERR; break; }
+        } else if (ip == np) { /* the round is out: its last token goes to the next */
+            if ((np = mx_spec_step(&c->sp, tok, limit - ng - 1, c->sbuf)) < 0) { rc = MX_ERR; break; }
+            ip = 0;
+        }
     }
     mx_constraint_free(&con);
     if (!op.stopped && !rc) {
@@ -386,7 +405,8 @@ static int chat_session(chat_opts *o) {
     rc = 1;
     mx_pool *pool = NULL;
     char *line = NULL;
-    bool sess = false;
+    bool sess = false, dtm_open = false;
+    mx_textmodel dtm;
     if (!c.tm.tok) { fprintf(stderr, "mlxcel chat: %s has no tokenizer (tokenizer.json or tokenizer.model)\n", o->model); goto out; }
     if ((o->tmpl_name || o->tmpl_file) && mx_textmodel_set_template(&c.tm, o->tmpl_name, o->tmpl_file)) {
         fprintf(stderr, "mlxcel chat: %s\n", mx_errmsg());
@@ -410,6 +430,19 @@ static int chat_session(chat_opts *o) {
         goto out;
     }
     sess = true;
+    mx_spec_cfg sc;
+    if (c.gram && (o->spec.draft_model || o->spec.lookup_ngram)) {
+        fprintf(stderr, "mlxcel chat: --json-schema / --grammar with a drafter (--draft-model, --lookup-ngram) is not supported\n");
+        rc = 2;
+        goto out;
+    }
+    if (cli_spec_open("chat", &o->spec, &c.tm, &dtm, &sc)) goto out;
+    dtm_open = o->spec.draft_model != NULL;
+    if (sc.kind && (!(c.sbuf = malloc(sizeof(int32_t) * (size_t)(sc.draft_max + 1))) || mx_spec_init(&c.sp, &c.s, c.smp, &o->samp, &sc))) {
+        fprintf(stderr, "mlxcel chat: %s\n", mx_errmsg());
+        goto out;
+    }
+    c.spec = sc.kind != 0;
     if (o->verbose) {
         char kvd[160];
         cli_kv_describe(c.s.kv, kvd, sizeof kvd);
@@ -449,6 +482,13 @@ static int chat_session(chat_opts *o) {
     sigaction(SIGINT, &old, NULL);
 out:
     free(line);
+    if (c.spec) {
+        if (o->verbose)
+            fprintf(stderr, "speculative: %ld verification passes, %ld of %ld drafted tokens accepted\n", c.sp.rounds, c.sp.accepted, c.sp.drafted);
+        mx_spec_free(&c.sp);
+    }
+    free(c.sbuf);
+    if (dtm_open) mx_textmodel_close(&dtm);
     if (sess) mx_session_free(&c.s);
     json_decref(c.msgs);
     drop_images(&c, c.n_img);

@@ -26,7 +26,7 @@ static int split_run(void *p) {
     int rc = mx_split_mtp(dir, o->dst, o->layer);
     free(dir);
     if (rc) { fprintf(stderr, "mlxcel split-mtp: %s\n", mx_errmsg()); return 1; }
-    fprintf(stderr, "mlxcel split-mtp: wrote %s (use it as --draft-model with generate, bench or serve)\n", o->dst);
+    fprintf(stderr, "mlxcel split-mtp: wrote %s (use it as --draft-model with generate, chat, bench or serve)\n", o->dst);
     return 0;
 }
 
@@ -35,7 +35,7 @@ const mx_cmd mx_cmd_split_mtp = {
     .summary = "write a checkpoint's multi-token-prediction module as a draft model folder",
     .usage = "-m SRC -o OUT [--layer I]",
     .details = "For DeepSeek V3 / R1, GLM-4.5 and GLM-4.7-Flash checkpoints (model.layers.<N>.eh_proj and the rest) and Qwen3-Next / Qwen3.5 "
-               "ones (mtp.fc and the rest) that keep their next-n module (mlx-lm's conversions drop it). generate, bench and serve then speculate with it: --draft-model OUT. The tensors are copied as "
+               "ones (mtp.fc and the rest) that keep their next-n module (mlx-lm's conversions drop it). generate, chat, bench and serve then speculate with it: --draft-model OUT. The tensors are copied as "
                "they are (quantized ones too).",
     .opts = split_tab,
     .size = sizeof(split_opts),

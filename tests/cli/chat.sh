@@ -60,6 +60,22 @@ printf 'first question here\nsecond question here\nthird question here\nfourth\n
 rc=$?
 if [ $rc -eq 0 ] && grep -q "dropped the oldest turn" "$tmp/err" && [ "$(wc -l <"$tmp/out")" -eq 4 ]; then ok context_full_drops_oldest
 else fail context_full_drops_oldest "rc $rc, $(wc -l <"$tmp/out") replies: $(tail -c 300 "$tmp/err")"; fi
+# piped, speculating (prompt lookup; the model as its own draft; a recurrent target): the replies of the chat
+# without drafts, the statistics line under -v
+printf 'first question here\nsecond one\n/exit\n' | "$M" chat -m "$D" -n 24 --temp 0 -t 1 >"$tmp/plain" 2>/dev/null
+for a in "--lookup-ngram 2" "--draft-model $D"; do
+  printf 'first question here\nsecond one\n/exit\n' | "$M" chat -m "$D" -n 24 --temp 0 -t 1 -v $a >"$tmp/out" 2>"$tmp/err"
+  n=${a%% *}; n=${n#--}
+  cmp -s "$tmp/plain" "$tmp/out" && [ -s "$tmp/out" ] && grep -q "speculative: .* drafted tokens accepted" "$tmp/err" && ok "speculative/$n" ||
+    fail "speculative/$n" "$(head -c 200 "$tmp/out") / $(tail -1 "$tmp/err")"
+done
+R="$tmp/rec"; mkdir -p "$R"; cp tests/server/tinymodel/*.json "$R/"; cp tests/fixtures/qwen3_next/config.json tests/fixtures/qwen3_next/model.safetensors "$R/"
+printf 'first question here\nsecond one\n/exit\n' | "$M" chat -m "$R" -n 24 --temp 0 -t 1 >"$tmp/plain" 2>/dev/null
+printf 'first question here\nsecond one\n/exit\n' | "$M" chat -m "$R" -n 24 --temp 0 -t 1 --lookup-ngram 2 >"$tmp/out" 2>"$tmp/err"
+cmp -s "$tmp/plain" "$tmp/out" && [ -s "$tmp/out" ] && ok speculative/recurrent || fail speculative/recurrent "$(tail -1 "$tmp/err")"
+echo '{"type":"object"}' >"$tmp/s.json"
+printf 'hi\n/exit\n' | "$M" chat -m "$D" -n 4 -t 1 --json-schema "$tmp/s.json" --lookup-ngram 2 >/dev/null 2>"$tmp/err"; rc=$?
+[ $rc = 2 ] && grep -q "with a drafter" "$tmp/err" && ok speculative/grammar_refused || fail speculative/grammar_refused "rc $rc: $(cat "$tmp/err")"
 long=$(python3 -c 'print("word " * 200)')
 printf '%s\nshort\n/exit\n' "$long" | "$M" chat -m "$D" -n 8 -c 64 --temp 0 -t 1 >"$tmp/out" 2>"$tmp/err"
 rc=$?
