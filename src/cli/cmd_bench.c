@@ -488,7 +488,7 @@ out:
     mx_session_free(&s);
     mx_pool_free(pool);
 out_model:
-    if (sc.kind == MX_DRAFT_MODEL) mx_textmodel_close(&dtm);
+    if (sc.draft) mx_textmodel_close(&dtm); /* a draft model or a next-n module */
     if (bo->spec.draft_model) mx_textmodel_close(&tm);
     else mx_engine_close(ep);
     return rc == 2 ? 2 : rc ? 1 : 0; /* 2: a usage refusal */

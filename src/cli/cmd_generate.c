@@ -298,7 +298,7 @@ static int generate(const gen_opts *go, const char *dir) {
     if (o.prompt && encode_prompt(&tm, &o, o.images.n ? &vp : NULL, &ids, &T)) {
         fprintf(stderr, "mlxcel generate: %s\n", mx_errmsg());
         mx_vlprompt_free(&vp);
-        if (sc.kind == MX_DRAFT_MODEL) mx_textmodel_close(&dtm);
+        if (sc.draft) mx_textmodel_close(&dtm); /* a draft model or a next-n module */
         mx_textmodel_close(&tm);
         return 1;
     }
@@ -306,7 +306,7 @@ static int generate(const gen_opts *go, const char *dir) {
         fprintf(stderr, "mlxcel generate: the prompt is empty\n");
         free(ids);
         mx_vlprompt_free(&vp);
-        if (sc.kind == MX_DRAFT_MODEL) mx_textmodel_close(&dtm);
+        if (sc.draft) mx_textmodel_close(&dtm); /* a draft model or a next-n module */
         mx_textmodel_close(&tm);
         return 2;
     }
@@ -325,7 +325,7 @@ static int generate(const gen_opts *go, const char *dir) {
         mx_gvocab_free(gv);
         free(ids);
         mx_vlprompt_free(&vp);
-        if (sc.kind == MX_DRAFT_MODEL) mx_textmodel_close(&dtm);
+        if (sc.draft) mx_textmodel_close(&dtm); /* a draft model or a next-n module */
         mx_textmodel_close(&tm);
         return rc;
     }
@@ -463,7 +463,7 @@ out:
     mx_session_free(&s);
 out_engine:
     free(sbuf);
-    if (sc.kind == MX_DRAFT_MODEL) mx_textmodel_close(&dtm);
+    if (sc.draft) mx_textmodel_close(&dtm); /* a draft model or a next-n module */
     mx_detok_free(dt);
     mx_out_free(&op);
     mx_buf_free(&all); mx_buf_free(&piece); mx_buf_free(&vis); mx_buf_free(&unused);
