@@ -47,27 +47,14 @@ int mx_session_keep_hidden(mx_session *s) {
     return MX_OK;
 }
 
-int mx_session_feed_hidden(mx_session *s, const int32_t *tok, const float *hid, int n, float *last) {
-    int V = s->e->model.arch.vocab, H = s->e->model.arch.hidden;
-    if (s->n_history + n > s->cap) return mx_set_err("context size %d exceeded (%d tokens in cache, %d more)", s->cap, s->n_history, n);
-    for (int i = 0; i < n; i += s->chunk) {
-        int m = MX_MIN(s->chunk, n - i);
-        mx_seq_in in = {.kv = s->kv, .tokens = tok + i, .n = m, .hidden = hid + (size_t)i * H};
-        hidden_at(s, s->n_history);
-        if (mx_forward(s->ctx, &in, 1, s->logits, false)) return MX_ERR;
-        memcpy(s->history + s->n_history, tok + i, (size_t)m * sizeof(int32_t));
-        s->n_history += m;
-    }
-    if (last && n > 0) memcpy(last, s->logits, (size_t)V * sizeof(float));
-    return MX_OK;
-}
-
-int mx_session_feed(mx_session *s, const int32_t *tok, int n, float *all_logits, float *last) {
+/* tokens in chunks, each token with its row of hid (a next-n draft's target rows; NULL: none) */
+static int feed(mx_session *s, const int32_t *tok, const float *hid, int n, float *all_logits, float *last) {
     int V = s->e->model.arch.vocab;
     if (s->n_history + n > s->cap) return mx_set_err("context size %d exceeded (%d tokens in cache, %d more)", s->cap, s->n_history, n);
     for (int i = 0; i < n; i += s->chunk) {
         int m = MX_MIN(s->chunk, n - i);
-        mx_seq_in in = {.kv = s->kv, .tokens = tok + i, .n = m, .seg_end = s->n_history - i + n, .rope_shift = s->rope_shift};
+        mx_seq_in in = {.kv = s->kv, .tokens = tok + i, .n = m, .seg_end = s->n_history - i + n, .rope_shift = s->rope_shift,
+                        .hidden = hid ? hid + (size_t)i * s->e->model.arch.hidden : NULL};
         float *out = all_logits ? all_logits + (size_t)i * V : s->logits;
         hidden_at(s, s->n_history);
         if (mx_forward(s->ctx, &in, 1, out, all_logits != NULL)) return MX_ERR;
@@ -78,6 +65,10 @@ int mx_session_feed(mx_session *s, const int32_t *tok, int n, float *all_logits,
     if (all_logits && last && n > 0) memcpy(last, all_logits + (size_t)(n - 1) * V, (size_t)V * sizeof(float));
     return MX_OK;
 }
+
+int mx_session_feed(mx_session *s, const int32_t *tok, int n, float *all_logits, float *last) { return feed(s, tok, NULL, n, all_logits, last); }
+
+int mx_session_feed_hidden(mx_session *s, const int32_t *tok, const float *hid, int n, float *last) { return feed(s, tok, hid, n, NULL, last); }
 
 int mx_session_feed_images(mx_session *s, const int32_t *tok, int n, const mx_vision_layout *lay, const float *rows,
                            bool rows_scaled, float *all_logits, float *last) {
