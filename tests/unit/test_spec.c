@@ -16,7 +16,6 @@
 #include "base/base.h"
 #include "runtime/spec.h"
 #include "convert/convert.h"
-#include <sys/stat.h>
 
 #define FX "tests/fixtures/"
 enum { T = 11, N = 36, K = 4 };
@@ -218,64 +217,12 @@ static void check_distribution(void) {
  * target's head on a positive multiple of the target's hidden state, so the first
  * draft is the target's greedy choice at the position before: the pending token.
  * A module reading the token or the hidden state one position off drafts the
- * token before. "random": a random eh_proj (output unchanged, drafts anything). */
+ * token before. "random": a random eh_proj (output unchanged, drafts anything). The checkpoints
+ * come from tests/lib/add_mtp.py (shared with spec.sh). */
 static int mtp_checkpoint(const char *fx, const char *src, const char *mode, bool qwen) {
-    mx_ckpt ck;
-    if (mx_ckpt_open(fx, true, &ck)) return -1;
-    int L = 0, H = 0, V = 0, rc = -1, n = 0;
-    mx_cfg_i32(&ck.cfg, "num_hidden_layers", 0, 1, 64, &L);
-    mx_cfg_i32(&ck.cfg, "hidden_size", 0, 1, 4096, &H);
-    mx_cfg_i32(&ck.cfg, "vocab_size", 0, 1, 1 << 20, &V);
-    int total = 8;
-    for (int f = 0; f < ck.n_files; f++) total += 2 * ck.files[f].n_tensors;
-    mx_st_out *o = calloc((size_t)total, sizeof *o);
-    char **names = calloc((size_t)total, sizeof *names);
-    void **bufs = calloc((size_t)total, sizeof *bufs);
-    float *ones = malloc(sizeof(float) * H), *eh = calloc((size_t)H * 2 * H, sizeof(float)), *pm = malloc(sizeof(float) * (size_t)V * H);
-    char last[32], pre[32];
-    snprintf(last, sizeof last, "model.layers.%d.", L - 1);
-    snprintf(pre, sizeof pre, qwen ? "mtp.layers.0." : "model.layers.%d.", L); /* Qwen3-Next's layout: mtp.* */
-    for (int i = 0; i < H; i++) ones[i] = 1;
-    unsigned seed = 7;
-    for (int i = 0; i < H; i++)
-        for (int j = 0; j < 2 * H; j++)
-            eh[(size_t)i * 2 * H + j] = !strcmp(mode, "token") ? (j == i) : !strcmp(mode, "hidden") ? (j == H + i) : 0.2f * t_randf(&seed);
-    for (size_t i = 0; i < (size_t)V * H; i++) pm[i] = (t_rng(&seed) >> 7) & 1 ? 1.0f : -1.0f;
-    for (int f = 0; f < ck.n_files; f++)
-        for (int i = 0; i < ck.files[f].n_tensors; i++) {
-            const mx_tensor *t = &ck.files[f].tensors[i];
-            o[n] = (mx_st_out){.name = t->name, .dtype = t->dtype, .ndim = t->ndim, .data = t->data, .nbytes = t->nbytes};
-            memcpy(o[n].shape, t->shape, sizeof o[n].shape);
-            n++;
-            if (strncmp(t->name, last, strlen(last))) continue;
-            o[n] = o[n - 1]; /* the module's layer: a copy of the last one */
-            o[n].name = names[n] = mx_asprintf("%s%s", pre, t->name + strlen(last));
-            if (strstr(t->name, "o_proj.weight") || strstr(t->name, "down_proj.weight")) o[n].data = bufs[n] = calloc(1, t->nbytes);
-            n++;
-        }
-    const char *ds[][2] = {{"enorm.weight", "1"}, {"hnorm.weight", "1"}, {"shared_head.norm.weight", "1"}, {"eh_proj.weight", "e"},
-                           {"embed_tokens.weight", "p"}, {"shared_head.head.weight", "p"}};
-    const char *qw[][2] = {{"pre_fc_norm_embedding.weight", "1"}, {"pre_fc_norm_hidden.weight", "1"}, {"norm.weight", "1"}, {"fc.weight", "e"}};
-    for (size_t k = 0; k < (qwen ? 4 : 6); k++) {
-        const char *const *extra = qwen ? qw[k] : ds[k];
-        if (extra[1][0] == 'p' && strcmp(mode, "token")) continue; /* the target's table and head */
-        o[n] = (mx_st_out){.name = names[n] = qwen ? mx_asprintf("mtp.%s", extra[0]) : mx_asprintf("%s%s", pre, extra[0]), .dtype = MX_DT_F32};
-        if (extra[1][0] == '1') { o[n].ndim = 1; o[n].shape[0] = H; o[n].data = ones; o[n].nbytes = sizeof(float) * H; }
-        if (extra[1][0] == 'e') { o[n].ndim = 2; o[n].shape[0] = H; o[n].shape[1] = 2 * H; o[n].data = eh; o[n].nbytes = sizeof(float) * H * 2 * H; }
-        if (extra[1][0] == 'p') { o[n].ndim = 2; o[n].shape[0] = V; o[n].shape[1] = H; o[n].data = pm; o[n].nbytes = sizeof(float) * V * H; }
-        n++;
-    }
-    json_t *cfg = json_deep_copy(ck.config);
-    if (!qwen) json_object_set_new(cfg, "num_nextn_predict_layers", json_integer(1)); /* Qwen3-Next's configs do not say */
-    char *wp = mx_path_join(src, "model.safetensors"), *cp = mx_path_join(src, "config.json");
-    if (mkdir(src, 0755) == 0 && !mx_st_write(wp, o, n, NULL) && !json_dump_file(cfg, cp, 0)) rc = 0;
-    json_decref(cfg);
-    free(wp);
-    free(cp);
-    for (int i = 0; i < total; i++) { free(names[i]); free(bufs[i]); }
-    free(o); free(names); free(bufs); free(ones); free(eh); free(pm);
-    mx_ckpt_close(&ck);
-    return rc;
+    char cmd[1024]; /* tests/lib/add_mtp.py writes the fixture with a module (spec.sh's too) */
+    snprintf(cmd, sizeof cmd, "python3 tests/lib/add_mtp.py %s %s %s %s", fx, src, qwen ? "qwen" : "deepseek", strcmp(mode, "random") ? mode : "");
+    return system(cmd) ? -1 : 0;
 }
 
 static void check_mtp(const char *fam, bool qwen) {
