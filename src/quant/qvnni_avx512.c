@@ -583,7 +583,8 @@ static inline __attribute__((always_inline)) void gemm_micro(int nt, const mxq_c
                 VG_UNROLL
                 for (int t = 0; t < nt; t++) {
                     const int8_t *q = xq + (size_t)t * ldq + k;
-                    i1[t] = dpb4(i1[t], cu[j], q);
+                    if (ONE && (u + j) % 2) i2[t] = dpb4(i2[t], cu[j], q); /* ONE: two chains a token (latency) */
+                    else i1[t] = dpb4(i1[t], cu[j], q);
                     if (!ONE) i2[t] = dpb4(i2[t], cu[j], q + q2o);
                 }
             }
@@ -593,13 +594,92 @@ static inline __attribute__((always_inline)) void gemm_micro(int nt, const mxq_c
         VG_UNROLL
         for (int t = 0; t < nt; t++) {
             size_t o = (size_t)(t0 + t) * (size_t)ng + (size_t)g;
-            VQ_GROUP_STEP(f[t], ONE ? i1[t] : vq_b(i1[t], i2[t]), s, bb, c->xd[o], c->xs[o], e2m1);
+            VQ_GROUP_STEP(f[t], ONE ? _mm512_add_epi32(i1[t], i2[t]) : vq_b(i1[t], i2[t]), s, bb, c->xd[o], c->xs[o], e2m1);
         }
     }
     int r = blk * 16, nr = MX_MIN(16, w->rows - r);
     VG_UNROLL
     for (int t = 0; t < nt; t++) _mm512_mask_storeu_ps(c->y + (size_t)(t0 + t) * c->ldy + r, (__mmask16)((1u << nr) - 1), f[t]);
 }
+
+/* The fast mode's 8-bit codes (c->one) on 4-bit, 8-bit and E2M1 weights:
+ * two blocks (32 rows) a pass, so each broadcast activation word feeds two
+ * vpdpbusd (one block a pass: 12 chains of sums per 6 tokens, the kernel
+ * ~11 % slower in cache, pp512 --fast 1.1x slower on the 1B shape); each
+ * token's sums and float steps are gemm_micro's, in its order. A pass always
+ * runs V2_NT tokens, the missing ones as copies of the last (results
+ * dropped), as wg_micro does: one kernel per code form and group size. */
+#define V2_NT 6
+static inline __attribute__((always_inline)) void gemm_micro2(int nt, const mxq_ctx *c, const ril *p, int blk, int t0, const int bits,
+                                                                const bool e2m1, const int GC) {
+    const mx_weight *w = c->w;
+    const int per = bits == 4 ? 2 : 1; /* 4-column units per line */
+    const int G = GC ? GC : w->group, ng = w->cols / G;
+    const size_t ldq = MXQ_LDQ(w->cols);
+    const uint8_t *cb0 = p->base + (size_t)blk * p->blk, *cb1 = cb0 + p->blk;
+    const int8_t *xt[V2_NT];
+    size_t o[V2_NT];
+    __m512 f0[V2_NT], f1[V2_NT];
+    VG_UNROLL
+    for (int t = 0; t < V2_NT; t++) {
+        int tt = t0 + MX_MIN(t, nt - 1);
+        xt[t] = c->xq + (size_t)tt * ldq;
+        o[t] = (size_t)tt * (size_t)ng;
+        f0[t] = f1[t] = _mm512_setzero_ps();
+    }
+    for (int g = 0; g < ng; g++) {
+        __m512i i0[V2_NT], i1[V2_NT];
+        VG_UNROLL
+        for (int t = 0; t < V2_NT; t++) i0[t] = i1[t] = _mm512_setzero_si512();
+        const size_t go = g_code(p, g);
+        _Pragma("GCC unroll 16")
+        for (int u = 0; u < G / 4; u += per) {
+            __m512i ca[2], cc[2];
+            if (bits == 4) {
+                codes(cb0 + go + (size_t)(u / 2) * 64, true, e2m1, &ca[0], &ca[1]);
+                codes(cb1 + go + (size_t)(u / 2) * 64, true, e2m1, &cc[0], &cc[1]);
+            } else {
+                ca[0] = _mm512_load_si512((const void *)(cb0 + go + (size_t)u * 64));
+                cc[0] = _mm512_load_si512((const void *)(cb1 + go + (size_t)u * 64));
+            }
+            VQ_NB_UNROLL
+            for (int j = 0; j < per; j++) {
+                const int k = g * G + 4 * (u + j);
+                VG_UNROLL
+                for (int t = 0; t < V2_NT; t++) {
+                    __m512i b = _mm512_set1_epi32(*(const int32_t *)(const void *)(xt[t] + k));
+                    i0[t] = _mm512_dpbusd_epi32(i0[t], ca[j], b);
+                    i1[t] = _mm512_dpbusd_epi32(i1[t], cc[j], b);
+                }
+            }
+        }
+        __m512 s0, b0, s1, b1;
+        sb16(w, p, cb0, g, &s0, &b0);
+        sb16(w, p, cb1, g, &s1, &b1);
+        VG_UNROLL
+        for (int t = 0; t < V2_NT; t++) {
+            VQ_GROUP_STEP(f0[t], i0[t], s0, b0, c->xd[o[t] + g], c->xs[o[t] + g], e2m1);
+            VQ_GROUP_STEP(f1[t], i1[t], s1, b1, c->xd[o[t] + g], c->xs[o[t] + g], e2m1);
+        }
+    }
+    const int r = blk * 16;
+    const __mmask16 m1 = (__mmask16)((1u << MX_MIN(16, w->rows - r - 16)) - 1); /* the first block is whole */
+    VG_UNROLL
+    for (int t = 0; t < V2_NT; t++)
+        if (t < nt) {
+            _mm512_storeu_ps(c->y + (size_t)(t0 + t) * c->ldy + r, f0[t]);
+            _mm512_mask_storeu_ps(c->y + (size_t)(t0 + t) * c->ldy + r + 16, m1, f1[t]);
+        }
+}
+#define V2_MICRO(BITS, E2M1) (w->group == 64 ? gemm_micro2(nt, c, p, blk, t, BITS, E2M1, 64) : gemm_micro2(nt, c, p, blk, t, BITS, E2M1, 0))
+/* blocks blk and blk + 1 (both present), nt (1..V2_NT) tokens from t */
+static void gemm_tokens2(const mxq_ctx *c, const ril *p, int blk, int t, int nt) {
+    const mx_weight *w = c->w;
+    if (is_e2m1(w)) V2_MICRO(4, true);
+    else if (w->bits == 4) V2_MICRO(4, false);
+    else V2_MICRO(8, false);
+}
+static bool two_ok(const mxq_ctx *c) { return c->one && !mxq_is_e4m3(c->w) && (is_e2m1(c->w) || c->w->bits == 4 || c->w->bits == 8); }
 
 /* nt tokens (1..VG_NT): the kernel for the weight's code width */
 #define VG_MICRO(BITS, E2M1, NT) gemm_micro(NT, c, p, blk, t, BITS, E2M1, false)
@@ -787,9 +867,17 @@ static void vnni_mm(const mxq_ctx *c, const ril *p, int r0, int r1) {
     }
     const mx_weight *w = c->w;
     if (!c->xk) { /* tokens in chunks whose codes stay in L2, the task's blocks re-read for each */
+        bool two = two_ok(c);
         for (int t0 = 0; t0 < c->n; t0 += 96)
-            for (int b = b0; b < b1; b++)
-                for (int t = t0; t < MX_MIN(c->n, t0 + 96); t += VG_NT) gemm_tokens(c, p, b, t, MX_MIN(VG_NT, MX_MIN(c->n, t0 + 96) - t));
+            for (int b = b0; b < b1; b++) {
+                int te = MX_MIN(c->n, t0 + 96);
+                if (two && b + 1 < b1) {
+                    for (int t = t0; t < te; t += V2_NT) gemm_tokens2(c, p, b, t, MX_MIN(V2_NT, te - t));
+                    b++;
+                    continue;
+                }
+                for (int t = t0; t < te; t += VG_NT) gemm_tokens(c, p, b, t, MX_MIN(VG_NT, te - t));
+            }
         return;
     }
     /* per chunk of tokens and of columns, each block expanded once for all

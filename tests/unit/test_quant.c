@@ -131,8 +131,12 @@ static int check_rows(const mx_weight *w, char *why, size_t whylen) {
     return bad;
 }
 
-/* Kernel vs dequantize-then-multiply, for several n, with and without a pool. */
-static int check_mm(const mx_weight *w, mx_pool *pool, char *why, size_t whylen) {
+/* Kernel vs dequantize-then-multiply, for several n, with and without a pool.
+ * act8: the fast mode's 8-bit codes (each x off by max|x| of its group /
+ * (2 * 127)). On the int8 path each token's row must also be, bit for bit,
+ * what the token gives alone (the batched kernels take 16 or 32 rows a pass,
+ * Winograd's from MXQ_WG_MIN tokens). */
+static int check_mm(const mx_weight *w, mx_pool *pool, bool act8, char *why, size_t whylen) {
     static const int ns[] = {1, 2, 5, 7, 13, 29}; /* 29: Winograd's pairing (MXQ_WG_MIN), 3 passes of 8 and one of 5 */
     unsigned seed = 99;
     for (size_t in = 0; in < MX_ARRAY_LEN(ns); in++) {
@@ -143,8 +147,10 @@ static int check_mm(const mx_weight *w, mx_pool *pool, char *why, size_t whylen)
         for (int i = 0; i < n * ldy; i++) y[i] = yr[i] = 12345.0f;
         unsigned long c0 = mx_qmatmul_int8_calls();
         mx_kpolicy kp = mx_kpolicy_on(pool);
+        kp.act8 = act8;
         mx_matmul(w, x, n, ldx, y, ldy, &kp);
         bool int8 = mx_qmatmul_int8_calls() != c0;
+        const double lim = act8 ? 127.0 : 2047.0;
         mx_matmul_ref(w, x, n, ldx, yr, ldy);
         int bad = 0;
         for (int r = 0; r < w->rows && !bad; r++) {
@@ -160,7 +166,7 @@ static int check_mm(const mx_weight *w, mx_pool *pool, char *why, size_t whylen)
                         am = fmax(am, fabs((double)x[(size_t)t * ldx + c]));
                         sw += fabs((double)row[c]);
                     }
-                    coded += sw * am / (2.0 * 2047.0);
+                    coded += sw * am / (2.0 * lim);
                 }
                 float a = y[(size_t)t * ldy + r], b = yr[(size_t)t * ldy + r];
                 if (!(fabs((double)a - b) <= 2e-6 * mag + coded + 1e-30)) {
@@ -170,6 +176,18 @@ static int check_mm(const mx_weight *w, mx_pool *pool, char *why, size_t whylen)
                 }
             }
         }
+        if (int8 && n > 1)
+            for (int t = 0; t < n && !bad; t++) {
+                float *y1 = malloc(sizeof(float) * (size_t)w->rows);
+                mx_matmul(w, x + (size_t)t * ldx, 1, ldx, y1, w->rows, &kp);
+                int rd = 0;
+                while (rd < w->rows && !memcmp(y1 + rd, y + (size_t)t * ldy + rd, sizeof(float))) rd++;
+                if (rd < w->rows) {
+                    snprintf(why, whylen, "%sn=%d t=%d: batched row %d differs from the token alone (%.9g vs %.9g)", act8 ? "act8 " : "", n, t, rd, y[(size_t)t * ldy + rd], y1[rd]);
+                    bad = 1;
+                }
+                free(y1);
+            }
         for (int t = 0; t < n && !bad; t++) /* padding past rows untouched */
             for (int r = w->rows; r < ldy; r++)
                 if (y[(size_t)t * ldy + r] != 12345.0f) { snprintf(why, whylen, "wrote past rows (t=%d r=%d)", t, r); bad = 1; break; }
@@ -285,8 +303,9 @@ static void kernel_tests(mx_pool *pool) {
             int bad = li == 0 || mx_cpu()->level == MX_CPU_PORTABLE ? check_rows(&t.w, why, sizeof why) : 0;
             mx_kpolicy kp = mx_kpolicy_on(pool); /* as a model's weights at load */
             if (!bad) bad = mx_weight_prepare(&t.w, &kp);
-            if (!bad) bad = check_mm(&t.w, NULL, why, sizeof why);
-            if (!bad) bad = check_mm(&t.w, pool, why, sizeof why);
+            if (!bad) bad = check_mm(&t.w, NULL, false, why, sizeof why);
+            if (!bad) bad = check_mm(&t.w, pool, false, why, sizeof why);
+            if (!bad) bad = check_mm(&t.w, pool, true, why, sizeof why);
             /* rows read back from the int8 kernels' repacked copy are the same values */
             if (!bad && t.w.prep) bad = check_rows(&t.w, why, sizeof why);
             CHECK(name, !bad, "%s", why);
@@ -400,7 +419,7 @@ static int try_load(const char *config, const tdesc *ts, int n, int rows, int co
     int rc = mx_load_weight(&ck, "m", rows, cols, 0, &kp, w);
     if (!rc) { /* check the kernel on it while the mapping is alive */
         char why[256];
-        if (check_mm(w, NULL, why, sizeof why)) rc = mx_set_err("kernel mismatch: %s", why);
+        if (check_mm(w, NULL, false, why, sizeof why)) rc = mx_set_err("kernel mismatch: %s", why);
     }
     mx_weight_free(w);
     mx_ckpt_close(&ck);
@@ -514,13 +533,13 @@ static void fixture_tests(mx_pool *pool) {
                 if (mx_load_weight(&ck, name, mods[m].rows, mods[m].cols, 0, &kp, &w)) { snprintf(why, sizeof why, "%s", mx_errmsg()); bad = 1; break; }
                 if (w.fmt != MX_W_F32 && w.fmt != MX_W_F16 && w.fmt != MX_W_BF16) {
                     nq++;
-                    if (check_rows(&w, why, sizeof why) || check_mm(&w, pool, why, sizeof why)) bad = 1;
+                    if (check_rows(&w, why, sizeof why) || check_mm(&w, pool, false, why, sizeof why)) bad = 1;
                 }
                 mx_weight_free(&w);
             }
         mx_weight w;
         if (!bad && mx_load_weight(&ck, "model.embed_tokens", V, H, 0, &kp, &w) == MX_OK) {
-            if (w.fmt >= MX_W_AFFINE && (check_rows(&w, why, sizeof why) || check_mm(&w, pool, why, sizeof why))) bad = 1;
+            if (w.fmt >= MX_W_AFFINE && (check_rows(&w, why, sizeof why) || check_mm(&w, pool, false, why, sizeof why))) bad = 1;
             mx_weight_free(&w);
         } else if (!bad) { snprintf(why, sizeof why, "%s", mx_errmsg()); bad = 1; }
         char name[300];
