@@ -402,7 +402,7 @@ static void dec_range(const mxq_ctx *c, const ril *p, int a0, int a1, int c0, in
 #define WG_TC 96
 #define WG_GS(G) (192 + 32 * (size_t)(G)) /* bytes per expanded group: -kr, s, b, then (Cu, Cv) per 4 columns */
 #define WG_BUF (WG_COLS / 16 * WG_GS(16)) /* the largest chunk: G = 16, the int8 path's smallest group */
-static _Thread_local uint8_t wg_buf[WG_BUF] __attribute__((aligned(64)));
+static _Thread_local uint8_t wg_buf[2][WG_BUF] __attribute__((aligned(64)));
 
 /* acc + the dword pairs of u and v (vpdpwssd), u + the 4 bytes at p
  * broadcast (vpaddd {1to16}) and u - them: as dpb4, so the broadcasts fold
@@ -535,6 +535,93 @@ static inline __attribute__((always_inline)) void wg_micro(int nt, const mxq_ctx
     WG_UNROLL
     for (int t = 0; t < WG_NT; t++)
         if (t < nt) _mm512_mask_storeu_ps(c->y + (size_t)(t0 + t) * c->ldy + r, m, f[t]);
+}
+
+/* Two blocks (E0: blk, E1: blk + 1) a pass: each token's activation words
+ * are broadcast once into registers for both blocks' additions. The one-block
+ * kernel's broadcast additions (vpaddd {1to16}) are bound by the core's two
+ * broadcast loads a cycle (a unit a cycle); register additions issue four a
+ * cycle. 8 tokens (4 and 6: 3-6 % slower in cache); their 16 float sums
+ * live on the stack between groups (a load and a store per group, against
+ * 16 units of integer sums). Each token's steps are wg_micro's, in order. */
+#define WG2_NT 8
+#define WG2_UNROLL _Pragma("GCC unroll 8")
+static inline __attribute__((always_inline)) void wg_micro2(int nt, const mxq_ctx *c, const uint8_t *E0, const uint8_t *E1, int g0, int gn,
+                                                              int blk, int t0, const bool e2m1, const int GC) {
+    const mx_weight *w = c->w;
+    const int G = GC ? GC : w->group, ng = w->cols / G;
+    const size_t ldq = MXQ_LDQ(w->cols);
+    const int r = blk * 16;
+    const __mmask16 m1 = (__mmask16)((1u << MX_MIN(16, w->rows - r - 16)) - 1); /* the first block is whole */
+    const uint8_t *xt[WG2_NT];
+    size_t o[WG2_NT];
+    float *yt[WG2_NT];
+    WG2_UNROLL
+    for (int t = 0; t < WG2_NT; t++) {
+        int tt = t0 + MX_MIN(t, nt - 1);
+        xt[t] = (const uint8_t *)c->xq + (size_t)tt * ldq;
+        o[t] = (size_t)tt * (size_t)ng;
+        yt[t] = c->y + (size_t)tt * c->ldy + r;
+    }
+    __m512 f[2][WG2_NT] __attribute__((aligned(64)));
+    WG2_UNROLL
+    for (int t = 0; t < WG2_NT; t++) {
+        f[0][t] = g0 ? _mm512_loadu_ps(yt[t]) : _mm512_setzero_ps();
+        f[1][t] = g0 ? _mm512_maskz_loadu_ps(m1, yt[t] + 16) : _mm512_setzero_ps();
+    }
+    for (int g = g0; g < g0 + gn; g++) {
+        const uint8_t *e0 = E0 + (size_t)(g - g0) * WG_GS(G), *e1 = E1 + (size_t)(g - g0) * WG_GS(G);
+        const size_t xo = (size_t)g * G * 2;
+        const __m512i nk0 = _mm512_load_si512((const void *)e0), nk1 = _mm512_load_si512((const void *)e1);
+        __m512i a0[WG2_NT], a1[WG2_NT];
+        WG2_UNROLL
+        for (int t = 0; t < WG2_NT; t++) {
+            __m512i k = _mm512_set1_epi32(c->xk[o[t] + g]);
+            a0[t] = _mm512_sub_epi32(nk0, k);
+            a1[t] = _mm512_sub_epi32(nk1, k);
+        }
+#define WG2_UNIT                                                                                   \
+    do {                                                                                           \
+        const __m512i cu0 = _mm512_load_si512((const void *)(e0 + 192 + (size_t)u * 128));        \
+        const __m512i cv0 = _mm512_load_si512((const void *)(e0 + 256 + (size_t)u * 128));        \
+        const __m512i cu1 = _mm512_load_si512((const void *)(e1 + 192 + (size_t)u * 128));        \
+        const __m512i cv1 = _mm512_load_si512((const void *)(e1 + 256 + (size_t)u * 128));        \
+        WG2_UNROLL                                                                                  \
+        for (int t = 0; t < WG2_NT; t++) {                                                          \
+            const uint8_t *q = xt[t] + xo + (size_t)u * 8;                                         \
+            const __m512i bu = _mm512_set1_epi32(*(const int32_t *)(const void *)q);               \
+            const __m512i bv = _mm512_set1_epi32(*(const int32_t *)(const void *)(q + 4));         \
+            a0[t] = dpw(a0[t], _mm512_add_epi32(cu0, bu), _mm512_add_epi32(cv0, bv));              \
+            a1[t] = dpw(a1[t], _mm512_add_epi32(cu1, bu), _mm512_add_epi32(cv1, bv));              \
+        }                                                                                          \
+    } while (0)
+        if (GC) {
+            _Pragma("GCC unroll 16")
+            for (int u = 0; u < G / 4; u++) WG2_UNIT;
+        } else {
+            _Pragma("GCC unroll 2")
+            for (int u = 0; u < G / 4; u++) WG2_UNIT;
+        }
+#undef WG2_UNIT
+        const __m512 s0 = _mm512_load_ps((const void *)(e0 + 64)), b0 = _mm512_load_ps((const void *)(e0 + 128));
+        const __m512 s1 = _mm512_load_ps((const void *)(e1 + 64)), b1 = _mm512_load_ps((const void *)(e1 + 128));
+        WG2_UNROLL
+        for (int t = 0; t < WG2_NT; t++) {
+            VQ_GROUP_STEP(f[0][t], a0[t], s0, b0, c->xd[o[t] + g], c->xs[o[t] + g], e2m1);
+            VQ_GROUP_STEP(f[1][t], a1[t], s1, b1, c->xd[o[t] + g], c->xs[o[t] + g], e2m1);
+        }
+    }
+    WG2_UNROLL
+    for (int t = 0; t < WG2_NT; t++)
+        if (t < nt) {
+            _mm512_storeu_ps(yt[t], f[0][t]);
+            _mm512_mask_storeu_ps(yt[t] + 16, m1, f[1][t]);
+        }
+}
+static void wg_tokens2(const mxq_ctx *c, const uint8_t *E0, const uint8_t *E1, int g0, int gn, int blk, int t0, int nt) {
+    bool e2m1 = is_e2m1(c->w);
+    if (!e2m1 && c->w->group == 64) wg_micro2(nt, c, E0, E1, g0, gn, blk, t0, false, 64);
+    else wg_micro2(nt, c, E0, E1, g0, gn, blk, t0, e2m1, 0);
 }
 
 /* the usual group sizes as constants (the column loop unrolls) */
@@ -888,8 +975,14 @@ static void vnni_mm(const mxq_ctx *c, const ril *p, int r0, int r1) {
         for (int g0 = 0; g0 < ng; g0 += gc)
             for (int b = b0; b < b1; b++) {
                 int gn = MX_MIN(gc, ng - g0);
-                wg_expand_any(w, p, b, g0, gn, wg_buf);
-                for (int t = t0; t < t1; t += WG_NT) wg_tokens(c, wg_buf, g0, gn, b, t, MX_MIN(WG_NT, t1 - t));
+                wg_expand_any(w, p, b, g0, gn, wg_buf[0]);
+                if (b + 1 < b1) { /* two blocks a pass */
+                    wg_expand_any(w, p, b + 1, g0, gn, wg_buf[1]);
+                    for (int t = t0; t < t1; t += WG2_NT) wg_tokens2(c, wg_buf[0], wg_buf[1], g0, gn, b, t, MX_MIN(WG2_NT, t1 - t));
+                    b++;
+                    continue;
+                }
+                for (int t = t0; t < t1; t += WG_NT) wg_tokens(c, wg_buf[0], g0, gn, b, t, MX_MIN(WG_NT, t1 - t));
             }
     }
 }
