@@ -72,6 +72,73 @@ INL __m512i addb(__m512i u, const void *p) {
                                      _mm512_add_epi32(_mm512_add_epi32(a4, a5), _mm512_add_epi32(a6, a7))); \
         return _mm512_reduce_add_epi32(s);                                      \
     }
+/* the same with two weight lines per unit (two blocks of rows, as the
+ * prefill kernels' tiles): 16 sums in flight and one activation word for
+ * two products. With one line the bf16 and 8-bit forms are bound by their
+ * 8 chains' latency (8 vdpbf16ps in ~6 cycles), not by the core's rate. */
+#define PASS2(NAME, FORM2)                                                      \
+    static AVX512 int NAME(long iters) {                                        \
+        __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0; \
+        __m512i b0 = a0, b1 = a0, b2 = a0, b3 = a0, b4 = a0, b5 = a0, b6 = a0, b7 = a0; \
+        for (long it = 0; it < iters; it++) {                                   \
+            _Pragma("GCC unroll 16") for (int u = 0; u < 16; u++) {             \
+                const __m512i cu = _mm512_load_si512((const void *)(W + u * 128)); \
+                const __m512i cv = _mm512_load_si512((const void *)(W + u * 128 + 64)); \
+                FORM2(a0, b0, cu, cv, X[0] + u * 8); FORM2(a1, b1, cu, cv, X[1] + u * 8); \
+                FORM2(a2, b2, cu, cv, X[2] + u * 8); FORM2(a3, b3, cu, cv, X[3] + u * 8); \
+                FORM2(a4, b4, cu, cv, X[4] + u * 8); FORM2(a5, b5, cu, cv, X[5] + u * 8); \
+                FORM2(a6, b6, cu, cv, X[6] + u * 8); FORM2(a7, b7, cu, cv, X[7] + u * 8); \
+            }                                                                   \
+            __asm__ volatile("" ::: "memory");                                  \
+        }                                                                       \
+        __m512i s = _mm512_add_epi32(_mm512_add_epi32(_mm512_add_epi32(a0, a1), _mm512_add_epi32(a2, a3)), \
+                                     _mm512_add_epi32(_mm512_add_epi32(a4, a5), _mm512_add_epi32(a6, a7))); \
+        s = _mm512_add_epi32(s, _mm512_add_epi32(_mm512_add_epi32(_mm512_add_epi32(b0, b1), _mm512_add_epi32(b2, b3)), \
+                                                 _mm512_add_epi32(_mm512_add_epi32(b4, b5), _mm512_add_epi32(b6, b7)))); \
+        return _mm512_reduce_add_epi32(s);                                      \
+    }
+INL __m512i bcast(const void *p) {
+    __m512i r;
+    __asm__("vpbroadcastd %1, %0" : "=v"(r) : "m"(*(const int32_t *)p));
+    return r;
+}
+INL __m512i addr(__m512i u, __m512i v) {
+    __m512i r;
+    __asm__("vpaddd %2, %1, %0" : "=v"(r) : "v"(u), "v"(v));
+    return r;
+}
+INL __m512i dp_r(__m512i a, __m512i w, __m512i x) {
+    __asm__("vdpbf16ps %2, %1, %0" : "+v"(a) : "v"(w), "v"(x));
+    return a;
+}
+INL __m512i dpb_r(__m512i a, __m512i w, __m512i x) {
+    __asm__("vpdpbusd %2, %1, %0" : "+v"(a) : "v"(w), "v"(x));
+    return a;
+}
+/* Winograd, two blocks: the words broadcast once, four register additions
+ * (the lines stand in for both blocks' Cu and Cv) */
+#define F2_WINO(a, b, cu, cv, q)                                       \
+    do {                                                                \
+        __m512i bu_ = bcast(q), bv_ = bcast((q) + 4);                   \
+        a = dpw(a, addr(cu, bu_), addr(cv, bv_));                       \
+        b = dpw(b, addr(cv, bu_), addr(cu, bv_));                       \
+    } while (0)
+#define F2_ONE(a, b, cu, cv, q)                                         \
+    do {                                                                \
+        __m512i x_ = bcast(q);                                          \
+        a = dpb_r(a, cu, x_);                                           \
+        b = dpb_r(b, cv, x_);                                           \
+    } while (0)
+#define F2_BF16(a, b, cu, cv, q)                                        \
+    do {                                                                \
+        __m512i x_ = bcast(q);                                          \
+        a = dp_r(a, cu, x_);                                            \
+        b = dp_r(b, cv, x_);                                            \
+    } while (0)
+PASS2(p2_wino, F2_WINO)
+PASS2(p2_one, F2_ONE)
+PASS2(p2_bf16, F2_BF16)
+
 /* Winograd's pairing on 16-bit codes: 64 products per unit and token */
 #define F_WINO(a, cu, cv, q) a = dpw(a, addb(cu, q), addb(cv, (q) + 4))
 /* x as two int8 codes (12-bit b = 16 q1 + q2): two vpdpbusd for 64 products */
@@ -165,6 +232,9 @@ int main(int argc, char **argv) {
         {"8-bit x, one code (1 vpdpbusd, llama.cpp Q8)", p_one, 64, true},
         {"f32 (vfmadd231ps)", p_fma, 16, true},
         {"bf16 x (vdpbf16ps; hi + lo: half)", p_bf16, 32, cpu->avx512_bf16},
+        {"two blocks: 12-bit Winograd, x in registers", p2_wino, 128, true},
+        {"two blocks: 8-bit x, one code", p2_one, 128, true},
+        {"two blocks: bf16 x (hi + lo: half)", p2_bf16, 64, cpu->avx512_bf16},
     };
     const long it = 200000;
     for (size_t i = 0; i < MX_ARRAY_LEN(forms); i++) {
