@@ -176,18 +176,20 @@ static int check_mm(const mx_weight *w, mx_pool *pool, bool act8, char *why, siz
                 }
             }
         }
-        if (int8 && n > 1)
+        if (int8 && n > 1) { /* y1: one token's outputs, computed alone */
+            float *y1 = malloc(sizeof(float) * (size_t)w->rows);
             for (int t = 0; t < n && !bad; t++) {
-                float *y1 = malloc(sizeof(float) * (size_t)w->rows);
                 mx_matmul(w, x + (size_t)t * ldx, 1, ldx, y1, w->rows, &kp);
                 int rd = 0;
                 while (rd < w->rows && !memcmp(y1 + rd, y + (size_t)t * ldy + rd, sizeof(float))) rd++;
                 if (rd < w->rows) {
-                    snprintf(why, whylen, "%sn=%d t=%d: batched row %d differs from the token alone (%.9g vs %.9g)", act8 ? "act8 " : "", n, t, rd, y[(size_t)t * ldy + rd], y1[rd]);
+                    snprintf(why, whylen, "%sn=%d t=%d: batched row %d differs from the token alone (%.9g vs %.9g)", act8 ? "act8 " : "", n, t, rd,
+                             y[(size_t)t * ldy + rd], y1[rd]);
                     bad = 1;
                 }
-                free(y1);
             }
+            free(y1);
+        }
         for (int t = 0; t < n && !bad; t++) /* padding past rows untouched */
             for (int r = w->rows; r < ldy; r++)
                 if (y[(size_t)t * ldy + r] != 12345.0f) { snprintf(why, whylen, "wrote past rows (t=%d r=%d)", t, r); bad = 1; break; }
