@@ -359,7 +359,17 @@ MM_AI void mm_bf2(const mx_weight *w, const uint16_t *xb, size_t ldb, size_t q2,
  * (-3 to -15 %), 96-512 tokens per block (level). One token: no software
  * prefetch (a block is one sequential stream; T1 prefetch 1-8 KiB ahead as
  * the dot tiles take gave 1B decode 21.7-22.1 t/s against 23.0-23.2, --fast
- * 25.9-26.2 against 28.0-28.6), 8 blocks at a time no faster than 4. */
+ * 25.9-26.2 against 28.0-28.6), 8 blocks at a time no faster than 4.
+ * A group's lines come from memory (or L3) for its first tile, which then
+ * waits on them: each tile of a group asks for a share of the next group's
+ * lines into L2 (prefetcht2, one a pair), so the next group's first tile
+ * finds them there. Two threads, 8192 x 2048, 128 tokens, tasks of 672 rows:
+ * one product 334-389 -> 361-399 GFLOP/s per thread; 1B bf16 pp512, 4
+ * interleaved rounds: --fast 286 -> 303 t/s (medians), exact 170 -> 172.
+ * Only where a group is at most MM_BFR_PF_MAX (K <= 2730): two groups and
+ * the tokens' x must share L2. Tried: the pairs in chunks of 1024 (a
+ * down projection's group in L2; the sums carried in y): level. */
+#define MM_BFR_PF_MAX ((size_t)256 << 10)
 MM_AI __m512bh mm_bfr_bc(const uint16_t *x) {
     int32_t v;
     memcpy(&v, x, 4);
@@ -367,9 +377,10 @@ MM_AI __m512bh mm_bfr_bc(const uint16_t *x) {
 }
 
 /* NB blocks at b (blk bytes apart) x T tokens over all np pairs; the last
- * block's rows beyond `mlast` are not written. */
+ * block's rows beyond `mlast` are not written. pf (or NULL): a line to ask
+ * for at pf + p * pfs with pair p. */
 MM_AI void mm_bfr_tile(const uint8_t *b, size_t blk, int np, const uint16_t *xb, size_t ldb, size_t q2, float *y, int ldy,
-                       __mmask16 mlast, const int NB, const int T, const int H) {
+                       __mmask16 mlast, const uint8_t *pf, size_t pfs, const int NB, const int T, const int H) {
     __m512 acc[4][8];
 #pragma GCC unroll 4
     for (int i = 0; i < NB; i++)
@@ -377,6 +388,7 @@ MM_AI void mm_bfr_tile(const uint8_t *b, size_t blk, int np, const uint16_t *xb,
         for (int t = 0; t < T; t++) acc[i][t] = _mm512_setzero_ps();
     const uint8_t *wp = b;
     for (int p = 0; p < np; p++, wp += 64) {
+        if (pf) _mm_prefetch((const char *)(pf + (size_t)p * pfs), _MM_HINT_T2);
         __m512bh wv[4];
 #pragma GCC unroll 4
         for (int i = 0; i < NB; i++) wv[i] = (__m512bh)_mm512_loadu_si512((const void *)(wp + (size_t)i * blk));
@@ -397,8 +409,8 @@ MM_AI void mm_bfr_tile(const uint8_t *b, size_t blk, int np, const uint16_t *xb,
 
 #define MM_BFR_TILE(H, NB, T)                                                                                          \
     static __attribute__((noinline)) void MM_NAME(bfr##H##_##NB##x##T)(const uint8_t *b, size_t blk, int np, const uint16_t *xb, \
-                                                                       size_t ldb, size_t q2, float *y, int ldy, __mmask16 mlast) { \
-        mm_bfr_tile(b, blk, np, xb, ldb, q2, y, ldy, mlast, NB, T, H);                                                 \
+                                                                       size_t ldb, size_t q2, float *y, int ldy, __mmask16 mlast, const uint8_t *pf, size_t pfs) { \
+        mm_bfr_tile(b, blk, np, xb, ldb, q2, y, ldy, mlast, pf, pfs, NB, T, H);                                                 \
     }
 #define MM_BFR_TILES_T(H, T) MM_BFR_TILE(H, 3, T) MM_BFR_TILE(H, 2, T) MM_BFR_TILE(H, 1, T)
 #define MM_BFR_TILES(H)                                                                                                  \
@@ -410,7 +422,7 @@ MM_BFR_TILES(1)
 #undef MM_BFR_TILES_T
 #undef MM_BFR_TILE
 
-typedef void (*mm_bfr_fn)(const uint8_t *, size_t, int, const uint16_t *, size_t, size_t, float *, int, __mmask16);
+typedef void (*mm_bfr_fn)(const uint8_t *, size_t, int, const uint16_t *, size_t, size_t, float *, int, __mmask16, const uint8_t *, size_t);
 #define MM_BFR_T(H, T) {MM_NAME(bfr##H##_1x##T), MM_NAME(bfr##H##_2x##T), MM_NAME(bfr##H##_3x##T), NULL}
 #define MM_BFR_ROW(H)                                                                                                 \
     {{MM_NAME(bfr##H##_1x1), MM_NAME(bfr##H##_2x1), MM_NAME(bfr##H##_3x1), MM_NAME(bfr##H##_4x1)},                   \
@@ -429,22 +441,29 @@ MM_AI void mm_bfr(const mx_weight *w, const uint16_t *xb, size_t ldb, size_t q2,
     const size_t blk = P->blk;
     const int b0 = r0 / 16, b1 = (r1 + 15) / 16, np = P->np;
     const __mmask16 mend = (__mmask16)(0xFFFFu >> (16 * b1 - r1));
-#define MM_BFR_CALL(NB_, TI_, b_, t_)                                                                                    \
+#define MM_BFR_CALL(NB_, TI_, b_, t_, PF_, PFS_)                                                                     \
     tab[TI_][(NB_) - 1](P->base + (size_t)(b_) * blk, blk, np, xb + (size_t)(t_) * ldb, ldb, q2, y + (size_t)(t_) * ldy + 16 * (size_t)(b_), \
-                        ldy, (b_) + (NB_) == b1 ? mend : 0xFFFF)
+                        ldy, (b_) + (NB_) == b1 ? mend : 0xFFFF, PF_, PFS_)
     if (n == 1) {
         int b = b0;
-        for (; b + 4 <= b1; b += 4) MM_BFR_CALL(4, 0, b, 0);
-        if (b < b1) MM_BFR_CALL(b1 - b, 0, b, 0);
+        for (; b + 4 <= b1; b += 4) MM_BFR_CALL(4, 0, b, 0, NULL, 0);
+        if (b < b1) MM_BFR_CALL(b1 - b, 0, b, 0, NULL, 0);
         return;
     }
+    const bool pfo = (size_t)3 * blk <= MM_BFR_PF_MAX;
     for (int t0 = 0; t0 < n; t0 += MM_TB) {
-        int t1 = MX_MIN(n, t0 + MM_TB);
+        int t1 = MX_MIN(n, t0 + MM_TB), ntile = (t1 - t0 + 7) / 8;
         for (int b = b0; b < b1; b += 3) {
-            int nb = MX_MIN(3, b1 - b);
-            for (int t = t0; t < t1;) { /* 8 at a time, then the rest in one tile */
+            /* the group after this one: the next 3 blocks, or the first ones again for the next tokens */
+            int nb = MX_MIN(3, b1 - b), bn = b + 3 < b1 ? b + 3 : t1 < n ? b0 : b1, nn = MX_MIN(3, b1 - bn);
+            int parts = nn > 0 ? (ntile + nn - 1) / nn : 1;
+            size_t pfs = (64 / (size_t)parts) & ~(size_t)3, span = (size_t)np * 64 / (size_t)parts;
+            int j = 0;
+            for (int t = t0; t < t1; j++) { /* 8 at a time, then the rest in one tile */
                 int nt = MX_MIN(8, t1 - t);
-                MM_BFR_CALL(nb, nt - 1, b, t);
+                /* tile j asks for part j / nn of the next group's block j % nn */
+                const uint8_t *pf = pfo && nn > 0 && j / nn < parts ? P->base + (size_t)(bn + j % nn) * blk + (size_t)(j / nn) * span : NULL;
+                MM_BFR_CALL(nb, nt - 1, b, t, pf, pfs);
                 t += nt;
             }
         }
