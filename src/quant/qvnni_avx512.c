@@ -689,35 +689,47 @@ static inline __attribute__((always_inline)) void gemm_micro(int nt, const mxq_c
     for (int t = 0; t < nt; t++) _mm512_mask_storeu_ps(c->y + (size_t)(t0 + t) * c->ldy + r, (__mmask16)((1u << nr) - 1), f[t]);
 }
 
-/* The fast mode's 8-bit codes (c->one) on 4-bit, 8-bit and E2M1 weights:
- * two blocks (32 rows) a pass, so each broadcast activation word feeds two
- * vpdpbusd (one block a pass: 12 chains of sums per 6 tokens, the kernel
- * ~11 % slower in cache, pp512 --fast 1.1x slower on the 1B shape); each
- * token's sums and float steps are gemm_micro's, in its order. A pass always
- * runs V2_NT tokens, the missing ones as copies of the last (results
- * dropped), as wg_micro does: one kernel per code form and group size. */
+/* 4-bit, 8-bit and E2M1 weights, 6 tokens or more: two blocks (32 rows) a
+ * pass, so each broadcast activation word feeds two vpdpbusd. The fast
+ * mode's 8-bit codes (c->one; one block a pass: 12 chains of sums per 6
+ * tokens, the kernel ~11 % slower in cache, pp512 --fast 1.1x slower on the
+ * 1B shape) 6 tokens a pass; the exact 12-bit codes (hi and lo words, under
+ * MXQ_WG_MIN tokens: batched decode, short prompts) 4, their four sums a
+ * token in registers (1B 4-bit, 2 threads, 16-token prompt 187 -> 243 t/s,
+ * 8-bit 176 -> 213; the server's 16-stream steps 110-121 -> 143-148 t/s).
+ * Under V2_MIN tokens the weights' stream from memory bounds a pass, and two
+ * blocks' streams a pass ran slower than one (4-token prompt 134-146 ->
+ * 112-121 t/s exact, 194-200 -> 140-146 --fast). Each token's sums and
+ * float steps are gemm_micro's, in its order. A pass always runs its token
+ * count, the missing ones as copies of the last (results dropped), as
+ * wg_micro does: one kernel per code form and group size. */
+#define V2_MIN 6
 #define V2_NT 6
+#define V2X_NT 4 /* the 12-bit codes: four sums a token (two blocks, hi and lo) */
 static inline __attribute__((always_inline)) void gemm_micro2(int nt, const mxq_ctx *c, const ril *p, int blk, int t0, const int bits,
-                                                                const bool e2m1, const int GC) {
+                                                                const bool e2m1, const int GC, const bool ONE, const int NT) {
     const mx_weight *w = c->w;
     const int per = bits == 4 ? 2 : 1; /* 4-column units per line */
     const int G = GC ? GC : w->group, ng = w->cols / G;
-    const size_t ldq = MXQ_LDQ(w->cols);
+    const size_t ldq = MXQ_LDQ(w->cols), q2o = MXQ_Q2(w->cols);
     const uint8_t *cb0 = p->base + (size_t)blk * p->blk, *cb1 = cb0 + p->blk;
     const int8_t *xt[V2_NT];
     size_t o[V2_NT];
     __m512 f0[V2_NT], f1[V2_NT];
     VG_UNROLL
-    for (int t = 0; t < V2_NT; t++) {
+    for (int t = 0; t < NT; t++) {
         int tt = t0 + MX_MIN(t, nt - 1);
         xt[t] = c->xq + (size_t)tt * ldq;
         o[t] = (size_t)tt * (size_t)ng;
         f0[t] = f1[t] = _mm512_setzero_ps();
     }
     for (int g = 0; g < ng; g++) {
-        __m512i i0[V2_NT], i1[V2_NT];
+        __m512i i0[V2_NT], i1[V2_NT], l0[V2_NT], l1[V2_NT]; /* l: the 12-bit codes' low parts' sums */
         VG_UNROLL
-        for (int t = 0; t < V2_NT; t++) i0[t] = i1[t] = _mm512_setzero_si512();
+        for (int t = 0; t < NT; t++) {
+            i0[t] = i1[t] = _mm512_setzero_si512();
+            if (!ONE) l0[t] = l1[t] = _mm512_setzero_si512();
+        }
         const size_t go = g_code(p, g);
         _Pragma("GCC unroll 16")
         for (int u = 0; u < G / 4; u += per) {
@@ -733,10 +745,15 @@ static inline __attribute__((always_inline)) void gemm_micro2(int nt, const mxq_
             for (int j = 0; j < per; j++) {
                 const int k = g * G + 4 * (u + j);
                 VG_UNROLL
-                for (int t = 0; t < V2_NT; t++) {
+                for (int t = 0; t < NT; t++) {
                     __m512i b = _mm512_set1_epi32(*(const int32_t *)(const void *)(xt[t] + k));
                     i0[t] = _mm512_dpbusd_epi32(i0[t], ca[j], b);
                     i1[t] = _mm512_dpbusd_epi32(i1[t], cc[j], b);
+                    if (!ONE) {
+                        __m512i bl = _mm512_set1_epi32(*(const int32_t *)(const void *)(xt[t] + q2o + k));
+                        l0[t] = _mm512_dpbusd_epi32(l0[t], ca[j], bl);
+                        l1[t] = _mm512_dpbusd_epi32(l1[t], cc[j], bl);
+                    }
                 }
             }
         }
@@ -744,29 +761,37 @@ static inline __attribute__((always_inline)) void gemm_micro2(int nt, const mxq_
         sb16(w, p, cb0, g, &s0, &b0);
         sb16(w, p, cb1, g, &s1, &b1);
         VG_UNROLL
-        for (int t = 0; t < V2_NT; t++) {
-            VQ_GROUP_STEP(f0[t], i0[t], s0, b0, c->xd[o[t] + g], c->xs[o[t] + g], e2m1);
-            VQ_GROUP_STEP(f1[t], i1[t], s1, b1, c->xd[o[t] + g], c->xs[o[t] + g], e2m1);
+        for (int t = 0; t < NT; t++) {
+            VQ_GROUP_STEP(f0[t], ONE ? i0[t] : vq_b(i0[t], l0[t]), s0, b0, c->xd[o[t] + g], c->xs[o[t] + g], e2m1);
+            VQ_GROUP_STEP(f1[t], ONE ? i1[t] : vq_b(i1[t], l1[t]), s1, b1, c->xd[o[t] + g], c->xs[o[t] + g], e2m1);
         }
     }
     const int r = blk * 16;
     const __mmask16 m1 = (__mmask16)((1u << MX_MIN(16, w->rows - r - 16)) - 1); /* the first block is whole */
     VG_UNROLL
-    for (int t = 0; t < V2_NT; t++)
+    for (int t = 0; t < NT; t++)
         if (t < nt) {
             _mm512_storeu_ps(c->y + (size_t)(t0 + t) * c->ldy + r, f0[t]);
             _mm512_mask_storeu_ps(c->y + (size_t)(t0 + t) * c->ldy + r + 16, m1, f1[t]);
         }
 }
-#define V2_MICRO(BITS, E2M1) (w->group == 64 ? gemm_micro2(nt, c, p, blk, t, BITS, E2M1, 64) : gemm_micro2(nt, c, p, blk, t, BITS, E2M1, 0))
-/* blocks blk and blk + 1 (both present), nt (1..V2_NT) tokens from t */
+#define V2_MICRO(BITS, E2M1, ONE, NT) \
+    (w->group == 64 ? gemm_micro2(nt, c, p, blk, t, BITS, E2M1, 64, ONE, NT) : gemm_micro2(nt, c, p, blk, t, BITS, E2M1, 0, ONE, NT))
+/* blocks blk and blk + 1 (both present), nt (1..v2_nt(c)) tokens from t */
 static void gemm_tokens2(const mxq_ctx *c, const ril *p, int blk, int t, int nt) {
     const mx_weight *w = c->w;
-    if (is_e2m1(w)) V2_MICRO(4, true);
-    else if (w->bits == 4) V2_MICRO(4, false);
-    else V2_MICRO(8, false);
+    if (c->one) {
+        if (is_e2m1(w)) V2_MICRO(4, true, true, V2_NT);
+        else if (w->bits == 4) V2_MICRO(4, false, true, V2_NT);
+        else V2_MICRO(8, false, true, V2_NT);
+    } else {
+        if (is_e2m1(w)) V2_MICRO(4, true, false, V2X_NT);
+        else if (w->bits == 4) V2_MICRO(4, false, false, V2X_NT);
+        else V2_MICRO(8, false, false, V2X_NT);
+    }
 }
-static bool two_ok(const mxq_ctx *c) { return c->one && !mxq_is_e4m3(c->w) && (is_e2m1(c->w) || c->w->bits == 4 || c->w->bits == 8); }
+static int v2_nt(const mxq_ctx *c) { return c->one ? V2_NT : V2X_NT; }
+static bool two_ok(const mxq_ctx *c) { return !mxq_is_e4m3(c->w) && (is_e2m1(c->w) || c->w->bits == 4 || c->w->bits == 8); }
 
 /* nt tokens (1..VG_NT): the kernel for the weight's code width */
 #define VG_MICRO(BITS, E2M1, NT) gemm_micro(NT, c, p, blk, t, BITS, E2M1, false)
@@ -954,12 +979,13 @@ static void vnni_mm(const mxq_ctx *c, const ril *p, int r0, int r1) {
     }
     const mx_weight *w = c->w;
     if (!c->xk) { /* tokens in chunks whose codes stay in L2, the task's blocks re-read for each */
-        bool two = two_ok(c);
+        bool two = two_ok(c) && c->n >= V2_MIN;
+        int nt2 = v2_nt(c);
         for (int t0 = 0; t0 < c->n; t0 += 96)
             for (int b = b0; b < b1; b++) {
                 int te = MX_MIN(c->n, t0 + 96);
                 if (two && b + 1 < b1) {
-                    for (int t = t0; t < te; t += V2_NT) gemm_tokens2(c, p, b, t, MX_MIN(V2_NT, te - t));
+                    for (int t = t0; t < te; t += nt2) gemm_tokens2(c, p, b, t, MX_MIN(nt2, te - t));
                     b++;
                     continue;
                 }
