@@ -30,6 +30,7 @@ static int cmp_d(const void *a, const void *b) {
 typedef struct {
     const char *model;
     int pp, tg, threads, reps, bw_mb, depth;
+    int batch; /* --batch B: B sequences decoded together (0: one) */
     int tp, ppar, pp_micro; /* a distributed model: --tp, --pp, --pp-micro (src/dist/) */
     bool json, depth_random, oracle, profile;
     cli_spec_opts spec;
@@ -39,7 +40,7 @@ typedef struct {
 
 static void bench_init(void *p) {
     bench_opts *o = p;
-    *o = (bench_opts){.pp = 512, .tg = 128, .threads = mx_default_threads(), .reps = 3, .spec.draft_max = CLI_SPEC_DEFAULT_MAX, .tp = 1, .ppar = 1};
+    *o = (bench_opts){.pp = -1, .tg = 128, .threads = mx_default_threads(), .reps = 3, .spec.draft_max = CLI_SPEC_DEFAULT_MAX, .tp = 1, .ppar = 1};
 }
 
 static double median(double *x, int n) {
@@ -73,7 +74,8 @@ static int greedy_run(mx_session *s, mx_spec *sp, const int32_t *prompt, int n, 
 
 static const mx_opt bench_tab[] = {
     OPT_MODEL(bench_opts, model),
-    {"-p", "--n-prompt", NULL, OPT_INT, "N", 0, 1 << 20, offsetof(bench_opts, pp), "prompt tokens per prompt-processing run", NULL, 0},
+    {"-p", "--n-prompt", NULL, OPT_INT, "N", 0, 1 << 20, offsetof(bench_opts, pp),
+     "prompt tokens per prompt-processing run (default 512; with --batch, each sequence's prompt, default 16)", NULL, OPT_NODEF},
     {"-n", "--n-gen", NULL, OPT_INT, "N", 0, 1 << 20, offsetof(bench_opts, tg), "tokens per generation run", NULL, 0},
     {"-d", "--n-depth", NULL, OPT_INT, "N", 0, 1 << 20, offsetof(bench_opts, depth),
      "tokens already in the cache before each pp and tg run (filled once by one prefill, reported as its own row)", NULL, 0},
@@ -96,6 +98,10 @@ static const mx_opt bench_tab[] = {
     {NULL, "--profile", NULL, OPT_FLAG, NULL, 0, 0, offsetof(bench_opts, profile),
      "after the timed runs, one more prefill and greedy decode timed op by op: each op's share of a step (matmuls by role, attention, "
      "norms, rope, activations, sampling, the rest), ms per token, GB/s and GFLOP/s of the products", NULL, 0},
+    {"-b", "--batch", NULL, OPT_INT, "B", 2, 256, offsetof(bench_opts, batch),
+     "decode B sequences together, one token each per forward pass, as a server's continuous batch does: each takes a prompt "
+     "of -p tokens (default 16 here), then -n steps; reports the aggregate decode t/s (and with --profile the split of one "
+     "B-token step)", NULL, 0},
     {NULL, "--json", NULL, OPT_FLAG, NULL, 0, 0, offsetof(bench_opts, json),
      "one JSON object: pp_tps, tg_tps (and _sd), threads, bytes_per_token, mem_read_gbs, tg_efficiency, peak_rss_mb, ttft_ms, ...", NULL, 0},
     {0},
@@ -227,7 +233,8 @@ const mx_cmd mx_cmd_bench = {
                "the same run, decode efficiency (each quarter of a generation run rated against probes taken right before "
                "and after it; median), peak RSS and time to first token. With a drafter (--draft-model, --lookup-ngram or --spec-oracle), greedy decoding of -n "
                "tokens after a 16-token prompt, plain and speculative in turn in each repetition: tokens/s of each, their ratio "
-               "(medians), the acceptance rate and whether the outputs are identical. With --profile, where the time goes: "
+               "(medians), the acceptance rate and whether the outputs are identical. With --batch B, B sequences decoded "
+               "together, one token each per forward pass (a server's step with B streams): their aggregate t/s. With --profile, where the time goes: "
                "one more prefill and decode, each op's share of a step (the rest is what no op measured), in the table and "
                "in --json's \"profile\".",
     .opts = bench_tab,
@@ -238,11 +245,98 @@ const mx_cmd mx_cmd_bench = {
     .loads_model = true,
 };
 
+/* --batch B: B sequences (caches of their own), each fed a prompt of pp
+ * tokens, then tg greedy steps of B tokens, one per sequence, each step one
+ * forward pass (a server's decode step with B streams, without the HTTP):
+ * the aggregate decode t/s, B * tg over the steps' time, per repetition
+ * (fresh caches each), the median reported; --profile: one more run timed
+ * op by op. */
+static int batch_bench(const bench_opts *bo, mx_engine *e, const char *label) {
+    const mx_arch *ar = &e->model.arch;
+    int B = bo->batch, pp = bo->pp < 0 ? 16 : bo->pp, tg = bo->tg, V = ar->vocab, reps = bo->reps, rc = MX_OK;
+    if (tg < 1 || pp < 1) { fprintf(stderr, "mlxcel bench: --batch needs -p and -n of at least 1\n"); return 2; }
+    int cap = pp + tg + 1, chunk = MX_MAX(B, MX_MIN(pp, 512));
+    mx_pool *pool = mx_pool_new(bo->threads);
+    mx_ctx *ctx = pool ? mx_ctx_new(&e->model, chunk, cap, pool) : NULL;
+    mx_kv **kv = calloc((size_t)B, sizeof *kv);
+    mx_seq_in *ins = calloc((size_t)B, sizeof *ins);
+    int32_t *toks = malloc(sizeof(int32_t) * (size_t)(pp + B)), *cur = malloc(sizeof(int32_t) * (size_t)B);
+    float *logits = malloc(sizeof(float) * (size_t)B * (size_t)V);
+    double *tps = calloc((size_t)reps, sizeof(double)), prof_sec = 0;
+    mx_prof prof;
+    memset(&prof, 0, sizeof prof);
+    if (!ctx || !kv || !ins || !toks || !cur || !logits || !tps) { fprintf(stderr, "mlxcel bench: %s\n", pool && !ctx ? mx_errmsg() : "out of memory"); rc = 1; goto out; }
+    uint64_t rng = 12345;
+    for (int i = 0; i < pp + B; i++) { rng = rng * 6364136223846793005ull + 1442695040888963407ull; toks[i] = (int32_t)((rng >> 33) % (uint64_t)V); }
+    for (int r = 0; r <= reps && !rc; r++) { /* the last run: the profile's, when asked */
+        bool prof_run = r == reps;
+        if (prof_run && !bo->profile) break;
+        for (int b = 0; b < B && !rc; b++) { /* fresh caches, each with its prompt (sequence b starts at token b) */
+            mx_kv_free(kv[b]);
+            if (!(kv[b] = mx_kv_new(&e->model, cap))) { rc = MX_ERR; break; }
+            for (int t0 = 0; t0 < pp && !rc; t0 += chunk) {
+                mx_seq_in in = {.kv = kv[b], .tokens = toks + b + t0, .n = MX_MIN(chunk, pp - t0), .seg_end = pp};
+                rc = mx_forward(ctx, &in, 1, logits + (size_t)b * V, false);
+            }
+            if (!rc) cur[b] = mx_argmax(logits + (size_t)b * V, V);
+        }
+        if (prof_run) mx_ctx_set_prof(ctx, &prof);
+        double t0 = mx_now();
+        for (int i = 0; i < tg && !rc; i++) {
+            for (int b = 0; b < B; b++) ins[b] = (mx_seq_in){.kv = kv[b], .tokens = &cur[b], .n = 1};
+            rc = mx_forward(ctx, ins, B, logits, false);
+            double ts = prof_run ? mx_now() : 0;
+            for (int b = 0; b < B && !rc; b++) cur[b] = mx_argmax(logits + (size_t)b * V, V);
+            if (prof_run) mx_prof_add(&prof, MX_OP_SAMPLE, ts);
+        }
+        double dt = mx_now() - t0;
+        mx_ctx_set_prof(ctx, NULL);
+        if (prof_run) prof_sec = dt;
+        else tps[r] = (double)B * tg / dt;
+    }
+    if (rc) { fprintf(stderr, "mlxcel bench: %s\n", mx_errmsg()); rc = 1; goto out; }
+    size_t ckpt = 0;
+    for (int f = 0; f < e->model.ck.n_files; f++) ckpt += e->model.ck.files[f].map_len;
+    double lo = tps[0], hi = tps[0];
+    for (int r = 1; r < reps; r++) { lo = MX_MIN(lo, tps[r]); hi = MX_MAX(hi, tps[r]); }
+    double med = median(tps, reps);
+    if (bo->json) {
+        json_t *o = json_pack("{s:s,s:s,s:i,s:i,s:i,s:i,s:i,s:f,s:f,s:[f,f],s:b}", "model", label, "family", ar->family, "threads", bo->threads,
+                              "batch", B, "n_prompt", pp, "n_gen", tg, "reps", reps, "batch_tps", med, "per_stream_tps", med / B,
+                              "batch_tps_range", lo, hi, "fast", e->model.kp.fast);
+        if (o && bo->profile) json_object_set_new(o, "profile", profile_json(&prof, prof_sec, tg, B));
+        char *js = o ? json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(6)) : NULL;
+        if (js) printf("%s\n", js);
+        else { fprintf(stderr, "mlxcel bench: cannot format the JSON result\n"); rc = 1; }
+        free(js);
+        json_decref(o);
+    } else {
+        printf("| model | family | size | threads | test | aggregate t/s (median, range) | per stream |\n|---|---|---|---|---|---|---|\n");
+        printf("| %s | %s | %.2f GiB | %d | tg%d x %d streams (prompts of %d) | %.2f (%.2f-%.2f) | %.2f |\n", label, ar->family,
+               ckpt / 1073741824.0, bo->threads, tg, B, pp, med, lo, hi, med / B);
+        if (bo->profile) {
+            char title[96];
+            snprintf(title, sizeof title, "profile of tg%d x %d streams (one %d-token decode step each, greedy)", tg, B, B);
+            profile_print(title, &prof, prof_sec, tg, B);
+        }
+    }
+out:
+    for (int b = 0; kv && b < B; b++) mx_kv_free(kv[b]);
+    free(kv); free(ins); free(toks); free(cur); free(logits); free(tps);
+    mx_ctx_free(ctx);
+    mx_pool_free(pool);
+    return rc;
+}
+
 static int bench(const bench_opts *bo, const char *model) {
     const char *label = bo->model;
-    int pp = bo->pp, tg = bo->tg, threads = bo->threads, reps = bo->reps, bw_mb = bo->bw_mb, d = bo->depth;
+    int pp = bo->pp < 0 ? 512 : bo->pp, tg = bo->tg, threads = bo->threads, reps = bo->reps, bw_mb = bo->bw_mb, d = bo->depth;
     bool json = bo->json;
     if (bo->depth_random && !d) { fprintf(stderr, "mlxcel bench: --depth-random needs a depth (-d N)\n"); return 2; }
+    if (bo->batch && (d || bo->oracle || bo->spec.draft_model || bo->spec.lookup_ngram || bo->tp > 1 || bo->ppar > 1)) {
+        fprintf(stderr, "mlxcel bench: --batch does not go with -d, a drafter, --tp or --pp\n");
+        return 2;
+    }
     /* the probe's buffer is faulted in whole: past the machine's memory that would be the OOM killer */
     long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
     double mem_mb = pages > 0 && psz > 0 ? (double)pages * (double)psz / 1048576.0 : 0;
@@ -268,6 +362,10 @@ static int bench(const bench_opts *bo, const char *model) {
     mx_engine *e = ep;
     const mx_arch *ar = &e->model.arch;
     int rc = 0;
+    if (bo->batch) {
+        rc = batch_bench(bo, e, label);
+        goto out_model;
+    }
     if (bo->depth_random && mx_model_recurrent(&e->model)) {
         fprintf(stderr, "mlxcel bench: --depth-random: %s keeps recurrent state, which random values do not stand for\n", ar->family);
         rc = 2;

@@ -113,6 +113,34 @@ else
   fail bench_profile_table "$(tail -1 "$T/err")"
 fi
 
+# --batch: B sequences decoded together (a server's step with B streams): the aggregate and per-stream rates,
+# the prompt default (16) and -p, and a profile whose steps hold B tokens each
+if "$MLXCEL" bench -m "$T/q4" -b 4 -n 6 -r 2 -t 2 --json --profile >"$T/b.json" 2>"$T/err" &&
+   "$MLXCEL" bench -m "$T/q4" -b 3 -p 5 -n 2 -r 1 -t 1 >"$T/b.txt" 2>>"$T/err"; then
+  python3 - "$T/b.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+why = []
+for k, v in (("batch", 4), ("n_prompt", 16), ("n_gen", 6), ("reps", 2), ("threads", 2)):
+    if d.get(k) != v: why.append(f"{k} {d.get(k)} (want {v})")
+lo, hi = d.get("batch_tps_range", [0, 0])
+if not (0 < lo <= d.get("batch_tps", 0) <= hi): why.append(f"batch_tps {d.get('batch_tps')} outside its range {lo}-{hi}")
+if abs(d.get("per_stream_tps", 0) * 4 - d.get("batch_tps", 1)) > 1e-6 * d.get("batch_tps", 1): why.append("per_stream_tps is not batch_tps / 4")
+p = d.get("profile") or {}
+if p.get("steps") != 6 or p.get("tokens_per_step") != 4: why.append(f"profile steps {p.get('steps')} x {p.get('tokens_per_step')}")
+ops = {o["op"]: o for o in p.get("ops", [])}
+tot = sum(o["share_pct"] for o in p.get("ops", []))
+if abs(tot - 100) > 0.1: why.append(f"shares sum to {tot}")
+for r in ("attn q/k/v proj", "mlp gate/up", "mlp down", "lm head", "attention core"):
+    if ops.get(r, {}).get("ms_per_token", 0) <= 0: why.append(f"{r} not timed")
+if ops.get("sampling", {}).get("calls_per_step") != 1: why.append("sampling not once a step")
+print(f"FAIL bench_batch_json: {'; '.join(why)}" if why else "ok bench_batch_json")
+PY
+  grep -q '| tg2 x 3 streams (prompts of 5) |' "$T/b.txt" && ok bench_batch_table || fail bench_batch_table "$(grep '^| ' "$T/b.txt" | tr '\n' ' ')"
+else
+  fail bench_batch "$(tail -1 "$T/err")"
+fi
+
 # -d: the depth filled once (its own row) and the tests after it; --depth-random fills it without a prefill
 for mode in prefill random; do
   extra=""; [ $mode = random ] && extra=--depth-random
@@ -143,6 +171,10 @@ zero_reps 2 -m $T/q4 -r 0
 small_probe 2 -m $T/q4 --bw-mb 1
 unknown_flag 2 -m $T/q4 --frobnicate
 random_no_depth 2 -m $T/q4 --depth-random
+batch_one 2 -m $T/q4 -b 1
+batch_depth 2 -m $T/q4 -b 4 -d 8
+batch_drafter 2 -m $T/q4 -b 4 --lookup-ngram 2
+batch_no_gen 2 -m $T/q4 -b 4 -n 0
 missing_dir 1 -m $T/nope
 $huge
 LIST
