@@ -784,14 +784,16 @@ static void gemm_tokens2(const mxq_ctx *c, const ril *p, int blk, int t, int nt)
         if (is_e2m1(w)) V2_MICRO(4, true, true, V2_NT);
         else if (w->bits == 4) V2_MICRO(4, false, true, V2_NT);
         else V2_MICRO(8, false, true, V2_NT);
-    } else {
-        if (is_e2m1(w)) V2_MICRO(4, true, false, V2X_NT);
-        else if (w->bits == 4) V2_MICRO(4, false, false, V2X_NT);
-        else V2_MICRO(8, false, false, V2X_NT);
+    } else { /* groups of 64 only (two_ok): each instantiation costs ~5 s of compile time */
+        if (is_e2m1(w)) gemm_micro2(nt, c, p, blk, t, 4, true, 64, false, V2X_NT);
+        else if (w->bits == 4) gemm_micro2(nt, c, p, blk, t, 4, false, 64, false, V2X_NT);
+        else gemm_micro2(nt, c, p, blk, t, 8, false, 64, false, V2X_NT);
     }
 }
 static int v2_nt(const mxq_ctx *c) { return c->one ? V2_NT : V2X_NT; }
-static bool two_ok(const mxq_ctx *c) { return !mxq_is_e4m3(c->w) && (is_e2m1(c->w) || c->w->bits == 4 || c->w->bits == 8); }
+static bool two_ok(const mxq_ctx *c) {
+    return !mxq_is_e4m3(c->w) && (is_e2m1(c->w) || c->w->bits == 4 || c->w->bits == 8) && (c->one || c->w->group == 64);
+}
 
 /* nt tokens (1..VG_NT): the kernel for the weight's code width */
 #define VG_MICRO(BITS, E2M1, NT) gemm_micro(NT, c, p, blk, t, BITS, E2M1, false)
