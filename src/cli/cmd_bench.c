@@ -245,6 +245,19 @@ const mx_cmd mx_cmd_bench = {
     .loads_model = true,
 };
 
+/* the same pseudo-random token ids in every run (and every command line) */
+static void bench_tokens(int32_t *toks, int n, int V) {
+    uint64_t rng = 12345;
+    for (int i = 0; i < n; i++) { rng = rng * 6364136223846793005ull + 1442695040888963407ull; toks[i] = (int32_t)((rng >> 33) % (uint64_t)V); }
+}
+
+/* the checkpoint's size on disk (its mapped files) */
+static size_t ckpt_bytes(const mx_engine *e) {
+    size_t b = 0;
+    for (int f = 0; f < e->model.ck.n_files; f++) b += e->model.ck.files[f].map_len;
+    return b;
+}
+
 /* --batch B: B sequences (caches of their own), each fed a prompt of pp
  * tokens, then tg greedy steps of B tokens, one per sequence, each step one
  * forward pass (a server's decode step with B streams, without the HTTP):
@@ -266,8 +279,7 @@ static int batch_bench(const bench_opts *bo, mx_engine *e, const char *label) {
     mx_prof prof;
     memset(&prof, 0, sizeof prof);
     if (!ctx || !kv || !ins || !toks || !cur || !logits || !tps) { fprintf(stderr, "mlxcel bench: %s\n", pool && !ctx ? mx_errmsg() : "out of memory"); rc = 1; goto out; }
-    uint64_t rng = 12345;
-    for (int i = 0; i < pp + B; i++) { rng = rng * 6364136223846793005ull + 1442695040888963407ull; toks[i] = (int32_t)((rng >> 33) % (uint64_t)V); }
+    bench_tokens(toks, pp + B, V);
     for (int r = 0; r <= reps && !rc; r++) { /* the last run: the profile's, when asked */
         bool prof_run = r == reps;
         if (prof_run && !bo->profile) break;
@@ -295,8 +307,7 @@ static int batch_bench(const bench_opts *bo, mx_engine *e, const char *label) {
         else tps[r] = (double)B * tg / dt;
     }
     if (rc) { fprintf(stderr, "mlxcel bench: %s\n", mx_errmsg()); rc = 1; goto out; }
-    size_t ckpt = 0;
-    for (int f = 0; f < e->model.ck.n_files; f++) ckpt += e->model.ck.files[f].map_len;
+    size_t ckpt = ckpt_bytes(e);
     double lo = tps[0], hi = tps[0];
     for (int r = 1; r < reps; r++) { lo = MX_MIN(lo, tps[r]); hi = MX_MAX(hi, tps[r]); }
     double med = median(tps, reps);
@@ -389,8 +400,7 @@ static int bench(const bench_opts *bo, const char *model) {
         rc = 1;
         goto out_model;
     }
-    uint64_t rng = 12345;
-    for (int i = 0; i < ctx; i++) { rng = rng * 6364136223846793005ull + 1442695040888963407ull; toks[i] = (int32_t)((rng >> 33) % (uint64_t)V); }
+    bench_tokens(toks, ctx, V);
     /* time to first token: model open + an 8-token prompt + one sample */
     rc = mx_session_feed(&s, toks, 8, NULL, last);
     mx_argmax(last, V);
@@ -491,8 +501,7 @@ static int bench(const bench_opts *bo, const char *model) {
     qsort(bw, (size_t)n_bw, sizeof(double), cmp_d);
     double bw_med = bw[n_bw / 2];
     double eff = median(seg_eff, n_eff); /* sorted: the range is its ends */
-    size_t ckpt = 0;
-    for (int f = 0; f < e->model.ck.n_files; f++) ckpt += e->model.ck.files[f].map_len;
+    size_t ckpt = ckpt_bytes(e);
     /* per generated token: every linear once, plus the KV read at the mean context of the tg run */
     double bpt = (double)e->model.weight_bytes + kv_per_pos * (d + (tg + 1) / 2.0);
     double rss_mb = ru.ru_maxrss / 1024.0, bw_buf_mb = bw_mb;
