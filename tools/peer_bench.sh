@@ -16,7 +16,9 @@
 # by random values: the time to attend them does not depend on what they hold), FORMATS ("q4:q4_0 q8:q8_0 bf16:bf16": mlxcel's
 # /tmp/llama1b-X folder and the GGUF /tmp/gguf/llama1b-Y.gguf), ENGINES
 # ("mlxcel mlxcel-fast llama ik"; also mlxcel-kv16: an f16 cache, as llama.cpp's
-# default), MLXCEL (build/mlxcel).
+# default; and ceiling: for bf16, the exact path's ceiling read by
+# build/isa_bounds in the same round, so the table gives mlxcel's pp as a
+# share of it), MLXCEL (build/mlxcel).
 # Making the inputs (BENCHMARKS.md, "Side by side with llama.cpp and
 # ik_llama.cpp"): build/mkmodel writes the mlxcel folders, tools/hf_to_gguf.py
 # the bf16 GGUF and the peer's llama-quantize --pure the Q4_0 / Q8_0 files.
@@ -54,6 +56,12 @@ d = json.loads(sys.stdin.read())
 print('RUN ' + json.dumps({'engine': '$name', 'format': '$fmt', 'depth': $D, 'pp': d['pp_tps'], 'tg': d['tg_tps'], 'bw_gbs': d['mem_read_gbs'], 'tg_efficiency': d['tg_efficiency']}))" ||
     echo "# $name $fmt failed"
 }
+ceiling() { # the exact bf16 path's ceiling (issue 29): build/isa_bounds' two-block bf16 form, halved for hi + lo
+  [ "$fmt" = bf16 ] || return 0
+  "${ISA_BOUNDS:-build/isa_bounds}" 2>/dev/null | awk -v f="$fmt" '/^two blocks: bf16 x/ {
+    printf "RUN {\"engine\": \"ceiling\", \"format\": \"%s\", \"depth\": 0, \"pp\": %.1f, \"tg\": null}\n", f, $(NF-4) / 2; ok = 1 }
+    END { if (!ok) print "# ceiling " f " failed" }'
+}
 for r in $(seq "$ROUNDS"); do
   for f in $FORMATS; do
     fmt=${f%%:*}
@@ -66,6 +74,7 @@ for r in $(seq "$ROUNDS"); do
       mlxcel-kv16) ours mlxcel-kv16 "$m" --cache-type-k f16 --cache-type-v f16 ;;
       llama) peer llama "$LLAMA" "$g" ;;
       ik) peer ik "$IK" "$g" -rtr 1 ;;
+      ceiling) ceiling ;;
       esac
     done
   done

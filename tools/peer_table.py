@@ -32,9 +32,10 @@ for k in order:
     rs = by[k]
     pp, tg = [r["pp"] for r in rs], [r["tg"] for r in rs]
     extra = ""
-    if rs[0].get("bw_gbs"):
+    if rs[0].get("bw_gbs") and med([r["tg_efficiency"] for r in rs]):
         extra = " (probe %.1f GB/s, tg at %.0f %% of it)" % (med([r["bw_gbs"] for r in rs]), 100 * med([r["tg_efficiency"] for r in rs]))
-    print("| %s | %s | %.1f %s | %.1f %s%s | %d |" % (k[0], k[1], med(pp), rng(pp), med(tg), rng(tg), extra, len(rs)))
+    tgs = "%.1f %s" % (med(tg), rng(tg)) if med(tg) else "–"
+    print("| %s | %s | %.1f %s | %s%s | %d |" % (k[0], k[1], med(pp), rng(pp), tgs, extra, len(rs)))
 print()
 print("| format | ratio | pp | tg |")
 print("|---|---|---|---|")
@@ -51,3 +52,10 @@ for f in fmts:
         rp = med([a[i]["pp"] / b[i]["pp"] for i in range(n) if a[i]["pp"] and b[i]["pp"]])
         rt = med([a[i]["tg"] / b[i]["tg"] for i in range(n) if a[i]["tg"] and b[i]["tg"]])
         print("| %s | %s / %s | %s | %s |" % (f, ours, peer, "%.2f×" % rp if rp else "–", "%.2f×" % rt if rt else "–"))
+for f in fmts:
+    a, c = by.get((f, "mlxcel")), by.get((f, "ceiling"))
+    if a and c:
+        n = min(len(a), len(c))
+        rs = [a[i]["pp"] / c[i]["pp"] for i in range(n) if a[i]["pp"] and c[i]["pp"]]
+        if rs:
+            print("| %s | mlxcel pp / the exact path's ceiling (per round: %s) | %.0f %% | |" % (f, " ".join("%.0f" % (100 * r) for r in rs), 100 * med(rs)))
