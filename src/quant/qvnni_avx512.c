@@ -1034,7 +1034,21 @@ static void vnni_mm(const mxq_ctx *c, const ril *p, int r0, int r1) {
                 wg_expand_any(w, p, b, g0, gn, wg_buf[0]);
                 if (b + 1 < b1) { /* two blocks a pass */
                     wg_expand_any(w, p, b + 1, g0, gn, wg_buf[1]);
-                    for (int t = t0; t < t1; t += WG2_NT) wg_tokens2(c, wg_buf[0], wg_buf[1], g0, gn, b, t, MX_MIN(WG2_NT, t1 - t));
+                    /* the next pair's chunk of units, a share asked for (into L2) before each pass: its
+                     * expansion otherwise waited on memory for the code lines (perf: 59 % of the
+                     * expansion's samples on the first use of a code line; 1B 4-bit pp512, 6
+                     * interleaved rounds: +3.7 %, median of the per-round ratios) */
+                    int nn = MX_MIN(2, b1 - (b + 2)), np = (t1 - t0 + WG2_NT - 1) / WG2_NT;
+                    size_t cs = (size_t)(g0 >> p->gsh) * p->unit, ce = (size_t)((g0 + gn - 1) >> p->gsh) * p->unit + p->unit;
+                    size_t share = ((ce - cs + (size_t)np - 1) / (size_t)np + 63) & ~(size_t)63;
+                    for (int t = t0, i = 0; t < t1; t += WG2_NT, i++) {
+                        for (int k = 0; k < nn; k++) {
+                            const uint8_t *q = p->base + (size_t)(b + 2 + k) * p->blk;
+                            for (size_t l = cs + (size_t)i * share; l < MX_MIN(ce, cs + (size_t)(i + 1) * share); l += 64)
+                                _mm_prefetch((const char *)q + l, _MM_HINT_T1);
+                        }
+                        wg_tokens2(c, wg_buf[0], wg_buf[1], g0, gn, b, t, MX_MIN(WG2_NT, t1 - t));
+                    }
                     b++;
                     continue;
                 }
