@@ -798,7 +798,12 @@ static inline __attribute__((always_inline)) void gemm_micro2(int nt, const mxq_
 static void gemm_tokens2(const mxq_ctx *c, const ril *p, int blk, int t, int nt, const uint8_t *pf, size_t pfg) {
     const mx_weight *w = c->w;
     if (c->one) {
-        if (is_e2m1(w)) V2_MICRO(4, true, true, V2_NT);
+        /* a short pass (a batch's last tokens) on a 4-token kernel, where a 6-token one would
+         * compute the missing tokens as copies: affine 4- and 8-bit, groups of 64 only (compile time) */
+        if (nt <= 4 && w->group == 64 && !is_e2m1(w)) {
+            if (w->bits == 4) gemm_micro2(nt, c, p, blk, t, 4, false, 64, true, 4, pf, pfg);
+            else gemm_micro2(nt, c, p, blk, t, 8, false, 64, true, 4, pf, pfg);
+        } else if (is_e2m1(w)) V2_MICRO(4, true, true, V2_NT);
         else if (w->bits == 4) V2_MICRO(4, false, true, V2_NT);
         else V2_MICRO(8, false, true, V2_NT);
     } else { /* groups of 64 only (two_ok): each instantiation costs ~5 s of compile time */
@@ -1007,14 +1012,17 @@ static void vnni_mm(const mxq_ctx *c, const ril *p, int r0, int r1) {
                     /* The pair's first pass asks for the next pair's lines (into L2), a share with each
                      * group: the pair's first pass otherwise waited on memory for its lines, since each
                      * line is read by only n / nt2 passes (1B 4-bit, 16 streams decoding: 180 -> 203 t/s,
-                     * --fast 223 -> 258; 8-bit 180 -> 190, 216 -> 227; pp512 level). Not for one block a
-                     * pass (2-5 tokens): there the stream runs near the bandwidth and it measured -12 to +58 %. */
+                     * --fast 223 -> 258; 8-bit 180 -> 190, 216 -> 227; pp512 level). (One block a pass asks
+                     * for its own stream ahead: VG_PF.) */
                     int nn = MX_MIN(2, b1 - (b + 2)), ng = w->cols / w->group;
                     const uint8_t *pf = nn > 0 ? p->base + (size_t)(b + 2) * p->blk : NULL;
                     size_t pfg = ((size_t)nn * p->blk / (size_t)ng + 63) & ~(size_t)63;
-                    for (int t = t0; t < te; t += nt2) {
-                        gemm_tokens2(c, p, b, t, MX_MIN(nt2, te - t), pf, pfg);
+                    for (int t = t0; t < te;) {
+                        /* 7 or 8 tokens left: two passes of 4 (gemm_tokens2's 4-token kernel), not 6 + copies */
+                        int r = te - t, m = c->one && (r == 7 || r == 8) ? 4 : MX_MIN(nt2, r);
+                        gemm_tokens2(c, p, b, t, m, pf, pfg);
                         pf = NULL;
+                        t += m;
                     }
                     b++;
                     continue;
