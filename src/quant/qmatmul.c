@@ -127,7 +127,7 @@ static bool prep_int8(qjob *j, const float *x, int ldx, bool act8) {
         tl_qcap = tl_q ? qn : 0;
     }
     float *xd = scratch(0, (size_t)n * ng), *xs = scratch(1, (size_t)n * ng);
-    bool wg = n >= MXQ_WG_MIN && !fp8 && !one;
+    bool wg = !fp8 && mxq_vnni_wg(w, n, one);
     int32_t *xk = wg ? (int32_t *)(void *)scratch(2, (size_t)n * ng) : NULL;
     if (!tl_q || !xd || !xs || (wg && !xk)) return false;
     bool e2m1 = w->fmt == MX_W_MXFP4 || w->fmt == MX_W_NVFP4;

@@ -166,8 +166,12 @@ typedef void (*mxq_fn)(const mxq_ctx *c, int r0, int r1);
  * (qvnni_avx512.c), whose per-block expansion costs about as much as 8-16
  * tokens: below it the codes are read as they are (test_quant_bench, one
  * thread, 2048 x 4096: n = 2 59-64 against 157-193 GFLOP/s, n = 16 even at
- * 4-bit and behind at 8-bit, n = 32 ahead at both). */
+ * 4-bit and behind at 8-bit, n = 32 ahead at both). Only where no two-block
+ * kernel reads the 12-bit codes as they are (mxq_vnni_wg). */
 #define MXQ_WG_MIN 24
+/* Whether n tokens of w (one: the fast mode's 8-bit codes) take Winograd's
+ * kernels, and so need mxq_vnni_prep's per-token sums (xk). */
+bool mxq_vnni_wg(const mx_weight *w, int n, bool one);
 #define MXQ_LDQ(cols) mx_pad_ld((size_t)(cols))
 void mxq_mm_portable(const mxq_ctx *c, int r0, int r1);
 void mxq_mm_avx2(const mxq_ctx *c, int r0, int r1);

@@ -204,20 +204,21 @@ typedef struct { mx_wfmt fmt; int bits, group, rows, cols; mx_dtype sdt; } spec;
 /* The VBMI build of the one-token E2M1 kernel gives the other's bits (E8M0
  * and E4M3 scales, both streams of a pair and the blocks left alone). */
 /* The int8 path's integer sums at their extremes: 8-bit codes of 255 or 0
- * in groups of 128 against x at +-max (b' = 4095 or 1) give the many-token
- * kernel's largest int32 sums; it must give the one-token kernel's bits
- * and stay within the coding bound of the reference. */
+ * in groups of 128 (Winograd's kernel) and 64 (the two-block kernel that
+ * reads the 12-bit codes as they are) against x at +-max (b' = 4095 or 1)
+ * give the many-token kernels' largest int32 sums; each must give the
+ * one-token kernel's bits and stay within the coding bound of the reference. */
 static void extreme_tests(mx_pool *pool) {
     if (mx_cpu()->level < MX_CPU_AVX512 || !mx_cpu()->avx512_vnni) { printf("# no AVX-512 VNNI: int8 extremes skipped\n"); return; }
     enum { R = 32, C = 512, N = 26 }; /* N >= MXQ_WG_MIN */
-    for (int v = 0; v < 4; v++) {
-        tw t = make_tw(MX_W_AFFINE, 8, 128, R, C, MX_DT_BF16, 500u + (unsigned)v);
-        memset((void *)t.w.data, v == 3 ? 0 : 0xFF, (size_t)R * C);
+    for (int v = 0; v < 8; v++) {
+        tw t = make_tw(MX_W_AFFINE, 8, v < 4 ? 128 : 64, R, C, MX_DT_BF16, 500u + (unsigned)v);
+        memset((void *)t.w.data, v % 4 == 3 ? 0 : 0xFF, (size_t)R * C);
         mx_kpolicy kp = mx_kpolicy_on(pool);
         mx_weight_prepare(&t.w, &kp);
         float *x = malloc(sizeof(float) * N * C), *y1 = malloc(sizeof(float) * N * R), *yn = malloc(sizeof(float) * N * R),
               *yr = malloc(sizeof(float) * N * R), *row = malloc(sizeof(float) * C);
-        for (int i = 0; i < N * C; i++) x[i] = v == 0 ? 1.5f : v == 1 ? -1.5f : (i / 2) % 2 ? 1.5f : -1.5f;
+        for (int i = 0; i < N * C; i++) x[i] = v % 4 == 0 ? 1.5f : v % 4 == 1 ? -1.5f : (i / 2) % 2 ? 1.5f : -1.5f;
         for (int i = 0; i < N; i++) mx_matmul(&t.w, x + (size_t)i * C, 1, C, y1 + (size_t)i * R, R, &kp);
         unsigned long c0 = mx_qmatmul_int8_calls();
         mx_matmul(&t.w, x, N, C, yn, R, &kp);
@@ -232,7 +233,7 @@ static void extreme_tests(mx_pool *pool) {
                 worst = fmax(worst, fabs((double)yn[i * R + r] - yr[i * R + r]) / (2e-6 * sw * 1.5 + sw * 1.5 / (2.0 * 2047.0)));
         }
         char name[64];
-        snprintf(name, sizeof name, "int8_extremes_%s", (const char *[]){"plus", "minus", "alternating", "zero_codes"}[v]);
+        snprintf(name, sizeof name, "int8_extremes_g%d_%s", v < 4 ? 128 : 64, (const char *[]){"plus", "minus", "alternating", "zero_codes"}[v % 4]);
         CHECK(name, int8 && !memcmp(y1, yn, sizeof(float) * N * R) && worst <= 1, "%s, worst %.3g of the bound",
               !int8 ? "int8 path not taken" : memcmp(y1, yn, sizeof(float) * N * R) ? "one token and all differ" : "off", worst);
         free(x); free(y1); free(yn); free(yr); free(row);
