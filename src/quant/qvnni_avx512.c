@@ -1053,7 +1053,8 @@ static void vnni_mm(const mxq_ctx *c, const ril *p, int r0, int r1) {
                     /* the next pair's chunk of units, a share asked for (into L2) before each pass: its
                      * expansion otherwise waited on memory for the code lines (perf: 59 % of the
                      * expansion's samples on the first use of a code line; 1B 4-bit pp512, 6
-                     * interleaved rounds: +3.7 %, median of the per-round ratios) */
+                     * interleaved rounds: +3.7 %, median of the per-round ratios, measured while groups
+                     * of 64 still took this path: mxq_vnni_wg) */
                     int nn = MX_MIN(2, b1 - (b + 2)), np = (t1 - t0 + WG2_NT - 1) / WG2_NT;
                     size_t cs = (size_t)(g0 >> p->gsh) * p->unit, ce = (size_t)((g0 + gn - 1) >> p->gsh) * p->unit + p->unit;
                     size_t share = ((ce - cs + (size_t)np - 1) / (size_t)np + 63) & ~(size_t)63;
