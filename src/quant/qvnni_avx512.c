@@ -813,17 +813,17 @@ static void gemm_tokens2(const mxq_ctx *c, const ril *p, int blk, int t, int nt,
     }
 }
 static int v2_nt(const mxq_ctx *c) { return c->one ? V2_NT : V2X_NT; }
+/* the code forms gemm_micro2 reads (the 12-bit codes at groups of 64 only) */
+static bool two_forms(const mx_weight *w) { return !mxq_is_e4m3(w) && (is_e2m1(w) || w->bits == 4 || w->bits == 8); }
 /* The 12-bit codes read as they are two blocks a pass (gemm_micro2) beat
  * Winograd's expansion at every n once both asked for their lines ahead
  * (1B, 2 threads, 4 interleaved rounds of pp512: 4-bit 239 -> 262 t/s, 8-bit
  * 238 -> 263, --fast (whose q/k/v and o keep 12 bits) 342 -> 396; pp24-pp192
  * +6 to +22 %): Winograd keeps the groups and code forms they do not take. */
 bool mxq_vnni_wg(const mx_weight *w, int n, bool one) {
-    return !one && !mxq_is_e4m3(w) && n >= MXQ_WG_MIN && !((is_e2m1(w) || w->bits == 4 || w->bits == 8) && w->group == 64);
+    return !one && !mxq_is_e4m3(w) && n >= MXQ_WG_MIN && !(two_forms(w) && w->group == 64);
 }
-static bool two_ok(const mxq_ctx *c) {
-    return !mxq_is_e4m3(c->w) && (is_e2m1(c->w) || c->w->bits == 4 || c->w->bits == 8) && (c->one || c->w->group == 64);
-}
+static bool two_ok(const mxq_ctx *c) { return two_forms(c->w) && (c->one || c->w->group == 64); }
 
 /* nt tokens (1..VG_NT): the kernel for the weight's code width */
 #define VG_MICRO(BITS, E2M1, NT) gemm_micro(NT, c, p, blk, t, BITS, E2M1, false)
