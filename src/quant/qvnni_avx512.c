@@ -654,7 +654,7 @@ static void wg_tokens(const mxq_ctx *c, const uint8_t *E, int g0, int gn, int bl
  * of 4 columns x 16 rows (8-bit: a line; 4-bit: two from a line; bit planes:
  * plane_codes) and adds them to every token's two sums */
 static inline __attribute__((always_inline)) void gemm_micro(int nt, const mxq_ctx *c, const ril *p, int blk, int t0, const int bits,
-                                                               const bool e2m1, const bool ONE) {
+                                                               const bool e2m1, const bool ONE, bool first) {
     const mx_weight *w = c->w;
     const int per = bits == 4 ? 2 : 1; /* 4-column units per fetch */
     int G = w->group, ng = w->cols / G;
@@ -670,7 +670,8 @@ static inline __attribute__((always_inline)) void gemm_micro(int nt, const mxq_c
         VG_UNROLL
         for (int t = 0; t < nt; t++) i1[t] = i2[t] = _mm512_setzero_si512();
         const uint8_t *gl = cb + g_code(p, g);
-        for (size_t l = 0; l < pfg; l += 64) _mm_prefetch((const char *)cb + (size_t)g * pfg + l + VG_PF, _MM_HINT_T0);
+        if (first) /* later passes over the block find it in cache */
+            for (size_t l = 0; l < pfg; l += 64) _mm_prefetch((const char *)cb + (size_t)g * pfg + l + VG_PF, _MM_HINT_T0);
         for (int u = 0; u < G / 4; u += per) {
             __m512i cu[2];
             if (bits == 4) codes(gl + (size_t)(u / 2) * 64, true, e2m1, &cu[0], &cu[1]);
@@ -790,6 +791,8 @@ static inline __attribute__((always_inline)) void gemm_micro2(int nt, const mxq_
             _mm512_mask_storeu_ps(c->y + (size_t)(t0 + t) * c->ldy + r + 16, m1, f1[t]);
         }
 }
+/* the fast mode's codes of w have a 4-token two-block kernel (gemm_tokens2) */
+static bool one4(const mxq_ctx *c) { return c->one && c->w->group == 64 && !is_e2m1(c->w); }
 #define V2_MICRO(BITS, E2M1, ONE, NT)                                                     \
     (w->group == 64 ? gemm_micro2(nt, c, p, blk, t, BITS, E2M1, 64, ONE, NT, pf, pfg)     \
                     : gemm_micro2(nt, c, p, blk, t, BITS, E2M1, 0, ONE, NT, pf, pfg))
@@ -800,7 +803,7 @@ static void gemm_tokens2(const mxq_ctx *c, const ril *p, int blk, int t, int nt,
     if (c->one) {
         /* a short pass (a batch's last tokens) on a 4-token kernel, where a 6-token one would
          * compute the missing tokens as copies: affine 4- and 8-bit, groups of 64 only (compile time) */
-        if (nt <= 4 && w->group == 64 && !is_e2m1(w)) {
+        if (nt <= 4 && one4(c)) {
             if (w->bits == 4) gemm_micro2(nt, c, p, blk, t, 4, false, 64, true, 4, pf, pfg);
             else gemm_micro2(nt, c, p, blk, t, 8, false, 64, true, 4, pf, pfg);
         } else if (is_e2m1(w)) V2_MICRO(4, true, true, V2_NT);
@@ -826,8 +829,8 @@ bool mxq_vnni_wg(const mx_weight *w, int n, bool one) {
 static bool two_ok(const mxq_ctx *c) { return two_forms(c->w) && (c->one || c->w->group == 64); }
 
 /* nt tokens (1..VG_NT): the kernel for the weight's code width */
-#define VG_MICRO(BITS, E2M1, NT) gemm_micro(NT, c, p, blk, t, BITS, E2M1, false)
-#define VG_MICRO1(BITS, E2M1, NT) gemm_micro(NT, c, p, blk, t, BITS, E2M1, true)
+#define VG_MICRO(BITS, E2M1, NT) gemm_micro(NT, c, p, blk, t, BITS, E2M1, false, first)
+#define VG_MICRO1(BITS, E2M1, NT) gemm_micro(NT, c, p, blk, t, BITS, E2M1, true, first)
 #define VG_CASE(NT)                                   \
     case NT:                                          \
         if (c->one) { VQ_CODE_FORMS(w, VG_MICRO1, NT) } \
@@ -987,7 +990,8 @@ static void gemm_fp8_tokens(const mxq_ctx *c, const ril *p, int blk, int t, int 
     }
 }
 
-static void gemm_tokens(const mxq_ctx *c, const ril *p, int blk, int t, int nt) {
+/* first: the block's first pass (it asks for the stream ahead) */
+static void gemm_tokens(const mxq_ctx *c, const ril *p, int blk, int t, int nt, bool first) {
     const mx_weight *w = c->w;
     if (mxq_is_e4m3(w)) { gemm_fp8_tokens(c, p, blk, t, nt); return; }
     switch (nt) {
@@ -1027,7 +1031,7 @@ static void vnni_mm(const mxq_ctx *c, const ril *p, int r0, int r1) {
                     size_t pfg = ((size_t)nn * p->blk / (size_t)ng + 63) & ~(size_t)63;
                     for (int t = t0; t < te;) {
                         /* 7 or 8 tokens left: two passes of 4 (gemm_tokens2's 4-token kernel), not 6 + copies */
-                        int r = te - t, m = c->one && (r == 7 || r == 8) ? 4 : MX_MIN(nt2, r);
+                        int r = te - t, m = one4(c) && (r == 7 || r == 8) ? 4 : MX_MIN(nt2, r);
                         gemm_tokens2(c, p, b, t, m, pf, pfg);
                         pf = NULL;
                         t += m;
@@ -1035,7 +1039,7 @@ static void vnni_mm(const mxq_ctx *c, const ril *p, int r0, int r1) {
                     b++;
                     continue;
                 }
-                for (int t = t0; t < te; t += VG_NT) gemm_tokens(c, p, b, t, MX_MIN(VG_NT, te - t));
+                for (int t = t0; t < te; t += VG_NT) gemm_tokens(c, p, b, t, MX_MIN(VG_NT, te - t), t == t0);
             }
         return;
     }
